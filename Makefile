@@ -1,0 +1,52 @@
+# The project's interface: test, test-unit, test-host, test-vm (each narrowed
+# with PKGS=), lint, bench. CI runs `make test` with CI=true.
+GO      ?= go
+PKGS    ?= ./...
+BIN     := $(CURDIR)/bin
+VMTEST  := $(BIN)/vmtest
+# Where the VM kernel is unpacked; outside git, reused across runs.
+export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
+
+RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
+
+.PHONY: test test-unit test-host test-vm lint bench vm-kernel tools clean
+
+test: lint test-unit test-host test-vm
+
+test-unit:
+	$(GO) test $(RACE) $(PKGS)
+
+test-host:
+	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \
+	if [ -z "$$pkgs" ]; then echo "test-host: no packages with host-kernel tests in $(PKGS)"; exit 0; fi; \
+	echo $(GO) test $(RACE) -count=1 -tags hosttest $$pkgs; \
+	$(GO) test $(RACE) -count=1 -tags hosttest $$pkgs
+
+# Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
+# the VM one package at a time: two emulated guests would share two cores.
+test-vm: $(VMTEST) vm-kernel
+	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
+	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
+	echo $(GO) test -count=1 -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
+	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -tags vmtest -exec $(VMTEST) $$pkgs
+
+lint:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags hosttest ./...
+	$(GO) vet -tags vmtest ./...
+	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags hosttest ./...
+	$(GO) tool staticcheck -tags vmtest ./...
+
+bench:
+	@echo "no benchmarks yet"
+
+$(VMTEST): $(shell find hack/vmtest -name '*.go' 2>/dev/null) go.mod
+	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest
+
+vm-kernel:
+	@hack/fetch-vm-kernel "$(IPVSPLANE_CACHE)/kernel"
+
+clean:
+	rm -rf $(BIN)

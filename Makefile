@@ -19,16 +19,16 @@ test-unit:
 test-host:
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-host: no packages with host-kernel tests in $(PKGS)"; exit 0; fi; \
-	echo $(GO) test $(RACE) -count=1 -tags hosttest $$pkgs; \
-	$(GO) test $(RACE) -count=1 -tags hosttest $$pkgs
+	echo $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs; \
+	$(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
 # the VM one package at a time: two emulated guests would share two cores.
 test-vm: $(VMTEST) vm-kernel
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
-	echo $(GO) test -count=1 -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
-	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -tags vmtest -exec $(VMTEST) $$pkgs
+	echo $(GO) test -count=1 -v -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
+	CGO_ENABLED=0 $(GO) test -count=1 -v -p 1 -tags vmtest -exec $(VMTEST) $$pkgs
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -2,7 +2,11 @@ module github.com/ipvsplane/ipvsplane
 
 go 1.26.0
 
-require golang.org/x/sys v0.49.0
+require (
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
+	golang.org/x/sys v0.49.0
+)
 
 require (
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect

@@ -1,5 +1,6 @@
 # The project's interface: test, test-unit, test-host, test-vm (each narrowed
 # with PKGS=), lint, bench. CI runs `make test` with CI=true.
+SHELL   := /bin/bash
 GO      ?= go
 PKGS    ?= ./...
 BIN     := $(CURDIR)/bin
@@ -39,8 +40,17 @@ lint:
 	$(GO) tool staticcheck -tags hosttest ./...
 	$(GO) tool staticcheck -tags vmtest ./...
 
-bench:
-	@echo "no benchmarks yet"
+# Benchmarks run side by side with their baselines (ipset restore,
+# conntrack -D, moby/ipvs, ...) in one run; hack/benchratio prints ratios.
+BENCH     ?= .
+BENCHTIME ?= 1x
+bench: $(VMTEST) vm-kernel
+	@set -o pipefail; { \
+	  pkgs="$$(hack/pkgs-with-tag hosttest --bench $(PKGS))"; \
+	  [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -tags hosttest $$pkgs; \
+	  pkgs="$$(hack/pkgs-with-tag vmtest --bench $(PKGS))"; \
+	  [ -z "$$pkgs" ] || VMTEST_MEM=$${VMTEST_MEM:-4096} CGO_ENABLED=0 $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -timeout 60m -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
+	} 2>&1 | $(GO) run ./hack/benchratio
 
 $(VMTEST): $(shell find hack/vmtest -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest

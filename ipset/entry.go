@@ -1,0 +1,379 @@
+package ipset
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Proto is the IP protocol of an entry's port.
+type Proto uint8
+
+// Protocols a port can belong to.
+const (
+	TCP     Proto = 6
+	UDP     Proto = 17
+	SCTP    Proto = 132
+	UDPLite Proto = 136
+)
+
+func (p Proto) String() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	case SCTP:
+		return "sctp"
+	case UDPLite:
+		return "udplite"
+	}
+	return strconv.Itoa(int(p))
+}
+
+func parseProto(s string) (Proto, error) {
+	for _, p := range []Proto{TCP, UDP, SCTP, UDPLite} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown protocol %q", s)
+}
+
+// Permanent, as an Entry's Timeout in a set with timeouts, makes the entry
+// never expire ("timeout 0" in ipset syntax). A zero Timeout means the set's
+// default.
+const Permanent time.Duration = -1
+
+// Counters are an entry's packet and byte counters, in sets created with
+// counters.
+type Counters struct {
+	Packets, Bytes uint64
+}
+
+// Entry is a member of a set. Which fields are used depends on the set type:
+//
+//	hash:ip           Addr
+//	hash:ip,port      Addr, Proto, Port
+//	hash:ip,port,ip   Addr, Proto, Port, Addr2
+//	hash:ip,port,net  Addr, Proto, Port, Net2
+//	hash:net          Net
+//	hash:net,port     Net, Proto, Port
+//	bitmap:port       Port
+type Entry struct {
+	Addr  netip.Addr
+	Net   netip.Prefix
+	Proto Proto
+	Port  uint16
+	Addr2 netip.Addr
+	Net2  netip.Prefix
+	// Timeout is the entry's lifetime in whole seconds; see Permanent.
+	Timeout time.Duration
+	// Comment needs a set created with comments.
+	Comment string
+	// Counters, when not nil, are the entry's counters (read back from a
+	// set with counters, or their starting values on add).
+	Counters *Counters
+}
+
+// key is what identifies an entry in its set: everything but the extensions.
+type key struct {
+	addr  netip.Addr
+	net   netip.Prefix
+	proto Proto
+	port  uint16
+	addr2 netip.Addr
+	net2  netip.Prefix
+}
+
+func (e Entry) key() key {
+	return key{e.Addr, e.Net.Masked(), e.Proto, e.Port, e.Addr2, e.Net2.Masked()}
+}
+
+// check reports what is wrong with e as a member of a set of type t.
+func (e Entry) check(t Type) error {
+	l, ok := t.layout()
+	if !ok {
+		return fmt.Errorf("set type %q: %w", t, ErrTypeNotSupported)
+	}
+	if err := checkPart(l.first, "address", e.Addr, e.Net); err != nil {
+		return err
+	}
+	if err := checkPart(l.second, "second address", e.Addr2, e.Net2); err != nil {
+		return err
+	}
+	fam := e.Addr
+	if l.first == partNet {
+		fam = e.Net.Addr()
+	}
+	if l.second != partNone {
+		second := e.Addr2
+		if l.second == partNet {
+			second = e.Net2.Addr()
+		}
+		if second.Is4() != fam.Is4() {
+			return fmt.Errorf("entry mixes IPv4 and IPv6 addresses")
+		}
+	}
+	if l.port && e.Proto == 0 {
+		return fmt.Errorf("entry needs a protocol with its port")
+	}
+	if !l.port && !l.bitmap && (e.Proto != 0 || e.Port != 0) {
+		return fmt.Errorf("%s entry has no port", t)
+	}
+	if l.bitmap && e.Proto != 0 {
+		return fmt.Errorf("%s entry has no protocol", t)
+	}
+	if e.Timeout != Permanent && (e.Timeout < 0 || e.Timeout%time.Second != 0) {
+		return fmt.Errorf("entry timeout %v is not a whole number of seconds", e.Timeout)
+	}
+	if len(e.Comment) > maxCommentSize || strings.ContainsAny(e.Comment, "\"\x00") {
+		return fmt.Errorf("entry comment must have at most %d bytes and no quote or NUL", maxCommentSize)
+	}
+	return nil
+}
+
+func checkPart(p part, what string, a netip.Addr, n netip.Prefix) error {
+	switch p {
+	case partNone:
+		if a.IsValid() || n.IsValid() {
+			return fmt.Errorf("entry has a %s where its type has none", what)
+		}
+	case partAddr:
+		if !a.IsValid() || a.Zone() != "" || n.IsValid() {
+			return fmt.Errorf("entry needs a plain %s (netip.Addr) and no network", what)
+		}
+	case partNet:
+		if !n.IsValid() || a.IsValid() {
+			return fmt.Errorf("entry needs a %s as a network (netip.Prefix)", what)
+		}
+	}
+	return nil
+}
+
+// String prints e in the syntax of `ipset save`, e.g. "10.0.0.2,tcp:8080,
+// 10.0.0.2" followed by its extensions ("timeout 30 comment "x"").
+func (e Entry) String() string {
+	var b strings.Builder
+	switch {
+	case e.Addr.IsValid():
+		b.WriteString(e.Addr.String())
+	case e.Net.IsValid():
+		b.WriteString(formatNet(e.Net))
+	}
+	if e.Proto != 0 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%d", e.Proto, e.Port)
+	} else if !e.Addr.IsValid() && !e.Net.IsValid() {
+		b.WriteString(strconv.Itoa(int(e.Port)))
+	}
+	switch {
+	case e.Addr2.IsValid():
+		b.WriteString("," + e.Addr2.String())
+	case e.Net2.IsValid():
+		b.WriteString("," + formatNet(e.Net2))
+	}
+	switch {
+	case e.Timeout == Permanent:
+		b.WriteString(" timeout 0")
+	case e.Timeout > 0:
+		fmt.Fprintf(&b, " timeout %d", e.Timeout/time.Second)
+	}
+	if e.Counters != nil {
+		fmt.Fprintf(&b, " packets %d bytes %d", e.Counters.Packets, e.Counters.Bytes)
+	}
+	if e.Comment != "" {
+		// ipset(8) prints comments raw between quotes; check forbids quotes.
+		b.WriteString(` comment "` + e.Comment + `"`)
+	}
+	return b.String()
+}
+
+// formatNet leaves out a full-length prefix, as ipset(8) does.
+func formatNet(p netip.Prefix) string {
+	if p.Bits() == p.Addr().BitLen() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+// ParseEntry parses an entry of a set of type t in the syntax of
+// `ipset save` (the part after "add NAME "), extensions included.
+func ParseEntry(t Type, s string) (Entry, error) {
+	l, ok := t.layout()
+	if !ok {
+		return Entry{}, fmt.Errorf("set type %q: %w", t, ErrTypeNotSupported)
+	}
+	fields, err := splitFields(s)
+	if err != nil {
+		return Entry{}, fmt.Errorf("entry %q: %w", s, err)
+	}
+	if len(fields) == 0 {
+		return Entry{}, fmt.Errorf("empty entry")
+	}
+	e, err := parseElem(l, fields[0])
+	if err != nil {
+		return Entry{}, fmt.Errorf("entry %q of %s: %w", fields[0], t, err)
+	}
+	if err := parseExtensions(&e, fields[1:]); err != nil {
+		return Entry{}, fmt.Errorf("entry %q: %w", s, err)
+	}
+	if err := e.check(t); err != nil {
+		return Entry{}, fmt.Errorf("entry %q: %w", s, err)
+	}
+	return e, nil
+}
+
+func parseElem(l layout, s string) (Entry, error) {
+	var e Entry
+	parts := strings.Split(s, ",")
+	want := 0
+	for _, p := range []bool{l.first != partNone, l.port || l.bitmap, l.second != partNone} {
+		if p {
+			want++
+		}
+	}
+	if len(parts) != want {
+		return e, fmt.Errorf("want %d comma-separated parts, have %d", want, len(parts))
+	}
+	var err error
+	if l.first != partNone {
+		if e.Addr, e.Net, err = parsePart(l.first, parts[0]); err != nil {
+			return e, err
+		}
+		parts = parts[1:]
+	}
+	if l.port || l.bitmap {
+		if e.Proto, e.Port, err = parsePort(parts[0], l.bitmap); err != nil {
+			return e, err
+		}
+		parts = parts[1:]
+	}
+	if l.second != partNone {
+		if e.Addr2, e.Net2, err = parsePart(l.second, parts[0]); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+func parsePart(p part, s string) (netip.Addr, netip.Prefix, error) {
+	if p == partAddr {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}, netip.Prefix{}, err
+		}
+		return a, netip.Prefix{}, nil
+	}
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}, netip.Prefix{}, err
+		}
+		return netip.Addr{}, netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	n, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Addr{}, netip.Prefix{}, err
+	}
+	return netip.Addr{}, n, nil
+}
+
+// parsePort reads "proto:port"; a bitmap takes a bare port and ignores the
+// protocol, as the kernel does.
+func parsePort(s string, bitmap bool) (Proto, uint16, error) {
+	name, num, found := strings.Cut(s, ":")
+	if !found {
+		if !bitmap {
+			return 0, 0, fmt.Errorf("port %q needs a protocol (tcp:80)", s)
+		}
+		num = name
+	}
+	port, err := strconv.ParseUint(num, 10, 16)
+	if err != nil {
+		return 0, 0, fmt.Errorf("port %q: %w", num, err)
+	}
+	if bitmap {
+		if found {
+			if _, err := parseProto(name); err != nil {
+				return 0, 0, err
+			}
+		}
+		return 0, uint16(port), nil
+	}
+	proto, err := parseProto(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	return proto, uint16(port), nil
+}
+
+func parseExtensions(e *Entry, fields []string) error {
+	for len(fields) > 0 {
+		if len(fields) < 2 {
+			return fmt.Errorf("option %q needs a value", fields[0])
+		}
+		name, val := fields[0], fields[1]
+		fields = fields[2:]
+		switch name {
+		case "timeout":
+			n, err := strconv.ParseUint(val, 10, 32)
+			if err != nil {
+				return fmt.Errorf("timeout %q: %w", val, err)
+			}
+			e.Timeout = time.Duration(n) * time.Second
+			if n == 0 {
+				e.Timeout = Permanent
+			}
+		case "comment":
+			e.Comment = val
+		case "packets", "bytes":
+			n, err := strconv.ParseUint(val, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s %q: %w", name, val, err)
+			}
+			if e.Counters == nil {
+				e.Counters = &Counters{}
+			}
+			if name == "packets" {
+				e.Counters.Packets = n
+			} else {
+				e.Counters.Bytes = n
+			}
+		default:
+			return fmt.Errorf("unknown option %q", name)
+		}
+	}
+	return nil
+}
+
+// splitFields splits on blanks, keeping a double-quoted field (a comment)
+// whole and without its quotes.
+func splitFields(s string) ([]string, error) {
+	var fields []string
+	for {
+		s = strings.TrimLeft(s, " \t")
+		if s == "" {
+			return fields, nil
+		}
+		if s[0] == '"' {
+			end := strings.IndexByte(s[1:], '"')
+			if end < 0 {
+				return nil, fmt.Errorf("unterminated quote")
+			}
+			fields = append(fields, s[1:1+end])
+			s = s[2+end:]
+			continue
+		}
+		end := strings.IndexAny(s, " \t")
+		if end < 0 {
+			end = len(s)
+		}
+		fields = append(fields, s[:end])
+		s = s[end:]
+	}
+}

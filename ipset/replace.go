@@ -1,0 +1,134 @@
+package ipset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/bits"
+)
+
+// Plan is what it takes to turn a set's entries into the desired ones.
+type Plan struct {
+	// Add holds desired entries the set lacks, and entries whose comment
+	// changes (adding with ExistOK rewrites it).
+	Add []Entry
+	// Delete holds entries the set has and should not.
+	Delete []Entry
+}
+
+// Diff compares a set's current entries with the desired ones. Entries are
+// the same when their addresses, networks, protocol and port are; timeouts
+// and counters are not compared. Duplicates in desired count once.
+func Diff(current, desired []Entry) Plan {
+	have := make(map[key]Entry, len(current))
+	for _, e := range current {
+		have[e.key()] = e
+	}
+	want := make(map[key]bool, len(desired))
+	var p Plan
+	for _, e := range desired {
+		k := e.key()
+		if want[k] {
+			continue
+		}
+		want[k] = true
+		if cur, ok := have[k]; !ok || cur.Comment != e.Comment {
+			p.Add = append(p.Add, e)
+		}
+	}
+	for _, e := range current {
+		if !want[e.key()] {
+			p.Delete = append(p.Delete, e)
+		}
+	}
+	return p
+}
+
+// Sync makes a set hold the desired entries by changing only the
+// difference, read from one dump: deletions first, then additions. Readers
+// may see the set between the two steps; use Replace when they must not.
+func (c *Conn) Sync(ctx context.Context, name string, desired []Entry) (Plan, error) {
+	if err := checkName("sync", name); err != nil {
+		return Plan{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sets, err := c.list(ctx, name, 0)
+	if err != nil {
+		return Plan{}, err
+	}
+	typ := sets[0].header.Type
+	plan := Diff(sets[0].entries, desired)
+	if len(plan.Delete) > 0 {
+		if err := c.bulkLocked(ctx, "delete", cmdDel, typ, name, plan.Delete, false); err != nil {
+			return plan, err
+		}
+	}
+	if len(plan.Add) > 0 {
+		if err := c.bulkLocked(ctx, "add", cmdAdd, typ, name, plan.Add, false); err != nil {
+			return plan, err
+		}
+	}
+	return plan, nil
+}
+
+// Replace makes the set s.Name hold exactly entries, which readers see
+// appear all at once: it fills a temporary set created from s, swaps it
+// with s.Name (created first if missing) and destroys the temporary set. An
+// existing s.Name must have s's type and family (else ErrTypeMismatch); its
+// other options become s's. If any entry fails, s.Name is left untouched.
+func (c *Conn) Replace(ctx context.Context, s Set, entries []Entry) error {
+	if err := s.validate(); err != nil {
+		return &OpError{Op: "replace", Set: s.Name, Err: err}
+	}
+	tmp := s
+	tmp.Name = TempName(s.Name)
+	if tmp.HashSize == 0 {
+		tmp.HashSize = hashSizeFor(len(entries))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.create(ctx, s, true); err != nil && !errors.Is(err, ErrSetExist) {
+		return err
+	}
+	// A temporary set left by an interrupted Replace is stale.
+	if err := c.namedLocked(ctx, "destroy", cmdDestroy, tmp.Name); err != nil && !errors.Is(err, ErrSetNotExist) {
+		return err
+	}
+	if err := c.create(ctx, tmp, true); err != nil {
+		return err
+	}
+	err := c.bulkLocked(ctx, "add", cmdAdd, s.Type, tmp.Name, entries, false)
+	if err == nil {
+		err = c.twoNamesLocked(ctx, "swap", cmdSwap, tmp.Name, s.Name)
+	}
+	// The temporary set goes whatever happened; after a swap it holds the
+	// old entries.
+	dctx := context.WithoutCancel(ctx)
+	if derr := c.namedLocked(dctx, "destroy", cmdDestroy, tmp.Name); err == nil {
+		err = derr
+	}
+	return err
+}
+
+// TempName is the name Replace gives its temporary set for name: a prefix
+// of name and a hash of all of it, within the kernel's name limit.
+func TempName(name string) string {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	const keep = maxNameLen - 1 - 10
+	return fmt.Sprintf("%.*s-t%08x", keep, name, h.Sum32())
+}
+
+// hashSizeFor picks a hash size that holds n entries without the kernel
+// growing the table while it is filled: it starts from 1024 buckets of up
+// to 12 entries and doubles when they fill.
+func hashSizeFor(n int) uint32 {
+	const minSize, perBucket = 1024, 4
+	want := uint(n / perBucket)
+	if want <= minSize {
+		return minSize
+	}
+	return 1 << bits.Len(want-1)
+}

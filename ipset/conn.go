@@ -59,34 +59,45 @@ func Dial(cfg *Config) (*Conn, error) {
 	if err != nil {
 		return nil, opError("dial", "", "", err)
 	}
-	c := &Conn{nl: nl, revisions: map[typeFamily]uint8{}}
-	if err := c.setup(); err != nil {
+	c, err := newConn(nl)
+	if err != nil {
 		nl.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Conn) setup() error {
-	// Both options are best effort: extended acks add the kernel's text to
+// newConn sets up a Conn on an open netlink socket.
+func newConn(nl *netlink.Conn) (*Conn, error) {
+	// The options are best effort: extended acks add the kernel's text to
 	// errors, capped acks keep an error from echoing a large request.
-	_ = c.nl.SetOption(netlink.ExtendedAcknowledge, true)
-	_ = c.nl.SetOption(netlink.CapAcknowledge, true)
-	_ = c.nl.SetWriteBuffer(sendBufferSize)
-	_ = c.nl.SetReadBuffer(recvBufferSize)
-	snd, err := c.nl.WriteBuffer()
-	if err != nil {
-		return opError("dial", "", "", err)
+	_ = nl.SetOption(netlink.ExtendedAcknowledge, true)
+	_ = nl.SetOption(netlink.CapAcknowledge, true)
+	_ = nl.SetWriteBuffer(sendBufferSize)
+	_ = nl.SetReadBuffer(recvBufferSize)
+	c := &Conn{
+		nl:         nl,
+		revisions:  map[typeFamily]uint8{},
+		writeLimit: writeLimit(nl),
+		recvBuf:    make([]byte, 2*maxMessage),
 	}
-	rcv, err := c.nl.ReadBuffer()
-	if err != nil {
-		return opError("dial", "", "", err)
-	}
-	c.writeLimit = min(snd-4096, rcv/2)
-	c.recvBuf = make([]byte, 2*maxMessage)
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	defer cancel()
-	return c.negotiate(ctx)
+	if err := c.negotiate(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// writeLimit sizes bulk writes to what the socket takes in one send, and
+// to what its receive buffer holds if every message fails and is echoed.
+func writeLimit(nl *netlink.Conn) int {
+	snd, err1 := nl.WriteBuffer()
+	rcv, err2 := nl.ReadBuffer()
+	if err1 != nil || err2 != nil {
+		return maxMessage
+	}
+	return max(min(snd-4096, rcv/2), maxMessage)
 }
 
 // Close closes the socket.
@@ -130,9 +141,10 @@ func (c *Conn) withContext(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// A socket without deadlines (a test fake) works without cancellation.
 	deadline, _ := ctx.Deadline()
 	if err := c.nl.SetDeadline(deadline); err != nil {
-		return err
+		return fn()
 	}
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
@@ -146,9 +158,7 @@ func (c *Conn) withContext(ctx context.Context, fn func() error) error {
 			err = ctx.Err()
 		}
 	}
-	if derr := c.nl.SetDeadline(time.Time{}); err == nil {
-		err = derr
-	}
+	_ = c.nl.SetDeadline(time.Time{})
 	return err
 }
 

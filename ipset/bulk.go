@@ -38,7 +38,8 @@ func (c *Conn) bulk(ctx context.Context, op string, cmd uint8, name string, entr
 	if err != nil {
 		return err
 	}
-	return c.bulkLocked(ctx, op, cmd, sets[0].header.Type, name, entries, exclusive)
+	h := sets[0].header
+	return c.bulkLocked(ctx, op, cmd, h.Type, h.family(), name, entries, exclusive)
 }
 
 // chunk is one bulk message and the indexes of the entries it carries, in
@@ -55,11 +56,15 @@ type reply struct {
 	lineno uint32
 }
 
-func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, name string, entries []Entry, exclusive bool) error {
+func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, fam Family, name string, entries []Entry, exclusive bool) error {
 	bulkErr := &BulkError{Op: op, Set: name}
 	pending := make([]int, 0, len(entries))
 	for i, e := range entries {
-		if err := e.check(typ); err != nil {
+		err := e.check(typ)
+		if err == nil {
+			err = e.checkFamily(fam)
+		}
+		if err != nil {
 			bulkErr.Entries = append(bulkErr.Entries, &EntryError{Index: i, Entry: e,
 				Err: &OpError{Op: op, Set: name, Entry: e.String(), Err: err, sentinel: ErrInvalidEntry}})
 			continue

@@ -134,8 +134,12 @@ func encodeList(protocol uint8, name string, flags uint32) (netlink.Message, err
 }
 
 // encodeEntryCmd builds add, del or test for a single entry. Add and del
-// carry a line number of 0, as ipset(8) sends them; test none.
+// carry a line number of 0, as ipset(8) sends them; test none, and only the
+// entry's key: the kernel would add test's counters to the entry's.
 func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (netlink.Message, error) {
+	if cmd == cmdTest {
+		e = Entry{Addr: e.Addr, Net: e.Net, Proto: e.Proto, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2}
+	}
 	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(ae *netlink.AttributeEncoder) {
 		ae.String(attrSetName, name)
 		ae.Nested(attrData, func(d *netlink.AttributeEncoder) error {

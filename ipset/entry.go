@@ -135,6 +135,17 @@ func (e Entry) check(t Type) error {
 	return nil
 }
 
+// checkFamily reports an entry whose addresses are not of the set's family,
+// which the kernel would reject as a protocol error.
+func (e Entry) checkFamily(f Family) error {
+	for _, a := range []netip.Addr{e.Addr, e.Net.Addr(), e.Addr2, e.Net2.Addr()} {
+		if a.IsValid() && (f == FamilyINET) != a.Is4() {
+			return fmt.Errorf("entry address %s is not of the set's family %s", a, f)
+		}
+	}
+	return nil
+}
+
 func checkPart(p part, what string, a netip.Addr, n netip.Prefix) error {
 	switch p {
 	case partNone:

@@ -115,7 +115,7 @@ func sentinel(op string, typ Type, errno unix.Errno) error {
 		return ErrTypeNotSupported
 	case errTypeMismatch:
 		return ErrTypeMismatch
-	case errBusy, errReferenced:
+	case errBusy, errReferenced, unix.EBUSY:
 		return ErrSetInUse
 	case errProtocol:
 		return ErrProtocol

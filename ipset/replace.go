@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/bits"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Plan is what it takes to turn a set's entries into the desired ones.
@@ -58,15 +61,15 @@ func (c *Conn) Sync(ctx context.Context, name string, desired []Entry) (Plan, er
 	if err != nil {
 		return Plan{}, err
 	}
-	typ := sets[0].header.Type
+	h := sets[0].header
 	plan := Diff(sets[0].entries, desired)
 	if len(plan.Delete) > 0 {
-		if err := c.bulkLocked(ctx, "delete", cmdDel, typ, name, plan.Delete, false); err != nil {
+		if err := c.bulkLocked(ctx, "delete", cmdDel, h.Type, h.family(), name, plan.Delete, false); err != nil {
 			return plan, err
 		}
 	}
 	if len(plan.Add) > 0 {
-		if err := c.bulkLocked(ctx, "add", cmdAdd, typ, name, plan.Add, false); err != nil {
+		if err := c.bulkLocked(ctx, "add", cmdAdd, h.Type, h.family(), name, plan.Add, false); err != nil {
 			return plan, err
 		}
 	}
@@ -84,7 +87,7 @@ func (c *Conn) Replace(ctx context.Context, s Set, entries []Entry) error {
 	}
 	tmp := s
 	tmp.Name = TempName(s.Name)
-	if tmp.HashSize == 0 {
+	if tmp.HashSize == 0 && s.Type.isHash() {
 		tmp.HashSize = hashSizeFor(len(entries))
 	}
 	c.mu.Lock()
@@ -99,9 +102,9 @@ func (c *Conn) Replace(ctx context.Context, s Set, entries []Entry) error {
 	if err := c.create(ctx, tmp, true); err != nil {
 		return err
 	}
-	err := c.bulkLocked(ctx, "add", cmdAdd, s.Type, tmp.Name, entries, false)
+	err := c.bulkLocked(ctx, "add", cmdAdd, s.Type, s.family(), tmp.Name, entries, false)
 	if err == nil {
-		err = c.twoNamesLocked(ctx, "swap", cmdSwap, tmp.Name, s.Name)
+		err = c.swapWhenFree(ctx, tmp.Name, s.Name)
 	}
 	// The temporary set goes whatever happened; after a swap it holds the
 	// old entries.
@@ -110,6 +113,24 @@ func (c *Conn) Replace(ctx context.Context, s Set, entries []Entry) error {
 		err = derr
 	}
 	return err
+}
+
+// swapWhenFree swaps two sets, waiting out dumps: the kernel refuses to
+// swap a set that a dump is reading (EBUSY).
+func (c *Conn) swapWhenFree(ctx context.Context, a, b string) error {
+	delay := time.Millisecond
+	for {
+		err := c.twoNamesLocked(ctx, "swap", cmdSwap, a, b)
+		if !errors.Is(err, unix.EBUSY) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
 }
 
 // TempName is the name Replace gives its temporary set for name: a prefix

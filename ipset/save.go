@@ -153,7 +153,7 @@ func (h Header) String() string {
 		b.WriteString(" comment")
 	}
 	if h.Type.isHash() {
-		fmt.Fprintf(&b, " bucketsize %d initval %#x", h.BucketSize, h.InitVal)
+		fmt.Fprintf(&b, " bucketsize %d initval 0x%08x", h.BucketSize, h.InitVal)
 	}
 	return b.String()
 }

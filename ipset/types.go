@@ -138,6 +138,12 @@ func (s Set) validate() error {
 	if s.Type == BitmapPort && s.PortFrom > s.PortTo {
 		return fmt.Errorf("set %s: port range %d-%d is reversed", s.Name, s.PortFrom, s.PortTo)
 	}
+	if s.Type == BitmapPort && (s.HashSize != 0 || s.MaxElem != 0) {
+		return fmt.Errorf("set %s: a bitmap has no hashsize or maxelem", s.Name)
+	}
+	if s.Type != BitmapPort && (s.PortFrom != 0 || s.PortTo != 0) {
+		return fmt.Errorf("set %s: only a bitmap:port set has a port range", s.Name)
+	}
 	if s.Timeout < 0 || s.Timeout%time.Second != 0 {
 		return fmt.Errorf("set %s: timeout %v is not a whole number of seconds", s.Name, s.Timeout)
 	}

@@ -78,18 +78,33 @@ type Entry struct {
 	Counters *Counters
 }
 
-// key is what identifies an entry in its set: everything but the extensions.
+// key is what identifies an entry in its set: everything but the
+// extensions. It holds no pointers, so maps hash it as plain memory.
 type key struct {
-	addr  netip.Addr
-	net   netip.Prefix
-	proto Proto
-	port  uint16
-	addr2 netip.Addr
-	net2  netip.Prefix
+	addr, addr2 [16]byte
+	// bits and bits2 are a network's prefix length plus one, 0 for a
+	// plain address.
+	bits, bits2 uint8
+	v4          bool
+	proto       Proto
+	port        uint16
 }
 
 func (e Entry) key() key {
-	return key{e.Addr, e.Net.Masked(), e.Proto, e.Port, e.Addr2, e.Net2.Masked()}
+	k := key{proto: e.Proto, port: e.Port}
+	k.addr, k.bits, k.v4 = keyPart(e.Addr, e.Net)
+	k.addr2, k.bits2, _ = keyPart(e.Addr2, e.Net2)
+	return k
+}
+
+func keyPart(a netip.Addr, n netip.Prefix) ([16]byte, uint8, bool) {
+	if n.IsValid() {
+		return n.Masked().Addr().As16(), uint8(n.Bits() + 1), n.Addr().Is4()
+	}
+	if a.IsValid() {
+		return a.As16(), 0, a.Is4()
+	}
+	return [16]byte{}, 0, false
 }
 
 // check reports what is wrong with e as a member of a set of type t.

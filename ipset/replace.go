@@ -24,28 +24,67 @@ type Plan struct {
 // the same when their addresses, networks, protocol and port are; timeouts
 // and counters are not compared. Duplicates in desired count once.
 func Diff(current, desired []Entry) Plan {
-	have := make(map[key]Entry, len(current))
-	for _, e := range current {
-		have[e.key()] = e
+	// One map over the current entries; seen marks those still desired.
+	index := make(map[key]int, len(current))
+	for i, e := range current {
+		index[e.key()] = i
 	}
-	want := make(map[key]bool, len(desired))
+	seen := make([]bool, len(current))
+	var added map[key]bool
 	var p Plan
 	for _, e := range desired {
 		k := e.key()
-		if want[k] {
+		i, ok := index[k]
+		if ok {
+			if !seen[i] && current[i].Comment != e.Comment {
+				p.Add = append(p.Add, e)
+			}
+			seen[i] = true
 			continue
 		}
-		want[k] = true
-		if cur, ok := have[k]; !ok || cur.Comment != e.Comment {
+		if added == nil {
+			added = map[key]bool{}
+		}
+		if !added[k] {
+			added[k] = true
 			p.Add = append(p.Add, e)
 		}
 	}
-	for _, e := range current {
-		if !want[e.key()] {
+	for i, e := range current {
+		if !seen[i] {
 			p.Delete = append(p.Delete, e)
 		}
 	}
 	return p
+}
+
+// Apply carries out a plan on a set: its deletions, then its additions,
+// both with ExistOK. It reads nothing from the kernel, so it costs what the
+// change costs, whatever the size of the set: the steady-state path when the
+// caller knows what changed.
+func (c *Conn) Apply(ctx context.Context, name string, p Plan) error {
+	if err := checkName("apply", name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sets, err := c.list(ctx, name, flagListHeader)
+	if err != nil {
+		return err
+	}
+	return c.applyLocked(ctx, sets[0].header, p)
+}
+
+func (c *Conn) applyLocked(ctx context.Context, h Header, p Plan) error {
+	if len(p.Delete) > 0 {
+		if err := c.bulkLocked(ctx, "delete", cmdDel, h.Type, h.family(), h.Name, p.Delete, false); err != nil {
+			return err
+		}
+	}
+	if len(p.Add) > 0 {
+		return c.bulkLocked(ctx, "add", cmdAdd, h.Type, h.family(), h.Name, p.Add, false)
+	}
+	return nil
 }
 
 // Sync makes a set hold the desired entries by changing only the
@@ -61,19 +100,8 @@ func (c *Conn) Sync(ctx context.Context, name string, desired []Entry) (Plan, er
 	if err != nil {
 		return Plan{}, err
 	}
-	h := sets[0].header
 	plan := Diff(sets[0].entries, desired)
-	if len(plan.Delete) > 0 {
-		if err := c.bulkLocked(ctx, "delete", cmdDel, h.Type, h.family(), name, plan.Delete, false); err != nil {
-			return plan, err
-		}
-	}
-	if len(plan.Add) > 0 {
-		if err := c.bulkLocked(ctx, "add", cmdAdd, h.Type, h.family(), name, plan.Add, false); err != nil {
-			return plan, err
-		}
-	}
-	return plan, nil
+	return plan, c.applyLocked(ctx, sets[0].header, plan)
 }
 
 // Replace makes the set s.Name hold exactly entries, which readers see

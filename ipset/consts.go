@@ -32,7 +32,6 @@ const (
 	cmdAdd       = 9  // IPSET_CMD_ADD
 	cmdDel       = 10 // IPSET_CMD_DEL
 	cmdTest      = 11 // IPSET_CMD_TEST
-	cmdHeader    = 12 // IPSET_CMD_HEADER
 	cmdType      = 13 // IPSET_CMD_TYPE
 	cmdGetByName = 14 // IPSET_CMD_GET_BYNAME
 )
@@ -101,13 +100,11 @@ const (
 const (
 	errProtocol     = 4097 // IPSET_ERR_PROTOCOL
 	errFindType     = 4098 // IPSET_ERR_FIND_TYPE
-	errMaxSets      = 4099 // IPSET_ERR_MAX_SETS
 	errBusy         = 4100 // IPSET_ERR_BUSY
 	errExistSetName = 4101 // IPSET_ERR_EXIST_SETNAME2
 	errTypeMismatch = 4102 // IPSET_ERR_TYPE_MISMATCH
 	errExist        = 4103 // IPSET_ERR_EXIST
 	errInvalidCIDR  = 4104 // IPSET_ERR_INVALID_CIDR
-	errInvalidMask  = 4105 // IPSET_ERR_INVALID_NETMASK
 	errInvalidFam   = 4106 // IPSET_ERR_INVALID_FAMILY
 	errTimeout      = 4107 // IPSET_ERR_TIMEOUT
 	errReferenced   = 4108 // IPSET_ERR_REFERENCED

@@ -42,8 +42,8 @@ func parseProto(s string) (Proto, error) {
 	return 0, fmt.Errorf("unknown protocol %q", s)
 }
 
-// Permanent, as an Entry's Timeout in a set with timeouts, makes the entry
-// never expire ("timeout 0" in ipset syntax). A zero Timeout means the set's
+// Permanent is the Timeout of an entry that never expires in a set with
+// timeouts ("timeout 0" in ipset syntax). A zero Timeout means the set's
 // default.
 const Permanent time.Duration = -1
 

@@ -26,10 +26,6 @@ var (
 	ErrProtocol         = errors.New("ipset protocol error")
 )
 
-// Errno is an ipset-private error number (IPSET_ERR_*, 4096 and up) or a
-// plain errno, as the kernel returned it.
-type Errno = unix.Errno
-
 // OpError is the error of one operation on one set.
 type OpError struct {
 	// Op names the operation: "create", "add", "list"...
@@ -41,7 +37,7 @@ type OpError struct {
 	// Err is the kernel's errno (a unix.Errno) or another cause.
 	Err error
 	// Message is the kernel's extended acknowledgement text, if it sent one.
-	Message string
+	Message  string
 	sentinel error
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/mdlayher/netlink"
@@ -57,10 +58,14 @@ type reply struct {
 }
 
 func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, fam Family, name string, entries []Entry, exclusive bool) error {
+	l, ok := typ.layout()
+	if !ok {
+		return &OpError{Op: op, Set: name, Err: fmt.Errorf("set type %q: %w", typ, ErrTypeNotSupported)}
+	}
 	bulkErr := &BulkError{Op: op, Set: name}
 	pending := make([]int, 0, len(entries))
 	for i, e := range entries {
-		err := e.check(typ)
+		err := e.checkLayout(typ, l)
 		if err == nil {
 			err = e.checkFamily(fam)
 		}
@@ -138,11 +143,7 @@ func packChunks(protocol, cmd uint8, name string, entries []Entry, indexes []int
 		return nil
 	}
 	for i, idx := range indexes {
-		var err error
-		attr, err = appendEntryAttr(attr[:0], entries[idx], uint32(idx+1))
-		if err != nil {
-			return nil, err
-		}
+		attr = appendEntryAttr(attr[:0], entries[idx], uint32(idx+1))
 		if len(adt)+len(attr) > maxADT {
 			if err := flush(i); err != nil {
 				return nil, err

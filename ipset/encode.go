@@ -3,7 +3,6 @@ package ipset
 import (
 	"encoding/binary"
 	"math"
-	"net/netip"
 	"time"
 
 	"github.com/mdlayher/netlink"
@@ -137,97 +136,28 @@ func encodeList(protocol uint8, name string, flags uint32) (netlink.Message, err
 // carry a line number of 0, as ipset(8) sends them; test none, and only the
 // entry's key: the kernel would add test's counters to the entry's.
 func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (netlink.Message, error) {
+	var data []byte
 	if cmd == cmdTest {
-		e = Entry{Addr: e.Addr, Net: e.Net, Proto: e.Proto, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2}
+		data = appendEntry(nil, Entry{Addr: e.Addr, Net: e.Net, Proto: e.Proto, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2})
+	} else {
+		data = appendBE32(appendEntry(nil, e), attrCADTLine, 0)
 	}
 	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(ae *netlink.AttributeEncoder) {
 		ae.String(attrSetName, name)
-		ae.Nested(attrData, func(d *netlink.AttributeEncoder) error {
-			encodeEntry(d, e)
-			if cmd != cmdTest {
-				d.Uint32(attrCADTLine|netlink.NetByteOrder, 0)
-			}
-			return nil
-		})
+		ae.Bytes(attrData|netlink.Nested, data)
 	})
 }
 
 // encodeBulk builds add or del for many entries in one message. Each entry
 // carries its line number and the message carries IPSET_ATTR_LINENO (the
 // first entry's, as ipset restore sends it), which makes the kernel report
-// the number of an entry that fails. adt holds the entries' already encoded
-// IPSET_ATTR_DATA attributes.
+// the number of an entry that fails. adt holds the entries' IPSET_ATTR_DATA
+// attributes, from appendEntryAttr.
 func encodeBulk(protocol, cmd uint8, name string, firstLine uint32, adt []byte, exclusive bool) (netlink.Message, error) {
 	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(ae *netlink.AttributeEncoder) {
 		ae.String(attrSetName, name)
 		ae.Uint32(attrLineNo|netlink.NetByteOrder, firstLine)
 		ae.Bytes(attrADT|netlink.Nested, adt)
-	})
-}
-
-// appendEntryAttr appends e as one IPSET_ATTR_DATA attribute to b.
-func appendEntryAttr(b []byte, e Entry, lineno uint32) ([]byte, error) {
-	ae := newEncoder()
-	ae.Nested(attrData, func(d *netlink.AttributeEncoder) error {
-		encodeEntry(d, e)
-		d.Uint32(attrCADTLine|netlink.NetByteOrder, lineno)
-		return nil
-	})
-	attr, err := ae.Encode()
-	if err != nil {
-		return b, err
-	}
-	return append(b, attr...), nil
-}
-
-// encodeEntry writes the attributes of an entry, in the order ipset(8)
-// sends them.
-func encodeEntry(d *netlink.AttributeEncoder, e Entry) {
-	switch {
-	case e.Addr.IsValid():
-		encodeAddr(d, attrIP, e.Addr)
-	case e.Net.IsValid():
-		encodeAddr(d, attrIP, e.Net.Masked().Addr())
-		d.Uint8(attrCIDR, uint8(e.Net.Bits()))
-	}
-	if e.Proto != 0 || (!e.Addr.IsValid() && !e.Net.IsValid()) {
-		d.Uint16(attrPort|netlink.NetByteOrder, e.Port)
-	}
-	if e.Proto != 0 {
-		d.Uint8(attrProto, uint8(e.Proto))
-	}
-	switch {
-	case e.Addr2.IsValid():
-		encodeAddr(d, attrIP2, e.Addr2)
-	case e.Net2.IsValid():
-		encodeAddr(d, attrIP2, e.Net2.Masked().Addr())
-		d.Uint8(attrCIDR2, uint8(e.Net2.Bits()))
-	}
-	switch {
-	case e.Timeout == Permanent:
-		d.Uint32(attrTimeout|netlink.NetByteOrder, 0)
-	case e.Timeout > 0:
-		d.Uint32(attrTimeout|netlink.NetByteOrder, seconds(e.Timeout))
-	}
-	if e.Counters != nil {
-		d.Uint64(attrBytes|netlink.NetByteOrder, e.Counters.Bytes)
-		d.Uint64(attrPackets|netlink.NetByteOrder, e.Counters.Packets)
-	}
-	if e.Comment != "" {
-		d.String(attrComment, e.Comment)
-	}
-}
-
-func encodeAddr(d *netlink.AttributeEncoder, typ uint16, a netip.Addr) {
-	d.Nested(typ, func(n *netlink.AttributeEncoder) error {
-		if a.Is4() {
-			b := a.As4()
-			n.Bytes(attrIPv4|netlink.NetByteOrder, b[:])
-			return nil
-		}
-		b := a.As16()
-		n.Bytes(attrIPv6|netlink.NetByteOrder, b[:])
-		return nil
 	})
 }
 

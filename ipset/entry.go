@@ -113,6 +113,10 @@ func (e Entry) check(t Type) error {
 	if !ok {
 		return fmt.Errorf("set type %q: %w", t, ErrTypeNotSupported)
 	}
+	return e.checkLayout(t, l)
+}
+
+func (e Entry) checkLayout(t Type, l layout) error {
 	if err := checkPart(l.first, "address", e.Addr, e.Net); err != nil {
 		return err
 	}

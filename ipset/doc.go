@@ -11,8 +11,11 @@
 // and DeleteEntries pack as many entries into a message as an attribute can
 // hold and many messages into a write, and report each refused entry by its
 // index. Replace makes a set hold exactly a list of entries, seen by readers
-// all at once (fill a temporary set, swap, destroy); Sync changes only the
-// difference, computed from one dump.
+// all at once (fill a temporary set, swap, destroy). Sync changes only the
+// difference, computed from one dump: a resync that repairs drift without
+// rebuilding the set. In steady state, when the caller knows what changed,
+// Apply sends just that change (Diff computes it from two lists), at a cost
+// that does not grow with the set.
 //
 // Entries are typed (netip.Addr, netip.Prefix, Proto and port) and print and
 // parse in the syntax of `ipset save`; ParseSave and WriteSave read and write

@@ -90,6 +90,9 @@ func (c *Conn) applyLocked(ctx context.Context, h Header, p Plan) error {
 // Sync makes a set hold the desired entries by changing only the
 // difference, read from one dump: deletions first, then additions. Readers
 // may see the set between the two steps; use Replace when they must not.
+// Reading and comparing the whole set costs about what Replace does for a
+// large set; Sync's value is that it leaves unchanged entries (and their
+// counters and timeouts) alone. When the change is known, Apply is cheaper.
 func (c *Conn) Sync(ctx context.Context, name string, desired []Entry) (Plan, error) {
 	if err := checkName("sync", name); err != nil {
 		return Plan{}, err

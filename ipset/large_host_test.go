@@ -55,6 +55,17 @@ func TestHostLargeSet(t *testing.T) {
 		t.Errorf("second Sync: %+v, %v; want nothing to do", plan, err)
 	}
 
+	// Apply the way back, without a dump.
+	back := Diff(desired, entries)
+	if err := c.Apply(ctx, "big", back); err != nil {
+		t.Fatal(err)
+	}
+	crossCheck(t, ns, c, "big", entryStrings(entries))
+	if err := c.Apply(ctx, "nope", back); !errors.Is(err, ErrSetNotExist) {
+		t.Errorf("Apply to a missing set: %v", err)
+	}
+	desired = entries
+
 	if err := c.DeleteEntries(ctx, "big", desired, Exclusive); err != nil {
 		t.Fatal(err)
 	}

@@ -35,11 +35,10 @@ func (c *Conn) bulk(ctx context.Context, op string, cmd uint8, name string, entr
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sets, err := c.list(ctx, name, flagListHeader)
+	h, err := c.kind(ctx, name)
 	if err != nil {
 		return err
 	}
-	h := sets[0].header
 	return c.bulkLocked(ctx, op, cmd, h.Type, h.family(), name, entries, exclusive)
 }
 

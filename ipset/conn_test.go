@@ -165,9 +165,9 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 			}, ErrEntryExist, errExist},
 		{"delete missing", fakeKernel{cmdDel: errno(errExist)},
 			func(c *Conn) error { return c.Delete(context.Background(), "s", ipPort("1.1.1.1", TCP, 1), Exclusive) }, ErrEntryNotExist, errExist},
-		{"add to full hash", fakeKernel{cmdAdd: errno(errHashFull), cmdList: listHeaderHandler(HashIPPort)},
+		{"add to full hash", fakeKernel{cmdAdd: errno(errHashFull), cmdHeader: headerHandler(HashIPPort)},
 			func(c *Conn) error { return c.Add(context.Background(), "s", ipPort("1.1.1.1", TCP, 1), ExistOK) }, ErrSetFull, errHashFull},
-		{"add out of bitmap range", fakeKernel{cmdAdd: errno(errBitmapRange), cmdList: listHeaderHandler(BitmapPort)},
+		{"add out of bitmap range", fakeKernel{cmdAdd: errno(errBitmapRange), cmdHeader: headerHandler(BitmapPort)},
 			func(c *Conn) error { return c.Add(context.Background(), "s", Entry{Port: 9}, ExistOK) }, ErrOutOfRange, errBitmapRange},
 	}
 	for _, tt := range tests {
@@ -186,16 +186,14 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 	}
 }
 
-func listHeaderHandler(typ Type) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
+func headerHandler(typ Type) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
 	return func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		msgs := kernelReply(t, req, func(ae *netlink.AttributeEncoder) {
+		return kernelReply(t, req, func(ae *netlink.AttributeEncoder) {
 			ae.String(attrSetName, "s")
 			ae.String(attrTypeName, string(typ))
-			ae.Uint8(attrRevision, 1)
 			ae.Uint8(attrFamily, uint8(FamilyINET))
-		})
-		done := netlink.Message{Header: netlink.Header{Type: netlink.Done, Sequence: req.Header.Sequence}}
-		return nltest.Multipart(append(msgs, done))
+			ae.Uint8(attrRevision, 1)
+		}), nil
 	}
 }
 

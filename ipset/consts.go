@@ -32,6 +32,7 @@ const (
 	cmdAdd       = 9  // IPSET_CMD_ADD
 	cmdDel       = 10 // IPSET_CMD_DEL
 	cmdTest      = 11 // IPSET_CMD_TEST
+	cmdHeader    = 12 // IPSET_CMD_HEADER
 	cmdType      = 13 // IPSET_CMD_TYPE
 	cmdGetByName = 14 // IPSET_CMD_GET_BYNAME
 )

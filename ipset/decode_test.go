@@ -78,6 +78,17 @@ func TestDecodeListNamesAndHeader(t *testing.T) {
 	}
 }
 
+func TestDecodeHeaderCommand(t *testing.T) {
+	sets, err := decodeList(repliesTo(t, "add_ip_port", cmdHeader))
+	if err != nil || len(sets) != 1 {
+		t.Fatalf("%d sets, %v", len(sets), err)
+	}
+	h := sets[0].header
+	if h.Name != "kube" || h.Type != HashIPPort || h.Family != FamilyINET || h.Revision != 7 {
+		t.Errorf("header %+v", h)
+	}
+}
+
 func TestDecodeReplies(t *testing.T) {
 	proto, minimum, err := decodeProtocol(repliesTo(t, "add_ip_port", cmdProtocol))
 	if err != nil || proto != 7 || minimum != 6 {

@@ -79,6 +79,9 @@ func TestEncodeMatchesIPSet(t *testing.T) {
 		{"add_bitmap", cmdAdd, func(t *testing.T) (netlink.Message, error) {
 			return encodeEntryCmd(7, cmdAdd, "b", entry(t, BitmapPort, "81 timeout 0 comment x"), true)
 		}},
+		{"add_ip_port", cmdHeader, func(t *testing.T) (netlink.Message, error) {
+			return encodeNamed(7, cmdHeader, 0, "kube")
+		}},
 		{"test_member", cmdTest, func(t *testing.T) (netlink.Message, error) {
 			return encodeEntryCmd(7, cmdTest, "kube", ipPort("10.0.0.1", TCP, 80), false)
 		}},

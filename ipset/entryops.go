@@ -69,9 +69,9 @@ func (c *Conn) typeForErrno(ctx context.Context, name string, errno unix.Errno) 
 	if errno < errTypeSpecific {
 		return ""
 	}
-	sets, err := c.list(ctx, name, flagListHeader)
+	h, err := c.kind(ctx, name)
 	if err != nil {
 		return ""
 	}
-	return sets[0].header.Type
+	return h.Type
 }

@@ -3,6 +3,7 @@ package ipset
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/mdlayher/netlink"
 )
@@ -177,6 +178,24 @@ func (c *Conn) List(ctx context.Context, name string) (Header, []Entry, error) {
 		return Header{}, nil, err
 	}
 	return sets[0].header, sets[0].entries, nil
+}
+
+// kind returns a set's name, type, family and revision, which the kernel
+// answers without walking the set (unlike Header, which counts its memory).
+func (c *Conn) kind(ctx context.Context, name string) (Header, error) {
+	m, err := encodeNamed(c.protocol, cmdHeader, 0, name)
+	if err != nil {
+		return Header{}, &OpError{Op: "header", Set: name, Err: err}
+	}
+	replies, err := c.execute(ctx, m)
+	if err != nil {
+		return Header{}, opError("header", name, "", err)
+	}
+	sets, err := decodeList(replies)
+	if err != nil || len(sets) != 1 || sets[0].header.Name != name {
+		return Header{}, &OpError{Op: "header", Set: name, Err: fmt.Errorf("unexpected reply: %v", err)}
+	}
+	return sets[0].header, nil
 }
 
 func (c *Conn) list(ctx context.Context, name string, flags uint32) ([]dumped, error) {

@@ -68,11 +68,11 @@ func (c *Conn) Apply(ctx context.Context, name string, p Plan) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sets, err := c.list(ctx, name, flagListHeader)
+	h, err := c.kind(ctx, name)
 	if err != nil {
 		return err
 	}
-	return c.applyLocked(ctx, sets[0].header, p)
+	return c.applyLocked(ctx, h, p)
 }
 
 func (c *Conn) applyLocked(ctx context.Context, h Header, p Plan) error {

@@ -76,24 +76,22 @@ func (d Destination) validate() error {
 }
 
 // encode writes the destination's nested attributes: its key, and with
-// full its settings too. The tunnel attributes go only with Tunnel
-// forwarding, so kernels before 5.2 accept the rest.
+// full its settings too, in the order ipvsadm's libipvs uses. Kernels
+// before 5.2 ignore the tunnel attributes.
 func (d Destination) encode(ae *netlink.AttributeEncoder, full bool) {
+	ae.Uint16(destAttrAddrFamily, uint16(d.family()))
 	putAddr(ae, destAttrAddr, d.Addr)
 	putPort(ae, destAttrPort, d.Port)
-	ae.Uint16(destAttrAddrFamily, uint16(d.family()))
 	if !full {
 		return
 	}
 	ae.Uint32(destAttrFwdMethod, uint32(d.Forward))
 	ae.Uint32(destAttrWeight, uint32(d.Weight))
+	ae.Uint8(destAttrTunType, uint8(d.TunnelType))
+	putPort(ae, destAttrTunPort, d.TunnelPort)
+	ae.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
 	ae.Uint32(destAttrUThresh, d.UpperThreshold)
 	ae.Uint32(destAttrLThresh, d.LowerThreshold)
-	if d.Forward == Tunnel {
-		ae.Uint8(destAttrTunType, uint8(d.TunnelType))
-		putPort(ae, destAttrTunPort, d.TunnelPort)
-		ae.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
-	}
 }
 
 // decodeDestination reads the attributes nested in IPVS_CMD_ATTR_DEST. A

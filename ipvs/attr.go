@@ -110,17 +110,17 @@ func (d *attrDecoder) counter() uint64 {
 	return 0
 }
 
-// str reads a NUL-terminated string of at most max bytes including the NUL.
+// str reads a NUL-terminated string that fits max bytes with its NUL.
 func (d *attrDecoder) str(max int) string {
 	b := d.Bytes()
-	if len(b) > max {
-		d.fail("string of %d bytes, longer than %d", len(b), max)
-		return ""
-	}
 	for i, c := range b {
-		if c == 0 {
+		if c == 0 && i < max {
 			return string(b[:i])
 		}
+	}
+	if len(b) >= max {
+		d.fail("string of %d bytes, longer than %d", len(b), max-1)
+		return ""
 	}
 	return string(b)
 }

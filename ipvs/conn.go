@@ -65,7 +65,7 @@ func Dial(cfg *Config) (*Conn, error) {
 }
 
 func newConn(nc *netlink.Conn) (*Conn, error) {
-	family, err := lookupFamily(nc)
+	family, err := lookupFamily(genetlink.NewConn(nc))
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +107,8 @@ func newConnWith(t transport, family uint16, readBuf, writeBuf int) *Conn {
 }
 
 // lookupFamily finds the IPVS generic netlink family's id.
-func lookupFamily(nc *netlink.Conn) (uint16, error) {
-	f, err := genetlink.NewConn(nc).GetFamily(genlName)
+func lookupFamily(gc *genetlink.Conn) (uint16, error) {
+	f, err := gc.GetFamily(genlName)
 	if err != nil {
 		oe := &OpError{Op: "look up generic netlink family", Object: genlName, Err: err}
 		if errors.Is(err, unix.ENOENT) {
@@ -155,14 +155,30 @@ func (c *Conn) run(ctx context.Context, reqs []*request) error {
 	}
 	if err != nil {
 		c.dirty = true
-		if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if cerr := contextCause(ctx, err); cerr != err {
 			for _, r := range reqs {
 				if r.err == err {
-					r.err = ctx.Err()
+					r.err = cerr
 				}
 			}
-			err = ctx.Err()
+			err = cerr
 		}
+	}
+	return err
+}
+
+// contextCause returns the context's error for a socket timeout that the
+// context caused: its cancellation, or its deadline, which the socket may
+// notice a moment before the context does.
+func contextCause(ctx context.Context, err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
 	}
 	return err
 }

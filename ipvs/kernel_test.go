@@ -73,7 +73,7 @@ func (k *fakeKernel) expired() bool {
 	defer k.mu.Unlock()
 	return !k.deadline.IsZero() && !time.Now().Before(k.deadline)
 }
-func (k *fakeKernel) Close() error                  { k.closed = true; return nil }
+func (k *fakeKernel) Close() error { k.closed = true; return nil }
 
 func (k *fakeKernel) SendMessages(msgs []netlink.Message) ([]netlink.Message, error) {
 	if k.expired() {

@@ -1,0 +1,171 @@
+package ipvs
+
+import (
+	"errors"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// opKind is a change an op makes.
+type opKind uint8
+
+const (
+	opCreateService opKind = iota
+	opUpdateService
+	opDeleteService
+	opCreateDestination
+	opUpdateDestination
+	opDeleteDestination
+	opZeroService
+	opZero
+	opFlush
+	opSetTimeouts
+)
+
+// op is one change, as a single call or a Batch entry holds it.
+type op struct {
+	kind     opKind
+	svc      Service
+	dest     Destination
+	timeouts Timeouts
+}
+
+func (o op) name() string {
+	switch o.kind {
+	case opCreateService:
+		return "create service"
+	case opUpdateService:
+		return "update service"
+	case opDeleteService:
+		return "delete service"
+	case opCreateDestination:
+		return "create destination"
+	case opUpdateDestination:
+		return "update destination"
+	case opDeleteDestination:
+		return "delete destination"
+	case opZeroService:
+		return "zero service"
+	case opZero:
+		return "zero all"
+	case opFlush:
+		return "flush"
+	}
+	return "set timeouts"
+}
+
+func (o op) command() uint8 {
+	switch o.kind {
+	case opCreateService:
+		return cmdNewService
+	case opUpdateService:
+		return cmdSetService
+	case opDeleteService:
+		return cmdDelService
+	case opCreateDestination:
+		return cmdNewDest
+	case opUpdateDestination:
+		return cmdSetDest
+	case opDeleteDestination:
+		return cmdDelDest
+	case opZeroService, opZero:
+		return cmdZero
+	case opFlush:
+		return cmdFlush
+	}
+	return cmdSetConfig
+}
+
+func (o op) hasService() bool {
+	return o.kind <= opZeroService
+}
+
+func (o op) hasDestination() bool {
+	return o.kind >= opCreateDestination && o.kind <= opDeleteDestination
+}
+
+// object names what the op acts on, for errors.
+func (o op) object() string {
+	switch {
+	case o.hasDestination():
+		return o.svc.String() + " -> " + o.dest.String()
+	case o.hasService():
+		return o.svc.String()
+	}
+	return ""
+}
+
+func (o op) validate() error {
+	switch o.kind {
+	case opCreateService, opUpdateService:
+		return o.svc.validate()
+	case opDeleteService, opZeroService:
+		return o.svc.validateKey()
+	case opCreateDestination, opUpdateDestination:
+		if err := o.svc.validateKey(); err != nil {
+			return err
+		}
+		return o.dest.validate()
+	case opDeleteDestination:
+		if err := o.svc.validateKey(); err != nil {
+			return err
+		}
+		return o.dest.validateKey()
+	case opSetTimeouts:
+		return o.timeouts.validate()
+	}
+	return nil
+}
+
+// attributes encodes the op's request attributes.
+func (o op) attributes() ([]byte, error) {
+	ae := netlink.NewAttributeEncoder()
+	if o.hasService() {
+		full := o.kind == opCreateService || o.kind == opUpdateService
+		ae.Nested(cmdAttrService, func(nae *netlink.AttributeEncoder) error {
+			o.svc.encode(nae, full)
+			return nil
+		})
+	}
+	if o.hasDestination() {
+		full := o.kind != opDeleteDestination
+		ae.Nested(cmdAttrDest, func(nae *netlink.AttributeEncoder) error {
+			o.dest.encode(nae, full)
+			return nil
+		})
+	}
+	if o.kind == opSetTimeouts {
+		o.timeouts.encode(ae)
+	}
+	return ae.Encode()
+}
+
+// kindOf maps the kernel's errno for this op to a sentinel, following
+// ip_vs_genl_set_cmd and the functions it calls in ip_vs_ctl.c.
+func (o op) kindOf(errno unix.Errno) error {
+	switch {
+	case errno == unix.ESRCH && o.hasService():
+		return ErrServiceNotExist
+	case errno == unix.EEXIST && o.kind == opCreateService:
+		return ErrServiceExists
+	case errno == unix.EEXIST && o.kind == opCreateDestination:
+		return ErrDestinationExists
+	case errno == unix.ENOENT && (o.kind == opUpdateDestination || o.kind == opDeleteDestination):
+		return ErrDestinationNotExist
+	case errno == unix.ENOENT && (o.kind == opCreateService || o.kind == opUpdateService):
+		return ErrNoScheduler
+	}
+	return nil
+}
+
+// opError turns a request's failure into the op's error.
+func (o op) opError(index int, err error) *OpError {
+	oe := &OpError{Op: o.name(), Object: o.object(), Index: index, Err: err}
+	var ke *kernelError
+	if errors.As(err, &ke) {
+		oe.Err, oe.Message = ke.errno, ke.message
+		oe.kind = o.kindOf(ke.errno)
+	}
+	return oe
+}

@@ -1,0 +1,297 @@
+package ipvs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// CreateService creates s with its scheduler, flags and persistence.
+func (c *Conn) CreateService(ctx context.Context, s Service) error {
+	return c.apply(ctx, []op{{kind: opCreateService, svc: s}}, false)
+}
+
+// UpdateService sets the scheduler, flags and persistence of the existing
+// service s (all of them: fields left zero are set to zero or defaults).
+func (c *Conn) UpdateService(ctx context.Context, s Service) error {
+	return c.apply(ctx, []op{{kind: opUpdateService, svc: s}}, false)
+}
+
+// DeleteService deletes s and its destinations. Only the fields that
+// identify s are used.
+func (c *Conn) DeleteService(ctx context.Context, s Service) error {
+	return c.apply(ctx, []op{{kind: opDeleteService, svc: s}}, false)
+}
+
+// CreateDestination adds d to service s.
+func (c *Conn) CreateDestination(ctx context.Context, s Service, d Destination) error {
+	return c.apply(ctx, []op{{kind: opCreateDestination, svc: s, dest: d}}, false)
+}
+
+// UpdateDestination sets the forwarding method, weight, thresholds and
+// tunnel settings of d in service s.
+func (c *Conn) UpdateDestination(ctx context.Context, s Service, d Destination) error {
+	return c.apply(ctx, []op{{kind: opUpdateDestination, svc: s, dest: d}}, false)
+}
+
+// DeleteDestination removes d from service s. Only d's address and port
+// are used.
+func (c *Conn) DeleteDestination(ctx context.Context, s Service, d Destination) error {
+	return c.apply(ctx, []op{{kind: opDeleteDestination, svc: s, dest: d}}, false)
+}
+
+// Flush deletes every service in the namespace, including those other
+// programs made.
+func (c *Conn) Flush(ctx context.Context) error {
+	return c.apply(ctx, []op{{kind: opFlush}}, false)
+}
+
+// Zero resets the counters of every service and destination.
+func (c *Conn) Zero(ctx context.Context) error {
+	return c.apply(ctx, []op{{kind: opZero}}, false)
+}
+
+// ZeroService resets the counters of s and its destinations.
+func (c *Conn) ZeroService(ctx context.Context, s Service) error {
+	return c.apply(ctx, []op{{kind: opZeroService, svc: s}}, false)
+}
+
+// SetTimeouts sets the connection timeouts; a zero field leaves that
+// timeout as it is.
+func (c *Conn) SetTimeouts(ctx context.Context, t Timeouts) error {
+	return c.apply(ctx, []op{{kind: opSetTimeouts, timeouts: t}}, false)
+}
+
+// query runs one get or dump request and returns its replies' attributes.
+func (c *Conn) query(ctx context.Context, kind requestKind, command uint8, attrs []byte) ([][]byte, error) {
+	r := &request{kind: kind, command: command, attrs: attrs}
+	if err := c.run(ctx, []*request{r}); err != nil {
+		return nil, err
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([][]byte, len(r.replies))
+	for i, m := range r.replies {
+		out[i] = m.Data
+	}
+	return out, nil
+}
+
+// queryError wraps a query's failure, with ErrServiceNotExist for ESRCH
+// when the query names a service.
+func queryError(what, object string, err error) error {
+	oe := &OpError{Op: what, Object: object, Err: err}
+	if ke, ok := err.(*kernelError); ok {
+		oe.Err, oe.Message = ke.errno, ke.message
+		if ke.errno == unix.ESRCH && object != "" {
+			oe.kind = ErrServiceNotExist
+		}
+	}
+	return oe
+}
+
+// serviceAttrs encodes a request naming service s.
+func serviceAttrs(s Service) ([]byte, error) {
+	if err := s.validateKey(); err != nil {
+		return nil, err
+	}
+	ae := netlink.NewAttributeEncoder()
+	ae.Nested(cmdAttrService, func(nae *netlink.AttributeEncoder) error {
+		s.encode(nae, false)
+		return nil
+	})
+	return ae.Encode()
+}
+
+// nested returns the payload of the first-level attribute typ.
+func nested(b []byte, typ uint16, what string) ([]byte, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s reply: %w", what, err)
+	}
+	for ad.Next() {
+		if ad.Type() == typ {
+			return ad.Bytes(), nil
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, fmt.Errorf("%s reply: %w", what, err)
+	}
+	return nil, fmt.Errorf("%s reply without attribute %d", what, typ)
+}
+
+// GetService returns the service the key fields of s identify, with its
+// settings and counters.
+func (c *Conn) GetService(ctx context.Context, s Service) (Service, error) {
+	attrs, err := serviceAttrs(s)
+	if err != nil {
+		return Service{}, queryError("get service", s.String(), err)
+	}
+	replies, err := c.query(ctx, reqGet, cmdGetService, attrs)
+	if err != nil {
+		return Service{}, queryError("get service", s.String(), err)
+	}
+	if len(replies) != 1 {
+		return Service{}, queryError("get service", s.String(), fmt.Errorf("%d replies", len(replies)))
+	}
+	got, err := decodeServiceReply(replies[0])
+	if err != nil {
+		return Service{}, queryError("get service", s.String(), err)
+	}
+	return got, nil
+}
+
+func decodeServiceReply(b []byte) (Service, error) {
+	nb, err := nested(b, cmdAttrService, "service")
+	if err != nil {
+		return Service{}, err
+	}
+	return decodeService(nb)
+}
+
+func decodeDestinationReply(b []byte, svcFamily Family) (Destination, error) {
+	nb, err := nested(b, cmdAttrDest, "destination")
+	if err != nil {
+		return Destination{}, err
+	}
+	return decodeDestination(nb, svcFamily)
+}
+
+// Services lists every service in the namespace.
+func (c *Conn) Services(ctx context.Context) ([]Service, error) {
+	replies, err := c.query(ctx, reqDump, cmdGetService, nil)
+	if err != nil {
+		return nil, queryError("list services", "", err)
+	}
+	svcs := make([]Service, 0, len(replies))
+	for _, b := range replies {
+		s, err := decodeServiceReply(b)
+		if err != nil {
+			return nil, queryError("list services", "", err)
+		}
+		svcs = append(svcs, s)
+	}
+	return svcs, nil
+}
+
+// Destinations lists the destinations of service s. The kernel answers
+// with an empty list, not an error, when s does not exist.
+func (c *Conn) Destinations(ctx context.Context, s Service) ([]Destination, error) {
+	attrs, err := serviceAttrs(s)
+	if err != nil {
+		return nil, queryError("list destinations", s.String(), err)
+	}
+	replies, err := c.query(ctx, reqDump, cmdGetDest, attrs)
+	if err != nil {
+		return nil, queryError("list destinations", s.String(), err)
+	}
+	return decodeDestinations(s, replies)
+}
+
+func decodeDestinations(s Service, replies [][]byte) ([]Destination, error) {
+	ds := make([]Destination, 0, len(replies))
+	for _, b := range replies {
+		d, err := decodeDestinationReply(b, s.family())
+		if err != nil {
+			return nil, queryError("list destinations", s.String(), err)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// GetDestination returns the destination of service s with d's address
+// and port, or an error matching ErrDestinationNotExist.
+func (c *Conn) GetDestination(ctx context.Context, s Service, d Destination) (Destination, error) {
+	ds, err := c.Destinations(ctx, s)
+	if err != nil {
+		return Destination{}, err
+	}
+	for _, got := range ds {
+		if got.Addr == d.Addr && got.Port == d.Port {
+			return got, nil
+		}
+	}
+	return Destination{}, &OpError{
+		Op: "get destination", Object: s.String() + " -> " + d.String(),
+		Err: unix.ENOENT, kind: ErrDestinationNotExist,
+	}
+}
+
+// VirtualServer is a service with its destinations.
+type VirtualServer struct {
+	Service      Service
+	Destinations []Destination
+}
+
+// Table lists every service with its destinations: one dump of the
+// services, then one dump of destinations per service, many of them to a
+// write.
+func (c *Conn) Table(ctx context.Context) ([]VirtualServer, error) {
+	svcs, err := c.Services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]*request, len(svcs))
+	for i, s := range svcs {
+		attrs, err := serviceAttrs(s)
+		if err != nil {
+			return nil, queryError("list destinations", s.String(), err)
+		}
+		reqs[i] = &request{kind: reqDump, command: cmdGetDest, attrs: attrs}
+	}
+	if err := c.run(ctx, reqs); err != nil {
+		return nil, queryError("list destinations", "", err)
+	}
+	table := make([]VirtualServer, len(svcs))
+	for i, s := range svcs {
+		if reqs[i].err != nil {
+			return nil, queryError("list destinations", s.String(), reqs[i].err)
+		}
+		replies := make([][]byte, len(reqs[i].replies))
+		for j, m := range reqs[i].replies {
+			replies[j] = m.Data
+		}
+		ds, err := decodeDestinations(s, replies)
+		if err != nil {
+			return nil, err
+		}
+		table[i] = VirtualServer{Service: s, Destinations: ds}
+	}
+	return table, nil
+}
+
+// Timeouts returns the connection timeouts.
+func (c *Conn) Timeouts(ctx context.Context) (Timeouts, error) {
+	replies, err := c.query(ctx, reqGet, cmdGetConfig, nil)
+	if err == nil && len(replies) != 1 {
+		err = fmt.Errorf("%d replies", len(replies))
+	}
+	if err != nil {
+		return Timeouts{}, queryError("get timeouts", "", err)
+	}
+	t, err := decodeTimeouts(replies[0])
+	if err != nil {
+		return Timeouts{}, queryError("get timeouts", "", err)
+	}
+	return t, nil
+}
+
+// Info returns the IPVS version and connection table size.
+func (c *Conn) Info(ctx context.Context) (Info, error) {
+	replies, err := c.query(ctx, reqGet, cmdGetInfo, nil)
+	if err == nil && len(replies) != 1 {
+		err = fmt.Errorf("%d replies", len(replies))
+	}
+	if err != nil {
+		return Info{}, queryError("get info", "", err)
+	}
+	i, err := decodeInfo(replies[0])
+	if err != nil {
+		return Info{}, queryError("get info", "", err)
+	}
+	return i, nil
+}

@@ -1,0 +1,54 @@
+package ipvs
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/mdlayher/netlink"
+)
+
+// Timeouts are the kernel's connection timeouts for IPVS connections, per
+// network namespace, in whole seconds.
+type Timeouts struct {
+	TCP    time.Duration // established TCP connections
+	TCPFin time.Duration // TCP connections after a FIN
+	UDP    time.Duration
+}
+
+func (t Timeouts) validate() error {
+	for _, d := range []time.Duration{t.TCP, t.TCPFin, t.UDP} {
+		if d < 0 || d%time.Second != 0 || d/time.Second > math.MaxInt32 {
+			return fmt.Errorf("timeout %v is not a whole number of seconds in range", d)
+		}
+	}
+	return nil
+}
+
+// encode writes the three first-level timeout attributes. The kernel
+// leaves a timeout of zero unchanged.
+func (t Timeouts) encode(ae *netlink.AttributeEncoder) {
+	ae.Uint32(cmdAttrTimeoutTCP, uint32(t.TCP/time.Second))
+	ae.Uint32(cmdAttrTimeoutTCPFin, uint32(t.TCPFin/time.Second))
+	ae.Uint32(cmdAttrTimeoutUDP, uint32(t.UDP/time.Second))
+}
+
+// decodeTimeouts reads the reply to IPVS_CMD_GET_CONFIG.
+func decodeTimeouts(b []byte) (Timeouts, error) {
+	d, err := newAttrDecoder(b, "timeouts")
+	if err != nil {
+		return Timeouts{}, err
+	}
+	var t Timeouts
+	for d.Next() {
+		switch d.Type() {
+		case cmdAttrTimeoutTCP:
+			t.TCP = time.Duration(d.u32()) * time.Second
+		case cmdAttrTimeoutTCPFin:
+			t.TCPFin = time.Duration(d.u32()) * time.Second
+		case cmdAttrTimeoutUDP:
+			t.UDP = time.Duration(d.u32()) * time.Second
+		}
+	}
+	return t, d.finish()
+}

@@ -1,0 +1,204 @@
+//go:build vmtest
+
+package ipvs
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Real traffic once: a VIP on a dummy device in the balancer's namespace,
+// two backends in namespaces of their own behind veth, and a client in a
+// third. Round robin spreads connections over both backends; persistence
+// makes them stick to one; the counters agree with ipvsadm's.
+func TestTraffic(t *testing.T) {
+	e := setup(t)
+	c := ctx(t)
+	lb := mustHandle(t, e.ns)
+	vip := netip.MustParseAddr("10.96.0.100")
+
+	dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "vip0"}}
+	if err := lb.LinkAdd(dummy); err != nil {
+		t.Fatal(err)
+	}
+	addAddr(t, lb, "vip0", netip.PrefixFrom(vip, 32))
+
+	client := testutil.NewNetNS(t)
+	link(t, e.ns, lb, client, "cl", 3)
+	var backends []Destination
+	for i := 1; i <= 2; i++ {
+		ns := testutil.NewNetNS(t)
+		link(t, e.ns, lb, ns, fmt.Sprintf("b%d", i), i)
+		serve(t, ns, fmt.Sprintf("backend-%d", i))
+		backends = append(backends, Destination{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i), 2}), Port: 8080, Weight: 1})
+	}
+	if err := e.ns.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+
+	svc := Service{Protocol: TCP, Addr: vip, Port: 80, Scheduler: "rr"}
+	var b Batch
+	b.CreateService(svc)
+	for _, d := range backends {
+		b.CreateDestination(svc, d)
+	}
+	if err := e.c.Apply(c, &b); err != nil {
+		t.Fatal(err)
+	}
+
+	hits := connect(t, client, vip, 20)
+	if hits["backend-1"] != 10 || hits["backend-2"] != 10 {
+		t.Fatalf("round robin: %v", hits)
+	}
+
+	svc.Flags, svc.Timeout = Persistent, time.Minute
+	if err := e.c.UpdateService(c, svc); err != nil {
+		t.Fatal(err)
+	}
+	if hits := connect(t, client, vip, 10); len(hits) != 1 {
+		t.Fatalf("persistence: %v", hits)
+	}
+
+	// The counters, read by this package and by ipvsadm. The kernel
+	// publishes them every two seconds, from its rate estimator.
+	var table []VirtualServer
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var err error
+		if table, err = e.c.Table(c); err != nil {
+			t.Fatal(err)
+		}
+		if table[0].Service.Stats.Connections == 30 || time.Now().After(deadline) {
+			break
+		}
+	}
+	got := table[0].Service.Stats
+	if got.Connections != 30 || got.PacketsIn == 0 || got.BytesOut == 0 {
+		t.Fatalf("service counters: %+v", got)
+	}
+	// Traffic has stopped; let one more estimator round pass so both
+	// readers see the same numbers.
+	time.Sleep(2500 * time.Millisecond)
+	table, err := e.c.Table(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = table[0].Service.Stats
+	var conns, inPkts, outPkts, inBytes, outBytes uint64
+	out := e.ns.Run(t, "ipvsadm", "-Ln", "--exact", "--stats")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "TCP ") {
+			var proto, addr string
+			if _, err := fmt.Sscan(line, &proto, &addr, &conns, &inPkts, &outPkts, &inBytes, &outBytes); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+		}
+	}
+	if want := (Stats{Connections: conns, PacketsIn: inPkts, PacketsOut: outPkts, BytesIn: inBytes, BytesOut: outBytes}); got.Connections != want.Connections ||
+		got.PacketsIn != want.PacketsIn || got.PacketsOut != want.PacketsOut || got.BytesIn != want.BytesIn || got.BytesOut != want.BytesOut {
+		t.Fatalf("counters: ours %+v, ipvsadm %+v", got, want)
+	}
+	var perBackend uint64
+	for _, d := range table[0].Destinations {
+		perBackend += d.Stats.Connections
+	}
+	if perBackend != 30 {
+		t.Fatalf("destination counters add up to %d connections", perBackend)
+	}
+}
+
+func mustHandle(t *testing.T, ns *testutil.NetNS) *netlink.Handle {
+	t.Helper()
+	h, err := netlink.NewHandleAt(netns.NsHandle(ns.FD()), unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+func addAddr(t *testing.T, h *netlink.Handle, dev string, p netip.Prefix) {
+	t.Helper()
+	l, err := h.LinkByName(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// link joins the balancer to peer with a veth pair on 10.0.n.0/24: the
+// balancer is .1, the peer .2 with its default route through the
+// balancer, so replies come back through IPVS.
+func link(t *testing.T, lbNS *testutil.NetNS, lb *netlink.Handle, peer *testutil.NetNS, name string, n int) {
+	t.Helper()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(peer.FD())}
+	if err := lb.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	addAddr(t, lb, name, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(n), 1}), 24))
+	ph := mustHandle(t, peer)
+	addAddr(t, ph, "eth0", netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(n), 2}), 24))
+	if err := ph.RouteAdd(&netlink.Route{Gw: net.IPv4(10, 0, byte(n), 1)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serve answers every connection on port 8080 of ns with name.
+func serve(t *testing.T, ns *testutil.NetNS, name string) {
+	t.Helper()
+	var l net.Listener
+	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp4", ":8080"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(conn, name)
+			conn.Close()
+		}
+	}()
+}
+
+// connect opens n connections from ns to vip:80 one after another and
+// counts the answers.
+func connect(t *testing.T, ns *testutil.NetNS, vip netip.Addr, n int) map[string]int {
+	t.Helper()
+	hits := map[string]int{}
+	for range n {
+		var answer string
+		err := ns.Do(func() error {
+			conn, err := net.DialTimeout("tcp4", netip.AddrPortFrom(vip, 80).String(), 10*time.Second)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			answer, err = bufio.NewReader(conn).ReadString('\n')
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits[strings.TrimSpace(answer)]++
+	}
+	return hits
+}

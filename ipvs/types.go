@@ -1,0 +1,169 @@
+package ipvs
+
+import (
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Family is an address family: IPv4 or IPv6.
+type Family uint16
+
+// Address families.
+const (
+	IPv4 Family = unix.AF_INET
+	IPv6 Family = unix.AF_INET6
+)
+
+func (f Family) String() string {
+	switch f {
+	case IPv4:
+		return "IPv4"
+	case IPv6:
+		return "IPv6"
+	}
+	return fmt.Sprintf("family(%d)", uint16(f))
+}
+
+// bits returns the address length in bits.
+func (f Family) bits() int {
+	if f == IPv6 {
+		return 128
+	}
+	return 32
+}
+
+// Protocol is the transport protocol of a service addressed by IP and port.
+type Protocol uint16
+
+// Transport protocols IPVS balances.
+const (
+	TCP  Protocol = unix.IPPROTO_TCP
+	UDP  Protocol = unix.IPPROTO_UDP
+	SCTP Protocol = unix.IPPROTO_SCTP
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	case SCTP:
+		return "SCTP"
+	}
+	return fmt.Sprintf("proto(%d)", uint16(p))
+}
+
+// ServiceFlags are a service's flags (IP_VS_SVC_F_*).
+type ServiceFlags uint32
+
+// Service flags. The scheduler flags mean different things to different
+// schedulers, so the sh and mh names share bits.
+const (
+	// Persistent makes a client stick to one destination for the service's
+	// Timeout, across connections.
+	Persistent ServiceFlags = svcFlagPersistent
+	// Hashed is set by the kernel on every service it holds; it is ignored
+	// on write.
+	Hashed ServiceFlags = svcFlagHashed
+	// OnePacket schedules each UDP datagram on its own.
+	OnePacket ServiceFlags = svcFlagOnePacket
+	// SHFallback makes the sh scheduler skip an unavailable destination.
+	SHFallback ServiceFlags = svcFlagSched1
+	// SHPort makes the sh scheduler hash the source port too.
+	SHPort ServiceFlags = svcFlagSched2
+	// MHFallback makes the mh scheduler skip an unavailable destination.
+	MHFallback ServiceFlags = svcFlagSched1
+	// MHPort makes the mh scheduler hash the source port too.
+	MHPort ServiceFlags = svcFlagSched2
+	// Sched3 is the third scheduler-specific flag, unused by the in-tree
+	// schedulers.
+	Sched3 ServiceFlags = svcFlagSched3
+)
+
+func (f ServiceFlags) String() string {
+	names := []struct {
+		flag ServiceFlags
+		name string
+	}{
+		{Persistent, "persistent"},
+		{Hashed, "hashed"},
+		{OnePacket, "one-packet"},
+		{svcFlagSched1, "sched1"},
+		{svcFlagSched2, "sched2"},
+		{svcFlagSched3, "sched3"},
+	}
+	var parts []string
+	for _, n := range names {
+		if f&n.flag != 0 {
+			parts = append(parts, n.name)
+			f &^= n.flag
+		}
+	}
+	if f != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint32(f)))
+	}
+	return strings.Join(parts, "|")
+}
+
+// ForwardMethod is how packets reach a destination.
+type ForwardMethod uint32
+
+// Forwarding methods. Masquerade, Tunnel and Route are what users choose;
+// the kernel reports LocalNode for a destination that is a local address.
+const (
+	Masquerade ForwardMethod = connFwdMasq
+	LocalNode  ForwardMethod = connFwdLocalNode
+	Tunnel     ForwardMethod = connFwdTunnel
+	Route      ForwardMethod = connFwdDRoute
+	Bypass     ForwardMethod = connFwdBypass
+)
+
+func (m ForwardMethod) String() string {
+	switch m {
+	case Masquerade:
+		return "masq"
+	case LocalNode:
+		return "local"
+	case Tunnel:
+		return "tunnel"
+	case Route:
+		return "route"
+	case Bypass:
+		return "bypass"
+	}
+	return fmt.Sprintf("fwd(%d)", uint32(m))
+}
+
+// TunnelType is the encapsulation of a Tunnel destination.
+type TunnelType uint8
+
+// Tunnel types.
+const (
+	IPIP TunnelType = tunTypeIPIP
+	GUE  TunnelType = tunTypeGUE
+	GRE  TunnelType = tunTypeGRE
+)
+
+func (t TunnelType) String() string {
+	switch t {
+	case IPIP:
+		return "ipip"
+	case GUE:
+		return "gue"
+	case GRE:
+		return "gre"
+	}
+	return fmt.Sprintf("tunnel(%d)", uint8(t))
+}
+
+// TunnelFlags are the encapsulation flags of a GUE or GRE tunnel.
+type TunnelFlags uint16
+
+// Tunnel flags; none means no checksum.
+const (
+	TunnelChecksum       TunnelFlags = tunFlagCsum
+	TunnelRemoteChecksum TunnelFlags = tunFlagRemCsum
+)

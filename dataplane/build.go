@@ -36,7 +36,7 @@ func Build(s *State) *Desired {
 // service ports left out, and the node's own error, if its settings are
 // invalid (then nothing is programmed).
 func buildIndex(s *State) (*desiredIndex, map[ServicePortName]error, error) {
-	d := newDesiredIndex(s.Node, renderRules(&s.Node))
+	d := newDesiredIndex(cloneNode(s.Node), renderRules(&s.Node))
 	failed := map[ServicePortName]error{}
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err

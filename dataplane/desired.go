@@ -33,6 +33,7 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 	addVirtual := func(addr netip.Addr, port uint16, eps []Endpoint, bind bool) {
 		k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
 		c.virtual = append(c.virtual, VirtualServer{VirtualKey: k, Scheduler: sched, SchedulerPort: sched == "mh", Persistence: s.SessionAffinity})
+		c.entries = append(c.entries, SetEntry{Set: SetName(SetOwned, addr.Is6()), Entry: portEntry(addr, s.Protocol, port)})
 		c.reals[k] = realServers(addr.Is6(), eps)
 		// An address the node already has elsewhere is local without
 		// being bound, and stays out of KUBE-IPVS-IPS.

@@ -44,3 +44,27 @@ func equalNode(a, b *Node) bool {
 		slices.Equal(a.ExcludeCIDRs, b.ExcludeCIDRs) &&
 		a.TCPTimeout == b.TCPTimeout && a.TCPFinTimeout == b.TCPFinTimeout && a.UDPTimeout == b.UDPTimeout
 }
+
+// cloneServicePort copies a service port deeply, so the planner's memory
+// of it cannot change when the caller reuses its model.
+func cloneServicePort(s *ServicePort) *ServicePort {
+	c := *s
+	c.ClusterIPs = slices.Clone(s.ClusterIPs)
+	c.ExternalIPs = slices.Clone(s.ExternalIPs)
+	c.LoadBalancerIPs = slices.Clone(s.LoadBalancerIPs)
+	c.LoadBalancerSourceRanges = slices.Clone(s.LoadBalancerSourceRanges)
+	c.Endpoints = slices.Clone(s.Endpoints)
+	for i := range c.Endpoints {
+		c.Endpoints[i].ZoneHints = slices.Clone(s.Endpoints[i].ZoneHints)
+	}
+	return &c
+}
+
+// cloneNode copies a node's settings deeply.
+func cloneNode(n Node) Node {
+	n.Addresses = slices.Clone(n.Addresses)
+	n.NodePortAddresses = slices.Clone(n.NodePortAddresses)
+	n.ClusterCIDRs = slices.Clone(n.ClusterCIDRs)
+	n.ExcludeCIDRs = slices.Clone(n.ExcludeCIDRs)
+	return n
+}

@@ -34,6 +34,7 @@ func Example() {
 	// Output:
 	// ipset add KUBE-CLUSTER-IP 10.96.0.20,tcp:80
 	// ipset add KUBE-IPVS-IPS 10.96.0.20
+	// ipset add KUBE-IPVSPLANE-OWNED 10.96.0.20,tcp:80 192.168.0.10,tcp:30080
 	// ipset add KUBE-NODE-PORT-TCP 30080
 	// rules replace (166 lines)
 	// ipvs add tcp 10.96.0.20:80 rr (default/web)

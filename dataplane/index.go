@@ -3,6 +3,7 @@ package dataplane
 import (
 	"maps"
 	"net/netip"
+	"slices"
 )
 
 // desiredIndex keeps the desired kernel state as the sum of every service
@@ -36,8 +37,38 @@ func newDesiredIndex(node Node, rules string) *desiredIndex {
 	}
 }
 
-// touched accumulates the objects a set of changes affected.
-type touched struct{ scope Scope }
+// touched accumulates the objects a set of changes affected; all means
+// everything.
+type touched struct {
+	scope Scope
+	all   bool
+}
+
+// merge adds the objects of another scope.
+func (t *touched) merge(s Scope) {
+	if s.All {
+		t.all = true
+		return
+	}
+	for k := range s.Virtual {
+		t.scope.Virtual[k] = true
+	}
+	for a := range s.Addresses {
+		t.scope.Addresses[a] = true
+	}
+	for set, entries := range s.Entries {
+		t.addEntries(set, slices.Collect(maps.Keys(entries)))
+	}
+}
+
+func (t *touched) addEntries(set string, entries []string) {
+	if t.scope.Entries[set] == nil {
+		t.scope.Entries[set] = map[string]bool{}
+	}
+	for _, e := range entries {
+		t.scope.Entries[set][e] = true
+	}
+}
 
 func newTouched() *touched {
 	return &touched{scope: Scope{

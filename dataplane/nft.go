@@ -1,7 +1,10 @@
 package dataplane
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/google/nftables"
@@ -41,7 +44,12 @@ func queueTable(conn *nftables.Conn, t *ruleTable, index SetIndexer) error {
 	}
 	for i, c := range t.chains {
 		chain := chains[i]
-		for _, r := range c.rules {
+		for j, r := range c.rules {
+			if i == 0 && j == 0 {
+				// The table's digest, read back to tell whether the
+				// kernel holds this very table.
+				r.comment = digestComment(t)
+			}
 			exprs, err := ruleExprs(r, t.ipv6, index)
 			if err != nil {
 				return fmt.Errorf("chain %s: rule %q: %w", c.name, ruleText(r), err)
@@ -244,6 +252,37 @@ func setMatchInfo(index uint16, m setMatch) *xt.Unknown {
 	info[3] = flags
 	u := xt.Unknown(info)
 	return &u
+}
+
+// digestComment names the table's content: a digest of its printed form.
+func digestComment(t *ruleTable) string {
+	sum := sha256.Sum256([]byte(t.String()))
+	return "ipvsplane " + hex.EncodeToString(sum[:12])
+}
+
+// tablesCurrent reports whether the kernel holds both of the node's
+// tables as they are now, by the digests their first rules carry.
+func tablesCurrent(conn *nftables.Conn, node *Node) (bool, error) {
+	for _, t := range node.ruleTables() {
+		family := nftables.TableFamilyIPv4
+		if t.ipv6 {
+			family = nftables.TableFamilyIPv6
+		}
+		rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: family}, &nftables.Chain{Name: t.chains[0].name})
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading nftables table %s: %w", TableName, err)
+		}
+		if len(rules) == 0 {
+			return false, nil
+		}
+		if comment, _ := userdata.GetString(rules[0].UserData, userdata.TypeComment); comment != digestComment(t) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // WriteRules replaces ipvsplane's tables (ip and ip6 TableName) in conn's

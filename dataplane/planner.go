@@ -28,7 +28,7 @@ func (p *Planner) Update(s *State) (Scope, []error) {
 		index, failed, err := buildIndex(s)
 		p.index, p.failed, p.seen = index, failed, map[ServicePortName]*ServicePort{}
 		for _, sp := range sortedServices(s.Services) {
-			p.seen[sp.Name] = sp
+			p.seen[sp.Name] = cloneServicePort(sp)
 		}
 		if err != nil {
 			return FullScope, []error{err}
@@ -39,12 +39,13 @@ func (p *Planner) Update(s *State) (Scope, []error) {
 	current := make(map[ServicePortName]*ServicePort, len(s.Services))
 	var changed []*ServicePort
 	for _, sp := range sortedServices(s.Services) {
-		current[sp.Name] = sp
 		prev, ok := p.seen[sp.Name]
 		_, failed := p.failed[sp.Name]
 		if !ok || failed || !equalServicePort(prev, sp) {
-			changed = append(changed, sp)
+			prev = cloneServicePort(sp)
+			changed = append(changed, prev)
 		}
+		current[sp.Name] = prev
 	}
 	// Removals first, so a port that takes over a removed port's virtual
 	// server in the same update does not conflict with it.

@@ -89,6 +89,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 			want: []string{
 				"ipset add KUBE-CLUSTER-IP 10.97.0.1,tcp:443",
 				"ipset add KUBE-IPVS-IPS 10.97.0.1",
+				"ipset add KUBE-IPVSPLANE-OWNED 10.97.0.1,tcp:443",
 				"ipvs add tcp 10.97.0.1:443 rr (ns/new)",
 				"ipvs add tcp 10.97.0.1:443 -> 10.247.0.1:8443 weight 1",
 				"addr bind 10.97.0.1",
@@ -104,6 +105,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 				"addr unbind 10.96.10.1",
 				"ipset del KUBE-CLUSTER-IP 10.96.10.1,tcp:80",
 				"ipset del KUBE-IPVS-IPS 10.96.10.1",
+				"ipset del KUBE-IPVSPLANE-OWNED 10.96.10.1,tcp:80",
 				"ipset del KUBE-LOOP-BACK 10.244.10.1,tcp:8080,10.244.10.1",
 			},
 		},
@@ -115,11 +117,13 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 			},
 			want: []string{
 				"ipset add KUBE-CLUSTER-IP 10.96.10.101,tcp:81",
+				"ipset add KUBE-IPVSPLANE-OWNED 10.96.10.101,tcp:81",
 				"ipvs add tcp 10.96.10.101:81 rr (ns/svc-02600:http)",
 				"ipvs add tcp 10.96.10.101:81 -> 10.244.10.101:8080 weight 1",
 				"ipvs add tcp 10.96.10.101:81 -> 10.245.10.101:8080 weight 1",
 				"ipvs del tcp 10.96.10.101:80",
 				"ipset del KUBE-CLUSTER-IP 10.96.10.101,tcp:80",
+				"ipset del KUBE-IPVSPLANE-OWNED 10.96.10.101,tcp:80",
 			},
 		},
 		{

@@ -23,6 +23,10 @@ const (
 	SetNodePortLocalSCTP     = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
 	SetHealthCheckNodePort   = "KUBE-HEALTH-CHECK-NODE-PORT"
 	SetIPVSAddresses         = "KUBE-IPVS-IPS"
+	// SetOwned is ipvsplane's own: the virtual servers it made. A virtual
+	// server is added here before it is created and removed after it is
+	// deleted, so even after a restart ipvsplane deletes only its own.
+	SetOwned = "KUBE-IPVSPLANE-OWNED"
 )
 
 // setTypes gives each set's type and what it holds, in the words of the
@@ -33,6 +37,7 @@ var setTypes = []struct {
 	comment string
 }{
 	{SetIPVSAddresses, HashIP, "Addresses on the ipvs interface"},
+	{SetOwned, HashIPPort, "Virtual servers ipvsplane made"},
 	{SetLoopBack, HashIPPortIP, "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"},
 	{SetClusterIP, HashIPPort, "Kubernetes service cluster ip + port for masquerade purpose"},
 	{SetExternalIP, HashIPPort, "Kubernetes service external ip + port for masquerade and filter purpose"},

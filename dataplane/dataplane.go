@@ -1,0 +1,119 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// DefaultDevice is the dummy device the virtual IPs are bound to, named as
+// kube-proxy names it so that a node can move from one to the other.
+const DefaultDevice = "kube-ipvs0"
+
+// Config configures a [Dataplane]. The zero value is usable.
+type Config struct {
+	// NetNS is a network namespace file descriptor; 0 means the current one.
+	NetNS int
+	// Device is the dummy device for the virtual IPs; DefaultDevice if empty.
+	Device string
+	// DrainTimeout bounds how long a real server whose endpoint left keeps
+	// draining at weight 0 while it still has connections; 15 minutes if
+	// zero.
+	DrainTimeout time.Duration
+	// Now is the clock; time.Now if nil.
+	Now func() time.Time
+}
+
+// Dataplane programs the kernel of one network namespace: IPVS, the
+// ipsets, the dummy device, the nftables rules and conntrack. It remembers
+// what it programmed, so that after the first sync each sync costs what
+// the change costs. A Dataplane is not safe for concurrent use: one
+// goroutine runs its syncs.
+type Dataplane struct {
+	cfg     Config
+	ipvs    *ipvs.Conn
+	sets    *ipset.Conn
+	links   *dummy.Conn
+	rules   *nftables.Conn
+	flows   *conntrack.Conn
+	planner *Planner
+	// programmed is what the kernel holds, as far as the dataplane knows;
+	// nil until the first sync reads the kernel.
+	programmed *KernelState
+	// retry holds the objects whose operations failed, planned again on
+	// the next sync.
+	retry    *touched
+	draining map[VirtualKey]map[RealKey]time.Time
+	setIndex map[string]uint16
+	device   *dummy.Device
+}
+
+// New opens the netlink connections. It fails with an error matching
+// ipvs.ErrNotAvailable when the kernel has no IPVS.
+func New(cfg *Config) (*Dataplane, error) {
+	d := &Dataplane{planner: NewPlanner(), retry: newTouched(), draining: map[VirtualKey]map[RealKey]time.Time{}, setIndex: map[string]uint16{}}
+	if cfg != nil {
+		d.cfg = *cfg
+	}
+	if d.cfg.Device == "" {
+		d.cfg.Device = DefaultDevice
+	}
+	if d.cfg.DrainTimeout == 0 {
+		d.cfg.DrainTimeout = 15 * time.Minute
+	}
+	if d.cfg.Now == nil {
+		d.cfg.Now = time.Now
+	}
+	var err error
+	if d.ipvs, err = ipvs.Dial(&ipvs.Config{NetNS: d.cfg.NetNS}); err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	if d.sets, err = ipset.Dial(&ipset.Config{NetNS: d.cfg.NetNS}); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	if d.links, err = dummy.Dial(&dummy.Config{NetNS: d.cfg.NetNS}); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	var opts []nftables.ConnOption
+	if d.cfg.NetNS != 0 {
+		opts = append(opts, nftables.WithNetNSFd(d.cfg.NetNS))
+	}
+	if d.rules, err = nftables.New(append(opts, nftables.AsLasting())...); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dataplane: nftables: %w", err)
+	}
+	if d.flows, err = conntrack.Dial(&conntrack.Config{NetNS: d.cfg.NetNS}); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
+	return d, nil
+}
+
+// Close closes the connections.
+func (d *Dataplane) Close() error {
+	var errs []error
+	if d.ipvs != nil {
+		errs = append(errs, d.ipvs.Close())
+	}
+	if d.sets != nil {
+		errs = append(errs, d.sets.Close())
+	}
+	if d.links != nil {
+		errs = append(errs, d.links.Close())
+	}
+	if d.rules != nil {
+		errs = append(errs, d.rules.CloseLasting())
+	}
+	if d.flows != nil {
+		errs = append(errs, d.flows.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,356 @@
+//go:build vmtest
+
+package dataplane
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// vmNode is the node's view in the tests: the guest's own namespace is the
+// node; backends and a client live in namespaces behind veth pairs.
+//
+//	client 192.168.0.2, 172.16.0.2 --- n-c 192.168.0.1, 172.16.0.1 [node] n-b1 10.244.1.1 --- backend-1 10.244.1.2 (on this node)
+//	                                                                      n-b2 10.244.2.1 --- backend-2 10.244.2.2 (elsewhere)
+type vmNet struct {
+	node, client, b1, b2 *testutil.NetNS
+}
+
+func setupNet(t *testing.T) *vmNet {
+	t.Helper()
+	testutil.RequireVM(t)
+	n := &vmNet{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t), b1: testutil.NewNetNS(t), b2: testutil.NewNetNS(t)}
+	n.node.Veth(t, "n-c", n.client, "c0")
+	n.node.Veth(t, "n-b1", n.b1, "b0")
+	n.node.Veth(t, "n-b2", n.b2, "b0")
+	for _, a := range [][]string{
+		{"addr", "add", "192.168.0.1/24", "dev", "n-c"},
+		{"addr", "add", "172.16.0.1/24", "dev", "n-c"},
+		{"addr", "add", "10.244.1.1/24", "dev", "n-b1"},
+		{"addr", "add", "10.244.2.1/24", "dev", "n-b2"},
+	} {
+		n.node.IP(t, a...)
+	}
+	n.client.IP(t, "addr", "add", "192.168.0.2/24", "dev", "c0")
+	n.client.IP(t, "addr", "add", "172.16.0.2/24", "dev", "c0")
+	n.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
+	for i, b := range []*testutil.NetNS{n.b1, n.b2} {
+		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i+1), "dev", "b0")
+		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i+1))
+		b.ServeTCP(t, fmt.Sprintf("10.244.%d.2:8080", i+1), fmt.Sprintf("backend-%d", i+1))
+	}
+	return n
+}
+
+func vmNode() Node {
+	return Node{
+		Name:          "node-a",
+		Addresses:     []netip.Addr{netip.MustParseAddr("192.168.0.1")},
+		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		MasqueradeBit: 14,
+	}
+}
+
+func webService() ServicePort {
+	s := svc("default", "web", "http", TCP, 80, "10.96.0.10")
+	s.NodePort = 30080
+	s.ExternalIPs = ips("198.51.100.10")
+	s.Endpoints = []Endpoint{ready("10.244.1.2", 8080, "node-a"), ready("10.244.2.2", 8080, "node-b")}
+	return s
+}
+
+func vmServices() []ServicePort {
+	web := webService()
+	sticky := svc("default", "sticky", "", TCP, 80, "10.96.0.11")
+	sticky.SessionAffinity = time.Hour
+	sticky.Endpoints = web.Endpoints
+	lb := svc("default", "lb", "", TCP, 80, "10.96.0.12")
+	lb.NodePort = 30081
+	lb.LoadBalancerIPs = ips("203.0.113.10")
+	lb.LoadBalancerSourceRanges = prefixes("192.168.0.0/24")
+	lb.Endpoints = web.Endpoints
+	local := svc("default", "local", "", TCP, 80, "10.96.0.13")
+	local.NodePort = 30082
+	local.LoadBalancerIPs = ips("203.0.113.11")
+	local.ExternalPolicy = PolicyLocal
+	local.HealthCheckNodePort = 32000
+	local.Endpoints = web.Endpoints
+	return []ServicePort{web, sticky, lb, local}
+}
+
+func newDataplane(t *testing.T, ns *testutil.NetNS) *Dataplane {
+	t.Helper()
+	d, err := New(&Config{NetNS: ns.FD(), DrainTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func mustSync(t *testing.T, d *Dataplane, state *State) *Result {
+	t.Helper()
+	res, err := d.Sync(context.Background(), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range res.Errors {
+		t.Errorf("sync: %v", e)
+	}
+	return res
+}
+
+func TestDataplaneTraffic(t *testing.T) {
+	n := setupNet(t)
+	d := newDataplane(t, n.node)
+	state := &State{Node: vmNode(), Services: vmServices()}
+	res := mustSync(t, d, state)
+	if !res.Full || len(res.Plan.Ops) == 0 {
+		t.Fatalf("the first sync: full=%v, %d operations", res.Full, len(res.Plan.Ops))
+	}
+	if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 {
+		t.Errorf("a second sync of the same state planned:\n%s", res.Plan)
+	}
+
+	dial := func(from, to string) (string, error) { return n.client.DialTCP(from, to, 2*time.Second) }
+	backendsSeen := func(from, to string, tries int) map[string]string {
+		seen := map[string]string{}
+		for range tries {
+			reply, err := dial(from, to)
+			if err != nil {
+				t.Fatalf("%s -> %s: %v", from, to, err)
+			}
+			name, peer, _ := strings.Cut(reply, " ")
+			host, _, _ := net.SplitHostPort(peer)
+			seen[name] = host
+		}
+		return seen
+	}
+
+	t.Run("cluster IP spreads and masquerades", func(t *testing.T) {
+		seen := backendsSeen("", "10.96.0.10:80", 4)
+		if len(seen) != 2 {
+			t.Errorf("round robin reached %v", seen)
+		}
+		for name, src := range seen {
+			if strings.HasPrefix(src, "192.168.") {
+				t.Errorf("%s saw the client's own address %s: no masquerade", name, src)
+			}
+		}
+	})
+	t.Run("node port", func(t *testing.T) {
+		if seen := backendsSeen("", "192.168.0.1:30080", 4); len(seen) != 2 {
+			t.Errorf("node port reached %v", seen)
+		}
+	})
+	t.Run("external IP", func(t *testing.T) {
+		n.client.IP(t, "route", "add", "198.51.100.10/32", "via", "192.168.0.1")
+		if seen := backendsSeen("", "198.51.100.10:80", 2); len(seen) == 0 {
+			t.Error("external IP unreachable")
+		}
+	})
+	t.Run("load balancer source ranges", func(t *testing.T) {
+		n.client.IP(t, "route", "add", "203.0.113.0/24", "via", "192.168.0.1")
+		if _, err := dial("192.168.0.2", "203.0.113.10:80"); err != nil {
+			t.Errorf("an allowed source was refused: %v", err)
+		}
+		if reply, err := dial("172.16.0.2", "203.0.113.10:80"); !testutil.IsTimeout(err) {
+			t.Errorf("a source outside the ranges got %q, %v; want the packets dropped", reply, err)
+		}
+	})
+	t.Run("external policy Local keeps the client address", func(t *testing.T) {
+		seen := backendsSeen("192.168.0.2", "203.0.113.11:80", 3)
+		if len(seen) != 1 || seen["backend-1"] != "192.168.0.2" {
+			t.Errorf("want only the local backend-1, seeing 192.168.0.2; got %v", seen)
+		}
+	})
+	t.Run("affinity sticks", func(t *testing.T) {
+		if seen := backendsSeen("", "10.96.0.11:80", 4); len(seen) != 1 {
+			t.Errorf("a ClientIP service spread over %v", seen)
+		}
+	})
+	t.Run("hairpin", func(t *testing.T) {
+		for range 4 {
+			reply, err := n.b1.DialTCP("", "10.96.0.10:80", 2*time.Second)
+			if err != nil {
+				t.Fatalf("backend-1 to its own service: %v", err)
+			}
+			if strings.HasPrefix(reply, "backend-1 ") {
+				return
+			}
+		}
+		t.Error("backend-1 never reached itself through its service")
+	})
+}
+
+// A removed endpoint drains: its open connection keeps working, new
+// connections go elsewhere, and the real server goes once it is closed.
+func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
+	n := setupNet(t)
+	d := newDataplane(t, n.node)
+	state := &State{Node: vmNode(), Services: []ServicePort{webService()}}
+	mustSync(t, d, state)
+
+	// A long-lived connection to backend-2.
+	var ln net.Listener
+	if err := n.b2.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", "10.244.2.2:9090")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "echo "+line)
+		}
+	}()
+	long := svc("default", "long", "", TCP, 90, "10.96.0.20")
+	long.Endpoints = []Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
+	state.Services = append(state.Services, long)
+	mustSync(t, d, state)
+
+	var conn net.Conn
+	for range 2 {
+		err := n.client.Do(func() error {
+			var err error
+			conn, err = net.DialTimeout("tcp", "10.96.0.20:90", 2*time.Second)
+			return err
+		})
+		if err == nil {
+			break // backend-1 refuses (nothing listens on 9090 there)
+		}
+	}
+	if conn == nil {
+		t.Fatal("no connection to backend-2 through the service")
+	}
+	defer conn.Close()
+	echo := func() error {
+		conn.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := fmt.Fprintln(conn, "ping"); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err == nil && line != "echo ping\n" {
+			err = fmt.Errorf("got %q", line)
+		}
+		return err
+	}
+	if err := echo(); err != nil {
+		t.Fatal(err)
+	}
+
+	state.Services[1].Endpoints = state.Services[1].Endpoints[:1]
+	res := mustSync(t, d, state)
+	if !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.20:90 -> 10.244.2.2:9090 weight 0") {
+		t.Fatalf("the removed endpoint was not drained:\n%s", res.Plan)
+	}
+	if err := echo(); err != nil {
+		t.Errorf("the open connection broke when its endpoint was drained: %v", err)
+	}
+	out := n.node.Run(t, "ipvsadm", "-Ln", "-t", "10.96.0.20:90")
+	if !strings.Contains(out, "10.244.2.2:9090") {
+		t.Errorf("the draining real server is gone too early:\n%s", out)
+	}
+	conn.Close()
+	// IPVS keeps the closed connection as inactive for two minutes
+	// (TIME_WAIT); the drain timeout (10s here) ends the wait sooner.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res := mustSync(t, d, state)
+		if strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.20:90 -> 10.244.2.2:9090") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the drained real server was never deleted:\n%s", n.node.Run(t, "ipvsadm", "-Ln"))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// Cross-checks the kernel with the real programs after a sync of many
+// service shapes, then removes everything with Cleanup, leaving another
+// program's virtual server alone.
+func TestDataplaneStateAndCleanup(t *testing.T) {
+	n := setupNet(t)
+	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.0.99:80", "-s", "rr")
+	d := newDataplane(t, n.node)
+	services := append(vmServices(), shapes()["dualstack"][0], shapes()["sctp"][0])
+	udp := shapes()["udp"][0]
+	udp.ClusterIPs = ips("10.96.0.53")
+	services = append(services, udp)
+	state := &State{Node: testNode(), Services: services}
+	mustSync(t, d, state)
+	desired := Build(state)
+
+	listed := map[string]bool{}
+	for _, line := range strings.Split(n.node.Run(t, "ipvsadm", "-Ln"), "\n") {
+		listed[strings.Join(strings.Fields(line), " ")] = true
+	}
+	for vk, v := range desired.Kernel.Virtual {
+		line := fmt.Sprintf("%s %s %s", strings.ToUpper(vk.Protocol.String()), netip.AddrPortFrom(vk.Addr, vk.Port), v.Scheduler)
+		if v.Persistence > 0 {
+			line += fmt.Sprintf(" persistent %d", int(v.Persistence.Seconds()))
+		}
+		if !listed[line] {
+			t.Errorf("ipvsadm -Ln lacks %q", line)
+		}
+	}
+	save := n.node.Run(t, "ipset", "save")
+	for set, entries := range desired.Kernel.Entries {
+		for e := range entries {
+			if !strings.Contains(save, fmt.Sprintf("add %s %s\n", set, e)) {
+				t.Errorf("ipset save lacks %s %s", set, e)
+			}
+		}
+	}
+	if out := n.node.Run(t, "nft", "list", "ruleset"); !strings.Contains(out, "table ip ipvsplane") || !strings.Contains(out, "table ip6 ipvsplane") {
+		t.Errorf("nft list ruleset lacks the tables:\n%s", out)
+	}
+	addrs := n.node.Run(t, "ip", "-o", "addr", "show", "dev", DefaultDevice)
+	for a := range desired.Kernel.Addresses {
+		if !strings.Contains(addrs, " "+a.String()+"/") {
+			t.Errorf("ip addr show lacks %s", a)
+		}
+	}
+	// A fresh dataplane (a restart) finds nothing to do.
+	d2 := newDataplane(t, n.node)
+	if res := mustSync(t, d2, state); len(res.Plan.Ops) != 0 {
+		t.Errorf("after a restart the first sync planned:\n%s", res.Plan)
+	}
+
+	if err := d.Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if out := n.node.Run(t, "ipvsadm", "-Ln"); !strings.Contains(out, "10.96.0.99:80") || strings.Count(out, "TCP") != 1 {
+		t.Errorf("after Cleanup, ipvsadm -Ln:\n%s", out)
+	}
+	if out := n.node.Run(t, "ipset", "list", "-n"); out != "" {
+		t.Errorf("after Cleanup, sets remain:\n%s", out)
+	}
+	if out := n.node.Run(t, "nft", "list", "tables"); out != "" {
+		t.Errorf("after Cleanup, tables remain:\n%s", out)
+	}
+	if _, err := n.node.Output(context.Background(), "ip", "link", "show", DefaultDevice); err == nil {
+		t.Error("after Cleanup the dummy device remains")
+	}
+}

@@ -1,0 +1,267 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"golang.org/x/sys/unix"
+)
+
+// Result is what a sync did.
+type Result struct {
+	// Plan holds the operations the sync carried out (or tried to).
+	Plan *Plan
+	// Full is true when the sync read the kernel and compared everything.
+	Full bool
+	// Errors lists the service ports left out (*FieldError,
+	// *ConflictError) and the operations that failed (*OpError). Failed
+	// operations are tried again on the next sync.
+	Errors []error
+}
+
+// Sync makes the kernel hold what state describes. The first sync, and a
+// sync after Resync, reads the kernel once and compares everything; later
+// ones plan only the service ports that changed, the objects whose
+// operations failed before, and the real servers still draining.
+func (d *Dataplane) Sync(ctx context.Context, state *State) (*Result, error) {
+	scope, modelErrs := d.planner.Update(state)
+	desired, owners := d.planner.Desired()
+	node := &d.planner.index.node
+	res := &Result{}
+	switch {
+	case d.programmed == nil:
+		observed, err := d.observe(ctx, desired, node)
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
+		}
+		d.programmed, d.retry, scope, res.Full = observed, newTouched(), FullScope, true
+	case d.retry.all:
+		scope = FullScope
+	default:
+		d.retry.merge(scope)
+		if err := d.refreshDraining(ctx); err != nil {
+			return nil, err
+		}
+		for vk := range d.draining {
+			d.retry.scope.Virtual[vk] = true
+		}
+		scope = d.retry.scope
+	}
+	d.retry = newTouched()
+	if scope.All {
+		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
+	}
+	res.Plan = Diff(d.programmed, desired, owners, scope, Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Now: d.cfg.Now()})
+	res.Errors = append(append(modelErrs, res.Errors...), d.apply(ctx, res.Plan)...)
+	return res, nil
+}
+
+// Resync forgets what the dataplane believes the kernel holds, so the next
+// Sync reads the kernel again and repairs whatever changed behind its back.
+func (d *Dataplane) Resync() { d.programmed = nil }
+
+// DryRun returns the plan a first sync of state would carry out against
+// the kernel as it is now, and changes nothing.
+func (d *Dataplane) DryRun(ctx context.Context, state *State) (*Plan, []error, error) {
+	desired := Build(state)
+	observed, err := d.observe(ctx, desired.Kernel, &state.Node)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
+	}
+	return Diff(observed, desired.Kernel, desired.Services, FullScope, Drain{}), desired.Errors, nil
+}
+
+// refreshDraining reads the connection counts of the real servers that
+// drain, one dump per virtual server that has some, so the plan can delete
+// those whose connections ended.
+func (d *Dataplane) refreshDraining(ctx context.Context) error {
+	for vk := range d.draining {
+		dests, err := d.ipvs.Destinations(ctx, vk.ipvsService())
+		if err != nil {
+			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
+		}
+		reals := map[RealKey]RealServer{}
+		for _, dst := range dests {
+			r := realFromIPVS(dst)
+			reals[r.RealKey] = r
+		}
+		if _, ok := d.programmed.Virtual[vk]; ok {
+			d.programmed.Reals[vk] = reals
+		}
+		for rk := range d.draining[vk] {
+			if _, ok := reals[rk]; !ok {
+				delete(d.draining[vk], rk)
+			}
+		}
+		if len(d.draining[vk]) == 0 {
+			delete(d.draining, vk)
+		}
+	}
+	return nil
+}
+
+// succeeded records a carried-out operation.
+func (d *Dataplane) succeeded(op Op) {
+	d.programmed.Record(op)
+	switch o := op.(type) {
+	case UpdateReal:
+		if o.Real.Weight == 0 {
+			if d.draining[o.Virtual] == nil {
+				d.draining[o.Virtual] = map[RealKey]time.Time{}
+			}
+			d.draining[o.Virtual][o.Real.RealKey] = d.cfg.Now()
+		} else {
+			d.stopDraining(o.Virtual, o.Real.RealKey)
+		}
+	case DeleteReal:
+		d.stopDraining(o.Virtual, o.Real)
+	case DeleteVirtual:
+		delete(d.draining, o.Virtual)
+	}
+}
+
+func (d *Dataplane) stopDraining(vk VirtualKey, rk RealKey) {
+	delete(d.draining[vk], rk)
+	if len(d.draining[vk]) == 0 {
+		delete(d.draining, vk)
+	}
+}
+
+// failed remembers what a failed operation touched, to plan it again.
+func (d *Dataplane) failed(op Op, err error) error {
+	s := d.retry.scope
+	switch o := op.(type) {
+	case CreateSet, ReplaceRules:
+		d.retry.all = true
+	case AddEntries:
+		d.retry.addEntries(o.Set, o.Entries)
+	case DelEntries:
+		d.retry.addEntries(o.Set, o.Entries)
+	case AddVirtual:
+		s.Virtual[o.Virtual.VirtualKey] = true
+	case UpdateVirtual:
+		s.Virtual[o.Virtual.VirtualKey] = true
+	case DeleteVirtual:
+		s.Virtual[o.Virtual] = true
+	case AddReal:
+		s.Virtual[o.Virtual] = true
+	case UpdateReal:
+		s.Virtual[o.Virtual] = true
+	case DeleteReal:
+		s.Virtual[o.Virtual] = true
+	case Bind:
+		s.Addresses[o.Addr] = true
+	case Unbind:
+		s.Addresses[o.Addr] = true
+	}
+	return &OpError{Op: op, Err: err}
+}
+
+// applyNodeSettings writes the sysctls and the IPVS timeouts.
+func (d *Dataplane) applyNodeSettings(ctx context.Context, node *Node) []error {
+	var errs []error
+	err := d.inNamespace(func() error {
+		_, err := WriteSysctls("/proc/sys", node.Sysctls())
+		return err
+	})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	t := ipvs.Timeouts{TCP: node.TCPTimeout, TCPFin: node.TCPFinTimeout, UDP: node.UDPTimeout}
+	if t.TCP > 0 || t.TCPFin > 0 || t.UDP > 0 {
+		if err := d.ipvs.SetTimeouts(ctx, t); err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: IPVS timeouts: %w", err))
+		}
+	}
+	return errs
+}
+
+// inNamespace runs fn on a thread in the dataplane's network namespace:
+// /proc/sys/net shows the namespace of the thread that opens it.
+func (d *Dataplane) inNamespace(fn func() error) error {
+	if d.cfg.NetNS == 0 {
+		return fn()
+	}
+	done := make(chan error, 1)
+	go func() {
+		// The thread is not unlocked, so the runtime discards it with its
+		// namespace.
+		runtime.LockOSThread()
+		if err := unix.Setns(d.cfg.NetNS, unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("dataplane: entering the network namespace: %w", err)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
+}
+
+// destroySet destroys a set, waiting out the references the deleted rules
+// held: the kernel releases them after the rule transaction, not within it.
+func (d *Dataplane) destroySet(ctx context.Context, name string) error {
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		err := d.sets.Destroy(ctx, name)
+		if !errors.Is(err, ipset.ErrSetInUse) || wait > 5*time.Second {
+			if errors.Is(err, ipset.ErrSetNotExist) {
+				return nil
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Cleanup removes everything ipvsplane owns in the kernel, and nothing
+// else: the virtual servers in its ownership sets, the dummy device, its
+// rule tables and its sets.
+func (d *Dataplane) Cleanup(ctx context.Context) error {
+	var errs []error
+	owned := map[string]bool{}
+	for _, ipv6 := range []bool{false, true} {
+		_, entries, err := d.sets.List(ctx, SetName(SetOwned, ipv6))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			owned[e.String()] = true
+		}
+	}
+	table, err := d.ipvs.Table(ctx)
+	if err != nil {
+		return fmt.Errorf("dataplane: reading the IPVS table: %w", err)
+	}
+	var b ipvs.Batch
+	for _, vs := range table {
+		if v, ok := virtualFromIPVS(vs.Service); ok && owned[portEntry(v.Addr, v.Protocol, v.Port)] {
+			b.DeleteService(vs.Service)
+		}
+	}
+	if err := d.ipvs.Apply(ctx, &b); err != nil && !errors.Is(err, ipvs.ErrServiceNotExist) {
+		errs = append(errs, err)
+	}
+	if err := d.links.Delete(ctx, d.cfg.Device); err != nil {
+		errs = append(errs, err)
+	}
+	if err := DeleteRules(d.rules); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(setSpecs())) {
+		if err := d.destroySet(ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.programmed, d.device = nil, nil
+	d.planner = NewPlanner()
+	return errors.Join(errs...)
+}

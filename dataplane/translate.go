@@ -1,0 +1,95 @@
+package dataplane
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// Translations between the dataplane's values and the kernel packages'.
+
+func (p Protocol) ipvs() ipvs.Protocol           { return ipvs.Protocol(protocolNumber(p)) }
+func (p Protocol) conntrack() conntrack.Protocol { return conntrack.Protocol(protocolNumber(p)) }
+
+func protocolFromIPVS(p ipvs.Protocol) (Protocol, bool) {
+	switch p {
+	case ipvs.TCP:
+		return TCP, true
+	case ipvs.UDP:
+		return UDP, true
+	case ipvs.SCTP:
+		return SCTP, true
+	}
+	return 0, false
+}
+
+func (v VirtualServer) ipvsService() ipvs.Service {
+	s := ipvs.Service{Protocol: v.Protocol.ipvs(), Addr: v.Addr, Port: v.Port, Scheduler: v.Scheduler}
+	if v.SchedulerPort {
+		s.Flags |= ipvs.MHPort
+	}
+	if v.Persistence > 0 {
+		s.Flags |= ipvs.Persistent
+		s.Timeout = v.Persistence
+	}
+	return s
+}
+
+func (k VirtualKey) ipvsService() ipvs.Service {
+	return ipvs.Service{Protocol: k.Protocol.ipvs(), Addr: k.Addr, Port: k.Port}
+}
+
+// virtualFromIPVS reads a kernel service; fwmark services and unknown
+// protocols are not ipvsplane's.
+func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
+	p, ok := protocolFromIPVS(s.Protocol)
+	if !ok || s.FirewallMark != 0 {
+		return VirtualServer{}, false
+	}
+	v := VirtualServer{
+		VirtualKey:    VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p},
+		Scheduler:     s.Scheduler,
+		SchedulerPort: s.Flags&ipvs.MHPort != 0,
+	}
+	if s.Flags&ipvs.Persistent != 0 {
+		v.Persistence = s.Timeout.Round(time.Second)
+	}
+	return v, true
+}
+
+func (r RealServer) ipvsDestination() ipvs.Destination {
+	return ipvs.Destination{Addr: r.Addr, Port: r.Port, Forward: ipvs.Masquerade, Weight: r.Weight}
+}
+
+func realFromIPVS(d ipvs.Destination) RealServer {
+	return RealServer{
+		RealKey:       RealKey{Addr: d.Addr.Unmap(), Port: d.Port},
+		Weight:        d.Weight,
+		ActiveConns:   d.ActiveConnections,
+		InactiveConns: d.InactiveConnections,
+	}
+}
+
+func (s SetSpec) ipset() ipset.Set {
+	set := ipset.Set{Name: s.Name, Type: ipset.Type(s.Type), HashSize: s.HashSize, MaxElem: s.MaxElem}
+	switch {
+	case s.Type == BitmapPort:
+		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
+	case s.IPv6:
+		set.Family = ipset.FamilyINET6
+	default:
+		set.Family = ipset.FamilyINET
+	}
+	return set
+}
+
+// flushFilter is the conntrack filter of a FlushConntrack operation.
+func (o FlushConntrack) flushFilter() conntrack.Filter {
+	if o.Real.Addr.IsValid() {
+		return conntrack.ByEndpoint(o.Protocol.conntrack(), netip.AddrPortFrom(o.Addr, o.Port), netip.AddrPortFrom(o.Real.Addr, o.Real.Port))
+	}
+	return conntrack.ByDestination(o.Protocol.conntrack(), o.Addr, o.Port)
+}

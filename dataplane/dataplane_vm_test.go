@@ -354,3 +354,128 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 		t.Error("after Cleanup the dummy device remains")
 	}
 }
+
+// serveUDP answers every datagram with name.
+func serveUDP(t *testing.T, ns *testutil.NetNS, addr, name string) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := ns.Do(func() error {
+		var err error
+		pc, err = net.ListenPacket("udp", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo([]byte(name), from)
+		}
+	}()
+}
+
+// When a UDP endpoint leaves, the flows it answered are flushed, so a
+// client that keeps its source port reaches a live endpoint at once.
+func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
+	n := setupNet(t)
+	d := newDataplane(t, n.node)
+	serveUDP(t, n.b1, "10.244.1.2:5353", "backend-1")
+	serveUDP(t, n.b2, "10.244.2.2:5353", "backend-2")
+	dns := svc("kube-system", "dns", "", UDP, 53, "10.96.0.53")
+	dns.Endpoints = []Endpoint{ready("10.244.1.2", 5353, "node-a"), ready("10.244.2.2", 5353, "node-b")}
+	state := &State{Node: vmNode(), Services: []ServicePort{dns}}
+	mustSync(t, d, state)
+
+	var conn net.PacketConn
+	if err := n.client.Do(func() error {
+		var err error
+		conn, err = net.ListenPacket("udp", "192.168.0.2:40000")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ask := func() string {
+		t.Helper()
+		vip := &net.UDPAddr{IP: net.ParseIP("10.96.0.53"), Port: 53}
+		buf := make([]byte, 64)
+		for range 3 {
+			conn.WriteTo([]byte("q"), vip)
+			conn.SetReadDeadline(time.Now().Add(time.Second))
+			if n, _, err := conn.ReadFrom(buf); err == nil {
+				return string(buf[:n])
+			}
+		}
+		return ""
+	}
+	first := ask()
+	if first == "" {
+		t.Fatal("no answer through the UDP service")
+	}
+	if again := ask(); again != first {
+		t.Fatalf("the flow moved from %s to %s by itself", first, again)
+	}
+	// Remove the endpoint that answered.
+	keep := dns.Endpoints[1]
+	if first == "backend-2" {
+		keep = dns.Endpoints[0]
+	}
+	state.Services[0].Endpoints = []Endpoint{keep}
+	res := mustSync(t, d, state)
+	if !strings.Contains(res.Plan.String(), "conntrack flush udp to 10.96.0.53 port 53 answered by") {
+		t.Errorf("no conntrack flush planned:\n%s", res.Plan)
+	}
+	out := n.node.Run(t, "conntrack", "-L", "-p", "udp", "--orig-dst", "10.96.0.53")
+	gone := "10.244.1.2"
+	if first == "backend-2" {
+		gone = "10.244.2.2"
+	}
+	if strings.Contains(out, "src="+gone) {
+		t.Errorf("a flow answered by the removed endpoint %s is still tracked:\n%s", gone, out)
+	}
+	if now := ask(); now == "" || now == first {
+		t.Errorf("after the endpoint left, the client got %q", now)
+	}
+}
+
+// Virtual servers of other programs, made before ipvsplane starts or while
+// it runs, survive syncs, resyncs and cleanup; the node's sysctls are set.
+func TestDataplaneLeavesOthersAlone(t *testing.T) {
+	n := setupNet(t)
+	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.1.1:80", "-s", "rr")
+	d := newDataplane(t, n.node)
+	state := &State{Node: vmNode(), Services: []ServicePort{webService()}}
+	mustSync(t, d, state)
+	n.node.Run(t, "ipvsadm", "-A", "-u", "10.96.1.2:53", "-s", "wrr")
+	n.node.Run(t, "ipvsadm", "-a", "-u", "10.96.1.2:53", "-r", "10.244.1.2:53", "-m")
+	d.Resync()
+	mustSync(t, d, state)
+	state.Services = nil
+	mustSync(t, d, state)
+	d.Resync()
+	mustSync(t, d, state)
+	if err := d.Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := n.node.Run(t, "ipvsadm", "-Ln")
+	for _, want := range []string{"TCP  10.96.1.1:80 rr", "UDP  10.96.1.2:53 wrr", "10.244.1.2:53"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("another program's %q is gone:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "10.96.0.10") {
+		t.Errorf("ipvsplane's own virtual server survived cleanup:\n%s", out)
+	}
+	node := vmNode()
+	for _, s := range node.Sysctls() {
+		got := strings.TrimSpace(n.node.Run(t, "cat", "/proc/sys/"+s.Name))
+		if got != fmt.Sprint(s.Value) {
+			t.Errorf("%s = %s, want %d", s.Name, got, s.Value)
+		}
+	}
+}

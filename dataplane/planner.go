@@ -20,49 +20,102 @@ type Planner struct {
 // NewPlanner returns a planner with an empty desired state.
 func NewPlanner() *Planner { return &Planner{} }
 
+// Change is a new version of one service port, or with Port nil, its
+// removal.
+type Change struct {
+	Name ServicePortName
+	Port *ServicePort
+}
+
 // Update takes the whole model and returns the scope of kernel objects
 // that changed since the last update (everything on the first update or
-// when the node's settings changed), and the service ports left out.
+// when the node's settings changed), and the service ports left out. It
+// compares every service port with its last version; a caller that tracks
+// changes itself can use UpdateChanges instead.
 func (p *Planner) Update(s *State) (Scope, []error) {
 	if p.index == nil || !equalNode(&p.index.node, &s.Node) {
-		index, failed, err := buildIndex(s)
-		p.index, p.failed, p.seen = index, failed, map[ServicePortName]*ServicePort{}
-		for _, sp := range sortedServices(s.Services) {
-			p.seen[sp.Name] = cloneServicePort(sp)
-		}
-		if err != nil {
-			return FullScope, []error{err}
-		}
-		return FullScope, p.errors()
+		return p.rebuild(s)
 	}
-	t := newTouched()
-	current := make(map[ServicePortName]*ServicePort, len(s.Services))
-	var changed []*ServicePort
-	for _, sp := range sortedServices(s.Services) {
-		prev, ok := p.seen[sp.Name]
-		_, failed := p.failed[sp.Name]
-		if !ok || failed || !equalServicePort(prev, sp) {
-			prev = cloneServicePort(sp)
-			changed = append(changed, prev)
+	var changes []Change
+	present := make(map[ServicePortName]bool, len(s.Services))
+	for i := range s.Services {
+		sp := &s.Services[i]
+		present[sp.Name] = true
+		if prev, ok := p.seen[sp.Name]; !ok || !equalServicePort(prev, sp) {
+			changes = append(changes, Change{Name: sp.Name, Port: sp})
 		}
-		current[sp.Name] = prev
+	}
+	for name := range p.seen {
+		if !present[name] {
+			changes = append(changes, Change{Name: name})
+		}
+	}
+	return p.UpdateChanges(changes)
+}
+
+// UpdateChanges applies changes to service ports that the caller tracked,
+// in time proportional to the changes whatever the number of service
+// ports. The node's settings stay those of the last Update.
+func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
+	if p.index == nil {
+		return p.rebuild(&State{})
+	}
+	// Ports left out before are tried again: a conflict may have gone.
+	changed := make(map[ServicePortName]bool, len(changes))
+	for _, c := range changes {
+		changed[c.Name] = true
+	}
+	for name := range p.failed {
+		if !changed[name] {
+			changes = append(changes, Change{Name: name, Port: p.seen[name]})
+		}
 	}
 	// Removals first, so a port that takes over a removed port's virtual
-	// server in the same update does not conflict with it.
-	for _, name := range slices.SortedFunc(maps.Keys(p.seen), compareNames) {
-		if _, ok := current[name]; !ok {
-			p.index.remove(name, t)
-			delete(p.failed, name)
+	// server in the same update does not conflict with it; then in the
+	// order of a full build.
+	slices.SortFunc(changes, func(a, b Change) int {
+		if (a.Port == nil) != (b.Port == nil) {
+			if a.Port == nil {
+				return -1
+			}
+			return 1
 		}
-	}
-	for _, sp := range changed {
-		delete(p.failed, sp.Name)
+		if c := cmp.Compare(servicePriority(a.Name), servicePriority(b.Name)); c != 0 {
+			return c
+		}
+		return compareNames(a.Name, b.Name)
+	})
+	t := newTouched()
+	for _, c := range changes {
+		delete(p.failed, c.Name)
+		if c.Port == nil {
+			p.index.remove(c.Name, t)
+			delete(p.seen, c.Name)
+			continue
+		}
+		sp := c.Port
+		if p.seen[c.Name] != sp {
+			sp = cloneServicePort(sp)
+			p.seen[c.Name] = sp
+		}
 		if err := put(p.index, sp, t); err != nil {
-			p.failed[sp.Name] = err
+			p.failed[c.Name] = err
 		}
 	}
-	p.seen = current
 	return t.scope, p.errors()
+}
+
+// rebuild computes the desired state of a whole model afresh.
+func (p *Planner) rebuild(s *State) (Scope, []error) {
+	index, failed, err := buildIndex(s)
+	p.index, p.failed, p.seen = index, failed, make(map[ServicePortName]*ServicePort, len(s.Services))
+	for i := range s.Services {
+		p.seen[s.Services[i].Name] = cloneServicePort(&s.Services[i])
+	}
+	if err != nil {
+		return FullScope, []error{err}
+	}
+	return FullScope, p.errors()
 }
 
 // errors returns the service ports left out, in name order.

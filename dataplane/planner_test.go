@@ -243,3 +243,36 @@ func TestEqualNodeComparesEveryField(t *testing.T) {
 		}
 	}
 }
+
+// Tracked changes plan exactly what comparing whole models does.
+func TestUpdateChangesMatchesUpdate(t *testing.T) {
+	byModel, byChanges := NewPlanner(), NewPlanner()
+	kernelA, kernelB := NewKernelState(), NewKernelState()
+	state := &State{Node: testNode(), Services: manyServices(500)}
+	syncAll(t, byModel, kernelA, state)
+	syncAll(t, byChanges, kernelB, state)
+
+	next := manyServices(500)
+	next[10].Endpoints = next[10].Endpoints[:1]
+	next[20].Port = 8080
+	removed := next[30].Name
+	next = append(next[:30], next[31:]...)
+	added := svc("ns", "added", "", UDP, 53, "10.97.0.53")
+	next = append(next, added)
+
+	planA := syncAll(t, byModel, kernelA, &State{Node: testNode(), Services: next})
+	scope, errs := byChanges.UpdateChanges([]Change{
+		{Name: next[10].Name, Port: &next[10]},
+		{Name: next[20].Name, Port: &next[20]},
+		{Name: removed},
+		{Name: added.Name, Port: &added},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	desired, owners := byChanges.Desired()
+	planB := Diff(kernelB, desired, owners, scope, Drain{})
+	if planA.String() != planB.String() {
+		t.Errorf("Update planned:\n%s\nUpdateChanges planned:\n%s", planA, planB)
+	}
+}

@@ -32,6 +32,19 @@ type Result struct {
 // operations failed before, and the real servers still draining.
 func (d *Dataplane) Sync(ctx context.Context, state *State) (*Result, error) {
 	scope, modelErrs := d.planner.Update(state)
+	return d.sync(ctx, scope, modelErrs)
+}
+
+// SyncChanges is Sync for a caller that tracks which service ports changed
+// (a watcher does): it costs what the changes cost, whatever the number of
+// services. The node's settings stay those of the last Sync, which must
+// have come first.
+func (d *Dataplane) SyncChanges(ctx context.Context, changes []Change) (*Result, error) {
+	scope, modelErrs := d.planner.UpdateChanges(changes)
+	return d.sync(ctx, scope, modelErrs)
+}
+
+func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*Result, error) {
 	desired, owners := d.planner.Desired()
 	node := &d.planner.index.node
 	res := &Result{}

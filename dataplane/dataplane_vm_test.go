@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -294,11 +296,7 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 	n := setupNet(t)
 	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.0.99:80", "-s", "rr")
 	d := newDataplane(t, n.node)
-	services := append(vmServices(), shapes()["dualstack"][0], shapes()["sctp"][0])
-	udp := shapes()["udp"][0]
-	udp.ClusterIPs = ips("10.96.0.53")
-	services = append(services, udp)
-	state := &State{Node: testNode(), Services: services}
+	state := &State{Node: testNode(), Services: fiftyServices()}
 	mustSync(t, d, state)
 	desired := Build(state)
 
@@ -353,6 +351,40 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 	if _, err := n.node.Output(context.Background(), "ip", "link", "show", DefaultDevice); err == nil {
 		t.Error("after Cleanup the dummy device remains")
 	}
+}
+
+// fiftyServices returns 50 service ports of every shape, each with its own
+// addresses and node port.
+func fiftyServices() []ServicePort {
+	all := shapes()
+	names := slices.Sorted(maps.Keys(all))
+	var out []ServicePort
+	for i := range 50 {
+		s := all[names[i%len(names)]][0]
+		s.Name = ServicePortName{Namespace: "shapes", Name: fmt.Sprintf("%s-%d", names[i%len(names)], i)}
+		s.ClusterIPs = slices.Clone(s.ClusterIPs)
+		for j, ip := range s.ClusterIPs {
+			if ip.Is4() {
+				s.ClusterIPs[j] = netip.AddrFrom4([4]byte{10, 96, 1, byte(i)})
+			} else {
+				s.ClusterIPs[j] = netip.MustParseAddr(fmt.Sprintf("fd00:96:1::%x", i))
+			}
+		}
+		if len(s.ExternalIPs) > 0 {
+			s.ExternalIPs = []netip.Addr{netip.AddrFrom4([4]byte{198, 51, 100, byte(i)})}
+		}
+		if len(s.LoadBalancerIPs) > 0 {
+			s.LoadBalancerIPs = []netip.Addr{netip.AddrFrom4([4]byte{203, 0, 113, byte(i)})}
+		}
+		if s.NodePort != 0 {
+			s.NodePort = uint16(30100 + i)
+		}
+		if s.HealthCheckNodePort != 0 {
+			s.HealthCheckNodePort = uint16(32100 + i)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // serveUDP answers every datagram with name.

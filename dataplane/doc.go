@@ -22,6 +22,41 @@
 //     the rules match the ipsets through the kernel's xt set match, so
 //     there are as many rules for ten services as for fifty thousand.
 //
-// docs/kube-proxy-ipvs-semantics.md describes the behaviour reproduced
-// here, and where ipvsplane differs on purpose.
+// [Dataplane] carries plans out against the kernel of a network namespace
+// through the ipvs, ipset, dummy and conntrack packages and google/nftables:
+// the first [Dataplane.Sync] reads the kernel once and compares everything;
+// later syncs ([Dataplane.Sync] with a whole model, [Dataplane.SyncChanges]
+// with tracked changes) plan only what changed, and a failed operation is
+// planned again on the next sync. [Dataplane.Resync] makes the next sync
+// read the kernel again, which repairs changes made behind its back.
+//
+// # Ownership
+//
+// ipvsplane deletes only what it made, also after a restart. It records
+// every virtual server it creates in the ipset KUBE-IPVSPLANE-OWNED
+// (KUBE-6-IPVSPLANE-OWNED for IPv6), hash:ip,port entries such as
+// "10.96.0.1,tcp:443": the entry is added before the server is created and
+// removed after it is deleted, so a crash between the two leaves at worst
+// an entry without a server, which the next sync removes. A virtual server
+// that is not in these sets is another program's and is never changed or
+// deleted, unless the desired state wants one at the same address, port
+// and protocol: then it is adopted (its real servers are made to match),
+// which is how a node programmed by kube-proxy is taken over without
+// recreating its servers. Virtual servers inside Node.ExcludeCIDRs are
+// never deleted. The dummy device, the KUBE-* sets and the nftables tables
+// named [TableName] are ipvsplane's by name.
+//
+// # Draining
+//
+// A real server whose endpoint left is set to weight 0: it takes no new
+// connections and keeps its open ones. It is deleted once it holds no
+// connections, or after Config.DrainTimeout. An endpoint that comes back
+// while draining gets its weight back, without losing its connections.
+// UDP and SCTP real servers are deleted at once and the flows they answered
+// are flushed from conntrack, so datagram clients move on at their next
+// packet.
+//
+// docs/kube-proxy-ipvs-semantics.md describes kube-proxy's behaviour that
+// is reproduced here; docs/differences-from-kube-proxy.md lists where
+// ipvsplane differs, and why.
 package dataplane

@@ -123,7 +123,8 @@ func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
 	for _, v := range c.virtual {
 		d.owners[v.VirtualKey] = name
 		d.state.Virtual[v.VirtualKey] = v
-		d.state.Reals[v.VirtualKey] = maps.Clone(c.reals[v.VirtualKey])
+		// Shared with the contribution: neither is changed once built.
+		d.state.Reals[v.VirtualKey] = c.reals[v.VirtualKey]
 	}
 	for _, a := range c.addrs {
 		d.addrRefs[a]++

@@ -1,0 +1,159 @@
+//go:build vmtest
+
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// benchServices returns n services with 10 endpoints each, spread over 10
+// nodes; one in ten has a node port, as in kube-proxy's own scale tests,
+// up to 2,000 of them (the node-port range holds 2,768).
+func benchServices(n int) []ServicePort {
+	services := make([]ServicePort, n)
+	for i := range services {
+		s := ServicePort{
+			Name:       ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Port: "http"},
+			Protocol:   TCP,
+			Port:       80,
+			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)})},
+		}
+		if i%10 == 0 && i/10 < 2000 {
+			s.NodePort = uint16(30000 + i/10)
+		}
+		for e := range 10 {
+			s.Endpoints = append(s.Endpoints, Endpoint{
+				Addr:     netip.AddrFrom4([4]byte{10, 128 + byte(e), byte(i >> 8), byte(i)}),
+				Port:     8080,
+				Ready:    true,
+				Serving:  true,
+				NodeName: fmt.Sprintf("node-%c", 'a'+e),
+			})
+		}
+		services[i] = s
+	}
+	return services
+}
+
+// kernelOps counts the kernel objects a plan touches: one per IPVS
+// operation, set entry, address and flush.
+func kernelOps(p *Plan) int {
+	n := 0
+	for _, op := range p.Ops {
+		switch o := op.(type) {
+		case AddEntries:
+			n += len(o.Entries)
+		case DelEntries:
+			n += len(o.Entries)
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// peakRSS is the process's peak resident set (VmHWM) in MiB.
+func peakRSS() float64 {
+	data, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+func heapMiB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
+}
+
+func benchNode() Node {
+	return Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}}
+}
+
+// The first sync of a node in a cluster of n services, from an empty
+// kernel.
+func BenchmarkInitialSync(b *testing.B) {
+	testutil.RequireVM(b)
+	for _, n := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			state := &State{Node: benchNode(), Services: benchServices(n)}
+			var res *Result
+			for range b.N {
+				b.StopTimer()
+				ns := testutil.NewNetNS(b)
+				d, err := New(&Config{NetNS: ns.FD()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				res, err = d.Sync(context.Background(), state)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Errors) > 0 {
+					b.Fatalf("%d errors, first: %v", len(res.Errors), res.Errors[0])
+				}
+				b.ReportMetric(heapMiB(), "heap-MiB")
+				d.Close()
+			}
+			b.ReportMetric(float64(len(res.Plan.Ops)), "plan-ops")
+			b.ReportMetric(float64(kernelOps(res.Plan)), "kernel-ops")
+			b.ReportMetric(peakRSS(), "peak-RSS-MiB")
+		})
+	}
+}
+
+// One endpoint added to and removed from one service, at n services: the
+// cost must not grow with n.
+func BenchmarkEndpointChange(b *testing.B) {
+	testutil.RequireVM(b)
+	for _, n := range []int{100, 50000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			ns := testutil.NewNetNS(b)
+			d, err := New(&Config{NetNS: ns.FD()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			state := &State{Node: benchNode(), Services: benchServices(n)}
+			if _, err := d.Sync(context.Background(), state); err != nil {
+				b.Fatal(err)
+			}
+			target := &state.Services[n/2]
+			extra := Endpoint{Addr: netip.MustParseAddr("10.200.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-z"}
+			ops := 0
+			b.ResetTimer()
+			for i := range b.N {
+				if i%2 == 0 {
+					target.Endpoints = append(target.Endpoints, extra)
+				} else {
+					target.Endpoints = target.Endpoints[:10]
+				}
+				res, err := d.SyncChanges(context.Background(), []Change{{Name: target.Name, Port: target}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Errors) > 0 {
+					b.Fatalf("%d errors, first: %v", len(res.Errors), res.Errors[0])
+				}
+				ops += kernelOps(res.Plan)
+			}
+			b.ReportMetric(float64(ops)/float64(b.N), "kernel-ops/op")
+		})
+	}
+}

@@ -8,9 +8,70 @@ import (
 	"github.com/mdlayher/netlink"
 )
 
-// putAddr writes an address as the kernel's union nf_inet_addr: 16 bytes,
+// attrWriter appends netlink attributes (struct nlattr, 4-byte aligned)
+// to a byte slice. Requests are written with it rather than with
+// netlink.AttributeEncoder, which allocates for every attribute and
+// nest: for a batch of thousands of operations that was most of the time
+// spent outside the kernel.
+type attrWriter struct {
+	b []byte
+}
+
+const nlaFNested = 0x8000 // NLA_F_NESTED, as libipvs sets it
+
+func (w *attrWriter) header(typ uint16, n int) {
+	w.b = binary.NativeEndian.AppendUint16(w.b, uint16(4+n))
+	w.b = binary.NativeEndian.AppendUint16(w.b, typ)
+}
+
+func (w *attrWriter) pad() {
+	for len(w.b)%4 != 0 {
+		w.b = append(w.b, 0)
+	}
+}
+
+func (w *attrWriter) bytes(typ uint16, v []byte) {
+	w.header(typ, len(v))
+	w.b = append(w.b, v...)
+	w.pad()
+}
+
+func (w *attrWriter) u8(typ uint16, v uint8) {
+	w.header(typ, 1)
+	w.b = append(w.b, v)
+	w.pad()
+}
+
+func (w *attrWriter) u16(typ uint16, v uint16) {
+	w.header(typ, 2)
+	w.b = binary.NativeEndian.AppendUint16(w.b, v)
+	w.pad()
+}
+
+func (w *attrWriter) u32(typ uint16, v uint32) {
+	w.header(typ, 4)
+	w.b = binary.NativeEndian.AppendUint32(w.b, v)
+}
+
+// be16 writes a value in network byte order: ports, as the kernel keeps
+// them.
+func (w *attrWriter) be16(typ uint16, v uint16) {
+	w.header(typ, 2)
+	w.b = binary.BigEndian.AppendUint16(w.b, v)
+	w.pad()
+}
+
+// str writes a NUL-terminated string.
+func (w *attrWriter) str(typ uint16, v string) {
+	w.header(typ, len(v)+1)
+	w.b = append(w.b, v...)
+	w.b = append(w.b, 0)
+	w.pad()
+}
+
+// addr writes an address as the kernel's union nf_inet_addr: 16 bytes,
 // an IPv4 address in the first four, as ipvsadm sends it.
-func putAddr(ae *netlink.AttributeEncoder, typ uint16, a netip.Addr) {
+func (w *attrWriter) addr(typ uint16, a netip.Addr) {
 	var b [inetAddrLen]byte
 	if a.Is4() {
 		v4 := a.As4()
@@ -18,12 +79,18 @@ func putAddr(ae *netlink.AttributeEncoder, typ uint16, a netip.Addr) {
 	} else {
 		b = a.As16()
 	}
-	ae.Bytes(typ, b[:])
+	w.bytes(typ, b[:])
 }
 
-// putPort writes a port in network byte order, as the kernel keeps it.
-func putPort(ae *netlink.AttributeEncoder, typ uint16, p uint16) {
-	ae.Bytes(typ, binary.BigEndian.AppendUint16(nil, p))
+// begin starts a nest; end closes the nest begin returned.
+func (w *attrWriter) begin(typ uint16) int {
+	start := len(w.b)
+	w.header(typ|nlaFNested, 0)
+	return start
+}
+
+func (w *attrWriter) end(start int) {
+	binary.NativeEndian.PutUint16(w.b[start:], uint16(len(w.b)-start))
 }
 
 // decodeAddr reads a union nf_inet_addr of the given family. The kernel
@@ -69,8 +136,19 @@ func (d *attrDecoder) fail(format string, args ...any) {
 	}
 }
 
+// raw returns the current attribute's payload without copying it; it
+// aliases the message, which the caller keeps.
+func (d *attrDecoder) raw() []byte {
+	var b []byte
+	d.Do(func(x []byte) error {
+		b = x
+		return nil
+	})
+	return b
+}
+
 func (d *attrDecoder) u8() uint8 {
-	b := d.Bytes()
+	b := d.raw()
 	if len(b) != 1 {
 		d.fail("%d bytes, want 1", len(b))
 		return 0
@@ -79,7 +157,7 @@ func (d *attrDecoder) u8() uint8 {
 }
 
 func (d *attrDecoder) u16() uint16 {
-	b := d.Bytes()
+	b := d.raw()
 	if len(b) != 2 {
 		d.fail("%d bytes, want 2", len(b))
 		return 0
@@ -88,7 +166,7 @@ func (d *attrDecoder) u16() uint16 {
 }
 
 func (d *attrDecoder) u32() uint32 {
-	b := d.Bytes()
+	b := d.raw()
 	if len(b) != 4 {
 		d.fail("%d bytes, want 4", len(b))
 		return 0
@@ -99,7 +177,7 @@ func (d *attrDecoder) u32() uint32 {
 // counter reads a statistics counter, which is 4 or 8 bytes depending on
 // the attribute set and the counter.
 func (d *attrDecoder) counter() uint64 {
-	b := d.Bytes()
+	b := d.raw()
 	switch len(b) {
 	case 4:
 		return uint64(binary.NativeEndian.Uint32(b))
@@ -112,7 +190,7 @@ func (d *attrDecoder) counter() uint64 {
 
 // str reads a NUL-terminated string that fits max bytes with its NUL.
 func (d *attrDecoder) str(max int) string {
-	b := d.Bytes()
+	b := d.raw()
 	for i, c := range b {
 		if c == 0 && i < max {
 			return string(b[:i])

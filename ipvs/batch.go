@@ -66,24 +66,32 @@ func (c *Conn) Apply(ctx context.Context, b *Batch) error {
 func (c *Conn) apply(ctx context.Context, ops []op, asBatch bool) error {
 	var (
 		failed []*OpError
-		reqs   = make([]*request, 0, len(ops))
+		reqs   = make([]request, 0, len(ops))
 		index  = make([]int, 0, len(ops))
+		ends   = make([]int, 0, len(ops))
+		w      = attrWriter{b: make([]byte, 0, 160*len(ops))}
 	)
+	// All requests' attributes go into one buffer, sliced once it stops
+	// growing.
 	for i, o := range ops {
 		if err := o.validate(); err != nil {
 			failed = append(failed, o.opError(i, err))
 			continue
 		}
-		attrs, err := o.attributes()
-		if err != nil {
-			failed = append(failed, o.opError(i, err))
-			continue
-		}
-		reqs = append(reqs, &request{kind: reqChange, command: o.command(), attrs: attrs})
+		o.encode(&w)
+		reqs = append(reqs, request{kind: reqChange, command: o.command()})
 		index = append(index, i)
+		ends = append(ends, len(w.b))
 	}
-	if len(reqs) > 0 {
-		_ = c.run(ctx, reqs)
+	ptrs := make([]*request, len(reqs))
+	start := 0
+	for j := range reqs {
+		reqs[j].attrs = w.b[start:ends[j]:ends[j]]
+		start = ends[j]
+		ptrs[j] = &reqs[j]
+	}
+	if len(ptrs) > 0 {
+		_ = c.run(ctx, ptrs)
 	}
 	for j, r := range reqs {
 		if r.err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-
 )
 
 // Destination is a real server behind a service, identified within it by

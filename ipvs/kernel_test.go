@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -377,4 +378,22 @@ func (k *fakeKernel) dumpEntries(gm genetlink.Message) []genetlink.Message {
 		}
 	}
 	return out
+}
+
+// key returns a comparable identity of the service, as the kernel
+// looks services up.
+func (s Service) key() serviceKey {
+	k := serviceKey{family: s.family(), fwmark: s.FirewallMark}
+	if k.fwmark == 0 {
+		k.protocol, k.addr, k.port = s.Protocol, s.Addr, s.Port
+	}
+	return k
+}
+
+type serviceKey struct {
+	family   Family
+	fwmark   uint32
+	protocol Protocol
+	addr     netip.Addr
+	port     uint16
 }

@@ -8,7 +8,6 @@ import (
 	"math/bits"
 	"net/netip"
 	"time"
-
 )
 
 // DefaultScheduler is used when a Service names none, as ipvsadm does.
@@ -255,21 +254,4 @@ func decodeService(b []byte) (Service, error) {
 		}
 	}
 	return s, nil
-}
-
-// key returns a comparable identity of the service.
-func (s Service) key() serviceKey {
-	k := serviceKey{family: s.family(), fwmark: s.FirewallMark}
-	if k.fwmark == 0 {
-		k.protocol, k.addr, k.port = s.Protocol, s.Addr, s.Port
-	}
-	return k
-}
-
-type serviceKey struct {
-	family   Family
-	fwmark   uint32
-	protocol Protocol
-	addr     netip.Addr
-	port     uint16
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
 )
 
 // Timeouts are the kernel's connection timeouts for IPVS connections, per

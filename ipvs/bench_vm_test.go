@@ -108,8 +108,9 @@ func restoreScript(table []VirtualServer) string {
 
 // BenchmarkCreate2000x4 builds 2,000 services with 4 real servers each
 // from an empty table: moby/ipvs one call at a time (the baseline, what
-// kube-proxy does), ipvsadm -R, the same requests written 512 to a
-// sendmsg on a bare mdlayher/netlink socket (the floor), and Batch.
+// kube-proxy does), ipvsadm -R, Batch, and the same requests written 512
+// to a sendmsg on a bare mdlayher/netlink socket, each acknowledged (the
+// batching floor the issue measured).
 func BenchmarkCreate2000x4(b *testing.B) {
 	table := benchTable()
 	ops := benchServices * (1 + benchReals)
@@ -156,6 +157,25 @@ func BenchmarkCreate2000x4(b *testing.B) {
 		b.ReportMetric(float64(ops), "ops/op")
 	})
 
+	b.Run("batch", func(b *testing.B) {
+		var batch Batch
+		for range b.N {
+			e := benchSetup(b)
+			batch.Reset()
+			for _, v := range table {
+				batch.CreateService(v.Service)
+				for _, d := range v.Destinations {
+					batch.CreateDestination(v.Service, d)
+				}
+			}
+			if err := e.c.Apply(context.Background(), &batch); err != nil {
+				b.Fatal(err)
+			}
+			e.verify(b)
+		}
+		b.ReportMetric(float64(ops), "ops/op")
+	})
+
 	b.Run("floor-512", func(b *testing.B) {
 		msgs := rawRequests(b, table)
 		for range b.N {
@@ -177,25 +197,6 @@ func BenchmarkCreate2000x4(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-			}
-			e.verify(b)
-		}
-		b.ReportMetric(float64(ops), "ops/op")
-	})
-
-	b.Run("batch", func(b *testing.B) {
-		var batch Batch
-		for range b.N {
-			e := benchSetup(b)
-			batch.Reset()
-			for _, v := range table {
-				batch.CreateService(v.Service)
-				for _, d := range v.Destinations {
-					batch.CreateDestination(v.Service, d)
-				}
-			}
-			if err := e.c.Apply(context.Background(), &batch); err != nil {
-				b.Fatal(err)
 			}
 			e.verify(b)
 		}

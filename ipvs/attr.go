@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-
-	"github.com/mdlayher/netlink"
 )
 
 // attrWriter appends netlink attributes (struct nlattr, 4-byte aligned)
@@ -113,39 +111,57 @@ func decodePort(b []byte) (uint16, error) {
 	return binary.BigEndian.Uint16(b), nil
 }
 
-// attrDecoder wraps an AttributeDecoder to check sizes itself, so a
-// malformed attribute yields an error naming it rather than a panic or a
-// silent zero.
+// attrDecoder walks netlink attributes in place. It replaces
+// netlink.AttributeDecoder, which copies every attribute it steps over:
+// listing thousands of services spent most of its time allocating there.
+// It checks sizes itself, so a malformed attribute yields an error naming
+// it rather than a panic or a silent zero.
 type attrDecoder struct {
-	*netlink.AttributeDecoder
+	b    []byte // what is left after the current attribute
+	typ  uint16
+	data []byte // the current attribute's payload, aliasing the input
 	what string
 	err  error
 }
 
-func newAttrDecoder(b []byte, what string) (*attrDecoder, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return &attrDecoder{AttributeDecoder: ad, what: what}, nil
+func newAttrDecoder(b []byte, what string) attrDecoder {
+	return attrDecoder{b: b, what: what}
 }
+
+// Next moves to the next attribute; it returns false at the end or on a
+// malformed header.
+func (d *attrDecoder) Next() bool {
+	if d.err != nil || len(d.b) == 0 {
+		return false
+	}
+	if len(d.b) < 4 {
+		d.err = fmt.Errorf("%s: %d trailing bytes", d.what, len(d.b))
+		return false
+	}
+	l := int(binary.NativeEndian.Uint16(d.b[0:2]))
+	if l < 4 || l > len(d.b) {
+		d.err = fmt.Errorf("%s: attribute of length %d in %d bytes", d.what, l, len(d.b))
+		return false
+	}
+	// The top bits are NLA_F_NESTED and NLA_F_NET_BYTEORDER.
+	d.typ = binary.NativeEndian.Uint16(d.b[2:4]) & 0x3fff
+	d.data = d.b[4:l]
+	d.b = d.b[min((l+3)&^3, len(d.b)):]
+	return true
+}
+
+// Type returns the current attribute's type.
+func (d *attrDecoder) Type() uint16 { return d.typ }
 
 func (d *attrDecoder) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%s attribute %d: %s", d.what, d.Type(), fmt.Sprintf(format, args...))
+		d.err = fmt.Errorf("%s attribute %d: %s", d.what, d.typ, fmt.Sprintf(format, args...))
 	}
 }
 
 // raw returns the current attribute's payload without copying it; it
-// aliases the message, which the caller keeps.
-func (d *attrDecoder) raw() []byte {
-	var b []byte
-	d.Do(func(x []byte) error {
-		b = x
-		return nil
-	})
-	return b
-}
+// aliases the input, which the caller keeps.
+func (d *attrDecoder) raw() []byte { return d.data }
 
 func (d *attrDecoder) u8() uint8 {
 	b := d.raw()
@@ -203,12 +219,4 @@ func (d *attrDecoder) str(max int) string {
 	return string(b)
 }
 
-func (d *attrDecoder) finish() error {
-	if d.err != nil {
-		return d.err
-	}
-	if err := d.Err(); err != nil {
-		return fmt.Errorf("%s: %w", d.what, err)
-	}
-	return nil
-}
+func (d *attrDecoder) finish() error { return d.err }

@@ -96,10 +96,8 @@ func (d Destination) encode(w *attrWriter, full bool) {
 // destination reported without its own family (before Linux 3.18) has the
 // service's, svcFamily.
 func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
-	ad, err := newAttrDecoder(b, "destination")
-	if err != nil {
-		return Destination{}, err
-	}
+	var err error
+	ad := newAttrDecoder(b, "destination")
 	var (
 		d              Destination
 		addr           []byte

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,17 +106,14 @@ func serviceAttrs(s Service) ([]byte, error) {
 
 // nested returns the payload of the first-level attribute typ.
 func nested(b []byte, typ uint16, what string) ([]byte, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s reply: %w", what, err)
-	}
-	for ad.Next() {
-		if ad.Type() == typ {
-			return ad.Bytes(), nil
+	d := newAttrDecoder(b, what+" reply")
+	for d.Next() {
+		if d.Type() == typ {
+			return d.raw(), nil
 		}
 	}
-	if err := ad.Err(); err != nil {
-		return nil, fmt.Errorf("%s reply: %w", what, err)
+	if err := d.finish(); err != nil {
+		return nil, err
 	}
 	return nil, fmt.Errorf("%s reply without attribute %d", what, typ)
 }

@@ -180,10 +180,8 @@ func decodeNetmask(f Family, b []byte) (int, error) {
 
 // decodeService reads the attributes nested in IPVS_CMD_ATTR_SERVICE.
 func decodeService(b []byte) (Service, error) {
-	d, err := newAttrDecoder(b, "service")
-	if err != nil {
-		return Service{}, err
-	}
+	var err error
+	d := newAttrDecoder(b, "service")
 	var (
 		s              Service
 		addr, mask     []byte

@@ -33,10 +33,7 @@ func (t Timeouts) encode(w *attrWriter) {
 
 // decodeTimeouts reads the reply to IPVS_CMD_GET_CONFIG.
 func decodeTimeouts(b []byte) (Timeouts, error) {
-	d, err := newAttrDecoder(b, "timeouts")
-	if err != nil {
-		return Timeouts{}, err
-	}
+	d := newAttrDecoder(b, "timeouts")
 	var t Timeouts
 	for d.Next() {
 		switch d.Type() {

@@ -48,12 +48,13 @@ func (b *Batch) Flush() { b.add(op{kind: opFlush}) }
 func (b *Batch) add(o op) { b.ops = append(b.ops, o) }
 
 // Apply sends the batch's operations in order, as many to a write as the
-// socket buffers allow, and waits for every acknowledgement. The kernel
-// applies each operation on its own: one failing does not stop the
-// others. If any failed, Apply returns a *BatchError listing each failure
-// as an *OpError with its Index in the batch; errors.Is matches the
-// sentinels and errnos of all of them. If ctx ends or the socket fails
-// midway, the operations whose outcome is unknown fail with that error.
+// socket buffers allow, and waits until the kernel has answered every one.
+// The kernel applies each operation on its own: one failing does not stop
+// the others. If any failed, Apply returns a *BatchError listing each
+// failure as an *OpError with its Index in the batch; errors.Is matches
+// the sentinels and errnos of all of them. If ctx ends or the socket
+// fails midway, the operations whose outcome is unknown fail with that
+// error (the context's, or unix.ENOBUFS if the kernel dropped replies).
 func (c *Conn) Apply(ctx context.Context, b *Batch) error {
 	if len(b.ops) == 0 {
 		return ctx.Err()

@@ -108,31 +108,3 @@ func ctxErr(ctx context.Context, err error) error {
 	}
 	return err
 }
-
-// exchange sends one request and returns the replies up to its ack; with
-// ack false the request expects exactly one reply message.
-func (c *Conn) exchange(req netlink.Message) ([]netlink.Message, error) {
-	sent, err := c.nl.Send(req)
-	if err != nil {
-		return nil, err
-	}
-	var out []netlink.Message
-	for {
-		msgs, err := c.nl.Receive()
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			if m.Header.Sequence != sent.Header.Sequence {
-				continue
-			}
-			if m.Header.Type == netlink.Error {
-				return out, nil
-			}
-			out = append(out, m)
-			if req.Header.Flags&netlink.Acknowledge == 0 {
-				return out, nil
-			}
-		}
-	}
-}

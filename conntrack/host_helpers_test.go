@@ -33,15 +33,26 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// setConntrackMax raises the namespace's table limit, which is per
-// namespace on these kernels.
-func setConntrackMax(t testing.TB, ns *testutil.NetNS, n int) {
+// ensureConntrackMax makes room for n entries in the namespace's table.
+// On kernels where nf_conntrack_max is per namespace it is written from
+// inside; where a child namespace only sees the global limit read-only
+// (Linux 6.18 here), that limit must already be large enough.
+func ensureConntrackMax(t testing.TB, ns *testutil.NetNS, n int) {
 	t.Helper()
+	const path = "/proc/sys/net/netfilter/nf_conntrack_max"
 	err := ns.Do(func() error {
-		return os.WriteFile("/proc/sys/net/netfilter/nf_conntrack_max", []byte(strconv.Itoa(n)), 0o644)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		cur, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || cur >= n {
+			return err
+		}
+		return os.WriteFile(path, []byte(strconv.Itoa(n)), 0o644)
 	})
 	if err != nil {
-		t.Fatalf("raising nf_conntrack_max: %v", err)
+		t.Fatalf("making room for %d conntrack entries: %v", n, err)
 	}
 }
 

@@ -1,5 +1,6 @@
 # The project's interface: test, test-unit, test-host, test-vm (each narrowed
 # with PKGS=), lint, bench. CI runs `make test` with CI=true.
+SHELL   := /bin/bash
 GO      ?= go
 PKGS    ?= ./...
 BIN     := $(CURDIR)/bin
@@ -19,16 +20,16 @@ test-unit:
 test-host:
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-host: no packages with host-kernel tests in $(PKGS)"; exit 0; fi; \
-	echo $(GO) test $(RACE) -count=1 -tags hosttest $$pkgs; \
-	$(GO) test $(RACE) -count=1 -tags hosttest $$pkgs
+	echo $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs; \
+	$(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
 # the VM one package at a time: two emulated guests would share two cores.
 test-vm: $(VMTEST) vm-kernel
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
-	echo $(GO) test -count=1 -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
-	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -tags vmtest -exec $(VMTEST) $$pkgs
+	echo $(GO) test -count=1 -v -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
+	CGO_ENABLED=0 $(GO) test -count=1 -v -p 1 -tags vmtest -exec $(VMTEST) $$pkgs
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -39,8 +40,17 @@ lint:
 	$(GO) tool staticcheck -tags hosttest ./...
 	$(GO) tool staticcheck -tags vmtest ./...
 
-bench:
-	@echo "no benchmarks yet"
+# Benchmarks run side by side with their baselines (ipset restore,
+# conntrack -D, moby/ipvs, ...) in one run; hack/benchratio prints ratios.
+BENCH     ?= .
+BENCHTIME ?= 1x
+bench: $(VMTEST) vm-kernel
+	@set -o pipefail; { \
+	  pkgs="$$(hack/pkgs-with-tag hosttest --bench $(PKGS))"; \
+	  [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -tags hosttest $$pkgs; \
+	  pkgs="$$(hack/pkgs-with-tag vmtest --bench $(PKGS))"; \
+	  [ -z "$$pkgs" ] || VMTEST_MEM=$${VMTEST_MEM:-4096} CGO_ENABLED=0 $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -timeout 60m -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
+	} 2>&1 | $(GO) run ./hack/benchratio
 
 $(VMTEST): $(shell find hack/vmtest -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest

@@ -1,0 +1,28 @@
+// Package dummy manages a dummy network device and the addresses bound to
+// it, over rtnetlink.
+//
+// A load balancer built on IPVS binds each virtual IP to a dummy device so
+// that the node accepts packets for it; kube-proxy's device is named
+// kube-ipvs0. The device stays down, as kube-proxy leaves it: the kernel
+// still treats its addresses as local, while a down device neither answers
+// neighbour discovery for them nor routes through them.
+//
+// # Privileges and namespaces
+//
+// Creating links and binding addresses needs CAP_NET_ADMIN in the network
+// namespace the [Conn] works in: the caller's, or the one named by
+// [Config.NetNS]. The kernel must have the dummy driver (CONFIG_DUMMY); this
+// package loads no modules. A missing driver shows as [ErrNotSupported].
+//
+// # Concurrency
+//
+// A [Conn] and the [Device] values it returns may be used from several
+// goroutines; calls are serialized on the connection's socket.
+//
+// # Addresses
+//
+// IPv4 addresses are bound as /32, IPv6 addresses as /128 without duplicate
+// address detection (a VIP is shared by design, and detection on a down link
+// would leave it tentative). Binding a bound address and unbinding an unbound
+// one succeed, so a caller can repeat any step after a failure.
+package dummy

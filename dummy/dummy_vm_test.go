@@ -1,0 +1,187 @@
+//go:build vmtest
+
+package dummy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+const device = "kube-ipvs0"
+
+// setup dials into a fresh namespace of the guest.
+func setup(t *testing.T) (*testutil.NetNS, *Conn) {
+	t.Helper()
+	testutil.RequireVM(t)
+	testutil.RequireProgram(t, "ip")
+	ns := testutil.NewNetNS(t)
+	c, err := Dial(&Config{NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ns, c
+}
+
+// ipShow is what iproute2 reports about the device: nil when it is absent.
+type ipShow struct {
+	Kind  string
+	Up    bool
+	Addrs []netip.Addr
+}
+
+func readWithIP(t *testing.T, ns *testutil.NetNS) *ipShow {
+	t.Helper()
+	out, err := ns.Output(context.Background(), "ip", "-j", "-d", "addr", "show", "dev", device)
+	if err != nil {
+		return nil
+	}
+	var links []struct {
+		Flags    []string `json:"flags"`
+		LinkInfo struct {
+			Kind string `json:"info_kind"`
+		} `json:"linkinfo"`
+		AddrInfo []struct {
+			Local     string `json:"local"`
+			PrefixLen int    `json:"prefixlen"`
+		} `json:"addr_info"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j addr show: %v: %s", err, out)
+	}
+	show := &ipShow{Kind: links[0].LinkInfo.Kind, Up: slices.Contains(links[0].Flags, "UP")}
+	for _, a := range links[0].AddrInfo {
+		addr := netip.MustParseAddr(a.Local)
+		if a.PrefixLen != addr.BitLen() {
+			t.Errorf("ip shows %s/%d, want a host prefix", a.Local, a.PrefixLen)
+		}
+		show.Addrs = append(show.Addrs, addr)
+	}
+	slices.SortFunc(show.Addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	return show
+}
+
+func addresses(n int) []netip.Addr {
+	var addrs []netip.Addr
+	for i := range n {
+		addrs = append(addrs,
+			netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}),
+			netip.MustParseAddr(fmt.Sprintf("fd00:96::%x", i+1)))
+	}
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	return addrs
+}
+
+// checkState compares our reader and iproute2's with want.
+func checkState(t *testing.T, ns *testutil.NetNS, dev *Device, want []netip.Addr) {
+	t.Helper()
+	got, err := dev.Addresses(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Addresses: %d addresses, want %d", len(got), len(want))
+	}
+	show := readWithIP(t, ns)
+	if show == nil {
+		t.Fatal("ip does not see the device")
+	}
+	if show.Kind != "dummy" || show.Up {
+		t.Errorf("ip shows kind %q up=%v, want a dummy device that is down", show.Kind, show.Up)
+	}
+	if !slices.Equal(show.Addrs, want) {
+		t.Errorf("ip shows %d addresses, want %d", len(show.Addrs), len(want))
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	for _, n := range []int{1, 2000} {
+		t.Run(fmt.Sprintf("%d per family", n), func(t *testing.T) {
+			ns, c := setup(t)
+			ctx := context.Background()
+			want := addresses(n)
+			// Every step twice: the second run must change nothing.
+			for round := range 2 {
+				dev, err := c.Ensure(ctx, device)
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				for _, a := range want {
+					if err := dev.Bind(ctx, a); err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+				}
+				checkState(t, ns, dev, want)
+			}
+			dev, err := c.Get(ctx, device)
+			if err != nil {
+				t.Fatal(err)
+			}
+			half := want[:len(want)/2]
+			for round := range 2 {
+				for _, a := range want[len(want)/2:] {
+					if err := dev.Unbind(ctx, a); err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+				}
+				checkState(t, ns, dev, half)
+			}
+			for range 2 {
+				if err := c.Delete(ctx, device); err != nil {
+					t.Fatal(err)
+				}
+				if show := readWithIP(t, ns); show != nil {
+					t.Fatalf("ip still shows the device: %+v", show)
+				}
+			}
+			if _, err := c.Get(ctx, device); !errors.Is(err, ErrLinkNotFound) {
+				t.Errorf("Get after Delete: %v, want ErrLinkNotFound", err)
+			}
+			if err := dev.Bind(ctx, want[0]); !errors.Is(err, ErrLinkNotFound) {
+				t.Errorf("Bind after Delete: %v, want ErrLinkNotFound", err)
+			}
+		})
+	}
+}
+
+func TestForeignLinkIsLeftAlone(t *testing.T) {
+	ns, c := setup(t)
+	ctx := context.Background()
+	h, err := netlink.NewHandleAt(netns.NsHandle(ns.FD()), unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: device}, PeerName: "peer0"}
+	if err := h.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ensure(ctx, device); !errors.Is(err, ErrWrongKind) {
+		t.Errorf("Ensure over a veth: %v, want ErrWrongKind", err)
+	}
+	if err := c.Delete(ctx, device); !errors.Is(err, ErrWrongKind) {
+		t.Errorf("Delete of a veth: %v, want ErrWrongKind", err)
+	}
+	if show := readWithIP(t, ns); show == nil || show.Kind != "veth" {
+		t.Errorf("the veth did not survive: %+v", show)
+	}
+}
+
+func TestContext(t *testing.T) {
+	_, c := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Ensure(ctx, device); !errors.Is(err, context.Canceled) {
+		t.Errorf("Ensure with a canceled context: %v", err)
+	}
+}

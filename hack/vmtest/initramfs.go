@@ -1,0 +1,132 @@
+package main
+
+import (
+	"compress/gzip"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// startMarker is the console line that separates boot messages from the
+// test's output. The exit status goes to the second serial port, so it never
+// mixes with what the test prints.
+const startMarker = "vmtest-start"
+
+// guest is what one run puts in the VM.
+type guest struct {
+	release  string   // kernel release, for /lib/modules
+	binary   string   // the test binary on the host
+	args     []string // its arguments
+	env      []string // KEY=value pairs for the test
+	testdata string   // the package's testdata directory, if any
+	tools    []string // host programs or paths to copy in
+	network  bool     // bring up eth0 on qemu's user network
+}
+
+// buildInitramfs writes the gzip-compressed initramfs for g to dst, using
+// stage as scratch space.
+func buildInitramfs(g guest, kernelDir, stage, dst string) error {
+	a := newArchive()
+	for _, d := range []string{"/proc", "/sys", "/dev", "/tmp", "/run", "/root", "/sbin", "/usr/sbin", "/usr/bin", "/etc"} {
+		a.dir(d)
+	}
+	if err := a.copy("/bin/busybox", "/bin/busybox"); err != nil {
+		return fmt.Errorf("busybox (apt-get install busybox-static): %w", err)
+	}
+	// The kernel autoloads modules through /sbin/modprobe.
+	a.symlink("/sbin/modprobe", "/bin/busybox")
+	for _, f := range []string{"/etc/protocols", "/etc/services", "/etc/nsswitch.conf"} {
+		if _, err := os.Stat(f); err == nil {
+			if err := a.copy(f, f); err != nil {
+				return err
+			}
+		}
+	}
+	a.file("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
+	a.file("/etc/group", 0o644, []byte("root:x:0:\n"))
+
+	if err := stageModules(kernelDir, g.release, stage); err != nil {
+		return fmt.Errorf("kernel modules: %w", err)
+	}
+	if err := a.addTree(filepath.Join(stage, "lib/modules"), "/lib/modules"); err != nil {
+		return err
+	}
+	for _, tool := range g.tools {
+		if err := a.addTool(tool); err != nil {
+			return err
+		}
+	}
+	testBin := "/test/" + filepath.Base(g.binary)
+	if err := a.copy(testBin, g.binary); err != nil {
+		return err
+	}
+	if g.testdata != "" {
+		if err := a.addTree(g.testdata, "/test/testdata"); err != nil {
+			return err
+		}
+	}
+	a.file("/init", 0o755, []byte(initScript(g, testBin)))
+
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
+	if err := a.write(zw); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// initScript is the guest's /init: mount the pseudo file systems, load the
+// modules, bring up lo (IPVS rejects real servers without a local routing
+// table), run the test and report its status.
+func initScript(g guest, testBin string) string {
+	var b strings.Builder
+	b.WriteString(`#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm /run/netns
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+mkdir -p /run/netns
+`)
+	fmt.Fprintf(&b, "modprobe -a %s || echo 'vmtest: loading modules failed' >&2\n", strings.Join(bootModules, " "))
+	// Without numdummies=0 the driver makes a stray dummy0.
+	b.WriteString("modprobe dummy numdummies=0 || echo 'vmtest: loading dummy failed' >&2\n")
+	b.WriteString("ip link set lo up\n")
+	if g.network {
+		b.WriteString(`modprobe -a virtio_pci virtio_net
+ip link set eth0 up
+ip addr add 10.0.2.15/24 dev eth0
+ip route add default via 10.0.2.2
+`)
+	}
+	for _, kv := range g.env {
+		fmt.Fprintf(&b, "export %s\n", shellQuote(kv))
+	}
+	b.WriteString("cd /test\n")
+	fmt.Fprintf(&b, "echo %s\n", startMarker)
+	b.WriteString(shellQuote(testBin))
+	for _, arg := range g.args {
+		b.WriteString(" " + shellQuote(arg))
+	}
+	b.WriteString("\necho $? > /dev/ttyS1\nsync\npoweroff -f\n")
+	return b.String()
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,285 @@
+// Command vmtest runs a Go test binary inside a virtual machine with a real
+// Linux kernel that has IPVS, the dummy driver and the rest of what
+// ipvsplane programs, none of which the host kernel offers. It is meant for
+// go test's -exec flag:
+//
+//	CGO_ENABLED=0 go test -tags vmtest -exec bin/vmtest ./ipvs/...
+//
+// go test builds the package's test binary and calls vmtest with its path
+// and arguments, in the package's directory. vmtest packs the binary, the
+// package's testdata/, busybox and the kernel modules into an initramfs,
+// boots Debian's cloud kernel under qemu (software emulation: a stock
+// kernel hangs under KVM on these machines), streams the test's output and
+// exits with its status.
+//
+// Environment:
+//
+//	IPVSPLANE_CACHE  where hack/fetch-vm-kernel put the kernel (default ~/.cache/ipvsplane)
+//	VMTEST_MEM       guest memory in MiB (default 1024)
+//	VMTEST_CPUS      guest CPUs (default 2)
+//	VMTEST_NET=1     give the guest eth0 on qemu's user network: 10.0.2.15/24,
+//	                 and the host's loopback reachable as 10.0.2.2
+//	VMTEST_TOOLS     more host programs to copy in, besides testdata/vmtest-tools
+//	VMTEST_TIMEOUT   a limit for the whole run (default: the test's -test.timeout plus 5m)
+//	VMTEST_VERBOSE=1 print the guest's boot messages too
+//
+// Variables named CI, GODEBUG, GOTRACEBACK and IPVSPLANE_* reach the test.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "usage: vmtest TEST-BINARY [ARGS...]  (normally: go test -exec vmtest)")
+		return 2
+	}
+	status, err := runInVM(args[0], args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmtest: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+func runInVM(binary string, args []string) (int, error) {
+	kernelDir, release, err := findKernel()
+	if err != nil {
+		return 0, err
+	}
+	tools, err := readToolList("testdata/vmtest-tools", os.Getenv("VMTEST_TOOLS"))
+	if err != nil {
+		return 0, err
+	}
+	g := guest{
+		release: release,
+		binary:  binary,
+		args:    guestArgs(args),
+		env:     guestEnv(os.Environ()),
+		tools:   tools,
+		network: os.Getenv("VMTEST_NET") == "1",
+	}
+	if info, err := os.Stat("testdata"); err == nil && info.IsDir() {
+		g.testdata, _ = filepath.Abs("testdata")
+	}
+
+	work, err := os.MkdirTemp("", "vmtest-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(work)
+	initrd := filepath.Join(work, "initrd.gz")
+	packStart := time.Now()
+	if err := buildInitramfs(g, kernelDir, filepath.Join(work, "stage"), initrd); err != nil {
+		return 0, fmt.Errorf("building the initramfs: %w", err)
+	}
+	packTime := time.Since(packStart)
+
+	timeout, err := runTimeout(args)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	statusFile := filepath.Join(work, "status")
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", qemuArgs(g, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile)...)
+	cmd.Stdin = nil
+	cmd.Stderr = os.Stderr
+	console, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
+	}
+	res := readConsole(console, os.Stdout, os.Getenv("VMTEST_VERBOSE") == "1")
+	waitErr := cmd.Wait()
+	total := time.Since(start)
+	status, haveStatus := readStatus(statusFile)
+
+	name := filepath.Base(binary)
+	switch {
+	case ctx.Err() != nil:
+		return 0, fmt.Errorf("%s: no result after %v; the guest was stopped (raise VMTEST_TIMEOUT?)%s", name, timeout, res.tail())
+	case res.panicked:
+		return 0, fmt.Errorf("%s: the guest kernel panicked%s", name, res.tail())
+	case !haveStatus:
+		return 0, fmt.Errorf("%s: the guest stopped without reporting the test's exit status (qemu: %v)%s", name, waitErr, res.tail())
+	}
+	fmt.Fprintf(os.Stderr, "vmtest: %s: initramfs %v, boot %v, test %v, exit status %d\n",
+		name, packTime.Round(10*time.Millisecond), res.booted.Sub(start).Round(10*time.Millisecond),
+		(total - res.booted.Sub(start)).Round(10*time.Millisecond), status)
+	return status, nil
+}
+
+// findKernel returns the directory hack/fetch-vm-kernel unpacked and the
+// kernel release in it.
+func findKernel() (dir, release string, err error) {
+	cache := os.Getenv("IPVSPLANE_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", "", err
+		}
+		cache = filepath.Join(base, "ipvsplane")
+	}
+	current, err := os.ReadFile(filepath.Join(cache, "kernel", "current"))
+	if err != nil {
+		return "", "", fmt.Errorf("no VM kernel in %s (run make vm-kernel): %w", cache, err)
+	}
+	release = strings.TrimSpace(string(current))
+	return filepath.Join(cache, "kernel", release), release, nil
+}
+
+// guestArgs drops the arguments that name host paths the guest lacks, which
+// go test adds for its result cache.
+func guestArgs(args []string) []string {
+	var out []string
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(a, "-test.testlogfile="),
+			strings.HasPrefix(a, "-test.outputdir="),
+			strings.HasPrefix(a, "-test.gocoverdir="):
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func guestEnv(environ []string) []string {
+	env := []string{"HOME=/root", "TMPDIR=/tmp", "IPVSPLANE_VM=1"}
+	for _, kv := range environ {
+		key, _, _ := strings.Cut(kv, "=")
+		switch {
+		case key == "CI", key == "GODEBUG", key == "GOTRACEBACK":
+		case strings.HasPrefix(key, "IPVSPLANE_") && key != "IPVSPLANE_CACHE" && key != "IPVSPLANE_VM":
+		default:
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func runTimeout(args []string) (time.Duration, error) {
+	if v := os.Getenv("VMTEST_TIMEOUT"); v != "" {
+		return time.ParseDuration(v)
+	}
+	timeout := 30 * time.Minute
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "-test.timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				timeout = d + 5*time.Minute
+			}
+		}
+	}
+	return timeout, nil
+}
+
+// readStatus reads the exit status the guest wrote to its second serial port.
+func readStatus(file string) (int, bool) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	return n, err == nil
+}
+
+func qemuArgs(g guest, kernel, initrd, statusFile string) []string {
+	mem, cpus := envInt("VMTEST_MEM", 1024), envInt("VMTEST_CPUS", 2)
+	nic := "none"
+	if g.network {
+		nic = "user,model=virtio-net-pci"
+	}
+	return []string{
+		"-accel", "tcg", "-cpu", "max",
+		"-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
+		"-nographic", "-no-reboot",
+		"-serial", "mon:stdio", "-serial", "file:" + statusFile,
+		"-nic", nic,
+		"-kernel", kernel, "-initrd", initrd,
+		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+	}
+}
+
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// consoleResult is what the guest's console told.
+type consoleResult struct {
+	booted   time.Time
+	panicked bool
+	boot     []string // console lines before the test started, for errors
+}
+
+func (r consoleResult) tail() string {
+	lines := r.boot
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "; last console lines:\n" + strings.Join(lines, "\n")
+}
+
+// readConsole copies the test's output from the serial console to out and
+// picks out the markers. Lines before the start marker are boot messages.
+func readConsole(console io.Reader, out io.Writer, verbose bool) consoleResult {
+	var r consoleResult
+	started := false
+	br := bufio.NewReaderSize(console, 64*1024)
+	for {
+		line, err := br.ReadString('\n')
+		line = strings.TrimRight(line, "\r\n")
+		if strings.Contains(line, "Kernel panic") {
+			r.panicked = true
+		}
+		switch {
+		case !started && strings.HasSuffix(line, startMarker):
+			started, r.booted = true, time.Now()
+		case !started:
+			r.boot = append(r.boot, line)
+			if verbose {
+				fmt.Fprintln(os.Stderr, line)
+			}
+		case strings.HasSuffix(line, "reboot: Power down"):
+			// The guest's own poweroff, not the test's output.
+		default:
+			if err == nil || line != "" {
+				fmt.Fprintln(out, line)
+			}
+			if r.panicked {
+				r.boot = append(r.boot, line)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintf(os.Stderr, "vmtest: reading the console: %v\n", err)
+			}
+			return r
+		}
+	}
+}

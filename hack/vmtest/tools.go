@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// readToolList returns the names in a package's testdata/vmtest-tools (one
+// per line, # comments) followed by those in $VMTEST_TOOLS.
+func readToolList(file, env string) ([]string, error) {
+	var tools []string
+	data, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		if line = strings.TrimSpace(line); line != "" {
+			tools = append(tools, line)
+		}
+	}
+	return append(tools, strings.Fields(env)...), nil
+}
+
+// addTool puts a host program, or a host file or directory given by its
+// absolute path, into the archive at the same path, with the shared
+// libraries ldd names for each of them. Programs are the userspace readers
+// tests compare against (ipvsadm, ipset, nft, ...), dynamically linked.
+func (a *archive) addTool(tool string) error {
+	var files []string
+	if strings.HasPrefix(tool, "/") {
+		err := filepath.WalkDir(tool, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, p)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			return fmt.Errorf("tool %s: %w (is its Debian package installed?)", tool, err)
+		}
+		files = append(files, p)
+	}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			return err
+		}
+		if err := a.copy(f, real); err != nil {
+			return err
+		}
+		libs, err := sharedLibraries(real)
+		if err != nil {
+			return fmt.Errorf("tool %s: %w", tool, err)
+		}
+		for _, lib := range libs {
+			real, err := filepath.EvalSymlinks(lib)
+			if err != nil {
+				return err
+			}
+			if err := a.copy(lib, real); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sharedLibraries lists the absolute library paths ldd prints for an ELF
+// file; a static program or a data file has none.
+func sharedLibraries(file string) ([]string, error) {
+	out, err := exec.Command("ldd", file).CombinedOutput()
+	if err != nil {
+		// ldd fails on static programs and on files that are not ELF.
+		return nil, nil
+	}
+	var libs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.Contains(line, "not found") {
+			return nil, fmt.Errorf("ldd %s: %s", file, line)
+		}
+		if _, after, ok := strings.Cut(line, "=> "); ok {
+			line = after
+		}
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "/") {
+			libs = append(libs, f[0])
+		}
+	}
+	return libs, nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// The archive must read back with the cpio program, entry for entry.
+func TestArchiveReadsBackWithCpio(t *testing.T) {
+	cpio := testutil.RequireProgram(t, "cpio")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, []byte("copied\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := newArchive()
+	a.file("/init", 0o755, []byte("#!/bin/sh\n"))
+	a.symlink("/sbin/modprobe", "/bin/busybox")
+	if err := a.copy("/test/x.test", src); err != nil {
+		t.Fatal(err)
+	}
+	a.dir("/proc")
+	var buf bytes.Buffer
+	if err := a.write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cpio, "-idm", "--quiet")
+	cmd.Dir, cmd.Stdin = out, &buf
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cpio: %v: %s", err, msg)
+	}
+	if data, _ := os.ReadFile(filepath.Join(out, "test/x.test")); string(data) != "copied\n" {
+		t.Errorf("test/x.test holds %q", data)
+	}
+	if info, err := os.Stat(filepath.Join(out, "init")); err != nil || info.Mode().Perm() != 0o755 {
+		t.Errorf("init: %v %v", info, err)
+	}
+	if target, _ := os.Readlink(filepath.Join(out, "sbin/modprobe")); target != "/bin/busybox" {
+		t.Errorf("sbin/modprobe links to %q", target)
+	}
+	if info, err := os.Stat(filepath.Join(out, "proc")); err != nil || !info.IsDir() {
+		t.Errorf("proc: %v %v", info, err)
+	}
+}
+
+func TestGuestArgsDropHostPaths(t *testing.T) {
+	got := guestArgs([]string{"-test.v=true", "-test.testlogfile=/tmp/x/testlog.txt", "-test.run=TestA", "-test.outputdir=/tmp/y", "-test.timeout=10m0s"})
+	want := []string{"-test.v=true", "-test.run=TestA", "-test.timeout=10m0s"}
+	if !slices.Equal(got, want) {
+		t.Errorf("guestArgs = %q, want %q", got, want)
+	}
+}
+
+func TestGuestEnvPassesOnlyWhatTestsRead(t *testing.T) {
+	got := guestEnv([]string{"CI=true", "PATH=/usr/bin", "IPVSPLANE_REQUIRE_KERNEL=1", "IPVSPLANE_CACHE=/root/.cache", "HOME=/home/me"})
+	want := []string{"HOME=/root", "TMPDIR=/tmp", "IPVSPLANE_VM=1", "CI=true", "IPVSPLANE_REQUIRE_KERNEL=1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("guestEnv = %q, want %q", got, want)
+	}
+}
+
+func TestInitScriptQuotesArguments(t *testing.T) {
+	script := initScript(guest{args: []string{"-test.run=Test'A"}, env: []string{"CI=true"}, network: true}, "/test/x.test")
+	for _, want := range []string{
+		`'/test/x.test' '-test.run=Test'\''A'`,
+		"export 'CI=true'",
+		"ip addr add 10.0.2.15/24 dev eth0",
+		"echo $? > /dev/ttyS1",
+		"modprobe dummy numdummies=0",
+	} {
+		if !strings.Contains(script, want) {
+			t.Errorf("init script lacks %q:\n%s", want, script)
+		}
+	}
+}

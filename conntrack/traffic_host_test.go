@@ -3,7 +3,6 @@
 package conntrack
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -46,16 +45,13 @@ table inet ipvsplane_test {
 // ports that an nftables DNAT rule in the node sends on to endpoints.
 func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 	t.Helper()
-	testutil.RequireProgram(t, "ip")
 	testutil.RequireProgram(t, "nft")
 	node := testutil.NewNetNS(t)
 	client := testutil.NewNetNS(t)
-	clientPath := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), client.FD())
+	node.Veth(t, "v0", client, "v1")
 	for _, args := range [][]string{
-		{"link", "add", "v0", "type", "veth", "peer", "name", "v1", "netns", clientPath},
 		{"addr", "add", "10.0.0.1/24", "dev", "v0"},
 		{"-6", "addr", "add", "fd00:1::1/64", "dev", "v0", "nodad"},
-		{"link", "set", "v0", "up"},
 		{"addr", "add", "192.168.0.1/32", "dev", "lo"},
 		{"addr", "add", "10.244.0.1/32", "dev", "lo"},
 		{"addr", "add", "10.244.0.2/32", "dev", "lo"},
@@ -63,16 +59,15 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 		{"-6", "addr", "add", "fd00:244::1/128", "dev", "lo"},
 		{"-6", "addr", "add", "fd00:244::2/128", "dev", "lo"},
 	} {
-		node.Run(t, "ip", args...)
+		node.IP(t, args...)
 	}
 	for _, args := range [][]string{
 		{"addr", "add", "10.0.0.2/24", "dev", "v1"},
 		{"-6", "addr", "add", "fd00:1::2/64", "dev", "v1", "nodad"},
-		{"link", "set", "v1", "up"},
 		{"route", "add", "default", "via", "10.0.0.1"},
 		{"-6", "route", "add", "default", "via", "fd00:1::1"},
 	} {
-		client.Run(t, "ip", args...)
+		client.IP(t, args...)
 	}
 	rules := filepath.Join(t.TempDir(), "nat.nft")
 	if err := os.WriteFile(rules, []byte(natRules), 0o644); err != nil {

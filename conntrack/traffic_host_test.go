@@ -129,7 +129,7 @@ func sendUDP(t *testing.T, ns *testutil.NetNS, src, dst netip.AddrPort) {
 	}
 }
 
-func TestHostDeleteFormsTraffic(t *testing.T) {
+func TestTrafficDeleteForms(t *testing.T) {
 	for _, fam := range []struct {
 		name string
 		ad   addrs

@@ -1,4 +1,4 @@
-//go:build hosttest
+//go:build hosttest || vmtest
 
 package conntrack
 
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestHostCreateGetDeleteFlush(t *testing.T) {
+func TestKernelCreateGetDeleteFlush(t *testing.T) {
 	c, ns := hostConn(t)
 	ctx := testCtx(t)
 	a := netip.MustParseAddr
@@ -69,7 +69,7 @@ func TestHostCreateGetDeleteFlush(t *testing.T) {
 	}
 }
 
-func TestHostDumpFilters(t *testing.T) {
+func TestKernelDumpFilters(t *testing.T) {
 	c, _ := hostConn(t)
 	ctx := testCtx(t)
 	a := netip.MustParseAddr
@@ -245,7 +245,7 @@ func natFlows(ad addrs) []Flow {
 	return flows
 }
 
-func TestHostDeleteFormsCreated(t *testing.T) {
+func TestKernelDeleteFormsCreated(t *testing.T) {
 	for _, fam := range []struct {
 		name string
 		ad   addrs
@@ -264,7 +264,7 @@ func TestHostDeleteFormsCreated(t *testing.T) {
 	}
 }
 
-func TestHostDelete100k(t *testing.T) {
+func TestKernelDelete100k(t *testing.T) {
 	c, ns := hostConn(t)
 	ctx := testCtx(t)
 	ensureConntrackMax(t, ns, 200000)

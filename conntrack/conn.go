@@ -26,9 +26,9 @@ type Conn struct {
 	nl *netlink.Conn
 	// level is how much dump filtering the kernel accepted so far.
 	level atomic.Int32
-	// deadlines is false only for the unit tests' fake socket, which has
-	// none.
-	deadlines bool
+	// sys is false only for the unit tests' fake socket, which has neither
+	// deadlines nor a file descriptor.
+	sys bool
 }
 
 // recvBufferSize holds the largest datagram the kernel sends: dumps come in
@@ -56,8 +56,8 @@ func Dial(cfg *Config) (*Conn, error) {
 	return newConn(nl, true), nil
 }
 
-func newConn(nl *netlink.Conn, deadlines bool) *Conn {
-	c := &Conn{nl: nl, deadlines: deadlines}
+func newConn(nl *netlink.Conn, sys bool) *Conn {
+	c := &Conn{nl: nl, sys: sys}
 	c.level.Store(int32(levelTuple))
 	return c
 }
@@ -74,11 +74,17 @@ func (c *Conn) begin(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if !c.deadlines {
+	if !c.sys {
 		return c.mu.Unlock, nil
 	}
 	deadline, _ := ctx.Deadline()
 	if err := c.nl.SetDeadline(deadline); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	// An operation cut short by its context may have left replies behind;
+	// they must not be taken for the next operation's.
+	if err := c.drain(); err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}

@@ -58,6 +58,31 @@ func (c *Conn) exchange(req netlink.Message) ([]netlink.Message, error) {
 	}
 }
 
+// drain discards whatever the socket holds, without waiting.
+func (c *Conn) drain() error {
+	rc, err := c.nl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var buf [4096]byte
+	for {
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			// MSG_TRUNC drops the rest of a datagram larger than buf.
+			_, _, rerr = unix.Recvfrom(int(fd), buf[:], unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+			return true
+		})
+		switch {
+		case err != nil:
+			return err
+		case rerr == unix.EAGAIN:
+			return nil
+		case rerr != nil && rerr != unix.ENOBUFS:
+			return rerr
+		}
+	}
+}
+
 // parseDatagram splits a datagram into its messages.
 func parseDatagram(b []byte) ([]netlink.Message, error) {
 	var msgs []netlink.Message

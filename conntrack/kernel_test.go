@@ -3,6 +3,7 @@
 package conntrack
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"slices"
@@ -292,5 +293,30 @@ func TestKernelDelete100k(t *testing.T) {
 	}
 	if all := conntrackList(t, ns); len(all) != 90000 {
 		t.Errorf("conntrack -L shows %d entries, want 90000", len(all))
+	}
+}
+
+// An operation its context cuts short leaves replies in the socket; the
+// next operation must not mistake them for its own.
+func TestKernelCanceledThenReused(t *testing.T) {
+	c, ns := hostConn(t)
+	ctx := testCtx(t)
+	ensureConntrackMax(t, ns, 40000)
+	if err := c.Create(ctx, benchFlows(20000, 2)...); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if _, err := c.Dump(short, nil); err == nil {
+		t.Log("the dump finished within its millisecond; nothing left behind")
+	} else if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cut-short dump: %v, want context.DeadlineExceeded", err)
+	}
+	f := ByDestination(UDP, benchDestination(1), 0)
+	if n, err := c.Count(ctx, &f); err != nil || n != 10000 {
+		t.Errorf("Count after a cut-short dump = %d, %v; want 10000", n, err)
+	}
+	if n, err := c.Count(ctx, nil); err != nil || n != 20000 {
+		t.Errorf("Count(nil) after a cut-short dump = %d, %v; want 20000", n, err)
 	}
 }

@@ -101,14 +101,6 @@ func parseDatagram(b []byte) ([]netlink.Message, error) {
 	return msgs, nil
 }
 
-// NLMSG_ERROR layout: errno, the request's header (and payload unless the
-// ack is capped), then extended-ack attributes if flagged.
-const (
-	flagCapped  = 0x100 // NLM_F_CAPPED
-	flagAckTLVs = 0x200 // NLM_F_ACK_TLVS
-	attrMsg     = 1     // NLMSGERR_ATTR_MSG
-)
-
 // errorMessage returns nil for an ack and otherwise the errno the message
 // carries, with the kernel's extended-ack text, as a *netlink.OpError.
 func errorMessage(m netlink.Message) error {

@@ -104,13 +104,17 @@ func (c *Conn) begin(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-// ctxErr replaces a timeout caused by ctx with ctx's error.
+// ctxErr replaces a timeout caused by ctx with ctx's error. The socket's
+// deadline can fire a moment before ctx's own timer marks it done.
 func ctxErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
 	}
-	if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return ctx.Err()
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
 	}
 	return err
 }

@@ -1,0 +1,9 @@
+package conntrack
+
+import (
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.MainWithLeakCheck(m) }

@@ -1,0 +1,44 @@
+package dataplane_test
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+)
+
+// Plans a NodePort service on an empty node and prints the operations, as
+// a dry run does (the ipset creations are left out here).
+func Example() {
+	state := &dataplane.State{
+		Node: dataplane.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10")}},
+		Services: []dataplane.ServicePort{{
+			Name:       dataplane.ServicePortName{Namespace: "default", Name: "web"},
+			Protocol:   dataplane.TCP,
+			Port:       80,
+			NodePort:   30080,
+			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")},
+			Endpoints: []dataplane.Endpoint{
+				{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080, Ready: true, NodeName: "node-b"},
+			},
+		}},
+	}
+	desired := dataplane.Build(state)
+	plan := dataplane.Diff(dataplane.NewKernelState(), desired.Kernel, desired.Services, dataplane.FullScope, dataplane.Drain{})
+	for _, op := range plan.Ops {
+		if !strings.HasPrefix(op.String(), "ipset create") {
+			fmt.Println(op)
+		}
+	}
+	// Output:
+	// ipset add KUBE-CLUSTER-IP 10.96.0.20,tcp:80
+	// ipset add KUBE-IPVS-IPS 10.96.0.20
+	// ipset add KUBE-NODE-PORT-TCP 30080
+	// rules replace (166 lines)
+	// ipvs add tcp 10.96.0.20:80 rr (default/web)
+	// ipvs add tcp 192.168.0.10:30080 rr (default/web)
+	// ipvs add tcp 10.96.0.20:80 -> 10.244.1.5:8080 weight 1
+	// ipvs add tcp 192.168.0.10:30080 -> 10.244.1.5:8080 weight 1
+	// addr bind 10.96.0.20
+}

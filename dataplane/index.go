@@ -1,0 +1,126 @@
+package dataplane
+
+import (
+	"maps"
+	"net/netip"
+)
+
+// desiredIndex keeps the desired kernel state as the sum of every service
+// port's contribution, so that a change to one service updates it, and
+// names the objects to re-plan, in time proportional to that service alone.
+// Addresses and set entries may be shared (a cluster IP with two ports),
+// so they are reference-counted.
+type desiredIndex struct {
+	node      Node
+	state     *KernelState
+	owners    map[VirtualKey]ServicePortName
+	contribs  map[ServicePortName]*contribution
+	addrRefs  map[netip.Addr]int
+	entryRefs map[SetEntry]int
+}
+
+func newDesiredIndex(node Node, rules string) *desiredIndex {
+	state := NewKernelState()
+	state.Sets = setSpecs()
+	state.Rules = rules
+	for name := range state.Sets {
+		state.Entries[name] = map[string]bool{}
+	}
+	return &desiredIndex{
+		node:      node,
+		state:     state,
+		owners:    map[VirtualKey]ServicePortName{},
+		contribs:  map[ServicePortName]*contribution{},
+		addrRefs:  map[netip.Addr]int{},
+		entryRefs: map[SetEntry]int{},
+	}
+}
+
+// touched accumulates the objects a set of changes affected.
+type touched struct{ scope Scope }
+
+func newTouched() *touched {
+	return &touched{scope: Scope{
+		Virtual:   map[VirtualKey]bool{},
+		Addresses: map[netip.Addr]bool{},
+		Entries:   map[string]map[string]bool{},
+	}}
+}
+
+func (t *touched) add(c *contribution) {
+	for _, v := range c.virtual {
+		t.scope.Virtual[v.VirtualKey] = true
+	}
+	for _, a := range c.addrs {
+		t.scope.Addresses[a] = true
+	}
+	for _, e := range c.entries {
+		if t.scope.Entries[e.Set] == nil {
+			t.scope.Entries[e.Set] = map[string]bool{}
+		}
+		t.scope.Entries[e.Set][e.Entry] = true
+	}
+}
+
+// put replaces the service port's contribution with the one computed from
+// s, which must be valid. A service port whose virtual server another one
+// already has is rejected whole and keeps nothing programmed.
+func (d *desiredIndex) put(s *ServicePort, t *touched) error {
+	next := d.node.contribution(s)
+	for _, v := range next.virtual {
+		if owner, ok := d.owners[v.VirtualKey]; ok && owner != s.Name {
+			d.remove(s.Name, t)
+			return &ConflictError{Service: s.Name, Virtual: v.VirtualKey, Owner: owner}
+		}
+	}
+	d.remove(s.Name, t)
+	t.add(next)
+	d.addContribution(s.Name, next)
+	return nil
+}
+
+// remove takes the service port's contribution away, if it has one.
+func (d *desiredIndex) remove(name ServicePortName, t *touched) {
+	if prev := d.contribs[name]; prev != nil {
+		t.add(prev)
+		d.subtract(name, prev)
+	}
+}
+
+func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
+	d.contribs[name] = c
+	for _, v := range c.virtual {
+		d.owners[v.VirtualKey] = name
+		d.state.Virtual[v.VirtualKey] = v
+		d.state.Reals[v.VirtualKey] = maps.Clone(c.reals[v.VirtualKey])
+	}
+	for _, a := range c.addrs {
+		d.addrRefs[a]++
+		d.state.Addresses[a] = true
+	}
+	for _, e := range c.entries {
+		d.entryRefs[e]++
+		d.state.Entries[e.Set][e.Entry] = true
+	}
+}
+
+func (d *desiredIndex) subtract(name ServicePortName, c *contribution) {
+	delete(d.contribs, name)
+	for _, v := range c.virtual {
+		delete(d.owners, v.VirtualKey)
+		delete(d.state.Virtual, v.VirtualKey)
+		delete(d.state.Reals, v.VirtualKey)
+	}
+	for _, a := range c.addrs {
+		if d.addrRefs[a]--; d.addrRefs[a] == 0 {
+			delete(d.addrRefs, a)
+			delete(d.state.Addresses, a)
+		}
+	}
+	for _, e := range c.entries {
+		if d.entryRefs[e]--; d.entryRefs[e] == 0 {
+			delete(d.entryRefs, e)
+			delete(d.state.Entries[e.Set], e.Entry)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// VirtualKey identifies an IPVS virtual server.
+type VirtualKey struct {
+	Addr     netip.Addr
+	Port     uint16
+	Protocol Protocol
+}
+
+// String returns "tcp 10.96.0.1:80" or "tcp [fd00::1]:80".
+func (k VirtualKey) String() string {
+	return k.Protocol.String() + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
+}
+
+// Compare orders keys by family, address, port and protocol.
+func (k VirtualKey) Compare(o VirtualKey) int {
+	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if k.Port != o.Port {
+		return int(k.Port) - int(o.Port)
+	}
+	return int(k.Protocol) - int(o.Protocol)
+}
+
+// VirtualServer is the desired or observed configuration of an IPVS
+// virtual server.
+type VirtualServer struct {
+	VirtualKey
+	Scheduler string
+	// SchedulerPort makes the mh (or sh) scheduler hash the client's port
+	// too, as kube-proxy asks of mh.
+	SchedulerPort bool
+	// Persistence is the ClientIP affinity timeout; 0 means none. The
+	// persistence netmask is always a single host.
+	Persistence time.Duration
+}
+
+// String returns the server as the plan prints it.
+func (v VirtualServer) String() string {
+	s := v.VirtualKey.String() + " " + v.Scheduler
+	if v.SchedulerPort {
+		s += " " + v.Scheduler + "-port"
+	}
+	if v.Persistence > 0 {
+		s += " persistent " + strconv.Itoa(int(v.Persistence/time.Second)) + "s"
+	}
+	return s
+}
+
+// RealKey identifies a real server of a virtual server.
+type RealKey struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+func (k RealKey) String() string { return netip.AddrPortFrom(k.Addr, k.Port).String() }
+
+// Compare orders real servers by address and port.
+func (k RealKey) Compare(o RealKey) int {
+	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	return int(k.Port) - int(o.Port)
+}
+
+// RealServer is a real server's weight and, when observed, its connection
+// counts.
+type RealServer struct {
+	RealKey
+	Weight        int
+	ActiveConns   uint32
+	InactiveConns uint32
+}
+
+// SetType is an ipset type.
+type SetType string
+
+// The ipset types kube-proxy's IPVS mode uses.
+const (
+	HashIP        SetType = "hash:ip"
+	HashIPPort    SetType = "hash:ip,port"
+	HashIPPortIP  SetType = "hash:ip,port,ip"
+	HashIPPortNet SetType = "hash:ip,port,net"
+	BitmapPort    SetType = "bitmap:port"
+)
+
+// SetSpec is how an ipset is created.
+type SetSpec struct {
+	Name string
+	Type SetType
+	IPv6 bool // family inet6; ignored by bitmap:port
+	// Comment says what the set holds; the rules that match it carry it.
+	Comment  string
+	HashSize uint32 // hash types only
+	MaxElem  uint32 // hash types only
+}
+
+// SetEntry is one member of an ipset, in `ipset save` syntax
+// ("10.96.0.1,tcp:80", "30080").
+type SetEntry struct {
+	Set   string
+	Entry string
+}
+
+// KernelState is what the dataplane owns in the kernel, observed or
+// desired: virtual servers with their real servers, the addresses bound to
+// the dummy device, the ipsets, and the rendered packet rules.
+type KernelState struct {
+	Virtual   map[VirtualKey]VirtualServer
+	Reals     map[VirtualKey]map[RealKey]RealServer
+	Addresses map[netip.Addr]bool
+	Sets      map[string]SetSpec
+	Entries   map[string]map[string]bool
+	// Rules is the packet-rule table in its printed form; the table is
+	// replaced whole when this differs.
+	Rules string
+}
+
+// NewKernelState returns an empty state.
+func NewKernelState() *KernelState {
+	return &KernelState{
+		Virtual:   map[VirtualKey]VirtualServer{},
+		Reals:     map[VirtualKey]map[RealKey]RealServer{},
+		Addresses: map[netip.Addr]bool{},
+		Sets:      map[string]SetSpec{},
+		Entries:   map[string]map[string]bool{},
+	}
+}
+
+func portEntry(ip netip.Addr, p Protocol, port uint16) string {
+	return fmt.Sprintf("%s,%s:%d", ip, p, port)
+}

@@ -1,0 +1,154 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Protocol is a service port's transport protocol.
+type Protocol uint8
+
+// The protocols Kubernetes services carry.
+const (
+	TCP Protocol = iota + 1
+	UDP
+	SCTP
+)
+
+// String returns the protocol's name as ipset and ipvsadm print it.
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	case SCTP:
+		return "sctp"
+	}
+	return fmt.Sprintf("protocol(%d)", uint8(p))
+}
+
+// TrafficPolicy says which endpoints traffic may reach: any in the cluster,
+// or only those on this node.
+type TrafficPolicy uint8
+
+// The traffic policies of a service.
+const (
+	PolicyCluster TrafficPolicy = iota
+	PolicyLocal
+)
+
+func (p TrafficPolicy) String() string {
+	if p == PolicyLocal {
+		return "Local"
+	}
+	return "Cluster"
+}
+
+// ServicePortName identifies one port of a service, as kube-proxy does:
+// namespace, service name and the port's name (empty for a single unnamed
+// port).
+type ServicePortName struct {
+	Namespace string
+	Name      string
+	Port      string
+}
+
+// String returns "namespace/name:port", or "namespace/name" for an unnamed
+// port.
+func (n ServicePortName) String() string {
+	if n.Port == "" {
+		return n.Namespace + "/" + n.Name
+	}
+	return n.Namespace + "/" + n.Name + ":" + n.Port
+}
+
+// ServicePort is one port of a service with its endpoints: the unit the
+// dataplane programs.
+type ServicePort struct {
+	Name     ServicePortName
+	Protocol Protocol
+	// Port is the service port on the cluster, external and load-balancer
+	// addresses.
+	Port uint16
+	// ClusterIPs holds at most one address per family.
+	ClusterIPs []netip.Addr
+	// NodePort is 0 when the service has none.
+	NodePort    uint16
+	ExternalIPs []netip.Addr
+	// LoadBalancerIPs are the ingress addresses of the service's load
+	// balancer that traffic reaches the node with (ipMode VIP).
+	LoadBalancerIPs []netip.Addr
+	// LoadBalancerSourceRanges restricts which clients may reach the
+	// load-balancer addresses; empty allows all.
+	LoadBalancerSourceRanges []netip.Prefix
+	// SessionAffinity is the ClientIP affinity timeout; 0 means none.
+	SessionAffinity time.Duration
+	ExternalPolicy  TrafficPolicy
+	InternalPolicy  TrafficPolicy
+	// HealthCheckNodePort is served for ExternalPolicy Local load balancers.
+	HealthCheckNodePort uint16
+	// Scheduler overrides the node's IPVS scheduler for this service.
+	Scheduler string
+	Endpoints []Endpoint
+}
+
+// Endpoint is one backend of a service port.
+type Endpoint struct {
+	Addr netip.Addr
+	Port uint16
+	// Ready, Serving and Terminating are the EndpointSlice conditions.
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	// NodeName is the node the endpoint runs on.
+	NodeName string
+	Zone     string
+	// ZoneHints are the topology hints: the zones that should use this
+	// endpoint.
+	ZoneHints []string
+}
+
+// Node holds this node's identity and the settings that apply to every
+// service.
+type Node struct {
+	Name string
+	// Zone is the node's topology.kubernetes.io/zone, for topology hints.
+	Zone string
+	// Addresses are the node's own addresses, from which node ports are
+	// served: those inside NodePortAddresses, or, when it is empty, these.
+	Addresses         []netip.Addr
+	NodePortAddresses []netip.Prefix
+	// Scheduler is the default IPVS scheduler ("rr" when empty).
+	Scheduler string
+	// MasqueradeAll masquerades all traffic to cluster IPs.
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit that marks packets for masquerade
+	// (kube-proxy's default 14, mark 0x4000).
+	MasqueradeBit uint8
+	// Local traffic detection: traffic to a cluster IP that does not come
+	// from a pod is masqueraded. Pods are recognised by the first of these
+	// that is set: their address ranges, the prefix of their host-side
+	// interfaces' names ("veth"), or the bridge they sit behind ("cni0").
+	// With none set, only traffic whose source is a cluster IP is.
+	ClusterCIDRs       []netip.Prefix
+	PodInterfacePrefix string
+	PodBridge          string
+	// StrictARP makes the node answer ARP only for addresses on the
+	// receiving interface, so the VIPs on kube-ipvs0 are not announced.
+	StrictARP bool
+	// ExcludeCIDRs are ranges whose IPVS virtual servers are never removed.
+	ExcludeCIDRs []netip.Prefix
+	// Timeouts for IPVS connections; zero leaves the kernel's value.
+	TCPTimeout    time.Duration
+	TCPFinTimeout time.Duration
+	UDPTimeout    time.Duration
+}
+
+// State is the desired state the dataplane programs: the node and every
+// service port.
+type State struct {
+	Node     Node
+	Services []ServicePort
+}

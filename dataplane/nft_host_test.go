@@ -1,0 +1,76 @@
+//go:build hosttest
+
+package dataplane
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// createSetsWithCLI creates every KUBE-* set with the ipset program and
+// returns their indexes: in a fresh namespace the kernel numbers sets in
+// the order they are created.
+func createSetsWithCLI(t *testing.T, ns *testutil.NetNS) map[string]uint16 {
+	t.Helper()
+	testutil.RequireProgram(t, "ipset")
+	specs := setSpecs()
+	index := map[string]uint16{}
+	for i, name := range slices.Sorted(maps.Keys(specs)) {
+		spec := specs[name]
+		args := []string{"create", name, string(spec.Type)}
+		switch {
+		case spec.Type == BitmapPort:
+			args = append(args, "range", "0-65535")
+		case spec.IPv6:
+			args = append(args, "family", "inet6")
+		}
+		ns.Run(t, "ipset", args...)
+		index[name] = uint16(i)
+	}
+	return index
+}
+
+func TestRuleTablesLoadIntoTheKernel(t *testing.T) {
+	testutil.RequireProgram(t, "nft")
+	ns := testutil.NewNetNS(t)
+	index := createSetsWithCLI(t, ns)
+	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := testNode()
+	for round := range 2 {
+		if err := WriteRules(conn, &node, func(name string) (uint16, error) { return index[name], nil }); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	for _, family := range []string{"ip", "ip6"} {
+		out := ns.Run(t, "nft", "list", "table", family, TableName)
+		for _, want := range []string{
+			"chain KUBE-SERVICES", "chain KUBE-POSTROUTING", "chain KUBE-MARK-MASQ",
+			"type nat hook prerouting priority dstnat", "type filter hook output priority mangle",
+			"xt match set", "masquerade fully-random", "meta mark set meta mark | 0x00004000",
+			"fib daddr type local", "reject", `comment "kubernetes service traffic requiring SNAT"`,
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("nft list table %s %s lacks %q:\n%s", family, TableName, want, out)
+			}
+		}
+	}
+	// Each table replaced twice, never doubled.
+	ns.Run(t, "nft", "add", "table", "ip", "someone-else")
+	if out := ns.Run(t, "nft", "list", "tables"); strings.Count(out, TableName) != 2 {
+		t.Errorf("nft list tables:\n%s", out)
+	}
+	if err := DeleteRules(conn); err != nil {
+		t.Fatal(err)
+	}
+	if out := ns.Run(t, "nft", "list", "tables"); out != "table ip someone-else\n" {
+		t.Errorf("after DeleteRules, nft list tables:\n%s", out)
+	}
+}

@@ -1,0 +1,169 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Op is one kernel operation of a plan. Its String form is one line of the
+// printed plan (the dry-run output).
+type Op interface {
+	String() string
+	phase() phase
+}
+
+// phase orders a plan so that traffic is never sent where nothing handles
+// it: the sets and the rules that match them (masquerade in particular)
+// come first, then virtual and real servers, then the addresses that draw
+// traffic to them; removals run in the reverse order, and conntrack cleanup
+// runs last.
+type phase uint8
+
+const (
+	phaseCreateSet phase = iota
+	phaseAddEntries
+	phaseRules
+	phaseVirtual
+	phaseReal
+	phaseBind
+	phaseDrain
+	phaseDeleteVirtual
+	phaseUnbind
+	phaseDelEntries
+	phaseConntrack
+)
+
+// CreateSet creates an ipset.
+type CreateSet struct{ Spec SetSpec }
+
+// AddEntries adds members to an ipset.
+type AddEntries struct {
+	Set     string
+	Entries []string
+}
+
+// DelEntries removes members from an ipset.
+type DelEntries struct {
+	Set     string
+	Entries []string
+}
+
+// ReplaceRules replaces the packet-rule table with Rules.
+type ReplaceRules struct{ Rules string }
+
+// AddVirtual creates a virtual server.
+type AddVirtual struct {
+	Service ServicePortName
+	Virtual VirtualServer
+}
+
+// UpdateVirtual changes a virtual server's scheduler or persistence.
+type UpdateVirtual struct {
+	Service ServicePortName
+	Virtual VirtualServer
+}
+
+// DeleteVirtual removes a virtual server and its real servers.
+type DeleteVirtual struct{ Virtual VirtualKey }
+
+// AddReal adds a real server to a virtual server.
+type AddReal struct {
+	Virtual VirtualKey
+	Real    RealServer
+}
+
+// UpdateReal changes a real server's weight; weight 0 drains it.
+type UpdateReal struct {
+	Virtual VirtualKey
+	Real    RealServer
+}
+
+// DeleteReal removes a real server.
+type DeleteReal struct {
+	Virtual VirtualKey
+	Real    RealKey
+}
+
+// Bind binds a virtual IP to the dummy device.
+type Bind struct{ Addr netip.Addr }
+
+// Unbind unbinds a virtual IP from the dummy device.
+type Unbind struct{ Addr netip.Addr }
+
+// FlushConntrack deletes the conntrack entries of flows to a virtual server
+// that went away, or to one of its real servers that did. A zero Addr means
+// any local address (a node port); a valid Real limits the flush to flows
+// answered by that endpoint.
+type FlushConntrack struct {
+	Protocol Protocol
+	Addr     netip.Addr
+	Port     uint16
+	Real     RealKey
+}
+
+func (o CreateSet) String() string {
+	family := ""
+	if o.Spec.Type != BitmapPort {
+		family = " family inet"
+		if o.Spec.IPv6 {
+			family = " family inet6"
+		}
+	}
+	return fmt.Sprintf("ipset create %s %s%s", o.Spec.Name, o.Spec.Type, family)
+}
+func (o AddEntries) String() string { return entriesString("add", o.Set, o.Entries) }
+func (o DelEntries) String() string { return entriesString("del", o.Set, o.Entries) }
+func (o ReplaceRules) String() string {
+	return fmt.Sprintf("rules replace (%d lines)", strings.Count(o.Rules, "\n"))
+}
+func (o AddVirtual) String() string    { return fmt.Sprintf("ipvs add %s (%s)", o.Virtual, o.Service) }
+func (o UpdateVirtual) String() string { return fmt.Sprintf("ipvs edit %s (%s)", o.Virtual, o.Service) }
+func (o DeleteVirtual) String() string { return fmt.Sprintf("ipvs del %s", o.Virtual) }
+func (o AddReal) String() string {
+	return fmt.Sprintf("ipvs add %s -> %s weight %d", o.Virtual, o.Real.RealKey, o.Real.Weight)
+}
+func (o UpdateReal) String() string {
+	return fmt.Sprintf("ipvs edit %s -> %s weight %d", o.Virtual, o.Real.RealKey, o.Real.Weight)
+}
+func (o DeleteReal) String() string { return fmt.Sprintf("ipvs del %s -> %s", o.Virtual, o.Real) }
+func (o Bind) String() string       { return fmt.Sprintf("addr bind %s", o.Addr) }
+func (o Unbind) String() string     { return fmt.Sprintf("addr unbind %s", o.Addr) }
+func (o FlushConntrack) String() string {
+	dst := "any local address"
+	if o.Addr.IsValid() {
+		dst = o.Addr.String()
+	}
+	s := fmt.Sprintf("conntrack flush %s to %s port %d", o.Protocol, dst, o.Port)
+	if o.Real.Addr.IsValid() {
+		s += " answered by " + o.Real.String()
+	}
+	return s
+}
+
+func entriesString(verb, set string, entries []string) string {
+	const shown = 4
+	if len(entries) <= shown {
+		return fmt.Sprintf("ipset %s %s %s", verb, set, strings.Join(entries, " "))
+	}
+	return fmt.Sprintf("ipset %s %s %s ... (%d entries)", verb, set, strings.Join(entries[:shown], " "), len(entries))
+}
+
+func (CreateSet) phase() phase     { return phaseCreateSet }
+func (AddEntries) phase() phase    { return phaseAddEntries }
+func (DelEntries) phase() phase    { return phaseDelEntries }
+func (ReplaceRules) phase() phase  { return phaseRules }
+func (AddVirtual) phase() phase    { return phaseVirtual }
+func (UpdateVirtual) phase() phase { return phaseVirtual }
+func (DeleteVirtual) phase() phase { return phaseDeleteVirtual }
+func (AddReal) phase() phase       { return phaseReal }
+func (o UpdateReal) phase() phase {
+	if o.Real.Weight == 0 {
+		return phaseDrain
+	}
+	return phaseReal
+}
+func (DeleteReal) phase() phase     { return phaseDrain }
+func (Bind) phase() phase           { return phaseBind }
+func (Unbind) phase() phase         { return phaseUnbind }
+func (FlushConntrack) phase() phase { return phaseConntrack }

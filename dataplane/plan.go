@@ -1,0 +1,239 @@
+package dataplane
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Plan is an ordered list of kernel operations.
+type Plan struct {
+	Ops []Op
+}
+
+// String prints the plan one operation per line: the dry-run output.
+func (p *Plan) String() string {
+	var b strings.Builder
+	for _, op := range p.Ops {
+		b.WriteString(op.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Drain settings for real servers whose endpoint went away.
+type Drain struct {
+	// Since records when each real server was set to weight 0.
+	Since map[VirtualKey]map[RealKey]time.Time
+	// Timeout bounds draining: a real server still holding connections
+	// after it is deleted anyway.
+	Timeout time.Duration
+	Now     time.Time
+}
+
+// Scope limits a plan to the objects some change touched. The zero Scope
+// (All true) covers everything.
+type Scope struct {
+	All       bool
+	Virtual   map[VirtualKey]bool
+	Addresses map[netip.Addr]bool
+	// Entries holds the touched entries per set.
+	Entries map[string]map[string]bool
+}
+
+// FullScope covers every object.
+var FullScope = Scope{All: true}
+
+// Diff plans the operations that turn observed into desired within scope.
+// Observed must hold only what ipvsplane owns: whatever it holds beyond
+// desired is removed. Services names the service each desired virtual
+// server belongs to; it orders the plan (the API server's own service
+// first) and labels its lines.
+func Diff(observed, desired *KernelState, services map[VirtualKey]ServicePortName, scope Scope, drain Drain) *Plan {
+	var ops []Op
+	if scope.All {
+		for _, name := range slices.Sorted(maps.Keys(desired.Sets)) {
+			if _, ok := observed.Sets[name]; !ok {
+				ops = append(ops, CreateSet{Spec: desired.Sets[name]})
+			}
+		}
+		if desired.Rules != observed.Rules {
+			ops = append(ops, ReplaceRules{Rules: desired.Rules})
+		}
+	}
+	ops = append(ops, diffEntries(observed, desired, scope)...)
+	ops = append(ops, diffVirtual(observed, desired, services, scope, drain)...)
+	ops = append(ops, diffAddresses(observed, desired, scope)...)
+	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.phase(), b.phase()) })
+	return &Plan{Ops: ops}
+}
+
+func diffEntries(observed, desired *KernelState, scope Scope) []Op {
+	var ops []Op
+	sets := map[string]bool{}
+	for name := range desired.Entries {
+		sets[name] = true
+	}
+	for name := range observed.Entries {
+		sets[name] = true
+	}
+	for _, set := range slices.Sorted(maps.Keys(sets)) {
+		want, have := desired.Entries[set], observed.Entries[set]
+		var candidates []string
+		if scope.All {
+			candidates = slices.Collect(maps.Keys(want))
+			for e := range have {
+				if !want[e] {
+					candidates = append(candidates, e)
+				}
+			}
+		} else {
+			candidates = slices.Collect(maps.Keys(scope.Entries[set]))
+		}
+		slices.Sort(candidates)
+		var add, del []string
+		for _, e := range candidates {
+			switch {
+			case want[e] && !have[e]:
+				add = append(add, e)
+			case !want[e] && have[e]:
+				del = append(del, e)
+			}
+		}
+		if len(add) > 0 {
+			ops = append(ops, AddEntries{Set: set, Entries: add})
+		}
+		if len(del) > 0 {
+			ops = append(ops, DelEntries{Set: set, Entries: del})
+		}
+	}
+	return ops
+}
+
+func diffAddresses(observed, desired *KernelState, scope Scope) []Op {
+	var candidates []netip.Addr
+	if scope.All {
+		for a := range desired.Addresses {
+			candidates = append(candidates, a)
+		}
+		for a := range observed.Addresses {
+			if !desired.Addresses[a] {
+				candidates = append(candidates, a)
+			}
+		}
+	} else {
+		candidates = slices.Collect(maps.Keys(scope.Addresses))
+	}
+	slices.SortFunc(candidates, netip.Addr.Compare)
+	var ops []Op
+	for _, a := range candidates {
+		switch want, have := desired.Addresses[a], observed.Addresses[a]; {
+		case want && !have:
+			ops = append(ops, Bind{Addr: a})
+		case !want && have:
+			ops = append(ops, Unbind{Addr: a})
+		}
+	}
+	return ops
+}
+
+// servicePriority puts the services a node needs to reach its own control
+// plane first, so a node joining a large cluster can talk to the API server
+// through its service IP before the rest is programmed.
+func servicePriority(n ServicePortName) int {
+	switch {
+	case n.Namespace == "default" && n.Name == "kubernetes":
+		return 0
+	case n.Namespace == "kube-system":
+		return 1
+	}
+	return 2
+}
+
+func diffVirtual(observed, desired *KernelState, services map[VirtualKey]ServicePortName, scope Scope, drain Drain) []Op {
+	var keys []VirtualKey
+	if scope.All {
+		keys = slices.Collect(maps.Keys(desired.Virtual))
+		for k := range observed.Virtual {
+			if _, ok := desired.Virtual[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+	} else {
+		keys = slices.Collect(maps.Keys(scope.Virtual))
+	}
+	slices.SortFunc(keys, func(a, b VirtualKey) int {
+		sa, sb := services[a], services[b]
+		if c := cmp.Compare(servicePriority(sa), servicePriority(sb)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(sa.String(), sb.String()); c != 0 {
+			return c
+		}
+		return a.Compare(b)
+	})
+	var ops []Op
+	for _, k := range keys {
+		want, wanted := desired.Virtual[k]
+		have, had := observed.Virtual[k]
+		switch {
+		case wanted && !had:
+			ops = append(ops, AddVirtual{Service: services[k], Virtual: want})
+		case !wanted && had:
+			ops = append(ops, DeleteVirtual{Virtual: k})
+			if k.Protocol != TCP {
+				ops = append(ops, FlushConntrack{Protocol: k.Protocol, Addr: k.Addr, Port: k.Port})
+			}
+			continue
+		case !wanted && !had:
+			continue
+		case want != have:
+			ops = append(ops, UpdateVirtual{Service: services[k], Virtual: want})
+		}
+		ops = append(ops, diffReals(k, observed.Reals[k], desired.Reals[k], drain)...)
+	}
+	return ops
+}
+
+// diffReals adds and reweights real servers, and drains those whose
+// endpoint left: TCP ones go to weight 0 and are deleted once their
+// connections end or the drain times out; UDP and SCTP ones are deleted at
+// once and their flows flushed, since a datagram client would otherwise
+// keep talking to the dead endpoint.
+func diffReals(vs VirtualKey, have, want map[RealKey]RealServer, drain Drain) []Op {
+	var ops []Op
+	for _, rk := range slices.SortedFunc(maps.Keys(want), RealKey.Compare) {
+		w := want[rk]
+		h, ok := have[rk]
+		switch {
+		case !ok:
+			ops = append(ops, AddReal{Virtual: vs, Real: w})
+		case h.Weight != w.Weight:
+			ops = append(ops, UpdateReal{Virtual: vs, Real: w})
+		}
+	}
+	for _, rk := range slices.SortedFunc(maps.Keys(have), RealKey.Compare) {
+		if _, ok := want[rk]; ok {
+			continue
+		}
+		h := have[rk]
+		switch {
+		case vs.Protocol != TCP:
+			ops = append(ops, DeleteReal{Virtual: vs, Real: rk},
+				FlushConntrack{Protocol: vs.Protocol, Addr: vs.Addr, Port: vs.Port, Real: rk})
+		case h.Weight != 0:
+			ops = append(ops, UpdateReal{Virtual: vs, Real: RealServer{RealKey: rk}})
+		case h.ActiveConns+h.InactiveConns == 0 || drainExpired(drain, vs, rk):
+			ops = append(ops, DeleteReal{Virtual: vs, Real: rk})
+		}
+	}
+	return ops
+}
+
+func drainExpired(d Drain, vs VirtualKey, rk RealKey) bool {
+	since, ok := d.Since[vs][rk]
+	return ok && d.Timeout > 0 && d.Now.Sub(since) >= d.Timeout
+}

@@ -1,0 +1,241 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// manyServices returns n ClusterIP+NodePort services with two endpoints.
+func manyServices(n int) []ServicePort {
+	var out []ServicePort
+	for i := range n {
+		s := svc("ns", fmt.Sprintf("svc-%05d", i), "http", TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
+		s.NodePort = uint16(30000 + i%2000)
+		if i >= 2000 {
+			s.NodePort = 0
+		}
+		s.Endpoints = []Endpoint{
+			ready(fmt.Sprintf("10.244.%d.%d", i/250, i%250+1), 8080, "node-a"),
+			ready(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1), 8080, "node-b"),
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// syncAll plans against the fake kernel and records the plan in it, as a
+// flawless apply would.
+func syncAll(t *testing.T, p *Planner, kernel *KernelState, s *State) *Plan {
+	t.Helper()
+	scope, errs := p.Update(s)
+	for _, err := range errs {
+		t.Logf("left out: %v", err)
+	}
+	desired, owners := p.Desired()
+	plan := Diff(kernel, desired, owners, scope, Drain{})
+	for _, op := range plan.Ops {
+		kernel.Record(op)
+	}
+	return plan
+}
+
+func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
+	const n = 3000
+	tests := []struct {
+		name   string
+		change func(services []ServicePort) []ServicePort
+		want   []string
+		// thenFull is what a full plan finds after the incremental one.
+		thenFull []string
+	}{
+		{
+			name: "add one endpoint",
+			change: func(s []ServicePort) []ServicePort {
+				s[1500].Endpoints = append(s[1500].Endpoints, ready("10.246.0.1", 8080, "node-c"))
+				return s
+			},
+			want: []string{
+				"ipvs add tcp 10.96.6.1:80 -> 10.246.0.1:8080 weight 1",
+				"ipvs add tcp 192.168.0.10:31500 -> 10.246.0.1:8080 weight 1",
+			},
+		},
+		{
+			name: "remove one endpoint drains it",
+			change: func(s []ServicePort) []ServicePort {
+				s[7].Endpoints = s[7].Endpoints[:1]
+				return s
+			},
+			want: []string{
+				"ipvs edit tcp 10.96.0.8:80 -> 10.245.0.8:8080 weight 0",
+				"ipvs edit tcp 192.168.0.10:30007 -> 10.245.0.8:8080 weight 0",
+			},
+			// The fake kernel's drained servers hold no connections.
+			thenFull: []string{
+				"ipvs del tcp 10.96.0.8:80 -> 10.245.0.8:8080",
+				"ipvs del tcp 192.168.0.10:30007 -> 10.245.0.8:8080",
+			},
+		},
+		{
+			name: "add one service",
+			change: func(s []ServicePort) []ServicePort {
+				extra := svc("ns", "new", "", TCP, 443, "10.97.0.1")
+				extra.Endpoints = []Endpoint{ready("10.247.0.1", 8443, "node-b")}
+				return append(s, extra)
+			},
+			want: []string{
+				"ipset add KUBE-CLUSTER-IP 10.97.0.1,tcp:443",
+				"ipset add KUBE-IPVS-IPS 10.97.0.1",
+				"ipvs add tcp 10.97.0.1:443 rr (ns/new)",
+				"ipvs add tcp 10.97.0.1:443 -> 10.247.0.1:8443 weight 1",
+				"addr bind 10.97.0.1",
+			},
+		},
+		{
+			name: "remove one service",
+			change: func(s []ServicePort) []ServicePort {
+				return append(s[:2500], s[2501:]...)
+			},
+			want: []string{
+				"ipvs del tcp 10.96.10.1:80",
+				"addr unbind 10.96.10.1",
+				"ipset del KUBE-CLUSTER-IP 10.96.10.1,tcp:80",
+				"ipset del KUBE-IPVS-IPS 10.96.10.1",
+				"ipset del KUBE-LOOP-BACK 10.244.10.1,tcp:8080,10.244.10.1",
+			},
+		},
+		{
+			name: "change a port",
+			change: func(s []ServicePort) []ServicePort {
+				s[2600].Port = 81
+				return s
+			},
+			want: []string{
+				"ipset add KUBE-CLUSTER-IP 10.96.10.101,tcp:81",
+				"ipvs add tcp 10.96.10.101:81 rr (ns/svc-02600:http)",
+				"ipvs add tcp 10.96.10.101:81 -> 10.244.10.101:8080 weight 1",
+				"ipvs add tcp 10.96.10.101:81 -> 10.245.10.101:8080 weight 1",
+				"ipvs del tcp 10.96.10.101:80",
+				"ipset del KUBE-CLUSTER-IP 10.96.10.101,tcp:80",
+			},
+		},
+		{
+			name: "change affinity",
+			change: func(s []ServicePort) []ServicePort {
+				s[2700].SessionAffinity = 10800 * time.Second
+				return s
+			},
+			want: []string{
+				"ipvs edit tcp 10.96.10.201:80 rr persistent 10800s (ns/svc-02700:http)",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, kernel := NewPlanner(), NewKernelState()
+			state := &State{Node: testNode(), Services: manyServices(n)}
+			if ops := len(syncAll(t, p, kernel, state).Ops); ops < 4*n {
+				t.Fatalf("the first sync planned only %d operations", ops)
+			}
+			state.Services = tt.change(manyServices(n))
+			got := strings.Split(strings.TrimSpace(syncAll(t, p, kernel, state).String()), "\n")
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			// The incremental result must match a from-scratch build.
+			scratch := Build(state)
+			rest := strings.Fields(Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}).String())
+			if want := strings.Fields(strings.Join(tt.thenFull, "\n")); !reflect.DeepEqual(rest, want) {
+				t.Errorf("after the incremental sync, a full plan finds:\n%s\nwant:\n%s", rest, want)
+			}
+		})
+	}
+}
+
+func TestUnchangedModelPlansNothing(t *testing.T) {
+	p, kernel := NewPlanner(), NewKernelState()
+	state := &State{Node: testNode(), Services: manyServices(100)}
+	syncAll(t, p, kernel, state)
+	if plan := syncAll(t, p, kernel, &State{Node: testNode(), Services: manyServices(100)}); len(plan.Ops) != 0 {
+		t.Errorf("an unchanged model planned:\n%s", plan)
+	}
+}
+
+func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
+	good := svc("ns", "good", "", TCP, 80, "10.96.0.1")
+	twin := svc("ns", "twin", "", TCP, 80, "10.96.0.1")
+	badPort := svc("ns", "bad-port", "", TCP, 0, "10.96.0.2")
+	badEndpoint := svc("ns", "bad-endpoint", "", TCP, 80, "10.96.0.3")
+	badEndpoint.Endpoints = []Endpoint{ready("fd00::1", 80, "node-a")}
+	badScheduler := svc("ns", "bad-scheduler", "", UDP, 53, "10.96.0.4")
+	badScheduler.Scheduler = "fastest"
+
+	p, kernel := NewPlanner(), NewKernelState()
+	state := &State{Node: testNode(), Services: []ServicePort{twin, badPort, good, badEndpoint, badScheduler}}
+	scope, errs := p.Update(state)
+	want := []string{
+		"service ns/bad-endpoint: field endpoints[0].addr: fd00::1 has no cluster IP of its family",
+		"service ns/bad-port: field port: must be 1-65535",
+		"service ns/bad-scheduler: field scheduler: unknown IPVS scheduler \"fastest\"",
+		"service ns/twin: virtual server tcp 10.96.0.1:80 is already served by ns/good",
+	}
+	var got []string
+	for _, err := range errs {
+		got = append(got, err.Error())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !errors.Is(errs[0], ErrInvalid) {
+		t.Errorf("%v does not match ErrInvalid", errs[0])
+	}
+	desired, owners := p.Desired()
+	plan := Diff(kernel, desired, owners, scope, Drain{})
+	for _, op := range plan.Ops {
+		kernel.Record(op)
+	}
+	if !strings.Contains(plan.String(), "ipvs add tcp 10.96.0.1:80 rr (ns/good)") {
+		t.Errorf("the valid service was not programmed:\n%s", plan)
+	}
+
+	// Once the owner goes, the conflicting port is retried and wins.
+	state.Services = []ServicePort{twin}
+	_, errs = p.Update(state)
+	if len(errs) != 0 {
+		t.Errorf("errors after the conflict went away: %v", errs)
+	}
+	if _, owners := p.Desired(); owners[VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}].Name != "twin" {
+		t.Errorf("the freed virtual server was not taken over")
+	}
+}
+
+// equalNode must compare every field, or a settings change would go
+// unnoticed.
+func TestEqualNodeComparesEveryField(t *testing.T) {
+	base := testNode()
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		changed := testNode()
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Uint8:
+			f.SetUint(f.Uint() + 1)
+		case reflect.Int64:
+			f.SetInt(f.Int() + 1)
+		case reflect.Slice:
+			f.Set(reflect.Append(reflect.MakeSlice(f.Type(), 0, 1), reflect.Zero(f.Type().Elem())))
+		default:
+			t.Fatalf("field %s: kind %s not covered by this test", typ.Field(i).Name, f.Kind())
+		}
+		if equalNode(&base, &changed) {
+			t.Errorf("equalNode misses a change of %s", typ.Field(i).Name)
+		}
+	}
+}

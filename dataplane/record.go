@@ -1,0 +1,76 @@
+package dataplane
+
+import "maps"
+
+// Record changes the state as a successful op changes the kernel. The
+// dataplane keeps its memory of what it programmed this way, and tests use
+// it as a fake kernel.
+func (k *KernelState) Record(op Op) {
+	switch o := op.(type) {
+	case CreateSet:
+		k.Sets[o.Spec.Name] = o.Spec
+		if k.Entries[o.Spec.Name] == nil {
+			k.Entries[o.Spec.Name] = map[string]bool{}
+		}
+	case AddEntries:
+		if k.Entries[o.Set] == nil {
+			k.Entries[o.Set] = map[string]bool{}
+		}
+		for _, e := range o.Entries {
+			k.Entries[o.Set][e] = true
+		}
+	case DelEntries:
+		for _, e := range o.Entries {
+			delete(k.Entries[o.Set], e)
+		}
+	case ReplaceRules:
+		k.Rules = o.Rules
+	case AddVirtual:
+		k.Virtual[o.Virtual.VirtualKey] = o.Virtual
+		if k.Reals[o.Virtual.VirtualKey] == nil {
+			k.Reals[o.Virtual.VirtualKey] = map[RealKey]RealServer{}
+		}
+	case UpdateVirtual:
+		k.Virtual[o.Virtual.VirtualKey] = o.Virtual
+	case DeleteVirtual:
+		delete(k.Virtual, o.Virtual)
+		delete(k.Reals, o.Virtual)
+	case AddReal:
+		if k.Reals[o.Virtual] == nil {
+			k.Reals[o.Virtual] = map[RealKey]RealServer{}
+		}
+		k.Reals[o.Virtual][o.Real.RealKey] = o.Real
+	case UpdateReal:
+		if r, ok := k.Reals[o.Virtual][o.Real.RealKey]; ok {
+			r.Weight = o.Real.Weight
+			k.Reals[o.Virtual][o.Real.RealKey] = r
+		}
+	case DeleteReal:
+		delete(k.Reals[o.Virtual], o.Real)
+	case Bind:
+		k.Addresses[o.Addr] = true
+	case Unbind:
+		delete(k.Addresses, o.Addr)
+	case FlushConntrack:
+		// Conntrack is not part of the state.
+	}
+}
+
+// Clone returns a deep copy.
+func (k *KernelState) Clone() *KernelState {
+	c := &KernelState{
+		Virtual:   maps.Clone(k.Virtual),
+		Reals:     make(map[VirtualKey]map[RealKey]RealServer, len(k.Reals)),
+		Addresses: maps.Clone(k.Addresses),
+		Sets:      maps.Clone(k.Sets),
+		Entries:   make(map[string]map[string]bool, len(k.Entries)),
+		Rules:     k.Rules,
+	}
+	for vk, reals := range k.Reals {
+		c.Reals[vk] = maps.Clone(reals)
+	}
+	for set, entries := range k.Entries {
+		c.Entries[set] = maps.Clone(entries)
+	}
+	return c
+}

@@ -1,0 +1,72 @@
+package testutil
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// ServeTCP listens on addr inside the namespace and answers every
+// connection with name and the client address it sees ("backend-a
+// 10.0.0.2:41234"), then closes it. It stops when the test ends.
+func (n *NetNS) ServeTCP(t testing.TB, addr, name string) {
+	t.Helper()
+	var ln net.Listener
+	err := n.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, name+" "+c.RemoteAddr().String())
+			c.Close()
+		}
+	}()
+}
+
+// DialTCP connects from inside the namespace to addr, from the local
+// address from if it is not empty, and returns what the server sent,
+// within timeout.
+func (n *NetNS) DialTCP(from, addr string, timeout time.Duration) (string, error) {
+	var reply []byte
+	err := n.Do(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		d := &net.Dialer{}
+		if from != "" {
+			local, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(from, "0"))
+			if err != nil {
+				return err
+			}
+			d.LocalAddr = local
+		}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(timeout))
+		reply, err = io.ReadAll(c)
+		return err
+	})
+	return string(reply), err
+}
+
+// IsTimeout reports whether a dial failed by timing out (a dropped packet)
+// rather than being refused (a reset or an ICMP error).
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}

@@ -1,0 +1,273 @@
+package ipset
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/mdlayher/netlink"
+)
+
+var errShort = errors.New("message shorter than its nfgenmsg header")
+
+// newDecoder returns a decoder over the attributes of an ipset message,
+// after its nfgenmsg header.
+func newDecoder(m netlink.Message) (*netlink.AttributeDecoder, error) {
+	if len(m.Data) < nfgenmsgLen {
+		return nil, errShort
+	}
+	return newAttrDecoder(m.Data[nfgenmsgLen:])
+}
+
+func newAttrDecoder(b []byte) (*netlink.AttributeDecoder, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	return ad, nil
+}
+
+// decodeProtocol reads the kernel's protocol version and the oldest it
+// still accepts.
+func decodeProtocol(msgs []netlink.Message) (protocol, minimum uint8, err error) {
+	if len(msgs) == 0 {
+		return 0, 0, errors.New("no reply")
+	}
+	ad, err := newDecoder(msgs[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case attrProtocol:
+			protocol = ad.Uint8()
+		case attrProtocolMin:
+			minimum = ad.Uint8()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return 0, 0, err
+	}
+	if protocol == 0 {
+		return 0, 0, errors.New("reply has no protocol version")
+	}
+	return protocol, minimum, nil
+}
+
+// decodeType reads the newest revision of a set type from a type reply.
+func decodeType(msgs []netlink.Message) (uint8, error) {
+	if len(msgs) == 0 {
+		return 0, errors.New("no reply")
+	}
+	ad, err := newDecoder(msgs[0])
+	if err != nil {
+		return 0, err
+	}
+	var rev uint8
+	var seen bool
+	for ad.Next() {
+		if ad.Type() == attrRevision {
+			rev, seen = ad.Uint8(), true
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return 0, err
+	}
+	if !seen {
+		return 0, errors.New("type reply has no revision")
+	}
+	return rev, nil
+}
+
+// decodeIndex reads the kernel index from a get-by-name reply.
+func decodeIndex(msgs []netlink.Message) (uint16, error) {
+	if len(msgs) == 0 {
+		return 0, errors.New("no reply")
+	}
+	ad, err := newDecoder(msgs[0])
+	if err != nil {
+		return 0, err
+	}
+	var idx uint16
+	var seen bool
+	for ad.Next() {
+		if ad.Type() == attrIndex {
+			idx, seen = ad.Uint16(), true
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return 0, err
+	}
+	if !seen {
+		return 0, errors.New("reply has no index")
+	}
+	return idx, nil
+}
+
+// dumped is one set as a list dump returns it.
+type dumped struct {
+	header  Header
+	entries []Entry
+}
+
+// decodeList reads a list dump: per set, a first message with the type and
+// header, then messages of entries, each naming its set.
+func decodeList(msgs []netlink.Message) ([]dumped, error) {
+	var sets []dumped
+	for _, m := range msgs {
+		if m.Header.Type == netlink.Error || m.Header.Type == netlink.Done {
+			continue
+		}
+		ad, err := newDecoder(m)
+		if err != nil {
+			return nil, err
+		}
+		if err := decodeListMessage(ad, &sets); err != nil {
+			return nil, err
+		}
+	}
+	return sets, nil
+}
+
+func decodeListMessage(ad *netlink.AttributeDecoder, sets *[]dumped) error {
+	var cur *dumped
+	for ad.Next() {
+		switch ad.Type() {
+		case attrSetName:
+			name := ad.String()
+			if n := len(*sets); n == 0 || (*sets)[n-1].header.Name != name {
+				*sets = append(*sets, dumped{header: Header{Set: Set{Name: name}}})
+			}
+			cur = &(*sets)[len(*sets)-1]
+		case attrTypeName, attrRevision, attrFamily, attrData, attrADT:
+			if cur == nil {
+				return errors.New("set attributes before the set's name")
+			}
+			if err := decodeSetAttr(ad, cur); err != nil {
+				return err
+			}
+		}
+	}
+	return ad.Err()
+}
+
+func decodeSetAttr(ad *netlink.AttributeDecoder, cur *dumped) error {
+	switch ad.Type() {
+	case attrTypeName:
+		cur.header.Type = Type(ad.String())
+	case attrRevision:
+		cur.header.Revision = ad.Uint8()
+	case attrFamily:
+		cur.header.Family = Family(ad.Uint8())
+	case attrData:
+		ad.Nested(func(nad *netlink.AttributeDecoder) error {
+			nad.ByteOrder = binary.BigEndian
+			return decodeHeaderData(nad, &cur.header)
+		})
+	case attrADT:
+		l, ok := cur.header.Type.layout()
+		if !ok {
+			return fmt.Errorf("set %s: type %q: %w", cur.header.Name, cur.header.Type, ErrTypeNotSupported)
+		}
+		if cur.entries == nil {
+			// The header's count saves regrowing; capped, as it comes
+			// from outside.
+			cur.entries = make([]Entry, 0, min(cur.header.Entries, 1<<17))
+		}
+		ad.Do(func(b []byte) error {
+			it := attrIter{b: b}
+			for it.next() {
+				if it.typ != attrData {
+					continue
+				}
+				e, err := decodeEntry(it.data, l)
+				if err != nil {
+					return err
+				}
+				cur.entries = append(cur.entries, e)
+			}
+			return it.err
+		})
+	}
+	return nil
+}
+
+func decodeHeaderData(ad *netlink.AttributeDecoder, h *Header) error {
+	for ad.Next() {
+		switch ad.Type() {
+		case attrPort:
+			h.PortFrom = ad.Uint16()
+		case attrPortTo:
+			h.PortTo = ad.Uint16()
+		case attrTimeout:
+			h.Timeout = time.Duration(ad.Uint32()) * time.Second
+		case attrCADTFlags:
+			flags := ad.Uint32()
+			h.Counters = flags&flagWithCounters != 0
+			h.Comment = flags&flagWithComment != 0
+		case attrInitVal:
+			h.InitVal = ad.Uint32()
+		case attrHashSize:
+			h.HashSize = ad.Uint32()
+		case attrMaxElem:
+			h.MaxElem = ad.Uint32()
+		case attrBucket:
+			h.BucketSize = ad.Uint8()
+		case attrElements:
+			h.Entries = ad.Uint32()
+		case attrRefs:
+			h.References = ad.Uint32()
+		case attrMemSize:
+			h.MemSize = ad.Uint32()
+		}
+	}
+	return ad.Err()
+}
+
+// place puts a decoded address where the set type wants it.
+func place(p part, a netip.Addr, cidr int) (netip.Addr, netip.Prefix, error) {
+	switch p {
+	case partAddr:
+		if !a.IsValid() {
+			return netip.Addr{}, netip.Prefix{}, errors.New("entry has no address")
+		}
+		return a, netip.Prefix{}, nil
+	case partNet:
+		if !a.IsValid() {
+			return netip.Addr{}, netip.Prefix{}, errors.New("entry has no address")
+		}
+		if cidr < 0 {
+			cidr = a.BitLen()
+		}
+		n, err := a.Prefix(cidr)
+		if err != nil {
+			return netip.Addr{}, netip.Prefix{}, err
+		}
+		return netip.Addr{}, n, nil
+	}
+	return netip.Addr{}, netip.Prefix{}, nil
+}
+
+// decodeLineNo reads the failed entry's line number from the error the
+// kernel sends for a bulk request: the request itself, echoed with its
+// IPSET_ATTR_LINENO set to the number of the entry that failed.
+func decodeLineNo(errPayload []byte) (uint32, bool) {
+	const errnoLen, nlmsghdrLen = 4, 16
+	if len(errPayload) < errnoLen+nlmsghdrLen+nfgenmsgLen {
+		return 0, false
+	}
+	ad, err := newAttrDecoder(errPayload[errnoLen+nlmsghdrLen+nfgenmsgLen:])
+	if err != nil {
+		return 0, false
+	}
+	for ad.Next() {
+		if ad.Type() == attrLineNo {
+			n := ad.Uint32()
+			return n, ad.Err() == nil && n != 0
+		}
+	}
+	return 0, false
+}

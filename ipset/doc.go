@@ -1,0 +1,30 @@
+// Package ipset manages the kernel's IP sets over netlink (NETLINK_NETFILTER,
+// subsystem NFNL_SUBSYS_IPSET), without the ipset program.
+//
+// A Conn owns one netlink socket, optionally in another network namespace
+// (Config.NetNS); sets live per namespace. Every call that talks to the
+// kernel takes a context whose deadline and cancellation reach the socket.
+// Dial agrees on the protocol version (7, or 6 on old kernels), and Create
+// uses the newest revision of each set type the kernel offers.
+//
+// Besides one-entry operations, the package loads sets in bulk: AddEntries
+// and DeleteEntries pack as many entries into a message as an attribute can
+// hold and many messages into a write, and report each refused entry by its
+// index. Replace makes a set hold exactly a list of entries, seen by readers
+// all at once (fill a temporary set, swap, destroy). Sync changes only the
+// difference, computed from one dump: a resync that repairs drift without
+// rebuilding the set. In steady state, when the caller knows what changed,
+// Apply sends just that change (Diff computes it from two lists), at a cost
+// that does not grow with the set.
+//
+// Entries are typed (netip.Addr, netip.Prefix, Proto and port) and print and
+// parse in the syntax of `ipset save`; ParseSave and WriteSave read and write
+// whole save files.
+//
+// Errors are *OpError or *BulkError values naming the set and entry; they
+// match both the package's sentinels (ErrSetNotExist, ErrEntryExist, ...)
+// and the kernel's errno with errors.Is.
+//
+// Privileges: CAP_NET_ADMIN in the namespace's user namespace. A Conn is
+// safe for concurrent use; its calls run one at a time.
+package ipset

@@ -1,0 +1,77 @@
+package ipset
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Add adds one entry; with Exclusive it fails with ErrEntryExist if the
+// entry is there, otherwise an existing entry gets e's timeout and comment.
+// For many entries use AddEntries.
+func (c *Conn) Add(ctx context.Context, name string, e Entry, mode Mode) error {
+	return c.entryCmd(ctx, "add", cmdAdd, name, e, mode == Exclusive)
+}
+
+// Delete removes one entry; with Exclusive it fails with ErrEntryNotExist
+// if the entry is not there.
+func (c *Conn) Delete(ctx context.Context, name string, e Entry, mode Mode) error {
+	return c.entryCmd(ctx, "delete", cmdDel, name, e, mode == Exclusive)
+}
+
+// Test reports whether the set holds e. For a hash:net set, an address
+// inside a stored network matches.
+func (c *Conn) Test(ctx context.Context, name string, e Entry) (bool, error) {
+	err := c.entryCmd(ctx, "test", cmdTest, name, e, false)
+	if errors.Is(err, unix.Errno(errExist)) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (c *Conn) entryCmd(ctx context.Context, op string, cmd uint8, name string, e Entry, exclusive bool) error {
+	if err := checkName(op, name); err != nil {
+		return err
+	}
+	m, err := encodeEntryCmd(c.protocol, cmd, name, e, exclusive)
+	if err != nil {
+		return &OpError{Op: op, Set: name, Entry: e.String(), Err: err}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err = c.execute(ctx, m)
+	if err == nil {
+		return nil
+	}
+	return c.entryError(ctx, op, name, e, err)
+}
+
+// entryError wraps a kernel error about an entry.
+func (c *Conn) entryError(ctx context.Context, op, name string, e Entry, err error) error {
+	var typ Type
+	var nerr *netlink.OpError
+	if errors.As(err, &nerr) {
+		if errno, ok := nerr.Err.(unix.Errno); ok {
+			typ = c.typeForErrno(ctx, name, errno)
+		}
+	}
+	oerr := opError(op, name, typ, err).(*OpError)
+	oerr.Entry = e.String()
+	return oerr
+}
+
+// typeForErrno looks the set's type up when the error number is
+// type-specific: "full" for a hash is "out of range" for a bitmap. It is
+// best effort; an unknown type leaves the errno without a sentinel.
+func (c *Conn) typeForErrno(ctx context.Context, name string, errno unix.Errno) Type {
+	if errno < errTypeSpecific {
+		return ""
+	}
+	h, err := c.kind(ctx, name)
+	if err != nil {
+		return ""
+	}
+	return h.Type
+}

@@ -1,0 +1,203 @@
+//go:build hosttest
+
+package ipset
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestHostSetOperations(t *testing.T) {
+	ns, c := dialNS(t)
+	ctx := testContext(t)
+	a := Set{Name: "a", Type: HashIP}
+	b := Set{Name: "b", Type: HashIP}
+	for _, s := range []Set{a, b} {
+		if err := c.Create(ctx, s, Exclusive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Create(ctx, a, ExistOK); err != nil {
+		t.Errorf("Create ExistOK of an identical set: %v", err)
+	}
+	names, err := c.Names(ctx)
+	if err != nil || !slices.Equal(names, []string{"a", "b"}) {
+		t.Errorf("Names = %q, %v", names, err)
+	}
+	if got := strings.Fields(ns.Run(t, "ipset", "list", "-n")); !slices.Equal(got, names) {
+		t.Errorf("ipset list -n = %q", got)
+	}
+	// The kernel hands out indexes in creation order in a fresh namespace.
+	for want, name := range []string{"a", "b"} {
+		if idx, err := c.Index(ctx, name); err != nil || int(idx) != want {
+			t.Errorf("Index(%s) = %d, %v; want %d", name, idx, err, want)
+		}
+	}
+	one := Entry{Addr: netip.MustParseAddr("10.0.0.1")}
+	two := Entry{Addr: netip.MustParseAddr("10.0.0.2")}
+	if err := c.Add(ctx, "a", one, Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add(ctx, "b", two, Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Swap(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	crossCheck(t, ns, c, "a", []string{"10.0.0.2"})
+	crossCheck(t, ns, c, "b", []string{"10.0.0.1"})
+	if idx, err := c.Index(ctx, "a"); err != nil || idx != 0 {
+		t.Errorf("after swap, Index(a) = %d, %v; the index stays with the name", idx, err)
+	}
+	if err := c.Rename(ctx, "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	crossCheck(t, ns, c, "c", []string{"10.0.0.1"})
+	if idx, err := c.Index(ctx, "c"); err != nil || idx != 1 {
+		t.Errorf("after rename, Index(c) = %d, %v; want 1", idx, err)
+	}
+	h, err := c.Header(ctx, "c")
+	if err != nil || h.Entries != 1 || h.Type != HashIP || h.Family != FamilyINET || h.Revision == 0 {
+		t.Errorf("Header = %+v, %v", h, err)
+	}
+	if err := c.Flush(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	crossCheck(t, ns, c, "c", nil)
+	for _, name := range []string{"a", "c"} {
+		if err := c.Destroy(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := ns.Run(t, "ipset", "list", "-n"); out != "" {
+		t.Errorf("sets left: %q", out)
+	}
+}
+
+func TestHostErrors(t *testing.T) {
+	_, c := dialNS(t)
+	ctx := testContext(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Create(ctx, Set{Name: "ip", Type: HashIP, MaxElem: 2}, Exclusive))
+	must(c.Create(ctx, Set{Name: "net", Type: HashNet}, Exclusive))
+	must(c.Create(ctx, Set{Name: "ports", Type: BitmapPort, PortFrom: 100, PortTo: 200}, Exclusive))
+	one := Entry{Addr: netip.MustParseAddr("10.0.0.1")}
+	must(c.Add(ctx, "ip", one, Exclusive))
+	tests := []struct {
+		name     string
+		err      error
+		sentinel error
+		errno    unix.Errno
+	}{
+		{"add to missing set", c.Add(ctx, "nope", one, ExistOK), ErrSetNotExist, unix.ENOENT},
+		{"destroy missing set", c.Destroy(ctx, "nope"), ErrSetNotExist, unix.ENOENT},
+		{"list missing set", func() error { _, _, err := c.List(ctx, "nope"); return err }(), ErrSetNotExist, unix.ENOENT},
+		{"index of missing set", func() error { _, err := c.Index(ctx, "nope"); return err }(), ErrSetNotExist, unix.ENOENT},
+		{"create existing", c.Create(ctx, Set{Name: "ip", Type: HashIP, MaxElem: 2}, Exclusive), ErrSetExist, unix.EEXIST},
+		{"create existing differently", c.Create(ctx, Set{Name: "ip", Type: HashNet}, ExistOK), ErrSetExist, unix.EEXIST},
+		{"rename onto existing", c.Rename(ctx, "ip", "net"), ErrSetExist, errExistSetName},
+		{"swap different types", c.Swap(ctx, "ip", "net"), ErrTypeMismatch, errTypeMismatch},
+		{"add existing entry", c.Add(ctx, "ip", one, Exclusive), ErrEntryExist, errExist},
+		{"delete missing entry", c.Delete(ctx, "ip", Entry{Addr: netip.MustParseAddr("10.9.9.9")}, Exclusive), ErrEntryNotExist, errExist},
+		{"add to full set", func() error {
+			must(c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("10.0.0.2")}, Exclusive))
+			return c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("10.0.0.3")}, Exclusive)
+		}(), ErrSetFull, errHashFull},
+		{"port out of bitmap range", c.Add(ctx, "ports", Entry{Port: 300}, ExistOK), ErrOutOfRange, errBitmapRange},
+		// The kernel finds no IPv4 address attribute.
+		{"IPv6 entry in IPv4 set", c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("fd00::1")}, ExistOK), ErrProtocol, errProtocol},
+		{"type the kernel lacks", func() error {
+			_, err := c.revision(ctx, "hash:mac", FamilyINET)
+			return opError("create", "m", "", err)
+		}(), ErrTypeNotSupported, errFindType},
+	}
+	for _, tt := range tests {
+		if !errors.Is(tt.err, tt.sentinel) || !errors.Is(tt.err, tt.errno) {
+			t.Errorf("%s: %v; want %v and errno %d", tt.name, tt.err, tt.sentinel, int(tt.errno))
+		}
+	}
+	// Entries that do not fit the set type never reach the kernel.
+	for _, e := range []Entry{{Addr: netip.MustParseAddr("10.0.0.1")}, {Net: netip.MustParsePrefix("fd00::/64")}} {
+		if err := c.AddEntries(ctx, "net", []Entry{e}, ExistOK); !errors.Is(err, ErrInvalidEntry) {
+			t.Errorf("adding %s to an IPv4 hash:net: %v", e, err)
+		}
+	}
+}
+
+func TestHostBulkErrorsNameEntries(t *testing.T) {
+	ns, c := dialNS(t)
+	ctx := testContext(t)
+	if err := c.Create(ctx, Set{Name: "s", Type: HashIPPort, MaxElem: 100000}, Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5000
+	entries := make([]Entry, n)
+	var want []string
+	for i := range entries {
+		entries[i] = ipPort(netip.AddrFrom4([4]byte{10, 1, byte(i / 256), byte(i % 256)}).String(), TCP, 80)
+		want = append(want, entries[i].String())
+	}
+	// Entries already there fail an exclusive add, spread over messages.
+	dups := []int{0, 1, 777, 2500, 4999}
+	for _, i := range dups {
+		if err := c.Add(ctx, "s", entries[i], Exclusive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.AddEntries(ctx, "s", entries, Exclusive)
+	var bulk *BulkError
+	if !errors.As(err, &bulk) {
+		t.Fatalf("AddEntries: %v, want a *BulkError", err)
+	}
+	var got []int
+	for _, ee := range bulk.Entries {
+		got = append(got, ee.Index)
+		if !errors.Is(ee, ErrEntryExist) || ee.Entry.String() != entries[ee.Index].String() {
+			t.Errorf("entry error %v", ee)
+		}
+	}
+	if !slices.Equal(got, dups) {
+		t.Errorf("failed entries %v, want %v", got, dups)
+	}
+	if !errors.Is(err, ErrEntryExist) {
+		t.Errorf("errors.Is(bulk error, ErrEntryExist) is false")
+	}
+	// Every other entry went in, including those after a failed one in
+	// the same message.
+	crossCheck(t, ns, c, "s", want)
+
+	err = c.DeleteEntries(ctx, "s", entries[:10], Exclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.DeleteEntries(ctx, "s", entries[:20], Exclusive)
+	if !errors.As(err, &bulk) || len(bulk.Entries) != 10 || !errors.Is(err, ErrEntryNotExist) {
+		t.Errorf("deleting 10 missing entries of 20: %v", err)
+	}
+	crossCheck(t, ns, c, "s", want[20:])
+}
+
+func TestHostContext(t *testing.T) {
+	_, c := dialNS(t)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := c.Names(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Names past the deadline: %v", err)
+	}
+	// The Conn stays usable.
+	if _, err := c.Names(testContext(t)); err != nil {
+		t.Errorf("Names after a cancelled call: %v", err)
+	}
+}

@@ -26,9 +26,9 @@ type Conn struct {
 	nl *netlink.Conn
 	// level is how much dump filtering the kernel accepted so far.
 	level atomic.Int32
-	// deadlines is false only for the unit tests' fake socket, which has
-	// none.
-	deadlines bool
+	// sys is false only for the unit tests' fake socket, which has neither
+	// deadlines nor a file descriptor.
+	sys bool
 }
 
 // recvBufferSize holds the largest datagram the kernel sends: dumps come in
@@ -56,8 +56,8 @@ func Dial(cfg *Config) (*Conn, error) {
 	return newConn(nl, true), nil
 }
 
-func newConn(nl *netlink.Conn, deadlines bool) *Conn {
-	c := &Conn{nl: nl, deadlines: deadlines}
+func newConn(nl *netlink.Conn, sys bool) *Conn {
+	c := &Conn{nl: nl, sys: sys}
 	c.level.Store(int32(levelTuple))
 	return c
 }
@@ -74,11 +74,17 @@ func (c *Conn) begin(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	if !c.deadlines {
+	if !c.sys {
 		return c.mu.Unlock, nil
 	}
 	deadline, _ := ctx.Deadline()
 	if err := c.nl.SetDeadline(deadline); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	// An operation cut short by its context may have left replies behind;
+	// they must not be taken for the next operation's.
+	if err := c.drain(); err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}
@@ -98,41 +104,17 @@ func (c *Conn) begin(ctx context.Context) (func(), error) {
 	}, nil
 }
 
-// ctxErr replaces a timeout caused by ctx with ctx's error.
+// ctxErr replaces a timeout caused by ctx with ctx's error. The socket's
+// deadline can fire a moment before ctx's own timer marks it done.
 func ctxErr(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
 	}
-	if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return ctx.Err()
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
 	}
 	return err
-}
-
-// exchange sends one request and returns the replies up to its ack; with
-// ack false the request expects exactly one reply message.
-func (c *Conn) exchange(req netlink.Message) ([]netlink.Message, error) {
-	sent, err := c.nl.Send(req)
-	if err != nil {
-		return nil, err
-	}
-	var out []netlink.Message
-	for {
-		msgs, err := c.nl.Receive()
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			if m.Header.Sequence != sent.Header.Sequence {
-				continue
-			}
-			if m.Header.Type == netlink.Error {
-				return out, nil
-			}
-			out = append(out, m)
-			if req.Header.Flags&netlink.Acknowledge == 0 {
-				return out, nil
-			}
-		}
-	}
 }

@@ -1,6 +1,6 @@
 package conntrack
 
-// Numbers from the kernel's UAPI headers
+// Numbers from the kernel's UAPI headers include/uapi/linux/netlink.h,
 // include/uapi/linux/netfilter/nfnetlink.h,
 // include/uapi/linux/netfilter/nfnetlink_conntrack.h and
 // include/uapi/linux/netfilter/nf_conntrack_common.h, plus the CTA_FILTER
@@ -74,3 +74,11 @@ const (
 
 // enum ctattr_stats_global.
 const ctaStatsGlobalEntries = 1
+
+// NLMSG_ERROR: errno, the request's header (and its payload unless the ack
+// is capped), then extended-ack attributes when flagged.
+const (
+	flagCapped  = 0x100 // NLM_F_CAPPED
+	flagAckTLVs = 0x200 // NLM_F_ACK_TLVS
+	attrMsg     = 1     // NLMSGERR_ATTR_MSG
+)

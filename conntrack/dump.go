@@ -45,11 +45,14 @@ func (c *Conn) countAll(ctx context.Context) (int, error) {
 		return 0, opError("count", "all entries", err)
 	}
 	defer done()
-	m, err := c.statsExchange()
+	msgs, err := c.exchange(encodeStats())
+	if err == nil && len(msgs) == 0 {
+		err = errors.New("no statistics in the kernel's reply")
+	}
 	if err != nil {
 		return 0, opError("count", "all entries", ctxErr(ctx, err))
 	}
-	n, err := decodeStatsEntries(m.Data)
+	n, err := decodeStatsEntries(msgs[0].Data)
 	return n, opError("count", "all entries", err)
 }
 

@@ -172,9 +172,15 @@ func encodeLookup(typ uint8, orig Tuple, zone uint16, id uint32, ack bool) (netl
 	return request(typ, flags, familyOf(orig.Src), b), nil
 }
 
-// encodeFlush builds the delete of every entry of a family (0: all).
+// encodeFlush builds the delete of every entry of a family (0: all). The
+// kernel (since Linux 4.19) honours the family of a flush only when the
+// nfgenmsg version is nonzero; with version 0 it flushes both families.
 func encodeFlush(family Family) netlink.Message {
-	return request(msgDelete, netlink.Acknowledge, family, nil)
+	m := request(msgDelete, netlink.Acknowledge, family, nil)
+	if family != 0 {
+		m.Data[1] = 1
+	}
+	return m
 }
 
 // encodeStats builds the request for the table's global counters.

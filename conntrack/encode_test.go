@@ -49,6 +49,10 @@ func TestEncodeMatchesConntrackProgram(t *testing.T) {
 	must := mustMessage(t)
 	udp4b := udp4
 	udp4b.Dst = netip.MustParseAddr("10.0.0.3")
+	// conntrack -F -f ipv6 sends nfgenmsg version 0, with which the kernel
+	// flushes both families; this package sends version 1.
+	flush6 := encodeFlush(IPv6)
+	flush6.Data[1] = 0
 	tests := []struct {
 		capture string
 		msg     netlink.Message
@@ -62,7 +66,7 @@ func TestEncodeMatchesConntrackProgram(t *testing.T) {
 		{"get4", must(encodeLookup(msgGet, udp4, 0, 0, true))},
 		{"get6", must(encodeLookup(msgGet, udp6, 0, 0, true))},
 		{"flush", encodeFlush(0)},
-		{"flush6", encodeFlush(IPv6)},
+		{"flush6", flush6},
 		{"count", encodeStats()},
 		{"dump4", must((&Filter{Family: IPv4}).dumpRequest(IPv4, levelTuple))},
 		{"dump-mark", must((&Filter{Mark: 5, MarkMask: 0xff}).dumpRequest(0, levelTuple))},

@@ -114,12 +114,12 @@ func TestDumpRequest(t *testing.T) {
 		{
 			name:   "kernel without CTA_FILTER",
 			filter: Filter{Protocol: UDP, Orig: TupleFilter{Dst: svc}, Mark: 1, MarkMask: 1}, family: IPv4, level: levelMark,
-			want:   bytes.Join([][]byte{attr(ctaMark, be32(1)), attr(ctaMarkMask, be32(1))}, nil),
+			want: bytes.Join([][]byte{attr(ctaMark, be32(1)), attr(ctaMarkMask, be32(1))}, nil),
 		},
 		{
 			name:   "kernel with family filtering only",
 			filter: ByDestination(UDP, svc, 53), family: IPv4, level: levelFamily,
-			want:   nil,
+			want: nil,
 		},
 	}
 	for _, tt := range tests {

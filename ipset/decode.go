@@ -172,24 +172,24 @@ func decodeSetAttr(ad *netlink.AttributeDecoder, cur *dumped) error {
 		if !ok {
 			return fmt.Errorf("set %s: type %q: %w", cur.header.Name, cur.header.Type, ErrTypeNotSupported)
 		}
-		ad.Nested(func(nad *netlink.AttributeDecoder) error {
-			for nad.Next() {
-				if nad.Type() != attrData {
+		if cur.entries == nil {
+			// The header's count saves regrowing; capped, as it comes
+			// from outside.
+			cur.entries = make([]Entry, 0, min(cur.header.Entries, 1<<17))
+		}
+		ad.Do(func(b []byte) error {
+			it := attrIter{b: b}
+			for it.next() {
+				if it.typ != attrData {
 					continue
 				}
-				var e Entry
-				nad.Nested(func(ead *netlink.AttributeDecoder) error {
-					ead.ByteOrder = binary.BigEndian
-					var err error
-					e, err = decodeEntry(ead, l)
+				e, err := decodeEntry(it.data, l)
+				if err != nil {
 					return err
-				})
-				if nad.Err() != nil {
-					return nad.Err()
 				}
 				cur.entries = append(cur.entries, e)
 			}
-			return nad.Err()
+			return it.err
 		})
 	}
 	return nil
@@ -227,63 +227,6 @@ func decodeHeaderData(ad *netlink.AttributeDecoder, h *Header) error {
 	return ad.Err()
 }
 
-// decodeEntry reads one entry; l says whether an address with a prefix
-// length is an address or a network.
-func decodeEntry(ad *netlink.AttributeDecoder, l layout) (Entry, error) {
-	var (
-		e            Entry
-		ip, ip2      netip.Addr
-		cidr, cidr2  = -1, -1
-		packets      uint64
-		bytes        uint64
-		haveCounters bool
-	)
-	for ad.Next() {
-		switch ad.Type() {
-		case attrIP:
-			ad.Nested(func(n *netlink.AttributeDecoder) error { return decodeAddr(n, &ip) })
-		case attrCIDR:
-			cidr = int(ad.Uint8())
-		case attrPort:
-			e.Port = ad.Uint16()
-		case attrProto:
-			e.Proto = Proto(ad.Uint8())
-		case attrIP2:
-			ad.Nested(func(n *netlink.AttributeDecoder) error { return decodeAddr(n, &ip2) })
-		case attrCIDR2:
-			cidr2 = int(ad.Uint8())
-		case attrTimeout:
-			e.Timeout = time.Duration(ad.Uint32()) * time.Second
-			if e.Timeout == 0 {
-				e.Timeout = Permanent
-			}
-		case attrPackets:
-			packets, haveCounters = ad.Uint64(), true
-		case attrBytes:
-			bytes, haveCounters = ad.Uint64(), true
-		case attrComment:
-			e.Comment = ad.String()
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return Entry{}, err
-	}
-	if haveCounters {
-		e.Counters = &Counters{Packets: packets, Bytes: bytes}
-	}
-	var err error
-	if e.Addr, e.Net, err = place(l.first, ip, cidr); err != nil {
-		return Entry{}, err
-	}
-	if e.Addr2, e.Net2, err = place(l.second, ip2, cidr2); err != nil {
-		return Entry{}, err
-	}
-	if l.bitmap {
-		e.Proto = 0
-	}
-	return e, nil
-}
-
 // place puts a decoded address where the set type wants it.
 func place(p part, a netip.Addr, cidr int) (netip.Addr, netip.Prefix, error) {
 	switch p {
@@ -306,20 +249,6 @@ func place(p part, a netip.Addr, cidr int) (netip.Addr, netip.Prefix, error) {
 		return netip.Addr{}, n, nil
 	}
 	return netip.Addr{}, netip.Prefix{}, nil
-}
-
-func decodeAddr(ad *netlink.AttributeDecoder, out *netip.Addr) error {
-	for ad.Next() {
-		switch ad.Type() {
-		case attrIPv4, attrIPv6:
-			a, ok := netip.AddrFromSlice(ad.Bytes())
-			if !ok || (ad.Type() == attrIPv4) != a.Is4() {
-				return fmt.Errorf("address attribute of %d bytes", len(ad.Bytes()))
-			}
-			*out = a
-		}
-	}
-	return ad.Err()
 }
 
 // decodeLineNo reads the failed entry's line number from the error the

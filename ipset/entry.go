@@ -90,21 +90,27 @@ type key struct {
 	port        uint16
 }
 
-func (e Entry) key() key {
+// key takes a pointer: Diff computes it for every entry of two lists, and
+// an Entry is large to copy.
+func (e *Entry) key() key {
 	k := key{proto: e.Proto, port: e.Port}
-	k.addr, k.bits, k.v4 = keyPart(e.Addr, e.Net)
-	k.addr2, k.bits2, _ = keyPart(e.Addr2, e.Net2)
+	switch {
+	case e.Addr.IsValid():
+		k.addr, k.v4 = e.Addr.As16(), e.Addr.Is4()
+	case e.Net.IsValid():
+		k.addr, k.bits, k.v4 = prefixKey(e.Net)
+	}
+	switch {
+	case e.Addr2.IsValid():
+		k.addr2 = e.Addr2.As16()
+	case e.Net2.IsValid():
+		k.addr2, k.bits2, _ = prefixKey(e.Net2)
+	}
 	return k
 }
 
-func keyPart(a netip.Addr, n netip.Prefix) ([16]byte, uint8, bool) {
-	if n.IsValid() {
-		return n.Masked().Addr().As16(), uint8(n.Bits() + 1), n.Addr().Is4()
-	}
-	if a.IsValid() {
-		return a.As16(), 0, a.Is4()
-	}
-	return [16]byte{}, 0, false
+func prefixKey(p netip.Prefix) ([16]byte, uint8, bool) {
+	return p.Masked().Addr().As16(), uint8(p.Bits() + 1), p.Addr().Is4()
 }
 
 // check reports what is wrong with e as a member of a set of type t.

@@ -25,19 +25,19 @@ type Plan struct {
 // and counters are not compared. Duplicates in desired count once.
 func Diff(current, desired []Entry) Plan {
 	// One map over the current entries; seen marks those still desired.
-	index := make(map[key]int, len(current))
-	for i, e := range current {
-		index[e.key()] = i
+	index := make(map[key]int32, len(current))
+	for i := range current {
+		index[current[i].key()] = int32(i)
 	}
 	seen := make([]bool, len(current))
 	var added map[key]bool
 	var p Plan
-	for _, e := range desired {
+	for j := range desired {
+		e := &desired[j]
 		k := e.key()
-		i, ok := index[k]
-		if ok {
+		if i, ok := index[k]; ok {
 			if !seen[i] && current[i].Comment != e.Comment {
-				p.Add = append(p.Add, e)
+				p.Add = append(p.Add, *e)
 			}
 			seen[i] = true
 			continue
@@ -47,12 +47,12 @@ func Diff(current, desired []Entry) Plan {
 		}
 		if !added[k] {
 			added[k] = true
-			p.Add = append(p.Add, e)
+			p.Add = append(p.Add, *e)
 		}
 	}
-	for i, e := range current {
+	for i := range current {
 		if !seen[i] {
-			p.Delete = append(p.Delete, e)
+			p.Delete = append(p.Delete, current[i])
 		}
 	}
 	return p

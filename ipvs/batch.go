@@ -48,12 +48,13 @@ func (b *Batch) Flush() { b.add(op{kind: opFlush}) }
 func (b *Batch) add(o op) { b.ops = append(b.ops, o) }
 
 // Apply sends the batch's operations in order, as many to a write as the
-// socket buffers allow, and waits for every acknowledgement. The kernel
-// applies each operation on its own: one failing does not stop the
-// others. If any failed, Apply returns a *BatchError listing each failure
-// as an *OpError with its Index in the batch; errors.Is matches the
-// sentinels and errnos of all of them. If ctx ends or the socket fails
-// midway, the operations whose outcome is unknown fail with that error.
+// socket buffers allow, and waits until the kernel has answered every one.
+// The kernel applies each operation on its own: one failing does not stop
+// the others. If any failed, Apply returns a *BatchError listing each
+// failure as an *OpError with its Index in the batch; errors.Is matches
+// the sentinels and errnos of all of them. If ctx ends or the socket
+// fails midway, the operations whose outcome is unknown fail with that
+// error (the context's, or unix.ENOBUFS if the kernel dropped replies).
 func (c *Conn) Apply(ctx context.Context, b *Batch) error {
 	if len(b.ops) == 0 {
 		return ctx.Err()
@@ -66,24 +67,32 @@ func (c *Conn) Apply(ctx context.Context, b *Batch) error {
 func (c *Conn) apply(ctx context.Context, ops []op, asBatch bool) error {
 	var (
 		failed []*OpError
-		reqs   = make([]*request, 0, len(ops))
+		reqs   = make([]request, 0, len(ops))
 		index  = make([]int, 0, len(ops))
+		ends   = make([]int, 0, len(ops))
+		w      = attrWriter{b: make([]byte, 0, 160*len(ops))}
 	)
+	// All requests' attributes go into one buffer, sliced once it stops
+	// growing.
 	for i, o := range ops {
 		if err := o.validate(); err != nil {
 			failed = append(failed, o.opError(i, err))
 			continue
 		}
-		attrs, err := o.attributes()
-		if err != nil {
-			failed = append(failed, o.opError(i, err))
-			continue
-		}
-		reqs = append(reqs, &request{kind: reqChange, command: o.command(), attrs: attrs})
+		o.encode(&w)
+		reqs = append(reqs, request{kind: reqChange, command: o.command()})
 		index = append(index, i)
+		ends = append(ends, len(w.b))
 	}
-	if len(reqs) > 0 {
-		_ = c.run(ctx, reqs)
+	ptrs := make([]*request, len(reqs))
+	start := 0
+	for j := range reqs {
+		reqs[j].attrs = w.b[start:ends[j]:ends[j]]
+		start = ends[j]
+		ptrs[j] = &reqs[j]
+	}
+	if len(ptrs) > 0 {
+		_ = c.run(ctx, ptrs)
 	}
 	for j, r := range reqs {
 		if r.err != nil {

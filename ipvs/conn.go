@@ -43,6 +43,12 @@ type Conn struct {
 	// receive-buffer space its replies may take, so that no reply is
 	// dropped with ENOBUFS.
 	sendBudget, recvBudget int
+	// seq is the last sequence number used; wbuf is reused for writes.
+	seq  uint32
+	wbuf []byte
+	// dialPeer opens another Conn in the same namespace, for Table; nil
+	// when the transport cannot.
+	dialPeer func() (*Conn, error)
 }
 
 // Dial opens a connection to IPVS in the given network namespace. It fails
@@ -69,6 +75,11 @@ func newConn(nc *netlink.Conn) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	return configure(nc, family)
+}
+
+// configure sets up a socket whose family id is known.
+func configure(nc *netlink.Conn, family uint16) (*Conn, error) {
 	// Extended acks carry the kernel's reason; capped acks keep each
 	// error reply small, whatever the request's size. Both exist since
 	// Linux 4.12; without them errors only lose their text.
@@ -88,7 +99,9 @@ func newConn(nc *netlink.Conn) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: %w", err)
 	}
-	return newConnWith(s, family, rb, wb), nil
+	c := newConnWith(s, family, rb, wb)
+	c.dialPeer = func() (*Conn, error) { return s.dialPeer(family) }
+	return c, nil
 }
 
 // newConnWith makes a Conn over a transport, with the sizes of its receive
@@ -99,6 +112,7 @@ func newConnWith(t transport, family uint16, readBuf, writeBuf int) *Conn {
 	return &Conn{
 		t:          t,
 		family:     family,
+		seq:        uint32(time.Now().UnixNano()),
 		recvBudget: readBuf / 2,
 		// netlink_sendmsg refuses a write longer than the send buffer
 		// less 32 bytes.

@@ -380,3 +380,25 @@ func TestLookupFamily(t *testing.T) {
 		})
 	}
 }
+
+// A dump left running by an interrupted call makes the kernel refuse the
+// next with EBUSY; the request is sent again once it has ended.
+func TestDumpBusy(t *testing.T) {
+	ctx := context.Background()
+	k := newFakeKernel()
+	c := k.conn()
+	svc := Service{Protocol: TCP, Addr: vip4, Port: 80, Scheduler: "rr"}
+	var b Batch
+	b.CreateService(svc)
+	b.CreateDestination(svc, backend(1))
+	if err := c.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	k.perDatagram = 1
+	leftover := genetlink.Message{Header: genetlink.Header{Command: cmdNewDest}, Data: wrap(cmdAttrDest, encodeDestinationReply(backend(7)))}
+	k.dump = &fakeDump{req: netlink.Message{Header: netlink.Header{Sequence: 1}}, entries: []genetlink.Message{leftover, leftover, leftover}}
+	ds, err := c.Destinations(ctx, svc)
+	if err != nil || len(ds) != 1 || ds[0].Addr != backend(1).Addr {
+		t.Fatalf("Destinations: %v, %v", ds, err)
+	}
+}

@@ -65,8 +65,8 @@ func TestDecodeDestination(t *testing.T) {
 // destination family.
 func TestDecodeOldKernel(t *testing.T) {
 	ae := netlink.NewAttributeEncoder()
-	putAddr(ae, destAttrAddr, netip.MustParseAddr("2001:db8::7"))
-	putPort(ae, destAttrPort, 443)
+	aeAddr(ae, destAttrAddr, netip.MustParseAddr("2001:db8::7"))
+	aePort(ae, destAttrPort, 443)
 	ae.Nested(destAttrStats, func(nae *netlink.AttributeEncoder) error {
 		encodeStatsReply(nae, Stats{Connections: 12, BytesIn: 1 << 35}, false)
 		return nil
@@ -125,7 +125,7 @@ func TestDecodeErrors(t *testing.T) {
 			return err
 		}},
 		{"destination without address", func() error {
-			_, err := decodeDestination(attrs(func(ae *netlink.AttributeEncoder) { putPort(ae, destAttrPort, 1) }), IPv4)
+			_, err := decodeDestination(attrs(func(ae *netlink.AttributeEncoder) { aePort(ae, destAttrPort, 1) }), IPv4)
 			return err
 		}},
 		{"stats counter of 3 bytes", func() error {
@@ -148,13 +148,7 @@ func TestDecodeErrors(t *testing.T) {
 
 func TestDecodeTimeoutsInfo(t *testing.T) {
 	want := Timeouts{TCP: 900 * time.Second, TCPFin: 2 * time.Minute, UDP: 5 * time.Minute}
-	ae := netlink.NewAttributeEncoder()
-	want.encode(ae)
-	b, err := ae.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := decodeTimeouts(b); err != nil || got != want {
+	if got, err := decodeTimeouts(encodeTimeoutsReply(want)); err != nil || got != want {
 		t.Fatalf("timeouts: got %+v, %v; want %+v", got, err, want)
 	}
 	wantInfo := Info{Version: Version{1, 2, 1}, ConnTableSize: 4096}

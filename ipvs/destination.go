@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-
-	"github.com/mdlayher/netlink"
 )
 
 // Destination is a real server behind a service, identified within it by
@@ -78,30 +76,28 @@ func (d Destination) validate() error {
 // encode writes the destination's nested attributes: its key, and with
 // full its settings too, in the order ipvsadm's libipvs uses. Kernels
 // before 5.2 ignore the tunnel attributes.
-func (d Destination) encode(ae *netlink.AttributeEncoder, full bool) {
-	ae.Uint16(destAttrAddrFamily, uint16(d.family()))
-	putAddr(ae, destAttrAddr, d.Addr)
-	putPort(ae, destAttrPort, d.Port)
+func (d Destination) encode(w *attrWriter, full bool) {
+	w.u16(destAttrAddrFamily, uint16(d.family()))
+	w.addr(destAttrAddr, d.Addr)
+	w.be16(destAttrPort, d.Port)
 	if !full {
 		return
 	}
-	ae.Uint32(destAttrFwdMethod, uint32(d.Forward))
-	ae.Uint32(destAttrWeight, uint32(d.Weight))
-	ae.Uint8(destAttrTunType, uint8(d.TunnelType))
-	putPort(ae, destAttrTunPort, d.TunnelPort)
-	ae.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
-	ae.Uint32(destAttrUThresh, d.UpperThreshold)
-	ae.Uint32(destAttrLThresh, d.LowerThreshold)
+	w.u32(destAttrFwdMethod, uint32(d.Forward))
+	w.u32(destAttrWeight, uint32(d.Weight))
+	w.u8(destAttrTunType, uint8(d.TunnelType))
+	w.be16(destAttrTunPort, d.TunnelPort)
+	w.u16(destAttrTunFlags, uint16(d.TunnelFlags))
+	w.u32(destAttrUThresh, d.UpperThreshold)
+	w.u32(destAttrLThresh, d.LowerThreshold)
 }
 
 // decodeDestination reads the attributes nested in IPVS_CMD_ATTR_DEST. A
 // destination reported without its own family (before Linux 3.18) has the
 // service's, svcFamily.
 func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
-	ad, err := newAttrDecoder(b, "destination")
-	if err != nil {
-		return Destination{}, err
-	}
+	var err error
+	ad := newAttrDecoder(b, "destination")
 	var (
 		d              Destination
 		addr           []byte
@@ -111,9 +107,9 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case destAttrAddr:
-			addr = ad.Bytes()
+			addr = ad.raw()
 		case destAttrPort:
-			p, err := decodePort(ad.Bytes())
+			p, err := decodePort(ad.raw())
 			if err != nil {
 				ad.fail("%v", err)
 			}
@@ -131,7 +127,7 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 		case destAttrTunType:
 			d.TunnelType = TunnelType(ad.u8())
 		case destAttrTunPort:
-			p, err := decodePort(ad.Bytes())
+			p, err := decodePort(ad.raw())
 			if err != nil {
 				ad.fail("%v", err)
 			}
@@ -145,9 +141,9 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 		case destAttrPersistConns:
 			d.PersistentConnections = ad.u32()
 		case destAttrStats:
-			stats = ad.Bytes()
+			stats = ad.raw()
 		case destAttrStats64:
-			stats64 = ad.Bytes()
+			stats64 = ad.raw()
 		}
 	}
 	if err := ad.finish(); err != nil {

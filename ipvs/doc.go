@@ -7,8 +7,10 @@
 // flush and zero the table, and get and set connection timeouts. A Batch
 // carries many changes to Conn.Apply, which writes them in as few sendmsg
 // calls as the socket buffers allow and reports each operation's outcome:
-// building a table of thousands of services costs a few dozen system calls
-// instead of one round trip per change.
+// building a table of thousands of services costs a handful of system
+// calls instead of one round trip per change. Conn.Table reads everything
+// back; the kernel lists real servers one service at a time, so Table
+// spreads those dumps over a few extra sockets in the same namespace.
 //
 // # Privileges and kernels
 //

@@ -135,12 +135,14 @@ func TestEncodeMatchesIpvsadm(t *testing.T) {
 			if err := tt.op.validate(); err != nil {
 				t.Fatal(err)
 			}
-			attrs, err := tt.op.attributes()
-			if err != nil {
-				t.Fatal(err)
+			var w attrWriter
+			tt.op.encode(&w)
+			r := request{kind: reqChange, command: tt.op.command(), attrs: w.b}
+			msgs, err := parseMessages(appendRequest(nil, 42, r.flags(true), 1, &r))
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("framing: %v, %v", msgs, err)
 			}
-			r := request{kind: reqChange, command: tt.op.command(), attrs: attrs}
-			m := r.message(42)
+			m := msgs[0]
 			if got := m.Header.Flags.String(); flags != "NLM_F_REQUEST|NLM_F_ACK" || got != "request|acknowledge" {
 				t.Errorf("flags: ipvsadm %s, we %s", flags, got)
 			}

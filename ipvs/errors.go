@@ -156,13 +156,10 @@ func parseStatus(m netlink.Message) (*kernelError, error) {
 	if off > len(m.Data) {
 		return ke, nil
 	}
-	ad, err := netlink.NewAttributeDecoder(m.Data[off:])
-	if err != nil {
-		return ke, nil
-	}
-	for ad.Next() {
-		if ad.Type() == nlmsgerrAttrMsg {
-			ke.message = strings.TrimRight(ad.String(), "\x00")
+	d := newAttrDecoder(m.Data[off:], "extended ack")
+	for d.Next() {
+		if d.Type() == nlmsgerrAttrMsg {
+			ke.message = strings.TrimRight(string(d.raw()), "\x00")
 		}
 	}
 	return ke, nil

@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/mdlayher/genetlink"
@@ -52,20 +53,28 @@ type request struct {
 	err error
 }
 
-func (r *request) message(family uint16) netlink.Message {
-	flags := netlink.Request
-	switch r.kind {
-	case reqDump:
-		flags |= netlink.Dump
-	default:
-		flags |= netlink.Acknowledge
+// flags returns the request's netlink header flags; ack asks for an
+// acknowledgement of a change.
+func (r *request) flags(ack bool) netlink.HeaderFlags {
+	switch {
+	case r.kind == reqDump:
+		return netlink.Request | netlink.Dump
+	case ack || r.kind == reqGet:
+		return netlink.Request | netlink.Acknowledge
 	}
-	data := make([]byte, 4, 4+len(r.attrs))
-	data[0], data[1] = r.command, genlVersion
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(family), Flags: flags},
-		Data:   append(data, r.attrs...),
-	}
+	return netlink.Request
+}
+
+// appendRequest frames a request: struct nlmsghdr, struct genlmsghdr, the
+// attributes. The kernel fills in the port id.
+func appendRequest(b []byte, family uint16, flags netlink.HeaderFlags, seq uint32, r *request) []byte {
+	b = binary.NativeEndian.AppendUint32(b, uint32(nlmsgHdrLen+4+len(r.attrs)))
+	b = binary.NativeEndian.AppendUint16(b, family)
+	b = binary.NativeEndian.AppendUint16(b, uint16(flags))
+	b = binary.NativeEndian.AppendUint32(b, seq)
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = append(b, r.command, genlVersion, 0, 0)
+	return append(b, r.attrs...)
 }
 
 // exchange sends the requests in as few writes as the socket buffers
@@ -78,6 +87,11 @@ func (c *Conn) exchange(reqs []*request) error {
 	for len(queue) > 0 {
 		n, bytes, cost := 0, 0, 0
 		for n < len(queue) {
+			// One dump at a time: the kernel runs one per socket, and
+			// ends each only when its first part has been read.
+			if n > 0 && (queue[n].kind == reqDump || queue[n-1].kind == reqDump) {
+				break
+			}
 			b := nlmsgHdrLen + 4 + len(queue[n].attrs)
 			k := queue[n].kind.cost()
 			if n > 0 && (bytes+b > c.sendBudget || cost+k > c.recvBudget) {
@@ -98,20 +112,30 @@ func (c *Conn) exchange(reqs []*request) error {
 }
 
 // roundTrip writes one chunk and reads until every request in it is
-// answered. Dumps the kernel refused with EBUSY (one dump at a time per
-// socket, and an earlier one in the chunk needed more than one datagram)
-// are returned for another round.
+// answered. Only the last change of a write asks for an acknowledgement:
+// the kernel answers a failed request whether asked or not
+// (netlink_rcv_skb), and handles a write's requests in order, so when the
+// last one is answered every change without an error reply has succeeded.
+// That spares the kernel an acknowledgement and this side a receive per
+// change. The receive budget still counts an error reply for every
+// change, so even a chunk that fails throughout is not lost to ENOBUFS.
+// Dumps the kernel refused with EBUSY (a dump left running by an
+// interrupted call) are returned for another round.
 func (c *Conn) roundTrip(chunk []*request) (retry []*request, err error) {
-	msgs := make([]netlink.Message, len(chunk))
+	last := len(chunk) - 1
+	pending := 0
+	base := c.seq + 1
+	c.wbuf = c.wbuf[:0]
 	for i, r := range chunk {
-		msgs[i] = r.message(c.family)
+		c.seq++
+		c.wbuf = appendRequest(c.wbuf, c.family, r.flags(i == last), c.seq, r)
+		if r.kind != reqChange || i == last {
+			pending++
+		}
 	}
-	sent, err := c.t.SendMessages(msgs)
-	if err != nil {
+	if err := c.t.send(c.wbuf); err != nil {
 		return nil, err
 	}
-	base := sent[0].Header.Sequence
-	pending := len(chunk)
 	for pending > 0 {
 		dgram, err := c.t.receive()
 		if err != nil {
@@ -137,7 +161,9 @@ func (c *Conn) roundTrip(chunk []*request) (retry []*request, err error) {
 					r.err = ke
 				}
 				r.done = true
-				pending--
+				if r.kind != reqChange || i == uint32(last) {
+					pending--
+				}
 			default:
 				var gm genetlink.Message
 				if err := gm.UnmarshalBinary(m.Data); err != nil {
@@ -147,6 +173,9 @@ func (c *Conn) roundTrip(chunk []*request) (retry []*request, err error) {
 				r.replies = append(r.replies, gm)
 			}
 		}
+	}
+	for _, r := range chunk {
+		r.done = true
 	}
 	for _, r := range retry {
 		r.done = false

@@ -77,22 +77,13 @@ func FuzzDecodeStats(f *testing.F) {
 }
 
 func FuzzDecodeTimeouts(f *testing.F) {
-	ae := netlink.NewAttributeEncoder()
-	Timeouts{TCP: 900e9, TCPFin: 120e9, UDP: 300e9}.encode(ae)
-	b, _ := ae.Encode()
-	f.Add(b)
+	f.Add(encodeTimeoutsReply(Timeouts{TCP: 900e9, TCPFin: 120e9, UDP: 300e9}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tm, err := decodeTimeouts(b)
 		if err != nil {
 			return
 		}
-		ae := netlink.NewAttributeEncoder()
-		tm.encode(ae)
-		enc, err := ae.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if again, err := decodeTimeouts(enc); err != nil || again != tm {
+		if again, err := decodeTimeouts(encodeTimeoutsReply(tm)); err != nil || again != tm {
 			t.Fatalf("round trip: %+v, %v; want %+v", again, err, tm)
 		}
 	})

@@ -19,10 +19,7 @@ func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Min
 
 // decodeInfo reads the reply to IPVS_CMD_GET_INFO.
 func decodeInfo(b []byte) (Info, error) {
-	d, err := newAttrDecoder(b, "info")
-	if err != nil {
-		return Info{}, err
-	}
+	d := newAttrDecoder(b, "info")
 	var i Info
 	for d.Next() {
 		switch d.Type() {

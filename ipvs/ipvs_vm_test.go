@@ -351,3 +351,43 @@ func TestContextAndNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Every one of 10,000 operations fails, so the kernel sends 10,000 error
+// replies: the socket buffers and write sizes keep them all, none is lost
+// to ENOBUFS, with the buffers Dial asks for and with the kernel's
+// default ones that an unprivileged process gets.
+func TestBatchAllFail(t *testing.T) {
+	for _, small := range []bool{false, true} {
+		t.Run(fmt.Sprintf("default-buffers=%v", small), func(t *testing.T) {
+			e := setup(t)
+			if small {
+				s := e.c.t.(*socket)
+				if err := s.SetReadBuffer(106496); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.SetWriteBuffer(106496); err != nil {
+					t.Fatal(err)
+				}
+				rb, _ := s.ReadBuffer()
+				wb, _ := s.WriteBuffer()
+				small := newConnWith(s, e.c.family, rb, wb)
+				e.c.recvBudget, e.c.sendBudget = small.recvBudget, small.sendBudget
+				t.Logf("receive buffer %d, send buffer %d", rb, wb)
+			}
+			var b Batch
+			for i := range 10000 {
+				b.DeleteService(Service{Protocol: UDP, Addr: netip.AddrFrom4([4]byte{10, 98, byte(i >> 8), byte(i)}), Port: 53})
+			}
+			err := e.c.Apply(ctx(t), &b)
+			var be *BatchError
+			if !errors.As(err, &be) || len(be.Failed) != b.Len() {
+				t.Fatalf("Apply: %v", err)
+			}
+			for i, f := range be.Failed {
+				if f.Index != i || !errors.Is(f, ErrServiceNotExist) || !errors.Is(f, unix.ESRCH) {
+					t.Fatalf("operation %d: %v", i, f)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -20,7 +21,6 @@ import (
 // fails with EBUSY.
 type fakeKernel struct {
 	family      uint16
-	seq         uint32
 	perDatagram int
 	// message, when set, is the extended-ack text of every error.
 	message string
@@ -54,7 +54,7 @@ type fakeDump struct {
 var knownSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
 
 func newFakeKernel() *fakeKernel {
-	return &fakeKernel{family: 0x20, seq: 100, perDatagram: 1 << 20,
+	return &fakeKernel{family: 0x20, perDatagram: 1 << 20,
 		timeouts: Timeouts{TCP: 900 * time.Second, TCPFin: 120 * time.Second, UDP: 300 * time.Second}}
 }
 
@@ -75,20 +75,19 @@ func (k *fakeKernel) expired() bool {
 }
 func (k *fakeKernel) Close() error { k.closed = true; return nil }
 
-func (k *fakeKernel) SendMessages(msgs []netlink.Message) ([]netlink.Message, error) {
+func (k *fakeKernel) send(b []byte) error {
 	if k.expired() {
-		return nil, os.ErrDeadlineExceeded
+		return os.ErrDeadlineExceeded
 	}
 	k.writes++
-	out := make([]netlink.Message, len(msgs))
-	for i, m := range msgs {
-		k.seq++
-		m.Header.Sequence = k.seq
-		m.Header.Length = uint32(16 + len(m.Data))
-		out[i] = m
+	msgs, err := parseMessages(b)
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range msgs {
 		k.handle(m)
 	}
-	return out, nil
+	return nil
 }
 
 func (k *fakeKernel) receive() ([]netlink.Message, error) {
@@ -280,10 +279,7 @@ func (k *fakeKernel) do(gm genetlink.Message) (*genetlink.Message, unix.Errno) {
 	case cmdGetInfo:
 		return &genetlink.Message{Header: genetlink.Header{Command: 14}, Data: encodeInfoReply(Info{Version: Version{1, 2, 1}, ConnTableSize: 4096})}, 0
 	case cmdGetConfig:
-		ae := netlink.NewAttributeEncoder()
-		k.timeouts.encode(ae)
-		b, _ := ae.Encode()
-		return &genetlink.Message{Header: genetlink.Header{Command: cmdSetConfig}, Data: b}, 0
+		return &genetlink.Message{Header: genetlink.Header{Command: cmdSetConfig}, Data: encodeTimeoutsReply(k.timeouts)}, 0
 	case cmdSetConfig:
 		if tm != nil {
 			if tm.TCP != 0 {
@@ -382,4 +378,22 @@ func (k *fakeKernel) dumpEntries(gm genetlink.Message) []genetlink.Message {
 		}
 	}
 	return out
+}
+
+// key returns a comparable identity of the service, as the kernel
+// looks services up.
+func (s Service) key() serviceKey {
+	k := serviceKey{family: s.family(), fwmark: s.FirewallMark}
+	if k.fwmark == 0 {
+		k.protocol, k.addr, k.port = s.Protocol, s.Addr, s.Port
+	}
+	return k
+}
+
+type serviceKey struct {
+	family   Family
+	fwmark   uint32
+	protocol Protocol
+	addr     netip.Addr
+	port     uint16
 }

@@ -3,7 +3,6 @@ package ipvs
 import (
 	"errors"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,27 +117,23 @@ func (o op) validate() error {
 	return nil
 }
 
-// attributes encodes the op's request attributes.
-func (o op) attributes() ([]byte, error) {
-	ae := netlink.NewAttributeEncoder()
+// encode writes the op's request attributes.
+func (o op) encode(w *attrWriter) {
 	if o.hasService() {
 		full := o.kind == opCreateService || o.kind == opUpdateService
-		ae.Nested(cmdAttrService, func(nae *netlink.AttributeEncoder) error {
-			o.svc.encode(nae, full)
-			return nil
-		})
+		n := w.begin(cmdAttrService)
+		o.svc.encode(w, full)
+		w.end(n)
 	}
 	if o.hasDestination() {
 		full := o.kind != opDeleteDestination
-		ae.Nested(cmdAttrDest, func(nae *netlink.AttributeEncoder) error {
-			o.dest.encode(nae, full)
-			return nil
-		})
+		n := w.begin(cmdAttrDest)
+		o.dest.encode(w, full)
+		w.end(n)
 	}
 	if o.kind == opSetTimeouts {
-		o.timeouts.encode(ae)
+		o.timeouts.encode(w)
 	}
-	return ae.Encode()
 }
 
 // kindOf maps the kernel's errno for this op to a sentinel, following

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -98,27 +97,23 @@ func serviceAttrs(s Service) ([]byte, error) {
 	if err := s.validateKey(); err != nil {
 		return nil, err
 	}
-	ae := netlink.NewAttributeEncoder()
-	ae.Nested(cmdAttrService, func(nae *netlink.AttributeEncoder) error {
-		s.encode(nae, false)
-		return nil
-	})
-	return ae.Encode()
+	var w attrWriter
+	n := w.begin(cmdAttrService)
+	s.encode(&w, false)
+	w.end(n)
+	return w.b, nil
 }
 
 // nested returns the payload of the first-level attribute typ.
 func nested(b []byte, typ uint16, what string) ([]byte, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s reply: %w", what, err)
-	}
-	for ad.Next() {
-		if ad.Type() == typ {
-			return ad.Bytes(), nil
+	d := newAttrDecoder(b, what+" reply")
+	for d.Next() {
+		if d.Type() == typ {
+			return d.raw(), nil
 		}
 	}
-	if err := ad.Err(); err != nil {
-		return nil, fmt.Errorf("%s reply: %w", what, err)
+	if err := d.finish(); err != nil {
+		return nil, err
 	}
 	return nil, fmt.Errorf("%s reply without attribute %d", what, typ)
 }
@@ -219,49 +214,6 @@ func (c *Conn) GetDestination(ctx context.Context, s Service, d Destination) (De
 		Op: "get destination", Object: s.String() + " -> " + d.String(),
 		Err: unix.ENOENT, kind: ErrDestinationNotExist,
 	}
-}
-
-// VirtualServer is a service with its destinations.
-type VirtualServer struct {
-	Service      Service
-	Destinations []Destination
-}
-
-// Table lists every service with its destinations: one dump of the
-// services, then one dump of destinations per service, many of them to a
-// write.
-func (c *Conn) Table(ctx context.Context) ([]VirtualServer, error) {
-	svcs, err := c.Services(ctx)
-	if err != nil {
-		return nil, err
-	}
-	reqs := make([]*request, len(svcs))
-	for i, s := range svcs {
-		attrs, err := serviceAttrs(s)
-		if err != nil {
-			return nil, queryError("list destinations", s.String(), err)
-		}
-		reqs[i] = &request{kind: reqDump, command: cmdGetDest, attrs: attrs}
-	}
-	if err := c.run(ctx, reqs); err != nil {
-		return nil, queryError("list destinations", "", err)
-	}
-	table := make([]VirtualServer, len(svcs))
-	for i, s := range svcs {
-		if reqs[i].err != nil {
-			return nil, queryError("list destinations", s.String(), reqs[i].err)
-		}
-		replies := make([][]byte, len(reqs[i].replies))
-		for j, m := range reqs[i].replies {
-			replies[j] = m.Data
-		}
-		ds, err := decodeDestinations(s, replies)
-		if err != nil {
-			return nil, err
-		}
-		table[i] = VirtualServer{Service: s, Destinations: ds}
-	}
-	return table, nil
 }
 
 // Timeouts returns the connection timeouts.

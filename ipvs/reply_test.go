@@ -3,6 +3,7 @@ package ipvs
 import (
 	"encoding/binary"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/mdlayher/netlink"
@@ -55,9 +56,9 @@ func encodeServiceReply(s Service) []byte {
 		ae.Uint16(svcAttrProtocol, uint16(s.Protocol))
 	}
 	if s.Addr.IsValid() {
-		putAddr(ae, svcAttrAddr, s.Addr)
+		aeAddr(ae, svcAttrAddr, s.Addr)
 	}
-	putPort(ae, svcAttrPort, s.Port)
+	aePort(ae, svcAttrPort, s.Port)
 	ae.String(svcAttrSchedName, s.Scheduler)
 	if s.PersistenceEngine != "" {
 		ae.String(svcAttrPEName, s.PersistenceEngine)
@@ -80,12 +81,12 @@ func encodeServiceReply(s Service) []byte {
 
 func encodeDestinationReply(d Destination) []byte {
 	ae := netlink.NewAttributeEncoder()
-	putAddr(ae, destAttrAddr, d.Addr)
-	putPort(ae, destAttrPort, d.Port)
+	aeAddr(ae, destAttrAddr, d.Addr)
+	aePort(ae, destAttrPort, d.Port)
 	ae.Uint32(destAttrFwdMethod, uint32(d.Forward))
 	ae.Uint32(destAttrWeight, uint32(d.Weight))
 	ae.Uint8(destAttrTunType, uint8(d.TunnelType))
-	putPort(ae, destAttrTunPort, d.TunnelPort)
+	aePort(ae, destAttrTunPort, d.TunnelPort)
 	ae.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
 	ae.Uint32(destAttrUThresh, d.UpperThreshold)
 	ae.Uint32(destAttrLThresh, d.LowerThreshold)
@@ -132,4 +133,20 @@ func wrap(typ uint16, inner []byte) []byte {
 		panic(err)
 	}
 	return b
+}
+
+func aeAddr(ae *netlink.AttributeEncoder, typ uint16, a netip.Addr) {
+	var w attrWriter
+	w.addr(typ, a)
+	ae.Bytes(typ, w.b[4:])
+}
+
+func aePort(ae *netlink.AttributeEncoder, typ uint16, p uint16) {
+	ae.Bytes(typ, binary.BigEndian.AppendUint16(nil, p))
+}
+
+func encodeTimeoutsReply(t Timeouts) []byte {
+	var w attrWriter
+	t.encode(&w)
+	return w.b
 }

@@ -8,8 +8,6 @@ import (
 	"math/bits"
 	"net/netip"
 	"time"
-
-	"github.com/mdlayher/netlink"
 )
 
 // DefaultScheduler is used when a Service names none, as ipvsadm does.
@@ -117,15 +115,15 @@ func (s Service) validate() error {
 
 // encode writes the service's nested attributes: its key, and with full
 // its settings too, in the order ipvsadm's libipvs uses.
-func (s Service) encode(ae *netlink.AttributeEncoder, full bool) {
+func (s Service) encode(w *attrWriter, full bool) {
 	f := s.family()
-	ae.Uint16(svcAttrAF, uint16(f))
+	w.u16(svcAttrAF, uint16(f))
 	if s.FirewallMark != 0 {
-		ae.Uint32(svcAttrFwmark, s.FirewallMark)
+		w.u32(svcAttrFwmark, s.FirewallMark)
 	} else {
-		ae.Uint16(svcAttrProtocol, uint16(s.Protocol))
-		putAddr(ae, svcAttrAddr, s.Addr)
-		putPort(ae, svcAttrPort, s.Port)
+		w.u16(svcAttrProtocol, uint16(s.Protocol))
+		w.addr(svcAttrAddr, s.Addr)
+		w.be16(svcAttrPort, s.Port)
 	}
 	if !full {
 		return
@@ -134,17 +132,18 @@ func (s Service) encode(ae *netlink.AttributeEncoder, full bool) {
 	if sched == "" {
 		sched = DefaultScheduler
 	}
-	ae.String(svcAttrSchedName, sched)
+	w.str(svcAttrSchedName, sched)
 	if s.PersistenceEngine != "" {
-		ae.String(svcAttrPEName, s.PersistenceEngine)
+		w.str(svcAttrPEName, s.PersistenceEngine)
 	}
 	// struct ip_vs_flags: the flags and a mask of those to change; all of
 	// them, so an update sets exactly these flags.
-	flags := binary.NativeEndian.AppendUint32(nil, uint32(s.Flags))
-	flags = binary.NativeEndian.AppendUint32(flags, math.MaxUint32)
-	ae.Bytes(svcAttrFlags, flags)
-	ae.Uint32(svcAttrTimeout, uint32(s.Timeout/time.Second))
-	ae.Bytes(svcAttrNetmask, netmaskBytes(f, s.Netmask))
+	var flags [8]byte
+	binary.NativeEndian.PutUint32(flags[:4], uint32(s.Flags))
+	binary.NativeEndian.PutUint32(flags[4:], math.MaxUint32)
+	w.bytes(svcAttrFlags, flags[:])
+	w.u32(svcAttrTimeout, uint32(s.Timeout/time.Second))
+	w.bytes(svcAttrNetmask, netmaskBytes(f, s.Netmask))
 }
 
 // netmaskBytes encodes the persistence netmask as the kernel reads it: for
@@ -154,10 +153,13 @@ func netmaskBytes(f Family, ones int) []byte {
 	if ones == 0 {
 		ones = f.bits()
 	}
+	var b [4]byte
 	if f == IPv6 {
-		return binary.NativeEndian.AppendUint32(nil, uint32(ones))
+		binary.NativeEndian.PutUint32(b[:], uint32(ones))
+	} else {
+		binary.BigEndian.PutUint32(b[:], ^uint32(0)<<(32-ones))
 	}
-	return binary.BigEndian.AppendUint32(nil, ^uint32(0)<<(32-ones))
+	return b[:]
 }
 
 // decodeNetmask is netmaskBytes' inverse. A non-contiguous IPv4 mask, which
@@ -178,10 +180,8 @@ func decodeNetmask(f Family, b []byte) (int, error) {
 
 // decodeService reads the attributes nested in IPVS_CMD_ATTR_SERVICE.
 func decodeService(b []byte) (Service, error) {
-	d, err := newAttrDecoder(b, "service")
-	if err != nil {
-		return Service{}, err
-	}
+	var err error
+	d := newAttrDecoder(b, "service")
 	var (
 		s              Service
 		addr, mask     []byte
@@ -196,9 +196,9 @@ func decodeService(b []byte) (Service, error) {
 		case svcAttrProtocol:
 			s.Protocol = Protocol(d.u16())
 		case svcAttrAddr:
-			addr = d.Bytes()
+			addr = d.raw()
 		case svcAttrPort:
-			p, err := decodePort(d.Bytes())
+			p, err := decodePort(d.raw())
 			if err != nil {
 				d.fail("%v", err)
 			}
@@ -210,7 +210,7 @@ func decodeService(b []byte) (Service, error) {
 		case svcAttrPEName:
 			s.PersistenceEngine = d.str(peNameMaxLen)
 		case svcAttrFlags:
-			b := d.Bytes()
+			b := d.raw()
 			if len(b) != 8 {
 				d.fail("flags of %d bytes, want 8", len(b))
 				continue
@@ -219,11 +219,11 @@ func decodeService(b []byte) (Service, error) {
 		case svcAttrTimeout:
 			s.Timeout = time.Duration(d.u32()) * time.Second
 		case svcAttrNetmask:
-			mask = d.Bytes()
+			mask = d.raw()
 		case svcAttrStats:
-			stats = d.Bytes()
+			stats = d.raw()
 		case svcAttrStats64:
-			stats64 = d.Bytes()
+			stats64 = d.raw()
 		}
 	}
 	if err := d.finish(); err != nil {
@@ -252,21 +252,4 @@ func decodeService(b []byte) (Service, error) {
 		}
 	}
 	return s, nil
-}
-
-// key returns a comparable identity of the service.
-func (s Service) key() serviceKey {
-	k := serviceKey{family: s.family(), fwmark: s.FirewallMark}
-	if k.fwmark == 0 {
-		k.protocol, k.addr, k.port = s.Protocol, s.Addr, s.Port
-	}
-	return k
-}
-
-type serviceKey struct {
-	family   Family
-	fwmark   uint32
-	protocol Protocol
-	addr     netip.Addr
-	port     uint16
 }

@@ -20,10 +20,7 @@ type Stats struct {
 
 // decodeStats reads a STATS or STATS64 nest.
 func decodeStats(b []byte) (Stats, error) {
-	d, err := newAttrDecoder(b, "stats")
-	if err != nil {
-		return Stats{}, err
-	}
+	d := newAttrDecoder(b, "stats")
 	var s Stats
 	for d.Next() {
 		var dst *uint64

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/mdlayher/netlink"
 )
 
 // Timeouts are the kernel's connection timeouts for IPVS connections, per
@@ -27,18 +25,15 @@ func (t Timeouts) validate() error {
 
 // encode writes the three first-level timeout attributes. The kernel
 // leaves a timeout of zero unchanged.
-func (t Timeouts) encode(ae *netlink.AttributeEncoder) {
-	ae.Uint32(cmdAttrTimeoutTCP, uint32(t.TCP/time.Second))
-	ae.Uint32(cmdAttrTimeoutTCPFin, uint32(t.TCPFin/time.Second))
-	ae.Uint32(cmdAttrTimeoutUDP, uint32(t.UDP/time.Second))
+func (t Timeouts) encode(w *attrWriter) {
+	w.u32(cmdAttrTimeoutTCP, uint32(t.TCP/time.Second))
+	w.u32(cmdAttrTimeoutTCPFin, uint32(t.TCPFin/time.Second))
+	w.u32(cmdAttrTimeoutUDP, uint32(t.UDP/time.Second))
 }
 
 // decodeTimeouts reads the reply to IPVS_CMD_GET_CONFIG.
 func decodeTimeouts(b []byte) (Timeouts, error) {
-	d, err := newAttrDecoder(b, "timeouts")
-	if err != nil {
-		return Timeouts{}, err
-	}
+	d := newAttrDecoder(b, "timeouts")
 	var t Timeouts
 	for d.Next() {
 		switch d.Type() {

@@ -1,0 +1,51 @@
+// Package conntrack reads and cleans the kernel's connection tracking table
+// over ctnetlink (NETLINK_NETFILTER, subsystem NFNL_SUBSYS_CTNETLINK).
+//
+// Its reason to exist is the cleanup a service load balancer needs: when a
+// service address or one of its endpoints goes away, UDP and SCTP clients
+// keep sending to the dead destination until their entry is removed.
+// [Conn.DeleteMatching] removes the entries a [Filter] selects; the
+// constructors [ByDestination], [ByDestinationPort], [ByEndpoint] and
+// [ByStaleEndpoints] build the filters of kube-proxy's cleanup. Dumps, counts,
+// get, create (for tests and tools), single deletes and flushes complete the
+// set.
+//
+// # Filtering in the kernel, and in Go
+//
+// A filtered delete dumps the table with as much of the filter as the
+// running kernel applies itself (the family; the mark and zone; on Linux
+// 5.10 and later, addresses, protocol and ports of both tuples through
+// CTA_FILTER), checks the rest in Go, then deletes the matches, many per
+// write, each by original tuple and entry ID, so an entry that reappeared
+// with the same tuple is left alone. With the kernel filtering, the work and
+// memory follow the number of matches rather than the size of the table.
+// A [Conn] learns what its kernel refuses (EOPNOTSUPP or EINVAL) and asks
+// for less from then on; results are the same either way. IPv6 addresses
+// are always compared in Go: the kernel's IPv6 comparison in dump filters is
+// inverted (it returns the entries that differ), at least up to Linux 6.18.
+//
+// Dumps the kernel marks interrupted (NLM_F_DUMP_INTR) are restarted, a few
+// times, rather than returned partial; then [ErrInterrupted]. An entry that
+// expires between the dump and its delete is neither an error nor counted.
+//
+// # Errors
+//
+// Errors are [*OpError] values naming the operation and the object. They
+// wrap the kernel's errno (errors.Is(err, unix.ENOENT)), with the kernel's
+// extended-ack text when it gave one, and the sentinels [ErrNotExist] and
+// [ErrExist].
+//
+// # Privileges and namespaces
+//
+// Reading the table and changing it need CAP_NET_ADMIN in the network
+// namespace the [Conn] works in: the caller's, or the one named by
+// [Config.NetNS]. Each namespace has its own table. The kernel must have
+// conntrack and ctnetlink (CONFIG_NF_CT_NETLINK); this package loads no
+// modules.
+//
+// # Concurrency
+//
+// A [Conn] may be used from several goroutines; operations take turns on its
+// socket. Every call that waits on the kernel takes a context whose deadline
+// and cancellation reach the socket.
+package conntrack

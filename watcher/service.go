@@ -47,9 +47,11 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 	if svc.Namespace == "" || svc.Name == "" {
 		return nil, fail("metadata", "namespace and name must be set")
 	}
-	ips, field := svc.Spec.ClusterIPs, "spec.clusterIPs"
+	ips := svc.Spec.ClusterIPs
+	ipField := func(i int) string { return fmt.Sprintf("spec.clusterIPs[%d]", i) }
 	if len(ips) == 0 {
-		ips, field = []string{svc.Spec.ClusterIP}, "spec.clusterIP"
+		ips = []string{svc.Spec.ClusterIP}
+		ipField = func(int) string { return "spec.clusterIP" }
 	}
 	if ips[0] == "" || ips[0] == v1.ClusterIPNone {
 		return nil, nil
@@ -58,10 +60,10 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 	for i, s := range ips {
 		ip, err := parseServiceAddr(s)
 		if err != nil {
-			return nil, fail(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+			return nil, fail(ipField(i), "%v", err)
 		}
 		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return a.Is4() == ip.Is4() }) {
-			return nil, fail(fmt.Sprintf("%s[%d]", field, i), "%s: a second cluster IP of the same family", ip)
+			return nil, fail(ipField(i), "%s: a second cluster IP of the same family", ip)
 		}
 		clusterIPs = append(clusterIPs, ip)
 	}

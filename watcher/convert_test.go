@@ -251,7 +251,9 @@ func TestServicePorts(t *testing.T) {
 		want: []dataplane.ServicePort{servicePort()},
 	}, {
 		name: "headless service",
-		svc:  service(func(s *v1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = v1.ClusterIPNone, []string{v1.ClusterIPNone} }),
+		svc: service(func(s *v1.Service) {
+			s.Spec.ClusterIP, s.Spec.ClusterIPs = v1.ClusterIPNone, []string{v1.ClusterIPNone}
+		}),
 	}, {
 		name: "service without a cluster IP",
 		svc:  service(func(s *v1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil }),

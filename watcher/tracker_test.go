@@ -42,8 +42,10 @@ func TestTracker(t *testing.T) {
 		notified:   true,
 		pendingSvc: 1,
 	}, {
-		name:       "slice added with a trigger time",
-		do:         func(tr *Tracker) error { return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5"))), t0) },
+		name: "slice added with a trigger time",
+		do: func(tr *Tracker) error {
+			return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5"))), t0)
+		},
 		notified:   true,
 		pendingSvc: 1, pendingEps: 1,
 		sync: &Update{
@@ -61,8 +63,10 @@ func TestTracker(t *testing.T) {
 		},
 		sync: &Update{State: dataplane.State{Node: base, Services: []dataplane.ServicePort{web(epAt("10.244.1.5", 8080))}}},
 	}, {
-		name:       "second slice",
-		do:         func(tr *Tracker) error { return tr.SetEndpointSlice(endpointSlice("web-2", withEndpoints(apiEndpoint("10.244.2.5"))), t0.Add(2*time.Second)) },
+		name: "second slice",
+		do: func(tr *Tracker) error {
+			return tr.SetEndpointSlice(endpointSlice("web-2", withEndpoints(apiEndpoint("10.244.2.5"))), t0.Add(2*time.Second))
+		},
 		notified:   true,
 		pendingEps: 1,
 	}, {

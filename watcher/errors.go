@@ -34,11 +34,14 @@ func (e *InvalidError) Error() string {
 		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
 	}
 	if e.Kind != "" {
-		b.WriteString(e.Kind + " ")
-		if e.Namespace != "" {
-			b.WriteString(e.Namespace + "/")
+		b.WriteString(e.Kind)
+		switch {
+		case e.Namespace != "":
+			b.WriteString(" " + e.Namespace + "/" + e.Name)
+		case e.Name != "":
+			b.WriteString(" " + e.Name)
 		}
-		b.WriteString(e.Name + ": ")
+		b.WriteString(": ")
 	}
 	if e.Field != "" {
 		b.WriteString(e.Field + ": ")

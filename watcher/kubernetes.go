@@ -100,8 +100,8 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 			AddFunc:    func(obj any) { report(tr.SetNode(obj.(*v1.Node))) },
 			UpdateFunc: func(_, obj any) { report(tr.SetNode(obj.(*v1.Node))) },
 			DeleteFunc: func(obj any) {
-				if n, ok := deleted[*v1.Node](obj); ok && n.Name == cfg.NodeName {
-					tr.DeleteNode()
+				if n, ok := deleted[*v1.Node](obj); ok {
+					tr.DeleteNode(n.Name)
 				}
 			},
 		}); err != nil {

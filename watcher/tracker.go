@@ -190,9 +190,12 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	return nil
 }
 
-// DeleteNode forgets the Node object: the node's addresses and zone are
-// those of the configuration again.
-func (t *Tracker) DeleteNode() {
+// DeleteNode forgets this node's Node object: the node's addresses and
+// zone are those of the configuration again. Other names are ignored.
+func (t *Tracker) DeleteNode(name string) {
+	if name != t.base.Name {
+		return
+	}
 	t.mu.Lock()
 	changed := t.node != nil
 	t.node, t.nodeDirty = nil, t.nodeDirty || changed

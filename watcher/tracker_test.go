@@ -142,8 +142,13 @@ func TestTracker(t *testing.T) {
 			NodeChanged: true,
 		},
 	}, {
-		name:       "delete",
-		do:         func(tr *Tracker) error { tr.DeleteService("default", "api"); tr.DeleteNode(); return nil },
+		name: "delete",
+		do: func(tr *Tracker) error {
+			tr.DeleteService("default", "api")
+			tr.DeleteNode("node-b")
+			tr.DeleteNode("node-a")
+			return nil
+		},
 		notified:   true,
 		pendingSvc: 1,
 		sync: &Update{
@@ -162,7 +167,7 @@ func TestTracker(t *testing.T) {
 		do: func(tr *Tracker) error {
 			tr.DeleteEndpointSlice("default", "web-1", t0)
 			tr.DeleteService("default", "web")
-			tr.DeleteNode()
+			tr.DeleteNode("node-a")
 			return nil
 		},
 	}}

@@ -39,7 +39,8 @@ const settle = 50 * time.Millisecond
 // and removed, until ctx is done. After the first reading of the directory
 // it marks Services and EndpointSlices synced. The trigger time of a
 // change is the file's modification time. An object defined in two files
-// is the one read last. It returns ctx's error, or an error if the
+// is the one read last; if that file stops defining it, the other file's
+// holds again. It returns ctx's error, or an error if the
 // directory cannot be watched.
 func WatchFiles(ctx context.Context, cfg FilesConfig) error {
 	w, err := fsnotify.NewWatcher()
@@ -199,11 +200,17 @@ func (s *filesSource) read(path string, changed bool) {
 		keys = append(keys, k)
 		s.owner[k] = path
 	}
+	var reread []string
 	for _, k := range s.files[path] {
 		if slices.Contains(keys, k) || s.owner[k] != path {
 			continue
 		}
 		delete(s.owner, k)
+		// Another file still defines the object: that one holds now.
+		if other := s.definedElsewhere(k, path); other != "" {
+			reread = append(reread, other)
+			continue
+		}
 		switch k.kind {
 		case "Service":
 			tr.DeleteService(k.namespace, k.name)
@@ -218,4 +225,17 @@ func (s *filesSource) read(path string, changed bool) {
 	} else {
 		s.files[path] = keys
 	}
+	for _, other := range slices.Compact(slices.Sorted(slices.Values(reread))) {
+		s.read(other, changed)
+	}
+}
+
+// definedElsewhere returns a file other than path that defines k.
+func (s *filesSource) definedElsewhere(k objectKey, path string) string {
+	for _, other := range slices.Sorted(maps.Keys(s.files)) {
+		if other != path && slices.Contains(s.files[other], k) {
+			return other
+		}
+	}
+	return ""
 }

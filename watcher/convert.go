@@ -54,6 +54,9 @@ func ConvertNode(base dataplane.Node, n *v1.Node) (dataplane.Node, error) {
 			continue
 		}
 		ip, err := netip.ParseAddr(a.Address)
+		if err == nil && ip.Zone() != "" {
+			err = errors.New("zoned")
+		}
 		if err != nil {
 			return base, fail(fmt.Sprintf("status.addresses[%d].address", i), "%q is not an IP address", a.Address)
 		}

@@ -177,18 +177,15 @@ func (s *filesSource) read(path string, changed bool) {
 	var keys []objectKey
 	for _, o := range objs {
 		var k objectKey
-		var err error
 		switch obj := o.Object.(type) {
 		case *v1.Service:
 			k = objectKey{"Service", obj.Namespace, obj.Name}
-			err = tr.SetService(obj)
 		case *discoveryv1.EndpointSlice:
 			k = objectKey{"EndpointSlice", obj.Namespace, obj.Name}
-			err = tr.SetEndpointSlice(obj, trigger)
 		case *v1.Node:
 			k = objectKey{"Node", "", obj.Name}
-			err = tr.SetNode(obj)
 		}
+		err := tr.SetObject(o.Object, trigger)
 		if ie, ok := asInvalid(err); ok {
 			located := *ie
 			located.File, located.Line = path, o.Line

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	v1 "k8s.io/api/core/v1"
@@ -157,13 +158,5 @@ func TestExampleManifests(t *testing.T) {
 
 // apply gives a parsed object to the tracker.
 func apply(tr *Tracker, obj runtime.Object) error {
-	switch o := obj.(type) {
-	case *v1.Service:
-		return tr.SetService(o)
-	case *discoveryv1.EndpointSlice:
-		return tr.SetEndpointSlice(o, o.CreationTimestamp.Time)
-	case *v1.Node:
-		return tr.SetNode(o)
-	}
-	return fmt.Errorf("unexpected %T", obj)
+	return tr.SetObject(obj, time.Time{})
 }

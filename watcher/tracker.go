@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Kind names an input the first sync waits for.
@@ -312,4 +314,18 @@ func changedPorts(old, cur []dataplane.ServicePort) []dataplane.ServicePortName 
 		}
 	}
 	return names
+}
+
+// SetObject adds or updates a *v1.Service, *discoveryv1.EndpointSlice or
+// *v1.Node, as [ParseManifests] returns them; trigger applies to a slice.
+func (t *Tracker) SetObject(obj runtime.Object, trigger time.Time) error {
+	switch o := obj.(type) {
+	case *v1.Service:
+		return t.SetService(o)
+	case *discoveryv1.EndpointSlice:
+		return t.SetEndpointSlice(o, trigger)
+	case *v1.Node:
+		return t.SetNode(o)
+	}
+	return fmt.Errorf("watcher: cannot track a %T", obj)
 }

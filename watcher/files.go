@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,7 @@ func WatchFiles(ctx context.Context, cfg FilesConfig) error {
 	if err := w.Add(cfg.Dir); err != nil {
 		return fmt.Errorf("watch %s: %w", cfg.Dir, err)
 	}
-	src := &filesSource{cfg: cfg, files: map[string][]objectKey{}, owner: map[objectKey]string{}}
+	src := &filesSource{cfg: cfg, files: map[string]map[objectKey]bool{}, owner: map[objectKey]string{}}
 	if err := src.readAll(false); err != nil {
 		return err
 	}
@@ -98,11 +99,15 @@ func WatchFiles(ctx context.Context, cfg FilesConfig) error {
 // objectKey names an object a file defines.
 type objectKey struct{ kind, namespace, name string }
 
+func compareObjectKeys(a, b objectKey) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+}
+
 type filesSource struct {
 	cfg FilesConfig
 	// files holds what each file defined when last read; owner says
 	// which file an object was last read from.
-	files map[string][]objectKey
+	files map[string]map[objectKey]bool
 	owner map[objectKey]string
 }
 
@@ -174,7 +179,7 @@ func (s *filesSource) read(path string, changed bool) {
 		}
 	}
 	tr := s.cfg.Tracker
-	var keys []objectKey
+	keys := make(map[objectKey]bool, len(objs))
 	for _, o := range objs {
 		var k objectKey
 		switch obj := o.Object.(type) {
@@ -194,12 +199,12 @@ func (s *filesSource) read(path string, changed bool) {
 		if err != nil {
 			s.report(err)
 		}
-		keys = append(keys, k)
+		keys[k] = true
 		s.owner[k] = path
 	}
 	var reread []string
-	for _, k := range s.files[path] {
-		if slices.Contains(keys, k) || s.owner[k] != path {
+	for _, k := range slices.SortedFunc(maps.Keys(s.files[path]), compareObjectKeys) {
+		if keys[k] || s.owner[k] != path {
 			continue
 		}
 		delete(s.owner, k)
@@ -217,7 +222,7 @@ func (s *filesSource) read(path string, changed bool) {
 			tr.DeleteNode(k.name)
 		}
 	}
-	if objs == nil {
+	if len(keys) == 0 {
 		delete(s.files, path)
 	} else {
 		s.files[path] = keys
@@ -230,7 +235,7 @@ func (s *filesSource) read(path string, changed bool) {
 // definedElsewhere returns a file other than path that defines k.
 func (s *filesSource) definedElsewhere(k objectKey, path string) string {
 	for _, other := range slices.Sorted(maps.Keys(s.files)) {
-		if other != path && slices.Contains(s.files[other], k) {
+		if other != path && s.files[other][k] {
 			return other
 		}
 	}

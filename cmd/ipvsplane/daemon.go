@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/watcher"
+	"go.uber.org/zap"
+)
+
+// kernel is what the daemon needs of a *dataplane.Dataplane; tests give
+// it a fake.
+type kernel interface {
+	Sync(ctx context.Context, state *dataplane.State) (*dataplane.Result, error)
+	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
+	DryRun(ctx context.Context, state *dataplane.State) (*dataplane.Plan, []error, error)
+	Cleanup(ctx context.Context) error
+	Resync()
+	Close() error
+}
+
+// progressInterval is how often a long sync logs that it is still going.
+const progressInterval = 5 * time.Second
+
+// daemon syncs the tracker's desired state into the kernel; its sync
+// method is the runner's sync function.
+type daemon struct {
+	log        *zap.Logger
+	kernel     kernel
+	tracker    *watcher.Tracker
+	metrics    *metrics
+	health     *health
+	hc         *hcServers
+	syncPeriod time.Duration
+	stateFile  string
+	now        func() time.Time
+
+	// synced is true once a sync has programmed the kernel.
+	synced   bool
+	lastFull time.Time
+	record   syncRecord
+}
+
+// changed returns the changes of an update as the dataplane takes them:
+// each changed service port's new version, or nil for a removed one.
+func changed(u *watcher.Update) []dataplane.Change {
+	want := make(map[dataplane.ServicePortName]bool, len(u.Changed))
+	for _, n := range u.Changed {
+		want[n] = true
+	}
+	out := make([]dataplane.Change, 0, len(u.Changed))
+	for i := range u.State.Services {
+		sp := &u.State.Services[i]
+		if want[sp.Name] {
+			out = append(out, dataplane.Change{Name: sp.Name, Port: sp})
+			delete(want, sp.Name)
+		}
+	}
+	for _, n := range u.Changed {
+		if want[n] {
+			out = append(out, dataplane.Change{Name: n})
+		}
+	}
+	return out
+}
+
+// sync programs what changed since the last sync. The first sync, a sync
+// after the node's settings changed, and one every sync period program the
+// whole state; the periodic one rereads the kernel first, which repairs
+// changes made behind the daemon's back.
+func (d *daemon) sync(ctx context.Context) error {
+	servicesPending, endpointsPending := d.tracker.Pending()
+	u := d.tracker.Sync()
+	start := d.now()
+	periodic := d.synced && start.Sub(d.lastFull) >= d.syncPeriod
+	full := !d.synced || u.NodeChanged || periodic
+	if periodic {
+		d.kernel.Resync()
+	}
+	stop := d.progress(start, len(u.State.Services), full)
+	var res *dataplane.Result
+	var err error
+	if full {
+		res, err = d.kernel.Sync(ctx, &u.State)
+	} else {
+		res, err = d.kernel.SyncChanges(ctx, changed(u))
+	}
+	stop()
+	end := d.now()
+	took := end.Sub(start)
+	m := d.metrics
+	if err != nil {
+		m.syncErrors.Inc()
+		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
+		return err
+	}
+	d.synced = true
+	if res.Full {
+		d.lastFull = start
+	}
+
+	m.syncDuration.Observe(took.Seconds())
+	if res.Full {
+		m.fullSyncDuration.Observe(took.Seconds())
+	} else {
+		m.partialSyncDuration.Observe(took.Seconds())
+	}
+	m.lastSync.Set(float64(end.UnixNano()) / 1e9)
+	m.serviceChanges.Add(float64(servicesPending))
+	m.endpointChanges.Add(float64(endpointsPending))
+	s, e := d.tracker.Pending()
+	m.servicesPending.Set(float64(s))
+	m.endpointsPending.Set(float64(e))
+	m.servicePorts.Set(float64(len(u.State.Services)))
+	for _, t := range u.TriggerTimes {
+		if !t.IsZero() {
+			m.programming.Observe(end.Sub(t).Seconds())
+		}
+	}
+	m.observe(res)
+	d.health.sync()
+	d.hc.update(u.State.Services)
+
+	failed := 0
+	for i, e := range res.Errors {
+		if errors.As(e, new(*dataplane.OpError)) {
+			failed++
+		}
+		if i < maxRecordedErrors {
+			d.log.Warn("sync problem", zap.Error(e))
+		}
+	}
+	if len(res.Errors) > maxRecordedErrors {
+		d.log.Warn("more sync problems not logged", zap.Int("count", len(res.Errors)-maxRecordedErrors))
+	}
+	level := zap.DebugLevel
+	if res.Full || len(res.Plan.Ops) > 0 || len(res.Errors) > 0 {
+		level = zap.InfoLevel
+	}
+	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", len(res.Plan.Ops)),
+		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", len(u.State.Services)),
+		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
+	d.writeRecord(u, res, start, took)
+	if failed > 0 {
+		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
+	}
+	return nil
+}
+
+// progress logs a line every progressInterval while a sync runs, so a long
+// initial sync of a large cluster is not silent. The returned function
+// stops it.
+func (d *daemon) progress(start time.Time, ports int, full bool) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				d.log.Info("sync in progress", zap.Duration("elapsed", d.now().Sub(start).Round(time.Second)),
+					zap.Int("servicePorts", ports), zap.Bool("full", full))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+func (d *daemon) writeRecord(u *watcher.Update, res *dataplane.Result, start time.Time, took time.Duration) {
+	if d.stateFile == "" {
+		return
+	}
+	r := &d.record
+	r.PID = os.Getpid()
+	r.LastSync = start.Add(took)
+	r.DurationMS = float64(took) / float64(time.Millisecond)
+	r.Full = res.Full
+	r.Operations = len(res.Plan.Ops)
+	r.Syncs++
+	r.ErrorCount = len(res.Errors)
+	r.Errors = r.Errors[:0]
+	for _, e := range res.Errors[:min(len(res.Errors), maxRecordedErrors)] {
+		r.Errors = append(r.Errors, e.Error())
+	}
+	r.ServicePorts = len(u.State.Services)
+	if r.Services == nil || len(u.Changed) > 0 || u.NodeChanged {
+		r.Services = serviceNames(u.State.Services)
+	}
+	if err := writeRecord(d.stateFile, r); err != nil {
+		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))
+	}
+}

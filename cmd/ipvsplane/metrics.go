@@ -1,0 +1,152 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the daemon's Prometheus metrics: kube-proxy's names where
+// they mean the same, ipvsplane_* for the rest. They live in their own
+// registry, so that tests can make as many as they like.
+type metrics struct {
+	registry *prometheus.Registry
+
+	syncDuration        prometheus.Histogram
+	fullSyncDuration    prometheus.Histogram
+	partialSyncDuration prometheus.Histogram
+	programming         prometheus.Histogram
+	lastSync            prometheus.Gauge
+	lastQueued          prometheus.Gauge
+	endpointsPending    prometheus.Gauge
+	servicesPending     prometheus.Gauge
+	endpointChanges     prometheus.Counter
+	serviceChanges      prometheus.Counter
+	syncErrors          prometheus.Counter
+
+	operations     *prometheus.CounterVec
+	opsPerSync     prometheus.Histogram
+	netlinkErrors  *prometheus.CounterVec
+	invalidObjects prometheus.Counter
+	servicePorts   prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "How long a sync of the kernel state took.", Buckets: syncBuckets,
+		}),
+		fullSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "How long a full sync (that read the kernel) took.", Buckets: syncBuckets,
+		}),
+		partialSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "How long an incremental sync took.", Buckets: syncBuckets,
+		}),
+		programming: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kubeproxy_network_programming_duration_seconds", Help: "From an endpoint change being triggered to its programming in the kernel.",
+			Buckets: append(append(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59)...), prometheus.LinearBuckets(60, 5, 12)...),
+		}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "When the last successful sync ended (Unix seconds).",
+		}),
+		lastQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", Help: "When the last change that asks for a sync arrived (Unix seconds).",
+		}),
+		endpointsPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_pending", Help: "Services with endpoint changes not yet synced.",
+		}),
+		servicesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_service_changes_pending", Help: "Services with service changes not yet synced.",
+		}),
+		endpointChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_total", Help: "Endpoint changes synced.",
+		}),
+		serviceChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_service_changes_total", Help: "Service changes synced.",
+		}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Syncs that failed to program everything (named as kube-proxy names its failed rule restores).",
+		}),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ipvsplane_sync_operations_total", Help: "Kernel operations carried out, by kind.",
+		}, []string{"op"}),
+		opsPerSync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "ipvsplane_sync_operations", Help: "Kernel operations per sync.", Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		netlinkErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ipvsplane_netlink_errors_total", Help: "Kernel operations that failed, by kind.",
+		}, []string{"op"}),
+		invalidObjects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ipvsplane_invalid_objects_total", Help: "Objects and service ports left out as invalid or conflicting.",
+		}),
+		servicePorts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ipvsplane_service_ports", Help: "Service ports in the desired state.",
+		}),
+	}
+	m.registry.MustRegister(m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
+		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
+		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.servicePorts,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe records a sync's result.
+func (m *metrics) observe(res *dataplane.Result) {
+	if res.Plan != nil {
+		m.opsPerSync.Observe(float64(len(res.Plan.Ops)))
+		for _, op := range res.Plan.Ops {
+			m.operations.WithLabelValues(opKind(op)).Inc()
+		}
+	}
+	for _, err := range res.Errors {
+		var oe *dataplane.OpError
+		if errors.As(err, &oe) {
+			m.netlinkErrors.WithLabelValues(opKind(oe.Op)).Inc()
+		} else {
+			m.invalidObjects.Inc()
+		}
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// opKind names an operation's kind for the metrics' op label.
+func opKind(op dataplane.Op) string {
+	switch op.(type) {
+	case dataplane.CreateSet:
+		return "create_set"
+	case dataplane.AddEntries:
+		return "add_entries"
+	case dataplane.DelEntries:
+		return "del_entries"
+	case dataplane.ReplaceRules:
+		return "replace_rules"
+	case dataplane.AddVirtual:
+		return "add_virtual"
+	case dataplane.UpdateVirtual:
+		return "update_virtual"
+	case dataplane.DeleteVirtual:
+		return "delete_virtual"
+	case dataplane.AddReal:
+		return "add_real"
+	case dataplane.UpdateReal:
+		return "update_real"
+	case dataplane.DeleteReal:
+		return "delete_real"
+	case dataplane.Bind:
+		return "bind"
+	case dataplane.Unbind:
+		return "unbind"
+	case dataplane.FlushConntrack:
+		return "flush_conntrack"
+	}
+	return "other"
+}

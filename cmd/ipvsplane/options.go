@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+)
+
+// options are the settings of the commands that compute the desired state
+// (run, apply, plan). Flags named like kube-proxy's write into a
+// KubeProxyConfiguration, the same structure --config fills, so that both
+// reach the daemon through one conversion.
+type options struct {
+	configFile string
+	master     string
+	source     string
+	manifests  string
+	stateFile  string
+	// kp holds kube-proxy's settings: defaults, then the --config file,
+	// then the flags given on the command line.
+	kp *kubeproxy.KubeProxyConfiguration
+}
+
+// The sources of Services and EndpointSlices.
+const (
+	sourceKubernetes = "kubernetes"
+	sourceFiles      = "files"
+)
+
+// defaultStateFile is where the daemon records its last sync for
+// `ipvsplane status`.
+const defaultStateFile = "/run/ipvsplane/status.json"
+
+func newOptions() *options {
+	return &options{source: sourceKubernetes, stateFile: defaultStateFile, kp: defaultConfig()}
+}
+
+// addFlags registers the flags. Those of kube-proxy keep its names and
+// meanings.
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	kp := o.kp
+	fs.StringVar(&o.configFile, "config", "", "kube-proxy's configuration file (a KubeProxyConfiguration); flags given on the command line override it")
+	fs.StringVar(&kp.ClientConnection.Kubeconfig, "kubeconfig", "", "kubeconfig file with the API server's address and credentials; in a pod, the pod's service account is used when this and --master are empty")
+	fs.StringVar(&o.master, "master", "", "the API server's address (overrides the kubeconfig's)")
+	fs.StringVar(&kp.HostnameOverride, "hostname-override", "", "this node's name, if not the hostname")
+	fs.StringVar(&kp.ClusterCIDR, "cluster-cidr", "", "the pods' address ranges, comma-separated (one per family): traffic to service IPs from outside them is masqueraded")
+	fs.BoolVar(&kp.IPTables.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to service IPs")
+	fs.Int32Var(kp.IPTables.MasqueradeBit, "iptables-masquerade-bit", *kp.IPTables.MasqueradeBit, "the fwmark bit (0-31) that marks packets for masquerade")
+	fs.StringVar((*string)(&kp.Mode), "proxy-mode", string(kp.Mode), "only ipvs is supported; accepted for kube-proxy compatibility")
+	fs.StringVar(&kp.IPVS.Scheduler, "ipvs-scheduler", "", "the IPVS scheduler (rr, wrr, lc, wlc, sh, mh, ...); empty means rr")
+	fs.BoolVar(&kp.IPVS.StrictARP, "ipvs-strict-arp", false, "set arp_ignore=1 and arp_announce=2, so the service IPs on kube-ipvs0 are not announced")
+	fs.DurationVar(&kp.IPVS.MinSyncPeriod.Duration, "ipvs-min-sync-period", kp.IPVS.MinSyncPeriod.Duration, "the shortest time between syncs (after a burst of 2); changes that come sooner are programmed together")
+	fs.DurationVar(&kp.IPVS.SyncPeriod.Duration, "ipvs-sync-period", kp.IPVS.SyncPeriod.Duration, "the longest time between syncs; a periodic sync also rereads the kernel to repair outside changes")
+	fs.StringSliceVar(&kp.IPVS.ExcludeCIDRs, "ipvs-exclude-cidrs", nil, "address ranges whose IPVS virtual servers are never removed")
+	fs.DurationVar(&kp.IPVS.TCPTimeout.Duration, "ipvs-tcp-timeout", 0, "the IPVS timeout of idle TCP connections; 0 leaves the kernel's")
+	fs.DurationVar(&kp.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "the IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's")
+	fs.DurationVar(&kp.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "the IPVS timeout of UDP flows; 0 leaves the kernel's")
+	fs.StringSliceVar(&kp.NodePortAddresses, "nodeport-addresses", nil, "address ranges (or 'all') of the node addresses that serve node ports; empty means all")
+	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, InterfaceNamePrefix or BridgeInterface")
+	fs.StringVar(&kp.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix, the prefix of the pods' host-side interfaces")
+	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
+	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez; empty disables them")
+	fs.StringVar(&kp.MetricsBindAddress, "metrics-bind-address", kp.MetricsBindAddress, "address and port of /metrics; empty disables it")
+	fs.DurationVar(&kp.ConfigSyncPeriod.Duration, "config-sync-period", kp.ConfigSyncPeriod.Duration, "how often the informers replay their caches")
+	fs.Float32Var(&kp.ClientConnection.QPS, "kube-api-qps", kp.ClientConnection.QPS, "queries per second to the API server")
+	fs.Int32Var(&kp.ClientConnection.Burst, "kube-api-burst", kp.ClientConnection.Burst, "burst of queries to the API server")
+	fs.StringVar(&kp.ClientConnection.ContentType, "kube-api-content-type", kp.ClientConnection.ContentType, "content type of requests to the API server")
+	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
+	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
+	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
+}
+
+// load applies the --config file under the flags given on the command
+// line, and returns the file's fields that ipvsplane ignores.
+func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
+	if o.configFile == "" {
+		return nil, o.validate()
+	}
+	// Keep the values of the flags given, read the file into the
+	// configuration the flags point into, then set the flags again.
+	type given struct {
+		flag  *pflag.Flag
+		value string
+		slice []string
+	}
+	var set []given
+	fs.Visit(func(f *pflag.Flag) {
+		g := given{flag: f, value: f.Value.String()}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			g.slice = sv.GetSlice()
+		}
+		set = append(set, g)
+	})
+	cfg, ignored, err := loadConfig(o.configFile)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.IPTables.MasqueradeBit == nil {
+		cfg.IPTables.MasqueradeBit = o.kp.IPTables.MasqueradeBit
+	}
+	bit := o.kp.IPTables.MasqueradeBit
+	*bit = *cfg.IPTables.MasqueradeBit
+	cfg.IPTables.MasqueradeBit = bit
+	*o.kp = *cfg
+	for _, g := range set {
+		if sv, ok := g.flag.Value.(pflag.SliceValue); ok {
+			err = sv.Replace(g.slice)
+		} else {
+			err = g.flag.Value.Set(g.value)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", g.flag.Name, err)
+		}
+	}
+	return ignored, o.validate()
+}
+
+func (o *options) validate() error {
+	switch o.source {
+	case sourceKubernetes:
+	case sourceFiles:
+		if o.manifests == "" {
+			return fmt.Errorf("--source=files needs --manifests DIR")
+		}
+	default:
+		return fmt.Errorf("--source: want kubernetes or files, got %q", o.source)
+	}
+	if o.kp.IPVS.SyncPeriod.Duration <= 0 {
+		return fmt.Errorf("--ipvs-sync-period must be positive, got %v", o.kp.IPVS.SyncPeriod.Duration)
+	}
+	if o.kp.IPVS.MinSyncPeriod.Duration < 0 || o.kp.IPVS.MinSyncPeriod.Duration > o.kp.IPVS.SyncPeriod.Duration {
+		return fmt.Errorf("--ipvs-min-sync-period must be between 0 and --ipvs-sync-period (%v), got %v", o.kp.IPVS.SyncPeriod.Duration, o.kp.IPVS.MinSyncPeriod.Duration)
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+)
+
+// app holds what the commands reach outside the process, so tests can
+// replace it.
+type app struct {
+	stdout, stderr io.Writer
+	newKernel      func(cfg *dataplane.Config) (kernel, error)
+	now            func() time.Time
+	// nodeAddrs lists the node's addresses (see interfaceAddrs).
+	nodeAddrs func(device string) ([]netip.Addr, error)
+}
+
+func newApp() *app {
+	return &app{
+		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
+		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
+		nodeAddrs: interfaceAddrs,
+	}
+}
+
+// execute runs the command line and returns the exit status.
+func execute(a *app, args []string) int {
+	cmd := a.rootCommand()
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(a.stderr, "ipvsplane: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	var logLevel, logFormat string
+	root := &cobra.Command{
+		Use:   "ipvsplane",
+		Short: "Program a node's IPVS load balancer from Kubernetes Services, as kube-proxy's IPVS mode does",
+		Long: `ipvsplane programs a node's IPVS load balancer from Kubernetes Services and
+EndpointSlices, as kube-proxy does in IPVS mode, and can take its place: it
+reads kube-proxy's configuration file and flags. Without a command it runs
+the daemon (ipvsplane run).
+
+It needs CAP_NET_ADMIN, a kernel with IPVS (the ip_vs module and its
+schedulers) and a writable /proc/sys/net.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "console", "log format: json or console")
+	logger := func() (*zap.Logger, error) { return newLogger(logLevel, logFormat, a.stderr) }
+
+	runOpts := newOptions()
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon: follow Services and EndpointSlices and keep the kernel in line (the default)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logger()
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return a.run(cmd.Context(), log, runOpts, cmd)
+		},
+	}
+	runOpts.addFlags(run.Flags())
+	// The root command is the run command too, with its own copy of the
+	// flags.
+	rootOpts := newOptions()
+	rootOpts.addFlags(root.Flags())
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		log, err := logger()
+		if err != nil {
+			return err
+		}
+		defer log.Sync()
+		return a.run(cmd.Context(), log, rootOpts, cmd)
+	}
+
+	applyOpts := newOptions()
+	once := true
+	apply := &cobra.Command{
+		Use:   "apply --once",
+		Short: "Sync the kernel once with the source's Services and EndpointSlices, and exit; non-zero if anything failed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !once {
+				return errors.New("apply syncs once; to keep syncing, use ipvsplane run")
+			}
+			log, err := logger()
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return a.apply(cmd.Context(), log, applyOpts, cmd)
+		},
+	}
+	applyOpts.addFlags(apply.Flags())
+	apply.Flags().BoolVar(&once, "once", true, "sync once and exit (the only mode of apply)")
+
+	planOpts := newOptions()
+	plan := &cobra.Command{
+		Use:   "plan",
+		Short: "Print the operations a sync would carry out against the kernel as it is; change nothing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := logger()
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return a.plan(cmd.Context(), log, planOpts, cmd)
+		},
+	}
+	planOpts.addFlags(plan.Flags())
+
+	stateFile := defaultStateFile
+	cleanup := &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove everything ipvsplane made in the kernel (its virtual servers, kube-ipvs0, its sets and rules), and nothing else",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.cleanup(cmd.Context(), stateFile)
+		},
+	}
+	cleanup.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file, removed too")
+
+	statusFile := defaultStateFile
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the services, their virtual and real servers with weights and connections, the sets, and the last sync",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.status(cmd.Context(), statusFile)
+		},
+	}
+	status.Flags().StringVar(&statusFile, "state-file", statusFile, "the daemon's state file")
+
+	root.AddCommand(run, apply, plan, cleanup, status)
+	return root
+}
+
+// dial opens the kernel, and explains a kernel without IPVS.
+func (a *app) dial() (kernel, error) {
+	k, err := a.newKernel(&dataplane.Config{})
+	if errors.Is(err, ipvs.ErrNotAvailable) {
+		return nil, fmt.Errorf("the kernel has no IPVS: load the ip_vs module (and the scheduler's, such as ip_vs_rr) or use a kernel built with CONFIG_IP_VS: %w", err)
+	}
+	return k, err
+}
+
+func (a *app) cleanup(ctx context.Context, stateFile string) error {
+	k, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 5*time.Minute)
+	defer cancel()
+	if err := k.Cleanup(ctx); err != nil {
+		return err
+	}
+	if stateFile != "" {
+		if err := os.Remove(stateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) status(ctx context.Context, stateFile string) error {
+	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), time.Minute)
+	defer cancel()
+	view, err := readKernel(ctx, dataplane.DefaultDevice)
+	if errors.Is(err, ipvs.ErrNotAvailable) {
+		return fmt.Errorf("the kernel has no IPVS (the ip_vs module): %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	rec, recErr := readRecord(stateFile)
+	return printStatus(a.stdout, rec, recErr, view, a.now())
+}
+
+func ctxOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/watcher"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+)
+
+// setup loads the options and works out the settings; the notes are
+// logged once.
+func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings, error) {
+	ignored, err := o.load(cmd.Flags())
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range ignored {
+		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
+	}
+	addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
+	if err != nil {
+		return nil, fmt.Errorf("listing the node's addresses: %w", err)
+	}
+	s, err := resolve(o.kp, hostname(), addrs)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range s.notes {
+		log.Warn("setting does not apply to ipvsplane; ignored", zap.String("setting", n))
+	}
+	return s, nil
+}
+
+// run is the daemon: it serves health and metrics, follows the source and
+// syncs the kernel until it gets SIGINT or SIGTERM. On exit it leaves the
+// kernel as it is, so traffic keeps flowing while it restarts.
+func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	s, err := a.setup(log, o, cmd)
+	if err != nil {
+		return err
+	}
+	k, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, stop := signal.NotifyContext(ctxOrBackground(ctx), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	m := newMetrics()
+	h := newHealth(s.syncPeriod, a.now)
+	d := &daemon{
+		log: log, kernel: k, metrics: m, health: h, syncPeriod: s.syncPeriod, stateFile: o.stateFile, now: a.now,
+		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
+	}
+	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().NodeHealthy })
+	defer d.hc.close(context.Background())
+
+	var runner *watcher.Runner
+	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+		h.queue()
+		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
+		svc, ep := d.tracker.Pending()
+		m.servicesPending.Set(float64(svc))
+		m.endpointsPending.Set(float64(ep))
+		runner.Request()
+	}})
+	runner = watcher.NewRunner(watcher.RunnerConfig{
+		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,
+	}, d.sync)
+
+	var servers []*http.Server
+	defer func() {
+		for _, srv := range servers {
+			srv.Close()
+		}
+	}()
+	serve := func(what, addr string, handler http.Handler) error {
+		if addr == "" {
+			return nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("serving %s: %w", what, err)
+		}
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, srv)
+		go srv.Serve(ln)
+		log.Info("serving "+what, zap.String("address", ln.Addr().String()))
+		return nil
+	}
+	healthMux := http.NewServeMux()
+	healthMux.Handle("/healthz", h)
+	healthMux.Handle("/livez", h)
+	if err := serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
+		return err
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", m.handler())
+	if err := serve("/metrics", s.metricsAddr, metricsMux); err != nil {
+		return err
+	}
+
+	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
+		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
+		zap.Duration("syncPeriod", s.syncPeriod))
+	srcCtx, cancelSource := context.WithCancel(ctx)
+	defer cancelSource()
+	srcErr := make(chan error, 1)
+	go func() {
+		srcErr <- o.watch(srcCtx, log, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
+	}()
+	runErr := make(chan error, 1)
+	go func() { runErr <- runner.Run(ctx) }()
+	select {
+	case err := <-srcErr:
+		stop()
+		<-runErr
+		if err != nil {
+			return fmt.Errorf("source %s: %w", o.source, err)
+		}
+		return nil
+	case <-runErr:
+		cancelSource()
+		<-srcErr
+		log.Info("stopping; the kernel keeps its state")
+		return nil
+	}
+}
+
+// desired reads the source until Services and EndpointSlices are listed
+// once, and returns the desired state. Objects that could not be used are
+// returned as problems.
+func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *settings) (*watcher.Update, []error, error) {
+	ready := make(chan struct{}, 1)
+	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	}})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var problems []error
+	srcErr := make(chan error, 1)
+	go func() {
+		srcErr <- o.watch(ctx, log, tracker, s.node.Name, func(err error) {
+			mu.Lock()
+			problems = append(problems, err)
+			mu.Unlock()
+		})
+	}()
+	for !tracker.Synced() {
+		select {
+		case <-ready:
+		case err := <-srcErr:
+			if err == nil {
+				err = errors.New("stopped before listing everything")
+			}
+			return nil, nil, fmt.Errorf("source %s: %w", o.source, err)
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	cancel()
+	<-srcErr
+	return tracker.Sync(), problems, nil
+}
+
+// apply syncs once. Objects left out and failed operations make it fail
+// after everything else was programmed.
+func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	s, err := a.setup(log, o, cmd)
+	if err != nil {
+		return err
+	}
+	k, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 30*time.Minute)
+	defer cancel()
+	u, problems, err := a.desired(ctx, log, o, s)
+	if err != nil {
+		return err
+	}
+	start := a.now()
+	res, err := k.Sync(ctx, &u.State)
+	if err != nil {
+		return err
+	}
+	// The source logged its own problems.
+	for _, p := range res.Errors {
+		log.Error("sync problem", zap.Error(p))
+	}
+	problems = append(problems, res.Errors...)
+	log.Info("synced", zap.Int("operations", len(res.Plan.Ops)), zap.Int("servicePorts", len(u.State.Services)),
+		zap.Int("errors", len(problems)), zap.Duration("took", a.now().Sub(start)))
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problems (logged above)", len(problems))
+	}
+	return nil
+}
+
+// plan prints what a first sync would do against the kernel as it is.
+func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	s, err := a.setup(log, o, cmd)
+	if err != nil {
+		return err
+	}
+	k, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 30*time.Minute)
+	defer cancel()
+	u, problems, err := a.desired(ctx, log, o, s)
+	if err != nil {
+		return err
+	}
+	p, left, err := k.DryRun(ctx, &u.State)
+	if err != nil {
+		return err
+	}
+	for _, e := range append(problems, left...) {
+		log.Warn("left out", zap.Error(e))
+	}
+	if len(p.Ops) == 0 {
+		fmt.Fprintln(a.stderr, "no changes: the kernel holds the desired state")
+		return nil
+	}
+	_, err = fmt.Fprint(a.stdout, p)
+	return err
+}
+

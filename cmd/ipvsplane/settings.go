@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+)
+
+// settings are the resolved settings of a daemon.
+type settings struct {
+	node          dataplane.Node
+	minSyncPeriod time.Duration
+	syncPeriod    time.Duration
+	healthzAddr   string
+	metricsAddr   string
+	// notes are settings that were given but do not apply, reported once.
+	notes []string
+}
+
+// resolve turns kube-proxy's configuration into the node's settings.
+// addrs lists the node's own addresses (see interfaceAddrs); a Node object
+// read later may replace them.
+func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []netip.Addr) (*settings, error) {
+	s := &settings{
+		minSyncPeriod: kp.IPVS.MinSyncPeriod.Duration,
+		syncPeriod:    kp.IPVS.SyncPeriod.Duration,
+		healthzAddr:   kp.HealthzBindAddress,
+		metricsAddr:   kp.MetricsBindAddress,
+	}
+	n := &s.node
+	n.Name = strings.ToLower(strings.TrimSpace(kp.HostnameOverride))
+	if n.Name == "" {
+		n.Name = strings.ToLower(hostname)
+	}
+	n.Addresses = addrs
+	n.Scheduler = kp.IPVS.Scheduler
+	n.StrictARP = kp.IPVS.StrictARP
+	n.MasqueradeAll = kp.IPTables.MasqueradeAll
+	if kp.IPTables.MasqueradeBit != nil {
+		bit := *kp.IPTables.MasqueradeBit
+		if bit < 0 || bit > 31 {
+			return nil, fmt.Errorf("masqueradeBit: want 0-31, got %d", bit)
+		}
+		n.MasqueradeBit = uint8(bit)
+	}
+	n.TCPTimeout = kp.IPVS.TCPTimeout.Duration
+	n.TCPFinTimeout = kp.IPVS.TCPFinTimeout.Duration
+	n.UDPTimeout = kp.IPVS.UDPTimeout.Duration
+	var err error
+	if n.ExcludeCIDRs, err = prefixes("ipvs.excludeCIDRs", kp.IPVS.ExcludeCIDRs); err != nil {
+		return nil, err
+	}
+	if n.ClusterCIDRs, err = prefixes("clusterCIDR", splitList(kp.ClusterCIDR)); err != nil {
+		return nil, err
+	}
+	switch kp.DetectLocalMode {
+	case "", "ClusterCIDR":
+	case "InterfaceNamePrefix":
+		if kp.DetectLocal.InterfaceNamePrefix == "" {
+			return nil, fmt.Errorf("detectLocalMode InterfaceNamePrefix needs detectLocal.interfaceNamePrefix")
+		}
+		n.PodInterfacePrefix, n.ClusterCIDRs = kp.DetectLocal.InterfaceNamePrefix, nil
+	case "BridgeInterface":
+		if kp.DetectLocal.BridgeInterface == "" {
+			return nil, fmt.Errorf("detectLocalMode BridgeInterface needs detectLocal.bridgeInterface")
+		}
+		n.PodBridge, n.ClusterCIDRs = kp.DetectLocal.BridgeInterface, nil
+	default:
+		s.notes = append(s.notes, fmt.Sprintf("detectLocalMode: %q is not supported; traffic from pods is told apart by clusterCIDR", kp.DetectLocalMode))
+	}
+	all := false
+	for _, a := range kp.NodePortAddresses {
+		switch a = strings.TrimSpace(a); a {
+		case "all", "":
+			all = true
+		case "primary", "localhost":
+			s.notes = append(s.notes, fmt.Sprintf("nodePortAddresses: %q is not supported in IPVS mode; node ports are served on all node addresses", a))
+		default:
+			p, err := netip.ParsePrefix(a)
+			if err != nil {
+				return nil, fmt.Errorf("nodePortAddresses: %w", err)
+			}
+			n.NodePortAddresses = append(n.NodePortAddresses, p.Masked())
+		}
+	}
+	if all {
+		// Every node address: the same as none listed.
+		n.NodePortAddresses = nil
+	}
+	if kp.Mode != "" && kp.Mode != "ipvs" {
+		s.notes = append(s.notes, fmt.Sprintf("mode: %q is ignored; ipvsplane always programs IPVS", kp.Mode))
+	}
+	return s, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func prefixes(field string, list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// interfaceAddrs returns the addresses of the node's interfaces that can
+// serve node ports, as kube-proxy's IPVS mode uses them when no Node object
+// says otherwise: every global unicast address except those on the dummy
+// device, which holds the service IPs.
+func interfaceAddrs(device string) ([]netip.Addr, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, ifc := range ifaces {
+		if ifc.Name == device || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range addrs {
+			p, err := netip.ParsePrefix(a.String())
+			if err == nil && p.Addr().IsGlobalUnicast() {
+				out = append(out, p.Addr().Unmap())
+			}
+		}
+	}
+	return out, nil
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}

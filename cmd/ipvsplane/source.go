@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ipvsplane/ipvsplane/watcher"
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// kubeClient connects to the API server: through --kubeconfig or
+// --master when given, else with the pod's service account.
+func (o *options) kubeClient() (kubernetes.Interface, error) {
+	cc := o.kp.ClientConnection
+	var cfg *rest.Config
+	var err error
+	if cc.Kubeconfig == "" && o.master == "" {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig or --master, and not running in a pod: %w", err)
+		}
+	} else if cfg, err = clientcmd.BuildConfigFromFlags(o.master, cc.Kubeconfig); err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = cc.QPS, int(cc.Burst)
+	cfg.ContentType, cfg.AcceptContentTypes = cc.ContentType, cc.AcceptContentTypes
+	cfg.UserAgent = "ipvsplane"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// watch feeds the tracker from the configured source until ctx is done.
+// Objects that cannot be used are logged and skipped (and counted by
+// invalid, if not nil).
+func (o *options) watch(ctx context.Context, log *zap.Logger, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
+	onError := func(err error) {
+		log.Warn("skipped", zap.Error(err))
+		if invalid != nil {
+			invalid(err)
+		}
+	}
+	var err error
+	switch o.source {
+	case sourceFiles:
+		err = watcher.WatchFiles(ctx, watcher.FilesConfig{Dir: o.manifests, Tracker: tracker, OnError: onError})
+	default:
+		var client kubernetes.Interface
+		if client, err = o.kubeClient(); err != nil {
+			return err
+		}
+		err = watcher.WatchKubernetes(ctx, watcher.KubernetesConfig{
+			Client: client, Tracker: tracker, NodeName: nodeName,
+			ResyncPeriod: o.kp.ConfigSyncPeriod.Duration, OnError: onError,
+		})
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// syncRecord is the state file the daemon writes after every sync (see
+// --state-file), for `ipvsplane status`: when it synced, how it went, and
+// which service each virtual server belongs to, which the kernel does not
+// know.
+type syncRecord struct {
+	Node       string    `json:"node"`
+	Source     string    `json:"source"`
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	LastSync   time.Time `json:"lastSync"`
+	DurationMS float64   `json:"durationMs"`
+	Full       bool      `json:"full"`
+	Operations int       `json:"operations"`
+	Syncs      int       `json:"syncs"`
+	// Errors holds the last sync's first errors; ErrorCount counts all.
+	Errors       []string `json:"errors,omitempty"`
+	ErrorCount   int      `json:"errorCount"`
+	ServicePorts int      `json:"servicePorts"`
+	// Services maps "tcp/10.96.0.10:80" to "namespace/name:port"; node
+	// ports are under the address "*".
+	Services map[string]string `json:"services"`
+}
+
+// maxRecordedErrors bounds the errors kept in the state file.
+const maxRecordedErrors = 20
+
+func virtualKey(proto string, addr string, port uint16) string {
+	return fmt.Sprintf("%s/%s", strings.ToLower(proto), netipJoin(addr, port))
+}
+
+func netipJoin(addr string, port uint16) string {
+	if strings.Contains(addr, ":") {
+		return fmt.Sprintf("[%s]:%d", addr, port)
+	}
+	return fmt.Sprintf("%s:%d", addr, port)
+}
+
+// serviceNames maps the virtual servers of services to their names.
+func serviceNames(services []dataplane.ServicePort) map[string]string {
+	out := make(map[string]string, 2*len(services))
+	for i := range services {
+		sp := &services[i]
+		name, proto := sp.Name.String(), sp.Protocol.String()
+		for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
+			for _, a := range list {
+				out[virtualKey(proto, a.String(), sp.Port)] = name
+			}
+		}
+		if sp.NodePort != 0 {
+			out[virtualKey(proto, "*", sp.NodePort)] = name
+		}
+	}
+	return out
+}
+
+// writeRecord replaces the state file in one rename, so a reader never
+// sees half of it.
+func writeRecord(path string, r *syncRecord) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readRecord(path string) (*syncRecord, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r syncRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// kernelView is what `ipvsplane status` reads from the kernel.
+type kernelView struct {
+	table   []ipvs.VirtualServer
+	owned   map[string]bool
+	sets    []ipset.Header
+	devAddr []netip.Addr
+	devErr  error
+}
+
+func readKernel(ctx context.Context, device string) (*kernelView, error) {
+	v := &kernelView{owned: map[string]bool{}}
+	ic, err := ipvs.Dial(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ic.Close()
+	if v.table, err = ic.Table(ctx); err != nil {
+		return nil, err
+	}
+	sc, err := ipset.Dial(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Close()
+	names, err := sc.Names(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if !strings.HasPrefix(name, "KUBE-") {
+			continue
+		}
+		h, err := sc.Header(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		v.sets = append(v.sets, h)
+		if name == dataplane.SetName(dataplane.SetOwned, false) || name == dataplane.SetName(dataplane.SetOwned, true) {
+			_, entries, err := sc.List(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				v.owned[e.String()] = true
+			}
+		}
+	}
+	dc, err := dummy.Dial(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer dc.Close()
+	dev, err := dc.Get(ctx, device)
+	if err == nil {
+		v.devAddr, err = dev.Addresses(ctx)
+	}
+	v.devErr = err
+	return v, nil
+}
+
+// printStatus writes the human view: the last sync, the services with
+// their virtual and real servers, the sets.
+func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now time.Time) error {
+	switch {
+	case rec != nil:
+		fmt.Fprintf(w, "node %s (source %s, pid %d, up %s)\n", rec.Node, rec.Source, rec.PID, now.Sub(rec.Started).Round(time.Second))
+		fmt.Fprintf(w, "last sync %s (%s ago), took %s, %s, %d operations, %d errors; %d syncs, %d service ports\n",
+			rec.LastSync.Format(time.RFC3339), now.Sub(rec.LastSync).Round(time.Second),
+			time.Duration(rec.DurationMS*float64(time.Millisecond)).Round(time.Microsecond),
+			map[bool]string{true: "full", false: "incremental"}[rec.Full], rec.Operations, rec.ErrorCount, rec.Syncs, rec.ServicePorts)
+		for _, e := range rec.Errors {
+			fmt.Fprintf(w, "  error: %s\n", e)
+		}
+	case errors.Is(recErr, fs.ErrNotExist):
+		fmt.Fprintln(w, "no sync recorded (is the daemon running? see --state-file)")
+	default:
+		fmt.Fprintf(w, "no sync recorded: %v\n", recErr)
+	}
+	if v.devErr != nil {
+		fmt.Fprintf(w, "%s: %v\n", dataplane.DefaultDevice, v.devErr)
+	} else {
+		fmt.Fprintf(w, "%d addresses on %s\n", len(v.devAddr), dataplane.DefaultDevice)
+	}
+	fmt.Fprintln(w)
+
+	slices.SortFunc(v.table, func(a, b ipvs.VirtualServer) int {
+		return cmp.Or(a.Service.Addr.Compare(b.Service.Addr), cmp.Compare(a.Service.Port, b.Service.Port), cmp.Compare(a.Service.Protocol, b.Service.Protocol))
+	})
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tVIRTUAL SERVER\tSCHEDULER\tREAL SERVER\tWEIGHT\tACTIVE\tINACTIVE")
+	for _, vs := range v.table {
+		s := vs.Service
+		if s.FirewallMark != 0 {
+			continue
+		}
+		proto := strings.ToLower(s.Protocol.String())
+		name := "-"
+		if rec != nil {
+			if n, ok := rec.Services[virtualKey(proto, s.Addr.String(), s.Port)]; ok {
+				name = n
+			} else if n, ok := rec.Services[virtualKey(proto, "*", s.Port)]; ok {
+				name = n + " (node port)"
+			}
+		}
+		if !v.owned[fmt.Sprintf("%s,%s:%d", s.Addr, proto, s.Port)] {
+			name += " [not ipvsplane's]"
+		}
+		sched := s.Scheduler
+		if s.Timeout > 0 {
+			sched += fmt.Sprintf(" persistent %ds", int(s.Timeout.Seconds()))
+		}
+		vip := fmt.Sprintf("%s %s", s.Protocol, netipJoin(s.Addr.String(), s.Port))
+		if len(vs.Destinations) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t(none)\t\t\t\n", name, vip, sched)
+		}
+		slices.SortFunc(vs.Destinations, func(a, b ipvs.Destination) int {
+			return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
+		})
+		for i, d := range vs.Destinations {
+			if i > 0 {
+				name, vip, sched = "", "", ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", name, vip, sched, netipJoin(d.Addr.String(), d.Port), d.Weight, d.ActiveConnections, d.InactiveConnections)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SET\tTYPE\tENTRIES\tREFERENCES")
+	for _, h := range v.sets {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", h.Name, h.Type, h.Entries, h.References)
+	}
+	return tw.Flush()
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	componentbase "k8s.io/component-base/config/v1alpha1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
@@ -21,27 +20,46 @@ const (
 )
 
 // defaultConfig returns kube-proxy's defaults for the fields ipvsplane
-// uses, as kube-proxy fills them in for IPVS mode.
+// uses.
 func defaultConfig() *kubeproxy.KubeProxyConfiguration {
-	bit := int32(14)
-	return &kubeproxy.KubeProxyConfiguration{
-		TypeMeta:           metav1.TypeMeta{APIVersion: configAPIVersion, Kind: configKind},
-		Mode:               "ipvs",
-		HealthzBindAddress: "0.0.0.0:10256",
-		MetricsBindAddress: "127.0.0.1:10249",
-		ConfigSyncPeriod:   metav1.Duration{Duration: 15 * time.Minute},
-		DetectLocalMode:    "ClusterCIDR",
-		ClientConnection: componentbase.ClientConnectionConfiguration{
-			ContentType: "application/vnd.kubernetes.protobuf",
-			QPS:         5,
-			Burst:       10,
-		},
-		IPTables:           kubeproxy.KubeProxyIPTablesConfiguration{MasqueradeBit: &bit},
-		IPVS: kubeproxy.KubeProxyIPVSConfiguration{
-			SyncPeriod:    metav1.Duration{Duration: 30 * time.Second},
-			MinSyncPeriod: metav1.Duration{Duration: time.Second},
-		},
+	cfg := &kubeproxy.KubeProxyConfiguration{}
+	applyDefaults(cfg)
+	return cfg
+}
+
+// applyDefaults fills in the fields left empty, as kube-proxy does after
+// reading its file: a file that spells out an empty value gets the default.
+func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
+	setString := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
 	}
+	setDuration := func(p *metav1.Duration, v time.Duration) {
+		if p.Duration == 0 {
+			p.Duration = v
+		}
+	}
+	setString(&cfg.APIVersion, configAPIVersion)
+	setString(&cfg.Kind, configKind)
+	setString((*string)(&cfg.Mode), "ipvs")
+	setString(&cfg.HealthzBindAddress, "0.0.0.0:10256")
+	setString(&cfg.MetricsBindAddress, "127.0.0.1:10249")
+	setString((*string)(&cfg.DetectLocalMode), "ClusterCIDR")
+	setString(&cfg.ClientConnection.ContentType, "application/vnd.kubernetes.protobuf")
+	if cfg.ClientConnection.QPS == 0 {
+		cfg.ClientConnection.QPS = 5
+	}
+	if cfg.ClientConnection.Burst == 0 {
+		cfg.ClientConnection.Burst = 10
+	}
+	if cfg.IPTables.MasqueradeBit == nil {
+		bit := int32(14)
+		cfg.IPTables.MasqueradeBit = &bit
+	}
+	setDuration(&cfg.ConfigSyncPeriod, 15*time.Minute)
+	setDuration(&cfg.IPVS.SyncPeriod, 30*time.Second)
+	setDuration(&cfg.IPVS.MinSyncPeriod, time.Second)
 }
 
 // loadConfig reads a KubeProxyConfiguration file over kube-proxy's
@@ -53,13 +71,14 @@ func loadConfig(path string) (*kubeproxy.KubeProxyConfiguration, []string, error
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := defaultConfig()
+	cfg := &kubeproxy.KubeProxyConfiguration{}
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if cfg.APIVersion != configAPIVersion || cfg.Kind != configKind {
 		return nil, nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", path, configAPIVersion, configKind, cfg.APIVersion, cfg.Kind)
 	}
+	applyDefaults(cfg)
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
@@ -113,7 +132,7 @@ func isZero(v any) bool {
 	case nil:
 		return true
 	case string:
-		return x == "" || x == "0s"
+		return x == "" || x == "0s" || x == "0"
 	case bool:
 		return !x
 	case float64:

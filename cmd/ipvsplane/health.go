@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// health tracks whether syncs keep up, for /healthz and /livez: the
-// daemon is unhealthy when no sync has ended for twice the sync period
-// (the runner syncs at least once a period), or when a change has waited
-// that long for one.
+// health tracks whether syncs keep up, for /healthz and /livez. The runner
+// syncs at least once a sync period, so the daemon is unhealthy when no
+// sync has ended for twice that (counting from its start before the first
+// sync): the syncs are stuck, or keep failing.
 type health struct {
 	now     func() time.Time
 	timeout time.Duration
@@ -18,20 +18,10 @@ type health struct {
 	mu      sync.Mutex
 	started time.Time
 	synced  time.Time
-	queued  time.Time
 }
 
 func newHealth(syncPeriod time.Duration, now func() time.Time) *health {
 	return &health{now: now, timeout: 2 * syncPeriod, started: now()}
-}
-
-// queue records a change waiting for a sync.
-func (h *health) queue() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.queued.After(h.synced) {
-		h.queued = h.now()
-	}
 }
 
 // sync records a sync's end.
@@ -56,9 +46,7 @@ func (h *health) check() healthResponse {
 	if last.IsZero() {
 		last = h.started
 	}
-	stalled := now.Sub(last) > h.timeout
-	waiting := h.queued.After(h.synced) && now.Sub(h.queued) > h.timeout
-	return healthResponse{LastUpdated: h.synced, CurrentTime: now, NodeHealthy: !stalled && !waiting}
+	return healthResponse{LastUpdated: h.synced, CurrentTime: now, NodeHealthy: now.Sub(last) <= h.timeout}
 }
 
 func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {

@@ -96,9 +96,6 @@ func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.IPTables.MasqueradeBit == nil {
-		cfg.IPTables.MasqueradeBit = o.kp.IPTables.MasqueradeBit
-	}
 	bit := o.kp.IPTables.MasqueradeBit
 	*bit = *cfg.IPTables.MasqueradeBit
 	cfg.IPTables.MasqueradeBit = bit

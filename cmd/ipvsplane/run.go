@@ -68,7 +68,6 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 
 	var runner *watcher.Runner
 	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
-		h.queue()
 		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
@@ -245,4 +244,3 @@ func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.
 	_, err = fmt.Fprint(a.stdout, p)
 	return err
 }
-

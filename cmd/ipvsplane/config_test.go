@@ -1,0 +1,145 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+)
+
+// testdata/kube-proxy-config.yaml is a configuration as kubeadm writes it:
+// empty values take the defaults, the IPVS settings apply, and the fields
+// of other modes or of no use to ipvsplane are listed once.
+func TestLoadKubeadmConfig(t *testing.T) {
+	cfg, ignored, err := loadConfig("testdata/kube-proxy-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HealthzBindAddress != "0.0.0.0:10256" || cfg.MetricsBindAddress != "127.0.0.1:10249" {
+		t.Errorf("empty bind addresses did not take the defaults: %q, %q", cfg.HealthzBindAddress, cfg.MetricsBindAddress)
+	}
+	if cfg.IPVS.SyncPeriod.Duration != 45*time.Second || cfg.IPVS.MinSyncPeriod.Duration != 2*time.Second || cfg.IPVS.Scheduler != "wrr" || !cfg.IPVS.StrictARP {
+		t.Errorf("ipvs settings: %+v", cfg.IPVS)
+	}
+	if *cfg.IPTables.MasqueradeBit != 14 || cfg.ClientConnection.QPS != 5 {
+		t.Errorf("defaults: masqueradeBit %d, qps %v", *cfg.IPTables.MasqueradeBit, cfg.ClientConnection.QPS)
+	}
+	want := []string{`bindAddress: "0.0.0.0"`, `oomScoreAdj: -999`}
+	if diff := cmp.Diff(want, ignored); diff != "" {
+		t.Errorf("ignored fields (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"unknown field", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {schedular: rr}\n", "unknown field"},
+		{"wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", "want apiVersion"},
+		{"not yaml", "apiVersion: [\n", "yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(tt.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := loadConfig(path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestIgnoredFieldsOfOtherModes(t *testing.T) {
+	raw := map[string]any{
+		"mode":     "iptables",
+		"iptables": map[string]any{"masqueradeAll": true, "syncPeriod": "10s", "localhostNodePorts": true},
+		"nftables": map[string]any{"syncPeriod": "0s"},
+		"conntrack": map[string]any{"maxPerCore": float64(32768)},
+		"featureGates": map[string]any{"SomeGate": true},
+		"ipvs":     map[string]any{"scheduler": "sh"},
+	}
+	want := []string{"conntrack.maxPerCore: 32768", "featureGates.SomeGate: true", "iptables.localhostNodePorts: true", `iptables.syncPeriod: "10s"`}
+	if diff := cmp.Diff(want, ignoredFields(raw)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// Flags given on the command line override the file; the others keep the
+// file's values.
+func TestFlagsOverrideConfig(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, o *options)
+	}{
+		{"file only", []string{"--config=testdata/kube-proxy-config.yaml"}, func(t *testing.T, o *options) {
+			if o.kp.IPVS.Scheduler != "wrr" || o.kp.IPVS.MinSyncPeriod.Duration != 2*time.Second {
+				t.Errorf("got %+v", o.kp.IPVS)
+			}
+			if diff := cmp.Diff([]string{"10.0.0.0/24"}, o.kp.IPVS.ExcludeCIDRs); diff != "" {
+				t.Error(diff)
+			}
+		}},
+		{"flags win", []string{"--config=testdata/kube-proxy-config.yaml", "--ipvs-scheduler=lc", "--ipvs-min-sync-period=5s",
+			"--ipvs-exclude-cidrs=192.0.2.0/24,198.51.100.0/24", "--iptables-masquerade-bit=15", "--hostname-override=Node-A"}, func(t *testing.T, o *options) {
+			if o.kp.IPVS.Scheduler != "lc" || o.kp.IPVS.MinSyncPeriod.Duration != 5*time.Second || o.kp.IPVS.SyncPeriod.Duration != 45*time.Second {
+				t.Errorf("got %+v", o.kp.IPVS)
+			}
+			if diff := cmp.Diff([]string{"192.0.2.0/24", "198.51.100.0/24"}, o.kp.IPVS.ExcludeCIDRs); diff != "" {
+				t.Error(diff)
+			}
+			if *o.kp.IPTables.MasqueradeBit != 15 || o.kp.HostnameOverride != "Node-A" {
+				t.Errorf("masqueradeBit %d, hostname %q", *o.kp.IPTables.MasqueradeBit, o.kp.HostnameOverride)
+			}
+		}},
+		{"no file", []string{"--ipvs-sync-period=1m", "--source=files", "--manifests=/m"}, func(t *testing.T, o *options) {
+			if o.kp.IPVS.SyncPeriod.Duration != time.Minute || o.kp.IPVS.MinSyncPeriod.Duration != time.Second || o.manifests != "/m" {
+				t.Errorf("got %+v", o.kp.IPVS)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.addFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := o.load(fs); err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--source=files"}, "needs --manifests"},
+		{[]string{"--source=etcd"}, "want kubernetes or files"},
+		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "between 0 and"},
+		{[]string{"--ipvs-sync-period=0s"}, "must be positive"},
+	}
+	for _, tt := range tests {
+		o := newOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.load(fs); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: got %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/watcher"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+)
+
+// fakeKernel records the calls a daemon makes.
+type fakeKernel struct {
+	calls   []string
+	changes []dataplane.Change
+	state   *dataplane.State
+	fail    error
+}
+
+func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
+	res := &dataplane.Result{Plan: &dataplane.Plan{}, Full: full}
+	if k.fail != nil {
+		res.Errors = append(res.Errors, &dataplane.OpError{Op: dataplane.Bind{}, Err: k.fail})
+	}
+	return res, nil
+}
+
+func (k *fakeKernel) Sync(_ context.Context, s *dataplane.State) (*dataplane.Result, error) {
+	k.calls = append(k.calls, "sync")
+	k.state = s
+	return k.result(len(k.calls) == 1 || k.calls[len(k.calls)-2] == "resync")
+}
+
+func (k *fakeKernel) SyncChanges(_ context.Context, c []dataplane.Change) (*dataplane.Result, error) {
+	k.calls = append(k.calls, "changes")
+	k.changes = c
+	return k.result(false)
+}
+
+func (k *fakeKernel) DryRun(context.Context, *dataplane.State) (*dataplane.Plan, []error, error) {
+	k.calls = append(k.calls, "dry-run")
+	return &dataplane.Plan{}, nil, nil
+}
+
+func (k *fakeKernel) Cleanup(context.Context) error {
+	k.calls = append(k.calls, "cleanup")
+	return nil
+}
+
+func (k *fakeKernel) Resync()      { k.calls = append(k.calls, "resync") }
+func (k *fakeKernel) Close() error { return nil }
+
+const webManifest = `
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 32000
+  clusterIP: 10.96.0.80
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- {addresses: [10.244.1.10], nodeName: node-a}
+`
+
+func feed(t *testing.T, tr *watcher.Tracker, manifest string) {
+	t.Helper()
+	objs, errs := watcher.ParseManifests("test.yaml", []byte(manifest))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, o := range objs {
+		if err := tr.SetObject(o.Object, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDaemonSync(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	k := &fakeKernel{}
+	stateFile := filepath.Join(t.TempDir(), "status.json")
+	d := &daemon{
+		log: zap.NewNop(), kernel: k, metrics: newMetrics(), health: newHealth(30*time.Second, clock.now),
+		syncPeriod: 30 * time.Second, stateFile: stateFile, now: clock.now,
+		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}}),
+	}
+	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	d.hc.listen = func(uint16) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	defer d.hc.close(context.Background())
+	feed(t, d.tracker, webManifest)
+	d.tracker.MarkSynced(watcher.Services)
+	d.tracker.MarkSynced(watcher.EndpointSlices)
+
+	sync := func() {
+		t.Helper()
+		if err := d.sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	if len(k.state.Services) != 1 {
+		t.Fatalf("first sync: %d service ports", len(k.state.Services))
+	}
+	if got := d.hc.ports(); len(got) != 1 || got[0] != 32000 {
+		t.Errorf("health-check ports: %v", got)
+	}
+	rec, err := readRecord(stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := map[string]string{"tcp/10.96.0.80:80": "demo/web:http", "tcp/*:30080": "demo/web:http"}
+	if diff := cmp.Diff(wantNames, rec.Services); diff != "" || rec.Node != "" || rec.Syncs != 1 || !rec.Full {
+		t.Errorf("state file: %+v %s", rec, diff)
+	}
+
+	// An endpoint change goes through the incremental path, with its
+	// trigger time observed.
+	clock.advance(time.Second)
+	feed(t, d.tracker, strings.Replace(webManifest, "10.244.1.10", "10.244.1.11", 1))
+	sync()
+	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
+		t.Errorf("changes: %+v", k.changes)
+	}
+	if n := testutil.CollectAndCount(d.metrics.programming); n != 1 {
+		t.Errorf("network programming latency: %d series", n)
+	}
+	// A removed service is a change without a port.
+	d.tracker.DeleteService("demo", "web")
+	sync()
+	if len(k.changes) != 1 || k.changes[0].Port != nil {
+		t.Errorf("removal: %+v", k.changes)
+	}
+	if len(d.hc.ports()) != 0 {
+		t.Errorf("health-check ports left: %v", d.hc.ports())
+	}
+	// A sync period later, the sync rereads the kernel.
+	clock.advance(30 * time.Second)
+	sync()
+	want := []string{"sync", "changes", "changes", "resync", "sync"}
+	if diff := cmp.Diff(want, k.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	// Failed operations make the runner try again.
+	k.fail = errors.New("boom")
+	if err := d.sync(context.Background()); err == nil {
+		t.Error("a sync with failed operations reported no error")
+	}
+	if got := testutil.ToFloat64(d.metrics.lastSync); got != float64(clock.t.Unix()) {
+		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
+	}
+}

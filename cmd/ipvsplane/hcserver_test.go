@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"go.uber.org/zap"
+)
+
+func localService(name string, hc uint16, eps ...dataplane.Endpoint) dataplane.ServicePort {
+	return dataplane.ServicePort{
+		Name: dataplane.ServicePortName{Namespace: "demo", Name: name, Port: "http"}, Protocol: dataplane.TCP, Port: 80,
+		ExternalPolicy: dataplane.PolicyLocal, HealthCheckNodePort: hc, Endpoints: eps,
+	}
+}
+
+func endpoint(addr, node string, ready bool) dataplane.Endpoint {
+	return dataplane.Endpoint{Addr: netip.MustParseAddr(addr), Port: 8080, NodeName: node, Ready: ready, Serving: ready}
+}
+
+func TestLocalEndpoints(t *testing.T) {
+	web := localService("web", 32000, endpoint("10.0.0.1", "node-a", true), endpoint("10.0.0.2", "node-b", true), endpoint("10.0.0.3", "node-a", false))
+	web2 := web
+	web2.Name.Port = "https"
+	web2.Endpoints = append(web2.Endpoints, endpoint("10.0.0.4", "node-a", true))
+	none := localService("none", 32001, endpoint("10.0.0.5", "node-b", true))
+	cluster := localService("cluster", 32002, endpoint("10.0.0.6", "node-a", true))
+	cluster.ExternalPolicy = dataplane.PolicyCluster
+	got := localEndpoints("node-a", []dataplane.ServicePort{web, web2, none, cluster})
+	want := map[uint16]hcState{32000: {"demo", "web", 2}, 32001: {"demo", "none", 0}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// The servers answer like kube-proxy's: 200 with local endpoints, 503
+// without; ports come and go with the services.
+func TestHealthCheckNodePorts(t *testing.T) {
+	addrs := map[uint16]string{}
+	healthy := true
+	h := newHCServers(zap.NewNop(), "node-a", func() bool { return healthy })
+	h.listen = func(port uint16) (net.Listener, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			addrs[port] = ln.Addr().String()
+		}
+		return ln, err
+	}
+	defer h.close(context.Background())
+	get := func(port uint16) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get("http://" + addrs[port] + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var v map[string]any
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		return resp.StatusCode, v
+	}
+
+	h.update([]dataplane.ServicePort{
+		localService("web", 32000, endpoint("10.0.0.1", "node-a", true)),
+		localService("none", 32001, endpoint("10.0.0.2", "node-b", true)),
+	})
+	if code, v := get(32000); code != 200 || v["localEndpoints"] != 1.0 || v["serviceProxyHealthy"] != true {
+		t.Errorf("web: %d %v", code, v)
+	}
+	if code, v := get(32001); code != 503 || v["localEndpoints"] != 0.0 {
+		t.Errorf("none: %d %v", code, v)
+	}
+	healthy = false
+	if code, _ := get(32000); code != 503 {
+		t.Errorf("web with the proxy unhealthy: %d", code)
+	}
+	healthy = true
+	h.update([]dataplane.ServicePort{localService("web", 32000)})
+	if code, _ := get(32000); code != 503 {
+		t.Errorf("web without endpoints: %d", code)
+	}
+	if got := h.ports(); len(got) != 1 || got[0] != 32000 {
+		t.Errorf("ports after 32001 went: %v", got)
+	}
+	if _, err := http.Get("http://" + addrs[32001] + "/"); err == nil {
+		t.Error("port 32001 still answers")
+	}
+}

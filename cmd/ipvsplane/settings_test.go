@@ -1,0 +1,110 @@
+package main
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+)
+
+func TestResolve(t *testing.T) {
+	addrs := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
+	tests := []struct {
+		name      string
+		edit      func(kp *kubeproxy.KubeProxyConfiguration)
+		node      func(n *dataplane.Node)
+		wantNotes []string
+		wantErr   string
+	}{
+		{name: "defaults"},
+		{
+			name: "everything",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.HostnameOverride = " Node-A "
+				kp.ClusterCIDR = "10.244.0.0/16, fd00:10:244::/56"
+				kp.IPTables.MasqueradeAll = true
+				kp.IPVS = kubeproxy.KubeProxyIPVSConfiguration{
+					Scheduler: "wrr", StrictARP: true, ExcludeCIDRs: []string{"10.0.0.1/24"},
+					SyncPeriod: metav1.Duration{Duration: time.Minute}, MinSyncPeriod: metav1.Duration{Duration: 2 * time.Second},
+					TCPTimeout: metav1.Duration{Duration: time.Hour}, TCPFinTimeout: metav1.Duration{Duration: time.Minute}, UDPTimeout: metav1.Duration{Duration: 5 * time.Minute},
+				}
+				kp.NodePortAddresses = []string{"192.168.0.0/24"}
+			},
+			node: func(n *dataplane.Node) {
+				n.Name = "node-a"
+				n.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
+				n.MasqueradeAll = true
+				n.Scheduler, n.StrictARP = "wrr", true
+				n.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}
+				n.TCPTimeout, n.TCPFinTimeout, n.UDPTimeout = time.Hour, time.Minute, 5*time.Minute
+				n.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/24")}
+			},
+		},
+		{
+			name: "interface prefix",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.ClusterCIDR = "10.244.0.0/16"
+				kp.DetectLocalMode = "InterfaceNamePrefix"
+				kp.DetectLocal.InterfaceNamePrefix = "veth"
+			},
+			node: func(n *dataplane.Node) { n.PodInterfacePrefix = "veth" },
+		},
+		{
+			name: "bridge",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.DetectLocalMode = "BridgeInterface"
+				kp.DetectLocal.BridgeInterface = "cni0"
+			},
+			node: func(n *dataplane.Node) { n.PodBridge = "cni0" },
+		},
+		{
+			name: "all and keywords",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.NodePortAddresses = []string{"192.168.0.0/24", "all", "primary"}
+				kp.Mode = "nftables"
+				kp.DetectLocalMode = "NodeCIDR"
+			},
+			wantNotes: []string{
+				`detectLocalMode: "NodeCIDR" is not supported; traffic from pods is told apart by clusterCIDR`,
+				`nodePortAddresses: "primary" is not supported in IPVS mode; node ports are served on all node addresses`,
+				`mode: "nftables" is ignored; ipvsplane always programs IPVS`,
+			},
+		},
+		{name: "bad cidr", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.ClusterCIDR = "10.244.0.0" }, wantErr: "clusterCIDR"},
+		{name: "bad bit", edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 32 }, wantErr: "masqueradeBit"},
+		{name: "prefix without name", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.DetectLocalMode = "InterfaceNamePrefix" }, wantErr: "interfaceNamePrefix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kp := defaultConfig()
+			if tt.edit != nil {
+				tt.edit(kp)
+			}
+			s, err := resolve(kp, "Host-1", addrs)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := dataplane.Node{Name: "host-1", Addresses: addrs, MasqueradeBit: 14}
+			if tt.node != nil {
+				tt.node(&want)
+			}
+			if diff := cmp.Diff(want, s.node, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+				t.Errorf("node (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantNotes, s.notes); diff != "" {
+				t.Errorf("notes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

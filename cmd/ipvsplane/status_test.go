@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+func TestPrintStatus(t *testing.T) {
+	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	web := dataplane.ServicePort{
+		Name: dataplane.ServicePortName{Namespace: "demo", Name: "web", Port: "http"}, Protocol: dataplane.TCP, Port: 80,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.80")}, NodePort: 30080,
+	}
+	path := filepath.Join(t.TempDir(), "status.json")
+	err := writeRecord(path, &syncRecord{
+		Node: "node-a", Source: "files", PID: 42, Started: now.Add(-time.Hour), LastSync: now.Add(-2 * time.Second),
+		DurationMS: 12.5, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1, Services: serviceNames([]dataplane.ServicePort{web}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := readRecord(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := func(addr string, w int, active, inactive uint32) ipvs.Destination {
+		return ipvs.Destination{Addr: netip.MustParseAddr(addr), Port: 8080, Weight: w, ActiveConnections: active, InactiveConnections: inactive}
+	}
+	view := &kernelView{
+		table: []ipvs.VirtualServer{
+			{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("192.168.0.1"), Port: 30080, Scheduler: "rr"},
+				Destinations: []ipvs.Destination{dst("10.244.1.2", 1, 0, 2)}},
+			{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.80"), Port: 80, Scheduler: "rr", Timeout: 3 * time.Hour},
+				Destinations: []ipvs.Destination{dst("10.244.2.2", 0, 1, 0), dst("10.244.1.2", 1, 3, 4)}},
+			{Service: ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.0.0.99"), Port: 53, Scheduler: "wlc"}},
+		},
+		owned:   map[string]bool{"10.96.0.80,tcp:80": true, "192.168.0.1,tcp:30080": true},
+		sets:    []ipset.Header{{Set: ipset.Set{Name: "KUBE-CLUSTER-IP", Type: "hash:ip,port"}, Entries: 1, References: 1}},
+		devAddr: []netip.Addr{netip.MustParseAddr("10.96.0.80")},
+	}
+	var b bytes.Buffer
+	if err := printStatus(&b, rec, nil, view, now); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("testdata/status.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != string(want) {
+		os.WriteFile("testdata/status.txt.got", b.Bytes(), 0o644)
+		t.Errorf("got (in testdata/status.txt.got):\n%s\nwant (testdata/status.txt):\n%s", got, want)
+	}
+
+	b.Reset()
+	_, recErr := readRecord(filepath.Join(t.TempDir(), "none.json"))
+	if !errors.Is(recErr, fs.ErrNotExist) {
+		t.Fatal(recErr)
+	}
+	if err := printStatus(&b, nil, recErr, &kernelView{devErr: errors.New("no such device")}, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "no sync recorded (is the daemon running? see --state-file)\nkube-ipvs0: no such device\n") {
+		t.Errorf("got:\n%s", b.String())
+	}
+}

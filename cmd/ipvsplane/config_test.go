@@ -58,12 +58,12 @@ func TestLoadConfigErrors(t *testing.T) {
 
 func TestIgnoredFieldsOfOtherModes(t *testing.T) {
 	raw := map[string]any{
-		"mode":     "iptables",
-		"iptables": map[string]any{"masqueradeAll": true, "syncPeriod": "10s", "localhostNodePorts": true},
-		"nftables": map[string]any{"syncPeriod": "0s"},
-		"conntrack": map[string]any{"maxPerCore": float64(32768)},
+		"mode":         "iptables",
+		"iptables":     map[string]any{"masqueradeAll": true, "syncPeriod": "10s", "localhostNodePorts": true},
+		"nftables":     map[string]any{"syncPeriod": "0s"},
+		"conntrack":    map[string]any{"maxPerCore": float64(32768)},
 		"featureGates": map[string]any{"SomeGate": true},
-		"ipvs":     map[string]any{"scheduler": "sh"},
+		"ipvs":         map[string]any{"scheduler": "sh"},
 	}
 	want := []string{"conntrack.maxPerCore: 32768", "featureGates.SomeGate: true", "iptables.localhostNodePorts: true", `iptables.syncPeriod: "10s"`}
 	if diff := cmp.Diff(want, ignoredFields(raw)); diff != "" {

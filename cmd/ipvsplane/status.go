@@ -219,7 +219,7 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 		}
 		vip := fmt.Sprintf("%s %s", s.Protocol, netipJoin(s.Addr.String(), s.Port))
 		if len(vs.Destinations) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t(none)\t\t\t\n", name, vip, sched)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t(none)\t-\t-\t-\n", name, vip, sched)
 		}
 		slices.SortFunc(vs.Destinations, func(a, b ipvs.Destination) int {
 			return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
@@ -236,9 +236,20 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SET\tTYPE\tENTRIES\tREFERENCES")
+	fmt.Fprintln(tw, "SET\tTYPE\tENTRIES")
+	empty := 0
 	for _, h := range v.sets {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", h.Name, h.Type, h.Entries, h.References)
+		if h.Entries == 0 {
+			empty++
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", h.Name, h.Type, h.Entries)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if empty > 0 {
+		fmt.Fprintf(w, "(%d empty sets not shown)\n", empty)
+	}
+	return nil
 }

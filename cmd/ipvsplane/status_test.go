@@ -45,8 +45,11 @@ func TestPrintStatus(t *testing.T) {
 				Destinations: []ipvs.Destination{dst("10.244.2.2", 0, 1, 0), dst("10.244.1.2", 1, 3, 4)}},
 			{Service: ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.0.0.99"), Port: 53, Scheduler: "wlc"}},
 		},
-		owned:   map[string]bool{"10.96.0.80,tcp:80": true, "192.168.0.1,tcp:30080": true},
-		sets:    []ipset.Header{{Set: ipset.Set{Name: "KUBE-CLUSTER-IP", Type: "hash:ip,port"}, Entries: 1, References: 1}},
+		owned: map[string]bool{"10.96.0.80,tcp:80": true, "192.168.0.1,tcp:30080": true},
+		sets: []ipset.Header{
+			{Set: ipset.Set{Name: "KUBE-6-CLUSTER-IP", Type: "hash:ip,port"}},
+			{Set: ipset.Set{Name: "KUBE-CLUSTER-IP", Type: "hash:ip,port"}, Entries: 1, References: 1},
+		},
 		devAddr: []netip.Addr{netip.MustParseAddr("10.96.0.80")},
 	}
 	var b bytes.Buffer

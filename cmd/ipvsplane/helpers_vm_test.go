@@ -1,0 +1,260 @@
+//go:build vmtest
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// testNet is the demo's network. The node is a namespace of its own (the
+// daemon runs in it); the client and the backends sit behind veth pairs.
+//
+//	client 192.168.0.2 --- n-c 192.168.0.1 [node-a] n-b1 10.244.1.1 --- backend-1 10.244.1.2 (on node-a)
+//	                                                n-b2 10.244.2.1 --- backend-2 10.244.2.2 (on node-b)
+//	                                                n-b3 10.244.3.1 --- backend-3 10.244.3.2 (on node-b)
+type testNet struct {
+	node, client *testutil.NetNS
+	backends     []*testutil.NetNS
+}
+
+func setupNet(t *testing.T) *testNet {
+	t.Helper()
+	testutil.RequireVM(t)
+	n := &testNet{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t)}
+	n.node.Veth(t, "n-c", n.client, "c0")
+	n.node.IP(t, "addr", "add", "192.168.0.1/24", "dev", "n-c")
+	n.client.IP(t, "addr", "add", "192.168.0.2/24", "dev", "c0")
+	n.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
+	for i := 1; i <= 3; i++ {
+		b := testutil.NewNetNS(t)
+		n.node.Veth(t, fmt.Sprintf("n-b%d", i), b, "b0")
+		n.node.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.1/24", i), "dev", fmt.Sprintf("n-b%d", i))
+		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i), "dev", "b0")
+		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i))
+		b.ServeTCP(t, fmt.Sprintf("10.244.%d.2:8080", i), fmt.Sprintf("backend-%d", i))
+		n.backends = append(n.backends, b)
+	}
+	return n
+}
+
+// copyManifests copies the demo's manifests into a directory of the test's.
+func copyManifests(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob("testdata/demo/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in testdata/demo: %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, filepath.Base(f)), string(data))
+	}
+	return dir
+}
+
+// writeFile replaces a file in one rename, as editors and kubectl-like
+// tools do, so the watcher never reads half of it.
+func writeFile(t testing.TB, path, body string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockedBuffer collects a process's output from its goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// ipvsplane runs the test binary as the ipvsplane command inside ns (see
+// TestMain) and returns its combined output.
+func ipvsplane(t testing.TB, ns *testutil.NetNS, args ...string) (string, error) {
+	t.Helper()
+	cmd := command(t, ns, args...)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := ns.Do(cmd.Start)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	return out.String(), err
+}
+
+func command(t testing.TB, ns *testutil.NetNS, args ...string) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), runAsCommand+"=1")
+	return cmd
+}
+
+// daemonProc is a running `ipvsplane run`.
+type daemonProc struct {
+	cmd       *exec.Cmd
+	out       lockedBuffer
+	stateFile string
+	done      chan error
+}
+
+// startDaemon starts the daemon in the node's namespace on the manifests
+// in dir; it is stopped when the test ends.
+func startDaemon(t testing.TB, ns *testutil.NetNS, dir string, extra ...string) *daemonProc {
+	t.Helper()
+	d := &daemonProc{stateFile: filepath.Join(t.TempDir(), "status.json"), done: make(chan error, 1)}
+	args := append([]string{"run", "--source=files", "--manifests", dir, "--hostname-override=node-a",
+		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s", "--ipvs-sync-period=30s",
+		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
+		"--state-file", d.stateFile}, extra...)
+	d.cmd = command(t, ns, args...)
+	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
+	if err := ns.Do(d.cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			d.stop(t)
+		}
+		if t.Failed() {
+			t.Logf("daemon output:\n%s", d.out.String())
+		}
+	})
+	return d
+}
+
+// stop sends SIGTERM and waits for the daemon to exit.
+func (d *daemonProc) stop(t testing.TB) error {
+	t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		return err
+	case <-time.After(time.Minute):
+		d.cmd.Process.Kill()
+		return fmt.Errorf("the daemon did not stop within a minute of SIGTERM")
+	}
+}
+
+// waitSynced waits for the daemon's first sync and returns how long it
+// took from the start.
+func (d *daemonProc) waitSynced(t testing.TB, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if _, err := os.Stat(d.stateFile); err == nil {
+			return time.Since(start)
+		}
+		select {
+		case err := <-d.done:
+			t.Fatalf("the daemon exited: %v\n%s", err, d.out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no sync within %v:\n%s", timeout, d.out.String())
+	return 0
+}
+
+// httpGet fetches a URL from inside ns. The connection is dialled on the
+// namespace's thread: http.Client dials from goroutines of its own, which
+// would be in the wrong namespace.
+func httpGet(ns *testutil.NetNS, addr, path string) (int, string, error) {
+	var code int
+	var body []byte
+	err := ns.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Close = true
+		if err := req.Write(c); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		code = resp.StatusCode
+		body, err = io.ReadAll(resp.Body)
+		return err
+	})
+	return code, string(body), err
+}
+
+// spread sends n connections to addr from the client and counts the
+// backends that answered, and the client addresses they saw.
+func spread(t testing.TB, client *testutil.NetNS, addr string, n int) (map[string]int, map[string]bool) {
+	t.Helper()
+	counts, peers := map[string]int{}, map[string]bool{}
+	for range n {
+		reply, err := client.DialTCP("", addr, 3*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		name, peer, _ := strings.Cut(reply, " ")
+		host, _, _ := net.SplitHostPort(peer)
+		counts[name]++
+		peers[host] = true
+	}
+	return counts, peers
+}
+
+// ipvsTable reads the node's IPVS table.
+func ipvsTable(t testing.TB, ns *testutil.NetNS) []ipvs.VirtualServer {
+	t.Helper()
+	c, err := ipvs.Dial(&ipvs.Config{NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	table, err := c.Table(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}

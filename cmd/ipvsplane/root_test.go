@@ -55,6 +55,9 @@ func TestCommands(t *testing.T) {
 		{"apply", func(t *testing.T) []string {
 			return []string{"apply", "--once", "--source=files", "--manifests", manifestDir(t, good)}
 		}, nil, 0, []string{"sync"}, ""},
+		{"apply the demo's manifests", func(t *testing.T) []string {
+			return []string{"apply", "--source=files", "--manifests", "testdata/demo"}
+		}, nil, 0, []string{"sync"}, `"servicePorts": 5`},
 		{"apply with an invalid document", func(t *testing.T) []string {
 			return []string{"apply", "--source=files", "--manifests", manifestDir(t, bad)}
 		}, nil, 1, []string{"sync"}, "1 problems"},

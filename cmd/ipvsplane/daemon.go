@@ -188,6 +188,9 @@ func (d *daemon) writeRecord(u *watcher.Update, res *dataplane.Result, start tim
 	r.Full = res.Full
 	r.Operations = len(res.Plan.Ops)
 	r.Syncs++
+	if r.Syncs == 1 {
+		r.FirstSyncMS = r.DurationMS
+	}
 	r.ErrorCount = len(res.Errors)
 	r.Errors = r.Errors[:0]
 	for _, e := range res.Errors[:min(len(res.Errors), maxRecordedErrors)] {

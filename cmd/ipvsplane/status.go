@@ -36,6 +36,9 @@ type syncRecord struct {
 	Full       bool      `json:"full"`
 	Operations int       `json:"operations"`
 	Syncs      int       `json:"syncs"`
+	// FirstSyncMS is how long the first sync took: the whole state,
+	// from an empty or foreign kernel.
+	FirstSyncMS float64 `json:"firstSyncMs"`
 	// Errors holds the last sync's first errors; ErrorCount counts all.
 	Errors       []string `json:"errors,omitempty"`
 	ErrorCount   int      `json:"errorCount"`
@@ -176,6 +179,7 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 			rec.LastSync.Format(time.RFC3339), now.Sub(rec.LastSync).Round(time.Second),
 			time.Duration(rec.DurationMS*float64(time.Millisecond)).Round(time.Microsecond),
 			map[bool]string{true: "full", false: "incremental"}[rec.Full], rec.Operations, rec.ErrorCount, rec.Syncs, rec.ServicePorts)
+		fmt.Fprintf(w, "first sync took %s\n", time.Duration(rec.FirstSyncMS*float64(time.Millisecond)).Round(time.Microsecond))
 		for _, e := range rec.Errors {
 			fmt.Fprintf(w, "  error: %s\n", e)
 		}

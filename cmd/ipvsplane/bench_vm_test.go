@@ -1,0 +1,154 @@
+//go:build vmtest
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// benchFiles is how many manifest files the services are spread over; a
+// change rewrites one of them.
+const benchFiles = 100
+
+// BenchmarkDaemon runs the daemon, as its own process, on manifests of
+// services x 10 endpoints (ClusterIP services): its initial sync from
+// start to programmed kernel (ns/op), the sync alone (sync-s), its peak
+// resident memory, and the time from a manifest change (one endpoint of
+// one service replaced) to the kernel (change-ms, the mean of 5).
+func BenchmarkDaemon(b *testing.B) {
+	testutil.RequireVM(b)
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			for range b.N {
+				benchDaemon(b, n)
+			}
+		})
+	}
+}
+
+func benchService(i int) string {
+	return fmt.Sprintf("svc-%05d", i)
+}
+
+func benchVIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+}
+
+// benchManifest writes file f's services; endpoint 0 of service change
+// gets the address from instead.
+func benchManifest(n, f, change int, from netip.Addr) string {
+	var sb strings.Builder
+	for i := f; i < n; i += benchFiles {
+		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: bench}\nspec:\n  clusterIP: %s\n  ports: [{name: http, port: 80, targetPort: 8080}]\n",
+			benchService(i), benchVIP(i))
+		fmt.Fprintf(&sb, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: %s-1\n  namespace: bench\n  labels: {kubernetes.io/service-name: %s}\naddressType: IPv4\nports: [{name: http, port: 8080}]\nendpoints:\n",
+			benchService(i), benchService(i))
+		for j := range 10 {
+			addr := netip.AddrFrom4([4]byte{10, 244, byte(j), byte(i%250 + 1)})
+			if i == change && j == 0 {
+				addr = from
+			}
+			fmt.Fprintf(&sb, "- {addresses: [%s], nodeName: node-%d}\n", addr, j)
+		}
+	}
+	return sb.String()
+}
+
+func benchDaemon(b *testing.B, n int) {
+	b.StopTimer()
+	ns := testutil.NewNetNS(b)
+	dir := b.TempDir()
+	for f := range benchFiles {
+		writeFile(b, filepath.Join(dir, fmt.Sprintf("services-%03d.yaml", f)), benchManifest(n, f, -1, netip.Addr{}))
+	}
+	b.StartTimer()
+	d := startDaemon(b, ns, dir, "--ipvs-sync-period=1h", "--healthz-bind-address=", "--metrics-bind-address=")
+	d.waitSynced(b, 30*time.Minute)
+	b.StopTimer()
+	rec, err := readRecord(d.stateFile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rec.ServicePorts != n || rec.ErrorCount != 0 {
+		b.Fatalf("first sync: %d service ports, %d errors: %v", rec.ServicePorts, rec.ErrorCount, rec.Errors)
+	}
+	b.ReportMetric(rec.FirstSyncMS/1000, "sync-s")
+
+	ic, err := ipvs.Dial(&ipvs.Config{NetNS: ns.FD()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ic.Close()
+	ctx := context.Background()
+	const changes = 5
+	var total time.Duration
+	for c := range changes {
+		time.Sleep(1100 * time.Millisecond) // past minSyncPeriod
+		svc := (c * 7919) % n
+		from := netip.AddrFrom4([4]byte{10, 250, byte(c), 1})
+		start := time.Now()
+		writeFile(b, filepath.Join(dir, fmt.Sprintf("services-%03d.yaml", svc%benchFiles)), benchManifest(n, svc%benchFiles, svc, from))
+		for {
+			dests, err := ic.Destinations(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: benchVIP(svc), Port: 80})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if containsDest(dests, from) {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				b.Fatalf("change %d not programmed within a minute", c)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(total.Milliseconds())/changes, "change-ms")
+	peak, err := peakRSS(d.cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(peak, "peak-RSS-MiB")
+	if err := d.stop(b); err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+}
+
+func containsDest(dests []ipvs.Destination, addr netip.Addr) bool {
+	for _, d := range dests {
+		if d.Addr == addr && d.Weight > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// peakRSS reads a process's peak resident memory (VmHWM) in MiB.
+func peakRSS(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}

@@ -101,7 +101,11 @@ func decodeDocument(file string, doc document) ([]Object, []error) {
 		first++
 	}
 	first = min(first, last)
-	j, err := yaml.YAMLToJSON(doc.data)
+	// JSON is YAML, but reading it as JSON skips the slow conversion.
+	j, err := doc.data, error(nil)
+	if t := bytes.TrimSpace(j); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+		j, err = yaml.YAMLToJSON(doc.data)
+	}
 	if err != nil {
 		line := first
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {

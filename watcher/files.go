@@ -20,8 +20,9 @@ import (
 
 // FilesConfig configures [WatchFiles].
 type FilesConfig struct {
-	// Dir holds the manifests: files named *.yaml, *.yml or *.json
-	// (hidden files and subdirectories are not read).
+	// Dir holds the manifests: files named *.yaml, *.yml or *.json, or
+	// links to such files (hidden files and subdirectories are not read).
+	// A ConfigMap volume works: its atomic updates are followed.
 	Dir     string
 	Tracker *Tracker
 	// OnError, if set, receives each document or object that could not
@@ -61,6 +62,7 @@ func WatchFiles(ctx context.Context, cfg FilesConfig) error {
 	cfg.Tracker.MarkSynced(EndpointSlices)
 
 	pending := map[string]bool{}
+	rescan := false
 	timer := time.NewTimer(settle)
 	timer.Stop()
 	defer timer.Stop()
@@ -72,7 +74,14 @@ func WatchFiles(ctx context.Context, cfg FilesConfig) error {
 			if !ok {
 				return ctx.Err()
 			}
-			if manifestName(filepath.Base(ev.Name)) && !ev.Has(fsnotify.Chmod) {
+			switch base := filepath.Base(ev.Name); {
+			case ev.Has(fsnotify.Chmod):
+			case strings.HasPrefix(base, ".."):
+				// A ConfigMap volume swaps its "..data" link to update
+				// all files at once: the visible names are links into it.
+				rescan = true
+				timer.Reset(settle)
+			case manifestName(base):
 				pending[ev.Name] = true
 				timer.Reset(settle)
 			}
@@ -83,15 +92,21 @@ func WatchFiles(ctx context.Context, cfg FilesConfig) error {
 			src.report(fmt.Errorf("watch %s: %w", cfg.Dir, err))
 			// Events were lost: read everything again.
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				rescan = true
+				timer.Reset(settle)
+			}
+		case <-timer.C:
+			if rescan {
 				if err := src.readAll(true); err != nil {
 					src.report(err)
 				}
-			}
-		case <-timer.C:
-			for _, path := range slices.Sorted(maps.Keys(pending)) {
-				src.read(path, true)
+			} else {
+				for _, path := range slices.Sorted(maps.Keys(pending)) {
+					src.read(path, true)
+				}
 			}
 			clear(pending)
+			rescan = false
 		}
 	}
 }
@@ -137,8 +152,9 @@ func (s *filesSource) readAll(changed bool) error {
 	}
 	present := map[string]bool{}
 	for _, e := range entries {
-		if e.Type().IsRegular() && manifestName(e.Name()) {
-			path := filepath.Join(s.cfg.Dir, e.Name())
+		path := filepath.Join(s.cfg.Dir, e.Name())
+		// Follow links: a ConfigMap volume's files are links.
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && manifestName(e.Name()) {
 			present[path] = true
 			s.read(path, changed)
 		}

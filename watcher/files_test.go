@@ -145,3 +145,46 @@ func TestWatchFilesMissingDir(t *testing.T) {
 		t.Fatal("no error for a missing directory")
 	}
 }
+
+// A ConfigMap volume: the files are links through "..data", which the
+// kubelet swaps to a new directory to update them all at once.
+func TestWatchFilesConfigMapVolume(t *testing.T) {
+	dir := t.TempDir()
+	version := func(name, content string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "api.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", apiManifest)
+	if err := os.Symlink("..data/api.yaml", filepath.Join(dir, "api.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(TrackerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- WatchFiles(ctx, FilesConfig{Dir: dir, Tracker: tr, OnError: func(err error) { t.Error(err) }})
+	}()
+	defer func() { cancel(); <-done }()
+
+	endpoint := func() string {
+		u := tr.Sync()
+		if len(u.State.Services) != 1 || len(u.State.Services[0].Endpoints) != 1 {
+			return ""
+		}
+		return u.State.Services[0].Endpoints[0].Addr.String()
+	}
+	waitFor(t, "first version", func() bool { return tr.Synced() && endpoint() == "10.244.3.1" })
+	version("..v2", strings.Replace(apiManifest, "10.244.3.1", "10.244.3.2", 1))
+	waitFor(t, "second version", func() bool { return endpoint() == "10.244.3.2" })
+}

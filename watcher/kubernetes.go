@@ -119,11 +119,16 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 		}
 		wg.Go(func() { inf.Run(ctx.Done()) })
 	}
-	for kind, reg := range map[Kind]cache.ResourceEventHandlerRegistration{Services: svcReg, EndpointSlices: sliceReg} {
-		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	for _, in := range []struct {
+		kind Kind
+		reg  cache.ResourceEventHandlerRegistration
+	}{{Services, svcReg}, {EndpointSlices, sliceReg}} {
+		// The registration has synced once its handler has seen the
+		// whole initial list, not only once the cache holds it.
+		if !cache.WaitForCacheSync(ctx.Done(), in.reg.HasSynced) {
 			return ctx.Err()
 		}
-		tr.MarkSynced(kind)
+		tr.MarkSynced(in.kind)
 	}
 	<-ctx.Done()
 	return ctx.Err()

@@ -90,6 +90,9 @@ type header struct {
 func decodeDocument(file string, doc document) ([]Object, []error) {
 	// Report the line of the first content, not of a separator or a
 	// comment above it.
+	// (YAML also breaks lines at a lone CR, so a document can hold content
+	// after what looks like a comment here: stay within the document.)
+	last := doc.line + max(bytes.Count(doc.data, []byte("\n")), 1) - 1
 	first := doc.line
 	for _, l := range strings.Split(string(doc.data), "\n") {
 		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
@@ -97,12 +100,18 @@ func decodeDocument(file string, doc document) ([]Object, []error) {
 		}
 		first++
 	}
-	j, err := yaml.YAMLToJSON(doc.data)
+	first = min(first, last)
+	// JSON is YAML, but reading it as JSON skips the slow conversion.
+	j, err := doc.data, error(nil)
+	if t := bytes.TrimSpace(j); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+		j, err = yaml.YAMLToJSON(doc.data)
+	}
 	if err != nil {
 		line := first
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			n, _ := strconv.Atoi(m[1])
-			line = doc.line + n - 1
+			// The parser may point past the end, at the line it hoped for.
+			line = min(doc.line+n-1, last)
 		}
 		return nil, []error{&InvalidError{File: file, Line: line, Reason: "not valid YAML: " + err.Error(), Err: err}}
 	}

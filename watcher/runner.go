@@ -21,7 +21,7 @@ type RunnerConfig struct {
 	// least this often, requested or not. 0 disables periodic syncs.
 	SyncPeriod time.Duration
 	// RetryPeriod is when a failed sync is tried again; 0 means
-	// SyncPeriod, as kube-proxy does.
+	// SyncPeriod, as kube-proxy does (and with neither, the next request).
 	RetryPeriod time.Duration
 	// Ready gates the syncs: none runs while it returns false. Pass
 	// [Tracker.Synced], and the tracker's OnChange calling
@@ -77,7 +77,7 @@ func (r *Runner) Request() {
 // never stands for "no periodic sync": a timer far in the future.
 const never = 100 * 365 * 24 * time.Hour
 
-// Run runs syncs until ctx is done, and returns ctx's error.
+// Run runs syncs until ctx is done, and returns ctx's error. Call it once.
 func (r *Runner) Run(ctx context.Context) error {
 	clk := r.cfg.Clock
 	lim := newLimiter(r.cfg.MinSyncPeriod, r.cfg.Burst, clk.Now())
@@ -106,7 +106,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case lim.take(now):
 			err := r.fn(ctx)
 			next := period
-			if err != nil {
+			if err != nil && r.cfg.RetryPeriod > 0 {
 				next = min(r.cfg.RetryPeriod, period)
 			}
 			arm(next)

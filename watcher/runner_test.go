@@ -152,6 +152,12 @@ func TestRunnerTiming(t *testing.T) {
 		steps: []step{adv(24 * time.Hour), req},
 		want:  []time.Duration{24 * time.Hour},
 	}, {
+		name:  "no retry without a period",
+		cfg:   RunnerConfig{},
+		fail:  1,
+		steps: []step{req, adv(time.Hour), req},
+		want:  []time.Duration{0, time.Hour},
+	}, {
 		name:  "nothing runs before the gate opens",
 		cfg:   RunnerConfig{MinSyncPeriod: s, SyncPeriod: 30 * s},
 		gated: true,

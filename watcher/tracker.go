@@ -55,8 +55,12 @@ type Tracker struct {
 	// slices are keyed by the slice; bySvc finds a service's slices.
 	slices map[key]*sliceInfo
 	bySvc  map[key]map[string]*sliceInfo
-	// synced holds the joined service ports as of the last sync.
+	// synced holds the joined service ports as of the last sync; order
+	// holds its keys sorted and ports counts them, so a sync after a small
+	// change does not sort or grow anything.
 	synced      map[key][]dataplane.ServicePort
+	order       []key
+	ports       int
 	svcDirty    map[key]bool
 	epDirty     map[key]bool
 	nodeDirty   bool
@@ -260,10 +264,18 @@ func (t *Tracker) Sync() *Update {
 		if svc, ok := t.services[k]; ok {
 			ports = join(svc, t.sliceInfos(k))
 		}
-		u.Changed = append(u.Changed, changedPorts(t.synced[k], ports)...)
-		if ports == nil {
+		old, ok := t.synced[k]
+		u.Changed = append(u.Changed, changedPorts(old, ports)...)
+		t.ports += len(ports) - len(old)
+		i, _ := slices.BinarySearchFunc(t.order, k, compareKeys)
+		switch {
+		case ports == nil && ok:
 			delete(t.synced, k)
-		} else {
+			t.order = slices.Delete(t.order, i, i+1)
+		case ports != nil:
+			if !ok {
+				t.order = slices.Insert(t.order, i, k)
+			}
 			t.synced[k] = ports
 		}
 	}
@@ -276,7 +288,10 @@ func (t *Tracker) Sync() *Update {
 	if t.node != nil {
 		u.State.Node = *t.node
 	}
-	for _, k := range slices.SortedFunc(maps.Keys(t.synced), compareKeys) {
+	if t.ports > 0 {
+		u.State.Services = make([]dataplane.ServicePort, 0, t.ports)
+	}
+	for _, k := range t.order {
 		u.State.Services = append(u.State.Services, t.synced[k]...)
 	}
 	return u

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -43,6 +44,8 @@ type daemon struct {
 	synced   bool
 	lastFull time.Time
 	record   syncRecord
+	// names holds each service port's keys in record.Services.
+	names map[dataplane.ServicePortName][]string
 }
 
 // changed returns the changes of an update as the dataplane takes them:
@@ -84,10 +87,11 @@ func (d *daemon) sync(ctx context.Context) error {
 	stop := d.progress(start, len(u.State.Services), full)
 	var res *dataplane.Result
 	var err error
+	changes := changed(u)
 	if full {
 		res, err = d.kernel.Sync(ctx, &u.State)
 	} else {
-		res, err = d.kernel.SyncChanges(ctx, changed(u))
+		res, err = d.kernel.SyncChanges(ctx, changes)
 	}
 	stop()
 	end := d.now()
@@ -144,7 +148,7 @@ func (d *daemon) sync(ctx context.Context) error {
 	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", len(res.Plan.Ops)),
 		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", len(u.State.Services)),
 		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
-	d.writeRecord(u, res, start, took)
+	d.writeRecord(u, changes, res, start, took)
 	if failed > 0 {
 		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
 	}
@@ -177,7 +181,7 @@ func (d *daemon) progress(start time.Time, ports int, full bool) func() {
 	}
 }
 
-func (d *daemon) writeRecord(u *watcher.Update, res *dataplane.Result, start time.Time, took time.Duration) {
+func (d *daemon) writeRecord(u *watcher.Update, changes []dataplane.Change, res *dataplane.Result, start time.Time, took time.Duration) {
 	if d.stateFile == "" {
 		return
 	}
@@ -197,10 +201,49 @@ func (d *daemon) writeRecord(u *watcher.Update, res *dataplane.Result, start tim
 		r.Errors = append(r.Errors, e.Error())
 	}
 	r.ServicePorts = len(u.State.Services)
-	if r.Services == nil || len(u.Changed) > 0 || u.NodeChanged {
-		r.Services = serviceNames(u.State.Services)
-	}
-	if err := writeRecord(d.stateFile, r); err != nil {
+	names := d.updateNames(u, changes)
+	if err := writeRecord(d.stateFile, r, names); err != nil {
 		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))
 	}
+}
+
+// updateNames keeps the record's map of virtual servers to service names
+// up to date, in the time the changes take, and reports whether it
+// changed: endpoint changes leave it as it is.
+func (d *daemon) updateNames(u *watcher.Update, changes []dataplane.Change) bool {
+	r := &d.record
+	if d.names == nil {
+		d.names = make(map[dataplane.ServicePortName][]string, len(u.State.Services))
+		r.Services = serviceNames(u.State.Services)
+		for i := range u.State.Services {
+			d.names[u.State.Services[i].Name] = portKeys(&u.State.Services[i])
+		}
+		return true
+	}
+	dirty := false
+	for _, c := range changes {
+		old := d.names[c.Name]
+		var cur []string
+		if c.Port != nil {
+			cur = portKeys(c.Port)
+		}
+		if slices.Equal(old, cur) {
+			continue
+		}
+		dirty = true
+		for _, k := range old {
+			if r.Services[k] == c.Name.String() {
+				delete(r.Services, k)
+			}
+		}
+		for _, k := range cur {
+			r.Services[k] = c.Name.String()
+		}
+		if cur == nil {
+			delete(d.names, c.Name)
+		} else {
+			d.names[c.Name] = cur
+		}
+	}
+	return dirty
 }

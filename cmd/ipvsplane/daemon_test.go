@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,10 +130,16 @@ func TestDaemonSync(t *testing.T) {
 	}
 
 	// An endpoint change goes through the incremental path, with its
-	// trigger time observed.
+	// trigger time observed; it leaves the names file alone.
 	clock.advance(time.Second)
+	if err := os.Remove(namesFile(stateFile)); err != nil {
+		t.Fatal(err)
+	}
 	feed(t, d.tracker, strings.Replace(webManifest, "10.244.1.10", "10.244.1.11", 1))
 	sync()
+	if _, err := os.Stat(namesFile(stateFile)); !os.IsNotExist(err) {
+		t.Errorf("an endpoint change rewrote the names file: %v", err)
+	}
 	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
 		t.Errorf("changes: %+v", k.changes)
 	}
@@ -147,6 +154,9 @@ func TestDaemonSync(t *testing.T) {
 	}
 	if len(d.hc.ports()) != 0 {
 		t.Errorf("health-check ports left: %v", d.hc.ports())
+	}
+	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
+		t.Errorf("names after the removal: %v %v", rec.Services, err)
 	}
 	// A sync period later, the sync rereads the kernel.
 	clock.advance(30 * time.Second)

@@ -77,6 +77,10 @@ func TestCommands(t *testing.T) {
 		{"run with a missing directory", func(t *testing.T) []string {
 			return []string{"run", "--source=files", "--manifests", "/nonexistent", "--healthz-bind-address=", "--metrics-bind-address=", "--state-file="}
 		}, nil, 1, nil, "source files"},
+		{"run without a cluster", func(t *testing.T) []string {
+			t.Setenv("KUBERNETES_SERVICE_HOST", "")
+			return []string{"run", "--healthz-bind-address=", "--metrics-bind-address=", "--state-file="}
+		}, nil, 1, nil, "no --kubeconfig or --master, and not running in a pod"},
 		{"bad log level", func(t *testing.T) []string { return []string{"plan", "--log-level=loud"} }, nil, 1, nil, "--log-level"},
 		{"unknown flag", func(t *testing.T) []string { return []string{"run", "--ipvs-schedular=rr"} }, nil, 1, nil, "unknown flag"},
 	}

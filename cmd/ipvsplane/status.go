@@ -44,8 +44,15 @@ type syncRecord struct {
 	ErrorCount   int      `json:"errorCount"`
 	ServicePorts int      `json:"servicePorts"`
 	// Services maps "tcp/10.96.0.10:80" to "namespace/name:port"; node
-	// ports are under the address "*".
-	Services map[string]string `json:"services"`
+	// ports are under the address "*". It is kept in a file of its own
+	// (namesFile), written only when it changes: at 10,000 services it is
+	// a megabyte, and endpoint changes leave it as it is.
+	Services map[string]string `json:"-"`
+}
+
+// namesFile is where the record's Services go, beside the state file.
+func namesFile(stateFile string) string {
+	return strings.TrimSuffix(stateFile, ".json") + "-services.json"
 }
 
 // maxRecordedErrors bounds the errors kept in the state file.
@@ -62,31 +69,49 @@ func netipJoin(addr string, port uint16) string {
 	return fmt.Sprintf("%s:%d", addr, port)
 }
 
+// portKeys lists the virtual servers of a service port as the state
+// file names them.
+func portKeys(sp *dataplane.ServicePort) []string {
+	var keys []string
+	proto := sp.Protocol.String()
+	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
+		for _, a := range list {
+			keys = append(keys, virtualKey(proto, a.String(), sp.Port))
+		}
+	}
+	if sp.NodePort != 0 {
+		keys = append(keys, virtualKey(proto, "*", sp.NodePort))
+	}
+	return keys
+}
+
 // serviceNames maps the virtual servers of services to their names.
 func serviceNames(services []dataplane.ServicePort) map[string]string {
 	out := make(map[string]string, 2*len(services))
 	for i := range services {
-		sp := &services[i]
-		name, proto := sp.Name.String(), sp.Protocol.String()
-		for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
-			for _, a := range list {
-				out[virtualKey(proto, a.String(), sp.Port)] = name
-			}
-		}
-		if sp.NodePort != 0 {
-			out[virtualKey(proto, "*", sp.NodePort)] = name
+		for _, k := range portKeys(&services[i]) {
+			out[k] = services[i].Name.String()
 		}
 	}
 	return out
 }
 
-// writeRecord replaces the state file in one rename, so a reader never
-// sees half of it.
-func writeRecord(path string, r *syncRecord) error {
+// writeRecord replaces the state file, and the names file when names is
+// true, each in one rename, so a reader never sees half of one.
+func writeRecord(path string, r *syncRecord, names bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	data, err := json.Marshal(r)
+	if names {
+		if err := writeJSON(namesFile(path), r.Services); err != nil {
+			return err
+		}
+	}
+	return writeJSON(path, r)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -105,6 +130,11 @@ func readRecord(path string) (*syncRecord, error) {
 	var r syncRecord
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if data, err := os.ReadFile(namesFile(path)); err == nil {
+		if err := json.Unmarshal(data, &r.Services); err != nil {
+			return nil, fmt.Errorf("%s: %w", namesFile(path), err)
+		}
 	}
 	return &r, nil
 }

@@ -26,7 +26,7 @@ func TestPrintStatus(t *testing.T) {
 	err := writeRecord(path, &syncRecord{
 		Node: "node-a", Source: "files", PID: 42, Started: now.Add(-time.Hour), LastSync: now.Add(-2 * time.Second),
 		DurationMS: 12.5, FirstSyncMS: 250, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1, Services: serviceNames([]dataplane.ServicePort{web}),
-	})
+	}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

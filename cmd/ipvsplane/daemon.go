@@ -150,6 +150,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
 	d.writeRecord(u, changes, res, start, took)
 	if failed > 0 {
+		m.syncErrors.Inc()
 		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
 	}
 	return nil

@@ -71,7 +71,7 @@ func newMetrics() *metrics {
 			Name: "kubeproxy_sync_proxy_rules_service_changes_total", Help: "Service changes synced.",
 		}),
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Syncs that failed to program everything (named as kube-proxy names its failed rule restores).",
+			Name: "ipvsplane_sync_failures_total", Help: "Syncs that could not read or program the kernel.",
 		}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ipvsplane_sync_operations_total", Help: "Kernel operations carried out, by kind.",

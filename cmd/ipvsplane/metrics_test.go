@@ -36,6 +36,7 @@ func TestMetricNames(t *testing.T) {
 		"kubeproxy_sync_proxy_rules_endpoint_changes_total",
 		"kubeproxy_sync_proxy_rules_service_changes_total",
 		"ipvsplane_sync_operations_total",
+		"ipvsplane_sync_failures_total",
 		"ipvsplane_sync_operations",
 		"ipvsplane_netlink_errors_total",
 		"ipvsplane_invalid_objects_total",

@@ -37,7 +37,7 @@ func newApp() *app {
 func execute(a *app, args []string) int {
 	cmd := a.rootCommand()
 	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintf(a.stderr, "ipvsplane: %v\n", err)
 		return 1
 	}
@@ -173,7 +173,7 @@ func (a *app) cleanup(ctx context.Context, stateFile string) error {
 		return err
 	}
 	defer k.Close()
-	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if err := k.Cleanup(ctx); err != nil {
 		return err
@@ -187,7 +187,7 @@ func (a *app) cleanup(ctx context.Context, stateFile string) error {
 }
 
 func (a *app) status(ctx context.Context, stateFile string) error {
-	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	view, err := readKernel(ctx, dataplane.DefaultDevice)
 	if errors.Is(err, ipvs.ErrNotAvailable) {
@@ -198,11 +198,4 @@ func (a *app) status(ctx context.Context, stateFile string) error {
 	}
 	rec, recErr := readRecord(stateFile)
 	return printStatus(a.stdout, rec, recErr, view, a.now())
-}
-
-func ctxOrBackground(ctx context.Context) context.Context {
-	if ctx == nil {
-		return context.Background()
-	}
-	return ctx
 }

@@ -54,7 +54,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		return err
 	}
 	defer k.Close()
-	ctx, stop := signal.NotifyContext(ctxOrBackground(ctx), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	m := newMetrics()
@@ -189,7 +189,7 @@ func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra
 		return err
 	}
 	defer k.Close()
-	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	u, problems, err := a.desired(ctx, log, o, s)
 	if err != nil {
@@ -224,7 +224,7 @@ func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.
 		return err
 	}
 	defer k.Close()
-	ctx, cancel := context.WithTimeout(ctxOrBackground(ctx), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	u, problems, err := a.desired(ctx, log, o, s)
 	if err != nil {

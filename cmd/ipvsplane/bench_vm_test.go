@@ -18,12 +18,12 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-// benchFiles is how many manifest files the services are spread over; a
-// change rewrites one of them.
-const benchFiles = 100
+// perFile is how many services a manifest file holds; a change rewrites
+// one file, so its cost does not grow with the number of services.
+const perFile = 10
 
 // BenchmarkDaemon runs the daemon, as its own process, on manifests of
-// services x 10 endpoints (ClusterIP services): its initial sync from
+// services x 10 endpoints (ClusterIP services, 10 to a file): its initial sync from
 // start to programmed kernel (ns/op), the sync alone (sync-s) and what
 // came before it (read-s: the process's start and the manifests' reading), its peak
 // resident memory, and the time from a manifest change (one endpoint of
@@ -51,7 +51,7 @@ func benchVIP(i int) netip.Addr {
 // gets the address from instead.
 func benchManifest(n, f, change int, from netip.Addr) string {
 	var sb strings.Builder
-	for i := f; i < n; i += benchFiles {
+	for i := f; i < n; i += n / perFile {
 		fmt.Fprintf(&sb, "---\napiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: bench}\nspec:\n  clusterIP: %s\n  ports: [{name: http, port: 80, targetPort: 8080}]\n",
 			benchService(i), benchVIP(i))
 		fmt.Fprintf(&sb, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: %s-1\n  namespace: bench\n  labels: {kubernetes.io/service-name: %s}\naddressType: IPv4\nports: [{name: http, port: 8080}]\nendpoints:\n",
@@ -71,8 +71,9 @@ func benchDaemon(b *testing.B, n int) {
 	b.StopTimer()
 	ns := testutil.NewNetNS(b)
 	dir := b.TempDir()
-	for f := range benchFiles {
-		writeFile(b, filepath.Join(dir, fmt.Sprintf("services-%03d.yaml", f)), benchManifest(n, f, -1, netip.Addr{}))
+	files := n / perFile
+	for f := range files {
+		writeFile(b, filepath.Join(dir, fmt.Sprintf("services-%04d.yaml", f)), benchManifest(n, f, -1, netip.Addr{}))
 	}
 	b.StartTimer()
 	d := startDaemon(b, ns, dir, "--ipvs-sync-period=1h", "--healthz-bind-address=", "--metrics-bind-address=")
@@ -101,7 +102,7 @@ func benchDaemon(b *testing.B, n int) {
 		svc := (c * 7919) % n
 		from := netip.AddrFrom4([4]byte{10, 250, byte(c), 1})
 		start := time.Now()
-		writeFile(b, filepath.Join(dir, fmt.Sprintf("services-%03d.yaml", svc%benchFiles)), benchManifest(n, svc%benchFiles, svc, from))
+		writeFile(b, filepath.Join(dir, fmt.Sprintf("services-%04d.yaml", svc%files)), benchManifest(n, svc%files, svc, from))
 		for {
 			dests, err := ic.Destinations(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: benchVIP(svc), Port: 80})
 			if err != nil {

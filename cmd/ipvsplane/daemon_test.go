@@ -17,12 +17,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// fakeKernel records the calls a daemon makes.
+// fakeKernel records the calls a daemon makes. If synced is not nil, each
+// sync sends its service ports on it.
 type fakeKernel struct {
 	calls   []string
 	changes []dataplane.Change
 	state   *dataplane.State
 	fail    error
+	synced  chan []dataplane.ServicePort
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
@@ -36,12 +38,24 @@ func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
 func (k *fakeKernel) Sync(_ context.Context, s *dataplane.State) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "sync")
 	k.state = s
+	if k.synced != nil {
+		k.synced <- s.Services
+	}
 	return k.result(len(k.calls) == 1 || k.calls[len(k.calls)-2] == "resync")
 }
 
 func (k *fakeKernel) SyncChanges(_ context.Context, c []dataplane.Change) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "changes")
 	k.changes = c
+	if k.synced != nil {
+		var ports []dataplane.ServicePort
+		for _, ch := range c {
+			if ch.Port != nil {
+				ports = append(ports, *ch.Port)
+			}
+		}
+		k.synced <- ports
+	}
 	return k.result(false)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 )
 
 // app holds what the commands reach outside the process, so tests can
@@ -23,13 +24,15 @@ type app struct {
 	now            func() time.Time
 	// nodeAddrs lists the node's addresses (see interfaceAddrs).
 	nodeAddrs func(device string) ([]netip.Addr, error)
+	// kubeClient connects to the API server (see kubeClient).
+	kubeClient func(o *options) (kubernetes.Interface, error)
 }
 
 func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs,
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient,
 	}
 }
 

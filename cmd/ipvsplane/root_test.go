@@ -25,7 +25,8 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 			}
 			return k, nil
 		},
-		nodeAddrs: func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil },
+		nodeAddrs:  func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil },
+		kubeClient: kubeClient,
 	}, &stdout, &stderr
 }
 

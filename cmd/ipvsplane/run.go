@@ -117,7 +117,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	defer cancelSource()
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- o.watch(srcCtx, log, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
+		srcErr <- a.watch(srcCtx, log, o, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
 	}()
 	runErr := make(chan error, 1)
 	go func() { runErr <- runner.Run(ctx) }()
@@ -154,7 +154,7 @@ func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *setti
 	var problems []error
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- o.watch(ctx, log, tracker, s.node.Name, func(err error) {
+		srcErr <- a.watch(ctx, log, o, tracker, s.node.Name, func(err error) {
 			mu.Lock()
 			problems = append(problems, err)
 			mu.Unlock()

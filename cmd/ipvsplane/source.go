@@ -14,7 +14,7 @@ import (
 
 // kubeClient connects to the API server: through --kubeconfig or
 // --master when given, else with the pod's service account.
-func (o *options) kubeClient() (kubernetes.Interface, error) {
+func kubeClient(o *options) (kubernetes.Interface, error) {
 	cc := o.kp.ClientConnection
 	var cfg *rest.Config
 	var err error
@@ -35,7 +35,7 @@ func (o *options) kubeClient() (kubernetes.Interface, error) {
 // watch feeds the tracker from the configured source until ctx is done.
 // Objects that cannot be used are logged and skipped (and counted by
 // invalid, if not nil).
-func (o *options) watch(ctx context.Context, log *zap.Logger, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
+func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
 	onError := func(err error) {
 		log.Warn("skipped", zap.Error(err))
 		if invalid != nil {
@@ -48,7 +48,7 @@ func (o *options) watch(ctx context.Context, log *zap.Logger, tracker *watcher.T
 		err = watcher.WatchFiles(ctx, watcher.FilesConfig{Dir: o.manifests, Tracker: tracker, OnError: onError})
 	default:
 		var client kubernetes.Interface
-		if client, err = o.kubeClient(); err != nil {
+		if client, err = a.kubeClient(o); err != nil {
 			return err
 		}
 		err = watcher.WatchKubernetes(ctx, watcher.KubernetesConfig{

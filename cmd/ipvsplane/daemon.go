@@ -24,8 +24,9 @@ type kernel interface {
 	Close() error
 }
 
-// progressInterval is how often a long sync logs that it is still going.
-const progressInterval = 5 * time.Second
+// defaultProgressEvery is how often a long sync logs that it is still
+// going.
+const defaultProgressEvery = 5 * time.Second
 
 // daemon syncs the tracker's desired state into the kernel; its sync
 // method is the runner's sync function.
@@ -39,6 +40,9 @@ type daemon struct {
 	syncPeriod time.Duration
 	stateFile  string
 	now        func() time.Time
+	// progressEvery is how often a long sync logs a progress line;
+	// defaultProgressEvery if zero.
+	progressEvery time.Duration
 
 	// synced is true once a sync has programmed the kernel.
 	synced   bool
@@ -156,7 +160,7 @@ func (d *daemon) sync(ctx context.Context) error {
 	return nil
 }
 
-// progress logs a line every progressInterval while a sync runs, so a long
+// progress logs a line every progressEvery while a sync runs, so a long
 // initial sync of a large cluster is not silent. The returned function
 // stops it.
 func (d *daemon) progress(start time.Time, ports int, full bool) func() {
@@ -164,7 +168,11 @@ func (d *daemon) progress(start time.Time, ports int, full bool) func() {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := time.NewTicker(progressInterval)
+		every := d.progressEvery
+		if every == 0 {
+			every = defaultProgressEvery
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

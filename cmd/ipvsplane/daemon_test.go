@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // fakeKernel records the calls a daemon makes. If synced is not nil, each
@@ -25,6 +26,8 @@ type fakeKernel struct {
 	state   *dataplane.State
 	fail    error
 	synced  chan []dataplane.ServicePort
+	// block, if not nil, holds Sync until it is closed.
+	block chan struct{}
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
@@ -38,6 +41,9 @@ func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
 func (k *fakeKernel) Sync(_ context.Context, s *dataplane.State) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "sync")
 	k.state = s
+	if k.block != nil {
+		<-k.block
+	}
 	if k.synced != nil {
 		k.synced <- s.Services
 	}
@@ -186,5 +192,34 @@ func TestDaemonSync(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(d.metrics.lastSync); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
+	}
+}
+
+// A long sync logs progress lines while it runs, and none after.
+func TestDaemonProgress(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	k := &fakeKernel{block: make(chan struct{})}
+	d := &daemon{
+		log: zap.New(core), kernel: k, metrics: newMetrics(), health: newHealth(time.Minute, time.Now),
+		syncPeriod: time.Minute, now: time.Now, progressEvery: time.Millisecond,
+		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
+	}
+	d.hc = newHCServers(zap.NewNop(), "", func() bool { return true })
+	done := make(chan error, 1)
+	go func() { done <- d.sync(context.Background()) }()
+	for logs.FilterMessage("sync in progress").Len() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(k.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n := logs.FilterMessage("sync in progress").Len()
+	time.Sleep(10 * time.Millisecond)
+	if after := logs.FilterMessage("sync in progress").Len(); after != n {
+		t.Errorf("%d progress lines after the sync ended", after-n)
+	}
+	if logs.FilterMessage("synced").Len() != 1 {
+		t.Errorf("logs: %v", logs.All())
 	}
 }

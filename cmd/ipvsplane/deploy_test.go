@@ -1,3 +1,7 @@
+//go:build !vmtest
+
+// The VM has only the package's testdata/, not deploy/.
+
 package main
 
 import (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -85,14 +86,21 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 			return id, err
 		})
 	case Bind:
-		if d.device == nil {
-			dev, err := d.links.Ensure(ctx, d.cfg.Device)
-			if err != nil {
+		// A device deleted behind the dataplane's back is made again.
+		for attempt := 0; ; attempt++ {
+			if d.device == nil {
+				dev, err := d.links.Ensure(ctx, d.cfg.Device)
+				if err != nil {
+					return err
+				}
+				d.device = dev
+			}
+			err := d.device.Bind(ctx, o.Addr)
+			if !errors.Is(err, dummy.ErrLinkNotFound) || attempt > 0 {
 				return err
 			}
-			d.device = dev
+			d.device = nil
 		}
-		return d.device.Bind(ctx, o.Addr)
 	case Unbind:
 		if d.device == nil {
 			return nil

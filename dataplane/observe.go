@@ -78,6 +78,7 @@ func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Nod
 	dev, err := d.links.Get(ctx, d.cfg.Device)
 	switch {
 	case errors.Is(err, dummy.ErrLinkNotFound):
+		d.device = nil
 	case err != nil:
 		return nil, err
 	default:

@@ -48,6 +48,9 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	desired, owners := d.planner.Desired()
 	node := &d.planner.index.node
 	res := &Result{}
+	if d.cfg.ResyncInterval > 0 && d.cfg.Now().Sub(d.lastFull) >= d.cfg.ResyncInterval {
+		d.programmed = nil
+	}
 	switch {
 	case d.programmed == nil:
 		observed, err := d.observe(ctx, desired, node)
@@ -55,6 +58,7 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
 		d.programmed, d.retry, scope, res.Full = observed, newTouched(), FullScope, true
+		d.lastFull = d.cfg.Now()
 	case d.retry.all:
 		scope = FullScope
 	default:

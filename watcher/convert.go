@@ -1,0 +1,82 @@
+package watcher
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// ServicePorts converts a Service and its EndpointSlices into the service
+// ports the dataplane programs, with kube-proxy's rules. Slices of other
+// services are ignored. It returns nil for a service kube-proxy does not
+// program (headless, ExternalName, labelled for another proxy). Errors are
+// [*InvalidError]s: for an invalid service it returns no ports; an invalid
+// slice is left out and the other slices are still used.
+func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) ([]dataplane.ServicePort, []error) {
+	ports, err := convertService(svc)
+	if err != nil {
+		return nil, []error{err}
+	}
+	if ports == nil {
+		return nil, nil
+	}
+	endpointSlices = slices.SortedFunc(slices.Values(endpointSlices), func(a, b *discoveryv1.EndpointSlice) int {
+		return cmp.Compare(a.Name, b.Name)
+	})
+	var infos []*sliceInfo
+	var errs []error
+	for _, s := range endpointSlices {
+		info, err := convertSlice(s)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case info != nil && s.Namespace == svc.Namespace && info.service == svc.Name:
+			infos = append(infos, info)
+		}
+	}
+	return join(ports, infos), errs
+}
+
+// ConvertNode returns base with what the Node object says: its InternalIP
+// and ExternalIP addresses, when it has any, and its
+// topology.kubernetes.io/zone label, when set.
+func ConvertNode(base dataplane.Node, n *v1.Node) (dataplane.Node, error) {
+	fail := objectError("Node", "", n.Name)
+	var addrs []netip.Addr
+	for i, a := range n.Status.Addresses {
+		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP {
+			continue
+		}
+		ip, err := netip.ParseAddr(a.Address)
+		if err == nil && ip.Zone() != "" {
+			err = errors.New("zoned")
+		}
+		if err != nil {
+			return base, fail(fmt.Sprintf("status.addresses[%d].address", i), "%q is not an IP address", a.Address)
+		}
+		if ip = ip.Unmap(); !slices.Contains(addrs, ip) {
+			addrs = append(addrs, ip)
+		}
+	}
+	if len(addrs) > 0 {
+		base.Addresses = addrs
+	}
+	if z := n.Labels[v1.LabelTopologyZone]; z != "" {
+		base.Zone = z
+	}
+	return base, nil
+}
+
+// asInvalid returns err's *InvalidError, for callers that add a file and
+// line.
+func asInvalid(err error) (*InvalidError, bool) {
+	var ie *InvalidError
+	ok := errors.As(err, &ie)
+	return ie, ok
+}

@@ -1,0 +1,56 @@
+package watcher
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+)
+
+// join gives each service port the endpoints of the service's slices
+// whose port has the same name and protocol. Slices are read in the order
+// given; an endpoint (address and port) listed twice, as happens while it
+// moves between slices, is taken once, preferring a ready copy.
+func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServicePort {
+	out := make([]dataplane.ServicePort, len(ports))
+	for i, sp := range ports {
+		type key struct {
+			addr netip.Addr
+			port uint16
+		}
+		seen := map[key]int{}
+		var eps []dataplane.Endpoint
+		for _, s := range from {
+			for _, p := range s.ports {
+				if p.name != sp.Name.Port || p.protocol != sp.Protocol {
+					continue
+				}
+				for _, ep := range s.endpoints {
+					// A slice of a family the service has no cluster IP
+					// of is not served, as in kube-proxy's per-family
+					// proxiers.
+					if !slices.ContainsFunc(sp.ClusterIPs, func(a netip.Addr) bool { return a.Is4() == ep.Addr.Is4() }) {
+						continue
+					}
+					ep.Port = p.port
+					k := key{ep.Addr, ep.Port}
+					if j, ok := seen[k]; ok {
+						if ep.Ready && !eps[j].Ready {
+							eps[j] = ep
+						}
+						continue
+					}
+					seen[k] = len(eps)
+					eps = append(eps, ep)
+				}
+			}
+		}
+		slices.SortFunc(eps, func(a, b dataplane.Endpoint) int {
+			return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
+		})
+		sp.Endpoints = eps
+		out[i] = sp
+	}
+	return out
+}

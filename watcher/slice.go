@@ -1,0 +1,118 @@
+package watcher
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// LabelServiceName joins an EndpointSlice to its service.
+const LabelServiceName = discoveryv1.LabelServiceName
+
+// sliceInfo is what one EndpointSlice says about its service.
+type sliceInfo struct {
+	service string
+	ports   []slicePort
+	// endpoints have no port yet: each slice port applies to all of them.
+	endpoints []dataplane.Endpoint
+}
+
+type slicePort struct {
+	name     string
+	protocol dataplane.Protocol
+	port     uint16
+}
+
+// convertSlice reads an EndpointSlice, or returns nil for one kube-proxy
+// does not use: headless, another proxy's, not joined to a service, or of
+// FQDN addresses.
+func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
+	service := s.Labels[LabelServiceName]
+	if ignored(s.Labels) || service == "" {
+		return nil, nil
+	}
+	fail := objectError("EndpointSlice", s.Namespace, s.Name)
+	if s.Namespace == "" || s.Name == "" {
+		return nil, fail("metadata", "namespace and name must be set")
+	}
+	var ipv4 bool
+	switch s.AddressType {
+	case discoveryv1.AddressTypeIPv4:
+		ipv4 = true
+	case discoveryv1.AddressTypeIPv6:
+	case discoveryv1.AddressTypeFQDN:
+		return nil, nil
+	default:
+		return nil, fail("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", s.AddressType)
+	}
+	info := &sliceInfo{service: service}
+	for i, p := range s.Ports {
+		// A port-less entry means "all ports", which a proxy cannot
+		// program; kube-proxy skips it too.
+		if p.Port == nil {
+			continue
+		}
+		field := fmt.Sprintf("ports[%d]", i)
+		if *p.Port < 1 || *p.Port > 65535 {
+			return nil, fail(field+".port", "%d is not from 1 to 65535", *p.Port)
+		}
+		sp := slicePort{port: uint16(*p.Port), protocol: dataplane.TCP}
+		if p.Protocol != nil {
+			proto, err := protocol(*p.Protocol)
+			if err != nil {
+				return nil, fail(field+".protocol", "%v", err)
+			}
+			sp.protocol = proto
+		}
+		if p.Name != nil {
+			sp.name = *p.Name
+		}
+		info.ports = append(info.ports, sp)
+	}
+	for i, ep := range s.Endpoints {
+		// Only the first address is used: the API keeps the rest for
+		// future use.
+		if len(ep.Addresses) == 0 {
+			return nil, fail(fmt.Sprintf("endpoints[%d].addresses", i), "no address")
+		}
+		field := fmt.Sprintf("endpoints[%d].addresses[0]", i)
+		ip, err := netip.ParseAddr(ep.Addresses[0])
+		if err != nil {
+			return nil, fail(field, "%q is not an IP address", ep.Addresses[0])
+		}
+		ip = ip.Unmap()
+		switch {
+		case ip.Is4() != ipv4:
+			return nil, fail(field, "%s is not of address type %s", ip, s.AddressType)
+		case ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast():
+			return nil, fail(field, "%s is not a unicast address", ip)
+		}
+		// The API's defaults: a nil ready means ready, a nil serving
+		// means the same as ready, a nil terminating means not.
+		c := ep.Conditions
+		e := dataplane.Endpoint{
+			Addr:        ip,
+			Ready:       c.Ready == nil || *c.Ready,
+			Terminating: c.Terminating != nil && *c.Terminating,
+		}
+		e.Serving = e.Ready
+		if c.Serving != nil {
+			e.Serving = *c.Serving
+		}
+		if ep.NodeName != nil {
+			e.NodeName = *ep.NodeName
+		}
+		if ep.Zone != nil {
+			e.Zone = *ep.Zone
+		}
+		if ep.Hints != nil {
+			for _, z := range ep.Hints.ForZones {
+				e.ZoneHints = append(e.ZoneHints, z.Name)
+			}
+		}
+		info.endpoints = append(info.endpoints, e)
+	}
+	return info, nil
+}

@@ -1,0 +1,346 @@
+package watcher
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Kind names an input the first sync waits for.
+type Kind int
+
+// The inputs that must have been listed once before the first sync.
+const (
+	Services Kind = iota
+	EndpointSlices
+)
+
+// key names a namespaced object.
+type key struct{ namespace, name string }
+
+func compareKeys(a, b key) int {
+	return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+}
+
+// TrackerConfig configures a [Tracker].
+type TrackerConfig struct {
+	// Node holds the node's name and settings. A Node object of that name
+	// adds its addresses and zone (see [ConvertNode]).
+	Node dataplane.Node
+	// OnChange, if set, is called after every change that a sync would
+	// program and when an input becomes synced; typically the runner's
+	// Request. It is called without the tracker's lock held.
+	OnChange func()
+}
+
+// Tracker keeps the services, endpoint slices and node that sources feed
+// it, and knows which service ports changed since the last [Tracker.Sync].
+// Its methods are safe for concurrent use.
+type Tracker struct {
+	onChange func()
+
+	mu       sync.Mutex
+	base     dataplane.Node
+	node     *dataplane.Node
+	services map[key][]dataplane.ServicePort
+	// slices are keyed by the slice; bySvc finds a service's slices.
+	slices map[key]*sliceInfo
+	bySvc  map[key]map[string]*sliceInfo
+	// synced holds the joined service ports as of the last sync; order
+	// holds its keys sorted and ports counts them, so a sync after a small
+	// change does not sort or grow anything.
+	synced      map[key][]dataplane.ServicePort
+	order       []key
+	ports       int
+	svcDirty    map[key]bool
+	epDirty     map[key]bool
+	nodeDirty   bool
+	triggers    []time.Time
+	inputSynced [2]bool
+}
+
+// NewTracker returns an empty tracker.
+func NewTracker(cfg TrackerConfig) *Tracker {
+	return &Tracker{
+		onChange: cfg.OnChange,
+		base:     cfg.Node,
+		services: map[key][]dataplane.ServicePort{},
+		slices:   map[key]*sliceInfo{},
+		bySvc:    map[key]map[string]*sliceInfo{},
+		synced:   map[key][]dataplane.ServicePort{},
+		svcDirty: map[key]bool{},
+		epDirty:  map[key]bool{},
+	}
+}
+
+// notify calls OnChange when changed.
+func (t *Tracker) notify(changed bool) {
+	if changed && t.onChange != nil {
+		t.onChange()
+	}
+}
+
+// SetService adds or updates a service. An invalid service is removed,
+// and the error ([*InvalidError]) says why.
+func (t *Tracker) SetService(svc *v1.Service) error {
+	ports, err := convertService(svc)
+	k := key{svc.Namespace, svc.Name}
+	t.mu.Lock()
+	changed := t.setServiceLocked(k, ports)
+	t.mu.Unlock()
+	t.notify(changed)
+	return err
+}
+
+// DeleteService removes a service.
+func (t *Tracker) DeleteService(namespace, name string) {
+	t.mu.Lock()
+	changed := t.setServiceLocked(key{namespace, name}, nil)
+	t.mu.Unlock()
+	t.notify(changed)
+}
+
+func (t *Tracker) setServiceLocked(k key, ports []dataplane.ServicePort) bool {
+	old, ok := t.services[k]
+	if ports == nil {
+		if !ok {
+			return false
+		}
+		delete(t.services, k)
+	} else {
+		if ok && reflect.DeepEqual(old, ports) {
+			return false
+		}
+		t.services[k] = ports
+	}
+	t.svcDirty[k] = true
+	return true
+}
+
+// SetEndpointSlice adds or updates an EndpointSlice; trigger is when the
+// change was triggered (zero if unknown), reported by the sync that
+// programs it. An invalid slice is removed, and the error says why.
+func (t *Tracker) SetEndpointSlice(s *discoveryv1.EndpointSlice, trigger time.Time) error {
+	info, err := convertSlice(s)
+	t.mu.Lock()
+	changed := t.setSliceLocked(key{s.Namespace, s.Name}, info, trigger)
+	t.mu.Unlock()
+	t.notify(changed)
+	return err
+}
+
+// DeleteEndpointSlice removes an EndpointSlice; trigger is as for
+// [Tracker.SetEndpointSlice].
+func (t *Tracker) DeleteEndpointSlice(namespace, name string, trigger time.Time) {
+	t.mu.Lock()
+	changed := t.setSliceLocked(key{namespace, name}, nil, trigger)
+	t.mu.Unlock()
+	t.notify(changed)
+}
+
+func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool {
+	old := t.slices[k]
+	if reflect.DeepEqual(old, info) {
+		return false
+	}
+	if old != nil {
+		svc := key{k.namespace, old.service}
+		delete(t.bySvc[svc], k.name)
+		if len(t.bySvc[svc]) == 0 {
+			delete(t.bySvc, svc)
+		}
+		delete(t.slices, k)
+		t.epDirty[svc] = true
+	}
+	if info != nil {
+		svc := key{k.namespace, info.service}
+		if t.bySvc[svc] == nil {
+			t.bySvc[svc] = map[string]*sliceInfo{}
+		}
+		t.bySvc[svc][k.name] = info
+		t.slices[k] = info
+		t.epDirty[svc] = true
+	}
+	if !trigger.IsZero() {
+		t.triggers = append(t.triggers, trigger)
+	}
+	return true
+}
+
+// SetNode takes this node's Node object; objects of other nodes are
+// ignored. On error the node keeps its previous addresses and zone.
+func (t *Tracker) SetNode(n *v1.Node) error {
+	if n.Name != t.base.Name {
+		return nil
+	}
+	node, err := ConvertNode(t.base, n)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	changed := t.node == nil || !reflect.DeepEqual(*t.node, node)
+	if changed {
+		t.node, t.nodeDirty = &node, true
+	}
+	t.mu.Unlock()
+	t.notify(changed)
+	return nil
+}
+
+// DeleteNode forgets this node's Node object: the node's addresses and
+// zone are those of the configuration again. Other names are ignored.
+func (t *Tracker) DeleteNode(name string) {
+	if name != t.base.Name {
+		return
+	}
+	t.mu.Lock()
+	changed := t.node != nil
+	t.node, t.nodeDirty = nil, t.nodeDirty || changed
+	t.mu.Unlock()
+	t.notify(changed)
+}
+
+// MarkSynced records that an input has been listed completely once.
+func (t *Tracker) MarkSynced(k Kind) {
+	t.mu.Lock()
+	changed := !t.inputSynced[k]
+	t.inputSynced[k] = true
+	t.mu.Unlock()
+	t.notify(changed)
+}
+
+// Synced reports whether both Services and EndpointSlices have been
+// listed once: before that a sync would remove services that are only
+// not yet known.
+func (t *Tracker) Synced() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inputSynced[Services] && t.inputSynced[EndpointSlices]
+}
+
+// Pending returns how many services have service changes and endpoint
+// changes not yet synced (kube-proxy's service_changes_pending and
+// endpoint_changes_pending).
+func (t *Tracker) Pending() (services, endpoints int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.svcDirty), len(t.epDirty)
+}
+
+// Update is what a sync programs.
+type Update struct {
+	// State is the whole desired state. Its slices are shared with the
+	// tracker and must not be modified.
+	State dataplane.State
+	// Changed lists the service ports added, changed or removed since
+	// the previous sync, in name order.
+	Changed []dataplane.ServicePortName
+	// NodeChanged is true when the node's addresses or zone changed.
+	NodeChanged bool
+	// TriggerTimes are the trigger times of the endpoint changes in this
+	// update, for the network-programming latency.
+	TriggerTimes []time.Time
+}
+
+// Sync takes the changes since the previous Sync and returns the desired
+// state.
+func (t *Tracker) Sync() *Update {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	u := &Update{NodeChanged: t.nodeDirty, TriggerTimes: t.triggers}
+	dirty := maps.Clone(t.svcDirty)
+	maps.Copy(dirty, t.epDirty)
+	for k := range dirty {
+		var ports []dataplane.ServicePort
+		if svc, ok := t.services[k]; ok {
+			ports = join(svc, t.sliceInfos(k))
+		}
+		old, ok := t.synced[k]
+		u.Changed = append(u.Changed, changedPorts(old, ports)...)
+		t.ports += len(ports) - len(old)
+		i, _ := slices.BinarySearchFunc(t.order, k, compareKeys)
+		switch {
+		case ports == nil && ok:
+			delete(t.synced, k)
+			t.order = slices.Delete(t.order, i, i+1)
+		case ports != nil:
+			if !ok {
+				t.order = slices.Insert(t.order, i, k)
+			}
+			t.synced[k] = ports
+		}
+	}
+	slices.SortFunc(u.Changed, func(a, b dataplane.ServicePortName) int { return cmp.Compare(a.String(), b.String()) })
+	clear(t.svcDirty)
+	clear(t.epDirty)
+	t.nodeDirty, t.triggers = false, nil
+
+	u.State.Node = t.base
+	if t.node != nil {
+		u.State.Node = *t.node
+	}
+	if t.ports > 0 {
+		u.State.Services = make([]dataplane.ServicePort, 0, t.ports)
+	}
+	for _, k := range t.order {
+		u.State.Services = append(u.State.Services, t.synced[k]...)
+	}
+	return u
+}
+
+// sliceInfos returns a service's slices in slice-name order.
+func (t *Tracker) sliceInfos(svc key) []*sliceInfo {
+	m := t.bySvc[svc]
+	infos := make([]*sliceInfo, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		infos = append(infos, m[name])
+	}
+	return infos
+}
+
+// changedPorts returns the names of the ports that differ between two
+// versions of a service.
+func changedPorts(old, cur []dataplane.ServicePort) []dataplane.ServicePortName {
+	var names []dataplane.ServicePortName
+	find := func(ports []dataplane.ServicePort, name dataplane.ServicePortName) *dataplane.ServicePort {
+		i := slices.IndexFunc(ports, func(p dataplane.ServicePort) bool { return p.Name == name })
+		if i < 0 {
+			return nil
+		}
+		return &ports[i]
+	}
+	for i := range cur {
+		if o := find(old, cur[i].Name); o == nil || !reflect.DeepEqual(*o, cur[i]) {
+			names = append(names, cur[i].Name)
+		}
+	}
+	for _, o := range old {
+		if find(cur, o.Name) == nil {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}
+
+// SetObject adds or updates a *v1.Service, *discoveryv1.EndpointSlice or
+// *v1.Node, as [ParseManifests] returns them; trigger applies to a slice.
+func (t *Tracker) SetObject(obj runtime.Object, trigger time.Time) error {
+	switch o := obj.(type) {
+	case *v1.Service:
+		return t.SetService(o)
+	case *discoveryv1.EndpointSlice:
+		return t.SetEndpointSlice(o, trigger)
+	case *v1.Node:
+		return t.SetNode(o)
+	}
+	return fmt.Errorf("watcher: cannot track a %T", obj)
+}

@@ -1,0 +1,241 @@
+package watcher
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+func TestTracker(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	base := dataplane.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}
+	withNode := func(n string) func(*discoveryv1.EndpointSlice) {
+		return func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].NodeName = &n }
+	}
+	epAt := func(addr string, port uint16) dataplane.Endpoint { return modelEndpoint(addr, port) }
+	web := func(eps ...dataplane.Endpoint) dataplane.ServicePort {
+		return servicePort(func(p *dataplane.ServicePort) { p.Endpoints = eps })
+	}
+	name := func(svc, port string) dataplane.ServicePortName {
+		return dataplane.ServicePortName{Namespace: "default", Name: svc, Port: port}
+	}
+	type step struct {
+		name string
+		do   func(tr *Tracker) error
+		// notified is whether OnChange ran.
+		notified bool
+		// pending service and endpoint changes after the step.
+		pendingSvc, pendingEps int
+		// errField is the field an error names; empty for no error.
+		errField string
+		// sync, if set, is the update a Sync after the step returns.
+		sync *Update
+	}
+	steps := []step{{
+		name:       "service added",
+		do:         func(tr *Tracker) error { return tr.SetService(service()) },
+		notified:   true,
+		pendingSvc: 1,
+	}, {
+		name: "slice added with a trigger time",
+		do: func(tr *Tracker) error {
+			return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5"))), t0)
+		},
+		notified:   true,
+		pendingSvc: 1, pendingEps: 1,
+		sync: &Update{
+			State:        dataplane.State{Node: base, Services: []dataplane.ServicePort{web(epAt("10.244.1.5", 8080))}},
+			Changed:      []dataplane.ServicePortName{name("web", "http")},
+			TriggerTimes: []time.Time{t0},
+		},
+	}, {
+		name: "same service again changes nothing",
+		do:   func(tr *Tracker) error { return tr.SetService(service()) },
+	}, {
+		name: "same slice again changes nothing",
+		do: func(tr *Tracker) error {
+			return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5"))), t0.Add(time.Second))
+		},
+		sync: &Update{State: dataplane.State{Node: base, Services: []dataplane.ServicePort{web(epAt("10.244.1.5", 8080))}}},
+	}, {
+		name: "second slice",
+		do: func(tr *Tracker) error {
+			return tr.SetEndpointSlice(endpointSlice("web-2", withEndpoints(apiEndpoint("10.244.2.5"))), t0.Add(2*time.Second))
+		},
+		notified:   true,
+		pendingEps: 1,
+	}, {
+		name: "first slice's endpoint moves node",
+		do: func(tr *Tracker) error {
+			return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5")), withNode("node-a")), t0.Add(3*time.Second))
+		},
+		notified:   true,
+		pendingEps: 1,
+		sync: &Update{
+			State: dataplane.State{Node: base, Services: []dataplane.ServicePort{web(
+				dataplane.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"},
+				epAt("10.244.2.5", 8080))}},
+			Changed:      []dataplane.ServicePortName{name("web", "http")},
+			TriggerTimes: []time.Time{t0.Add(2 * time.Second), t0.Add(3 * time.Second)},
+		},
+	}, {
+		name: "a second service and a slice moved to it",
+		do: func(tr *Tracker) error {
+			if err := tr.SetService(service(func(s *v1.Service) {
+				s.Name, s.Spec.ClusterIPs = "api", []string{"10.96.0.20"}
+			})); err != nil {
+				return err
+			}
+			return tr.SetEndpointSlice(endpointSlice("web-2", func(s *discoveryv1.EndpointSlice) {
+				s.Labels[LabelServiceName] = "api"
+			}, withEndpoints(apiEndpoint("10.244.2.5"))), time.Time{})
+		},
+		notified:   true,
+		pendingSvc: 1, pendingEps: 2,
+		sync: &Update{
+			State: dataplane.State{Node: base, Services: []dataplane.ServicePort{
+				servicePort(func(p *dataplane.ServicePort) {
+					p.Name.Name, p.ClusterIPs = "api", addrs("10.96.0.20")
+					p.Endpoints = []dataplane.Endpoint{epAt("10.244.2.5", 8080)}
+				}),
+				web(dataplane.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"}),
+			}},
+			Changed: []dataplane.ServicePortName{name("api", "http"), name("web", "http")},
+		},
+	}, {
+		name: "invalid update removes the service",
+		do: func(tr *Tracker) error {
+			return tr.SetService(service(func(s *v1.Service) { s.Spec.Ports[0].Port = 0 }))
+		},
+		notified:   true,
+		pendingSvc: 1,
+		errField:   "spec.ports[0].port",
+	}, {
+		name: "this node's object, and another's ignored",
+		do: func(tr *Tracker) error {
+			n := &v1.Node{}
+			n.Name = "node-b"
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.9"}}
+			if err := tr.SetNode(n); err != nil {
+				return err
+			}
+			n = n.DeepCopy()
+			n.Name = "node-a"
+			n.Status.Addresses[0].Address = "10.0.0.5"
+			return tr.SetNode(n)
+		},
+		notified:   true,
+		pendingSvc: 1,
+		sync: &Update{
+			State: dataplane.State{Node: dataplane.Node{Name: "node-a", Addresses: addrs("10.0.0.5")}, Services: []dataplane.ServicePort{
+				servicePort(func(p *dataplane.ServicePort) {
+					p.Name.Name, p.ClusterIPs = "api", addrs("10.96.0.20")
+					p.Endpoints = []dataplane.Endpoint{epAt("10.244.2.5", 8080)}
+				}),
+			}},
+			Changed:     []dataplane.ServicePortName{name("web", "http")},
+			NodeChanged: true,
+		},
+	}, {
+		name: "delete",
+		do: func(tr *Tracker) error {
+			tr.DeleteService("default", "api")
+			tr.DeleteNode("node-b")
+			tr.DeleteNode("node-a")
+			return nil
+		},
+		notified:   true,
+		pendingSvc: 1,
+		sync: &Update{
+			State:       dataplane.State{Node: base},
+			Changed:     []dataplane.ServicePortName{name("api", "http")},
+			NodeChanged: true,
+		},
+	}, {
+		name:       "deleting a slice records its trigger time",
+		do:         func(tr *Tracker) error { tr.DeleteEndpointSlice("default", "web-1", t0.Add(time.Minute)); return nil },
+		notified:   true,
+		pendingEps: 1,
+		sync:       &Update{State: dataplane.State{Node: base}, TriggerTimes: []time.Time{t0.Add(time.Minute)}},
+	}, {
+		name: "deleting what is not there changes nothing",
+		do: func(tr *Tracker) error {
+			tr.DeleteEndpointSlice("default", "web-1", t0)
+			tr.DeleteService("default", "web")
+			tr.DeleteNode("node-a")
+			return nil
+		},
+	}}
+
+	notified := false
+	tr := NewTracker(TrackerConfig{Node: base, OnChange: func() { notified = true }})
+	for _, st := range steps {
+		notified = false
+		err := st.do(tr)
+		switch {
+		case st.errField == "" && err != nil:
+			t.Fatalf("%s: %v", st.name, err)
+		case st.errField != "":
+			checkErrors(t, []error{err}, []string{st.errField})
+		}
+		if notified != st.notified {
+			t.Errorf("%s: notified %v, want %v", st.name, notified, st.notified)
+		}
+		if s, e := tr.Pending(); s != st.pendingSvc || e != st.pendingEps {
+			t.Errorf("%s: pending %d service and %d endpoint changes, want %d and %d", st.name, s, e, st.pendingSvc, st.pendingEps)
+		}
+		if st.sync == nil {
+			continue
+		}
+		if diff := cmp.Diff(st.sync, tr.Sync(), cmpOpts...); diff != "" {
+			t.Errorf("%s: sync (-want +got):\n%s", st.name, diff)
+		}
+		if s, e := tr.Pending(); s != 0 || e != 0 {
+			t.Errorf("%s: %d and %d changes pending after a sync", st.name, s, e)
+		}
+	}
+}
+
+func TestTrackerSynced(t *testing.T) {
+	calls := 0
+	tr := NewTracker(TrackerConfig{OnChange: func() { calls++ }})
+	if tr.Synced() {
+		t.Fatal("synced before any input")
+	}
+	tr.MarkSynced(Services)
+	if tr.Synced() {
+		t.Fatal("synced with services only")
+	}
+	tr.MarkSynced(EndpointSlices)
+	tr.MarkSynced(EndpointSlices)
+	if !tr.Synced() {
+		t.Fatal("not synced after both inputs")
+	}
+	if calls != 2 {
+		t.Errorf("OnChange called %d times, want once per input", calls)
+	}
+}
+
+func TestTrackerInvalidSlice(t *testing.T) {
+	tr := NewTracker(TrackerConfig{})
+	if err := tr.SetService(service()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5"))), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	tr.Sync()
+	err := tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1"))), time.Time{})
+	if !errors.Is(err, dataplane.ErrInvalid) {
+		t.Fatalf("invalid slice: got %v", err)
+	}
+	u := tr.Sync()
+	if len(u.State.Services) != 1 || len(u.State.Services[0].Endpoints) != 0 {
+		t.Errorf("invalid slice's endpoints kept: %+v", u.State.Services)
+	}
+}

@@ -55,10 +55,11 @@ func (p *Planner) Update(s *State) (Scope, []error) {
 
 // UpdateChanges applies changes to service ports that the caller tracked,
 // in time proportional to the changes whatever the number of service
-// ports. The node's settings stay those of the last Update.
+// ports. The node's settings stay those of the last Update; before any
+// Update they are the zero Node.
 func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 	if p.index == nil {
-		return p.rebuild(&State{})
+		p.rebuild(&State{})
 	}
 	// Ports left out before are tried again: a conflict may have gone.
 	changed := make(map[ServicePortName]bool, len(changes))

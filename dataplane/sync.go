@@ -40,6 +40,9 @@ func (d *Dataplane) Sync(ctx context.Context, state *State) (*Result, error) {
 // services. The node's settings stay those of the last Sync, which must
 // have come first.
 func (d *Dataplane) SyncChanges(ctx context.Context, changes []Change) (*Result, error) {
+	if d.planner.index == nil {
+		return nil, errors.New("dataplane: SyncChanges before the first Sync: the node's settings are not known")
+	}
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.sync(ctx, scope, modelErrs)
 }

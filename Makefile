@@ -10,7 +10,7 @@ export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm lint bench vm-kernel tools clean
+.PHONY: test test-unit test-host test-vm lint bench fuzz vm-kernel tools clean
 
 test: lint test-unit test-host test-vm
 
@@ -51,6 +51,10 @@ bench: $(VMTEST) vm-kernel
 	  pkgs="$$(hack/pkgs-with-tag vmtest --bench $(PKGS))"; \
 	  [ -z "$$pkgs" ] || VMTEST_MEM=$${VMTEST_MEM:-4096} CGO_ENABLED=0 $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -timeout 60m -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
 	} 2>&1 | $(GO) run ./hack/benchratio
+
+# Every fuzz target for FUZZTIME (default 30s) each; make fuzz PKGS=./ipvs/...
+fuzz:
+	hack/fuzz $(PKGS)
 
 $(VMTEST): $(shell find hack/vmtest -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest

@@ -107,16 +107,16 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
 		}
-		reals := map[RealKey]RealServer{}
-		for _, dst := range dests {
-			r := realFromIPVS(dst)
-			reals[r.RealKey] = r
+		reals := make([]RealServer, len(dests))
+		for i, dst := range dests {
+			reals[i] = realFromIPVS(dst)
 		}
+		current := newReals(reals)
 		if _, ok := d.programmed.Virtual[vk]; ok {
-			d.programmed.Reals[vk] = reals
+			d.programmed.Reals[vk] = current
 		}
 		for rk := range d.draining[vk] {
-			if _, ok := reals[rk]; !ok {
+			if _, ok := current.Get(rk); !ok {
 				delete(d.draining[vk], rk)
 			}
 		}

@@ -10,7 +10,7 @@ export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm lint bench demo vm-kernel tools clean
+.PHONY: test test-unit test-host test-vm lint bench fuzz demo vm-kernel tools clean
 
 test: lint test-unit test-host test-vm
 
@@ -51,6 +51,10 @@ bench: $(VMTEST) vm-kernel
 	  pkgs="$$(hack/pkgs-with-tag vmtest --bench $(PKGS))"; \
 	  [ -z "$$pkgs" ] || VMTEST_MEM=$${VMTEST_MEM:-4096} CGO_ENABLED=0 $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -timeout 60m -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
 	} 2>&1 | $(GO) run ./hack/benchratio
+
+# Every fuzz target for FUZZTIME (default 30s) each; make fuzz PKGS=./ipvs/...
+fuzz:
+	hack/fuzz $(PKGS)
 
 # The README's demo: the daemon on example manifests in the VM, real
 # requests through a cluster IP, a node port and a load balancer, then

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -19,20 +21,24 @@ func (e *OpError) Error() string { return fmt.Sprintf("%s: %v", e.Op, e.Err) }
 func (e *OpError) Unwrap() error { return e.Err }
 
 // apply carries out a plan in order. Consecutive IPVS operations go to the
-// kernel as one batch; the rest one by one (ipset operations are bulk
-// already). Each success is recorded in the programmed state; each failure
+// kernel as one batch, and so do consecutive binds or unbinds; the rest go
+// one by one (ipset operations are bulk already). Each success is recorded in the programmed state; each failure
 // is returned and its objects are planned again on the next sync.
 func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
 	var errs []error
 	ops := plan.Ops
 	for i := 0; i < len(ops); {
+		switch ops[i].(type) {
+		case Bind, Unbind:
+			n := sameKindRun(ops[i:])
+			errs = append(errs, d.applyAddresses(ctx, ops[i:i+n])...)
+			i += n
+			continue
+		}
 		if isIPVSOp(ops[i]) {
-			j := i
-			for j < len(ops) && isIPVSOp(ops[j]) {
-				j++
-			}
-			errs = append(errs, d.applyIPVS(ctx, ops[i:j])...)
-			i = j
+			n := sameKindRun(ops[i:])
+			errs = append(errs, d.applyIPVS(ctx, ops[i:i+n])...)
+			i += n
 			continue
 		}
 		if err := d.applyOne(ctx, ops[i]); err != nil {
@@ -43,6 +49,104 @@ func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
 		i++
 	}
 	return errs
+}
+
+// sameKindRun returns how many operations from the first on go to the
+// kernel together: IPVS operations, or binds, or unbinds.
+func sameKindRun(ops []Op) int {
+	n := 1
+	switch ops[0].(type) {
+	case Bind:
+		for n < len(ops) && isBind(ops[n]) {
+			n++
+		}
+	case Unbind:
+		for n < len(ops) && isUnbind(ops[n]) {
+			n++
+		}
+	default:
+		for isIPVSOp(ops[0]) && n < len(ops) && isIPVSOp(ops[n]) {
+			n++
+		}
+	}
+	return n
+}
+
+func isBind(op Op) bool   { _, ok := op.(Bind); return ok }
+func isUnbind(op Op) bool { _, ok := op.(Unbind); return ok }
+
+// applyAddresses binds or unbinds many addresses in few writes.
+func (d *Dataplane) applyAddresses(ctx context.Context, ops []Op) []error {
+	addrs := make([]netip.Addr, len(ops))
+	bind := isBind(ops[0])
+	for i, op := range ops {
+		if bind {
+			addrs[i] = op.(Bind).Addr
+		} else {
+			addrs[i] = op.(Unbind).Addr
+		}
+	}
+	var err error
+	switch {
+	case bind:
+		if err = d.ensureDevice(ctx); err == nil {
+			err = d.device.BindAll(ctx, addrs)
+			if errors.Is(err, dummy.ErrLinkNotFound) {
+				// Deleted behind the dataplane's back: make it again.
+				d.device = nil
+				if err = d.ensureDevice(ctx); err == nil {
+					err = d.device.BindAll(ctx, addrs)
+				}
+			}
+		}
+	case d.device != nil:
+		err = d.device.UnbindAll(ctx, addrs)
+	}
+	// Failures name their address; a failure that names none is the
+	// whole batch's.
+	failed := map[netip.Addr]error{}
+	var all error
+	for _, e := range unjoin(err) {
+		var de *dummy.Error
+		if errors.As(e, &de) && de.Addr.IsValid() {
+			failed[de.Addr] = e
+		} else if e != nil {
+			all = e
+		}
+	}
+	var errs []error
+	for i, op := range ops {
+		switch {
+		case all != nil:
+			errs = append(errs, d.failed(op, all))
+		case failed[addrs[i]] != nil:
+			errs = append(errs, d.failed(op, failed[addrs[i]]))
+		default:
+			d.succeeded(op)
+		}
+	}
+	return errs
+}
+
+func (d *Dataplane) ensureDevice(ctx context.Context) error {
+	if d.device != nil {
+		return nil
+	}
+	dev, err := d.links.Ensure(ctx, d.cfg.Device)
+	if err == nil {
+		d.device = dev
+	}
+	return err
+}
+
+// unjoin returns the errors errors.Join joined, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if _, isDummy := err.(*dummy.Error); !isDummy {
+			return j.Unwrap()
+		}
+	}
+	return []error{err}
 }
 
 func isIPVSOp(op Op) bool {
@@ -84,20 +188,6 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 			}
 			return id, err
 		})
-	case Bind:
-		if d.device == nil {
-			dev, err := d.links.Ensure(ctx, d.cfg.Device)
-			if err != nil {
-				return err
-			}
-			d.device = dev
-		}
-		return d.device.Bind(ctx, o.Addr)
-	case Unbind:
-		if d.device == nil {
-			return nil
-		}
-		return d.device.Unbind(ctx, o.Addr)
 	case FlushConntrack:
 		f := o.flushFilter()
 		_, err := d.flows.DeleteMatching(ctx, &f)

@@ -26,6 +26,11 @@ type Config struct {
 	// draining at weight 0 while it still has connections; 15 minutes if
 	// zero.
 	DrainTimeout time.Duration
+	// ResyncInterval makes a sync read the kernel again and compare
+	// everything when this long has passed since the last full sync, which
+	// repairs whatever changed behind the dataplane's back; 0 means only
+	// the first sync and those after Resync are full.
+	ResyncInterval time.Duration
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
 }
@@ -52,6 +57,7 @@ type Dataplane struct {
 	draining map[VirtualKey]map[RealKey]time.Time
 	setIndex map[string]uint16
 	device   *dummy.Device
+	lastFull time.Time
 }
 
 // New opens the netlink connections. It fails with an error matching

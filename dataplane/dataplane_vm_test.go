@@ -475,6 +475,37 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	}
 }
 
+// An outside flush of IPVS and the sets is repaired by the periodic full
+// sync.
+func TestDataplaneRepairsDrift(t *testing.T) {
+	n := setupNet(t)
+	now := time.Now()
+	d, err := New(&Config{NetNS: n.node.FD(), ResyncInterval: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	state := &State{Node: vmNode(), Services: vmServices()}
+	mustSync(t, d, state)
+	n.node.Run(t, "ipvsadm", "-C")
+	n.node.Run(t, "ipset", "flush")
+	n.node.Run(t, "ip", "link", "del", DefaultDevice)
+	n.node.Run(t, "nft", "flush", "ruleset")
+	if res := mustSync(t, d, state); res.Full || len(res.Plan.Ops) != 0 {
+		t.Fatalf("before the interval a sync was full=%v with %d operations", res.Full, len(res.Plan.Ops))
+	}
+	now = now.Add(time.Minute)
+	if res := mustSync(t, d, state); !res.Full {
+		t.Fatal("the sync after the interval was not full")
+	}
+	if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 {
+		t.Errorf("after the repair a sync still planned:\n%s", res.Plan)
+	}
+	if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
+		t.Errorf("after the repair the service answers %q, %v", reply, err)
+	}
+}
+
 // Virtual servers of other programs, made before ipvsplane starts or while
 // it runs, survive syncs, resyncs and cleanup; the node's sysctls are set.
 func TestDataplaneLeavesOthersAlone(t *testing.T) {

@@ -10,14 +10,14 @@ import (
 // contribution is what one service port puts into the kernel.
 type contribution struct {
 	virtual []VirtualServer
-	reals   map[VirtualKey]map[RealKey]RealServer
+	reals   map[VirtualKey]Reals
 	addrs   []netip.Addr
 	entries []SetEntry
 }
 
 // contribution computes the kernel objects of one valid service port.
 func (n *Node) contribution(s *ServicePort) *contribution {
-	c := &contribution{reals: map[VirtualKey]map[RealKey]RealServer{}}
+	c := &contribution{reals: map[VirtualKey]Reals{}}
 	cluster, local := n.selectEndpoints(s.Endpoints)
 	internal, external := cluster, cluster
 	if s.InternalPolicy == PolicyLocal {
@@ -145,15 +145,14 @@ func nodePortEntries(s *ServicePort, nodeAddrs []netip.Addr, fams []bool, entry 
 // realServers returns the chosen endpoints of one family as real servers
 // of weight 1. Endpoints that are no longer chosen drain at weight 0 before
 // they are deleted (see Diff).
-func realServers(ipv6 bool, chosen []Endpoint) map[RealKey]RealServer {
-	reals := map[RealKey]RealServer{}
+func realServers(ipv6 bool, chosen []Endpoint) Reals {
+	reals := make([]RealServer, 0, len(chosen))
 	for _, ep := range chosen {
 		if ip := ep.Addr.Unmap(); ip.Is6() == ipv6 {
-			k := RealKey{Addr: ip, Port: ep.Port}
-			reals[k] = RealServer{RealKey: k, Weight: 1}
+			reals = append(reals, RealServer{RealKey: RealKey{Addr: ip, Port: ep.Port}, Weight: 1})
 		}
 	}
-	return reals
+	return newReals(reals)
 }
 
 func (n *Node) scheduler() string {

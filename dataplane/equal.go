@@ -1,32 +1,69 @@
 package dataplane
 
-import "slices"
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"net/netip"
+	"slices"
+)
 
-// equalServicePort reports whether two service ports are the same, field
-// by field; the planner calls it for every port on every update, so it
-// avoids reflection.
-func equalServicePort(a, b *ServicePort) bool {
-	return a.Name == b.Name &&
-		a.Protocol == b.Protocol &&
-		a.Port == b.Port &&
-		a.NodePort == b.NodePort &&
-		a.SessionAffinity == b.SessionAffinity &&
-		a.ExternalPolicy == b.ExternalPolicy &&
-		a.InternalPolicy == b.InternalPolicy &&
-		a.HealthCheckNodePort == b.HealthCheckNodePort &&
-		a.Scheduler == b.Scheduler &&
-		slices.Equal(a.ClusterIPs, b.ClusterIPs) &&
-		slices.Equal(a.ExternalIPs, b.ExternalIPs) &&
-		slices.Equal(a.LoadBalancerIPs, b.LoadBalancerIPs) &&
-		slices.Equal(a.LoadBalancerSourceRanges, b.LoadBalancerSourceRanges) &&
-		slices.EqualFunc(a.Endpoints, b.Endpoints, equalEndpoint)
-}
-
-func equalEndpoint(a, b Endpoint) bool {
-	return a.Addr == b.Addr && a.Port == b.Port &&
-		a.Ready == b.Ready && a.Serving == b.Serving && a.Terminating == b.Terminating &&
-		a.NodeName == b.NodeName && a.Zone == b.Zone &&
-		slices.Equal(a.ZoneHints, b.ZoneHints)
+// fingerprint hashes every field of a service port. The planner keeps
+// fingerprints, not copies, of the ports it has seen: a copy of a large
+// cluster's model would double its memory. Two different ports hash alike
+// with a chance of one in 2^64.
+func fingerprint(seed maphash.Seed, s *ServicePort) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	str := func(v string) {
+		h.WriteString(v)
+		h.WriteByte(0)
+	}
+	num := func(v uint64) {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	addrs := func(a []netip.Addr) {
+		num(uint64(len(a)))
+		for _, ip := range a {
+			b, _ := ip.MarshalBinary()
+			num(uint64(len(b)))
+			h.Write(b)
+		}
+	}
+	str(s.Name.Namespace)
+	str(s.Name.Name)
+	str(s.Name.Port)
+	num(uint64(s.Protocol)<<48 | uint64(s.Port)<<32 | uint64(s.NodePort)<<16 | uint64(s.HealthCheckNodePort))
+	num(uint64(s.SessionAffinity))
+	num(uint64(s.ExternalPolicy)<<8 | uint64(s.InternalPolicy))
+	str(s.Scheduler)
+	addrs(s.ClusterIPs)
+	addrs(s.ExternalIPs)
+	addrs(s.LoadBalancerIPs)
+	num(uint64(len(s.LoadBalancerSourceRanges)))
+	for _, p := range s.LoadBalancerSourceRanges {
+		b, _ := p.MarshalBinary()
+		h.Write(b)
+	}
+	num(uint64(len(s.Endpoints)))
+	for _, ep := range s.Endpoints {
+		addrs([]netip.Addr{ep.Addr})
+		var flags uint64
+		for i, f := range []bool{ep.Ready, ep.Serving, ep.Terminating} {
+			if f {
+				flags |= 1 << i
+			}
+		}
+		num(uint64(ep.Port)<<8 | flags)
+		str(ep.NodeName)
+		str(ep.Zone)
+		num(uint64(len(ep.ZoneHints)))
+		for _, z := range ep.ZoneHints {
+			str(z)
+		}
+	}
+	return h.Sum64()
 }
 
 // equalNode reports whether two nodes' settings are the same; a change of
@@ -45,8 +82,8 @@ func equalNode(a, b *Node) bool {
 		a.TCPTimeout == b.TCPTimeout && a.TCPFinTimeout == b.TCPFinTimeout && a.UDPTimeout == b.UDPTimeout
 }
 
-// cloneServicePort copies a service port deeply, so the planner's memory
-// of it cannot change when the caller reuses its model.
+// cloneServicePort copies a service port deeply, so the planner's copy of
+// a port it must try again cannot change when the caller reuses its model.
 func cloneServicePort(s *ServicePort) *ServicePort {
 	c := *s
 	c.ClusterIPs = slices.Clone(s.ClusterIPs)

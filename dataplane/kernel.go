@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -115,7 +116,7 @@ type SetEntry struct {
 // the dummy device, the ipsets, and the rendered packet rules.
 type KernelState struct {
 	Virtual   map[VirtualKey]VirtualServer
-	Reals     map[VirtualKey]map[RealKey]RealServer
+	Reals     map[VirtualKey]Reals
 	Addresses map[netip.Addr]bool
 	Sets      map[string]SetSpec
 	Entries   map[string]map[string]bool
@@ -128,7 +129,7 @@ type KernelState struct {
 func NewKernelState() *KernelState {
 	return &KernelState{
 		Virtual:   map[VirtualKey]VirtualServer{},
-		Reals:     map[VirtualKey]map[RealKey]RealServer{},
+		Reals:     map[VirtualKey]Reals{},
 		Addresses: map[netip.Addr]bool{},
 		Sets:      map[string]SetSpec{},
 		Entries:   map[string]map[string]bool{},
@@ -137,4 +138,53 @@ func NewKernelState() *KernelState {
 
 func portEntry(ip netip.Addr, p Protocol, port uint16) string {
 	return fmt.Sprintf("%s,%s:%d", ip, p, port)
+}
+
+// Reals is a virtual server's real servers, sorted by address and port. A
+// sorted slice costs a fraction of a map for the handful of real servers a
+// service has, and a cluster has hundreds of thousands of them.
+type Reals []RealServer
+
+// newReals sorts rs and keeps the last of any duplicates.
+func newReals(rs []RealServer) Reals {
+	slices.SortStableFunc(rs, func(a, b RealServer) int { return a.RealKey.Compare(b.RealKey) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && out[n-1].RealKey == r.RealKey {
+			out[n-1] = r
+			continue
+		}
+		out = append(out, r)
+	}
+	return Reals(out)
+}
+
+func (rs Reals) index(k RealKey) (int, bool) {
+	return slices.BinarySearchFunc(rs, k, func(r RealServer, k RealKey) int { return r.RealKey.Compare(k) })
+}
+
+// Get returns the real server with key k.
+func (rs Reals) Get(k RealKey) (RealServer, bool) {
+	if i, ok := rs.index(k); ok {
+		return rs[i], true
+	}
+	return RealServer{}, false
+}
+
+// with returns rs with r added or replaced; rs may be reused.
+func (rs Reals) with(r RealServer) Reals {
+	i, ok := rs.index(r.RealKey)
+	if ok {
+		rs[i] = r
+		return rs
+	}
+	return slices.Insert(rs, i, r)
+}
+
+// without returns rs without the real server k; rs may be reused.
+func (rs Reals) without(k RealKey) Reals {
+	if i, ok := rs.index(k); ok {
+		return slices.Delete(rs, i, i+1)
+	}
+	return rs
 }

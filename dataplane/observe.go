@@ -67,17 +67,17 @@ func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Nod
 			continue // never removed
 		}
 		k.Virtual[v.VirtualKey] = v
-		reals := make(map[RealKey]RealServer, len(vs.Destinations))
-		for _, dst := range vs.Destinations {
-			r := realFromIPVS(dst)
-			reals[r.RealKey] = r
+		reals := make([]RealServer, len(vs.Destinations))
+		for i, dst := range vs.Destinations {
+			reals[i] = realFromIPVS(dst)
 		}
-		k.Reals[v.VirtualKey] = reals
+		k.Reals[v.VirtualKey] = newReals(reals)
 	}
 
 	dev, err := d.links.Get(ctx, d.cfg.Device)
 	switch {
 	case errors.Is(err, dummy.ErrLinkNotFound):
+		d.device = nil
 	case err != nil:
 		return nil, err
 	default:

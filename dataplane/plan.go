@@ -203,11 +203,10 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]Service
 // connections end or the drain times out; UDP and SCTP ones are deleted at
 // once and their flows flushed, since a datagram client would otherwise
 // keep talking to the dead endpoint.
-func diffReals(vs VirtualKey, have, want map[RealKey]RealServer, drain Drain) []Op {
+func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 	var ops []Op
-	for _, rk := range slices.SortedFunc(maps.Keys(want), RealKey.Compare) {
-		w := want[rk]
-		h, ok := have[rk]
+	for _, w := range want {
+		h, ok := have.Get(w.RealKey)
 		switch {
 		case !ok:
 			ops = append(ops, AddReal{Virtual: vs, Real: w})
@@ -215,11 +214,11 @@ func diffReals(vs VirtualKey, have, want map[RealKey]RealServer, drain Drain) []
 			ops = append(ops, UpdateReal{Virtual: vs, Real: w})
 		}
 	}
-	for _, rk := range slices.SortedFunc(maps.Keys(have), RealKey.Compare) {
-		if _, ok := want[rk]; ok {
+	for _, h := range have {
+		rk := h.RealKey
+		if _, ok := want.Get(rk); ok {
 			continue
 		}
-		h := have[rk]
 		switch {
 		case vs.Protocol != TCP:
 			ops = append(ops, DeleteReal{Virtual: vs, Real: rk},

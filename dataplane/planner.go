@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"cmp"
+	"hash/maphash"
 	"maps"
 	"slices"
 )
@@ -11,14 +12,18 @@ import (
 // service plans (and costs) that service alone. It does no kernel access.
 type Planner struct {
 	index *desiredIndex
-	seen  map[ServicePortName]*ServicePort
+	seed  maphash.Seed
+	// seen holds the fingerprint of every service port in the index.
+	seen map[ServicePortName]uint64
+	// retry holds copies of the ports left out, to try again.
+	retry map[ServicePortName]*ServicePort
 	// failed holds the service ports left out last time; they are tried
 	// again on every update, since a conflict may have gone away.
 	failed map[ServicePortName]error
 }
 
 // NewPlanner returns a planner with an empty desired state.
-func NewPlanner() *Planner { return &Planner{} }
+func NewPlanner() *Planner { return &Planner{seed: maphash.MakeSeed()} }
 
 // Change is a new version of one service port, or with Port nil, its
 // removal.
@@ -41,7 +46,7 @@ func (p *Planner) Update(s *State) (Scope, []error) {
 	for i := range s.Services {
 		sp := &s.Services[i]
 		present[sp.Name] = true
-		if prev, ok := p.seen[sp.Name]; !ok || !equalServicePort(prev, sp) {
+		if fp, ok := p.seen[sp.Name]; !ok || fp != fingerprint(p.seed, sp) {
 			changes = append(changes, Change{Name: sp.Name, Port: sp})
 		}
 	}
@@ -55,10 +60,11 @@ func (p *Planner) Update(s *State) (Scope, []error) {
 
 // UpdateChanges applies changes to service ports that the caller tracked,
 // in time proportional to the changes whatever the number of service
-// ports. The node's settings stay those of the last Update.
+// ports. The node's settings stay those of the last Update; before any
+// Update they are the zero Node.
 func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 	if p.index == nil {
-		return p.rebuild(&State{})
+		p.rebuild(&State{})
 	}
 	// Ports left out before are tried again: a conflict may have gone.
 	changed := make(map[ServicePortName]bool, len(changes))
@@ -67,7 +73,7 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 	}
 	for name := range p.failed {
 		if !changed[name] {
-			changes = append(changes, Change{Name: name, Port: p.seen[name]})
+			changes = append(changes, Change{Name: name, Port: p.retry[name]})
 		}
 	}
 	// Removals first, so a port that takes over a removed port's virtual
@@ -91,15 +97,17 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 		if c.Port == nil {
 			p.index.remove(c.Name, t)
 			delete(p.seen, c.Name)
+			delete(p.retry, c.Name)
 			continue
 		}
-		sp := c.Port
-		if p.seen[c.Name] != sp {
-			sp = cloneServicePort(sp)
-			p.seen[c.Name] = sp
-		}
-		if err := put(p.index, sp, t); err != nil {
+		p.seen[c.Name] = fingerprint(p.seed, c.Port)
+		if err := put(p.index, c.Port, t); err != nil {
 			p.failed[c.Name] = err
+			if p.retry[c.Name] != c.Port {
+				p.retry[c.Name] = cloneServicePort(c.Port)
+			}
+		} else {
+			delete(p.retry, c.Name)
 		}
 	}
 	return t.scope, p.errors()
@@ -108,9 +116,14 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 // rebuild computes the desired state of a whole model afresh.
 func (p *Planner) rebuild(s *State) (Scope, []error) {
 	index, failed, err := buildIndex(s)
-	p.index, p.failed, p.seen = index, failed, make(map[ServicePortName]*ServicePort, len(s.Services))
+	p.index, p.failed = index, failed
+	p.seen, p.retry = make(map[ServicePortName]uint64, len(s.Services)), map[ServicePortName]*ServicePort{}
 	for i := range s.Services {
-		p.seen[s.Services[i].Name] = cloneServicePort(&s.Services[i])
+		sp := &s.Services[i]
+		p.seen[sp.Name] = fingerprint(p.seed, sp)
+		if _, ok := failed[sp.Name]; ok {
+			p.retry[sp.Name] = cloneServicePort(sp)
+		}
 	}
 	if err != nil {
 		return FullScope, []error{err}

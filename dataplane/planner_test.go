@@ -3,6 +3,8 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -274,5 +276,70 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 	planB := Diff(kernelB, desired, owners, scope, Drain{})
 	if planA.String() != planB.String() {
 		t.Errorf("Update planned:\n%s\nUpdateChanges planned:\n%s", planA, planB)
+	}
+}
+
+// A change of any field of a service port or its endpoints must change its
+// fingerprint, or the planner would miss it.
+func TestFingerprintCoversEveryField(t *testing.T) {
+	seed := maphash.MakeSeed()
+	base := func() ServicePort {
+		s := shapes()["etp-local"][0]
+		s.Endpoints[0].ZoneHints = []string{"zone-a"}
+		s.Endpoints[0].Zone = "zone-a"
+		s.ExternalIPs = ips("198.51.100.1")
+		s.LoadBalancerSourceRanges = prefixes("192.0.2.0/24")
+		return s
+	}
+	b := base()
+	want := fingerprint(seed, &b)
+	mutate := func(f reflect.Value, name string) {
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Uint8, reflect.Uint16:
+			f.SetUint(f.Uint() + 1)
+		case reflect.Int64:
+			f.SetInt(f.Int() + int64(time.Second))
+		case reflect.Slice:
+			f.Set(f.Slice(0, 0))
+		case reflect.Struct:
+			if f.Type() == reflect.TypeOf(netip.Addr{}) {
+				f.Set(reflect.ValueOf(netip.MustParseAddr("10.1.2.3")))
+				return
+			}
+			t.Fatalf("field %s: struct %s not covered by this test", name, f.Type())
+		default:
+			t.Fatalf("field %s: kind %s not covered by this test", name, f.Kind())
+		}
+	}
+	typ := reflect.TypeOf(ServicePort{})
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if name == "Name" {
+			for j := range reflect.TypeOf(ServicePortName{}).NumField() {
+				s := base()
+				mutate(reflect.ValueOf(&s.Name).Elem().Field(j), "Name."+reflect.TypeOf(ServicePortName{}).Field(j).Name)
+				if fingerprint(seed, &s) == want {
+					t.Errorf("a change of Name field %d leaves the fingerprint", j)
+				}
+			}
+			continue
+		}
+		s := base()
+		mutate(reflect.ValueOf(&s).Elem().Field(i), name)
+		if fingerprint(seed, &s) == want {
+			t.Errorf("a change of %s leaves the fingerprint", name)
+		}
+	}
+	etyp := reflect.TypeOf(Endpoint{})
+	for i := range etyp.NumField() {
+		s := base()
+		mutate(reflect.ValueOf(&s.Endpoints[0]).Elem().Field(i), "Endpoints[0]."+etyp.Field(i).Name)
+		if fingerprint(seed, &s) == want {
+			t.Errorf("a change of Endpoint.%s leaves the fingerprint", etyp.Field(i).Name)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package dataplane
 
-import "maps"
+import (
+	"maps"
+	"slices"
+)
 
 // Record changes the state as a successful op changes the kernel. The
 // dataplane keeps its memory of what it programmed this way, and tests use
@@ -27,26 +30,20 @@ func (k *KernelState) Record(op Op) {
 		k.Rules = o.Rules
 	case AddVirtual:
 		k.Virtual[o.Virtual.VirtualKey] = o.Virtual
-		if k.Reals[o.Virtual.VirtualKey] == nil {
-			k.Reals[o.Virtual.VirtualKey] = map[RealKey]RealServer{}
-		}
 	case UpdateVirtual:
 		k.Virtual[o.Virtual.VirtualKey] = o.Virtual
 	case DeleteVirtual:
 		delete(k.Virtual, o.Virtual)
 		delete(k.Reals, o.Virtual)
 	case AddReal:
-		if k.Reals[o.Virtual] == nil {
-			k.Reals[o.Virtual] = map[RealKey]RealServer{}
-		}
-		k.Reals[o.Virtual][o.Real.RealKey] = o.Real
+		k.Reals[o.Virtual] = k.Reals[o.Virtual].with(o.Real)
 	case UpdateReal:
-		if r, ok := k.Reals[o.Virtual][o.Real.RealKey]; ok {
+		if r, ok := k.Reals[o.Virtual].Get(o.Real.RealKey); ok {
 			r.Weight = o.Real.Weight
-			k.Reals[o.Virtual][o.Real.RealKey] = r
+			k.Reals[o.Virtual] = k.Reals[o.Virtual].with(r)
 		}
 	case DeleteReal:
-		delete(k.Reals[o.Virtual], o.Real)
+		k.Reals[o.Virtual] = k.Reals[o.Virtual].without(o.Real)
 	case Bind:
 		k.Addresses[o.Addr] = true
 	case Unbind:
@@ -60,14 +57,14 @@ func (k *KernelState) Record(op Op) {
 func (k *KernelState) Clone() *KernelState {
 	c := &KernelState{
 		Virtual:   maps.Clone(k.Virtual),
-		Reals:     make(map[VirtualKey]map[RealKey]RealServer, len(k.Reals)),
+		Reals:     make(map[VirtualKey]Reals, len(k.Reals)),
 		Addresses: maps.Clone(k.Addresses),
 		Sets:      maps.Clone(k.Sets),
 		Entries:   make(map[string]map[string]bool, len(k.Entries)),
 		Rules:     k.Rules,
 	}
 	for vk, reals := range k.Reals {
-		c.Reals[vk] = maps.Clone(reals)
+		c.Reals[vk] = slices.Clone(reals)
 	}
 	for set, entries := range k.Entries {
 		c.Entries[set] = maps.Clone(entries)

@@ -40,6 +40,9 @@ func (d *Dataplane) Sync(ctx context.Context, state *State) (*Result, error) {
 // services. The node's settings stay those of the last Sync, which must
 // have come first.
 func (d *Dataplane) SyncChanges(ctx context.Context, changes []Change) (*Result, error) {
+	if d.planner.index == nil {
+		return nil, errors.New("dataplane: SyncChanges before the first Sync: the node's settings are not known")
+	}
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.sync(ctx, scope, modelErrs)
 }
@@ -48,6 +51,9 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	desired, owners := d.planner.Desired()
 	node := &d.planner.index.node
 	res := &Result{}
+	if d.cfg.ResyncInterval > 0 && d.cfg.Now().Sub(d.lastFull) >= d.cfg.ResyncInterval {
+		d.programmed = nil
+	}
 	switch {
 	case d.programmed == nil:
 		observed, err := d.observe(ctx, desired, node)
@@ -55,6 +61,7 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
 		d.programmed, d.retry, scope, res.Full = observed, newTouched(), FullScope, true
+		d.lastFull = d.cfg.Now()
 	case d.retry.all:
 		scope = FullScope
 	default:
@@ -100,16 +107,16 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
 		}
-		reals := map[RealKey]RealServer{}
-		for _, dst := range dests {
-			r := realFromIPVS(dst)
-			reals[r.RealKey] = r
+		reals := make([]RealServer, len(dests))
+		for i, dst := range dests {
+			reals[i] = realFromIPVS(dst)
 		}
+		current := newReals(reals)
 		if _, ok := d.programmed.Virtual[vk]; ok {
-			d.programmed.Reals[vk] = reals
+			d.programmed.Reals[vk] = current
 		}
 		for rk := range d.draining[vk] {
-			if _, ok := reals[rk]; !ok {
+			if _, ok := current.Get(rk); !ok {
 				delete(d.draining[vk], rk)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	nl "github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -24,8 +25,11 @@ type Config struct {
 
 // Conn is an rtnetlink connection in one network namespace.
 type Conn struct {
-	mu sync.Mutex
-	h  *netlink.Handle
+	mu    sync.Mutex
+	h     *netlink.Handle
+	netns int
+	// raw carries the batched address requests; opened on first use.
+	raw *nl.Conn
 }
 
 // Dial opens an rtnetlink connection in the namespace cfg names.
@@ -42,12 +46,19 @@ func Dial(cfg *Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dummy: opening rtnetlink: %w", err)
 	}
-	return &Conn{h: h}, nil
+	conn := &Conn{h: h}
+	if cfg != nil {
+		conn.netns = cfg.NetNS
+	}
+	return conn, nil
 }
 
-// Close closes the connection's socket.
+// Close closes the connection's sockets.
 func (c *Conn) Close() error {
 	c.h.Close()
+	if c.raw != nil {
+		return c.raw.Close()
+	}
 	return nil
 }
 

@@ -154,6 +154,41 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// BindAll and UnbindAll do in few writes what Bind and Unbind do one by
+// one, with the same idempotence.
+func TestBatches(t *testing.T) {
+	ns, c := setup(t)
+	ctx := context.Background()
+	want := addresses(2000)
+	dev, err := c.Ensure(ctx, device)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		if err := dev.BindAll(ctx, want); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		checkState(t, ns, dev, want)
+	}
+	for round := range 2 {
+		if err := dev.UnbindAll(ctx, want[1000:]); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		checkState(t, ns, dev, want[:1000])
+	}
+	err = dev.BindAll(ctx, []netip.Addr{want[0], {}, want[1]})
+	var e *Error
+	if !errors.As(err, &e) || e.Op != "bind" || e.Addr.IsValid() {
+		t.Errorf("an invalid address in a batch: %v", err)
+	}
+	if err := c.Delete(ctx, device); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.BindAll(ctx, want[:3]); !errors.Is(err, ErrLinkNotFound) {
+		t.Errorf("BindAll on a deleted device: %v, want ErrLinkNotFound", err)
+	}
+}
+
 func TestForeignLinkIsLeftAlone(t *testing.T) {
 	ns, c := setup(t)
 	ctx := context.Background()

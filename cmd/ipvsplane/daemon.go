@@ -20,7 +20,6 @@ type kernel interface {
 	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *dataplane.State) (*dataplane.Plan, []error, error)
 	Cleanup(ctx context.Context) error
-	Resync()
 	Close() error
 }
 
@@ -31,23 +30,21 @@ const defaultProgressEvery = 5 * time.Second
 // daemon syncs the tracker's desired state into the kernel; its sync
 // method is the runner's sync function.
 type daemon struct {
-	log        *zap.Logger
-	kernel     kernel
-	tracker    *watcher.Tracker
-	metrics    *metrics
-	health     *health
-	hc         *hcServers
-	syncPeriod time.Duration
-	stateFile  string
-	now        func() time.Time
+	log       *zap.Logger
+	kernel    kernel
+	tracker   *watcher.Tracker
+	metrics   *metrics
+	health    *health
+	hc        *hcServers
+	stateFile string
+	now       func() time.Time
 	// progressEvery is how often a long sync logs a progress line;
 	// defaultProgressEvery if zero.
 	progressEvery time.Duration
 
 	// synced is true once a sync has programmed the kernel.
-	synced   bool
-	lastFull time.Time
-	record   syncRecord
+	synced bool
+	record syncRecord
 	// names holds each service port's keys in record.Services.
 	names map[dataplane.ServicePortName][]string
 }
@@ -75,19 +72,16 @@ func changed(u *watcher.Update) []dataplane.Change {
 	return out
 }
 
-// sync programs what changed since the last sync. The first sync, a sync
-// after the node's settings changed, and one every sync period program the
-// whole state; the periodic one rereads the kernel first, which repairs
-// changes made behind the daemon's back.
+// sync programs what changed since the last sync. The first sync and a
+// sync after the node's settings changed hand the dataplane the whole
+// state; the others, only the changes. The dataplane rereads the kernel
+// once a sync period (its ResyncInterval), which repairs changes made
+// behind the daemon's back.
 func (d *daemon) sync(ctx context.Context) error {
 	servicesPending, endpointsPending := d.tracker.Pending()
 	u := d.tracker.Sync()
 	start := d.now()
-	periodic := d.synced && start.Sub(d.lastFull) >= d.syncPeriod
-	full := !d.synced || u.NodeChanged || periodic
-	if periodic {
-		d.kernel.Resync()
-	}
+	full := !d.synced || u.NodeChanged
 	stop := d.progress(start, len(u.State.Services), full)
 	var res *dataplane.Result
 	var err error
@@ -107,9 +101,6 @@ func (d *daemon) sync(ctx context.Context) error {
 		return err
 	}
 	d.synced = true
-	if res.Full {
-		d.lastFull = start
-	}
 
 	m.syncDuration.Observe(took.Seconds())
 	if res.Full {

@@ -47,7 +47,7 @@ func (k *fakeKernel) Sync(_ context.Context, s *dataplane.State) (*dataplane.Res
 	if k.synced != nil {
 		k.synced <- s.Services
 	}
-	return k.result(len(k.calls) == 1 || k.calls[len(k.calls)-2] == "resync")
+	return k.result(len(k.calls) == 1)
 }
 
 func (k *fakeKernel) SyncChanges(_ context.Context, c []dataplane.Change) (*dataplane.Result, error) {
@@ -75,7 +75,6 @@ func (k *fakeKernel) Cleanup(context.Context) error {
 	return nil
 }
 
-func (k *fakeKernel) Resync()      { k.calls = append(k.calls, "resync") }
 func (k *fakeKernel) Close() error { return nil }
 
 const webManifest = `
@@ -117,7 +116,7 @@ func TestDaemonSync(t *testing.T) {
 	stateFile := filepath.Join(t.TempDir(), "status.json")
 	d := &daemon{
 		log: zap.NewNop(), kernel: k, metrics: newMetrics(), health: newHealth(30*time.Second, clock.now),
-		syncPeriod: 30 * time.Second, stateFile: stateFile, now: clock.now,
+		stateFile: stateFile, now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}}),
 	}
 	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
@@ -178,10 +177,13 @@ func TestDaemonSync(t *testing.T) {
 	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
 		t.Errorf("names after the removal: %v %v", rec.Services, err)
 	}
-	// A sync period later, the sync rereads the kernel.
-	clock.advance(30 * time.Second)
+	// A change of the node's settings hands over the whole state.
+	feed(t, d.tracker, "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.9}]}\n")
 	sync()
-	want := []string{"sync", "changes", "changes", "resync", "sync"}
+	if got := k.state.Node.Addresses; len(got) != 1 || got[0].String() != "192.168.0.9" {
+		t.Errorf("node addresses: %v", got)
+	}
+	want := []string{"sync", "changes", "changes", "sync"}
 	if diff := cmp.Diff(want, k.calls); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
@@ -201,7 +203,7 @@ func TestDaemonProgress(t *testing.T) {
 	k := &fakeKernel{block: make(chan struct{})}
 	d := &daemon{
 		log: zap.New(core), kernel: k, metrics: newMetrics(), health: newHealth(time.Minute, time.Now),
-		syncPeriod: time.Minute, now: time.Now, progressEvery: time.Millisecond,
+		now: time.Now, progressEvery: time.Millisecond,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
 	}
 	d.hc = newHCServers(zap.NewNop(), "", func() bool { return true })

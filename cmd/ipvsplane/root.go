@@ -162,8 +162,8 @@ schedulers) and a writable /proc/sys/net.`,
 }
 
 // dial opens the kernel, and explains a kernel without IPVS.
-func (a *app) dial() (kernel, error) {
-	k, err := a.newKernel(&dataplane.Config{})
+func (a *app) dial(cfg *dataplane.Config) (kernel, error) {
+	k, err := a.newKernel(cfg)
 	if errors.Is(err, ipvs.ErrNotAvailable) {
 		return nil, fmt.Errorf("the kernel has no IPVS: load the ip_vs module (and the scheduler's, such as ip_vs_rr) or use a kernel built with CONFIG_IP_VS: %w", err)
 	}
@@ -171,7 +171,7 @@ func (a *app) dial() (kernel, error) {
 }
 
 func (a *app) cleanup(ctx context.Context, stateFile string) error {
-	k, err := a.dial()
+	k, err := a.dial(&dataplane.Config{})
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	if err != nil {
 		return err
 	}
-	k, err := a.dial()
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod})
 	if err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	m := newMetrics()
 	h := newHealth(s.syncPeriod, a.now)
 	d := &daemon{
-		log: log, kernel: k, metrics: m, health: h, syncPeriod: s.syncPeriod, stateFile: o.stateFile, now: a.now,
+		log: log, kernel: k, metrics: m, health: h, stateFile: o.stateFile, now: a.now,
 		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
 	}
 	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().NodeHealthy })
@@ -184,7 +184,7 @@ func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra
 	if err != nil {
 		return err
 	}
-	k, err := a.dial()
+	k, err := a.dial(&dataplane.Config{})
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.
 	if err != nil {
 		return err
 	}
-	k, err := a.dial()
+	k, err := a.dial(&dataplane.Config{})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,11 @@ func TestRunKubernetesSource(t *testing.T) {
 	k := &fakeKernel{synced: make(chan []dataplane.ServicePort, 16)}
 	a, _, stderr := testApp(k, nil)
 	a.kubeClient = func(*options) (kubernetes.Interface, error) { return client, nil }
+	var cfg *dataplane.Config
+	a.newKernel = func(c *dataplane.Config) (kernel, error) {
+		cfg = c
+		return k, nil
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -53,6 +58,9 @@ func TestRunKubernetesSource(t *testing.T) {
 		return nil
 	}
 	ports := next()
+	if cfg.ResyncInterval != 30*time.Second {
+		t.Errorf("the dataplane rereads the kernel every %v, want the sync period", cfg.ResyncInterval)
+	}
 	if len(ports) != 1 || len(ports[0].Endpoints) != 1 || ports[0].Endpoints[0].Addr.String() != "10.244.1.10" {
 		t.Fatalf("first sync: %+v", ports)
 	}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/watcher"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+)
+
+// desired reads the source until Services and EndpointSlices are listed
+// once, and returns the desired state. Objects that could not be used are
+// returned as problems.
+func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *settings) (*watcher.Update, []error, error) {
+	ready := make(chan struct{}, 1)
+	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	}})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var problems []error
+	srcErr := make(chan error, 1)
+	go func() {
+		srcErr <- a.watch(ctx, log, o, tracker, s.node.Name, func(err error) {
+			mu.Lock()
+			problems = append(problems, err)
+			mu.Unlock()
+		})
+	}()
+	for !tracker.Synced() {
+		select {
+		case <-ready:
+		case err := <-srcErr:
+			if err == nil {
+				err = errors.New("stopped before listing everything")
+			}
+			return nil, nil, fmt.Errorf("source %s: %w", o.source, err)
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	cancel()
+	<-srcErr
+	return tracker.Sync(), problems, nil
+}
+
+// apply syncs once. Objects left out and failed operations make it fail
+// after everything else was programmed.
+func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	s, err := a.setup(log, o, cmd)
+	if err != nil {
+		return err
+	}
+	k, err := a.dial(&dataplane.Config{})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	u, problems, err := a.desired(ctx, log, o, s)
+	if err != nil {
+		return err
+	}
+	start := a.now()
+	res, err := k.Sync(ctx, &u.State)
+	if err != nil {
+		return err
+	}
+	// The source logged its own problems.
+	for _, p := range res.Errors {
+		log.Error("sync problem", zap.Error(p))
+	}
+	problems = append(problems, res.Errors...)
+	log.Info("synced", zap.Int("operations", len(res.Plan.Ops)), zap.Int("servicePorts", len(u.State.Services)),
+		zap.Int("errors", len(problems)), zap.Duration("took", a.now().Sub(start)))
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problems (logged above)", len(problems))
+	}
+	return nil
+}
+
+// plan prints what a first sync would do against the kernel as it is.
+func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	s, err := a.setup(log, o, cmd)
+	if err != nil {
+		return err
+	}
+	k, err := a.dial(&dataplane.Config{})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	u, problems, err := a.desired(ctx, log, o, s)
+	if err != nil {
+		return err
+	}
+	p, left, err := k.DryRun(ctx, &u.State)
+	if err != nil {
+		return err
+	}
+	for _, e := range append(problems, left...) {
+		log.Warn("left out", zap.Error(e))
+	}
+	if len(p.Ops) == 0 {
+		fmt.Fprintln(a.stderr, "no changes: the kernel holds the desired state")
+		return nil
+	}
+	_, err = fmt.Fprint(a.stdout, p)
+	return err
+}

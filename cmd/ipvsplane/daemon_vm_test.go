@@ -155,6 +155,25 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if _, err := os.Stat(d.stateFile); !os.IsNotExist(err) {
 		t.Errorf("the state file is still there: %v", err)
 	}
+
+	// apply --once programs the same state in one go; a document it
+	// cannot use makes it fail, after programming the rest.
+	out, err = ipvsplane(t, n.node, "apply", "--once", "--source=files", "--manifests", dir, "--hostname-override=node-a", "--cluster-cidr=10.244.0.0/16")
+	if err != nil {
+		t.Fatalf("apply --once: %v\n%s", err, out)
+	}
+	if counts, _ := spread(t, n.client, "10.96.0.10:80", 4); len(counts) != 2 {
+		t.Errorf("after apply --once the cluster IP reached %v", counts)
+	}
+	writeFile(t, filepath.Join(dir, "broken.yaml"), "apiVersion: v1\nkind: Service\nmetadata: {name: broken}\nspec: {portz: []}\n")
+	out, err = ipvsplane(t, n.node, "apply", "--once", "--source=files", "--manifests", dir, "--hostname-override=node-a")
+	if err == nil || !strings.Contains(out, "broken.yaml") {
+		t.Errorf("apply --once with an invalid document: %v\n%s", err, out)
+	}
+	if out, err := ipvsplane(t, n.node, "cleanup"); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, out)
+	}
+	assertClean(t, n.node, foreign)
 }
 
 func readFile(t testing.TB, path string) string {

@@ -181,6 +181,32 @@ func (d *daemon) progress(start time.Time, ports int, full bool) func() {
 	}
 }
 
+// waitListed logs a line every progressEvery until the source has listed
+// Services and EndpointSlices, so the reading of a large cluster before
+// the first sync is not silent either.
+func (d *daemon) waitListed(ctx context.Context) {
+	every := d.progressEvery
+	if every == 0 {
+		every = defaultProgressEvery
+	}
+	start := d.now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for !d.tracker.Synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if d.tracker.Synced() {
+				return
+			}
+			svc, ep := d.tracker.Pending()
+			d.log.Info("waiting for Services and EndpointSlices to be listed", zap.Duration("elapsed", d.now().Sub(start).Round(time.Second)),
+				zap.Int("servicesSoFar", svc), zap.Int("endpointSlicesSoFar", ep))
+		}
+	}
+}
+
 func (d *daemon) writeRecord(u *watcher.Update, changes []dataplane.Change, res *dataplane.Result, start time.Time, took time.Duration) {
 	if d.stateFile == "" {
 		return

@@ -225,3 +225,26 @@ func TestDaemonProgress(t *testing.T) {
 		t.Errorf("logs: %v", logs.All())
 	}
 }
+
+// Before the first listing ends, the daemon says it is waiting, and stops
+// saying so once it has.
+func TestDaemonWaitListed(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	d := &daemon{log: zap.New(core), now: time.Now, progressEvery: time.Millisecond,
+		tracker: watcher.NewTracker(watcher.TrackerConfig{})}
+	done := make(chan struct{})
+	go func() {
+		d.waitListed(context.Background())
+		close(done)
+	}()
+	for logs.FilterMessage("waiting for Services and EndpointSlices to be listed").Len() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	d.tracker.MarkSynced(watcher.Services)
+	d.tracker.MarkSynced(watcher.EndpointSlices)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting after the listing")
+	}
+}

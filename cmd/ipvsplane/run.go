@@ -117,6 +117,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	go func() {
 		srcErr <- a.watch(srcCtx, log, o, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
 	}()
+	go d.waitListed(srcCtx)
 	runErr := make(chan error, 1)
 	go func() { runErr <- runner.Run(ctx) }()
 	select {

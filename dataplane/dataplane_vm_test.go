@@ -475,7 +475,9 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	}
 }
 
-// An outside flush of IPVS and the sets is repaired by the periodic full
+// Outside flushes of IPVS, the sets, the device and the rules are noticed
+// by the next sync's canary and repaired at once; a change the canary
+// cannot see (a real server's weight) is repaired by the periodic full
 // sync.
 func TestDataplaneRepairsDrift(t *testing.T) {
 	n := setupNet(t)
@@ -487,22 +489,31 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 	defer d.Close()
 	state := &State{Node: vmNode(), Services: vmServices()}
 	mustSync(t, d, state)
-	n.node.Run(t, "ipvsadm", "-C")
-	n.node.Run(t, "ipset", "flush")
-	n.node.Run(t, "ip", "link", "del", DefaultDevice)
-	n.node.Run(t, "nft", "flush", "ruleset")
-	if res := mustSync(t, d, state); res.Full || len(res.Plan.Ops) != 0 {
-		t.Fatalf("before the interval a sync was full=%v with %d operations", res.Full, len(res.Plan.Ops))
+	for _, flush := range [][]string{
+		{"ipvsadm", "-C"},
+		{"ipset", "flush"},
+		{"ip", "link", "del", DefaultDevice},
+		{"nft", "flush", "ruleset"},
+	} {
+		n.node.Run(t, flush[0], flush[1:]...)
+		if res := mustSync(t, d, state); !res.Full || len(res.Plan.Ops) == 0 {
+			t.Errorf("after %v the next sync was full=%v with %d operations", flush, res.Full, len(res.Plan.Ops))
+		}
+		if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 || res.Full {
+			t.Errorf("after repairing %v a sync still planned (full=%v):\n%s", flush, res.Full, res.Plan)
+		}
+		if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
+			t.Errorf("after repairing %v the service answers %q, %v", flush, reply, err)
+		}
+	}
+	n.node.Run(t, "ipvsadm", "-e", "-t", "10.96.0.10:80", "-r", "10.244.1.2:8080", "-m", "-w", "7")
+	if res := mustSync(t, d, state); res.Full {
+		t.Fatal("the canary saw a weight change")
 	}
 	now = now.Add(time.Minute)
-	if res := mustSync(t, d, state); !res.Full {
-		t.Fatal("the sync after the interval was not full")
-	}
-	if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 {
-		t.Errorf("after the repair a sync still planned:\n%s", res.Plan)
-	}
-	if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
-		t.Errorf("after the repair the service answers %q, %v", reply, err)
+	res := mustSync(t, d, state)
+	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
+		t.Errorf("the periodic full sync did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
 	}
 }
 

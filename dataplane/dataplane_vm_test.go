@@ -321,8 +321,21 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 			}
 		}
 	}
-	if out := n.node.Run(t, "nft", "list", "ruleset"); !strings.Contains(out, "table ip ipvsplane") || !strings.Contains(out, "table ip6 ipvsplane") {
-		t.Errorf("nft list ruleset lacks the tables:\n%s", out)
+	node := testNode()
+	for _, table := range node.ruleTables() {
+		family := "ip"
+		if table.ipv6 {
+			family = "ip6"
+		}
+		listed := nftRuleCounts(n.node.Run(t, "nft", "list", "table", family, TableName))
+		for _, c := range table.chains {
+			if got, ok := listed[c.name]; !ok || got != len(c.rules) {
+				t.Errorf("nft lists %s chain %s with %d rules (present %v), want %d", family, c.name, got, ok, len(c.rules))
+			}
+		}
+		if len(listed) != len(table.chains) {
+			t.Errorf("nft lists %d %s chains, want %d", len(listed), family, len(table.chains))
+		}
 	}
 	addrs := n.node.Run(t, "ip", "-o", "addr", "show", "dev", DefaultDevice)
 	for a := range desired.Kernel.Addresses {
@@ -385,6 +398,25 @@ func fiftyServices() []ServicePort {
 		out = append(out, s)
 	}
 	return out
+}
+
+// nftRuleCounts reads `nft list table` output: the rules of each chain.
+func nftRuleCounts(out string) map[string]int {
+	counts := map[string]int{}
+	chain := ""
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "chain ") && strings.HasSuffix(line, "{"):
+			chain = strings.Fields(line)[1]
+			counts[chain] = 0
+		case line == "}":
+			chain = ""
+		case chain != "" && line != "" && !strings.HasPrefix(line, "type "):
+			counts[chain]++
+		}
+	}
+	return counts
 }
 
 // serveUDP answers every datagram with name.

@@ -1,0 +1,48 @@
+//go:build hosttest
+
+package controlplane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The control plane serves the API, and what it stored survives a restart
+// of the API server.
+func TestRestartKeepsData(t *testing.T) {
+	start := time.Now()
+	cp := New(t)
+	t.Logf("control plane ready in %v at %s", time.Since(start).Round(time.Millisecond), cp.URL())
+	client, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept"}, Data: map[string]string{"k": "v"}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cp.StopAPIServer()
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{}); err == nil {
+		t.Fatal("Get succeeded with the API server stopped")
+	}
+	start = time.Now()
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("API server restarted in %v", time.Since(start).Round(time.Millisecond))
+	got, err := client.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Data["k"] != "v" {
+		t.Errorf("after restart: data %v, want k=v", got.Data)
+	}
+}

@@ -80,4 +80,3 @@ func (p *process) tail(n int) string {
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
-

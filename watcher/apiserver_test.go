@@ -241,7 +241,8 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 	}()
 
-	f.cp.StopAPIServer()
+	// Killed, as in a crash: the watches break without a goodbye.
+	f.cp.KillAPIServer()
 	// Long enough for the informers' watches to break and their relists
 	// to fail a few times.
 	time.Sleep(5 * time.Second)

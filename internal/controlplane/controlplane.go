@@ -188,14 +188,21 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	return nil
 }
 
-// StopAPIServer stops the API server (SIGTERM, SIGKILL after 10 s); etcd
-// keeps running and its data stays. Clients see connections refused until
-// StartAPIServer.
-func (cp *ControlPlane) StopAPIServer() {
+// StopAPIServer stops the API server gracefully: SIGTERM, and SIGKILL if
+// it has not exited within 30 s (it drains open watches first, which can
+// take that long). etcd keeps running and its data stays; clients see
+// connections refused until StartAPIServer.
+func (cp *ControlPlane) StopAPIServer() { cp.stopAPIServer(30 * time.Second) }
+
+// KillAPIServer ends the API server with SIGKILL, as a crash would: open
+// connections break without a goodbye. Otherwise as StopAPIServer.
+func (cp *ControlPlane) KillAPIServer() { cp.stopAPIServer(0) }
+
+func (cp *ControlPlane) stopAPIServer(grace time.Duration) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	if cp.apiServer != nil {
-		cp.apiServer.stop(10 * time.Second)
+		cp.apiServer.stop(grace)
 		cp.apiServer = nil
 	}
 }
@@ -204,6 +211,9 @@ func (cp *ControlPlane) StopAPIServer() {
 func (cp *ControlPlane) URL() string {
 	return "https://127.0.0.1:" + strconv.Itoa(cp.apiPort)
 }
+
+// Port is the API server's port on 127.0.0.1.
+func (cp *ControlPlane) Port() int { return cp.apiPort }
 
 // RESTConfig returns a new client configuration for the API server: the
 // admin bearer token, TLS without verification (the server's certificate is
@@ -237,9 +247,10 @@ func (cp *ControlPlane) Logs(n int) string {
 	return s
 }
 
-// Close stops the API server and etcd and removes their files.
+// Close kills the API server (nothing it holds matters any more), stops
+// etcd and removes their files.
 func (cp *ControlPlane) Close() error {
-	cp.StopAPIServer()
+	cp.KillAPIServer()
 	if cp.etcd != nil {
 		cp.etcd.stop(10 * time.Second)
 	}

@@ -10,15 +10,28 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
-// The control plane serves the API, and what it stored survives a restart
-// of the API server.
+// The control plane serves the API through RESTConfig and Kubeconfig, and
+// what it stored survives a stop and a kill of the API server.
 func TestRestartKeepsData(t *testing.T) {
 	start := time.Now()
 	cp := New(t)
 	t.Logf("control plane ready in %v at %s", time.Since(start).Round(time.Millisecond), cp.URL())
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := cp.Kubeconfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileClient, err := kubernetes.NewForConfig(fromFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +51,12 @@ func TestRestartKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("API server restarted in %v", time.Since(start).Round(time.Millisecond))
-	got, err := client.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+	cp.KillAPIServer()
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The kubeconfig's client, made before the restarts, works after them.
+	got, err := fileClient.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,15 @@
 // own child on loopback.
 //
 // Use [New] for a control plane per test (stopped at t.Cleanup), or a
-// [Shared] with TestMain for one per test binary: the API server takes 10-20
-// seconds to become ready, so a package's tests share it. [ControlPlane.StopAPIServer]
-// and [ControlPlane.StartAPIServer] restart the API server on the same
-// address and the same etcd, for tests of clients surviving an outage.
+// [Shared] with TestMain for one per test binary: the API server takes a
+// few seconds to become ready (3 s here, more on a loaded machine), so a
+// package's tests share it. [ControlPlane.StopAPIServer] (graceful) or
+// [ControlPlane.KillAPIServer] (a crash) and then
+// [ControlPlane.StartAPIServer] restart the API server on the same address
+// with the same etcd, for tests of clients surviving an outage.
+// [ControlPlane.Kubeconfig] writes a kubeconfig for programs that take one;
+// a VM guest on qemu's user network reaches the host's loopback, and so the
+// API server, at 10.0.2.2.
 //
 // Privileges: none; loopback ports only. No network namespace is involved:
 // the processes share the test's namespace (normally the host's) and bind

@@ -46,12 +46,18 @@ func startProcess(dir, name, path string, args ...string) (*process, error) {
 }
 
 // stop ends the process: SIGTERM, then SIGKILL if it has not exited within
-// grace. It is a no-op for a process that already exited.
+// grace; with no grace, SIGKILL at once. It is a no-op for a process that
+// already exited.
 func (p *process) stop(grace time.Duration) {
 	select {
 	case <-p.exited:
 		return
 	default:
+	}
+	if grace <= 0 {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -23,12 +23,8 @@ import (
 // ServiceCIDR is the range the API server allocates cluster IPs from.
 const ServiceCIDR = "10.96.0.0/16"
 
-// Config is optional; a nil *Config finds the programs with [EtcdProgram]
-// and [KubeProgram].
+// Config is optional; a nil *Config starts the default control plane.
 type Config struct {
-	// Etcd and APIServer are the programs' paths; empty looks them up.
-	Etcd      string
-	APIServer string
 	// ExtraAPIServerArgs are appended to the API server's arguments
 	// (later flags win), e.g. "--feature-gates=...".
 	ExtraAPIServerArgs []string
@@ -48,23 +44,21 @@ type ControlPlane struct {
 	apiServer *process // nil while stopped
 }
 
-// Start starts etcd and the API server and waits until the API server is
+// Start starts etcd and the API server (found with [EtcdProgram] and
+// [KubeProgram]) and waits until the API server is
 // ready (its /readyz passes) or ctx is done. On error nothing is left
 // running.
 func Start(ctx context.Context, cfg *Config) (_ *ControlPlane, err error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	etcdPath, apiPath := cfg.Etcd, cfg.APIServer
-	if etcdPath == "" {
-		if etcdPath, err = EtcdProgram(); err != nil {
-			return nil, err
-		}
+	etcdPath, err := EtcdProgram()
+	if err != nil {
+		return nil, err
 	}
-	if apiPath == "" {
-		if apiPath, err = KubeProgram("kube-apiserver"); err != nil {
-			return nil, err
-		}
+	apiPath, err := KubeProgram("kube-apiserver")
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "ipvsplane-controlplane-")
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // what it stored survives a stop and a kill of the API server.
 func TestRestartKeepsData(t *testing.T) {
 	start := time.Now()
-	cp := New(t)
+	cp := New(t, &Config{ExtraAPIServerArgs: []string{"--service-node-port-range=31000-31009"}})
 	t.Logf("control plane ready in %v at %s", time.Since(start).Round(time.Millisecond), cp.URL())
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err != nil {
@@ -40,6 +40,18 @@ func TestRestartKeepsData(t *testing.T) {
 	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept"}, Data: map[string]string{"k": "v"}}
 	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+
+	// The extra argument reached the API server.
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "np"},
+		Spec:       v1.ServiceSpec{Type: v1.ServiceTypeNodePort, Ports: []v1.ServicePort{{Port: 80}}},
+	}
+	if svc, err = client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if np := svc.Spec.Ports[0].NodePort; np < 31000 || np > 31009 {
+		t.Errorf("node port %d outside --service-node-port-range=31000-31009", np)
 	}
 
 	cp.StopAPIServer()

@@ -14,15 +14,16 @@ import (
 // minute.
 const StartTimeout = 3 * time.Minute
 
-// New starts a control plane for one test and stops it at t.Cleanup. A
+// New starts a control plane for one test, configured by cfg (nil for the
+// default), and stops it at t.Cleanup. A
 // missing etcd or kube-apiserver skips the test, or fails it under CI=true
 // (see testutil.Require).
-func New(t testing.TB) *ControlPlane {
+func New(t testing.TB, cfg *Config) *ControlPlane {
 	t.Helper()
 	requirePrograms(t)
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	cp, err := Start(ctx, nil)
+	cp, err := Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +53,10 @@ func requirePrograms(t testing.TB) {
 //
 // Its zero value is ready for use.
 type Shared struct {
+	// Config configures the control plane when the first Get starts it;
+	// nil for the default.
+	Config *Config
+
 	mu  sync.Mutex
 	cp  *ControlPlane
 	err error
@@ -67,7 +72,7 @@ func (s *Shared) Get(t testing.TB) *ControlPlane {
 	if s.cp == nil && s.err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 		defer cancel()
-		s.cp, s.err = Start(ctx, nil)
+		s.cp, s.err = Start(ctx, s.Config)
 	}
 	if s.err != nil {
 		t.Fatal(s.err)

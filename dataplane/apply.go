@@ -36,7 +36,9 @@ func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
 			continue
 		}
 		if isIPVSOp(ops[i]) {
-			n := sameKindRun(ops[i:])
+			// In pieces, so a first sync of a large cluster does not
+			// encode every operation at once.
+			n := min(sameKindRun(ops[i:]), ipvsBatchOps)
 			errs = append(errs, d.applyIPVS(ctx, ops[i:i+n])...)
 			i += n
 			continue
@@ -50,6 +52,9 @@ func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
 	}
 	return errs
 }
+
+// ipvsBatchOps bounds the operations of one IPVS batch.
+const ipvsBatchOps = 16384
 
 // sameKindRun returns how many operations from the first on go to the
 // kernel together: IPVS operations, or binds, or unbinds.

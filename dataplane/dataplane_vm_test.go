@@ -321,8 +321,21 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 			}
 		}
 	}
-	if out := n.node.Run(t, "nft", "list", "ruleset"); !strings.Contains(out, "table ip ipvsplane") || !strings.Contains(out, "table ip6 ipvsplane") {
-		t.Errorf("nft list ruleset lacks the tables:\n%s", out)
+	node := testNode()
+	for _, table := range node.ruleTables() {
+		family := "ip"
+		if table.ipv6 {
+			family = "ip6"
+		}
+		listed := nftRuleCounts(n.node.Run(t, "nft", "list", "table", family, TableName))
+		for _, c := range table.chains {
+			if got, ok := listed[c.name]; !ok || got != len(c.rules) {
+				t.Errorf("nft lists %s chain %s with %d rules (present %v), want %d", family, c.name, got, ok, len(c.rules))
+			}
+		}
+		if len(listed) != len(table.chains) {
+			t.Errorf("nft lists %d %s chains, want %d", len(listed), family, len(table.chains))
+		}
 	}
 	addrs := n.node.Run(t, "ip", "-o", "addr", "show", "dev", DefaultDevice)
 	for a := range desired.Kernel.Addresses {
@@ -385,6 +398,25 @@ func fiftyServices() []ServicePort {
 		out = append(out, s)
 	}
 	return out
+}
+
+// nftRuleCounts reads `nft list table` output: the rules of each chain.
+func nftRuleCounts(out string) map[string]int {
+	counts := map[string]int{}
+	chain := ""
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "chain ") && strings.HasSuffix(line, "{"):
+			chain = strings.Fields(line)[1]
+			counts[chain] = 0
+		case line == "}":
+			chain = ""
+		case chain != "" && line != "" && !strings.HasPrefix(line, "type "):
+			counts[chain]++
+		}
+	}
+	return counts
 }
 
 // serveUDP answers every datagram with name.
@@ -475,7 +507,9 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	}
 }
 
-// An outside flush of IPVS and the sets is repaired by the periodic full
+// Outside flushes of IPVS, the sets, the device and the rules are noticed
+// by the next sync's canary and repaired at once; a change the canary
+// cannot see (a real server's weight) is repaired by the periodic full
 // sync.
 func TestDataplaneRepairsDrift(t *testing.T) {
 	n := setupNet(t)
@@ -487,22 +521,31 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 	defer d.Close()
 	state := &State{Node: vmNode(), Services: vmServices()}
 	mustSync(t, d, state)
-	n.node.Run(t, "ipvsadm", "-C")
-	n.node.Run(t, "ipset", "flush")
-	n.node.Run(t, "ip", "link", "del", DefaultDevice)
-	n.node.Run(t, "nft", "flush", "ruleset")
-	if res := mustSync(t, d, state); res.Full || len(res.Plan.Ops) != 0 {
-		t.Fatalf("before the interval a sync was full=%v with %d operations", res.Full, len(res.Plan.Ops))
+	for _, flush := range [][]string{
+		{"ipvsadm", "-C"},
+		{"ipset", "flush"},
+		{"ip", "link", "del", DefaultDevice},
+		{"nft", "flush", "ruleset"},
+	} {
+		n.node.Run(t, flush[0], flush[1:]...)
+		if res := mustSync(t, d, state); !res.Full || len(res.Plan.Ops) == 0 {
+			t.Errorf("after %v the next sync was full=%v with %d operations", flush, res.Full, len(res.Plan.Ops))
+		}
+		if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 || res.Full {
+			t.Errorf("after repairing %v a sync still planned (full=%v):\n%s", flush, res.Full, res.Plan)
+		}
+		if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
+			t.Errorf("after repairing %v the service answers %q, %v", flush, reply, err)
+		}
+	}
+	n.node.Run(t, "ipvsadm", "-e", "-t", "10.96.0.10:80", "-r", "10.244.1.2:8080", "-m", "-w", "7")
+	if res := mustSync(t, d, state); res.Full {
+		t.Fatal("the canary saw a weight change")
 	}
 	now = now.Add(time.Minute)
-	if res := mustSync(t, d, state); !res.Full {
-		t.Fatal("the sync after the interval was not full")
-	}
-	if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 {
-		t.Errorf("after the repair a sync still planned:\n%s", res.Plan)
-	}
-	if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
-		t.Errorf("after the repair the service answers %q, %v", reply, err)
+	res := mustSync(t, d, state)
+	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
+		t.Errorf("the periodic full sync did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
 	}
 }
 

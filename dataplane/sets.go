@@ -78,6 +78,8 @@ func SetName(name string, ipv6 bool) string {
 const (
 	setHashSize = 1024
 	setMaxElem  = 65536
+	// ownedMaxElem bounds ipvsplane's own set.
+	ownedMaxElem = 1 << 20
 )
 
 // setSpecs returns every set of both families.
@@ -87,6 +89,11 @@ func setSpecs() map[string]SetSpec {
 		for _, s := range setTypes {
 			name := SetName(s.name, ipv6)
 			specs[name] = SetSpec{Name: name, Type: s.typ, IPv6: ipv6, Comment: s.comment, HashSize: setHashSize, MaxElem: setMaxElem}
+			if s.name == SetOwned {
+				// One entry per virtual server: node ports on every node
+				// address can outgrow kube-proxy's limit.
+				specs[name] = SetSpec{Name: name, Type: s.typ, IPv6: ipv6, Comment: s.comment, HashSize: setHashSize, MaxElem: ownedMaxElem}
+			}
 		}
 	}
 	return specs

@@ -64,6 +64,13 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 		d.lastFull = d.cfg.Now()
 	case d.retry.all:
 		scope = FullScope
+	case !d.canaryAlive(ctx, node):
+		observed, err := d.observe(ctx, desired, node)
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
+		}
+		d.programmed, scope, res.Full = observed, FullScope, true
+		d.lastFull = d.cfg.Now()
 	default:
 		d.retry.merge(scope)
 		if err := d.refreshDraining(ctx); err != nil {
@@ -81,6 +88,36 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	res.Plan = Diff(d.programmed, desired, owners, scope, Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Now: d.cfg.Now()})
 	res.Errors = append(append(modelErrs, res.Errors...), d.apply(ctx, res.Plan)...)
 	return res, nil
+}
+
+// canaryAlive checks, with a few requests, that the kernel still holds
+// what the dataplane programmed: the ownership sets at their sizes, one of
+// its virtual servers, its device and its rule tables. An outside flush of
+// any of them (ipvsadm -C, ipset flush, a deleted device, nft flush
+// ruleset) makes it false, and the sync reads the kernel again at once
+// instead of at the next full resync.
+func (d *Dataplane) canaryAlive(ctx context.Context, node *Node) bool {
+	for _, ipv6 := range []bool{false, true} {
+		name := SetName(SetOwned, ipv6)
+		want := len(d.programmed.Entries[name])
+		h, err := d.sets.Header(ctx, name)
+		if err != nil || int(h.Entries) != want {
+			return false
+		}
+	}
+	for vk := range d.programmed.Virtual {
+		if _, err := d.ipvs.GetService(ctx, vk.ipvsService()); err != nil {
+			return false
+		}
+		break
+	}
+	if len(d.programmed.Addresses) > 0 {
+		if _, err := d.links.Get(ctx, d.cfg.Device); err != nil {
+			return false
+		}
+	}
+	current, err := tablesCurrent(d.rules, node)
+	return err == nil && current
 }
 
 // Resync forgets what the dataplane believes the kernel holds, so the next

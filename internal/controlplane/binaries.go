@@ -1,0 +1,57 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// KubeVersion is the Kubernetes release hack/build-kube builds; a unit test
+// keeps it equal to the version hack/kube/go.mod pins.
+const KubeVersion = "v1.37.1"
+
+// errNoProgram is wrapped by the lookups when a program is missing.
+var errNoProgram = errors.New("program not found")
+
+// CacheDir returns the directory hack/build-kube writes KubeVersion's
+// programs into: $IPVSPLANE_CACHE/kube/<version>, by default under
+// ~/.cache/ipvsplane (or $XDG_CACHE_HOME/ipvsplane).
+func CacheDir() (string, error) {
+	base := os.Getenv("IPVSPLANE_CACHE")
+	if base == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("cache directory: %w", err)
+		}
+		base = filepath.Join(c, "ipvsplane")
+	}
+	return filepath.Join(base, "kube", KubeVersion), nil
+}
+
+// KubeProgram returns the path of a program hack/build-kube builds
+// ("kube-apiserver", "kube-proxy"): from the cache, else from PATH.
+func KubeProgram(name string) (string, error) {
+	if dir, err := CacheDir(); err == nil {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s %s (build it with hack/build-kube): %w", name, KubeVersion, errNoProgram)
+}
+
+// EtcdProgram returns the path of etcd: Debian's /usr/bin/etcd from the
+// etcd-server package, else etcd on PATH.
+func EtcdProgram() (string, error) {
+	for _, p := range []string{"/usr/bin/etcd", "etcd"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("etcd (apt-get install etcd-server): %w", errNoProgram)
+}

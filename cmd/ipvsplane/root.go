@@ -68,20 +68,24 @@ schedulers) and a writable /proc/sys/net.`,
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "console", "log format: json or console")
 	logger := func() (*zap.Logger, error) { return newLogger(logLevel, logFormat, a.stderr) }
+	// withLogger runs a command's work with the logger its flags ask for.
+	withLogger := func(work func(context.Context, *zap.Logger, *options, *cobra.Command) error, o *options) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			log, err := logger()
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return work(cmd.Context(), log, o, cmd)
+		}
+	}
 
 	runOpts := newOptions()
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon: follow Services and EndpointSlices and keep the kernel in line (the default)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := logger()
-			if err != nil {
-				return err
-			}
-			defer log.Sync()
-			return a.run(cmd.Context(), log, runOpts, cmd)
-		},
+		RunE:  withLogger(a.run, runOpts),
 	}
 	runOpts.addFlags(run.Flags())
 	// The root command is the run command too, with its own copy of the
@@ -89,14 +93,7 @@ schedulers) and a writable /proc/sys/net.`,
 	rootOpts := newOptions()
 	rootOpts.addFlags(root.Flags())
 	root.Args = cobra.NoArgs
-	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		log, err := logger()
-		if err != nil {
-			return err
-		}
-		defer log.Sync()
-		return a.run(cmd.Context(), log, rootOpts, cmd)
-	}
+	root.RunE = withLogger(a.run, rootOpts)
 
 	applyOpts := newOptions()
 	once := true
@@ -104,16 +101,11 @@ schedulers) and a writable /proc/sys/net.`,
 		Use:   "apply --once",
 		Short: "Sync the kernel once with the source's Services and EndpointSlices, and exit; non-zero if anything failed",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if !once {
 				return errors.New("apply syncs once; to keep syncing, use ipvsplane run")
 			}
-			log, err := logger()
-			if err != nil {
-				return err
-			}
-			defer log.Sync()
-			return a.apply(cmd.Context(), log, applyOpts, cmd)
+			return withLogger(a.apply, applyOpts)(cmd, args)
 		},
 	}
 	applyOpts.addFlags(apply.Flags())
@@ -124,14 +116,7 @@ schedulers) and a writable /proc/sys/net.`,
 		Use:   "plan",
 		Short: "Print the operations a sync would carry out against the kernel as it is; change nothing",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := logger()
-			if err != nil {
-				return err
-			}
-			defer log.Sync()
-			return a.plan(cmd.Context(), log, planOpts, cmd)
-		},
+		RunE:  withLogger(a.plan, planOpts),
 	}
 	planOpts.addFlags(plan.Flags())
 

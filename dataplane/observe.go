@@ -67,11 +67,7 @@ func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Nod
 			continue // never removed
 		}
 		k.Virtual[v.VirtualKey] = v
-		reals := make([]RealServer, len(vs.Destinations))
-		for i, dst := range vs.Destinations {
-			reals[i] = realFromIPVS(dst)
-		}
-		k.Reals[v.VirtualKey] = newReals(reals)
+		k.Reals[v.VirtualKey] = realsFromIPVS(vs.Destinations)
 	}
 
 	dev, err := d.links.Get(ctx, d.cfg.Device)

@@ -51,26 +51,22 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	desired, owners := d.planner.Desired()
 	node := &d.planner.index.node
 	res := &Result{}
-	if d.cfg.ResyncInterval > 0 && d.cfg.Now().Sub(d.lastFull) >= d.cfg.ResyncInterval {
-		d.programmed = nil
-	}
+	// The kernel is read again on the first sync, when the resync interval
+	// has passed, and when the canary finds an outside change.
+	stale := d.programmed == nil ||
+		(d.cfg.ResyncInterval > 0 && d.cfg.Now().Sub(d.lastFull) >= d.cfg.ResyncInterval) ||
+		(!d.retry.all && !d.canaryAlive(ctx, node))
 	switch {
-	case d.programmed == nil:
+	case stale:
 		observed, err := d.observe(ctx, desired, node)
 		if err != nil {
-			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
-		}
-		d.programmed, d.retry, scope, res.Full = observed, newTouched(), FullScope, true
-		d.lastFull = d.cfg.Now()
-	case d.retry.all:
-		scope = FullScope
-	case !d.canaryAlive(ctx, node):
-		observed, err := d.observe(ctx, desired, node)
-		if err != nil {
+			d.programmed = nil
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
 		d.programmed, scope, res.Full = observed, FullScope, true
 		d.lastFull = d.cfg.Now()
+	case d.retry.all:
+		scope = FullScope
 	default:
 		d.retry.merge(scope)
 		if err := d.refreshDraining(ctx); err != nil {
@@ -144,11 +140,7 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
 		}
-		reals := make([]RealServer, len(dests))
-		for i, dst := range dests {
-			reals[i] = realFromIPVS(dst)
-		}
-		current := newReals(reals)
+		current := realsFromIPVS(dests)
 		if _, ok := d.programmed.Virtual[vk]; ok {
 			d.programmed.Reals[vk] = current
 		}

@@ -64,6 +64,15 @@ func (r RealServer) ipvsDestination() ipvs.Destination {
 	return ipvs.Destination{Addr: r.Addr, Port: r.Port, Forward: ipvs.Masquerade, Weight: r.Weight}
 }
 
+// realsFromIPVS reads a kernel service's destinations.
+func realsFromIPVS(dests []ipvs.Destination) Reals {
+	reals := make([]RealServer, len(dests))
+	for i, dst := range dests {
+		reals[i] = realFromIPVS(dst)
+	}
+	return newReals(reals)
+}
+
 func realFromIPVS(d ipvs.Destination) RealServer {
 	return RealServer{
 		RealKey:       RealKey{Addr: d.Addr.Unmap(), Port: d.Port},

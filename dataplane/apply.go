@@ -111,13 +111,17 @@ func (d *Dataplane) applyAddresses(ctx context.Context, ops []Op) []error {
 	// whole batch's.
 	failed := map[netip.Addr]error{}
 	var all error
-	for _, e := range unjoin(err) {
-		var de *dummy.Error
-		if errors.As(e, &de) && de.Addr.IsValid() {
-			failed[de.Addr] = e
-		} else if e != nil {
-			all = e
+	var batch *dummy.BatchError
+	if errors.As(err, &batch) {
+		for _, f := range batch.Failed {
+			if f.Addr.IsValid() {
+				failed[f.Addr] = f
+			} else {
+				all = f
+			}
 		}
+	} else {
+		all = err
 	}
 	var errs []error
 	for i, op := range ops {
@@ -142,16 +146,6 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 		d.device = dev
 	}
 	return err
-}
-
-// unjoin returns the errors errors.Join joined, or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		if _, isDummy := err.(*dummy.Error); !isDummy {
-			return j.Unwrap()
-		}
-	}
-	return []error{err}
 }
 
 func isIPVSOp(op Op) bool {

@@ -20,8 +20,31 @@ import (
 // socket buffers, large enough that a write costs little per address.
 const batchSize = 256
 
+// BatchError lists the failures of BindAll or UnbindAll; the other
+// addresses were bound or unbound. A failure that concerns a whole write
+// has no address.
+type BatchError struct {
+	Failed []*Error
+}
+
+func (e *BatchError) Error() string {
+	if len(e.Failed) == 1 {
+		return e.Failed[0].Error()
+	}
+	return fmt.Sprintf("%v (and %d more failures)", e.Failed[0], len(e.Failed)-1)
+}
+
+// Unwrap returns every failure, so errors.Is matches if any failed so.
+func (e *BatchError) Unwrap() []error {
+	errs := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		errs[i] = f
+	}
+	return errs
+}
+
 // BindAll binds every address as Bind does, in few system calls, and
-// returns the failures as an error joining one *Error per address.
+// returns the failures in a *BatchError.
 func (d *Device) BindAll(ctx context.Context, addrs []netip.Addr) error {
 	return d.conn.addrBatch(ctx, "bind", d, addrs)
 }
@@ -44,7 +67,7 @@ func (c *Conn) addrBatch(ctx context.Context, op string, d *Device, addrs []neti
 		}
 		c.raw = raw
 	}
-	var errs []error
+	var failed []*Error
 	for start := 0; start < len(addrs); start += batchSize {
 		// Without a deadline of the caller's, each write gets its own
 		// bound: the kernel's work per address grows with the number of
@@ -57,20 +80,23 @@ func (c *Conn) addrBatch(ctx context.Context, op string, d *Device, addrs []neti
 			return err
 		}
 		chunk := addrs[start:min(start+batchSize, len(addrs))]
-		errs = append(errs, c.sendChunk(op, d, chunk)...)
+		failed = append(failed, c.sendChunk(op, d, chunk)...)
 	}
-	return errors.Join(errs...)
+	if len(failed) > 0 {
+		return &BatchError{Failed: failed}
+	}
+	return nil
 }
 
 // sendChunk writes one request per address and reads one acknowledgement
 // per request; an error reply names its request by sequence number.
-func (c *Conn) sendChunk(op string, d *Device, addrs []netip.Addr) []error {
+func (c *Conn) sendChunk(op string, d *Device, addrs []netip.Addr) []*Error {
 	typ, flags := netlink.HeaderType(unix.RTM_NEWADDR), netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Replace
 	if op == "unbind" {
 		typ, flags = unix.RTM_DELADDR, netlink.Request|netlink.Acknowledge
 	}
 	msgs := make([]netlink.Message, 0, len(addrs))
-	var errs []error
+	var errs []*Error
 	var valid []netip.Addr
 	for _, a := range addrs {
 		if !a.IsValid() {

@@ -200,7 +200,7 @@ type kindError struct {
 func (e kindError) Error() string   { return e.kind.Error() }
 func (e kindError) Unwrap() []error { return []error{e.kind, e.err} }
 
-func opError(op, link string, addr netip.Addr, err error) error {
+func opError(op, link string, addr netip.Addr, err error) *Error {
 	e := &Error{Op: op, Link: link, Addr: addr, Err: err}
 	var ke kindError
 	if errors.As(err, &ke) {

@@ -25,7 +25,7 @@ test-host:
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
 # the VM one package at a time: two emulated guests would share two cores.
-test-vm: $(VMTEST) vm-kernel
+test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
 	echo $(GO) test -count=1 -v -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
@@ -44,7 +44,7 @@ lint:
 # conntrack -D, moby/ipvs, ...) in one run; hack/benchratio prints ratios.
 BENCH     ?= .
 BENCHTIME ?= 1x
-bench: $(VMTEST) vm-kernel
+bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@set -o pipefail; { \
 	  pkgs="$$(hack/pkgs-with-tag hosttest --bench $(PKGS))"; \
 	  [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -tags hosttest $$pkgs; \
@@ -63,6 +63,11 @@ fuzz:
 demo: $(VMTEST) vm-kernel
 	cd cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
 	cd cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
+
+# The e2e tests run the real program; go build only relinks what changed.
+.PHONY: $(BIN)/ipvsplane
+$(BIN)/ipvsplane:
+	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/ipvsplane
 
 $(VMTEST): $(shell find hack/vmtest -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest

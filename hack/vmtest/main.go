@@ -23,6 +23,11 @@
 //	VMTEST_TIMEOUT   a limit for the whole run (default: the test's -test.timeout plus 5m)
 //	VMTEST_VERBOSE=1 print the guest's boot messages too
 //
+// A package whose testdata/ holds vmtest-controlplane gets a Kubernetes
+// control plane (etcd and kube-apiserver, see internal/controlplane) on the
+// host's loopback and the guest network to reach it; its tests find it with
+// controlplane.FromVM.
+//
 // Variables named CI, GODEBUG, GOTRACEBACK and IPVSPLANE_* reach the test.
 package main
 
@@ -76,6 +81,15 @@ func runInVM(binary string, args []string) (int, error) {
 	}
 	if info, err := os.Stat("testdata"); err == nil && info.IsDir() {
 		g.testdata, _ = filepath.Abs("testdata")
+	}
+	cp, err := startControlPlane(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	if cp != nil {
+		defer cp.close()
+		g.network = true
+		g.env = append(g.env, cp.guestEnv())
 	}
 
 	work, err := os.MkdirTemp("", "vmtest-")

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/ipvsplane/ipvsplane/internal/controlplane"
 )
 
 // readToolList returns the names in a package's testdata/vmtest-tools (one
@@ -28,35 +30,50 @@ func readToolList(file, env string) ([]string, error) {
 	return append(tools, strings.Fields(env)...), nil
 }
 
-// addTool puts a host program, or a host file or directory given by its
-// absolute path, into the archive at the same path, with the shared
-// libraries ldd names for each of them. Programs are the userspace readers
-// tests compare against (ipvsadm, ipset, nft, ...), dynamically linked.
+// addTool puts a tool into the archive with the shared libraries ldd names
+// for it. A tool is one of:
+//   - an absolute path of a host file or directory, copied to the same path;
+//   - a relative path (from the package's directory) of a program, such as
+//     a freshly built ../bin/ipvsplane, copied to /usr/local/bin;
+//   - a program name on PATH, the userspace readers tests compare against
+//     (ipvsadm, ipset, nft, ...), copied to the same path;
+//   - a program hack/build-kube builds (kube-proxy), copied to /usr/local/bin.
 func (a *archive) addTool(tool string) error {
-	var files []string
-	if strings.HasPrefix(tool, "/") {
+	files := map[string]string{} // guest path -> host path
+	switch {
+	case strings.HasPrefix(tool, "/"):
 		err := filepath.WalkDir(tool, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
-				files = append(files, p)
+				files[p] = p
 			}
 			return err
 		})
 		if err != nil {
 			return err
 		}
-	} else {
+	case strings.Contains(tool, "/"):
+		if _, err := os.Stat(tool); err != nil {
+			return fmt.Errorf("tool %s: %w (is it built?)", tool, err)
+		}
+		files["/usr/local/bin/"+filepath.Base(tool)] = tool
+	default:
 		p, err := exec.LookPath(tool)
-		if err != nil {
+		if err == nil {
+			files[p] = p
+			break
+		}
+		kp, kerr := controlplane.KubeProgram(tool)
+		if kerr != nil {
 			return fmt.Errorf("tool %s: %w (is its Debian package installed?)", tool, err)
 		}
-		files = append(files, p)
+		files["/usr/local/bin/"+tool] = kp
 	}
-	for _, f := range files {
-		real, err := filepath.EvalSymlinks(f)
+	for dst, src := range files {
+		real, err := filepath.EvalSymlinks(src)
 		if err != nil {
 			return err
 		}
-		if err := a.copy(f, real); err != nil {
+		if err := a.copy(dst, real); err != nil {
 			return err
 		}
 		libs, err := sharedLibraries(real)

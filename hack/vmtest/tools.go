@@ -37,6 +37,9 @@ func readToolList(file, env string) ([]string, error) {
 //     a freshly built ../bin/ipvsplane, copied to /usr/local/bin;
 //   - a program name on PATH, the userspace readers tests compare against
 //     (ipvsadm, ipset, nft, ...), copied to the same path;
+//   - NAME=PROGRAM: a program on PATH copied beside itself under another
+//     name, such as iptables=iptables-nft, so the guest has the nf_tables
+//     flavour whatever the host's alternatives say;
 //   - a program hack/build-kube builds (kube-proxy), copied to /usr/local/bin.
 func (a *archive) addTool(tool string) error {
 	files := map[string]string{} // guest path -> host path
@@ -51,6 +54,13 @@ func (a *archive) addTool(tool string) error {
 		if err != nil {
 			return err
 		}
+	case strings.Contains(tool, "="):
+		name, prog, _ := strings.Cut(tool, "=")
+		p, err := exec.LookPath(prog)
+		if err != nil {
+			return fmt.Errorf("tool %s: %w (is its Debian package installed?)", tool, err)
+		}
+		files[filepath.Join(filepath.Dir(p), name)] = p
 	case strings.Contains(tool, "/"):
 		if _, err := os.Stat(tool); err != nil {
 			return fmt.Errorf("tool %s: %w (is it built?)", tool, err)

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/nftables"
@@ -59,6 +61,49 @@ func TestOnlyJumpsTo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := onlyJumpsTo(&nftables.Rule{Exprs: tc.exprs}, kube); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Node ports are served on every address of the node, as kube-proxy's IPVS
+// mode serves them, whatever the Node object says; a load balancer's
+// source ranges let the node through when they hold its primary IP, the
+// Node object's first of the family.
+func TestNodeAddressesAndNodeIPs(t *testing.T) {
+	np := svc("default", "web", "http", TCP, 80, "10.96.0.20")
+	np.NodePort = 30080
+	np.LoadBalancerIPs = ips("192.0.2.10")
+	np.LoadBalancerSourceRanges = prefixes("10.1.0.0/16")
+	for _, tc := range []struct {
+		name          string
+		addrs, nodeIP []netip.Addr
+		nodePorts     []string
+		sourceIP      bool
+	}{
+		{"interfaces", ips("192.168.0.10", "10.1.0.1"), nil, []string{"192.168.0.10", "10.1.0.1"}, true},
+		{"primary outside the range", ips("192.168.0.10", "10.1.0.1"), ips("192.168.0.10", "10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, false},
+		{"primary inside the range", ips("192.168.0.10", "10.1.0.1"), ips("10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, true},
+		{"an ExternalIP not on the node", ips("192.168.0.10"), ips("192.168.0.10", "203.0.113.5"), []string{"192.168.0.10"}, false},
+		{"no interface addresses", nil, ips("10.1.0.1"), []string{"10.1.0.1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := testNode()
+			node.Addresses, node.NodeIPs = tc.addrs, tc.nodeIP
+			d := Build(&State{Node: node, Services: []ServicePort{np}})
+			var got []string
+			for vk := range d.Kernel.Virtual {
+				if vk.Port == 30080 {
+					got = append(got, vk.Addr.String())
+				}
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.nodePorts))
+			if !slices.Equal(got, want) {
+				t.Errorf("node ports on %v, want %v", got, want)
+			}
+			if has := d.Kernel.Entries[SetLoadBalancerSourceIP]["192.0.2.10,tcp:80,192.0.2.10"]; has != tc.sourceIP {
+				t.Errorf("KUBE-LOAD-BALANCER-SOURCE-IP entry: %v, want %v", has, tc.sourceIP)
 			}
 		})
 	}

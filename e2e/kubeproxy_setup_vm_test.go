@@ -343,7 +343,7 @@ type kubeProxyProc struct {
 // the test did not.
 func startKubeProxyProc(t *testing.T, dir, name string, args ...string) *kubeProxyProc {
 	t.Helper()
-	p := &kubeProxyProc{name: name, log: filepath.Join(dir, filepath.Base(name)+".log"), done: make(chan error, 1)}
+	p := &kubeProxyProc{name: name, log: filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(name), time.Now().UnixNano())), done: make(chan error, 1)}
 	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,11 @@ var kubeProxySysctls = []string{
 	"net/ipv4/conf/all/arp_announce", "net/ipv4/conf/all/route_localnet",
 }
 
-var initval = regexp.MustCompile(` initval 0x[0-9a-f]+`)
+var (
+	initval = regexp.MustCompile(` initval 0x[0-9a-f]+`)
+	// counters change with traffic, not with what a proxy programs.
+	counters = regexp.MustCompile(`counter packets [0-9]+ bytes [0-9]+`)
+)
 
 // takeSnapshot reads the node's state with the command-line tools.
 func takeSnapshot(t *testing.T) *kernelSnapshot {
@@ -73,6 +77,7 @@ func takeSnapshot(t *testing.T) *kernelSnapshot {
 			s.sets = append(s.sets, initval.ReplaceAllString(l, ""))
 		}
 	}
+	s.sets = append(s.sets, setHeaders(runTool(t, "ipset", "list", "-t"))...)
 	slices.Sort(s.sets)
 	for _, name := range kubeProxySysctls {
 		b, err := os.ReadFile("/proc/sys/" + name)
@@ -81,9 +86,39 @@ func takeSnapshot(t *testing.T) *kernelSnapshot {
 		}
 		s.sysctls = append(s.sysctls, strings.ReplaceAll(name, "/", ".")+"="+strings.TrimSpace(string(b)))
 	}
-	s.iptables = runTool(t, "iptables-save") + runTool(t, "ip6tables-save")
-	s.nft = runTool(t, "nft", "list", "ruleset")
+	// Without the comment lines, which carry the time.
+	for _, l := range lines(runTool(t, "iptables-save") + runTool(t, "ip6tables-save")) {
+		if !strings.HasPrefix(l, "#") {
+			s.iptables += l + "\n"
+		}
+	}
+	s.nft = counters.ReplaceAllString(runTool(t, "nft", "list", "ruleset"), "counter")
 	return s
+}
+
+// setHeaders turns `ipset list -t` into one line per KUBE-* set with its
+// type, revision and creation options ("header KUBE-LOOP-BACK
+// hash:ip,port,ip revision 6 family inet ..."): a set another program
+// creates with `ipset create -exist` must match all of them.
+func setHeaders(list string) []string {
+	var out []string
+	var name, typ, rev string
+	for _, l := range lines(list) {
+		k, v, _ := strings.Cut(l, ": ")
+		switch k {
+		case "Name":
+			name = v
+		case "Type":
+			typ = v
+		case "Revision":
+			rev = v
+		case "Header":
+			if strings.HasPrefix(name, "KUBE-") {
+				out = append(out, "header "+name+" "+typ+" revision "+rev+" "+initval.ReplaceAllString(v, ""))
+			}
+		}
+	}
+	return out
 }
 
 func lines(s string) []string {

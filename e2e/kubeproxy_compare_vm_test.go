@@ -107,10 +107,43 @@ func removeKubeProxyLeftovers(t *testing.T, left *kernelSnapshot) {
 	if left.link != "" {
 		runTool(t, "ip", "link", "del", "kube-ipvs0")
 	}
+	// kube-proxy --cleanup can fail half-way (it does in
+	// TestKubeProxyTakeover: ip6tables-restore finds KUBE-PROXY-FIREWALL
+	// busy); the chains go before the sets they match.
+	if strings.Contains(left.iptables, "KUBE-") {
+		for _, cmd := range []string{"iptables", "ip6tables"} {
+			for _, table := range []string{"nat", "filter"} {
+				removeKubeChains(t, cmd, table)
+			}
+		}
+	}
 	for _, l := range left.sets {
 		if f := strings.Fields(l); f[0] == "create" {
 			runTool(t, "ipset", "destroy", f[1])
 		}
+	}
+}
+
+// removeKubeChains deletes a table's KUBE-* chains and the rules that jump
+// to them, with the iptables program given.
+func removeKubeChains(t *testing.T, cmd, table string) {
+	t.Helper()
+	var chains []string
+	for _, l := range lines(runTool(t, cmd, "-t", table, "-S")) {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "-N" && strings.HasPrefix(f[1], "KUBE-"):
+			chains = append(chains, f[1])
+		case len(f) > 2 && f[0] == "-A" && !strings.HasPrefix(f[1], "KUBE-") && strings.Contains(l, "-j KUBE-"):
+			// The rule as -S prints it, quotes and all, through a shell.
+			runTool(t, "sh", "-c", cmd+" -t "+table+" -D "+strings.TrimPrefix(l, "-A "))
+		}
+	}
+	for _, c := range chains {
+		runTool(t, cmd, "-t", table, "-F", c)
+	}
+	for _, c := range chains {
+		runTool(t, cmd, "-t", table, "-X", c)
 	}
 }
 

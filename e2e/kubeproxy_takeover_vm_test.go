@@ -175,7 +175,7 @@ func checkSurvivors(t *testing.T, what string, flows []*kubeProxyFlow, connsBefo
 		if err != nil {
 			t.Errorf("%s: flow %s dropped: %v", what, f.name, err)
 		}
-		if time.Since(last) > time.Second {
+		if time.Since(last) > flowTimeout {
 			t.Errorf("%s: flow %s silent for %v", what, f.name, time.Since(last))
 		}
 		if lost > 0 {

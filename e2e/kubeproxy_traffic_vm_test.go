@@ -32,8 +32,13 @@ type kubeProxyFlow struct {
 	local string
 }
 
-// flowInterval is how often a flow sends.
-const flowInterval = 50 * time.Millisecond
+// flowInterval is how often a flow sends; flowTimeout is how long a flow
+// waits for an echo before it counts it lost: long, because an emulated
+// guest stalls for seconds while a proxy starts, for every flow at once.
+const (
+	flowInterval = 50 * time.Millisecond
+	flowTimeout  = 10 * time.Second
+)
 
 // startTCPFlow connects from ns to addr and starts sending.
 func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProxyFlow {
@@ -61,7 +66,7 @@ func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProx
 			case <-tick.C:
 			}
 			line := fmt.Sprintf("%s %d\n", name, seq)
-			c.SetDeadline(time.Now().Add(5 * time.Second))
+			c.SetDeadline(time.Now().Add(flowTimeout))
 			if _, err := c.Write([]byte(line)); err != nil {
 				f.fail(fmt.Errorf("write %d: %w", seq, err))
 				return
@@ -108,7 +113,7 @@ func startUDPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProx
 				f.fail(fmt.Errorf("send %d: %w", seq, err))
 				return
 			}
-			c.SetReadDeadline(time.Now().Add(time.Second))
+			c.SetReadDeadline(time.Now().Add(flowTimeout))
 			// Skip late echoes of earlier datagrams.
 			for {
 				n, err := c.Read(buf)

@@ -47,9 +47,7 @@ var (
 func takeSnapshot(t *testing.T) *kernelSnapshot {
 	t.Helper()
 	s := &kernelSnapshot{}
-	for _, l := range lines(runTool(t, "ipvsadm", "-Sn")) {
-		s.ipvs = append(s.ipvs, l)
-	}
+	s.ipvs = lines(runTool(t, "ipvsadm", "-Sn"))
 	slices.Sort(s.ipvs)
 	if out, err := exec.Command("ip", "-o", "addr", "show", "dev", "kube-ipvs0").Output(); err == nil {
 		for _, l := range lines(string(out)) {

@@ -170,16 +170,16 @@ var deletion = regexp.MustCompile(`^(ipvs del|addr unbind|ipset del|conntrack fl
 func checkSurvivors(t *testing.T, what string, flows []*kubeProxyFlow, connsBefore map[string]string, statsBefore map[string]uint64, link string) {
 	t.Helper()
 	for _, f := range flows {
-		ok, lost, err, last, gap := f.result()
-		t.Logf("%s: flow %s: %d round trips, %d lost, longest silence %v", what, f.name, ok, lost, gap.Round(time.Millisecond))
-		if err != nil {
-			t.Errorf("%s: flow %s dropped: %v", what, f.name, err)
+		r := f.result()
+		t.Logf("%s: flow %s: %d round trips, %d lost, longest silence %v", what, f.name, r.ok, r.lost, r.gap.Round(time.Millisecond))
+		if r.err != nil {
+			t.Errorf("%s: flow %s dropped: %v", what, f.name, r.err)
 		}
-		if time.Since(last) > flowTimeout {
-			t.Errorf("%s: flow %s silent for %v", what, f.name, time.Since(last))
+		if time.Since(r.last) > flowTimeout {
+			t.Errorf("%s: flow %s silent for %v", what, f.name, time.Since(r.last))
 		}
-		if lost > 0 {
-			t.Errorf("%s: flow %s lost %d datagrams", what, f.name, lost)
+		if r.lost > 0 {
+			t.Errorf("%s: flow %s lost %d datagrams", what, f.name, r.lost)
 		}
 	}
 	var clients []string

@@ -161,12 +161,19 @@ func (f *kubeProxyFlow) end() {
 	<-f.done
 }
 
-// result returns the round trips so far, the datagrams lost, the first
-// failure, when the last round trip ended and the longest silence.
-func (f *kubeProxyFlow) result() (ok, lost int, err error, last time.Time, gap time.Duration) {
+// flowResult is what a flow saw so far.
+type flowResult struct {
+	ok, lost int
+	err      error
+	// last is when the last round trip ended; gap the longest silence.
+	last time.Time
+	gap  time.Duration
+}
+
+func (f *kubeProxyFlow) result() flowResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.ok, f.lost, f.err, f.last, f.gap
+	return flowResult{ok: f.ok, lost: f.lost, err: f.err, last: f.last, gap: f.gap}
 }
 
 // echoOnce opens a new connection from ns to addr and checks one echo.

@@ -61,8 +61,10 @@ func TestKubeProxyTakeover(t *testing.T) {
 		flows = append(flows, startTCPFlow(t, e.clientNS, fmt.Sprintf("cluster-%d", i), cluster))
 		flows = append(flows, startTCPFlow(t, e.clientNS, fmt.Sprintf("nodeport-%d", i), nodePort))
 	}
-	udp := startUDPFlow(t, e.clientNS, "udp", clusterUDP)
-	flows = append(flows, udp)
+	flows = append(flows, startUDPFlow(t, e.clientNS, "udp", clusterUDP))
+	// A control: routed straight to a backend, through no service. Its
+	// silences are the emulated guest's stalls, which every flow shares.
+	flows = append(flows, startTCPFlow(t, e.clientNS, "direct", "10.244.3.2:8080"))
 	time.Sleep(2 * time.Second)
 	var clients []string
 	for _, f := range flows {
@@ -71,7 +73,7 @@ func TestKubeProxyTakeover(t *testing.T) {
 	connsBefore := ipvsConnections(t, clients)
 	statsBefore := realServerStats(t)
 	linkBefore := linkIndex(t)
-	t.Logf("under kube-proxy: %d IPVS connection entries of the flows, real servers %v", len(connsBefore), statsBefore)
+	t.Logf("under kube-proxy: %d IPVS connection entries of the flows, real servers' connection counters %v", len(connsBefore), busy(statsBefore))
 
 	// The takeover: kube-proxy ends as its pod would, ipvsplane starts
 	// with the same configuration file.
@@ -193,6 +195,7 @@ func checkSurvivors(t *testing.T, what string, flows []*kubeProxyFlow, connsBefo
 		}
 	}
 	statsAfter := realServerStats(t)
+	t.Logf("%s: real servers' connection counters %v", what, busy(statsAfter))
 	for rs, n := range statsBefore {
 		after, ok := statsAfter[rs]
 		if !ok || after < n {
@@ -202,6 +205,17 @@ func checkSurvivors(t *testing.T, what string, flows []*kubeProxyFlow, connsBefo
 	if got := linkIndex(t); got != link {
 		t.Errorf("%s: kube-ipvs0 was %s, is %s: recreated", what, link, got)
 	}
+}
+
+// busy returns the real servers that have had connections.
+func busy(stats map[string]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for rs, n := range stats {
+		if n > 0 {
+			out[rs] = n
+		}
+	}
+	return out
 }
 
 // linkIndex returns kube-ipvs0's interface index, which changes if the

@@ -77,6 +77,9 @@ func TestKubeProxyTakeover(t *testing.T) {
 
 	// The takeover: kube-proxy ends as its pod would, ipvsplane starts
 	// with the same configuration file.
+	for _, f := range flows {
+		f.newPhase()
+	}
 	kp.stop(t)
 	plan, err := exec.CommandContext(ctx, "ipvsplane", "plan", "--config="+e.configFile).CombinedOutput()
 	if err != nil {
@@ -127,6 +130,9 @@ func TestKubeProxyTakeover(t *testing.T) {
 	// And back: ipvsplane stops, kube-proxy starts and syncs, and the
 	// handover removes ipvsplane's rules and ownership sets only.
 	connsBefore, statsBefore = ipvsConnections(t, clients), realServerStats(t)
+	for _, f := range flows {
+		f.newPhase()
+	}
 	ip.stop(t)
 	kp = e.startKubeProxy(t)
 	_, took = waitKernel(t, kp, 8*time.Minute, func(s *kernelSnapshot) bool {

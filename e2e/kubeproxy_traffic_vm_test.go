@@ -151,6 +151,14 @@ func (f *kubeProxyFlow) fail(err error) {
 	}
 }
 
+// newPhase starts measuring the longest silence afresh, so that it belongs
+// to what the test does next.
+func (f *kubeProxyFlow) newPhase() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gap = 0
+}
+
 // end stops the flow and waits for it.
 func (f *kubeProxyFlow) end() {
 	select {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -66,6 +67,13 @@ func TestKubeProxyComparison(t *testing.T) {
 	t.Logf("left after kube-proxy --cleanup: %d IPVS lines, %d set lines, kube-ipvs0 %q, KUBE- rule lines %d",
 		len(left.ipvs), len(left.sets), left.link, strings.Count(left.iptables, "KUBE-"))
 	removeKubeProxyLeftovers(t, left)
+	// The kernel's defaults again, so the comparison sees ipvsplane set
+	// the sysctls rather than find them set.
+	for _, name := range []string{"net/ipv4/vs/conntrack", "net/ipv4/vs/expire_nodest_conn", "net/ipv4/vs/expire_quiescent_template", "net/ipv4/ip_forward"} {
+		if err := os.WriteFile("/proc/sys/"+name, []byte("0"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	ip := e.startIPVSPlane(t)
 	ipState, took := waitKernel(t, ip, 5*time.Minute, func(s *kernelSnapshot) bool {

@@ -62,6 +62,15 @@ func newKubeProxyEnv(t *testing.T, namespace string) *kubeProxyEnv {
 		testutil.RequireProgram(t, p)
 	}
 	cp := controlplane.FromVM(t)
+	// Registered first, so it runs last, after the programs stopped: the
+	// node is left clean for the next test even when this one failed
+	// half-way.
+	t.Cleanup(func() {
+		if out, err := exec.Command("ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
+			t.Logf("ipvsplane cleanup: %v\n%s", err, out)
+		}
+		removeKubeProxyLeftovers(t, takeSnapshot(t))
+	})
 	e := &kubeProxyEnv{client: kubernetes.NewForConfigOrDie(cp.RESTConfig()), namespace: namespace, dir: t.TempDir()}
 	kubeconfig := filepath.Join(e.dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, cp.Kubeconfig(), 0o600); err != nil {

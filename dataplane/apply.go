@@ -191,6 +191,12 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 		f := o.flushFilter()
 		_, err := d.flows.DeleteMatching(ctx, &f)
 		return err
+	case RemoveKubeProxyRules:
+		// Never leave the node without rules for its services.
+		if d.programmed.Rules != renderRules(&d.planner.index.node) {
+			return errors.New("ipvsplane's own rules are not in place")
+		}
+		return removeKubeProxyChains(d.rules, o.Chains)
 	}
 	return fmt.Errorf("no kernel operation for %T", op)
 }

@@ -37,7 +37,7 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		c.reals[k] = realServers(addr.Is6(), eps)
 		// An address the node already has elsewhere is local without
 		// being bound, and stays out of KUBE-IPVS-IPS.
-		if bind && !slices.Contains(n.Addresses, addr) {
+		if bind && !slices.Contains(n.localAddrs(), addr) {
 			c.addrs = append(c.addrs, addr)
 			c.entries = append(c.entries, SetEntry{Set: SetName(SetIPVSAddresses, addr.Is6()), Entry: addr.String()})
 		}
@@ -87,7 +87,7 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 				continue
 			}
 			entry(SetLoadBalancerSourceNet, ip.Is6(), e+","+src.Masked().String())
-			for _, a := range n.Addresses {
+			for _, a := range n.primaryIPs(ip.Is6()) {
 				allowFromNode = allowFromNode || src.Contains(a)
 			}
 		}
@@ -162,13 +162,33 @@ func (n *Node) scheduler() string {
 	return n.Scheduler
 }
 
+// primaryIPs returns the node's primary IP of a family, as kube-proxy
+// takes it from the Node object, or without one every address of the node.
+func (n *Node) primaryIPs(ipv6 bool) []netip.Addr {
+	for _, a := range n.NodeIPs {
+		if a.Is6() == ipv6 {
+			return []netip.Addr{a}
+		}
+	}
+	return n.localAddrs()
+}
+
+// localAddrs returns the node's addresses, or without them its Node
+// object's.
+func (n *Node) localAddrs() []netip.Addr {
+	if len(n.Addresses) == 0 {
+		return n.NodeIPs
+	}
+	return n.Addresses
+}
+
 // nodePortAddresses returns the addresses node ports are served on.
 func (n *Node) nodePortAddresses() []netip.Addr {
 	if len(n.NodePortAddresses) == 0 {
-		return n.Addresses
+		return n.localAddrs()
 	}
 	var addrs []netip.Addr
-	for _, a := range n.Addresses {
+	for _, a := range n.localAddrs() {
 		for _, p := range n.NodePortAddresses {
 			if p.Contains(a) {
 				addrs = append(addrs, a)

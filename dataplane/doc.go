@@ -50,6 +50,19 @@
 // never deleted. The dummy device, the KUBE-* sets and the nftables tables
 // named [TableName] are ipvsplane's by name.
 //
+// # Taking over from kube-proxy, and handing back
+//
+// A full sync also looks for the chains kube-proxy's IPVS mode makes with
+// iptables-nft (KUBE-SERVICES, KUBE-POSTROUTING, ... in the ip and ip6 nat
+// and filter tables). The last operation of its plan, [RemoveKubeProxyRules],
+// deletes them and the rules that do nothing but jump to them, in one
+// nftables transaction, and only once ipvsplane's own tables are in place;
+// other chains and rules of those tables are never touched. With the
+// adoption above, a node moves from kube-proxy to ipvsplane without a
+// deleted server or a dropped connection. [Dataplane.Handover] goes back:
+// it removes ipvsplane's tables and ownership sets only, and leaves the
+// servers, the device and the KUBE-* sets for kube-proxy to adopt.
+//
 // # Draining
 //
 // A real server whose endpoint left is set to weight 0: it takes no new

@@ -70,7 +70,7 @@ func fingerprint(seed maphash.Seed, s *ServicePort) uint64 {
 // any of them re-plans everything.
 func equalNode(a, b *Node) bool {
 	return a.Name == b.Name && a.Zone == b.Zone &&
-		slices.Equal(a.Addresses, b.Addresses) &&
+		slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.NodeIPs, b.NodeIPs) &&
 		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) &&
 		a.Scheduler == b.Scheduler &&
 		a.MasqueradeAll == b.MasqueradeAll &&
@@ -100,6 +100,7 @@ func cloneServicePort(s *ServicePort) *ServicePort {
 // cloneNode copies a node's settings deeply.
 func cloneNode(n Node) Node {
 	n.Addresses = slices.Clone(n.Addresses)
+	n.NodeIPs = slices.Clone(n.NodeIPs)
 	n.NodePortAddresses = slices.Clone(n.NodePortAddresses)
 	n.ClusterCIDRs = slices.Clone(n.ClusterCIDRs)
 	n.ExcludeCIDRs = slices.Clone(n.ExcludeCIDRs)

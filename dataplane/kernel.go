@@ -123,6 +123,10 @@ type KernelState struct {
 	// Rules is the packet-rule table in its printed form; the table is
 	// replaced whole when this differs.
 	Rules string
+	// KubeProxyChains lists the iptables chains kube-proxy left (observed
+	// only): a node taken over from kube-proxy has them until ipvsplane's
+	// own rules are in place.
+	KubeProxyChains []KubeProxyChain
 }
 
 // NewKernelState returns an empty state.

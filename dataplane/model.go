@@ -116,9 +116,16 @@ type Node struct {
 	Name string
 	// Zone is the node's topology.kubernetes.io/zone, for topology hints.
 	Zone string
-	// Addresses are the node's own addresses, from which node ports are
-	// served: those inside NodePortAddresses, or, when it is empty, these.
-	Addresses         []netip.Addr
+	// Addresses are the node's own addresses, those of its interfaces, from
+	// which node ports are served: those inside NodePortAddresses, or,
+	// when it is empty, these. A service address among them is local
+	// already and is not bound to the dummy device.
+	Addresses []netip.Addr
+	// NodeIPs are the node's IPs as its Node object gives them (InternalIP
+	// first, then ExternalIP). The first of each family is the node's
+	// primary IP: a load balancer's source ranges let the node itself
+	// through when they hold it. Empty means any of Addresses.
+	NodeIPs           []netip.Addr
 	NodePortAddresses []netip.Prefix
 	// Scheduler is the default IPVS scheduler ("rr" when empty).
 	Scheduler string

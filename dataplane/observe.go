@@ -15,7 +15,8 @@ import (
 // entries, the virtual servers recorded in its ownership sets (and those
 // the desired state names, which it adopts: a node taken over from
 // kube-proxy keeps its virtual servers), the addresses on its device, and
-// whether its rule tables are in place.
+// whether its rule tables are in place, and the iptables chains kube-proxy
+// left, which it removes once its own rules are.
 func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Node) (*KernelState, error) {
 	k := NewKernelState()
 	names, err := d.sets.Names(ctx)
@@ -96,6 +97,9 @@ func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Nod
 	}
 	if current {
 		k.Rules = renderRules(node)
+	}
+	if k.KubeProxyChains, err = findKubeProxyChains(d.rules); err != nil {
+		return nil, err
 	}
 	return k, nil
 }

@@ -32,6 +32,7 @@ const (
 	phaseUnbind
 	phaseDelEntries
 	phaseConntrack
+	phaseKubeProxy
 )
 
 // CreateSet creates an ipset.
@@ -102,6 +103,12 @@ type FlushConntrack struct {
 	Real     RealKey
 }
 
+// RemoveKubeProxyRules deletes the iptables chains kube-proxy left, with
+// the rules that jump to them. It comes last, once ipvsplane's own rules
+// and everything else are in place, so that a node taken over from
+// kube-proxy always has one set of rules handling its services.
+type RemoveKubeProxyRules struct{ Chains []KubeProxyChain }
+
 func (o CreateSet) String() string {
 	family := ""
 	if o.Spec.Type != BitmapPort {
@@ -141,6 +148,14 @@ func (o FlushConntrack) String() string {
 	return s
 }
 
+func (o RemoveKubeProxyRules) String() string {
+	names := make([]string, len(o.Chains))
+	for i, c := range o.Chains {
+		names[i] = c.String()
+	}
+	return "kube-proxy remove " + strings.Join(names, ", ")
+}
+
 func entriesString(verb, set string, entries []string) string {
 	const shown = 4
 	if len(entries) <= shown {
@@ -167,3 +182,5 @@ func (DeleteReal) phase() phase     { return phaseDrain }
 func (Bind) phase() phase           { return phaseBind }
 func (Unbind) phase() phase         { return phaseUnbind }
 func (FlushConntrack) phase() phase { return phaseConntrack }
+
+func (RemoveKubeProxyRules) phase() phase { return phaseKubeProxy }

@@ -63,6 +63,9 @@ func Diff(observed, desired *KernelState, services map[VirtualKey]ServicePortNam
 		if desired.Rules != observed.Rules {
 			ops = append(ops, ReplaceRules{Rules: desired.Rules})
 		}
+		if len(observed.KubeProxyChains) > 0 {
+			ops = append(ops, RemoveKubeProxyRules{Chains: observed.KubeProxyChains})
+		}
 	}
 	ops = append(ops, diffEntries(observed, desired, scope)...)
 	ops = append(ops, diffVirtual(observed, desired, services, scope, drain)...)

@@ -50,6 +50,8 @@ func (k *KernelState) Record(op Op) {
 		delete(k.Addresses, o.Addr)
 	case FlushConntrack:
 		// Conntrack is not part of the state.
+	case RemoveKubeProxyRules:
+		k.KubeProxyChains = nil
 	}
 }
 
@@ -62,6 +64,8 @@ func (k *KernelState) Clone() *KernelState {
 		Sets:      maps.Clone(k.Sets),
 		Entries:   make(map[string]map[string]bool, len(k.Entries)),
 		Rules:     k.Rules,
+
+		KubeProxyChains: slices.Clone(k.KubeProxyChains),
 	}
 	for vk, reals := range k.Reals {
 		c.Reals[vk] = slices.Clone(reals)

@@ -187,7 +187,7 @@ func (d *Dataplane) stopDraining(vk VirtualKey, rk RealKey) {
 func (d *Dataplane) failed(op Op, err error) error {
 	s := d.retry.scope
 	switch o := op.(type) {
-	case CreateSet, ReplaceRules:
+	case CreateSet, ReplaceRules, RemoveKubeProxyRules:
 		d.retry.all = true
 	case AddEntries:
 		d.retry.addEntries(o.Set, o.Entries)

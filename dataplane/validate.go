@@ -122,6 +122,11 @@ func (n *Node) Validate() error {
 			return fail(fmt.Sprintf("addresses[%d]", i), "not a valid address")
 		}
 	}
+	for i, a := range n.NodeIPs {
+		if !a.IsValid() {
+			return fail(fmt.Sprintf("nodeIPs[%d]", i), "not a valid address")
+		}
+	}
 	for _, f := range []struct {
 		name     string
 		prefixes []netip.Prefix

@@ -277,7 +277,7 @@ func TestAPIServerRestart(t *testing.T) {
 	t.Logf("changes made after the restart arrived in %v", time.Since(start).Round(time.Millisecond))
 }
 
-// The Node object named by the tracker's node gives its addresses and
+// The Node object named by the tracker's node gives its IPs and
 // zone; its deletion leaves the configured node.
 func TestAPIServerNode(t *testing.T) {
 	name := "node-" + strings.ToLower(t.Name())
@@ -285,7 +285,7 @@ func TestAPIServerNode(t *testing.T) {
 	nodes := f.client.CoreV1().Nodes()
 	node := func() string {
 		n := f.tracker.Sync().State.Node
-		return fmt.Sprintf("%s zone=%q %v", n.Name, n.Zone, n.Addresses)
+		return fmt.Sprintf("%s zone=%q %v", n.Name, n.Zone, n.NodeIPs)
 	}
 	f.waitFor("node without object", func() bool { return node() == name+` zone="" []` })
 

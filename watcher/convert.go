@@ -44,8 +44,11 @@ func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) 
 }
 
 // ConvertNode returns base with what the Node object says: its InternalIP
-// and ExternalIP addresses, when it has any, and its
-// topology.kubernetes.io/zone label, when set.
+// and ExternalIP addresses as the node's IPs (NodeIPs), when it has any,
+// and its topology.kubernetes.io/zone label, when set. The addresses node
+// ports are served on stay base's, the node's interfaces' (as kube-proxy's
+// IPVS mode serves them on every local address): a Node's ExternalIP is
+// often not on the node at all.
 func ConvertNode(base dataplane.Node, n *v1.Node) (dataplane.Node, error) {
 	fail := objectError("Node", "", n.Name)
 	var addrs []netip.Addr
@@ -65,7 +68,7 @@ func ConvertNode(base dataplane.Node, n *v1.Node) (dataplane.Node, error) {
 		}
 	}
 	if len(addrs) > 0 {
-		base.Addresses = addrs
+		base.NodeIPs = addrs
 	}
 	if z := n.Labels[v1.LabelTopologyZone]; z != "" {
 		base.Zone = z

@@ -409,7 +409,7 @@ func TestConvertNode(t *testing.T) {
 				{Type: v1.NodeExternalIP, Address: "203.0.113.5"},
 				{Type: v1.NodeExternalIP, Address: "10.0.0.5"},
 			}
-		}), dataplane.Node{Name: "node-a", Zone: "zone-a", Addresses: addrs("10.0.0.5", "fd00::5", "203.0.113.5"), Scheduler: "wrr"}, ""},
+		}), dataplane.Node{Name: "node-a", Zone: "zone-a", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5", "fd00::5", "203.0.113.5"), Scheduler: "wrr"}, ""},
 		{"bad address", node(func(n *v1.Node) {
 			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0"}}
 		}), base, "status.addresses[0].address"},

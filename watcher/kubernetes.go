@@ -28,7 +28,7 @@ type KubernetesConfig struct {
 	Client  kubernetes.Interface
 	Tracker *Tracker
 	// NodeName names this node's Node object, watched for the node's
-	// addresses and zone; empty watches none.
+	// IPs and zone; empty watches none.
 	NodeName string
 	// ResyncPeriod is how often the informers replay their caches; 0
 	// never.

@@ -86,7 +86,7 @@ func TestWatchKubernetes(t *testing.T) {
 	}
 
 	expect("initial list", []dataplane.ServicePort{web(modelEndpoint("10.244.1.5", 8080))})
-	if got, want := tr.Sync().State.Node, (dataplane.Node{Name: "node-a", Zone: "zone-a", Addresses: addrs("10.0.0.5")}); !cmp.Equal(got, want, cmpOpts...) {
+	if got, want := tr.Sync().State.Node, (dataplane.Node{Name: "node-a", Zone: "zone-a", NodeIPs: addrs("10.0.0.5")}); !cmp.Equal(got, want, cmpOpts...) {
 		t.Errorf("node %+v, want %+v", got, want)
 	}
 

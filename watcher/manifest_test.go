@@ -150,7 +150,7 @@ func TestExampleManifests(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("service ports:\n%q\nwant:\n%q", got, want)
 	}
-	if n := u.State.Node; n.Zone != "zone-a" || !slices.Equal(n.Addresses, addrs("192.168.122.10")) {
+	if n := u.State.Node; n.Zone != "zone-a" || !slices.Equal(n.NodeIPs, addrs("192.168.122.10")) {
 		t.Errorf("node %+v", n)
 	}
 	checkValid(t, u.State.Services)

@@ -34,7 +34,7 @@ func compareKeys(a, b key) int {
 // TrackerConfig configures a [Tracker].
 type TrackerConfig struct {
 	// Node holds the node's name and settings. A Node object of that name
-	// adds its addresses and zone (see [ConvertNode]).
+	// adds its IPs and zone (see [ConvertNode]).
 	Node dataplane.Node
 	// OnChange, if set, is called after every change that a sync would
 	// program and when an input becomes synced; typically the runner's
@@ -196,8 +196,8 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	return nil
 }
 
-// DeleteNode forgets this node's Node object: the node's addresses and
-// zone are those of the configuration again. Other names are ignored.
+// DeleteNode forgets this node's Node object: the node's IPs and zone are
+// those of the configuration again. Other names are ignored.
 func (t *Tracker) DeleteNode(name string) {
 	if name != t.base.Name {
 		return

@@ -132,7 +132,7 @@ func TestTracker(t *testing.T) {
 		notified:   true,
 		pendingSvc: 1,
 		sync: &Update{
-			State: dataplane.State{Node: dataplane.Node{Name: "node-a", Addresses: addrs("10.0.0.5")}, Services: []dataplane.ServicePort{
+			State: dataplane.State{Node: dataplane.Node{Name: "node-a", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5")}, Services: []dataplane.ServicePort{
 				servicePort(func(p *dataplane.ServicePort) {
 					p.Name.Name, p.ClusterIPs = "api", addrs("10.96.0.20")
 					p.Endpoints = []dataplane.Endpoint{epAt("10.244.2.5", 8080)}

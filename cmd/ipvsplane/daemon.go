@@ -20,6 +20,7 @@ type kernel interface {
 	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *dataplane.State) (*dataplane.Plan, []error, error)
 	Cleanup(ctx context.Context) error
+	Handover(ctx context.Context) error
 	Close() error
 }
 

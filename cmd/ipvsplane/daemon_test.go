@@ -70,6 +70,11 @@ func (k *fakeKernel) DryRun(context.Context, *dataplane.State) (*dataplane.Plan,
 	return &dataplane.Plan{}, nil, nil
 }
 
+func (k *fakeKernel) Handover(context.Context) error {
+	k.calls = append(k.calls, "handover")
+	return nil
+}
+
 func (k *fakeKernel) Cleanup(context.Context) error {
 	k.calls = append(k.calls, "cleanup")
 	return nil
@@ -180,7 +185,7 @@ func TestDaemonSync(t *testing.T) {
 	// A change of the node's settings hands over the whole state.
 	feed(t, d.tracker, "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.9}]}\n")
 	sync()
-	if got := k.state.Node.Addresses; len(got) != 1 || got[0].String() != "192.168.0.9" {
+	if got := k.state.Node.NodeIPs; len(got) != 1 || got[0].String() != "192.168.0.9" {
 		t.Errorf("node addresses: %v", got)
 	}
 	want := []string{"sync", "changes", "changes", "sync"}

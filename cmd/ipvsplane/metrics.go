@@ -147,6 +147,8 @@ func opKind(op dataplane.Op) string {
 		return "unbind"
 	case dataplane.FlushConntrack:
 		return "flush_conntrack"
+	case dataplane.RemoveKubeProxyRules:
+		return "remove_kube_proxy_rules"
 	}
 	return "other"
 }

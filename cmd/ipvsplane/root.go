@@ -121,15 +121,24 @@ schedulers) and a writable /proc/sys/net.`,
 	planOpts.addFlags(plan.Flags())
 
 	stateFile := defaultStateFile
+	handover := false
 	cleanup := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove everything ipvsplane made in the kernel (its virtual servers, kube-ipvs0, its sets and rules), and nothing else",
-		Args:  cobra.NoArgs,
+		Long: `Remove everything ipvsplane made in the kernel (its virtual servers, kube-ipvs0,
+its sets and rules), and nothing else.
+
+With --handover, remove only ipvsplane's own nftables tables and ownership
+sets, and leave the virtual servers, kube-ipvs0 and the KUBE-* sets for
+kube-proxy (IPVS mode) to adopt with their open connections: stop ipvsplane,
+start kube-proxy, wait for its first sync, then run this.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.cleanup(cmd.Context(), stateFile)
+			return a.cleanup(cmd.Context(), stateFile, handover)
 		},
 	}
 	cleanup.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file, removed too")
+	cleanup.Flags().BoolVar(&handover, "handover", false, "hand the node back to kube-proxy: remove only ipvsplane's rules and ownership sets")
 
 	statusFile := defaultStateFile
 	status := &cobra.Command{
@@ -155,7 +164,7 @@ func (a *app) dial(cfg *dataplane.Config) (kernel, error) {
 	return k, err
 }
 
-func (a *app) cleanup(ctx context.Context, stateFile string) error {
+func (a *app) cleanup(ctx context.Context, stateFile string, handover bool) error {
 	k, err := a.dial(&dataplane.Config{})
 	if err != nil {
 		return err
@@ -163,7 +172,11 @@ func (a *app) cleanup(ctx context.Context, stateFile string) error {
 	defer k.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := k.Cleanup(ctx); err != nil {
+	work := k.Cleanup
+	if handover {
+		work = k.Handover
+	}
+	if err := work(ctx); err != nil {
 		return err
 	}
 	if stateFile != "" {

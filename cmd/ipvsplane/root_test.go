@@ -69,6 +69,9 @@ func TestCommands(t *testing.T) {
 		{"cleanup", func(t *testing.T) []string {
 			return []string{"cleanup", "--state-file", filepath.Join(t.TempDir(), "none.json")}
 		}, nil, 0, []string{"cleanup"}, ""},
+		{"cleanup --handover", func(t *testing.T) []string {
+			return []string{"cleanup", "--handover", "--state-file", filepath.Join(t.TempDir(), "none.json")}
+		}, nil, 0, []string{"handover"}, ""},
 		{"no IPVS", func(t *testing.T) []string {
 			return []string{"apply", "--source=files", "--manifests", manifestDir(t, good)}
 		}, noIPVS, 1, nil, "the kernel has no IPVS: load the ip_vs module"},

@@ -25,7 +25,7 @@ type settings struct {
 
 // resolve turns kube-proxy's configuration into the node's settings.
 // addrs lists the node's own addresses (see interfaceAddrs); a Node object
-// read later may replace them.
+// read later adds the node's primary IPs.
 func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []netip.Addr) (*settings, error) {
 	s := &settings{
 		minSyncPeriod: kp.IPVS.MinSyncPeriod.Duration,
@@ -122,9 +122,9 @@ func prefixes(field string, list []string) ([]netip.Prefix, error) {
 }
 
 // interfaceAddrs returns the addresses of the node's interfaces that can
-// serve node ports, as kube-proxy's IPVS mode uses them when no Node object
-// says otherwise: every global unicast address except those on the dummy
-// device, which holds the service IPs.
+// serve node ports, as kube-proxy's IPVS mode uses them: every global
+// unicast address except those on the dummy device, which holds the
+// service IPs.
 func interfaceAddrs(device string) ([]netip.Addr, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {

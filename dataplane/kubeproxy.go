@@ -1,0 +1,165 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// KubeProxyChain is a chain that kube-proxy's IPVS mode made with
+// iptables-nft, in the nftables table (nat or filter) of one family.
+type KubeProxyChain struct {
+	IPv6  bool
+	Table string
+	Chain string
+}
+
+// String returns "ip nat KUBE-SERVICES" or "ip6 filter KUBE-FORWARD".
+func (c KubeProxyChain) String() string {
+	family := "ip"
+	if c.IPv6 {
+		family = "ip6"
+	}
+	return family + " " + c.Table + " " + c.Chain
+}
+
+// Compare orders chains by family, table and name.
+func (c KubeProxyChain) Compare(o KubeProxyChain) int {
+	return strings.Compare(c.String(), o.String())
+}
+
+// kubeProxyChains names, per table, the chains kube-proxy's IPVS mode makes
+// (docs/kube-proxy-ipvs-semantics.md §3.1). ipvsplane removes exactly
+// these, and the rules that do nothing but jump to them; chains of the same
+// tables that other programs made (kubelet's KUBE-FIREWALL, a CNI's, the
+// node's own) are left alone.
+var kubeProxyChains = map[string][]string{
+	"nat":    {"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-MARK-MASQ"},
+	"filter": {"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"},
+}
+
+// findKubeProxyChains lists the chains of kubeProxyChains present in the
+// iptables-nft tables of both families.
+func findKubeProxyChains(conn *nftables.Conn) ([]KubeProxyChain, error) {
+	var found []KubeProxyChain
+	for _, ipv6 := range []bool{false, true} {
+		family := nftables.TableFamilyIPv4
+		if ipv6 {
+			family = nftables.TableFamilyIPv6
+		}
+		chains, err := conn.ListChainsOfTableFamily(family)
+		if err != nil {
+			return nil, fmt.Errorf("listing the nftables chains: %w", err)
+		}
+		for _, c := range chains {
+			if slices.Contains(kubeProxyChains[c.Table.Name], c.Name) {
+				found = append(found, KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name})
+			}
+		}
+	}
+	slices.SortFunc(found, KubeProxyChain.Compare)
+	return found, nil
+}
+
+// removeKubeProxyChains deletes kube-proxy's chains in one transaction:
+// first the rules of other chains that only jump to them (kube-proxy's
+// jumps from PREROUTING, INPUT and the other hooks), then the chains'
+// rules, then the chains. A rule of another program that refers to one of
+// them is not touched: the kernel then refuses to delete that chain
+// (EBUSY), and the error names it.
+func removeKubeProxyChains(conn *nftables.Conn, remove []KubeProxyChain) error {
+	type tableKey struct {
+		family nftables.TableFamily
+		name   string
+	}
+	byTable := map[tableKey]map[string]bool{}
+	for _, c := range remove {
+		k := tableKey{nftables.TableFamilyIPv4, c.Table}
+		if c.IPv6 {
+			k.family = nftables.TableFamilyIPv6
+		}
+		if byTable[k] == nil {
+			byTable[k] = map[string]bool{}
+		}
+		byTable[k][c.Chain] = true
+	}
+	var chainsToDelete []*nftables.Chain
+	for _, k := range slices.SortedFunc(maps.Keys(byTable), func(a, b tableKey) int {
+		if a.family != b.family {
+			return int(a.family) - int(b.family)
+		}
+		return strings.Compare(a.name, b.name)
+	}) {
+		chains, err := conn.ListChainsOfTableFamily(k.family)
+		if err != nil {
+			return fmt.Errorf("listing the nftables chains: %w", err)
+		}
+		var kube, others []*nftables.Chain
+		for _, c := range chains {
+			switch {
+			case c.Table.Name != k.name:
+			case byTable[k][c.Name]:
+				kube = append(kube, c)
+			default:
+				others = append(others, c)
+			}
+		}
+		for _, c := range others {
+			rules, err := conn.GetRules(c.Table, c)
+			if err != nil {
+				return fmt.Errorf("reading the rules of %s %s: %w", k.name, c.Name, err)
+			}
+			for _, r := range rules {
+				if onlyJumpsTo(r, byTable[k]) {
+					if err := conn.DelRule(r); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for _, c := range kube {
+			conn.FlushChain(c)
+		}
+		chainsToDelete = append(chainsToDelete, kube...)
+	}
+	for _, c := range chainsToDelete {
+		conn.DelChain(c)
+	}
+	if err := conn.Flush(); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("removing kube-proxy's chains %v: another program's rule refers to one of them: %w", remove, err)
+		}
+		return fmt.Errorf("removing kube-proxy's chains %v: %w", remove, err)
+	}
+	return nil
+}
+
+// onlyJumpsTo reports whether a rule does nothing but jump (or go) to one
+// of chains, counting packets on the way, as iptables-nft writes
+// `-m comment --comment ... -j CHAIN` (the comment is user data).
+func onlyJumpsTo(r *nftables.Rule, chains map[string]bool) bool {
+	jumps := false
+	for _, e := range r.Exprs {
+		switch e := e.(type) {
+		case *expr.Counter:
+		case *expr.Match:
+			if e.Name != "comment" {
+				return false
+			}
+		case *expr.Verdict:
+			if (e.Kind != expr.VerdictJump && e.Kind != expr.VerdictGoto) || !chains[e.Chain] {
+				return false
+			}
+			jumps = true
+		default:
+			return false
+		}
+	}
+	return jumps
+}

@@ -1,0 +1,110 @@
+package dataplane
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+)
+
+// A node taken over from kube-proxy: its chains are removed last, after
+// ipvsplane's rules and everything else, and only then.
+func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
+	state := &State{Node: testNode(), Services: []ServicePort{svc("default", "web", "http", TCP, 80, "10.96.0.20")}}
+	desired := Build(state)
+	chains := []KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
+	observed := NewKernelState()
+	observed.KubeProxyChains = chains
+	plan := Diff(observed, desired.Kernel, desired.Services, FullScope, Drain{})
+	last := plan.Ops[len(plan.Ops)-1]
+	if got, want := last.String(), "kube-proxy remove ip nat KUBE-SERVICES, ip6 filter KUBE-FORWARD"; got != want {
+		t.Fatalf("last op %q, want %q\n%s", got, want, plan)
+	}
+	for _, op := range plan.Ops[:len(plan.Ops)-1] {
+		if _, ok := op.(RemoveKubeProxyRules); ok {
+			t.Fatalf("removed twice:\n%s", plan)
+		}
+	}
+	observed.Record(last)
+	if len(observed.KubeProxyChains) != 0 {
+		t.Errorf("recorded state still has %v", observed.KubeProxyChains)
+	}
+	// Only a full plan looks for them.
+	observed.KubeProxyChains = chains
+	partial := Diff(observed, desired.Kernel, desired.Services, Scope{}, Drain{})
+	for _, op := range partial.Ops {
+		if _, ok := op.(RemoveKubeProxyRules); ok {
+			t.Errorf("an incremental plan removes kube-proxy's chains:\n%s", partial)
+		}
+	}
+}
+
+func TestOnlyJumpsTo(t *testing.T) {
+	kube := map[string]bool{"KUBE-SERVICES": true}
+	jump := &expr.Verdict{Kind: expr.VerdictJump, Chain: "KUBE-SERVICES"}
+	for _, tc := range []struct {
+		name  string
+		exprs []expr.Any
+		want  bool
+	}{
+		{"counter and jump", []expr.Any{&expr.Counter{}, jump}, true},
+		{"comment match and jump", []expr.Any{&expr.Match{Name: "comment"}, jump}, true},
+		{"goto", []expr.Any{&expr.Verdict{Kind: expr.VerdictGoto, Chain: "KUBE-SERVICES"}}, true},
+		{"jump elsewhere", []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "CNI-NAT"}}, false},
+		{"condition", []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Register: 1, Data: []byte{6}}, jump}, false},
+		{"other match", []expr.Any{&expr.Match{Name: "addrtype"}, jump}, false},
+		{"accept", []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}, false},
+		{"empty", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := onlyJumpsTo(&nftables.Rule{Exprs: tc.exprs}, kube); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Node ports are served on every address of the node, as kube-proxy's IPVS
+// mode serves them, whatever the Node object says; a load balancer's
+// source ranges let the node through when they hold its primary IP, the
+// Node object's first of the family.
+func TestNodeAddressesAndNodeIPs(t *testing.T) {
+	np := svc("default", "web", "http", TCP, 80, "10.96.0.20")
+	np.NodePort = 30080
+	np.LoadBalancerIPs = ips("192.0.2.10")
+	np.LoadBalancerSourceRanges = prefixes("10.1.0.0/16")
+	for _, tc := range []struct {
+		name          string
+		addrs, nodeIP []netip.Addr
+		nodePorts     []string
+		sourceIP      bool
+	}{
+		{"interfaces", ips("192.168.0.10", "10.1.0.1"), nil, []string{"192.168.0.10", "10.1.0.1"}, true},
+		{"primary outside the range", ips("192.168.0.10", "10.1.0.1"), ips("192.168.0.10", "10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, false},
+		{"primary inside the range", ips("192.168.0.10", "10.1.0.1"), ips("10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, true},
+		{"an ExternalIP not on the node", ips("192.168.0.10"), ips("192.168.0.10", "203.0.113.5"), []string{"192.168.0.10"}, false},
+		{"no interface addresses", nil, ips("10.1.0.1"), []string{"10.1.0.1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := testNode()
+			node.Addresses, node.NodeIPs = tc.addrs, tc.nodeIP
+			d := Build(&State{Node: node, Services: []ServicePort{np}})
+			var got []string
+			for vk := range d.Kernel.Virtual {
+				if vk.Port == 30080 {
+					got = append(got, vk.Addr.String())
+				}
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.nodePorts))
+			if !slices.Equal(got, want) {
+				t.Errorf("node ports on %v, want %v", got, want)
+			}
+			if has := d.Kernel.Entries[SetLoadBalancerSourceIP]["192.0.2.10,tcp:80,192.0.2.10"]; has != tc.sourceIP {
+				t.Errorf("KUBE-LOAD-BALANCER-SOURCE-IP entry: %v, want %v", has, tc.sourceIP)
+			}
+		})
+	}
+}

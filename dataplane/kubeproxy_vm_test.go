@@ -1,0 +1,110 @@
+//go:build vmtest
+
+package dataplane
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// A node handed over and taken back: a dataplane programs the node and
+// hands it over (its tables and ownership sets go, the rest stays, as
+// kube-proxy would find it after `ipvsplane cleanup --handover`);
+// kube-proxy's chains are loaded with iptables-nft; a new dataplane then
+// takes the node over. Its first sync must adopt every virtual and real
+// server (none added, updated or deleted: their connection counters keep
+// counting), keep the device and its addresses, write its own tables and
+// remove kube-proxy's chains last, and only them.
+func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
+	testutil.RequireProgram(t, "iptables-restore")
+	testutil.RequireProgram(t, "iptables-save")
+	n := setupNet(t)
+	ctx := context.Background()
+	state := &State{Node: vmNode(), Services: vmServices()}
+	first := newDataplane(t, n.node)
+	mustSync(t, first, state)
+	if _, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil {
+		t.Fatalf("through the first dataplane: %v", err)
+	}
+	before := realServerConnections(t, first)
+	if err := first.Handover(ctx); err != nil {
+		t.Fatalf("handover: %v", err)
+	}
+	if out := n.node.Run(t, "nft", "list", "tables"); strings.Contains(out, TableName) {
+		t.Errorf("ipvsplane's tables after the handover:\n%s", out)
+	}
+	if out := n.node.Run(t, "ipset", "list", "-n"); strings.Contains(out, SetOwned) || !strings.Contains(out, SetClusterIP) {
+		t.Errorf("sets after the handover:\n%s", out)
+	}
+	if err := n.node.Do(func() error { return runWithInput("iptables-restore", kubeProxyIPTables) }); err != nil {
+		t.Fatal(err)
+	}
+
+	second := newDataplane(t, n.node)
+	res := mustSync(t, second, state)
+	kinds := map[string]int{}
+	for _, op := range res.Plan.Ops {
+		kind := strings.Fields(op.String())[0] + " " + strings.Fields(op.String())[1]
+		kinds[kind]++
+		switch op.(type) {
+		case CreateSet, AddEntries, ReplaceRules, RemoveKubeProxyRules:
+		default:
+			t.Errorf("the takeover plan holds %s", op)
+		}
+	}
+	t.Logf("takeover plan: %v", kinds)
+	if _, ok := res.Plan.Ops[len(res.Plan.Ops)-1].(RemoveKubeProxyRules); !ok {
+		t.Errorf("kube-proxy's chains are not removed last:\n%s", res.Plan)
+	}
+	saved := n.node.Run(t, "iptables-save")
+	for _, line := range strings.Split(saved, "\n") {
+		if strings.Contains(line, "KUBE-") && !strings.Contains(line, "KUBE-FIREWALL") {
+			t.Errorf("kube-proxy's rule left: %s", line)
+		}
+	}
+	for _, keep := range []string{"-A PREROUTING -j CNI-NAT", "-A INPUT -j KUBE-FIREWALL", "-A CNI-NAT -d 10.88.0.5/32 -j ACCEPT"} {
+		if !strings.Contains(saved, keep+"\n") {
+			t.Errorf("another program's rule went: %s", keep)
+		}
+	}
+	after := realServerConnections(t, second)
+	for rs, n := range before {
+		if after[rs] < n {
+			t.Errorf("real server %s: %d connections before the takeover, %d after: recreated", rs, n, after[rs])
+		}
+	}
+	if _, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil {
+		t.Errorf("after the takeover: %v", err)
+	}
+	if res := mustSync(t, second, state); len(res.Plan.Ops) != 0 {
+		t.Errorf("the sync after the takeover plans:\n%s", res.Plan)
+	}
+}
+
+// realServerConnections returns the connections each real server of the
+// dataplane's namespace has scheduled since it was created.
+func realServerConnections(t *testing.T, d *Dataplane) map[string]uint64 {
+	t.Helper()
+	table, err := d.ipvs.Table(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, vs := range table {
+		for _, rs := range vs.Destinations {
+			out[vsKey(vs.Service)+" -> "+netip.AddrPortFrom(rs.Addr, rs.Port).String()] = rs.Stats.Connections
+		}
+	}
+	return out
+}
+
+func vsKey(s ipvs.Service) string {
+	v, _ := virtualFromIPVS(s)
+	return v.VirtualKey.String()
+}

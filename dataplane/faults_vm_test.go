@@ -4,9 +4,13 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
 
@@ -136,13 +141,16 @@ func kernelSnapshot(t *testing.T, ns *testutil.NetNS) map[string]string {
 	}
 	slices.Sort(addrs)
 	return map[string]string{
-		"ipvsadm -Sn":   sorted(ns.Run(t, "ipvsadm", "-Sn")),
-		"ipset save":    sorted(ns.Run(t, "ipset", "save")),
+		"ipvsadm -Sn": sorted(ns.Run(t, "ipvsadm", "-Sn")),
+		// A hash set's seed is random.
+		"ipset save":    sorted(initval.ReplaceAllString(ns.Run(t, "ipset", "save"), "")),
 		"ip addr":       strings.Join(addrs, "\n"),
 		"nft list":      ns.Run(t, "nft", "list", "ruleset"),
 		"ipset list -n": sorted(ns.Run(t, "ipset", "list", "-n")),
 	}
 }
+
+var initval = regexp.MustCompile(` initval 0x[0-9a-f]+`)
 
 func compareSnapshots(t *testing.T, what string, got, want map[string]string) {
 	t.Helper()
@@ -281,4 +289,81 @@ func sumInjected(f *injector) int {
 		n += c
 	}
 	return n
+}
+
+// hideScheduler makes the guest's kernel lack the IPVS scheduler sched:
+// the guest autoloads modules from its own disposable /lib/modules, so
+// moving the module's file away makes loading it fail. The test fails if
+// the module is loaded already.
+func hideScheduler(t *testing.T, sched string) {
+	t.Helper()
+	files, _ := filepath.Glob("/lib/modules/*/kernel/net/netfilter/ipvs/ip_vs_" + sched + ".ko*")
+	testutil.Require(t, len(files) == 1, "the guest's module ip_vs_"+sched)
+	if loaded, err := os.ReadFile("/proc/modules"); err != nil || strings.Contains(string(loaded), "ip_vs_"+sched+" ") {
+		t.Fatalf("ip_vs_%s is loaded already (%v)", sched, err)
+	}
+	hidden := files[0] + ".hidden"
+	if err := os.Rename(files[0], hidden); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Rename(hidden, files[0]) })
+}
+
+// A service whose scheduler the kernel refuses fails alone: the others
+// are programmed, the failure names the virtual server and keeps the
+// errno, and it is not retried within the sync, as ENOENT is not
+// transient.
+func TestDataplaneKernelRejectsScheduler(t *testing.T) {
+	testutil.RequireVM(t)
+	testutil.RequireProgram(t, "ipvsadm")
+	const sched = "dh"
+	hideScheduler(t, sched)
+	ns := testutil.NewNetNS(t)
+	d := newDataplane(t, ns)
+	services := faultServices()[:100]
+	bad := svc("faults", "bad-scheduler", "", TCP, 80, "10.102.0.1")
+	bad.Scheduler = sched
+	bad.Endpoints = []Endpoint{ready("10.244.9.2", 8080, "node-b")}
+	state := &State{Node: vmNode(), Services: append(services, bad)}
+	good := Build(&State{Node: vmNode(), Services: services})
+
+	for round := range 2 {
+		res, err := d.Sync(context.Background(), state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The virtual server's creation fails, and so do its real
+		// servers' for want of it.
+		if len(res.Errors) == 0 || res.Retries != 0 {
+			t.Fatalf("sync %d: %d errors, %d retries; want the bad scheduler's, not retried: %v", round, len(res.Errors), res.Retries, res.Errors)
+		}
+		if err := res.Errors[0]; !errors.As(err, new(*OpError)) || !errors.Is(err, ipvs.ErrNoScheduler) || !errors.Is(err, unix.ENOENT) {
+			t.Errorf("sync %d: the failure %v is not ErrNoScheduler with ENOENT", round, err)
+		}
+		for _, err := range res.Errors {
+			if !strings.Contains(err.Error(), "10.102.0.1:80") {
+				t.Errorf("sync %d: a failure that is not the bad service's: %v", round, err)
+			}
+		}
+		t.Logf("sync %d: %d errors, the first: %v", round, len(res.Errors), res.Errors[0])
+	}
+	out := ns.Run(t, "ipvsadm", "-Sn")
+	if n := strings.Count(out, "-A "); n != len(good.Kernel.Virtual) {
+		t.Errorf("%d virtual servers programmed, want the %d of the good services", n, len(good.Kernel.Virtual))
+	}
+	reals := 0
+	for _, rs := range good.Kernel.Reals {
+		reals += len(rs)
+	}
+	if n := strings.Count(out, "-a "); n != reals {
+		t.Errorf("%d real servers programmed, want the %d of the good services", n, reals)
+	}
+	if strings.Contains(out, "10.102.0.1") {
+		t.Errorf("the bad service's virtual server exists:\n%s", out)
+	}
+	// Its address is bound as its cluster IP's always is: as with
+	// kube-proxy, the node then answers it itself (a reset) rather than
+	// dropping it.
+	bound := strings.Contains(ns.Run(t, "ip", "-o", "addr", "show", "dev", DefaultDevice), " 10.102.0.1/32 ")
+	t.Logf("%d virtual servers and %d real servers of the good services programmed; the bad one's address bound: %v", len(good.Kernel.Virtual), reals, bound)
 }

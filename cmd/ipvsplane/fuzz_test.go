@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -46,15 +45,7 @@ func FuzzReadRecord(f *testing.F) {
 	f.Add(data, []byte(`{"TCP 10.96.0.10:80":"demo/web:http"}`))
 	f.Add([]byte(`{"durationMs":1e308,"firstSyncMs":-1e308}`), []byte(`[]`))
 	f.Fuzz(func(t *testing.T, state, names []byte) {
-		dir := t.TempDir()
-		path := filepath.Join(dir, "status.json")
-		if err := os.WriteFile(path, state, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(namesFile(path), names, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		r, err := readRecord(path)
+		r, err := parseRecord("status.json", state, names)
 		_ = printStatus(io.Discard, r, err, &kernelView{}, time.Unix(1e9, 0))
 	})
 }

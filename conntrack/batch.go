@@ -2,6 +2,7 @@ package conntrack
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/mdlayher/netlink"
 )
@@ -20,7 +21,37 @@ type rejection struct {
 // sendBatch writes msgs in one sendmsg, the last asking for an ack, and
 // waits for that ack. The kernel handles the requests in order and reports
 // each failure as it goes, so every refusal arrives before the final ack.
+//
+// Messages the fault hook fails are not sent: they are rejected with the
+// hook's error.
 func (c *Conn) sendBatch(msgs []netlink.Message) ([]rejection, error) {
+	if c.fault == nil {
+		return c.sendAll(msgs)
+	}
+	var rejected []rejection
+	pass := make([]netlink.Message, 0, len(msgs))
+	var orig []int
+	for i, m := range msgs {
+		if err := c.injectFault(m); err != nil {
+			rejected = append(rejected, rejection{index: i, err: err})
+			continue
+		}
+		pass = append(pass, m)
+		orig = append(orig, i)
+	}
+	if len(pass) == 0 {
+		return rejected, nil
+	}
+	more, err := c.sendAll(pass)
+	for _, r := range more {
+		r.index = orig[r.index]
+		rejected = append(rejected, r)
+	}
+	slices.SortFunc(rejected, func(a, b rejection) int { return a.index - b.index })
+	return rejected, err
+}
+
+func (c *Conn) sendAll(msgs []netlink.Message) ([]rejection, error) {
 	msgs[len(msgs)-1].Header.Flags |= netlink.Acknowledge
 	sent, err := c.nl.SendMessages(msgs)
 	if err != nil {

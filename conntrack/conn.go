@@ -17,6 +17,13 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
+	// Fault is a test hook for fault injection; leave it nil. When set,
+	// it is called before each request goes to the kernel with the
+	// request's ctnetlink message type (e.g. "delete"), and an error it
+	// returns becomes that request's outcome as if the kernel had refused
+	// it, without sending it: return a unix.Errno such as unix.ENOBUFS to
+	// simulate the kernel's errno.
+	Fault func(request string) error
 }
 
 // Conn is a ctnetlink socket. Its methods may be called from several
@@ -29,6 +36,8 @@ type Conn struct {
 	// sys is false only for the unit tests' fake socket, which has neither
 	// deadlines nor a file descriptor.
 	sys bool
+	// fault is Config.Fault.
+	fault func(request string) error
 }
 
 // recvBufferSize holds the largest datagram the kernel sends: dumps come in
@@ -53,7 +62,11 @@ func Dial(cfg *Config) (*Conn, error) {
 	// failures fits in the receive buffer. Both are best effort.
 	_ = nl.SetOption(netlink.ExtendedAcknowledge, true)
 	_ = nl.SetOption(netlink.CapAcknowledge, true)
-	return newConn(nl, true), nil
+	c := newConn(nl, true)
+	if cfg != nil {
+		c.fault = cfg.Fault
+	}
+	return c, nil
 }
 
 func newConn(nl *netlink.Conn, sys bool) *Conn {

@@ -113,6 +113,9 @@ func (c *Conn) walkFamily(fam Family, f *Filter, fn func(*Flow)) (interrupted bo
 // side of the filter, one datagram at a time, so memory does not grow with
 // the table. started reports whether any entry arrived before an error.
 func (c *Conn) runDump(req netlink.Message, f *Filter, fn func(*Flow)) (interrupted, started bool, err error) {
+	if err := c.injectFault(req); err != nil {
+		return false, false, err
+	}
 	sent, err := c.nl.Send(req)
 	if err != nil {
 		return false, false, err

@@ -3,6 +3,7 @@ package conntrack
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -15,6 +16,9 @@ import (
 // replies are read here, one datagram at a time through the raw socket,
 // with the socket's deadline still in force.
 func (c *Conn) exchange(req netlink.Message) ([]netlink.Message, error) {
+	if err := c.injectFault(req); err != nil {
+		return nil, err
+	}
 	sent, err := c.nl.Send(req)
 	if err != nil {
 		return nil, err
@@ -132,4 +136,32 @@ func errorMessage(m netlink.Message) error {
 		}
 	}
 	return oe
+}
+
+// injectFault asks the fault hook, if any, about a request, and returns
+// its error as the kernel's refusal would come.
+func (c *Conn) injectFault(req netlink.Message) error {
+	if c.fault == nil {
+		return nil
+	}
+	err := c.fault(messageName(uint8(req.Header.Type)))
+	if err == nil {
+		return nil
+	}
+	return &netlink.OpError{Op: "receive", Err: err, Sequence: req.Header.Sequence}
+}
+
+// messageName names a ctnetlink message type for the fault hook.
+func messageName(typ uint8) string {
+	switch typ {
+	case msgNew:
+		return "new"
+	case msgGet:
+		return "get"
+	case msgDelete:
+		return "delete"
+	case msgGetStats:
+		return "get stats"
+	}
+	return fmt.Sprintf("message %d", typ)
 }

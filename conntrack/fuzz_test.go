@@ -60,3 +60,30 @@ func FuzzErrorMessage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDatagram feeds arbitrary datagrams to the splitter that reads
+// every reply: the messages it returns lie within the datagram, and each
+// decodes or fails without panicking.
+func FuzzParseDatagram(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		msgs, err := parseDatagram(b)
+		if err != nil {
+			return
+		}
+		total := 0
+		for _, m := range msgs {
+			if int(m.Header.Length) < 16 {
+				t.Fatalf("message of length %d", m.Header.Length)
+			}
+			total += int(m.Header.Length)
+			if m.Header.Type == netlink.Error {
+				_ = errorMessage(m)
+			} else {
+				_, _ = decodeFlow(m.Data)
+			}
+		}
+		if total > len(b) {
+			t.Fatalf("%d bytes of messages in a datagram of %d", total, len(b))
+		}
+	})
+}

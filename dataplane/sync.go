@@ -24,6 +24,10 @@ type Result struct {
 	// *ConflictError) and the operations that failed (*OpError). Failed
 	// operations are tried again on the next sync.
 	Errors []error
+	// Retries counts the rounds in which operations that failed with a
+	// transient errno (ENOBUFS, EBUSY, ENOMEM, EAGAIN, EINTR) were tried
+	// again within the sync, and the retried reads of the kernel.
+	Retries int
 }
 
 // Sync makes the kernel hold what state describes. The first sync, and a
@@ -58,7 +62,12 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 		(!d.retry.all && !d.canaryAlive(ctx, node))
 	switch {
 	case stale:
-		observed, err := d.observe(ctx, desired, node)
+		var observed *KernelState
+		n, err := withRetries(ctx, func() (err error) {
+			observed, err = d.observe(ctx, desired, node)
+			return err
+		})
+		res.Retries += n
 		if err != nil {
 			d.programmed = nil
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
@@ -69,7 +78,9 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 		scope = FullScope
 	default:
 		d.retry.merge(scope)
-		if err := d.refreshDraining(ctx); err != nil {
+		n, err := withRetries(ctx, func() error { return d.refreshDraining(ctx) })
+		res.Retries += n
+		if err != nil {
 			return nil, err
 		}
 		for vk := range d.draining {
@@ -82,7 +93,9 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
 	res.Plan = Diff(d.programmed, desired, owners, scope, Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Now: d.cfg.Now()})
-	res.Errors = append(append(modelErrs, res.Errors...), d.apply(ctx, res.Plan)...)
+	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners)
+	res.Retries += rounds
+	res.Errors = append(append(modelErrs, res.Errors...), opErrs...)
 	return res, nil
 }
 
@@ -225,7 +238,7 @@ func (d *Dataplane) applyNodeSettings(ctx context.Context, node *Node) []error {
 	}
 	t := ipvs.Timeouts{TCP: node.TCPTimeout, TCPFin: node.TCPFinTimeout, UDP: node.UDPTimeout}
 	if t.TCP > 0 || t.TCPFin > 0 || t.UDP > 0 {
-		if err := d.ipvs.SetTimeouts(ctx, t); err != nil {
+		if _, err := withRetries(ctx, func() error { return d.ipvs.SetTimeouts(ctx, t) }); err != nil {
 			errs = append(errs, fmt.Errorf("dataplane: IPVS timeouts: %w", err))
 		}
 	}

@@ -103,6 +103,12 @@ func (c *Conn) sendChunk(op string, d *Device, addrs []netip.Addr) []*Error {
 			errs = append(errs, opError(op, d.name, a, errors.New("invalid address")))
 			continue
 		}
+		if c.fault != nil {
+			if err := c.fault(op); err != nil {
+				errs = append(errs, opError(op, d.name, a, err))
+				continue
+			}
+		}
 		valid = append(valid, a)
 		msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: typ, Flags: flags}, Data: addrMessage(d.index, a.Unmap())})
 	}

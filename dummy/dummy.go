@@ -21,6 +21,14 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
+	// Fault is a test hook for fault injection; leave it nil. When set,
+	// it is called before each operation goes to the kernel, and before
+	// each address request of a batch, with the operation's name ("ensure",
+	// "get", "delete", "list", "bind", "unbind"), and an error it returns
+	// becomes that operation's outcome as if the kernel had refused it,
+	// without sending it: return a unix.Errno such as unix.ENOBUFS to
+	// simulate the kernel's errno.
+	Fault func(request string) error
 }
 
 // Conn is an rtnetlink connection in one network namespace.
@@ -30,6 +38,8 @@ type Conn struct {
 	netns int
 	// raw carries the batched address requests; opened on first use.
 	raw *nl.Conn
+	// fault is Config.Fault.
+	fault func(request string) error
 }
 
 // Dial opens an rtnetlink connection in the namespace cfg names.
@@ -48,7 +58,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	}
 	conn := &Conn{h: h}
 	if cfg != nil {
-		conn.netns = cfg.NetNS
+		conn.netns, conn.fault = cfg.NetNS, cfg.Fault
 	}
 	return conn, nil
 }
@@ -66,14 +76,20 @@ func (c *Conn) Close() error {
 // no deadline; rtnetlink answers at once, so reaching it means trouble.
 const replyTimeout = time.Minute
 
-// do runs fn with the connection's socket to itself, after checking the
-// context, and with the context's deadline as the socket's timeout.
-func (c *Conn) do(ctx context.Context, fn func(h *netlink.Handle) error) error {
+// do runs fn, the operation called op, with the connection's socket to
+// itself, after checking the context and asking the fault hook, and with
+// the context's deadline as the socket's timeout.
+func (c *Conn) do(ctx context.Context, op string, fn func(h *netlink.Handle) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.fault != nil {
+		if err := c.fault(op); err != nil {
+			return err
+		}
+	}
 	timeout := replyTimeout
 	if deadline, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(deadline); timeout <= 0 {
@@ -101,7 +117,7 @@ func (d *Device) Name() string { return d.name }
 // and reported with [ErrWrongKind].
 func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
 	var dev *Device
-	err := c.do(ctx, func(h *netlink.Handle) error {
+	err := c.do(ctx, "ensure", func(h *netlink.Handle) error {
 		link, err := lookup(h, name)
 		if errors.Is(err, ErrLinkNotFound) {
 			err = h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
@@ -128,7 +144,7 @@ func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
 // [ErrLinkNotFound] or [ErrWrongKind].
 func (c *Conn) Get(ctx context.Context, name string) (*Device, error) {
 	var dev *Device
-	err := c.do(ctx, func(h *netlink.Handle) error {
+	err := c.do(ctx, "get", func(h *netlink.Handle) error {
 		link, err := lookup(h, name)
 		if err != nil {
 			return err
@@ -146,7 +162,7 @@ func (c *Conn) Get(ctx context.Context, name string) (*Device, error) {
 // missing link is not an error; a link that is not a dummy device is not
 // deleted.
 func (c *Conn) Delete(ctx context.Context, name string) error {
-	err := c.do(ctx, func(h *netlink.Handle) error {
+	err := c.do(ctx, "delete", func(h *netlink.Handle) error {
 		link, err := lookup(h, name)
 		if errors.Is(err, ErrLinkNotFound) {
 			return nil
@@ -214,7 +230,7 @@ func opError(op, link string, addr netip.Addr, err error) *Error {
 func (d *Device) Bind(ctx context.Context, addr netip.Addr) error {
 	nlAddr, err := hostAddr(addr)
 	if err == nil {
-		err = d.conn.do(ctx, func(h *netlink.Handle) error {
+		err = d.conn.do(ctx, "bind", func(h *netlink.Handle) error {
 			return classify(h.AddrReplace(d.link(), nlAddr))
 		})
 	}
@@ -229,7 +245,7 @@ func (d *Device) Bind(ctx context.Context, addr netip.Addr) error {
 func (d *Device) Unbind(ctx context.Context, addr netip.Addr) error {
 	nlAddr, err := hostAddr(addr)
 	if err == nil {
-		err = d.conn.do(ctx, func(h *netlink.Handle) error {
+		err = d.conn.do(ctx, "unbind", func(h *netlink.Handle) error {
 			err := h.AddrDel(d.link(), nlAddr)
 			if errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENOENT) {
 				return nil
@@ -252,7 +268,7 @@ const dumpAttempts = 5
 // addresses.
 func (d *Device) Addresses(ctx context.Context) ([]netip.Addr, error) {
 	var addrs []netip.Addr
-	err := d.conn.do(ctx, func(h *netlink.Handle) error {
+	err := d.conn.do(ctx, "list", func(h *netlink.Handle) error {
 		var (
 			list []netlink.Addr
 			err  error

@@ -176,7 +176,31 @@ const nlmsgHeaderLen = 16
 // an acknowledgement, or an error. It reads the socket itself because the
 // error for a bulk message carries the failed entry's line number, which
 // the netlink package's receive path does not return.
+//
+// A message the fault hook fails is not sent, nor are those after it; its
+// reply carries the hook's errno and ends the replies.
 func (c *Conn) roundTrip(chunks []chunk) ([]reply, error) {
+	for i := range chunks {
+		err := c.injectFault(chunks[i].msg)
+		if err == nil {
+			continue
+		}
+		var errno unix.Errno
+		if !errors.As(err, &errno) {
+			return nil, err
+		}
+		var replies []reply
+		if i > 0 {
+			if replies, err = c.sendChunks(chunks[:i]); err != nil {
+				return nil, err
+			}
+		}
+		return append(replies, reply{errno: errno}), nil
+	}
+	return c.sendChunks(chunks)
+}
+
+func (c *Conn) sendChunks(chunks []chunk) ([]reply, error) {
 	msgs := make([]netlink.Message, len(chunks))
 	for i := range chunks {
 		msgs[i] = chunks[i].msg

@@ -16,6 +16,13 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
+	// Fault is a test hook for fault injection; leave it nil. When set,
+	// it is called before each message goes to the kernel with the
+	// message's ipset command (e.g. "add"), and an error it returns
+	// becomes that message's outcome as if the kernel had refused it,
+	// without sending it: return a unix.Errno such as unix.ENOBUFS to
+	// simulate the kernel's errno.
+	Fault func(request string) error
 }
 
 // Conn is a netlink socket speaking the ipset protocol. Its methods are safe
@@ -33,6 +40,8 @@ type Conn struct {
 	writeLimit int
 	// recvBuf receives bulk replies, which may echo a whole request.
 	recvBuf []byte
+	// fault is Config.Fault.
+	fault func(request string) error
 }
 
 type typeFamily struct {
@@ -63,6 +72,9 @@ func Dial(cfg *Config) (*Conn, error) {
 	if err != nil {
 		nl.Close()
 		return nil, err
+	}
+	if cfg != nil {
+		c.fault = cfg.Fault
 	}
 	return c, nil
 }
@@ -167,6 +179,9 @@ func (c *Conn) withContext(ctx context.Context, fn func() error) error {
 func (c *Conn) execute(ctx context.Context, m netlink.Message) ([]netlink.Message, error) {
 	var replies []netlink.Message
 	err := c.withContext(ctx, func() error {
+		if err := c.injectFault(m); err != nil {
+			return &netlink.OpError{Op: "receive", Err: err}
+		}
 		req, err := c.nl.Send(m)
 		if err != nil {
 			return err
@@ -188,4 +203,45 @@ func (c *Conn) execute(ctx context.Context, m netlink.Message) ([]netlink.Messag
 		}
 	})
 	return replies, err
+}
+
+// injectFault asks the fault hook, if any, about a message.
+func (c *Conn) injectFault(m netlink.Message) error {
+	if c.fault == nil {
+		return nil
+	}
+	return c.fault(commandName(uint8(m.Header.Type)))
+}
+
+// commandName names an ipset command for the fault hook.
+func commandName(cmd uint8) string {
+	switch cmd {
+	case cmdProtocol:
+		return "protocol"
+	case cmdCreate:
+		return "create"
+	case cmdDestroy:
+		return "destroy"
+	case cmdFlush:
+		return "flush"
+	case cmdRename:
+		return "rename"
+	case cmdSwap:
+		return "swap"
+	case cmdList:
+		return "list"
+	case cmdAdd:
+		return "add"
+	case cmdDel:
+		return "delete"
+	case cmdTest:
+		return "test"
+	case cmdHeader:
+		return "header"
+	case cmdType:
+		return "type"
+	case cmdGetByName:
+		return "get by name"
+	}
+	return fmt.Sprintf("command %d", cmd)
 }

@@ -18,6 +18,13 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
+	// Fault is a test hook for fault injection; leave it nil. When set,
+	// it is called before each request goes to the kernel with the
+	// request's generic netlink command (e.g. "new service"), and an
+	// error it returns becomes that request's outcome as if the kernel had
+	// refused it, without sending it: return a unix.Errno such as
+	// unix.ENOBUFS to simulate the kernel's errno.
+	Fault func(request string) error
 }
 
 // Socket buffer sizes asked for. With CAP_NET_ADMIN the kernel grants them
@@ -49,14 +56,17 @@ type Conn struct {
 	// dialPeer opens another Conn in the same namespace, for Table; nil
 	// when the transport cannot.
 	dialPeer func() (*Conn, error)
+	// fault is Config.Fault.
+	fault func(request string) error
 }
 
 // Dial opens a connection to IPVS in the given network namespace. It fails
 // with ErrNotAvailable when the kernel has no IPVS; it never loads modules.
 func Dial(cfg *Config) (*Conn, error) {
 	var ns int
+	var fault func(string) error
 	if cfg != nil {
-		ns = cfg.NetNS
+		ns, fault = cfg.NetNS, cfg.Fault
 	}
 	nc, err := netlink.Dial(unix.NETLINK_GENERIC, &netlink.Config{NetNS: ns})
 	if err != nil {
@@ -67,6 +77,7 @@ func Dial(cfg *Config) (*Conn, error) {
 		nc.Close()
 		return nil, err
 	}
+	c.setFault(fault)
 	return c, nil
 }
 
@@ -102,6 +113,23 @@ func configure(nc *netlink.Conn, family uint16) (*Conn, error) {
 	c := newConnWith(s, family, rb, wb)
 	c.dialPeer = func() (*Conn, error) { return s.dialPeer(family) }
 	return c, nil
+}
+
+// setFault installs the fault hook, on the peers Table opens too.
+func (c *Conn) setFault(fault func(string) error) {
+	if fault == nil {
+		return
+	}
+	c.fault = fault
+	if dial := c.dialPeer; dial != nil {
+		c.dialPeer = func() (*Conn, error) {
+			p, err := dial()
+			if err == nil {
+				p.setFault(fault)
+			}
+			return p, err
+		}
+	}
 }
 
 // newConnWith makes a Conn over a transport, with the sizes of its receive

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/mdlayher/genetlink"
@@ -122,6 +123,9 @@ func (c *Conn) exchange(reqs []*request) error {
 // Dumps the kernel refused with EBUSY (a dump left running by an
 // interrupted call) are returned for another round.
 func (c *Conn) roundTrip(chunk []*request) (retry []*request, err error) {
+	if chunk = c.injectFaults(chunk); len(chunk) == 0 {
+		return nil, nil
+	}
 	last := len(chunk) - 1
 	pending := 0
 	base := c.seq + 1
@@ -181,4 +185,60 @@ func (c *Conn) roundTrip(chunk []*request) (retry []*request, err error) {
 		r.done = false
 	}
 	return retry, nil
+}
+
+// commandName names a command for the fault hook.
+func commandName(cmd uint8) string {
+	switch cmd {
+	case cmdNewService:
+		return "new service"
+	case cmdSetService:
+		return "set service"
+	case cmdDelService:
+		return "delete service"
+	case cmdGetService:
+		return "get service"
+	case cmdNewDest:
+		return "new destination"
+	case cmdSetDest:
+		return "set destination"
+	case cmdDelDest:
+		return "delete destination"
+	case cmdGetDest:
+		return "get destination"
+	case cmdSetConfig:
+		return "set config"
+	case cmdGetConfig:
+		return "get config"
+	case cmdGetInfo:
+		return "get info"
+	case cmdZero:
+		return "zero"
+	case cmdFlush:
+		return "flush"
+	}
+	return fmt.Sprintf("command %d", cmd)
+}
+
+// injectFaults asks the fault hook about each request of a chunk and
+// returns those it lets through; the others are done, failed with the
+// hook's error as if the kernel had answered it.
+func (c *Conn) injectFaults(chunk []*request) []*request {
+	if c.fault == nil {
+		return chunk
+	}
+	pass := chunk[:0:0]
+	for _, r := range chunk {
+		err := c.fault(commandName(r.command))
+		if err == nil {
+			pass = append(pass, r)
+			continue
+		}
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			err = &kernelError{errno: errno}
+		}
+		r.err, r.done = err, true
+	}
+	return pass
 }

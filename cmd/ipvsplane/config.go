@@ -71,6 +71,11 @@ func loadConfig(path string) (*kubeproxy.KubeProxyConfiguration, []string, error
 	if err != nil {
 		return nil, nil, err
 	}
+	return parseConfig(path, data)
+}
+
+// parseConfig is loadConfig on the file's content.
+func parseConfig(path string, data []byte) (*kubeproxy.KubeProxyConfiguration, []string, error) {
 	cfg := &kubeproxy.KubeProxyConfiguration{}
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -95,6 +96,20 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	}
 	if kp.Mode != "" && kp.Mode != "ipvs" {
 		s.notes = append(s.notes, fmt.Sprintf("mode: %q is ignored; ipvsplane always programs IPVS", kp.Mode))
+	}
+	// What the dataplane would refuse at every sync is refused now, as
+	// kube-proxy refuses an unknown scheduler or a negative timeout at
+	// start-up.
+	if err := n.Validate(); err != nil {
+		var fe *dataplane.FieldError
+		if errors.As(err, &fe) {
+			field := fe.Field
+			if field == "scheduler" || field == "timeouts" {
+				field = "ipvs." + field
+			}
+			return nil, fmt.Errorf("%s: %s", field, fe.Reason)
+		}
+		return nil, err
 	}
 	return s, nil
 }

@@ -77,6 +77,8 @@ func TestResolve(t *testing.T) {
 		},
 		{name: "bad cidr", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.ClusterCIDR = "10.244.0.0" }, wantErr: "clusterCIDR"},
 		{name: "bad bit", edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 32 }, wantErr: "masqueradeBit"},
+		{name: "unknown scheduler", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.IPVS.Scheduler = "0" }, wantErr: "ipvs.scheduler"},
+		{name: "negative timeout", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.IPVS.UDPTimeout.Duration = -time.Second }, wantErr: "ipvs.timeouts"},
 		{name: "prefix without name", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.DetectLocalMode = "InterfaceNamePrefix" }, wantErr: "interfaceNamePrefix"},
 	}
 	for _, tt := range tests {

@@ -127,12 +127,22 @@ func readRecord(path string) (*syncRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	names, err := os.ReadFile(namesFile(path))
+	if err != nil {
+		names = nil
+	}
+	return parseRecord(path, data, names)
+}
+
+// parseRecord is readRecord on the files' contents; names is nil when the
+// names file is missing.
+func parseRecord(path string, data, names []byte) (*syncRecord, error) {
 	var r syncRecord
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if data, err := os.ReadFile(namesFile(path)); err == nil {
-		if err := json.Unmarshal(data, &r.Services); err != nil {
+	if names != nil {
+		if err := json.Unmarshal(names, &r.Services); err != nil {
 			return nil, fmt.Errorf("%s: %w", namesFile(path), err)
 		}
 	}

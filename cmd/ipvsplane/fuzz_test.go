@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+)
+
+// FuzzParseConfig feeds arbitrary KubeProxyConfiguration files to the
+// parser and what it accepts to resolve: nothing may panic, and settings
+// that resolve accepts must be accepted by the dataplane.
+func FuzzParseConfig(f *testing.F) {
+	if data, err := os.ReadFile("testdata/kube-proxy-config.yaml"); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nclusterCIDR: 10.244.0.0/16\nipvs:\n  scheduler: rr\n  excludeCIDRs: [10.0.0.0/8]\n  syncPeriod: 5s\niptables:\n  masqueradeBit: 14\nnodePortAddresses: [192.168.0.0/24]\n"))
+	f.Add([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\ndetectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: veth\niptables:\n  masqueradeBit: 40\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, _, err := parseConfig("config.yaml", data)
+		if err != nil {
+			return
+		}
+		s, err := resolve(cfg, "node-a", []netip.Addr{netip.MustParseAddr("192.168.0.1")})
+		if err != nil {
+			return
+		}
+		if err := s.node.Validate(); err != nil {
+			t.Fatalf("settings resolve accepted are rejected by the dataplane: %v", err)
+		}
+	})
+}
+
+// FuzzReadRecord feeds arbitrary state files to `ipvsplane status`:
+// reading and printing them may fail but never panic.
+func FuzzReadRecord(f *testing.F) {
+	rec := syncRecord{Node: "node-a", Source: "files", PID: 7, Syncs: 3, Errors: []string{"x"},
+		LastSync: time.Unix(1e9, 0), Started: time.Unix(1e9-60, 0), Services: map[string]string{"TCP 10.96.0.10:80": "demo/web:http"}}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data, []byte(`{"TCP 10.96.0.10:80":"demo/web:http"}`))
+	f.Add([]byte(`{"durationMs":1e308,"firstSyncMs":-1e308}`), []byte(`[]`))
+	f.Fuzz(func(t *testing.T, state, names []byte) {
+		r, err := parseRecord("status.json", state, names)
+		_ = printStatus(io.Discard, r, err, &kernelView{}, time.Unix(1e9, 0))
+	})
+}

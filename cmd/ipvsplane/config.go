@@ -59,7 +59,9 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	}
 	setDuration(&cfg.ConfigSyncPeriod, 15*time.Minute)
 	setDuration(&cfg.IPVS.SyncPeriod, 30*time.Second)
-	setDuration(&cfg.IPVS.MinSyncPeriod, time.Second)
+	// kube-proxy gives IPVS mode no minimum (its iptables and nftables
+	// modes get 1 s): every change is programmed at once, which
+	// incremental syncs make cheap.
 }
 
 // loadConfig reads a KubeProxyConfiguration file over kube-proxy's

@@ -100,7 +100,7 @@ func TestFlagsOverrideConfig(t *testing.T) {
 			}
 		}},
 		{"no file", []string{"--ipvs-sync-period=1m", "--source=files", "--manifests=/m"}, func(t *testing.T, o *options) {
-			if o.kp.IPVS.SyncPeriod.Duration != time.Minute || o.kp.IPVS.MinSyncPeriod.Duration != time.Second || o.manifests != "/m" {
+			if o.kp.IPVS.SyncPeriod.Duration != time.Minute || o.kp.IPVS.MinSyncPeriod.Duration != 0 || o.manifests != "/m" {
 				t.Errorf("got %+v", o.kp.IPVS)
 			}
 		}},

@@ -20,7 +20,13 @@ func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServiceP
 			port uint16
 		}
 		seen := map[key]int{}
-		var eps []dataplane.Endpoint
+		n := 0
+		for _, s := range from {
+			n += len(s.endpoints)
+		}
+		// At most every endpoint once, sized so as not to hold the
+		// spare room of appends for as long as the service lives.
+		eps := make([]dataplane.Endpoint, 0, n)
 		for _, s := range from {
 			for _, p := range s.ports {
 				if p.name != sp.Name.Port || p.protocol != sp.Protocol {
@@ -49,7 +55,9 @@ func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServiceP
 		slices.SortFunc(eps, func(a, b dataplane.Endpoint) int {
 			return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
 		})
-		sp.Endpoints = eps
+		if len(eps) > 0 {
+			sp.Endpoints = eps
+		}
 		out[i] = sp
 	}
 	return out

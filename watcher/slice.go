@@ -3,6 +3,7 @@ package watcher
 import (
 	"fmt"
 	"net/netip"
+	"unique"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -47,7 +48,11 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	default:
 		return nil, fail("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", s.AddressType)
 	}
+	// Sized exactly: a large cluster holds a hundred thousand endpoints.
 	info := &sliceInfo{service: service}
+	if len(s.Endpoints) > 0 {
+		info.endpoints = make([]dataplane.Endpoint, 0, len(s.Endpoints))
+	}
 	for i, p := range s.Ports {
 		// A port-less entry means "all ports", which a proxy cannot
 		// program; kube-proxy skips it too.
@@ -101,11 +106,13 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		if c.Serving != nil {
 			e.Serving = *c.Serving
 		}
+		// Node and zone names repeat across a cluster's endpoints: one
+		// copy of each.
 		if ep.NodeName != nil {
-			e.NodeName = *ep.NodeName
+			e.NodeName = unique.Make(*ep.NodeName).Value()
 		}
 		if ep.Zone != nil {
-			e.Zone = *ep.Zone
+			e.Zone = unique.Make(*ep.Zone).Value()
 		}
 		if ep.Hints != nil {
 			for _, z := range ep.Hints.ForZones {

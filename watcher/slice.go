@@ -3,6 +3,7 @@ package watcher
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"unique"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -17,7 +18,12 @@ type sliceInfo struct {
 	service string
 	ports   []slicePort
 	// endpoints have no port yet: each slice port applies to all of them.
+	// But a slice of one port (the common case) has its endpoints carry
+	// it, sorted by address, and, when no address is listed twice,
+	// shareable: a service port joined from this slice alone takes them
+	// as they are instead of a copy.
 	endpoints []dataplane.Endpoint
+	shareable bool
 }
 
 type slicePort struct {
@@ -120,6 +126,18 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 			}
 		}
 		info.endpoints = append(info.endpoints, e)
+	}
+	if len(info.ports) == 1 {
+		for i := range info.endpoints {
+			info.endpoints[i].Port = info.ports[0].port
+		}
+		slices.SortStableFunc(info.endpoints, func(a, b dataplane.Endpoint) int { return a.Addr.Compare(b.Addr) })
+		info.shareable = true
+		for i := 1; i < len(info.endpoints); i++ {
+			if info.endpoints[i].Addr == info.endpoints[i-1].Addr {
+				info.shareable = false
+			}
+		}
 	}
 	return info, nil
 }

@@ -115,10 +115,19 @@ func extras(r, base result) string {
 		out[i] = e
 		j := slices.Index(base.units, r.units[i])
 		if j >= 0 && base.values[j] != 0 && r.name != base.name {
-			out[i] += fmt.Sprintf(" (%.2fx)", r.values[i]/base.values[j])
+			out[i] += " (" + ratio(r.values[i]/base.values[j]) + ")"
 		}
 	}
 	return strings.Join(out, "  ")
+}
+
+// ratio prints x with two decimals, or two significant digits when it is
+// smaller than that shows.
+func ratio(x float64) string {
+	if x < 0.1 {
+		return fmt.Sprintf("%.2gx", x)
+	}
+	return fmt.Sprintf("%.2fx", x)
 }
 
 func seconds(ns float64) string {

@@ -36,7 +36,7 @@ func TestExtras(t *testing.T) {
 		want string
 	}{
 		{base, "9.000 sync-s  100.0 peak-MiB"},
-		{r, "0.3000 sync-s (0.03x)  40.00 peak-MiB (0.40x)  2.000 change-ms"},
+		{r, "0.3000 sync-s (0.033x)  40.00 peak-MiB (0.40x)  2.000 change-ms"},
 	}
 	for _, tt := range tests {
 		if got := extras(tt.r, base); got != tt.want {

@@ -181,8 +181,7 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult 
 //     programmed it (kubeproxy_network_programming_duration_seconds), the
 //     mean of IPVSPLANE_BENCH_CHANGES changes; for the IPVS proxies the
 //     benchmark also sees the new real server in the kernel;
-//   - peak-MiB: the proxy process's VmHWM.
-//
+//   - peak-MiB: the proxy process's VmHWM;
 //   - change/smallest: above the smallest size, the proxy's change-ms over
 //     its change-ms at the smallest size (1 when a change costs the same
 //     whatever the number of services).

@@ -171,6 +171,9 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 
 // succeeded records a carried-out operation.
 func (d *Dataplane) succeeded(op Op) {
+	if o, ok := op.(AddReal); ok {
+		d.reserveReals(o.Virtual)
+	}
 	d.programmed.Record(op)
 	switch o := op.(type) {
 	case UpdateReal:
@@ -186,6 +189,18 @@ func (d *Dataplane) succeeded(op Op) {
 		d.stopDraining(o.Virtual, o.Real)
 	case DeleteVirtual:
 		delete(d.draining, o.Virtual)
+	}
+}
+
+// reserveReals makes room, before a real server is recorded as added,
+// for as many real servers as the virtual server is to have: grown one
+// addition at a time, the first sync's hundred thousand would each take
+// their virtual server's slice through every doubling, and keep the spare
+// room of the last.
+func (d *Dataplane) reserveReals(vk VirtualKey) {
+	rs := d.programmed.Reals[vk]
+	if want := len(d.planner.index.state.Reals[vk]); len(rs) == cap(rs) && want > len(rs) {
+		d.programmed.Reals[vk] = slices.Grow(rs, want-len(rs))
 	}
 }
 

@@ -24,7 +24,8 @@
 //     that nothing runs before Services and EndpointSlices were listed
 //     once.
 //   - Two sources feed a tracker: [WatchKubernetes] through client-go
-//     shared informers, and [WatchFiles] from a directory of YAML or JSON
+//     reflectors whose objects go straight into the tracker (no informer
+//     cache: the tracker's converted copy is the only one), and [WatchFiles] from a directory of YAML or JSON
 //     manifests (see [ParseManifests]), which needs no cluster.
 //
 // Wiring, as the daemon does it:

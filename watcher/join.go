@@ -15,12 +15,23 @@ import (
 func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServicePort {
 	out := make([]dataplane.ServicePort, len(ports))
 	for i, sp := range ports {
+		if eps, ok := shared(sp, from); ok {
+			sp.Endpoints = eps
+			out[i] = sp
+			continue
+		}
 		type key struct {
 			addr netip.Addr
 			port uint16
 		}
 		seen := map[key]int{}
-		var eps []dataplane.Endpoint
+		n := 0
+		for _, s := range from {
+			n += len(s.endpoints)
+		}
+		// At most every endpoint once, sized so as not to hold the
+		// spare room of appends for as long as the service lives.
+		eps := make([]dataplane.Endpoint, 0, n)
 		for _, s := range from {
 			for _, p := range s.ports {
 				if p.name != sp.Name.Port || p.protocol != sp.Protocol {
@@ -49,8 +60,28 @@ func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServiceP
 		slices.SortFunc(eps, func(a, b dataplane.Endpoint) int {
 			return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
 		})
-		sp.Endpoints = eps
+		if len(eps) > 0 {
+			sp.Endpoints = eps
+		}
 		out[i] = sp
 	}
 	return out
+}
+
+// shared returns, when the service port's endpoints are exactly those of
+// its one slice (see sliceInfo.shareable), that slice's endpoints, which
+// both then hold: a hundred thousand endpoints are kept once, not twice.
+func shared(sp dataplane.ServicePort, from []*sliceInfo) ([]dataplane.Endpoint, bool) {
+	if len(from) != 1 || !from[0].shareable || len(from[0].endpoints) == 0 {
+		return nil, false
+	}
+	s := from[0]
+	if p := s.ports[0]; p.name != sp.Name.Port || p.protocol != sp.Protocol {
+		return nil, false
+	}
+	ipv4 := s.endpoints[0].Addr.Is4()
+	if !slices.ContainsFunc(sp.ClusterIPs, func(a netip.Addr) bool { return a.Is4() == ipv4 }) {
+		return nil, false
+	}
+	return s.endpoints, true
 }

@@ -2,17 +2,15 @@ package watcher
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -30,18 +28,18 @@ type KubernetesConfig struct {
 	// NodeName names this node's Node object, watched for the node's
 	// IPs and zone; empty watches none.
 	NodeName string
-	// ResyncPeriod is how often the informers replay their caches; 0
-	// never.
-	ResyncPeriod time.Duration
 	// OnError, if set, receives each object that could not be used (an
 	// [*InvalidError]); the object is skipped.
 	OnError func(error)
 }
 
 // WatchKubernetes feeds the tracker from the API server's Services,
-// EndpointSlices and this node's Node, through client-go shared informers,
-// until ctx is done. Once the Services and the EndpointSlices have been
-// listed, it marks them synced in the tracker. It returns ctx's error.
+// EndpointSlices and this node's Node, through client-go reflectors that
+// list and then watch each kind, relisting when a watch breaks. The
+// objects go straight into the tracker; none is cached besides what the
+// tracker keeps of it (see forwardStore). Once the Services and the
+// EndpointSlices have been listed, it marks them synced in the tracker.
+// It runs until ctx is done and returns ctx's error.
 func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	// Changes made before the watch started were programmed by whoever
 	// ran before; their latency is not ours to report.
@@ -57,75 +55,51 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	selector := func(o *metav1.ListOptions) {
 		o.LabelSelector = "!" + LabelServiceProxyName + ",!" + LabelHeadless
 	}
-	services := coreinformers.NewFilteredServiceInformer(cfg.Client, metav1.NamespaceAll, cfg.ResyncPeriod, cache.Indexers{}, selector)
-	slices := discoveryinformers.NewFilteredEndpointSliceInformer(cfg.Client, metav1.NamespaceAll, cfg.ResyncPeriod, cache.Indexers{}, selector)
-	informers := []cache.SharedIndexInformer{services, slices}
-
-	svcReg, err := services.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { report(tr.SetService(obj.(*v1.Service))) },
-		UpdateFunc: func(_, obj any) { report(tr.SetService(obj.(*v1.Service))) },
-		DeleteFunc: func(obj any) {
-			if s, ok := deleted[*v1.Service](obj); ok {
-				tr.DeleteService(s.Namespace, s.Name)
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("watch services: %w", err)
-	}
-	sliceReg, err := slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			s := obj.(*discoveryv1.EndpointSlice)
+	services := newForwardStore(
+		func(o runtime.Object) { report(tr.SetService(o.(*v1.Service))) },
+		func(namespace, name string, _ runtime.Object) { tr.DeleteService(namespace, name) })
+	slices := newForwardStore(
+		func(o runtime.Object) {
+			s := o.(*discoveryv1.EndpointSlice)
 			report(tr.SetEndpointSlice(s, triggerTime(s, start)))
 		},
-		UpdateFunc: func(_, obj any) {
-			s := obj.(*discoveryv1.EndpointSlice)
-			report(tr.SetEndpointSlice(s, triggerTime(s, start)))
-		},
-		DeleteFunc: func(obj any) {
-			if s, ok := deleted[*discoveryv1.EndpointSlice](obj); ok {
-				tr.DeleteEndpointSlice(s.Namespace, s.Name, triggerTime(s, start))
+		func(namespace, name string, o runtime.Object) {
+			var trigger time.Time
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+				trigger = triggerTime(s, start)
 			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("watch endpointslices: %w", err)
+			tr.DeleteEndpointSlice(namespace, name, trigger)
+		})
+	svcAPI := cfg.Client.CoreV1().Services(metav1.NamespaceAll)
+	sliceAPI := cfg.Client.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)
+	reflectors := []*cache.Reflector{
+		reflector(cfg.Client, &v1.Service{}, services, selector,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return svcAPI.List(ctx, o) }, svcAPI.Watch),
+		reflector(cfg.Client, &discoveryv1.EndpointSlice{}, slices, selector,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return sliceAPI.List(ctx, o) }, sliceAPI.Watch),
 	}
 	if cfg.NodeName != "" {
-		nodes := coreinformers.NewFilteredNodeInformer(cfg.Client, cfg.ResyncPeriod, cache.Indexers{}, func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-		})
-		informers = append(informers, nodes)
-		if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { report(tr.SetNode(obj.(*v1.Node))) },
-			UpdateFunc: func(_, obj any) { report(tr.SetNode(obj.(*v1.Node))) },
-			DeleteFunc: func(obj any) {
-				if n, ok := deleted[*v1.Node](obj); ok {
-					tr.DeleteNode(n.Name)
-				}
+		nodes := newForwardStore(
+			func(o runtime.Object) { report(tr.SetNode(o.(*v1.Node))) },
+			func(_, name string, _ runtime.Object) { tr.DeleteNode(name) })
+		nodeAPI := cfg.Client.CoreV1().Nodes()
+		reflectors = append(reflectors, reflector(cfg.Client, &v1.Node{}, nodes,
+			func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 			},
-		}); err != nil {
-			return fmt.Errorf("watch node %s: %w", cfg.NodeName, err)
-		}
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodeAPI.List(ctx, o) }, nodeAPI.Watch))
 	}
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for _, inf := range informers {
-		// Nothing here reads managed fields; dropping them saves memory
-		// in large clusters.
-		if err := inf.SetTransform(dropManagedFields); err != nil {
-			return err
-		}
-		wg.Go(func() { inf.Run(ctx.Done()) })
+	for _, r := range reflectors {
+		wg.Go(func() { r.RunWithContext(ctx) })
 	}
 	for _, in := range []struct {
-		kind Kind
-		reg  cache.ResourceEventHandlerRegistration
-	}{{Services, svcReg}, {EndpointSlices, sliceReg}} {
-		// The registration has synced once its handler has seen the
-		// whole initial list, not only once the cache holds it.
-		if !cache.WaitForCacheSync(ctx.Done(), in.reg.HasSynced) {
+		kind  Kind
+		store *forwardStore
+	}{{Services, services}, {EndpointSlices, slices}} {
+		if !cache.WaitForCacheSync(ctx.Done(), in.store.HasSynced) {
 			return ctx.Err()
 		}
 		tr.MarkSynced(in.kind)
@@ -134,15 +108,24 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	return ctx.Err()
 }
 
-// deleted returns the object of a delete notification, which is either
-// the object or, when the watch missed the deletion, a tombstone holding
-// its last known state.
-func deleted[T any](obj any) (T, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+// reflector lists and watches one kind of object, with the options
+// narrowed by modify, into store.
+func reflector(client kubernetes.Interface, kind runtime.Object, store *forwardStore, modify func(*metav1.ListOptions),
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.Reflector {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			modify(&o)
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			modify(&o)
+			return watchFn(ctx, o)
+		},
 	}
-	v, ok := obj.(T)
-	return v, ok
+	// The client says whether it can stream the initial listing (a
+	// fake clientset cannot).
+	return cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), kind, store, cache.ReflectorOptions{})
 }
 
 // triggerTime returns the slice's trigger time if it is after start;
@@ -153,11 +136,4 @@ func triggerTime(s *discoveryv1.EndpointSlice, start time.Time) time.Time {
 		return time.Time{}
 	}
 	return t
-}
-
-func dropManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }

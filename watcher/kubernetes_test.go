@@ -10,12 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 )
 
 // The Kubernetes source driven through client-go's informers by a fake
@@ -176,20 +174,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Informer delete notifications may carry a tombstone.
-func TestDeleted(t *testing.T) {
-	s := endpointSlice("web-1")
-	for _, obj := range []any{s, cacheTombstone(s)} {
-		got, ok := deleted[*discoveryv1.EndpointSlice](obj)
-		if !ok || got != s {
-			t.Errorf("deleted(%T) = %v, %v", obj, got, ok)
-		}
-	}
-	if _, ok := deleted[*v1.Service](s); ok {
-		t.Error("a slice taken for a service")
-	}
-}
-
 func TestTriggerTime(t *testing.T) {
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -209,8 +193,4 @@ func TestTriggerTime(t *testing.T) {
 			t.Errorf("triggerTime(%q) = %v, want %v", tt.annotation, got, tt.want)
 		}
 	}
-}
-
-func cacheTombstone(obj any) any {
-	return cache.DeletedFinalStateUnknown{Key: "default/web-1", Obj: obj}
 }

@@ -3,6 +3,8 @@ package watcher
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"unique"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -16,7 +18,12 @@ type sliceInfo struct {
 	service string
 	ports   []slicePort
 	// endpoints have no port yet: each slice port applies to all of them.
+	// But a slice of one port (the common case) has its endpoints carry
+	// it, sorted by address, and, when no address is listed twice,
+	// shareable: a service port joined from this slice alone takes them
+	// as they are instead of a copy.
 	endpoints []dataplane.Endpoint
+	shareable bool
 }
 
 type slicePort struct {
@@ -47,7 +54,11 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	default:
 		return nil, fail("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", s.AddressType)
 	}
+	// Sized exactly: a large cluster holds a hundred thousand endpoints.
 	info := &sliceInfo{service: service}
+	if len(s.Endpoints) > 0 {
+		info.endpoints = make([]dataplane.Endpoint, 0, len(s.Endpoints))
+	}
 	for i, p := range s.Ports {
 		// A port-less entry means "all ports", which a proxy cannot
 		// program; kube-proxy skips it too.
@@ -101,11 +112,13 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		if c.Serving != nil {
 			e.Serving = *c.Serving
 		}
+		// Node and zone names repeat across a cluster's endpoints: one
+		// copy of each.
 		if ep.NodeName != nil {
-			e.NodeName = *ep.NodeName
+			e.NodeName = unique.Make(*ep.NodeName).Value()
 		}
 		if ep.Zone != nil {
-			e.Zone = *ep.Zone
+			e.Zone = unique.Make(*ep.Zone).Value()
 		}
 		if ep.Hints != nil {
 			for _, z := range ep.Hints.ForZones {
@@ -113,6 +126,18 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 			}
 		}
 		info.endpoints = append(info.endpoints, e)
+	}
+	if len(info.ports) == 1 {
+		for i := range info.endpoints {
+			info.endpoints[i].Port = info.ports[0].port
+		}
+		slices.SortStableFunc(info.endpoints, func(a, b dataplane.Endpoint) int { return a.Addr.Compare(b.Addr) })
+		info.shareable = true
+		for i := 1; i < len(info.endpoints); i++ {
+			if info.endpoints[i].Addr == info.endpoints[i-1].Addr {
+				info.shareable = false
+			}
+		}
 	}
 	return info, nil
 }

@@ -72,9 +72,17 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		m.endpointsPending.Set(float64(ep))
 		runner.Request()
 	}})
+	restoreGC := lowerGCUntilSynced()
+	defer restoreGC()
 	runner = watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,
-	}, d.sync)
+	}, func(ctx context.Context) error {
+		err := d.sync(ctx)
+		if d.synced {
+			restoreGC()
+		}
+		return err
+	})
 
 	var servers []*http.Server
 	defer func() {

@@ -53,7 +53,7 @@ func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, tracker *w
 		}
 		err = watcher.WatchKubernetes(ctx, watcher.KubernetesConfig{
 			Client: client, Tracker: tracker, NodeName: nodeName,
-			ResyncPeriod: o.kp.ConfigSyncPeriod.Duration, OnError: onError,
+			OnError: onError,
 		})
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {

@@ -27,3 +27,20 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestExtras(t *testing.T) {
+	base, _, _ := parse("BenchmarkP/n=10/kube-proxy-ipvs-2 1 9000000000 ns/op 9.000 sync-s 100.0 peak-MiB")
+	r, _, _ := parse("BenchmarkP/n=10/ipvsplane-2 1 300000000 ns/op 0.3000 sync-s 40.00 peak-MiB 2.000 change-ms")
+	tests := []struct {
+		r    result
+		want string
+	}{
+		{base, "9.000 sync-s  100.0 peak-MiB"},
+		{r, "0.3000 sync-s (0.033x)  40.00 peak-MiB (0.40x)  2.000 change-ms"},
+	}
+	for _, tt := range tests {
+		if got := extras(tt.r, base); got != tt.want {
+			t.Errorf("extras(%s) = %q, want %q", tt.r.name, got, tt.want)
+		}
+	}
+}

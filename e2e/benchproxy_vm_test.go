@@ -1,0 +1,371 @@
+//go:build vmtest
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// benchProxy is one of the proxies the benchmark compares: how to start
+// it and how to tell that the kernel holds what it should.
+type benchProxy struct {
+	name string
+	// args are the program and its arguments, given the kubeconfig file
+	// and a directory of the proxy's own.
+	args func(kubeconfig, dir string) []string
+	// ipvs is true when the proxy programs IPVS, whose table the
+	// benchmark reads back; otherwise it checks kube-proxy's nftables map.
+	ipvs bool
+}
+
+// The flags every proxy gets: the same node, cluster CIDR and sync
+// periods (no periodic resync during a measurement), metrics where the
+// benchmark reads them.
+var benchCommonFlags = []string{
+	"--hostname-override=" + benchNode, "--cluster-cidr=10.244.0.0/16",
+	"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
+}
+
+// benchProxies are the proxies in the order they run: kube-proxy's IPVS
+// mode first, the baseline.
+var benchProxies = []benchProxy{
+	{
+		name: "kube-proxy-ipvs",
+		ipvs: true,
+		args: func(kubeconfig, _ string) []string {
+			return append([]string{"kube-proxy", "--kubeconfig=" + kubeconfig, "--proxy-mode=ipvs",
+				"--ipvs-sync-period=1h", "--ipvs-min-sync-period=1s",
+				// nf_conntrack_max is read-only outside the root namespace.
+				"--conntrack-max-per-core=0"}, benchCommonFlags...)
+		},
+	},
+	{
+		name: "kube-proxy-nftables",
+		args: func(kubeconfig, _ string) []string {
+			return append([]string{"kube-proxy", "--kubeconfig=" + kubeconfig, "--proxy-mode=nftables",
+				"--iptables-sync-period=1h", "--iptables-min-sync-period=1s",
+				"--conntrack-max-per-core=0"}, benchCommonFlags...)
+		},
+	},
+	{
+		name: "ipvsplane",
+		ipvs: true,
+		args: func(kubeconfig, dir string) []string {
+			return append([]string{"ipvsplane", "run", "--kubeconfig=" + kubeconfig,
+				"--ipvs-sync-period=1h", "--ipvs-min-sync-period=1s",
+				"--state-file=" + filepath.Join(dir, "status.json")}, benchCommonFlags...)
+		},
+	},
+}
+
+// benchNet is a network namespace of its own for each proxy, so none
+// inherits another's kernel state (IPVS keeps deleted real servers in a
+// per-namespace list that slows later additions). Its eth0 is routed and
+// masqueraded through the guest's root namespace to the API server.
+func benchNet(t testing.TB, index int) *testutil.NetNS {
+	t.Helper()
+	ns := testutil.NewNetNS(t)
+	host := fmt.Sprintf("vbench%d", index)
+	// netns 1: init's namespace, the guest's root.
+	ns.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", host, "netns", "1")
+	ns.IP(t, "addr", "add", fmt.Sprintf("10.200.%d.2/24", index), "dev", "eth0")
+	ns.IP(t, "link", "set", "eth0", "up")
+	ns.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.200.%d.1", index))
+	for _, args := range [][]string{
+		{"ip", "addr", "add", fmt.Sprintf("10.200.%d.1/24", index), "dev", host},
+		{"ip", "link", "set", host, "up"},
+		{"nft", "add table ip ipvsplane-bench; " +
+			"add chain ip ipvsplane-bench postrouting { type nat hook postrouting priority srcnat; }; " +
+			"flush chain ip ipvsplane-bench postrouting; " +
+			"add rule ip ipvsplane-bench postrouting ip saddr 10.200.0.0/16 oifname eth0 masquerade"},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
+	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// proxyProc is a running proxy.
+type proxyProc struct {
+	name  string
+	cmd   *exec.Cmd
+	ns    *testutil.NetNS
+	log   string
+	start time.Time
+	done  chan error
+	http  *http.Client
+}
+
+// startProxy starts p in ns, logging to a file in dir.
+func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir string) *proxyProc {
+	t.Helper()
+	args := p.args(kubeconfig, dir)
+	pp := &proxyProc{name: p.name, ns: ns, log: filepath.Join(dir, p.name+".log"), done: make(chan error, 1)}
+	out, err := os.Create(pp.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	pp.cmd = exec.Command(args[0], args[1:]...)
+	pp.cmd.Stdout, pp.cmd.Stderr = out, out
+	pp.http = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		// The metrics listen on the namespace's loopback.
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := ns.Do(func() (err error) {
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		},
+		DisableKeepAlives: true,
+	}}
+	pp.start = time.Now()
+	if err := ns.Do(pp.cmd.Start); err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	go func() { pp.done <- pp.cmd.Wait() }()
+	t.Cleanup(func() {
+		if pp.cmd.ProcessState == nil {
+			_ = pp.stop()
+		}
+		if t.Failed() {
+			t.Logf("%s's last output:\n%s", p.name, tail(pp.log, 40))
+		}
+	})
+	return pp
+}
+
+// stop sends SIGTERM and waits for the proxy to exit, killing it after
+// a minute.
+func (pp *proxyProc) stop() error {
+	_ = pp.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-pp.done:
+		return nil
+	case <-time.After(time.Minute):
+		_ = pp.cmd.Process.Kill()
+		<-pp.done
+		return fmt.Errorf("%s did not stop within a minute of SIGTERM", pp.name)
+	}
+}
+
+// metrics reads the proxy's metrics whose names are in want, by name
+// (summed over labels).
+func (pp *proxyProc) metrics(ctx context.Context, want ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10249/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := pp.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	got := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ = strings.Cut(name, "{")
+		for _, w := range want {
+			if name == w {
+				v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+				if err != nil {
+					return nil, fmt.Errorf("%s: metric %q: %w", pp.name, line, err)
+				}
+				got[name] += v
+			}
+		}
+	}
+	return got, sc.Err()
+}
+
+const (
+	metricLastSync     = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	metricProgramSum   = "kubeproxy_network_programming_duration_seconds_sum"
+	metricProgramCount = "kubeproxy_network_programming_duration_seconds_count"
+)
+
+// errExited reports a proxy that ended while it was waited on.
+var errExited = errors.New("exited")
+
+// poll calls fn every interval until it returns true or an error, the
+// proxy exits, or timeout passes.
+func (pp *proxyProc) poll(ctx context.Context, timeout, interval time.Duration, fn func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		// An error is retried: the metrics server starts after the
+		// process, and a loaded guest can be slow to answer.
+		ok, err := fn(ctx)
+		if ok && err == nil {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case err := <-pp.done:
+			pp.done <- err
+			return fmt.Errorf("%s %w: %v", pp.name, errExited, err)
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not done within %v (last error: %v)", pp.name, timeout, last)
+		case <-time.After(interval):
+		}
+	}
+}
+
+// waitFirstSync waits for the proxy's first successful sync and returns
+// the time from the process's start to that sync's end, by the proxy's
+// own clock (the guest's, as the start's).
+func (pp *proxyProc) waitFirstSync(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	var end float64
+	err := pp.poll(ctx, timeout, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		m, err := pp.metrics(ctx, metricLastSync)
+		end = m[metricLastSync]
+		return end > 0, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return time.Unix(0, int64(end*1e9)).Sub(pp.start), nil
+}
+
+// programmed returns the proxy's network-programming latency sum and
+// count.
+func (pp *proxyProc) programmed(ctx context.Context) (sum, count float64, err error) {
+	m, err := pp.metrics(ctx, metricProgramSum, metricProgramCount)
+	return m[metricProgramSum], m[metricProgramCount], err
+}
+
+// peakRSS reads the proxy's peak resident memory (VmHWM) in MiB.
+func (pp *proxyProc) peakRSS() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pp.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pp.cmd.Process.Pid)
+}
+
+// ipvsHolds checks that the namespace's IPVS table has a virtual server
+// with 10 real servers for each cluster IP in vips (port 80).
+func ipvsHolds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr) error {
+	c, err := ipvs.Dial(&ipvs.Config{NetNS: ns.FD()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	table, err := c.Table(ctx)
+	if err != nil {
+		return err
+	}
+	dests := map[netip.Addr]int{}
+	for _, vs := range table {
+		if vs.Service.Port == 80 && vs.Service.Protocol == ipvs.TCP {
+			dests[vs.Service.Addr] = len(vs.Destinations)
+		}
+	}
+	for i, vip := range vips {
+		if d, ok := dests[vip]; !ok || d != 10 {
+			return fmt.Errorf("service %s (%s:80): in the IPVS table %v, %d real servers, want 10", benchServiceName(i), vip, ok, d)
+		}
+	}
+	return nil
+}
+
+// ipvsHasDest reports whether vip:80 has a real server at addr with a
+// weight.
+func ipvsHasDest(ctx context.Context, ns *testutil.NetNS, vip, addr netip.Addr) (bool, error) {
+	c, err := ipvs.Dial(&ipvs.Config{NetNS: ns.FD()})
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	dests, err := c.Destinations(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: vip, Port: 80})
+	if err != nil {
+		return false, err
+	}
+	for _, d := range dests {
+		if d.Addr == addr && d.Weight > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// nftablesHolds checks that kube-proxy's nftables service-ips map has an
+// element for each cluster IP in vips.
+func nftablesHolds(ns *testutil.NetNS, vips []netip.Addr) error {
+	c, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	set, err := c.GetSetByName(&nftables.Table{Name: "kube-proxy", Family: nftables.TableFamilyIPv4}, "service-ips")
+	if err != nil {
+		return fmt.Errorf("kube-proxy's service-ips map: %w", err)
+	}
+	elems, err := c.GetSetElements(set)
+	if err != nil {
+		return err
+	}
+	have := map[netip.Addr]bool{}
+	for _, e := range elems {
+		// The key is address . protocol . port, each in 4-byte registers.
+		if len(e.Key) >= 4 {
+			have[netip.AddrFrom4([4]byte(e.Key[:4]))] = true
+		}
+	}
+	for i, vip := range vips {
+		if !have[vip] {
+			return fmt.Errorf("service %s (%s): not in kube-proxy's service-ips map (%d elements)", benchServiceName(i), vip, len(elems))
+		}
+	}
+	return nil
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

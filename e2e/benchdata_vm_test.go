@@ -136,7 +136,6 @@ func benchSlice(i int) *discoveryv1.EndpointSlice {
 	return s
 }
 
-
 // parallel runs fn for from..to-1 on 16 goroutines and returns the first
 // error; the API server is on the host, so requests wait mostly on the
 // network.

@@ -238,12 +238,19 @@ func (t *Tracker) Pending() (services, endpoints int) {
 
 // Update is what a sync programs.
 type Update struct {
-	// State is the whole desired state. Its slices are shared with the
-	// tracker and must not be modified.
+	// State is the desired state: its Node always, its Services whole
+	// from Sync, and from SyncChanges only when NodeChanged. Its slices
+	// are shared with the tracker and must not be modified.
 	State dataplane.State
 	// Changed lists the service ports added, changed or removed since
 	// the previous sync, in name order.
 	Changed []dataplane.ServicePortName
+	// Changes are the same service ports as the dataplane takes them:
+	// each one's new version, or a nil Port for a removed one. The ports
+	// are shared with the tracker and must not be modified.
+	Changes []dataplane.Change
+	// ServicePorts is the number of service ports in the desired state.
+	ServicePorts int
 	// NodeChanged is true when the node's addresses or zone changed.
 	NodeChanged bool
 	// TriggerTimes are the trigger times of the endpoint changes in this
@@ -251,9 +258,17 @@ type Update struct {
 	TriggerTimes []time.Time
 }
 
-// Sync takes the changes since the previous Sync and returns the desired
-// state.
-func (t *Tracker) Sync() *Update {
+// Sync takes the changes since the previous Sync or SyncChanges and
+// returns them with the whole desired state.
+func (t *Tracker) Sync() *Update { return t.sync(true) }
+
+// SyncChanges is Sync for a caller that holds the state of the previous
+// sync: it leaves out the services that did not change (State.Services is
+// filled only when the node changed), so its cost follows the number of
+// changes, not the size of the cluster.
+func (t *Tracker) SyncChanges() *Update { return t.sync(false) }
+
+func (t *Tracker) sync(whole bool) *Update {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	u := &Update{NodeChanged: t.nodeDirty, TriggerTimes: t.triggers}
@@ -265,7 +280,13 @@ func (t *Tracker) Sync() *Update {
 			ports = join(svc, t.sliceInfos(k))
 		}
 		old, ok := t.synced[k]
-		u.Changed = append(u.Changed, changedPorts(old, ports)...)
+		for _, name := range changedPorts(old, ports) {
+			c := dataplane.Change{Name: name}
+			if i := slices.IndexFunc(ports, func(p dataplane.ServicePort) bool { return p.Name == name }); i >= 0 {
+				c.Port = &ports[i]
+			}
+			u.Changes = append(u.Changes, c)
+		}
 		t.ports += len(ports) - len(old)
 		i, _ := slices.BinarySearchFunc(t.order, k, compareKeys)
 		switch {
@@ -279,14 +300,21 @@ func (t *Tracker) Sync() *Update {
 			t.synced[k] = ports
 		}
 	}
-	slices.SortFunc(u.Changed, func(a, b dataplane.ServicePortName) int { return cmp.Compare(a.String(), b.String()) })
+	slices.SortFunc(u.Changes, func(a, b dataplane.Change) int { return cmp.Compare(a.Name.String(), b.Name.String()) })
+	for _, c := range u.Changes {
+		u.Changed = append(u.Changed, c.Name)
+	}
 	clear(t.svcDirty)
 	clear(t.epDirty)
 	t.nodeDirty, t.triggers = false, nil
 
+	u.ServicePorts = t.ports
 	u.State.Node = t.base
 	if t.node != nil {
 		u.State.Node = *t.node
+	}
+	if !whole && !u.NodeChanged {
+		return u
 	}
 	if t.ports > 0 {
 		u.State.Services = make([]dataplane.ServicePort, 0, t.ports)

@@ -2,10 +2,12 @@ package watcher
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -192,12 +194,78 @@ func TestTracker(t *testing.T) {
 		if st.sync == nil {
 			continue
 		}
-		if diff := cmp.Diff(st.sync, tr.Sync(), cmpOpts...); diff != "" {
+		u := tr.Sync()
+		if diff := cmp.Diff(st.sync, u, append(cmpOpts, cmpopts.IgnoreFields(Update{}, "Changes", "ServicePorts"))...); diff != "" {
 			t.Errorf("%s: sync (-want +got):\n%s", st.name, diff)
 		}
+		checkChanges(t, st.name, u)
 		if s, e := tr.Pending(); s != 0 || e != 0 {
 			t.Errorf("%s: %d and %d changes pending after a sync", st.name, s, e)
 		}
+	}
+}
+
+// checkChanges checks that an update's Changes are its Changed ports as
+// they are in its State, and ServicePorts their number.
+func checkChanges(t *testing.T, name string, u *Update) {
+	t.Helper()
+	if u.ServicePorts != len(u.State.Services) {
+		t.Errorf("%s: ServicePorts %d, state has %d", name, u.ServicePorts, len(u.State.Services))
+	}
+	if len(u.Changes) != len(u.Changed) {
+		t.Fatalf("%s: %d changes for %d changed ports", name, len(u.Changes), len(u.Changed))
+	}
+	for i, c := range u.Changes {
+		if c.Name != u.Changed[i] {
+			t.Errorf("%s: change %d is %v, changed %v", name, i, c.Name, u.Changed[i])
+		}
+		j := slices.IndexFunc(u.State.Services, func(p dataplane.ServicePort) bool { return p.Name == c.Name })
+		switch {
+		case j < 0 && c.Port != nil:
+			t.Errorf("%s: change of %v carries a port the state lacks", name, c.Name)
+		case j >= 0 && (c.Port == nil || !cmp.Equal(*c.Port, u.State.Services[j], cmpOpts...)):
+			t.Errorf("%s: change of %v is not the state's port", name, c.Name)
+		}
+	}
+}
+
+// SyncChanges hands over the same changes as Sync without the services
+// that did not change, and the whole state again when the node changed.
+func TestTrackerSyncChanges(t *testing.T) {
+	cfg := TrackerConfig{Node: dataplane.Node{Name: "node-a"}}
+	whole, changes := NewTracker(cfg), NewTracker(cfg)
+	both := func(f func(tr *Tracker) error) {
+		t.Helper()
+		for _, tr := range []*Tracker{whole, changes} {
+			if err := f(tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	both(func(tr *Tracker) error { return tr.SetService(service()) })
+	both(func(tr *Tracker) error {
+		return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5"))), time.Time{})
+	})
+	whole.Sync()
+	changes.Sync()
+	both(func(tr *Tracker) error {
+		return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.6"))), time.Time{})
+	})
+	w, c := whole.Sync(), changes.SyncChanges()
+	if len(c.State.Services) != 0 || c.ServicePorts != len(w.State.Services) {
+		t.Errorf("SyncChanges handed over %d service ports (count %d), want none (count %d)", len(c.State.Services), c.ServicePorts, len(w.State.Services))
+	}
+	if diff := cmp.Diff(w.Changes, c.Changes, cmpOpts...); diff != "" || len(c.Changes) != 1 {
+		t.Errorf("changes differ (-Sync +SyncChanges):\n%s", diff)
+	}
+	both(func(tr *Tracker) error {
+		n := &v1.Node{}
+		n.Name = "node-a"
+		n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.9"}}
+		return tr.SetNode(n)
+	})
+	if c := changes.SyncChanges(); !c.NodeChanged || len(c.State.Services) != c.ServicePorts || c.ServicePorts == 0 {
+		t.Errorf("a node change: NodeChanged %v, %d of %d service ports", c.NodeChanged, len(c.State.Services), c.ServicePorts)
 	}
 }
 

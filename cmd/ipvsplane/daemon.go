@@ -50,29 +50,6 @@ type daemon struct {
 	names map[dataplane.ServicePortName][]string
 }
 
-// changed returns the changes of an update as the dataplane takes them:
-// each changed service port's new version, or nil for a removed one.
-func changed(u *watcher.Update) []dataplane.Change {
-	want := make(map[dataplane.ServicePortName]bool, len(u.Changed))
-	for _, n := range u.Changed {
-		want[n] = true
-	}
-	out := make([]dataplane.Change, 0, len(u.Changed))
-	for i := range u.State.Services {
-		sp := &u.State.Services[i]
-		if want[sp.Name] {
-			out = append(out, dataplane.Change{Name: sp.Name, Port: sp})
-			delete(want, sp.Name)
-		}
-	}
-	for _, n := range u.Changed {
-		if want[n] {
-			out = append(out, dataplane.Change{Name: n})
-		}
-	}
-	return out
-}
-
 // sync programs what changed since the last sync. The first sync and a
 // sync after the node's settings changed hand the dataplane the whole
 // state; the others, only the changes. The dataplane rereads the kernel
@@ -80,13 +57,20 @@ func changed(u *watcher.Update) []dataplane.Change {
 // behind the daemon's back.
 func (d *daemon) sync(ctx context.Context) error {
 	servicesPending, endpointsPending := d.tracker.Pending()
-	u := d.tracker.Sync()
+	// After the first sync only the changes are taken, so that a sync
+	// costs what changed, not the size of the cluster.
+	var u *watcher.Update
+	if d.synced {
+		u = d.tracker.SyncChanges()
+	} else {
+		u = d.tracker.Sync()
+	}
 	start := d.now()
 	full := !d.synced || u.NodeChanged
-	stop := d.progress(start, len(u.State.Services), full)
+	stop := d.progress(start, u.ServicePorts, full)
 	var res *dataplane.Result
 	var err error
-	changes := changed(u)
+	changes := u.Changes
 	if full {
 		res, err = d.kernel.Sync(ctx, &u.State)
 	} else {
@@ -115,7 +99,7 @@ func (d *daemon) sync(ctx context.Context) error {
 	s, e := d.tracker.Pending()
 	m.servicesPending.Set(float64(s))
 	m.endpointsPending.Set(float64(e))
-	m.servicePorts.Set(float64(len(u.State.Services)))
+	m.servicePorts.Set(float64(u.ServicePorts))
 	for _, t := range u.TriggerTimes {
 		if !t.IsZero() {
 			m.programming.Observe(end.Sub(t).Seconds())
@@ -123,7 +107,11 @@ func (d *daemon) sync(ctx context.Context) error {
 	}
 	m.observe(res)
 	d.health.sync()
-	d.hc.update(u.State.Services)
+	if full {
+		d.hc.replace(u.State.Services)
+	} else {
+		d.hc.apply(changes)
+	}
 
 	failed := 0
 	for i, e := range res.Errors {
@@ -142,7 +130,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		level = zap.InfoLevel
 	}
 	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", len(res.Plan.Ops)),
-		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", len(u.State.Services)),
+		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", u.ServicePorts),
 		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
 	d.writeRecord(u, changes, res, start, took)
 	if failed > 0 {
@@ -227,7 +215,7 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []dataplane.Change, res 
 	for _, e := range res.Errors[:min(len(res.Errors), maxRecordedErrors)] {
 		r.Errors = append(r.Errors, e.Error())
 	}
-	r.ServicePorts = len(u.State.Services)
+	r.ServicePorts = u.ServicePorts
 	names := d.updateNames(u, changes)
 	if err := writeRecord(d.stateFile, r, names); err != nil {
 		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,6 +34,20 @@ type hcServers struct {
 
 	mu      sync.Mutex
 	servers map[uint16]*hcServer
+	// entries are the service ports that have a health-check port, with
+	// their ready endpoints on this node; byPort indexes them by port (the
+	// ports of one service share it).
+	entries map[dataplane.ServicePortName]hcEntry
+	byPort  map[uint16]map[dataplane.ServicePortName]bool
+	// failed are the ports that could not be opened, tried again at every
+	// update.
+	failed map[uint16]bool
+}
+
+// hcEntry is one service port's share of a health-check port.
+type hcEntry struct {
+	port  uint16
+	local []netip.Addr
 }
 
 type hcServer struct {
@@ -46,57 +63,125 @@ type hcState struct {
 
 func newHCServers(log *zap.Logger, node string, healthy func() bool) *hcServers {
 	return &hcServers{log: log, node: node, healthy: healthy, servers: map[uint16]*hcServer{},
+		entries: map[dataplane.ServicePortName]hcEntry{}, byPort: map[uint16]map[dataplane.ServicePortName]bool{},
+		failed: map[uint16]bool{},
 		listen: func(port uint16) (net.Listener, error) {
 			return net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(port))))
 		}}
 }
 
-// localEndpoints works out each health-check port's service and its ready
-// endpoints on this node.
-func localEndpoints(node string, services []dataplane.ServicePort) map[uint16]hcState {
-	out := map[uint16]hcState{}
-	seen := map[uint16]map[netip.Addr]bool{}
-	for i := range services {
-		sp := &services[i]
-		if sp.ExternalPolicy != dataplane.PolicyLocal || sp.HealthCheckNodePort == 0 {
-			continue
-		}
-		port := sp.HealthCheckNodePort
-		st := out[port]
-		st.Namespace, st.Name = sp.Name.Namespace, sp.Name.Name
-		if seen[port] == nil {
-			seen[port] = map[netip.Addr]bool{}
-		}
-		for _, ep := range sp.Endpoints {
-			if ep.Ready && ep.NodeName == node && !seen[port][ep.Addr] {
-				seen[port][ep.Addr] = true
-				st.Local++
-			}
-		}
-		out[port] = st
+// entry returns a service port's share of its health-check port, if it
+// has one: its ready endpoints on node.
+func entry(node string, sp *dataplane.ServicePort) (hcEntry, bool) {
+	if sp == nil || sp.ExternalPolicy != dataplane.PolicyLocal || sp.HealthCheckNodePort == 0 {
+		return hcEntry{}, false
 	}
-	return out
+	e := hcEntry{port: sp.HealthCheckNodePort}
+	for _, ep := range sp.Endpoints {
+		if ep.Ready && ep.NodeName == node && !slices.Contains(e.local, ep.Addr) {
+			e.local = append(e.local, ep.Addr)
+		}
+	}
+	return e, true
 }
 
-// update opens, updates and closes the servers to match services. A port
-// that cannot be opened is logged and tried again on the next update.
-func (h *hcServers) update(services []dataplane.ServicePort) {
-	want := localEndpoints(h.node, services)
+// replace makes the servers match services, after a sync that handed
+// over the whole state.
+func (h *hcServers) replace(services []dataplane.ServicePort) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for port, s := range h.servers {
-		if _, ok := want[port]; !ok {
-			s.srv.Close()
-			delete(h.servers, port)
+	dirty := map[uint16]bool{}
+	for port := range h.byPort {
+		dirty[port] = true
+	}
+	clear(h.entries)
+	clear(h.byPort)
+	for i := range services {
+		h.setLocked(services[i].Name, &services[i], dirty)
+	}
+	h.refreshLocked(dirty)
+}
+
+// apply updates the servers for the service ports that changed; its cost
+// follows the changes, not the number of services.
+func (h *hcServers) apply(changes []dataplane.Change) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dirty := map[uint16]bool{}
+	for _, c := range changes {
+		h.setLocked(c.Name, c.Port, dirty)
+	}
+	h.refreshLocked(dirty)
+}
+
+// setLocked records a service port's new version (nil: removed) and marks
+// the ports it was and is on.
+func (h *hcServers) setLocked(name dataplane.ServicePortName, sp *dataplane.ServicePort, dirty map[uint16]bool) {
+	if old, ok := h.entries[name]; ok {
+		dirty[old.port] = true
+		delete(h.byPort[old.port], name)
+		if len(h.byPort[old.port]) == 0 {
+			delete(h.byPort, old.port)
+		}
+		delete(h.entries, name)
+	}
+	e, ok := entry(h.node, sp)
+	if !ok {
+		return
+	}
+	dirty[e.port] = true
+	h.entries[name] = e
+	if h.byPort[e.port] == nil {
+		h.byPort[e.port] = map[dataplane.ServicePortName]bool{}
+	}
+	h.byPort[e.port][name] = true
+}
+
+// state works out what a health-check port reports: its service and the
+// distinct ready endpoints on this node over the service's ports.
+func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
+	names := h.byPort[port]
+	if len(names) == 0 {
+		return hcState{}, false
+	}
+	var st hcState
+	var seen []netip.Addr
+	for _, name := range slices.SortedFunc(maps.Keys(names), func(a, b dataplane.ServicePortName) int {
+		return cmp.Compare(a.String(), b.String())
+	}) {
+		st.Namespace, st.Name = name.Namespace, name.Name
+		for _, a := range h.entries[name].local {
+			if !slices.Contains(seen, a) {
+				seen = append(seen, a)
+			}
 		}
 	}
-	for port, st := range want {
+	st.Local = len(seen)
+	return st, true
+}
+
+// refreshLocked opens, updates and closes the servers of the dirty ports.
+// A port that cannot be opened is logged and tried again at the next
+// update.
+func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
+	maps.Copy(dirty, h.failed)
+	clear(h.failed)
+	for port := range dirty {
+		st, want := h.stateLocked(port)
 		s := h.servers[port]
+		if !want {
+			if s != nil {
+				s.srv.Close()
+				delete(h.servers, port)
+			}
+			continue
+		}
 		if s == nil {
 			ln, err := h.listen(port)
 			if err != nil {
 				h.log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
 					zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
+				h.failed[port] = true
 				continue
 			}
 			s = &hcServer{}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -25,18 +27,50 @@ func endpoint(addr, node string, ready bool) dataplane.Endpoint {
 	return dataplane.Endpoint{Addr: netip.MustParseAddr(addr), Port: 8080, NodeName: node, Ready: ready, Serving: ready}
 }
 
+// A health-check port counts the distinct ready endpoints on this node
+// over its service's ports, whether the ports come whole or as changes.
 func TestLocalEndpoints(t *testing.T) {
 	web := localService("web", 32000, endpoint("10.0.0.1", "node-a", true), endpoint("10.0.0.2", "node-b", true), endpoint("10.0.0.3", "node-a", false))
 	web2 := web
 	web2.Name.Port = "https"
-	web2.Endpoints = append(web2.Endpoints, endpoint("10.0.0.4", "node-a", true))
+	web2.Endpoints = append(slices.Clone(web2.Endpoints), endpoint("10.0.0.4", "node-a", true))
 	none := localService("none", 32001, endpoint("10.0.0.5", "node-b", true))
 	cluster := localService("cluster", 32002, endpoint("10.0.0.6", "node-a", true))
 	cluster.ExternalPolicy = dataplane.PolicyCluster
-	got := localEndpoints("node-a", []dataplane.ServicePort{web, web2, none, cluster})
+	states := func(h *hcServers) map[uint16]hcState {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		out := map[uint16]hcState{}
+		for port := range h.byPort {
+			out[port], _ = h.stateLocked(port)
+		}
+		return out
+	}
+	newServers := func() *hcServers {
+		h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+		h.listen = func(uint16) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+		t.Cleanup(func() { h.close(context.Background()) })
+		return h
+	}
 	want := map[uint16]hcState{32000: {"demo", "web", 2}, 32001: {"demo", "none", 0}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("got %v, want %v", got, want)
+
+	whole := newServers()
+	whole.replace([]dataplane.ServicePort{web, web2, none, cluster})
+	if got := states(whole); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("replace: got %v, want %v", got, want)
+	}
+	changes := newServers()
+	changes.apply([]dataplane.Change{{Name: web.Name, Port: &web}, {Name: none.Name, Port: &none}})
+	changes.apply([]dataplane.Change{{Name: web2.Name, Port: &web2}, {Name: cluster.Name, Port: &cluster}})
+	if got := states(changes); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("apply: got %v, want %v", got, want)
+	}
+	changes.apply([]dataplane.Change{{Name: web2.Name}, {Name: none.Name}})
+	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", 1}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after removals: got %v, want %v", got, want)
+	}
+	if got := changes.ports(); len(got) != 1 || got[0] != 32000 {
+		t.Errorf("ports after removals: %v", got)
 	}
 }
 
@@ -69,7 +103,7 @@ func TestHealthCheckNodePorts(t *testing.T) {
 		return resp.StatusCode, v
 	}
 
-	h.update([]dataplane.ServicePort{
+	h.replace([]dataplane.ServicePort{
 		localService("web", 32000, endpoint("10.0.0.1", "node-a", true)),
 		localService("none", 32001, endpoint("10.0.0.2", "node-b", true)),
 	})
@@ -84,7 +118,7 @@ func TestHealthCheckNodePorts(t *testing.T) {
 		t.Errorf("web with the proxy unhealthy: %d", code)
 	}
 	healthy = true
-	h.update([]dataplane.ServicePort{localService("web", 32000)})
+	h.replace([]dataplane.ServicePort{localService("web", 32000)})
 	if code, _ := get(32000); code != 503 {
 		t.Errorf("web without endpoints: %d", code)
 	}
@@ -93,5 +127,29 @@ func TestHealthCheckNodePorts(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addrs[32001] + "/"); err == nil {
 		t.Error("port 32001 still answers")
+	}
+}
+
+// A port that cannot be opened is tried again at the next update, even
+// one that does not change its service.
+func TestHealthCheckNodePortRetried(t *testing.T) {
+	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	busy := true
+	h.listen = func(uint16) (net.Listener, error) {
+		if busy {
+			return nil, errors.New("address already in use")
+		}
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	defer h.close(context.Background())
+	web := localService("web", 32000, endpoint("10.0.0.1", "node-a", true))
+	h.apply([]dataplane.Change{{Name: web.Name, Port: &web}})
+	if got := h.ports(); len(got) != 0 {
+		t.Fatalf("ports while busy: %v", got)
+	}
+	busy = false
+	h.apply(nil)
+	if got := h.ports(); len(got) != 1 || got[0] != 32000 {
+		t.Errorf("ports after the retry: %v", got)
 	}
 }

@@ -431,11 +431,22 @@ func kubeNamespace(t testing.TB, client kubernetes.Interface, name string) {
 			t.Errorf("listing the Services of %s: %v", name, err)
 			return
 		}
-		for _, s := range list.Items {
-			if err := client.CoreV1().Services(name).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("deleting %s/%s: %v", name, s.Name, err)
-			}
+		names := make(chan string)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for s := range names {
+					if err := client.CoreV1().Services(name).Delete(ctx, s, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+						t.Errorf("deleting %s/%s: %v", name, s, err)
+					}
+				}
+			})
 		}
+		for _, s := range list.Items {
+			names <- s.Name
+		}
+		close(names)
+		wg.Wait()
 	})
 }
 

@@ -36,10 +36,10 @@ const kubeNetNodeAddr = "192.168.50.1"
 func setupKubeNet(t *testing.T) *kubeNet {
 	t.Helper()
 	n := &kubeNet{client: testutil.NewNetNS(t)}
-	attach(t, n.client, "e2e-c", "192.168.50.1/24", "192.168.50.2/24")
+	attachToRoot(t, n.client, "e2e-c", "192.168.50.1/24", "192.168.50.2/24")
 	for i := 1; i <= 2; i++ {
 		b := testutil.NewNetNS(t)
-		attach(t, b, fmt.Sprintf("e2e-b%d", i), fmt.Sprintf("10.244.%d.1/24", 49+i), fmt.Sprintf("10.244.%d.2/24", 49+i))
+		attachToRoot(t, b, fmt.Sprintf("e2e-b%d", i), fmt.Sprintf("10.244.%d.1/24", 49+i), fmt.Sprintf("10.244.%d.2/24", 49+i))
 		addr := fmt.Sprintf("10.244.%d.2", 49+i)
 		b.ServeTCP(t, addr+":8080", fmt.Sprintf("backend-%d", i))
 		n.backends = append(n.backends, addr)
@@ -47,10 +47,10 @@ func setupKubeNet(t *testing.T) *kubeNet {
 	return n
 }
 
-// attach connects ns to the root namespace with a veth pair: rootName
+// attachToRoot connects ns to the root namespace with a veth pair: rootName
 // holds rootAddr in the root namespace, eth0 holds nsAddr in ns, whose
 // default route goes through the root namespace.
-func attach(t *testing.T, ns *testutil.NetNS, rootName, rootAddr, nsAddr string) {
+func attachToRoot(t *testing.T, ns *testutil.NetNS, rootName, rootAddr, nsAddr string) {
 	t.Helper()
 	// Created inside ns, with the peer moved to PID 1's namespace: the
 	// root one.
@@ -83,8 +83,8 @@ func (n *kubeNet) backendsReached(addr string, count int) map[string]int {
 	return got
 }
 
-// kubeFixture is one API server test: a client, its namespace, its node
-// name and the daemon.
+// kubeFixture is one API server test: the control plane, a client and
+// the test's namespace.
 type kubeFixture struct {
 	t      *testing.T
 	cp     *controlplane.Remote
@@ -104,7 +104,7 @@ func newKubeFixture(t *testing.T, ns string) *kubeFixture {
 
 func (f *kubeFixture) createService(name string, typ corev1.ServiceType, port int32) *corev1.Service {
 	f.t.Helper()
-	svc, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, service(f.ns, name, typ, port), metav1.CreateOptions{})
+	svc, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, kubeService(f.ns, name, typ, port), metav1.CreateOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func (f *kubeFixture) createService(name string, typ corev1.ServiceType, port in
 // putSlice creates or replaces EndpointSlice name of service svc.
 func (f *kubeFixture) putSlice(svc, name string, port int32, addrs ...string) {
 	f.t.Helper()
-	s := endpointSlice(f.ns, svc, name, port, addrs...)
+	s := kubeSlice(f.ns, svc, name, port, addrs...)
 	api := f.client.DiscoveryV1().EndpointSlices(f.ns)
 	old, err := api.Get(f.ctx, name, metav1.GetOptions{})
 	if err == nil {
@@ -150,22 +150,22 @@ func (f *kubeFixture) setNodeAddresses(name string, addrs ...string) {
 	}
 }
 
-// reals describes a virtual server's serving real servers in the table
+// servingReals describes a virtual server's serving real servers in the table
 // ("none" if it is missing), for comparison with want. Real servers at
 // weight 0 are left out: a removed endpoint is drained at weight 0 until
 // its connections end, as in kube-proxy, and the tests' own connections
 // linger in TIME_WAIT.
-func reals(table map[string]*virtualServer, key string) string {
+func servingReals(table map[string]*virtualServer, key string) string {
 	vs := table[key]
 	if vs == nil {
 		return "none"
 	}
-	return strings.Join(slices.DeleteFunc(slices.Clone(vs.reals), draining), ",")
+	return strings.Join(slices.DeleteFunc(slices.Clone(vs.reals), drainingReal), ",")
 }
 
-// draining reports whether a real server, as reals writes it, is at
+// drainingReal reports whether a real server, as reals writes it, is at
 // weight 0.
-func draining(real string) bool { return strings.HasSuffix(real, " 0") }
+func drainingReal(real string) bool { return strings.HasSuffix(real, " 0") }
 
 // realsOf is the weight-1 real servers of addrs on port, as reals writes
 // them.
@@ -207,11 +207,11 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	nodePort := int(np.Spec.Ports[0].NodePort)
 	wait := func(what string, cond func() string) {
 		t.Helper()
-		eventually(t, d, time.Minute, what, cond)
+		eventuallyKernel(t, d, time.Minute, what, cond)
 	}
 	wantReals := func(key, want string) func() string {
 		return func() string {
-			if got := reals(ipvsadmTable(t), key); got != want {
+			if got := servingReals(ipvsadmTable(t), key); got != want {
 				return fmt.Sprintf("%s has real servers %q, want %q", key, got, want)
 			}
 			return ""
@@ -330,7 +330,7 @@ func readKernelView(t testing.TB) kernelView {
 	t.Helper()
 	v := kernelView{table: map[string]string{}, bound: boundAddrs(t), set: ipsetMembers(t, "KUBE-CLUSTER-IP")}
 	for k, vs := range ipvsadmTable(t) {
-		v.table[k] = vs.sched + " " + reals(map[string]*virtualServer{k: vs}, k)
+		v.table[k] = vs.sched + " " + servingReals(map[string]*virtualServer{k: vs}, k)
 	}
 	slices.Sort(v.bound)
 	slices.Sort(v.set)
@@ -396,8 +396,8 @@ func (f *kubeFixture) apiServerRestart(d *kubeDaemon, n *kubeNet, webIP string) 
 	after := f.createService("after-restart", corev1.ServiceTypeClusterIP, 80)
 	f.putSlice("after-restart", "after-restart-1", 8080, n.backends[0])
 	key := fmt.Sprintf("tcp/%s:80", after.Spec.ClusterIP)
-	eventually(t, d, 3*time.Minute, "a service created after the restart", func() string {
-		if got := reals(ipvsadmTable(t), key); got != realsOf(8080, n.backends[0]) {
+	eventuallyKernel(t, d, 3*time.Minute, "a service created after the restart", func() string {
+		if got := servingReals(ipvsadmTable(t), key); got != realsOf(8080, n.backends[0]) {
 			return fmt.Sprintf("%s: %q", key, got)
 		}
 		return ""

@@ -231,16 +231,16 @@ func (p promText) opsDelta(before promText) map[string]float64 {
 	return out
 }
 
-// bucket is one cumulative histogram bucket.
-type bucket struct {
+// histBucket is one cumulative histogram bucket.
+type histBucket struct {
 	le    float64
 	count float64
 }
 
 // histogram returns a histogram's cumulative buckets, less those of
 // before (nil for none), in order.
-func (p promText) histogram(name string, before promText) []bucket {
-	var out []bucket
+func (p promText) histogram(name string, before promText) []histBucket {
+	var out []histBucket
 	for k, v := range p {
 		rest, ok := strings.CutPrefix(k, name+"_bucket{le=\"")
 		if !ok {
@@ -250,9 +250,9 @@ func (p promText) histogram(name string, before promText) []bucket {
 		if err != nil {
 			continue
 		}
-		out = append(out, bucket{le, v - before[k]})
+		out = append(out, histBucket{le, v - before[k]})
 	}
-	slices.SortFunc(out, func(a, b bucket) int {
+	slices.SortFunc(out, func(a, b histBucket) int {
 		switch {
 		case a.le < b.le:
 			return -1
@@ -264,10 +264,10 @@ func (p promText) histogram(name string, before promText) []bucket {
 	return out
 }
 
-// quantile estimates the q-quantile of cumulative buckets by linear
+// histQuantile estimates the q-quantile of cumulative buckets by linear
 // interpolation inside the bucket that holds it, as Prometheus's
 // histogram_quantile does; NaN without observations.
-func quantile(q float64, buckets []bucket) float64 {
+func histQuantile(q float64, buckets []histBucket) float64 {
 	if len(buckets) == 0 || buckets[len(buckets)-1].count == 0 {
 		return math.NaN()
 	}
@@ -389,10 +389,10 @@ func boundAddrs(t testing.TB) []string {
 	return addrs
 }
 
-// eventually polls cond until it holds or timeout passes; cond returns a
+// eventuallyKernel polls cond until it holds or timeout passes; cond returns a
 // description of what is still wrong, or "" when it holds. It waits for
 // the daemon, it does not time it.
-func eventually(t testing.TB, d *kubeDaemon, timeout time.Duration, what string, cond func() string) {
+func eventuallyKernel(t testing.TB, d *kubeDaemon, timeout time.Duration, what string, cond func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -450,12 +450,12 @@ func kubeNamespace(t testing.TB, client kubernetes.Interface, name string) {
 	})
 }
 
-// endpointSlice is a slice of service svc with ready endpoints at addrs,
+// kubeSlice is a slice of service svc with ready endpoints at addrs,
 // all on port, its port named "http" like the services of these tests.
 // It carries the trigger-time annotation the EndpointSlice controller
 // writes (there is none in the test control plane), so that the daemon
 // can report network programming latency.
-func endpointSlice(ns, svc, name string, port int32, addrs ...string) *discoveryv1.EndpointSlice {
+func kubeSlice(ns, svc, name string, port int32, addrs ...string) *discoveryv1.EndpointSlice {
 	portName, proto, ready := "http", corev1.ProtocolTCP, true
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
@@ -472,8 +472,8 @@ func endpointSlice(ns, svc, name string, port int32, addrs ...string) *discovery
 	return s
 }
 
-// service is a service with one TCP port named "http" to targetPort 8080.
-func service(ns, name string, typ corev1.ServiceType, port int32) *corev1.Service {
+// kubeService is a service with one TCP port named "http" to targetPort 8080.
+func kubeService(ns, name string, typ corev1.ServiceType, port int32) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{

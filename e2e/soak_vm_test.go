@@ -104,11 +104,11 @@ func (s *soak) create(ctx context.Context, endpoints int) error {
 	}
 	s.mu.Unlock()
 	f := s.f
-	svc, err := f.client.CoreV1().Services(f.ns).Create(ctx, service(f.ns, name, corev1.ServiceTypeClusterIP, 80), metav1.CreateOptions{})
+	svc, err := f.client.CoreV1().Services(f.ns).Create(ctx, kubeService(f.ns, name, corev1.ServiceTypeClusterIP, 80), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
-	slice, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Create(ctx, endpointSlice(f.ns, name, name+"-1", 8080, eps...), metav1.CreateOptions{})
+	slice, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Create(ctx, kubeSlice(f.ns, name, name+"-1", 8080, eps...), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (s *soak) change(ctx context.Context) error {
 	if kind == "endpoint port" {
 		port = 8080 + (port-8079)%2
 	}
-	slice := endpointSlice(f.ns, ss.svc.Name, ss.slice.Name, port, eps...)
+	slice := kubeSlice(f.ns, ss.svc.Name, ss.slice.Name, port, eps...)
 	slice.ResourceVersion = ss.slice.ResourceVersion
 	got, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Update(ctx, slice, metav1.UpdateOptions{})
 	if err != nil {
@@ -221,7 +221,7 @@ func (s *soak) mismatches(table map[string]*virtualServer) []string {
 	}
 	var out []string
 	for k, w := range want {
-		if got := reals(table, k); got != w {
+		if got := servingReals(table, k); got != w {
 			out = append(out, fmt.Sprintf("%s: %q, want %q", k, got, w))
 		}
 	}
@@ -247,7 +247,7 @@ func rssKiB(pid int) (int, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
-func mean(xs []int) float64 {
+func meanKiB(xs []int) float64 {
 	sum := 0
 	for _, x := range xs {
 		sum += x
@@ -306,7 +306,7 @@ func TestChurnSoak(t *testing.T) {
 		t.Helper()
 		begin := time.Now()
 		var wrong []string
-		eventually(t, d, 5*time.Minute, what, func() string {
+		eventuallyKernel(t, d, 5*time.Minute, what, func() string {
 			wrong = s.mismatches(ipvsadmTable(t))
 			if len(wrong) == 0 {
 				return ""
@@ -390,7 +390,7 @@ func TestChurnSoak(t *testing.T) {
 		t.Fatalf("only %d RSS samples", len(samples))
 	}
 	third := len(samples) / 3
-	first, last := mean(samples[:third]), mean(samples[len(samples)-third:])
+	first, last := meanKiB(samples[:third]), meanKiB(samples[len(samples)-third:])
 	peak := 0
 	for _, kb := range samples {
 		peak = max(peak, kb)
@@ -407,11 +407,11 @@ func TestChurnSoak(t *testing.T) {
 	if len(buckets) > 0 {
 		observed = buckets[len(buckets)-1].count
 	}
-	p50, p99 := quantile(0.5, buckets), quantile(0.99, buckets)
+	p50, p99 := histQuantile(0.5, buckets), histQuantile(0.99, buckets)
 	syncs := m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_count")
 	syncBuckets := m1.histogram("kubeproxy_sync_proxy_rules_duration_seconds", m0)
 	t.Logf("network programming latency (kubeproxy_network_programming_duration_seconds, %v EndpointSlice changes): p50 %.2fs p99 %.2fs; %v syncs (p50 %.3fs p99 %.3fs), kernel operations %v",
-		observed, p50, p99, syncs, quantile(0.5, syncBuckets), quantile(0.99, syncBuckets), m1.opsDelta(m0))
+		observed, p50, p99, syncs, histQuantile(0.5, syncBuckets), histQuantile(0.99, syncBuckets), m1.opsDelta(m0))
 	if observed == 0 {
 		t.Error("no network programming latency observed")
 	}

@@ -433,7 +433,7 @@ func kubeNamespace(t testing.TB, client kubernetes.Interface, name string) {
 		}
 		names := make(chan string)
 		var wg sync.WaitGroup
-		for range 16 {
+		for range 32 {
 			wg.Go(func() {
 				for s := range names {
 					if err := client.CoreV1().Services(name).Delete(ctx, s, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -10,7 +10,7 @@ export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm lint bench fuzz demo vm-kernel tools clean
+.PHONY: test test-unit test-host test-vm lint bench fuzz demo soak vm-kernel tools clean
 
 test: lint test-unit test-host test-vm
 
@@ -66,6 +66,17 @@ fuzz:
 demo: $(VMTEST) vm-kernel
 	cd cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
 	cd cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
+
+# The churn soak at full size: 10,000 services through the API server,
+# 50 changes a second for a minute (e2e's TestChurnSoak; make test-vm
+# runs it with short defaults). SOAK_* override the size.
+SOAK_SERVICES ?= 10000
+SOAK_DURATION ?= 60s
+SOAK_RATE     ?= 50
+soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
+	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
+	cd e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
+	  VMTEST_MEM=$${VMTEST_MEM:-4096} VMTEST_TIMEOUT=60m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestChurnSoak$$' -test.v -test.timeout 50m
 
 # The e2e tests run the real program; go build only relinks what changed.
 .PHONY: $(BIN)/ipvsplane

@@ -28,8 +28,8 @@ test-host:
 test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
-	echo $(GO) test -count=1 -v -p 1 -tags vmtest -exec $(VMTEST) $$pkgs; \
-	CGO_ENABLED=0 $(GO) test -count=1 -v -p 1 -tags vmtest -exec $(VMTEST) $$pkgs
+	echo $(GO) test -count=1 -v -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs; \
+	CGO_ENABLED=0 $(GO) test -count=1 -v -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

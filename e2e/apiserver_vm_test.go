@@ -271,29 +271,43 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 		t.Errorf("after backend-1 left: %v", got)
 	}
 
-	// The Node object's addresses are the node ports' addresses.
-	npOld, npNew := fmt.Sprintf("tcp/%s:%d", kubeNetNodeAddr, nodePort), fmt.Sprintf("tcp/10.0.2.15:%d", nodePort)
-	wait("node port on the Node's address", func() string {
-		table := ipvsadmTable(t)
-		if table[npNew] != nil {
-			return npNew + " is there though the Node does not list 10.0.2.15"
-		}
-		return wantReals(npOld, realsOf(8080, n.backends...))()
-	})
+	// Node ports are served on every address of the node's interfaces,
+	// as kube-proxy's IPVS mode serves them, whatever the Node lists.
+	for _, addr := range []string{kubeNetNodeAddr, "10.0.2.15"} {
+		wait("node port on "+addr, wantReals(fmt.Sprintf("tcp/%s:%d", addr, nodePort), realsOf(8080, n.backends...)))
+	}
 	if got := n.backendsReached(fmt.Sprintf("%s:%d", kubeNetNodeAddr, nodePort), 4); got["error"] != 0 {
 		t.Errorf("through the node port: %v", got)
 	}
-	f.setNodeAddresses(node, "10.0.2.15")
-	wait("node port follows the Node's new address", func() string {
-		table := ipvsadmTable(t)
-		if table[npOld] != nil {
-			return npOld + " is still there"
-		}
-		return wantReals(npNew, realsOf(8080, n.backends...))()
-	})
-	if got := n.backendsReached(fmt.Sprintf("10.0.2.15:%d", nodePort), 4); got["error"] != 0 {
-		t.Errorf("through the node port on the new address: %v", got)
+
+	// The Node object gives the node's primary IP: a load balancer whose
+	// source ranges hold it lets the node's own traffic to it through
+	// (KUBE-LOAD-BALANCER-SOURCE-IP), and that follows the Node.
+	lb := kubeService(f.ns, "lb", corev1.ServiceTypeLoadBalancer, 82)
+	lb.Spec.LoadBalancerSourceRanges = []string{"192.168.50.0/24"}
+	lb, err = f.client.CoreV1().Services(f.ns).Create(f.ctx, lb, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.30"}}
+	if _, err := f.client.CoreV1().Services(f.ns).UpdateStatus(f.ctx, lb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.putSlice("lb", "lb-1", 8080, n.backends...)
+	const fromNode = "192.0.2.30,tcp:82,192.0.2.30"
+	nodeAllowed := func(want bool) func() string {
+		return func() string {
+			if got := slices.Contains(ipsetMembers(t, "KUBE-LOAD-BALANCER-SOURCE-IP"), fromNode); got != want {
+				return fmt.Sprintf("KUBE-LOAD-BALANCER-SOURCE-IP holds %s: %v, want %v", fromNode, got, want)
+			}
+			return ""
+		}
+	}
+	wait("the node, inside the source ranges, allowed", nodeAllowed(true))
+	f.setNodeAddresses(node, "10.0.2.15")
+	wait("the node's new primary IP, outside them, not allowed", nodeAllowed(false))
+	f.setNodeAddresses(node, kubeNetNodeAddr)
+	wait("the node allowed again", nodeAllowed(true))
 
 	f.apiServerRestart(d, n, webIP)
 

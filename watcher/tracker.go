@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sync"
@@ -182,11 +183,13 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	if n.Name != t.base.Name {
 		return nil
 	}
+	// Under the lock: SetAddresses changes the base.
+	t.mu.Lock()
 	node, err := ConvertNode(t.base, n)
 	if err != nil {
+		t.mu.Unlock()
 		return err
 	}
-	t.mu.Lock()
 	changed := t.node == nil || !reflect.DeepEqual(*t.node, node)
 	if changed {
 		t.node, t.nodeDirty = &node, true
@@ -194,6 +197,25 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	t.mu.Unlock()
 	t.notify(changed)
 	return nil
+}
+
+// SetAddresses replaces the node's own addresses (the interfaces'
+// addresses, from which node ports are served), for a caller that reads
+// them again as kube-proxy does at every sync.
+func (t *Tracker) SetAddresses(addrs []netip.Addr) {
+	t.mu.Lock()
+	changed := !slices.Equal(t.base.Addresses, addrs)
+	if changed {
+		t.base.Addresses = slices.Clone(addrs)
+		if t.node != nil {
+			node := *t.node
+			node.Addresses = t.base.Addresses
+			t.node = &node
+		}
+		t.nodeDirty = true
+	}
+	t.mu.Unlock()
+	t.notify(changed)
 }
 
 // DeleteNode forgets this node's Node object: the node's IPs and zone are

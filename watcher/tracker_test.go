@@ -307,3 +307,29 @@ func TestTrackerInvalidSlice(t *testing.T) {
 		t.Errorf("invalid slice's endpoints kept: %+v", u.State.Services)
 	}
 }
+
+// The node's own addresses read again replace the configured ones, with
+// or without a Node object, and only a change is a node change.
+func TestTrackerSetAddresses(t *testing.T) {
+	tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}})
+	tr.Sync()
+	tr.SetAddresses(addrs("192.0.2.1"))
+	if u := tr.SyncChanges(); u.NodeChanged {
+		t.Error("the same addresses are a node change")
+	}
+	tr.SetAddresses(addrs("192.0.2.1", "198.51.100.7"))
+	if u := tr.SyncChanges(); !u.NodeChanged || !slices.Equal(u.State.Node.Addresses, addrs("192.0.2.1", "198.51.100.7")) {
+		t.Errorf("new address: NodeChanged %v, addresses %v", u.NodeChanged, u.State.Node.Addresses)
+	}
+	n := &v1.Node{}
+	n.Name = "node-a"
+	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.5"}}
+	if err := tr.SetNode(n); err != nil {
+		t.Fatal(err)
+	}
+	tr.SetAddresses(addrs("198.51.100.7"))
+	u := tr.SyncChanges()
+	if got := u.State.Node; !slices.Equal(got.Addresses, addrs("198.51.100.7")) || !slices.Equal(got.NodeIPs, addrs("10.0.0.5")) {
+		t.Errorf("with a Node object: addresses %v, node IPs %v", got.Addresses, got.NodeIPs)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os/signal"
 	"syscall"
 	"time"
@@ -126,6 +127,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		srcErr <- a.watch(srcCtx, log, o, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
 	}()
 	go d.waitListed(srcCtx)
+	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(dataplane.DefaultDevice) }, d.tracker.SetAddresses)
 	runErr := make(chan error, 1)
 	go func() { runErr <- runner.Run(ctx) }()
 	select {

@@ -77,7 +77,7 @@ func TestKubeProxyComparison(t *testing.T) {
 
 	ip := e.startIPVSPlane(t)
 	ipState, took := waitKernel(t, ip, 5*time.Minute, func(s *kernelSnapshot) bool {
-		return s.hasVirtual(web) && s.hasVirtual(lbFW) && strings.Contains(s.nft, "table ip ipvsplane")
+		return s.hasVirtual(web) && s.hasVirtual(lbFW) && strings.Contains(s.nft, "table ip ipvsplane {")
 	})
 	t.Logf("ipvsplane settled in %v", took)
 	ip.stop(t)

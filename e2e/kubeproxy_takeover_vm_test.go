@@ -99,7 +99,7 @@ func TestKubeProxyTakeover(t *testing.T) {
 			t.Fatalf("ipvsplane exited:\n%s", ip.tail(40))
 		}
 		s := takeSnapshot(t)
-		if !strings.Contains(s.iptables, "KUBE-") && strings.Contains(s.nft, "table ip ipvsplane") {
+		if !strings.Contains(s.iptables, "KUBE-") && strings.Contains(s.nft, "table ip ipvsplane {") {
 			tookOver = time.Since(start)
 			break
 		}
@@ -143,7 +143,7 @@ func TestKubeProxyTakeover(t *testing.T) {
 	}
 	t.Logf("handover: kube-proxy synced in %v", took)
 	after := takeSnapshot(t)
-	if strings.Contains(after.nft, "table ip ipvsplane") || strings.Contains(strings.Join(after.sets, "\n"), "IPVSPLANE") {
+	if strings.Contains(after.nft, "table ip ipvsplane {") || strings.Contains(after.nft, "table ip6 ipvsplane {") || strings.Contains(strings.Join(after.sets, "\n"), "IPVSPLANE") {
 		t.Errorf("ipvsplane's rules or sets left after the handover:\n%s", after)
 	}
 	time.Sleep(3 * time.Second)

@@ -3,7 +3,6 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -49,11 +48,7 @@ var kubeProxyChains = map[string][]string{
 func findKubeProxyChains(conn *nftables.Conn) ([]KubeProxyChain, error) {
 	var found []KubeProxyChain
 	for _, ipv6 := range []bool{false, true} {
-		family := nftables.TableFamilyIPv4
-		if ipv6 {
-			family = nftables.TableFamilyIPv6
-		}
-		chains, err := conn.ListChainsOfTableFamily(family)
+		chains, err := conn.ListChainsOfTableFamily(tableFamily(ipv6))
 		if err != nil {
 			return nil, fmt.Errorf("listing the nftables chains: %w", err)
 		}
@@ -68,67 +63,51 @@ func findKubeProxyChains(conn *nftables.Conn) ([]KubeProxyChain, error) {
 }
 
 // removeKubeProxyChains deletes kube-proxy's chains in one transaction:
-// first the rules of other chains that only jump to them (kube-proxy's
-// jumps from PREROUTING, INPUT and the other hooks), then the chains'
-// rules, then the chains. A rule of another program that refers to one of
-// them is not touched: the kernel then refuses to delete that chain
-// (EBUSY), and the error names it.
+// first the rules of other chains in their tables that only jump to them
+// (kube-proxy's jumps from PREROUTING, INPUT and the other hooks), then
+// the chains' rules, then the chains. A rule of another program that
+// refers to one of them is not touched: the kernel then refuses to delete
+// that chain (EBUSY), and the error names it.
 func removeKubeProxyChains(conn *nftables.Conn, remove []KubeProxyChain) error {
-	type tableKey struct {
-		family nftables.TableFamily
-		name   string
-	}
-	byTable := map[tableKey]map[string]bool{}
+	doomed := make(map[KubeProxyChain]bool, len(remove))
+	tables := map[KubeProxyChain]bool{} // the tables they are in, Chain empty
 	for _, c := range remove {
-		k := tableKey{nftables.TableFamilyIPv4, c.Table}
-		if c.IPv6 {
-			k.family = nftables.TableFamilyIPv6
-		}
-		if byTable[k] == nil {
-			byTable[k] = map[string]bool{}
-		}
-		byTable[k][c.Chain] = true
+		doomed[c] = true
+		tables[KubeProxyChain{IPv6: c.IPv6, Table: c.Table}] = true
 	}
-	var chainsToDelete []*nftables.Chain
-	for _, k := range slices.SortedFunc(maps.Keys(byTable), func(a, b tableKey) int {
-		if a.family != b.family {
-			return int(a.family) - int(b.family)
-		}
-		return strings.Compare(a.name, b.name)
-	}) {
-		chains, err := conn.ListChainsOfTableFamily(k.family)
+	var kube []*nftables.Chain
+	for _, ipv6 := range []bool{false, true} {
+		chains, err := conn.ListChainsOfTableFamily(tableFamily(ipv6))
 		if err != nil {
 			return fmt.Errorf("listing the nftables chains: %w", err)
 		}
-		var kube, others []*nftables.Chain
 		for _, c := range chains {
-			switch {
-			case c.Table.Name != k.name:
-			case byTable[k][c.Name]:
-				kube = append(kube, c)
-			default:
-				others = append(others, c)
+			if !tables[KubeProxyChain{IPv6: ipv6, Table: c.Table.Name}] {
+				continue
 			}
-		}
-		for _, c := range others {
+			if doomed[KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}] {
+				kube = append(kube, c)
+				continue
+			}
 			rules, err := conn.GetRules(c.Table, c)
 			if err != nil {
-				return fmt.Errorf("reading the rules of %s %s: %w", k.name, c.Name, err)
+				return fmt.Errorf("reading the rules of %s: %w", KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
 			}
 			for _, r := range rules {
-				if onlyJumpsTo(r, byTable[k]) {
+				if onlyJumpsTo(r, func(target string) bool {
+					return doomed[KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: target}]
+				}) {
 					if err := conn.DelRule(r); err != nil {
 						return err
 					}
 				}
 			}
 		}
-		for _, c := range kube {
-			conn.FlushChain(c)
-		}
-		chainsToDelete = append(chainsToDelete, kube...)
 	}
-	for _, c := range chainsToDelete {
+	for _, c := range kube {
+		conn.FlushChain(c)
+	}
+	for _, c := range kube {
 		conn.DelChain(c)
 	}
 	if err := conn.Flush(); err != nil {
@@ -140,10 +119,10 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []KubeProxyChain) error {
 	return nil
 }
 
-// onlyJumpsTo reports whether a rule does nothing but jump (or go) to one
-// of chains, counting packets on the way, as iptables-nft writes
+// onlyJumpsTo reports whether a rule does nothing but jump (or go) to a
+// chain that doomed names, counting packets on the way, as iptables-nft writes
 // `-m comment --comment ... -j CHAIN` (the comment is user data).
-func onlyJumpsTo(r *nftables.Rule, chains map[string]bool) bool {
+func onlyJumpsTo(r *nftables.Rule, doomed func(chain string) bool) bool {
 	jumps := false
 	for _, e := range r.Exprs {
 		switch e := e.(type) {
@@ -153,7 +132,7 @@ func onlyJumpsTo(r *nftables.Rule, chains map[string]bool) bool {
 				return false
 			}
 		case *expr.Verdict:
-			if (e.Kind != expr.VerdictJump && e.Kind != expr.VerdictGoto) || !chains[e.Chain] {
+			if (e.Kind != expr.VerdictJump && e.Kind != expr.VerdictGoto) || !doomed(e.Chain) {
 				return false
 			}
 			jumps = true

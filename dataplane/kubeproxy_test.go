@@ -59,7 +59,7 @@ func TestOnlyJumpsTo(t *testing.T) {
 		{"empty", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := onlyJumpsTo(&nftables.Rule{Exprs: tc.exprs}, kube); got != tc.want {
+			if got := onlyJumpsTo(&nftables.Rule{Exprs: tc.exprs}, func(c string) bool { return kube[c] }); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})

@@ -18,16 +18,20 @@ import (
 // refers to sets by index (IPSET_CMD_GET_BYNAME).
 type SetIndexer func(name string) (uint16, error)
 
+// tableFamily is the nftables family of IPv4 or IPv6 rules.
+func tableFamily(ipv6 bool) nftables.TableFamily {
+	if ipv6 {
+		return nftables.TableFamilyIPv6
+	}
+	return nftables.TableFamilyIPv4
+}
+
 // queueTable queues the replacement of the family's table on conn: add it
 // (so the delete finds it), delete it with everything in it, and add it
 // again with its chains and rules. Sent by one Flush, this is a single
 // transaction: packets see the old table or the new one, never neither.
 func queueTable(conn *nftables.Conn, t *ruleTable, index SetIndexer) error {
-	family := nftables.TableFamilyIPv4
-	if t.ipv6 {
-		family = nftables.TableFamilyIPv6
-	}
-	table := &nftables.Table{Name: TableName, Family: family}
+	table := &nftables.Table{Name: TableName, Family: tableFamily(t.ipv6)}
 	conn.AddTable(table)
 	conn.DelTable(table)
 	conn.AddTable(table)
@@ -264,11 +268,7 @@ func digestComment(t *ruleTable) string {
 // tables as they are now, by the digests their first rules carry.
 func tablesCurrent(conn *nftables.Conn, node *Node) (bool, error) {
 	for _, t := range node.ruleTables() {
-		family := nftables.TableFamilyIPv4
-		if t.ipv6 {
-			family = nftables.TableFamilyIPv6
-		}
-		rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: family}, &nftables.Chain{Name: t.chains[0].name})
+		rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: tableFamily(t.ipv6)}, &nftables.Chain{Name: t.chains[0].name})
 		if errors.Is(err, unix.ENOENT) {
 			return false, nil
 		}

@@ -48,14 +48,8 @@ func anyTransient(errs []error) bool {
 // backoff is the wait before retry number attempt (from 0): doubling from
 // retryFirst, capped at retryMax.
 func backoff(attempt int) time.Duration {
-	d := retryFirst
-	for range attempt {
-		if d >= retryMax {
-			return retryMax
-		}
-		d *= 2
-	}
-	return min(d, retryMax)
+	// retryFirst<<6 is retryMax; the inner min keeps the shift in range.
+	return min(retryFirst<<min(attempt, 6), retryMax)
 }
 
 // sleep waits for d or until ctx is done.

@@ -101,13 +101,11 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	// kube-proxy refuses an unknown scheduler or a negative timeout at
 	// start-up.
 	if err := n.Validate(); err != nil {
+		// Name the configuration's field, keeping the error a
+		// *FieldError that errors.Is(err, dataplane.ErrInvalid) matches.
 		var fe *dataplane.FieldError
-		if errors.As(err, &fe) {
-			field := fe.Field
-			if field == "scheduler" || field == "timeouts" {
-				field = "ipvs." + field
-			}
-			return nil, fmt.Errorf("%s: %s", field, fe.Reason)
+		if errors.As(err, &fe) && (fe.Field == "scheduler" || fe.Field == "timeouts") {
+			return nil, &dataplane.FieldError{Object: "configuration", Field: "ipvs." + fe.Field, Reason: fe.Reason}
 		}
 		return nil, err
 	}

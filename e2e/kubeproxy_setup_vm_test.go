@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -172,58 +170,10 @@ func rootIP(t *testing.T, args ...string) {
 // every line (TCP) or datagram (UDP) with itself.
 func serveEcho(t *testing.T, ns *testutil.NetNS, addr string) {
 	t.Helper()
-	var lns []net.Listener
-	var udp net.PacketConn
-	err := ns.Do(func() error {
-		for _, port := range []string{"8080", "9000"} {
-			ln, err := net.Listen("tcp", net.JoinHostPort(addr, port))
-			if err != nil {
-				return err
-			}
-			lns = append(lns, ln)
-		}
-		var err error
-		udp, err = net.ListenPacket("udp", net.JoinHostPort(addr, "5353"))
-		return err
-	})
-	if err != nil {
-		t.Fatalf("echo servers on %s: %v", addr, err)
+	for _, port := range []string{"8080", "9000"} {
+		ns.ServeEcho(t, net.JoinHostPort(addr, port))
 	}
-	for _, ln := range lns {
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					r := bufio.NewReader(c)
-					for {
-						line, err := r.ReadString('\n')
-						if err != nil {
-							return
-						}
-						if _, err := io.WriteString(c, line); err != nil {
-							return
-						}
-					}
-				}()
-			}
-		}()
-	}
-	t.Cleanup(func() { udp.Close() })
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := udp.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			udp.WriteTo(buf[:n], from)
-		}
-	}()
+	ns.ServeEchoUDP(t, net.JoinHostPort(addr, "5353"))
 }
 
 // kubeProxyEndpoint is an endpoint of a test service: backend i (1-3) and

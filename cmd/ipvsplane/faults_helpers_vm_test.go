@@ -23,29 +23,6 @@ import (
 // echoPort is where the backends of the fault tests echo lines back.
 const echoPort = 9090
 
-// serveEcho echoes every line back on each connection to addr inside ns,
-// until the test ends.
-func serveEcho(t testing.TB, ns *testutil.NetNS, addr string) {
-	t.Helper()
-	var ln net.Listener
-	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-}
-
 // echoServices writes n ClusterIP services, 10.96.1.1 to 10.96.1.n port
 // 80, each with the three backends' echo servers as endpoints.
 func echoServices(t testing.TB, dir string, n int) []string {

@@ -20,7 +20,7 @@ import (
 func TestFaultRestartUnderTraffic(t *testing.T) {
 	n := setupNet(t)
 	for i, b := range n.backends {
-		serveEcho(t, b, fmt.Sprintf("10.244.%d.2:%d", i+1, echoPort))
+		b.ServeEcho(t, fmt.Sprintf("10.244.%d.2:%d", i+1, echoPort))
 	}
 	dir := copyManifests(t)
 	addrs := echoServices(t, dir, 3)

@@ -70,3 +70,48 @@ func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
+
+// ServeEcho listens on addr inside the namespace and sends back whatever
+// each connection sends, until the client closes it or the test ends:
+// long-lived connections that tests can watch survive a change.
+func (n *NetNS) ServeEcho(t testing.TB, addr string) {
+	t.Helper()
+	var ln net.Listener
+	if err := n.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+}
+
+// ServeEchoUDP listens on addr inside the namespace and sends every
+// datagram back to its sender, until the test ends.
+func (n *NetNS) ServeEchoUDP(t testing.TB, addr string) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := n.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
+		t.Fatalf("listening on udp %s: %v", addr, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 64*1024)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(buf[:n], from)
+		}
+	}()
+}

@@ -53,9 +53,11 @@ func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *setti
 	return tracker.Sync(), problems, nil
 }
 
-// apply syncs once. Objects left out and failed operations make it fail
-// after everything else was programmed.
-func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+// withDesired runs fn, the work of a one-shot command, with the kernel
+// and the desired state once the source has been listed, within 30
+// minutes.
+func (a *app) withDesired(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command,
+	fn func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error) error {
 	s, err := a.setup(log, o, cmd)
 	if err != nil {
 		return err
@@ -71,52 +73,47 @@ func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra
 	if err != nil {
 		return err
 	}
-	start := a.now()
-	res, err := k.Sync(ctx, &u.State)
-	if err != nil {
-		return err
-	}
-	// The source logged its own problems.
-	for _, p := range res.Errors {
-		log.Error("sync problem", zap.Error(p))
-	}
-	problems = append(problems, res.Errors...)
-	log.Info("synced", zap.Int("operations", len(res.Plan.Ops)), zap.Int("servicePorts", len(u.State.Services)),
-		zap.Int("errors", len(problems)), zap.Duration("took", a.now().Sub(start)))
-	if len(problems) > 0 {
-		return fmt.Errorf("%d problems (logged above)", len(problems))
-	}
-	return nil
+	return fn(ctx, k, u, problems)
+}
+
+// apply syncs once. Objects left out and failed operations make it fail
+// after everything else was programmed.
+func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	return a.withDesired(ctx, log, o, cmd, func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error {
+		start := a.now()
+		res, err := k.Sync(ctx, &u.State)
+		if err != nil {
+			return err
+		}
+		// The source logged its own problems.
+		for _, p := range res.Errors {
+			log.Error("sync problem", zap.Error(p))
+		}
+		problems = append(problems, res.Errors...)
+		log.Info("synced", zap.Int("operations", len(res.Plan.Ops)), zap.Int("servicePorts", len(u.State.Services)),
+			zap.Int("errors", len(problems)), zap.Duration("took", a.now().Sub(start)))
+		if len(problems) > 0 {
+			return fmt.Errorf("%d problems (logged above)", len(problems))
+		}
+		return nil
+	})
 }
 
 // plan prints what a first sync would do against the kernel as it is.
 func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
-	s, err := a.setup(log, o, cmd)
-	if err != nil {
+	return a.withDesired(ctx, log, o, cmd, func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error {
+		p, left, err := k.DryRun(ctx, &u.State)
+		if err != nil {
+			return err
+		}
+		for _, e := range append(problems, left...) {
+			log.Warn("left out", zap.Error(e))
+		}
+		if len(p.Ops) == 0 {
+			fmt.Fprintln(a.stderr, "no changes: the kernel holds the desired state")
+			return nil
+		}
+		_, err = fmt.Fprint(a.stdout, p)
 		return err
-	}
-	k, err := a.dial(&dataplane.Config{})
-	if err != nil {
-		return err
-	}
-	defer k.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-	defer cancel()
-	u, problems, err := a.desired(ctx, log, o, s)
-	if err != nil {
-		return err
-	}
-	p, left, err := k.DryRun(ctx, &u.State)
-	if err != nil {
-		return err
-	}
-	for _, e := range append(problems, left...) {
-		log.Warn("left out", zap.Error(e))
-	}
-	if len(p.Ops) == 0 {
-		fmt.Fprintln(a.stderr, "no changes: the kernel holds the desired state")
-		return nil
-	}
-	_, err = fmt.Fprint(a.stdout, p)
-	return err
+	})
 }

@@ -3,17 +3,16 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -191,27 +190,16 @@ func (pp *proxyProc) metrics(ctx context.Context, want ...string) (map[string]fl
 		return nil, err
 	}
 	defer resp.Body.Close()
-	got := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, _, _ = strings.Cut(name, "{")
-		for _, w := range want {
-			if name == w {
-				v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-				if err != nil {
-					return nil, fmt.Errorf("%s: metric %q: %w", pp.name, line, err)
-				}
-				got[name] += v
-			}
-		}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: metrics: %w", pp.name, err)
 	}
-	return got, sc.Err()
+	p := parseProm(string(body))
+	got := make(map[string]float64, len(want))
+	for _, w := range want {
+		got[w] = p.sum(w)
+	}
+	return got, nil
 }
 
 const (
@@ -275,17 +263,8 @@ func (pp *proxyProc) programmed(ctx context.Context) (sum, count float64, err er
 
 // peakRSS reads the proxy's peak resident memory (VmHWM) in MiB.
 func (pp *proxyProc) peakRSS() (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pp.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pp.cmd.Process.Pid)
+	kb, err := procStatusKiB(pp.cmd.Process.Pid, "VmHWM")
+	return float64(kb) / 1024, err
 }
 
 // ipvsHolds checks that the namespace's IPVS table has a virtual server

@@ -233,18 +233,19 @@ func (s *soak) mismatches(table map[string]*virtualServer) []string {
 	return out
 }
 
-// rssKiB reads a process's resident set size.
-func rssKiB(pid int) (int, error) {
+// procStatusKiB reads a size in KiB, such as VmRSS or VmHWM, from a
+// process's /proc/<pid>/status.
+func procStatusKiB(pid int, field string) (int, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 func meanKiB(xs []int) float64 {
@@ -316,7 +317,7 @@ func TestChurnSoak(t *testing.T) {
 		return time.Since(begin)
 	}
 	converge("the first sync")
-	rss0, err := rssKiB(d.pid())
+	rss0, err := procStatusKiB(d.pid(), "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestChurnSoak(t *testing.T) {
 			case <-sampling:
 				return
 			case <-tick.C:
-				if kb, err := rssKiB(d.pid()); err == nil {
+				if kb, err := procStatusKiB(d.pid(), "VmRSS"); err == nil {
 					samples = append(samples, kb)
 				}
 			}

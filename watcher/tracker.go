@@ -302,13 +302,7 @@ func (t *Tracker) sync(whole bool) *Update {
 			ports = join(svc, t.sliceInfos(k))
 		}
 		old, ok := t.synced[k]
-		for _, name := range changedPorts(old, ports) {
-			c := dataplane.Change{Name: name}
-			if i := slices.IndexFunc(ports, func(p dataplane.ServicePort) bool { return p.Name == name }); i >= 0 {
-				c.Port = &ports[i]
-			}
-			u.Changes = append(u.Changes, c)
-		}
+		u.Changes = append(u.Changes, changedPorts(old, ports)...)
 		t.ports += len(ports) - len(old)
 		i, _ := slices.BinarySearchFunc(t.order, k, compareKeys)
 		switch {
@@ -357,10 +351,10 @@ func (t *Tracker) sliceInfos(svc key) []*sliceInfo {
 	return infos
 }
 
-// changedPorts returns the names of the ports that differ between two
-// versions of a service.
-func changedPorts(old, cur []dataplane.ServicePort) []dataplane.ServicePortName {
-	var names []dataplane.ServicePortName
+// changedPorts returns the ports that differ between two versions of a
+// service: each one's new version, or a nil Port for one that is gone.
+func changedPorts(old, cur []dataplane.ServicePort) []dataplane.Change {
+	var changes []dataplane.Change
 	find := func(ports []dataplane.ServicePort, name dataplane.ServicePortName) *dataplane.ServicePort {
 		i := slices.IndexFunc(ports, func(p dataplane.ServicePort) bool { return p.Name == name })
 		if i < 0 {
@@ -370,15 +364,15 @@ func changedPorts(old, cur []dataplane.ServicePort) []dataplane.ServicePortName 
 	}
 	for i := range cur {
 		if o := find(old, cur[i].Name); o == nil || !reflect.DeepEqual(*o, cur[i]) {
-			names = append(names, cur[i].Name)
+			changes = append(changes, dataplane.Change{Name: cur[i].Name, Port: &cur[i]})
 		}
 	}
 	for _, o := range old {
 		if find(cur, o.Name) == nil {
-			names = append(names, o.Name)
+			changes = append(changes, dataplane.Change{Name: o.Name})
 		}
 	}
-	return names
+	return changes
 }
 
 // SetObject adds or updates a *v1.Service, *discoveryv1.EndpointSlice or

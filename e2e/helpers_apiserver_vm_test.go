@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -39,28 +38,10 @@ import (
 // one that reaches the API server at 10.0.2.2), its /metrics, and the
 // kernel as ipvsadm, ipset, ip and nft read it.
 
-// syncBuffer collects a process's output from its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // kubeDaemon is `ipvsplane run` following the control plane.
 type kubeDaemon struct {
 	cmd         *exec.Cmd
-	out         syncBuffer
+	out         testutil.LockedBuffer
 	stateFile   string
 	metricsAddr string
 	done        chan error

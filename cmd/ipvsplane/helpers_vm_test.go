@@ -86,7 +86,7 @@ func writeFile(t testing.TB, path, body string) {
 // daemonProc is a running `ipvsplane run`.
 type daemonProc struct {
 	cmd       *exec.Cmd
-	out       lockedBuffer
+	out       testutil.LockedBuffer
 	stateFile string
 	done      chan error
 }

@@ -198,7 +198,7 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 		return err
 	case RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.
-		if d.programmed.Rules != renderRules(&d.planner.index.node) {
+		if d.programmed.Rules != d.planner.index.state.Rules {
 			return errors.New("ipvsplane's own rules are not in place")
 		}
 		return removeKubeProxyChains(d.rules, o.Chains)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
@@ -37,8 +38,8 @@ func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
 		}
 		if isIPVSOp(ops[i]) {
 			// In pieces, so a first sync of a large cluster does not
-			// encode every operation at once.
-			n := min(sameKindRun(ops[i:]), ipvsBatchOps)
+			// encode every request at once.
+			n := ipvsPiece(ops[i : i+sameKindRun(ops[i:])])
 			errs = append(errs, d.applyIPVS(ctx, ops[i:i+n])...)
 			i += n
 			continue
@@ -53,8 +54,24 @@ func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
 	return errs
 }
 
-// ipvsBatchOps bounds the operations of one IPVS batch.
-const ipvsBatchOps = 16384
+// ipvsBatchRequests bounds the requests of one IPVS batch.
+const ipvsBatchRequests = 16384
+
+// ipvsPiece returns how many of the IPVS operations ops go in one batch:
+// as many as fit in ipvsBatchRequests requests, and at least one.
+func ipvsPiece(ops []Op) int {
+	requests := 0
+	for i, op := range ops {
+		n := 1
+		if o, ok := op.(AddReals); ok {
+			n = len(o.Reals)
+		}
+		if requests += n; requests > ipvsBatchRequests && i > 0 {
+			return i
+		}
+	}
+	return len(ops)
+}
 
 // sameKindRun returns how many operations from the first on go to the
 // kernel together: IPVS operations, or binds, or unbinds.
@@ -150,7 +167,7 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 
 func isIPVSOp(op Op) bool {
 	switch op.(type) {
-	case AddVirtual, UpdateVirtual, DeleteVirtual, AddReal, UpdateReal, DeleteReal:
+	case AddVirtual, UpdateVirtual, DeleteVirtual, AddReals, UpdateReal, DeleteReal:
 		return true
 	}
 	return false
@@ -221,30 +238,36 @@ func (d *Dataplane) parseEntries(set string, entries []string) ([]ipset.Entry, e
 	return parsed, nil
 }
 
-// applyIPVS sends IPVS operations as one batch. An addition that finds its
-// object there (left by an earlier run, or adopted) becomes an update, and
-// a deletion that finds nothing has nothing to do.
+// ipvsRequest is one request of an IPVS batch: operation op of the
+// batch's operations, and for an AddReals the real server at real.
+type ipvsRequest struct {
+	op, real int
+}
+
+// applyIPVS sends IPVS operations as one batch, an AddReals as one request
+// per real server. An addition that finds its object there (left by an
+// earlier run, or adopted) becomes an update, and a deletion that finds
+// nothing has nothing to do. Each failure is returned per request, so a
+// real server that failed is named alone.
 func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
+	var reqs []ipvsRequest
 	var b ipvs.Batch
-	for _, op := range ops {
+	for i, op := range ops {
+		if o, ok := op.(AddReals); ok {
+			for j, r := range o.Reals {
+				reqs = append(reqs, ipvsRequest{op: i, real: j})
+				b.CreateDestination(o.Virtual.ipvsService(), r.ipvsDestination())
+			}
+			continue
+		}
+		reqs = append(reqs, ipvsRequest{op: i})
 		addIPVS(&b, op)
 	}
-	failures := map[int]error{}
-	var batchErr *ipvs.BatchError
-	if err := d.ipvs.Apply(ctx, &b); errors.As(err, &batchErr) {
-		for _, f := range batchErr.Failed {
-			failures[f.Index] = f
-		}
-	} else if err != nil {
-		for i := range ops {
-			failures[i] = err
-		}
-	}
+	failures := d.sendIPVS(ctx, &b, len(reqs), nil)
 	var retry []int
-	for i, op := range ops {
-		err := failures[i]
+	for i, err := range failures {
+		op := ops[reqs[i].op]
 		switch {
-		case err == nil:
 		case errors.Is(err, ipvs.ErrServiceNotExist) && isDelete(op, true),
 			errors.Is(err, ipvs.ErrDestinationNotExist) && isDelete(op, false):
 			delete(failures, i)
@@ -253,20 +276,17 @@ func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
 		}
 	}
 	if len(retry) > 0 {
+		slices.Sort(retry)
 		b.Reset()
 		for _, i := range retry {
-			addIPVS(&b, asUpdate(ops[i]))
-		}
-		retried := map[int]error{}
-		if err := d.ipvs.Apply(ctx, &b); errors.As(err, &batchErr) {
-			for _, f := range batchErr.Failed {
-				retried[retry[f.Index]] = f
-			}
-		} else if err != nil {
-			for _, i := range retry {
-				retried[i] = err
+			switch o := ops[reqs[i].op].(type) {
+			case AddReals:
+				b.UpdateDestination(o.Virtual.ipvsService(), o.Reals[reqs[i].real].ipvsDestination())
+			case AddVirtual:
+				b.UpdateService(o.Virtual.ipvsService())
 			}
 		}
+		retried := d.sendIPVS(ctx, &b, len(retry), retry)
 		for _, i := range retry {
 			if err, ok := retried[i]; ok {
 				failures[i] = err
@@ -275,13 +295,78 @@ func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
 			}
 		}
 	}
+	return d.recordIPVS(ops, reqs, failures)
+}
+
+// sendIPVS applies a batch of n requests and returns the failures by
+// request, numbered through index when it is not nil.
+func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch, n int, index []int) map[int]error {
+	number := func(i int) int {
+		if index == nil {
+			return i
+		}
+		return index[i]
+	}
+	failures := map[int]error{}
+	var batchErr *ipvs.BatchError
+	if err := d.ipvs.Apply(ctx, b); errors.As(err, &batchErr) {
+		for _, f := range batchErr.Failed {
+			failures[number(f.Index)] = f
+		}
+	} else if err != nil {
+		for i := range n {
+			failures[number(i)] = err
+		}
+	}
+	return failures
+}
+
+// recordIPVS records what a batch did and returns its failures. The real
+// server changes to one virtual server are recorded together, so its list
+// is copied once per batch, not once per real server.
+func (d *Dataplane) recordIPVS(ops []Op, reqs []ipvsRequest, failures map[int]error) []error {
 	var errs []error
-	for i, op := range ops {
-		if err, ok := failures[i]; ok {
-			errs = append(errs, d.failed(op, err))
-		} else {
+	var added Reals
+	realOps := map[VirtualKey][]Op{}
+	var order []VirtualKey
+	for i, req := range reqs {
+		op := ops[req.op]
+		vk, changesReals := realsTarget(op)
+		err, failed := failures[i]
+		switch o := op.(type) {
+		case AddReals:
+			if failed {
+				errs = append(errs, d.failed(AddReals{Virtual: o.Virtual, Reals: o.Reals[req.real : req.real+1]}, err))
+			} else {
+				added = append(added, o.Reals[req.real])
+			}
+			if req.real < len(o.Reals)-1 {
+				continue
+			}
+			if len(added) == len(o.Reals) {
+				op = o
+			} else {
+				op = AddReals{Virtual: o.Virtual, Reals: added}
+			}
+			failed, added = len(added) == 0, nil
+		default:
+			if failed {
+				errs = append(errs, d.failed(op, err))
+			}
+		}
+		switch {
+		case failed:
+		case changesReals:
+			if _, ok := realOps[vk]; !ok {
+				order = append(order, vk)
+			}
+			realOps[vk] = append(realOps[vk], op)
+		default:
 			d.succeeded(op)
 		}
+	}
+	for _, vk := range order {
+		d.succeededReals(vk, realOps[vk])
 	}
 	return errs
 }
@@ -294,8 +379,6 @@ func addIPVS(b *ipvs.Batch, op Op) {
 		b.UpdateService(o.Virtual.ipvsService())
 	case DeleteVirtual:
 		b.DeleteService(o.Virtual.ipvsService())
-	case AddReal:
-		b.CreateDestination(o.Virtual.ipvsService(), o.Real.ipvsDestination())
 	case UpdateReal:
 		b.UpdateDestination(o.Virtual.ipvsService(), o.Real.ipvsDestination())
 	case DeleteReal:
@@ -311,14 +394,4 @@ func isDelete(op Op, virtual bool) bool {
 		return !virtual
 	}
 	return false
-}
-
-func asUpdate(op Op) Op {
-	switch o := op.(type) {
-	case AddVirtual:
-		return UpdateVirtual(o)
-	case AddReal:
-		return UpdateReal(o)
-	}
-	return op
 }

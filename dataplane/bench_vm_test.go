@@ -15,35 +15,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
-// benchServices returns n services with 10 endpoints each, spread over 10
-// nodes; one in ten has a node port, as in kube-proxy's own scale tests,
-// up to 2,000 of them (the node-port range holds 2,768).
-func benchServices(n int) []ServicePort {
-	services := make([]ServicePort, n)
-	for i := range services {
-		s := ServicePort{
-			Name:       ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Port: "http"},
-			Protocol:   TCP,
-			Port:       80,
-			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)})},
-		}
-		if i%10 == 0 && i/10 < 2000 {
-			s.NodePort = uint16(30000 + i/10)
-		}
-		for e := range 10 {
-			s.Endpoints = append(s.Endpoints, Endpoint{
-				Addr:     netip.AddrFrom4([4]byte{10, 128 + byte(e), byte(i >> 8), byte(i)}),
-				Port:     8080,
-				Ready:    true,
-				Serving:  true,
-				NodeName: fmt.Sprintf("node-%c", 'a'+e),
-			})
-		}
-		services[i] = s
-	}
-	return services
-}
-
 // kernelOps counts the kernel objects a plan touches: one per IPVS
 // operation, set entry, address and flush.
 func kernelOps(p *Plan) int {
@@ -71,17 +42,6 @@ func peakRSS() float64 {
 		}
 	}
 	return 0
-}
-
-func heapMiB() float64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return float64(m.HeapAlloc) / (1 << 20)
-}
-
-func benchNode() Node {
-	return Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}}
 }
 
 // The first sync of a node in a cluster of n services, from an empty

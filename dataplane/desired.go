@@ -10,14 +10,15 @@ import (
 // contribution is what one service port puts into the kernel.
 type contribution struct {
 	virtual []VirtualServer
-	reals   map[VirtualKey]Reals
+	// reals[i] are virtual[i]'s real servers.
+	reals   []Reals
 	addrs   []netip.Addr
 	entries []SetEntry
 }
 
 // contribution computes the kernel objects of one valid service port.
 func (n *Node) contribution(s *ServicePort) *contribution {
-	c := &contribution{reals: map[VirtualKey]Reals{}}
+	c := &contribution{}
 	cluster, local := n.selectEndpoints(s.Endpoints)
 	internal, external := cluster, cluster
 	if s.InternalPolicy == PolicyLocal {
@@ -34,7 +35,7 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
 		c.virtual = append(c.virtual, VirtualServer{VirtualKey: k, Scheduler: sched, SchedulerPort: sched == "mh", Persistence: s.SessionAffinity})
 		c.entries = append(c.entries, SetEntry{Set: SetName(SetOwned, addr.Is6()), Entry: portEntry(addr, s.Protocol, port)})
-		c.reals[k] = realServers(addr.Is6(), eps)
+		c.reals = append(c.reals, realServers(addr.Is6(), eps))
 		// An address the node already has elsewhere is local without
 		// being bound, and stays out of KUBE-IPVS-IPS.
 		if bind && !slices.Contains(n.localAddrs(), addr) {

@@ -120,11 +120,11 @@ func (d *desiredIndex) remove(name ServicePortName, t *touched) {
 
 func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
 	d.contribs[name] = c
-	for _, v := range c.virtual {
+	for i, v := range c.virtual {
 		d.owners[v.VirtualKey] = name
 		d.state.Virtual[v.VirtualKey] = v
-		// Shared with the contribution: neither is changed once built.
-		d.state.Reals[v.VirtualKey] = c.reals[v.VirtualKey]
+		// Shared with the contribution: a Reals is never changed.
+		d.state.Reals[v.VirtualKey] = c.reals[i]
 	}
 	for _, a := range c.addrs {
 		d.addrRefs[a]++

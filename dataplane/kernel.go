@@ -175,20 +175,47 @@ func (rs Reals) Get(k RealKey) (RealServer, bool) {
 	return RealServer{}, false
 }
 
-// with returns rs with r added or replaced; rs may be reused.
-func (rs Reals) with(r RealServer) Reals {
-	i, ok := rs.index(r.RealKey)
-	if ok {
-		rs[i] = r
-		return rs
+// changed returns the real servers after ops, the operations on rs's
+// virtual server (AddReals, UpdateReal, DeleteReal), in one pass. It never
+// changes rs: a Reals, once made, is shared by the desired state, the
+// programmed state and the plans between them, and only replaced.
+func (rs Reals) changed(ops ...Op) Reals {
+	if len(rs) == 0 && len(ops) == 1 {
+		if o, ok := ops[0].(AddReals); ok {
+			return o.Reals
+		}
 	}
-	return slices.Insert(rs, i, r)
+	out := slices.Clone(rs)
+	for _, op := range ops {
+		switch o := op.(type) {
+		case AddReals:
+			out = mergeReals(out, o.Reals)
+		case UpdateReal:
+			if i, ok := out.index(o.Real.RealKey); ok {
+				out[i].Weight = o.Real.Weight
+			}
+		case DeleteReal:
+			if i, ok := out.index(o.Real); ok {
+				out = slices.Delete(out, i, i+1)
+			}
+		}
+	}
+	return out
 }
 
-// without returns rs without the real server k; rs may be reused.
-func (rs Reals) without(k RealKey) Reals {
-	if i, ok := rs.index(k); ok {
-		return slices.Delete(rs, i, i+1)
+// mergeReals returns the sorted union of a and b, b's real server where
+// both have one.
+func mergeReals(a, b Reals) Reals {
+	out := make(Reals, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		switch c := a[0].RealKey.Compare(b[0].RealKey); {
+		case c < 0:
+			out, a = append(out, a[0]), a[1:]
+		case c > 0:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, b[0]), a[1:], b[1:]
+		}
 	}
-	return rs
+	return append(append(out, a...), b...)
 }

@@ -68,10 +68,13 @@ type UpdateVirtual struct {
 // DeleteVirtual removes a virtual server and its real servers.
 type DeleteVirtual struct{ Virtual VirtualKey }
 
-// AddReal adds a real server to a virtual server.
-type AddReal struct {
+// AddReals adds real servers to a virtual server. One operation holds all
+// the additions to one virtual server: a large cluster's first sync adds
+// hundreds of thousands, and their list is the desired state's own, not a
+// copy (see [Reals]).
+type AddReals struct {
 	Virtual VirtualKey
-	Real    RealServer
+	Reals   Reals
 }
 
 // UpdateReal changes a real server's weight; weight 0 drains it.
@@ -127,8 +130,18 @@ func (o ReplaceRules) String() string {
 func (o AddVirtual) String() string    { return fmt.Sprintf("ipvs add %s (%s)", o.Virtual, o.Service) }
 func (o UpdateVirtual) String() string { return fmt.Sprintf("ipvs edit %s (%s)", o.Virtual, o.Service) }
 func (o DeleteVirtual) String() string { return fmt.Sprintf("ipvs del %s", o.Virtual) }
-func (o AddReal) String() string {
-	return fmt.Sprintf("ipvs add %s -> %s weight %d", o.Virtual, o.Real.RealKey, o.Real.Weight)
+
+// String prints one line per real server, as the kernel sees one
+// operation per real server.
+func (o AddReals) String() string {
+	var b strings.Builder
+	for i, r := range o.Reals {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "ipvs add %s -> %s weight %d", o.Virtual, r.RealKey, r.Weight)
+	}
+	return b.String()
 }
 func (o UpdateReal) String() string {
 	return fmt.Sprintf("ipvs edit %s -> %s weight %d", o.Virtual, o.Real.RealKey, o.Real.Weight)
@@ -156,6 +169,20 @@ func (o RemoveKubeProxyRules) String() string {
 	return "kube-proxy remove " + strings.Join(names, ", ")
 }
 
+// realsTarget returns the virtual server whose real servers op changes,
+// if it changes some.
+func realsTarget(op Op) (VirtualKey, bool) {
+	switch o := op.(type) {
+	case AddReals:
+		return o.Virtual, true
+	case UpdateReal:
+		return o.Virtual, true
+	case DeleteReal:
+		return o.Virtual, true
+	}
+	return VirtualKey{}, false
+}
+
 func entriesString(verb, set string, entries []string) string {
 	const shown = 4
 	if len(entries) <= shown {
@@ -171,7 +198,7 @@ func (ReplaceRules) phase() phase  { return phaseRules }
 func (AddVirtual) phase() phase    { return phaseVirtual }
 func (UpdateVirtual) phase() phase { return phaseVirtual }
 func (DeleteVirtual) phase() phase { return phaseDeleteVirtual }
-func (AddReal) phase() phase       { return phaseReal }
+func (AddReals) phase() phase      { return phaseReal }
 func (o UpdateReal) phase() phase {
 	if o.Real.Weight == 0 {
 		return phaseDrain

@@ -207,16 +207,26 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]Service
 // once and their flows flushed, since a datagram client would otherwise
 // keep talking to the dead endpoint.
 func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
-	var ops []Op
+	var add Reals
+	var reweight []Op
 	for _, w := range want {
 		h, ok := have.Get(w.RealKey)
 		switch {
 		case !ok:
-			ops = append(ops, AddReal{Virtual: vs, Real: w})
+			add = append(add, w)
 		case h.Weight != w.Weight:
-			ops = append(ops, UpdateReal{Virtual: vs, Real: w})
+			reweight = append(reweight, UpdateReal{Virtual: vs, Real: w})
 		}
 	}
+	var ops []Op
+	switch {
+	case len(add) == len(want) && len(add) > 0:
+		// All of them, as on a first sync: the desired list itself.
+		ops = append(ops, AddReals{Virtual: vs, Reals: want})
+	case len(add) > 0:
+		ops = append(ops, AddReals{Virtual: vs, Reals: add})
+	}
+	ops = append(ops, reweight...)
 	for _, h := range have {
 		rk := h.RealKey
 		if _, ok := want.Get(rk); ok {

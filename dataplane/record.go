@@ -35,15 +35,9 @@ func (k *KernelState) Record(op Op) {
 	case DeleteVirtual:
 		delete(k.Virtual, o.Virtual)
 		delete(k.Reals, o.Virtual)
-	case AddReal:
-		k.Reals[o.Virtual] = k.Reals[o.Virtual].with(o.Real)
-	case UpdateReal:
-		if r, ok := k.Reals[o.Virtual].Get(o.Real.RealKey); ok {
-			r.Weight = o.Real.Weight
-			k.Reals[o.Virtual] = k.Reals[o.Virtual].with(r)
-		}
-	case DeleteReal:
-		k.Reals[o.Virtual] = k.Reals[o.Virtual].without(o.Real)
+	case AddReals, UpdateReal, DeleteReal:
+		vk, _ := realsTarget(op)
+		k.Reals[vk] = k.Reals[vk].changed(op)
 	case Bind:
 		k.Addresses[o.Addr] = true
 	case Unbind:
@@ -55,20 +49,18 @@ func (k *KernelState) Record(op Op) {
 	}
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy, but for the real servers' lists, which are
+// never changed in place.
 func (k *KernelState) Clone() *KernelState {
 	c := &KernelState{
 		Virtual:   maps.Clone(k.Virtual),
-		Reals:     make(map[VirtualKey]Reals, len(k.Reals)),
+		Reals:     maps.Clone(k.Reals),
 		Addresses: maps.Clone(k.Addresses),
 		Sets:      maps.Clone(k.Sets),
 		Entries:   make(map[string]map[string]bool, len(k.Entries)),
 		Rules:     k.Rules,
 
 		KubeProxyChains: slices.Clone(k.KubeProxyChains),
-	}
-	for vk, reals := range k.Reals {
-		c.Reals[vk] = slices.Clone(reals)
 	}
 	for set, entries := range k.Entries {
 		c.Entries[set] = maps.Clone(entries)

@@ -94,6 +94,9 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	}
 	res.Plan = Diff(d.programmed, desired, owners, scope, Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Now: d.cfg.Now()})
 	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners)
+	if res.Full {
+		d.shareReals(desired)
+	}
 	res.Retries += rounds
 	res.Errors = append(append(modelErrs, res.Errors...), opErrs...)
 	return res, nil
@@ -171,10 +174,21 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 
 // succeeded records a carried-out operation.
 func (d *Dataplane) succeeded(op Op) {
-	if o, ok := op.(AddReal); ok {
-		d.reserveReals(o.Virtual)
-	}
 	d.programmed.Record(op)
+	d.trackDraining(op)
+}
+
+// succeededReals records the carried-out changes to one virtual server's
+// real servers, copying its list once for all of them.
+func (d *Dataplane) succeededReals(vk VirtualKey, ops []Op) {
+	d.programmed.Reals[vk] = d.programmed.Reals[vk].changed(ops...)
+	for _, op := range ops {
+		d.trackDraining(op)
+	}
+}
+
+// trackDraining notes when real servers start and stop draining.
+func (d *Dataplane) trackDraining(op Op) {
 	switch o := op.(type) {
 	case UpdateReal:
 		if o.Real.Weight == 0 {
@@ -192,15 +206,14 @@ func (d *Dataplane) succeeded(op Op) {
 	}
 }
 
-// reserveReals makes room, before a real server is recorded as added,
-// for as many real servers as the virtual server is to have: grown one
-// addition at a time, the first sync's hundred thousand would each take
-// their virtual server's slice through every doubling, and keep the spare
-// room of the last.
-func (d *Dataplane) reserveReals(vk VirtualKey) {
-	rs := d.programmed.Reals[vk]
-	if want := len(d.planner.index.state.Reals[vk]); len(rs) == cap(rs) && want > len(rs) {
-		d.programmed.Reals[vk] = slices.Grow(rs, want-len(rs))
+// shareReals makes the programmed real server lists that equal the
+// desired ones the desired ones: after the kernel was read, the
+// programmed state would otherwise hold a second copy of every list.
+func (d *Dataplane) shareReals(desired *KernelState) {
+	for vk, have := range d.programmed.Reals {
+		if want, ok := desired.Reals[vk]; ok && slices.Equal(have, want) {
+			d.programmed.Reals[vk] = want
+		}
 	}
 }
 
@@ -227,7 +240,7 @@ func (d *Dataplane) failed(op Op, err error) error {
 		s.Virtual[o.Virtual.VirtualKey] = true
 	case DeleteVirtual:
 		s.Virtual[o.Virtual] = true
-	case AddReal:
+	case AddReals:
 		s.Virtual[o.Virtual] = true
 	case UpdateReal:
 		s.Virtual[o.Virtual] = true

@@ -101,7 +101,13 @@ func (m *metrics) observe(res *dataplane.Result) {
 	if res.Plan != nil {
 		m.opsPerSync.Observe(float64(len(res.Plan.Ops)))
 		for _, op := range res.Plan.Ops {
-			m.operations.WithLabelValues(opKind(op)).Inc()
+			// One operation adds all of a virtual server's new real
+			// servers; the kernel sees one request for each.
+			n := 1
+			if o, ok := op.(dataplane.AddReals); ok {
+				n = len(o.Reals)
+			}
+			m.operations.WithLabelValues(opKind(op)).Add(float64(n))
 		}
 	}
 	for _, err := range res.Errors {
@@ -135,7 +141,7 @@ func opKind(op dataplane.Op) string {
 		return "update_virtual"
 	case dataplane.DeleteVirtual:
 		return "delete_virtual"
-	case dataplane.AddReal:
+	case dataplane.AddReals:
 		return "add_real"
 	case dataplane.UpdateReal:
 		return "update_real"

@@ -1,0 +1,82 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+)
+
+// benchServices returns n services with 10 endpoints each, spread over 10
+// nodes; one in ten has a node port, as in kube-proxy's own scale tests,
+// up to 2,000 of them (the node-port range holds 2,768).
+func benchServices(n int) []ServicePort {
+	services := make([]ServicePort, n)
+	for i := range services {
+		s := ServicePort{
+			Name:       ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Port: "http"},
+			Protocol:   TCP,
+			Port:       80,
+			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)})},
+		}
+		if i%10 == 0 && i/10 < 2000 {
+			s.NodePort = uint16(30000 + i/10)
+		}
+		for e := range 10 {
+			s.Endpoints = append(s.Endpoints, Endpoint{
+				Addr:     netip.AddrFrom4([4]byte{10, 128 + byte(e), byte(i >> 8), byte(i)}),
+				Port:     8080,
+				Ready:    true,
+				Serving:  true,
+				NodeName: fmt.Sprintf("node-%c", 'a'+e),
+			})
+		}
+		services[i] = s
+	}
+	return services
+}
+
+func benchNode() Node {
+	return Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}}
+}
+
+// heapMiB is the live heap after a collection, in MiB.
+func heapMiB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
+}
+
+// The memory the dataplane keeps for a first sync of n services, without
+// a kernel: the desired state, the plan, and the programmed state once
+// every operation succeeded. They are all alive at the end of the first
+// sync, the daemon's peak.
+func BenchmarkFirstSyncMemory(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			state := &State{Node: benchNode(), Services: benchServices(n)}
+			for b.Loop() {
+				base := heapMiB()
+				p := NewPlanner()
+				p.Update(state)
+				desired, owners := p.Desired()
+				planned := heapMiB()
+				plan := Diff(NewKernelState(), desired, owners, FullScope, Drain{})
+				diffed := heapMiB()
+				programmed := NewKernelState()
+				for _, op := range plan.Ops {
+					programmed.Record(op)
+				}
+				recorded := heapMiB()
+				b.ReportMetric(planned-base, "desired-MiB")
+				b.ReportMetric(diffed-planned, "plan-MiB")
+				b.ReportMetric(recorded-diffed, "programmed-MiB")
+				b.ReportMetric(float64(len(plan.Ops)), "plan-ops")
+				runtime.KeepAlive(p)
+				runtime.KeepAlive(plan)
+				runtime.KeepAlive(programmed)
+			}
+		})
+	}
+}

@@ -1,0 +1,127 @@
+package dataplane
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func realAt(addr string, port uint16, weight int) RealServer {
+	return RealServer{RealKey: RealKey{Addr: ip(addr), Port: port}, Weight: weight}
+}
+
+func TestRealsChanged(t *testing.T) {
+	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}
+	base := Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1)}
+	tests := []struct {
+		name string
+		ops  []Op
+		want Reals
+	}{
+		{"add between and after", []Op{AddReals{vk, Reals{realAt("10.0.0.2", 80, 1), realAt("10.0.0.9", 80, 1)}}},
+			Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1), realAt("10.0.0.9", 80, 1)}},
+		{"add one already there replaces it", []Op{AddReals{vk, Reals{realAt("10.0.0.3", 80, 0)}}},
+			Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 0), realAt("10.0.0.5", 80, 1)}},
+		{"reweight and delete in one pass", []Op{
+			UpdateReal{vk, realAt("10.0.0.1", 80, 0)},
+			DeleteReal{vk, RealKey{Addr: ip("10.0.0.5"), Port: 80}},
+			UpdateReal{vk, realAt("10.0.0.7", 80, 1)},
+		}, Reals{realAt("10.0.0.1", 80, 0), realAt("10.0.0.3", 80, 1)}},
+		{"delete what is not there", []Op{DeleteReal{vk, RealKey{Addr: ip("10.0.0.2"), Port: 80}}}, base},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := slices.Clone(base)
+			got := base.changed(tt.ops...)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+			if !slices.Equal(base, before) {
+				t.Errorf("changed modified its receiver: %v, was %v", base, before)
+			}
+		})
+	}
+}
+
+// A first sync adds a virtual server's whole desired list, and the
+// programmed state then holds that same list, not a copy.
+func TestFirstSyncSharesDesiredReals(t *testing.T) {
+	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}
+	desired := NewKernelState()
+	desired.Virtual[vk] = VirtualServer{VirtualKey: vk, Scheduler: "rr"}
+	desired.Reals[vk] = Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
+	plan := Diff(NewKernelState(), desired, nil, FullScope, Drain{})
+	var add AddReals
+	for _, op := range plan.Ops {
+		if o, ok := op.(AddReals); ok {
+			add = o
+		}
+	}
+	if len(add.Reals) != 2 || &add.Reals[0] != &desired.Reals[vk][0] {
+		t.Fatalf("the plan's AddReals %v is not the desired list %v", add, desired.Reals[vk])
+	}
+	programmed := NewKernelState()
+	for _, op := range plan.Ops {
+		programmed.Record(op)
+	}
+	if &programmed.Reals[vk][0] != &desired.Reals[vk][0] {
+		t.Error("the programmed state copied the desired list")
+	}
+	// A later change replaces the programmed list and leaves the
+	// desired one as it was.
+	programmed.Record(UpdateReal{vk, realAt("10.0.0.1", 80, 0)})
+	if desired.Reals[vk][0].Weight != 1 || programmed.Reals[vk][0].Weight != 0 {
+		t.Errorf("desired %v, programmed %v after a reweight", desired.Reals[vk], programmed.Reals[vk])
+	}
+}
+
+// recordIPVS records the real servers of an AddReals that succeeded,
+// reports each one that failed on its own, and plans its virtual server
+// again.
+func TestRecordIPVSPartialAddReals(t *testing.T) {
+	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}
+	other := VirtualKey{Addr: ip("10.96.0.2"), Port: 80, Protocol: TCP}
+	add := AddReals{vk, Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1)}}
+	ops := []Op{
+		AddVirtual{Virtual: VirtualServer{VirtualKey: vk, Scheduler: "rr"}},
+		add,
+		AddReals{other, Reals{realAt("10.0.1.1", 80, 1)}},
+		UpdateReal{vk, realAt("10.0.0.9", 80, 0)},
+	}
+	reqs := []ipvsRequest{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {3, 0}}
+	d := &Dataplane{
+		cfg:        Config{Now: time.Now},
+		programmed: NewKernelState(),
+		retry:      newTouched(),
+		draining:   map[VirtualKey]map[RealKey]time.Time{},
+	}
+	d.programmed.Reals[vk] = Reals{realAt("10.0.0.9", 80, 1)}
+	errs := d.recordIPVS(ops, reqs, map[int]error{2: unix.ENOMEM, 4: unix.EBUSY})
+
+	if len(errs) != 2 {
+		t.Fatalf("got %d errors, want 2: %v", len(errs), errs)
+	}
+	var oe *OpError
+	if !errors.As(errs[0], &oe) || !errors.Is(errs[0], unix.ENOMEM) || oe.Op.String() != "ipvs add tcp 10.96.0.1:80 -> 10.0.0.2:80 weight 1" {
+		t.Errorf("first error %v does not name the one failed real server", errs[0])
+	}
+	want := Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.9", 80, 0)}
+	if got := d.programmed.Reals[vk]; !slices.Equal(got, want) {
+		t.Errorf("programmed %v, want %v", got, want)
+	}
+	if _, ok := d.programmed.Reals[other]; ok {
+		t.Errorf("a virtual server whose only addition failed has real servers %v", d.programmed.Reals[other])
+	}
+	if _, ok := d.programmed.Virtual[vk]; !ok {
+		t.Error("the added virtual server is not recorded")
+	}
+	if !d.retry.scope.Virtual[vk] || !d.retry.scope.Virtual[other] {
+		t.Errorf("virtual servers to plan again: %v", d.retry.scope.Virtual)
+	}
+	if _, ok := d.draining[vk][RealKey{Addr: ip("10.0.0.9"), Port: 80}]; !ok {
+		t.Error("the real server set to weight 0 is not draining")
+	}
+}

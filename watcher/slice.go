@@ -15,6 +15,8 @@ const LabelServiceName = discoveryv1.LabelServiceName
 
 // sliceInfo is what one EndpointSlice says about its service.
 type sliceInfo struct {
+	// name is the slice's; service names its service.
+	name    string
 	service string
 	ports   []slicePort
 	// endpoints have no port yet: each slice port applies to all of them.
@@ -55,7 +57,7 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		return nil, fail("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", s.AddressType)
 	}
 	// Sized exactly: a large cluster holds a hundred thousand endpoints.
-	info := &sliceInfo{service: service}
+	info := &sliceInfo{name: s.Name, service: service}
 	if len(s.Endpoints) > 0 {
 		info.endpoints = make([]dataplane.Endpoint, 0, len(s.Endpoints))
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,9 +54,10 @@ type Tracker struct {
 	base     dataplane.Node
 	node     *dataplane.Node
 	services map[key][]dataplane.ServicePort
-	// slices are keyed by the slice; bySvc finds a service's slices.
+	// slices are keyed by the slice; bySvc finds a service's slices, in
+	// slice-name order (a list, not a map: most services have one).
 	slices map[key]*sliceInfo
-	bySvc  map[key]map[string]*sliceInfo
+	bySvc  map[key][]*sliceInfo
 	// synced holds the joined service ports as of the last sync; order
 	// holds its keys sorted and ports counts them, so a sync after a small
 	// change does not sort or grow anything.
@@ -76,7 +78,7 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 		base:     cfg.Node,
 		services: map[key][]dataplane.ServicePort{},
 		slices:   map[key]*sliceInfo{},
-		bySvc:    map[key]map[string]*sliceInfo{},
+		bySvc:    map[key][]*sliceInfo{},
 		synced:   map[key][]dataplane.ServicePort{},
 		svcDirty: map[key]bool{},
 		epDirty:  map[key]bool{},
@@ -155,7 +157,9 @@ func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool
 	}
 	if old != nil {
 		svc := key{k.namespace, old.service}
-		delete(t.bySvc[svc], k.name)
+		if i, ok := slices.BinarySearchFunc(t.bySvc[svc], k.name, compareSliceName); ok {
+			t.bySvc[svc] = slices.Delete(t.bySvc[svc], i, i+1)
+		}
 		if len(t.bySvc[svc]) == 0 {
 			delete(t.bySvc, svc)
 		}
@@ -164,10 +168,8 @@ func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool
 	}
 	if info != nil {
 		svc := key{k.namespace, info.service}
-		if t.bySvc[svc] == nil {
-			t.bySvc[svc] = map[string]*sliceInfo{}
-		}
-		t.bySvc[svc][k.name] = info
+		i, _ := slices.BinarySearchFunc(t.bySvc[svc], k.name, compareSliceName)
+		t.bySvc[svc] = slices.Insert(t.bySvc[svc], i, info)
 		t.slices[k] = info
 		t.epDirty[svc] = true
 	}
@@ -342,14 +344,9 @@ func (t *Tracker) sync(whole bool) *Update {
 }
 
 // sliceInfos returns a service's slices in slice-name order.
-func (t *Tracker) sliceInfos(svc key) []*sliceInfo {
-	m := t.bySvc[svc]
-	infos := make([]*sliceInfo, 0, len(m))
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		infos = append(infos, m[name])
-	}
-	return infos
-}
+func (t *Tracker) sliceInfos(svc key) []*sliceInfo { return t.bySvc[svc] }
+
+func compareSliceName(s *sliceInfo, name string) int { return strings.Compare(s.name, name) }
 
 // changedPorts returns the ports that differ between two versions of a
 // service: each one's new version, or a nil Port for one that is gone.

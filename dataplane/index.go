@@ -10,14 +10,16 @@ import (
 // port's contribution, so that a change to one service updates it, and
 // names the objects to re-plan, in time proportional to that service alone.
 // Addresses and set entries may be shared (a cluster IP with two ports),
-// so they are reference-counted.
+// so they are reference-counted: the state holds the first reference,
+// and extraAddrs and extraEntries count the others. Most have one, and a
+// count for each would cost a map entry for every one of them.
 type desiredIndex struct {
-	node      Node
-	state     *KernelState
-	owners    map[VirtualKey]ServicePortName
-	contribs  map[ServicePortName]*contribution
-	addrRefs  map[netip.Addr]int
-	entryRefs map[SetEntry]int
+	node         Node
+	state        *KernelState
+	owners       map[VirtualKey]ServicePortName
+	contribs     map[ServicePortName]*contribution
+	extraAddrs   map[netip.Addr]int
+	extraEntries map[SetEntry]int
 }
 
 func newDesiredIndex(node Node, rules string) *desiredIndex {
@@ -28,12 +30,12 @@ func newDesiredIndex(node Node, rules string) *desiredIndex {
 		state.Entries[name] = map[string]bool{}
 	}
 	return &desiredIndex{
-		node:      node,
-		state:     state,
-		owners:    map[VirtualKey]ServicePortName{},
-		contribs:  map[ServicePortName]*contribution{},
-		addrRefs:  map[netip.Addr]int{},
-		entryRefs: map[SetEntry]int{},
+		node:         node,
+		state:        state,
+		owners:       map[VirtualKey]ServicePortName{},
+		contribs:     map[ServicePortName]*contribution{},
+		extraAddrs:   map[netip.Addr]int{},
+		extraEntries: map[SetEntry]int{},
 	}
 }
 
@@ -127,12 +129,18 @@ func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
 		d.state.Reals[v.VirtualKey] = c.reals[i]
 	}
 	for _, a := range c.addrs {
-		d.addrRefs[a]++
-		d.state.Addresses[a] = true
+		if d.state.Addresses[a] {
+			d.extraAddrs[a]++
+		} else {
+			d.state.Addresses[a] = true
+		}
 	}
 	for _, e := range c.entries {
-		d.entryRefs[e]++
-		d.state.Entries[e.Set][e.Entry] = true
+		if d.state.Entries[e.Set][e.Entry] {
+			d.extraEntries[e]++
+		} else {
+			d.state.Entries[e.Set][e.Entry] = true
+		}
 	}
 }
 
@@ -144,15 +152,28 @@ func (d *desiredIndex) subtract(name ServicePortName, c *contribution) {
 		delete(d.state.Reals, v.VirtualKey)
 	}
 	for _, a := range c.addrs {
-		if d.addrRefs[a]--; d.addrRefs[a] == 0 {
-			delete(d.addrRefs, a)
+		if !release(d.extraAddrs, a) {
 			delete(d.state.Addresses, a)
 		}
 	}
 	for _, e := range c.entries {
-		if d.entryRefs[e]--; d.entryRefs[e] == 0 {
-			delete(d.entryRefs, e)
+		if !release(d.extraEntries, e) {
 			delete(d.state.Entries[e.Set], e.Entry)
 		}
 	}
+}
+
+// release drops one of k's extra references and reports whether there
+// was one; without, the last reference is going.
+func release[K comparable](extra map[K]int, k K) bool {
+	n, ok := extra[k]
+	switch {
+	case !ok:
+		return false
+	case n == 1:
+		delete(extra, k)
+	default:
+		extra[k] = n - 1
+	}
+	return true
 }

@@ -343,3 +343,47 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 		}
 	}
 }
+
+// An address and a set entry that several service ports put in stay until
+// the last of them goes.
+func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
+	http := svc("ns", "web", "http", TCP, 80, "10.96.0.10")
+	https := svc("ns", "web", "https", TCP, 443, "10.96.0.10")
+	other := svc("ns", "other", "", TCP, 80, "10.96.0.11")
+	p, kernel := NewPlanner(), NewKernelState()
+	syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{http, https, other}})
+	steps := []struct {
+		name     string
+		services []ServicePort
+		want     []string
+	}{
+		{"one of two ports goes", []ServicePort{https, other}, []string{
+			"ipvs del tcp 10.96.0.10:80",
+			"ipset del KUBE-CLUSTER-IP 10.96.0.10,tcp:80",
+			"ipset del KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:80",
+		}},
+		{"the port comes back", []ServicePort{http, https, other}, []string{
+			"ipset add KUBE-CLUSTER-IP 10.96.0.10,tcp:80",
+			"ipset add KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:80",
+			"ipvs add tcp 10.96.0.10:80 rr (ns/web:http)",
+		}},
+		{"both ports go", []ServicePort{other}, []string{
+			"ipvs del tcp 10.96.0.10:80",
+			"ipvs del tcp 10.96.0.10:443",
+			"addr unbind 10.96.0.10",
+			"ipset del KUBE-CLUSTER-IP 10.96.0.10,tcp:443 10.96.0.10,tcp:80",
+			"ipset del KUBE-IPVS-IPS 10.96.0.10",
+			"ipset del KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:443 10.96.0.10,tcp:80",
+		}},
+	}
+	for _, step := range steps {
+		got := strings.Split(strings.TrimSpace(syncAll(t, p, kernel, &State{Node: testNode(), Services: step.services}).String()), "\n")
+		if !reflect.DeepEqual(got, step.want) {
+			t.Errorf("%s: plan:\n%s\nwant:\n%s", step.name, strings.Join(got, "\n"), strings.Join(step.want, "\n"))
+		}
+		scratch := Build(&State{Node: testNode(), Services: step.services})
+		if rest := Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}); len(rest.Ops) > 0 {
+			t.Errorf("%s: a full plan afterwards finds:\n%s", step.name, rest)
+		}
+	}
+}

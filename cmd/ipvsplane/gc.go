@@ -8,24 +8,36 @@ import (
 
 // firstSyncGCPercent is the garbage collector's GOGC while the daemon
 // lists the cluster and programs the kernel the first time. That start
-// is the daemon's peak: the listing's decoded objects, the tracker's
-// converted copy, the desired kernel state and the first plan are alive
-// at once, and with the default GOGC of 100 the heap may grow to twice
-// that before a collection. At 25 it grows by a quarter, for more
-// collections during the first sync only (measured: see README,
-// Benchmarking).
-const firstSyncGCPercent = 25
+// is the daemon's peak: the tracker's converted objects, the desired
+// kernel state, the first plan and the programmed state are alive at
+// once, and with the default GOGC of 100 the heap may grow to twice that
+// before a collection. At 10 it grows by a tenth, for more collections
+// during the first sync only (measured: see README, Benchmarking).
+const firstSyncGCPercent = 10
+
+// firstSyncGC holds the garbage collector's settings for the first sync.
+type firstSyncGC struct {
+	// listed returns the listing's garbage to the system before the
+	// first sync starts: the runtime would otherwise keep those pages
+	// resident beside the ones the sync takes.
+	listed func()
+	// synced sets back the previous GOGC and returns the first sync's
+	// garbage to the system; it does so once.
+	synced func()
+}
 
 // lowerGCUntilSynced sets firstSyncGCPercent, unless the operator chose
-// a GOGC, and returns the function that sets back the previous value and
-// returns the first sync's garbage to the system; it does so once.
-func lowerGCUntilSynced() (restore func()) {
+// a GOGC.
+func lowerGCUntilSynced() firstSyncGC {
 	if os.Getenv("GOGC") != "" {
-		return func() {}
+		return firstSyncGC{listed: func() {}, synced: func() {}}
 	}
 	prev := debug.SetGCPercent(firstSyncGCPercent)
-	return sync.OnceFunc(func() {
-		debug.SetGCPercent(prev)
-		debug.FreeOSMemory()
-	})
+	return firstSyncGC{
+		listed: debug.FreeOSMemory,
+		synced: sync.OnceFunc(func() {
+			debug.SetGCPercent(prev)
+			debug.FreeOSMemory()
+		}),
+	}
 }

@@ -16,13 +16,14 @@ func TestLowerGCUntilSynced(t *testing.T) {
 	for _, tt := range tests {
 		t.Setenv("GOGC", tt.gogc)
 		orig := debug.SetGCPercent(80)
-		restore := lowerGCUntilSynced()
+		gc := lowerGCUntilSynced()
+		gc.listed()
 		if got := debug.SetGCPercent(-1); got != tt.during {
 			t.Errorf("GOGC=%q: during the first sync %d, want %d", tt.gogc, got, tt.during)
 		}
 		debug.SetGCPercent(tt.during)
-		restore()
-		restore()
+		gc.synced()
+		gc.synced()
 		if got := debug.SetGCPercent(orig); got != tt.set {
 			t.Errorf("GOGC=%q: after %d, want %d", tt.gogc, got, tt.set)
 		}

@@ -73,14 +73,17 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		m.endpointsPending.Set(float64(ep))
 		runner.Request()
 	}})
-	restoreGC := lowerGCUntilSynced()
-	defer restoreGC()
+	gc := lowerGCUntilSynced()
+	defer gc.synced()
 	runner = watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,
 	}, func(ctx context.Context) error {
+		if !d.synced {
+			gc.listed()
+		}
 		err := d.sync(ctx)
 		if d.synced {
-			restoreGC()
+			gc.synced()
 		}
 		return err
 	})

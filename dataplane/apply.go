@@ -54,8 +54,11 @@ func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
 	return errs
 }
 
-// ipvsBatchRequests bounds the requests of one IPVS batch.
-const ipvsBatchRequests = 16384
+// ipvsBatchRequests bounds the requests of one IPVS batch. The batch
+// holds each request whole until the kernel has answered them all (some
+// 400 bytes each), and its writes are cut to the socket's buffers anyway,
+// so a larger batch costs memory and saves nothing.
+const ipvsBatchRequests = 2048
 
 // ipvsPiece returns how many of the IPVS operations ops go in one batch:
 // as many as fit in ipvsBatchRequests requests, and at least one.

@@ -64,16 +64,26 @@ const ipvsBatchRequests = 2048
 // as many as fit in ipvsBatchRequests requests, and at least one.
 func ipvsPiece(ops []Op) int {
 	requests := 0
-	for i, op := range ops {
-		n := 1
-		if o, ok := op.(AddReals); ok {
-			n = len(o.Reals)
-		}
-		if requests += n; requests > ipvsBatchRequests && i > 0 {
+	for i := range ops {
+		if requests += ipvsRequests(ops[i : i+1]); requests > ipvsBatchRequests && i > 0 {
 			return i
 		}
 	}
 	return len(ops)
+}
+
+// ipvsRequests counts the requests IPVS operations take: one each, and
+// one per real server of an AddReals.
+func ipvsRequests(ops []Op) int {
+	n := 0
+	for _, op := range ops {
+		if o, ok := op.(AddReals); ok {
+			n += len(o.Reals)
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // sameKindRun returns how many operations from the first on go to the
@@ -253,8 +263,10 @@ type ipvsRequest struct {
 // nothing has nothing to do. Each failure is returned per request, so a
 // real server that failed is named alone.
 func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
-	var reqs []ipvsRequest
+	n := ipvsRequests(ops)
+	reqs := make([]ipvsRequest, 0, n)
 	var b ipvs.Batch
+	b.Grow(n)
 	for i, op := range ops {
 		if o, ok := op.(AddReals); ok {
 			for j, r := range o.Reals {

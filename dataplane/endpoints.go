@@ -11,29 +11,43 @@ func (n *Node) selectEndpoints(eps []Endpoint) (cluster, local []Endpoint) {
 	isLocal := func(ep Endpoint) bool { return n.Name != "" && ep.NodeName == n.Name }
 	cluster = pick(eps, func(ep Endpoint) bool { return true })
 	if n.canUseZoneHints(cluster) {
-		cluster = slices.DeleteFunc(cluster, func(ep Endpoint) bool { return !slices.Contains(ep.ZoneHints, n.Zone) })
+		cluster = slices.DeleteFunc(slices.Clone(cluster), func(ep Endpoint) bool { return !slices.Contains(ep.ZoneHints, n.Zone) })
 	}
 	local = pick(eps, isLocal)
 	return cluster, local
 }
 
 // pick returns the ready endpoints that match, or if there are none, the
-// serving and terminating ones that match.
+// serving and terminating ones that match. When all of eps are ready and
+// match, as they mostly are, it returns eps itself; callers must not
+// change what it returns.
 func pick(eps []Endpoint, match func(Endpoint) bool) []Endpoint {
-	var ready, fallback []Endpoint
+	ready, fallback := 0, 0
 	for _, ep := range eps {
 		switch {
 		case !match(ep):
 		case ep.Ready:
-			ready = append(ready, ep)
+			ready++
 		case ep.Serving && ep.Terminating:
-			fallback = append(fallback, ep)
+			fallback++
 		}
 	}
-	if len(ready) > 0 {
-		return ready
+	if ready == len(eps) {
+		return eps
 	}
-	return fallback
+	keep := func(ep Endpoint) bool { return match(ep) && ep.Ready }
+	n := ready
+	if ready == 0 {
+		keep = func(ep Endpoint) bool { return match(ep) && ep.Serving && ep.Terminating }
+		n = fallback
+	}
+	picked := make([]Endpoint, 0, n)
+	for _, ep := range eps {
+		if keep(ep) {
+			picked = append(picked, ep)
+		}
+	}
+	return picked
 }
 
 // canUseZoneHints reports whether topology-aware routing applies: every

@@ -207,6 +207,14 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]Service
 // once and their flows flushed, since a datagram client would otherwise
 // keep talking to the dead endpoint.
 func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
+	if len(have) == 0 {
+		// All of them are new, as on a first sync: the desired list
+		// itself.
+		if len(want) == 0 {
+			return nil
+		}
+		return []Op{AddReals{Virtual: vs, Reals: want}}
+	}
 	var add Reals
 	var reweight []Op
 	for _, w := range want {
@@ -219,11 +227,7 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 		}
 	}
 	var ops []Op
-	switch {
-	case len(add) == len(want) && len(add) > 0:
-		// All of them, as on a first sync: the desired list itself.
-		ops = append(ops, AddReals{Virtual: vs, Reals: want})
-	case len(add) > 0:
+	if len(add) > 0 {
 		ops = append(ops, AddReals{Virtual: vs, Reals: add})
 	}
 	ops = append(ops, reweight...)

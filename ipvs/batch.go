@@ -15,6 +15,10 @@ type Batch struct {
 // Len returns the number of operations in the batch.
 func (b *Batch) Len() int { return len(b.ops) }
 
+// Grow makes room for n more operations, so a batch whose size is known
+// is filled without growing step by step.
+func (b *Batch) Grow(n int) { b.ops = slices.Grow(b.ops, n) }
+
 // Reset empties the batch, keeping its memory.
 func (b *Batch) Reset() { b.ops = b.ops[:0] }
 

@@ -178,6 +178,10 @@ func TestBatch(t *testing.T) {
 	defer c.Close()
 
 	var b Batch
+	b.Grow(2000 * 5)
+	if b.Len() != 0 {
+		t.Fatalf("Grow added %d operations", b.Len())
+	}
 	svcs := make([]Service, 2000)
 	wantFailed := map[int]error{}
 	for i := range svcs {

@@ -121,7 +121,9 @@ func (m *metrics) observe(res *dataplane.Result) {
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+	// Uncompressed: the page is a few kilobytes, and a gzip writer costs
+	// a megabyte of garbage per scrape.
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry, DisableCompression: true})
 }
 
 // opKind names an operation's kind for the metrics' op label.

@@ -341,44 +341,51 @@ func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch, n int, index []
 // is copied once per batch, not once per real server.
 func (d *Dataplane) recordIPVS(ops []Op, reqs []ipvsRequest, failures map[int]error) []error {
 	var errs []error
-	var added Reals
 	realOps := map[VirtualKey][]Op{}
 	var order []VirtualKey
-	for i, req := range reqs {
-		op := ops[req.op]
-		vk, changesReals := realsTarget(op)
-		err, failed := failures[i]
-		switch o := op.(type) {
-		case AddReals:
-			if failed {
-				errs = append(errs, d.failed(AddReals{Virtual: o.Virtual, Reals: o.Reals[req.real : req.real+1]}, err))
-			} else {
-				added = append(added, o.Reals[req.real])
+	for i := 0; i < len(reqs); {
+		op := ops[reqs[i].op]
+		if o, ok := op.(AddReals); ok {
+			// Its requests are the next len(o.Reals), one per real server.
+			var kept Reals
+			failed := 0
+			for j, r := range o.Reals {
+				err, bad := failures[i+j]
+				switch {
+				case bad:
+					if failed == 0 {
+						kept = slices.Clone(o.Reals[:j])
+					}
+					failed++
+					errs = append(errs, d.failed(AddReals{Virtual: o.Virtual, Reals: o.Reals[j : j+1]}, err))
+				case failed > 0:
+					kept = append(kept, r)
+				}
 			}
-			if req.real < len(o.Reals)-1 {
+			i += len(o.Reals)
+			if failed == len(o.Reals) {
 				continue
 			}
-			if len(added) == len(o.Reals) {
-				op = o
-			} else {
-				op = AddReals{Virtual: o.Virtual, Reals: added}
+			if failed > 0 {
+				op = AddReals{Virtual: o.Virtual, Reals: kept}
 			}
-			failed, added = len(added) == 0, nil
-		default:
-			if failed {
+		} else {
+			err, bad := failures[i]
+			i++
+			if bad {
 				errs = append(errs, d.failed(op, err))
+				continue
 			}
 		}
-		switch {
-		case failed:
-		case changesReals:
-			if _, ok := realOps[vk]; !ok {
-				order = append(order, vk)
-			}
-			realOps[vk] = append(realOps[vk], op)
-		default:
+		vk, changesReals := realsTarget(op)
+		if !changesReals {
 			d.succeeded(op)
+			continue
 		}
+		if _, ok := realOps[vk]; !ok {
+			order = append(order, vk)
+		}
+		realOps[vk] = append(realOps[vk], op)
 	}
 	for _, vk := range order {
 		d.succeededReals(vk, realOps[vk])

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -79,7 +81,7 @@ func loadConfig(path string) (*kubeproxy.KubeProxyConfiguration, []string, error
 // parseConfig is loadConfig on the file's content.
 func parseConfig(path string, data []byte) (*kubeproxy.KubeProxyConfiguration, []string, error) {
 	cfg := &kubeproxy.KubeProxyConfiguration{}
-	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+	if err := decodeStrict(data, cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if cfg.APIVersion != configAPIVersion || cfg.Kind != configKind {
@@ -91,6 +93,21 @@ func parseConfig(path string, data []byte) (*kubeproxy.KubeProxyConfiguration, [
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, ignoredFields(raw), nil
+}
+
+// decodeStrict decodes YAML or JSON into v as kube-proxy decodes its
+// configuration file: field names match exactly (encoding/json would take
+// "MODE" for "mode"), and an unknown or repeated field is an error.
+func decodeStrict(data []byte, v any) error {
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return err
+	}
+	strict, err := kjson.UnmarshalStrict(j, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strict...)
 }
 
 // usedFields are the configuration fields ipvsplane acts on; a field under

@@ -39,6 +39,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		name, body, want string
 	}{
 		{"unknown field", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {schedular: rr}\n", "unknown field"},
+		{"field in another case", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nMode: ipvs\n", `unknown field "Mode"`},
+		{"field twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {scheduler: rr, scheduler: wrr}\n", "already set"},
 		{"wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", "want apiVersion"},
 		{"not yaml", "apiVersion: [\n", "yaml"},
 	}

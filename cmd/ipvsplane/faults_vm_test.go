@@ -288,8 +288,13 @@ func TestFaultBadInput(t *testing.T) {
 		}
 	}
 	body := fetchMetrics(t, n.node)
-	t.Logf("%d of %d malformed services reported with object and field; ipvsplane_invalid_objects_total %v",
-		reported, len(bad), metricValue(body, "ipvsplane_invalid_objects_total"))
+	invalid, leftOut := metricValue(body, "ipvsplane_invalid_objects_total"), metricValue(body, "ipvsplane_left_out_service_ports")
+	t.Logf("%d of %d malformed services reported with object and field; ipvsplane_invalid_objects_total %v, ipvsplane_left_out_service_ports %v",
+		reported, len(bad), invalid, leftOut)
+	// 80 are refused as they are read, 20 conflict with a valid service.
+	if invalid < 80 || leftOut != 20 {
+		t.Errorf("ipvsplane_invalid_objects_total %v (want at least 80), ipvsplane_left_out_service_ports %v (want 20)", invalid, leftOut)
+	}
 	if code, body, err := httpGet(n.node, "127.0.0.1:10256", "/healthz"); err != nil || code != 200 {
 		t.Errorf("/healthz: %d %s %v", code, body, err)
 	}

@@ -32,6 +32,7 @@ type metrics struct {
 	opsPerSync     prometheus.Histogram
 	netlinkErrors  *prometheus.CounterVec
 	invalidObjects prometheus.Counter
+	leftOut        prometheus.Gauge
 	servicePorts   prometheus.Gauge
 }
 
@@ -83,7 +84,10 @@ func newMetrics() *metrics {
 			Name: "ipvsplane_netlink_errors_total", Help: "Kernel operations that failed, by kind.",
 		}, []string{"op"}),
 		invalidObjects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ipvsplane_invalid_objects_total", Help: "Objects and service ports left out as invalid or conflicting.",
+			Name: "ipvsplane_invalid_objects_total", Help: "Service and EndpointSlice versions skipped as invalid when they arrived.",
+		}),
+		leftOut: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ipvsplane_left_out_service_ports", Help: "Service ports the last sync left out as invalid or conflicting.",
 		}),
 		servicePorts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ipvsplane_service_ports", Help: "Service ports in the desired state.",
@@ -91,7 +95,7 @@ func newMetrics() *metrics {
 	}
 	m.registry.MustRegister(m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
-		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.servicePorts,
+		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -110,14 +114,18 @@ func (m *metrics) observe(res *dataplane.Result) {
 			m.operations.WithLabelValues(opKind(op)).Add(float64(n))
 		}
 	}
+	// Every sync reports all the service ports it leaves out, not only
+	// the new ones: a gauge, not a counter.
+	leftOut := 0
 	for _, err := range res.Errors {
 		var oe *dataplane.OpError
 		if errors.As(err, &oe) {
 			m.netlinkErrors.WithLabelValues(opKind(oe.Op)).Inc()
 		} else {
-			m.invalidObjects.Inc()
+			leftOut++
 		}
 	}
+	m.leftOut.Set(float64(leftOut))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -40,6 +40,7 @@ func TestMetricNames(t *testing.T) {
 		"ipvsplane_sync_operations",
 		"ipvsplane_netlink_errors_total",
 		"ipvsplane_invalid_objects_total",
+		"ipvsplane_left_out_service_ports",
 		"ipvsplane_service_ports",
 		"go_goroutines",
 		"process_resident_memory_bytes",
@@ -66,7 +67,7 @@ func TestMetricsObserve(t *testing.T) {
 		{testutil.ToFloat64(m.operations.WithLabelValues("add_virtual")), 1, "add_virtual operations"},
 		{testutil.ToFloat64(m.operations.WithLabelValues("bind")), 1, "bind operations"},
 		{testutil.ToFloat64(m.netlinkErrors.WithLabelValues("add_virtual")), 1, "add_virtual errors"},
-		{testutil.ToFloat64(m.invalidObjects), 1, "invalid objects"},
+		{testutil.ToFloat64(m.leftOut), 1, "left-out service ports"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
@@ -90,5 +91,16 @@ ipvsplane_sync_operations_sum 2
 ipvsplane_sync_operations_count 1
 `)); err != nil {
 		t.Error(err)
+	}
+	// The next syncs report the same port left out, then none.
+	for _, want := range []float64{1, 0} {
+		res := &dataplane.Result{Plan: &dataplane.Plan{}}
+		if want > 0 {
+			res.Errors = []error{&dataplane.FieldError{}}
+		}
+		m.observe(res)
+		if got := testutil.ToFloat64(m.leftOut); got != want {
+			t.Errorf("left-out service ports: %v, want %v", got, want)
+		}
 	}
 }

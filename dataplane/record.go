@@ -1,10 +1,5 @@
 package dataplane
 
-import (
-	"maps"
-	"slices"
-)
-
 // Record changes the state as a successful op changes the kernel. The
 // dataplane keeps its memory of what it programmed this way, and tests use
 // it as a fake kernel.
@@ -47,23 +42,4 @@ func (k *KernelState) Record(op Op) {
 	case RemoveKubeProxyRules:
 		k.KubeProxyChains = nil
 	}
-}
-
-// Clone returns a deep copy, but for the real servers' lists, which are
-// never changed in place.
-func (k *KernelState) Clone() *KernelState {
-	c := &KernelState{
-		Virtual:   maps.Clone(k.Virtual),
-		Reals:     maps.Clone(k.Reals),
-		Addresses: maps.Clone(k.Addresses),
-		Sets:      maps.Clone(k.Sets),
-		Entries:   make(map[string]map[string]bool, len(k.Entries)),
-		Rules:     k.Rules,
-
-		KubeProxyChains: slices.Clone(k.KubeProxyChains),
-	}
-	for set, entries := range k.Entries {
-		c.Entries[set] = maps.Clone(entries)
-	}
-	return c
 }

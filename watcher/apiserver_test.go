@@ -5,6 +5,7 @@ package watcher_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ import (
 
 // Tests of the Kubernetes source against a real kube-apiserver and etcd
 // (internal/controlplane): objects written with client-go reach the
-// tracker's desired state, through informers that survive an API server
+// tracker's desired state, through reflectors that survive an API server
 // restart.
 
 // apiFixture is one test's view of the shared control plane: a client, a
@@ -35,9 +36,21 @@ type apiFixture struct {
 	ns      string
 	tracker *watcher.Tracker
 	ctx     context.Context
+
+	mu sync.Mutex
+	// contentTypes counts the content types of the responses the
+	// watcher's client received.
+	contentTypes map[string]int
 }
 
 func newAPIFixture(t *testing.T, nodeName string) *apiFixture {
+	t.Helper()
+	return newAPIFixtureFor(t, nodeName, "")
+}
+
+// newAPIFixtureFor is newAPIFixture with the watcher's client asking for
+// contentType (empty leaves client-go's default).
+func newAPIFixtureFor(t *testing.T, nodeName, contentType string) *apiFixture {
 	t.Helper()
 	cp := controlPlane.Get(t)
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
@@ -46,17 +59,35 @@ func newAPIFixture(t *testing.T, nodeName string) *apiFixture {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	ns := strings.ToLower(t.Name())
+	ns := strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f := &apiFixture{t: t, cp: cp, client: client, ns: ns, ctx: ctx,
-		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: nodeName}})}
+		tracker:      watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: nodeName}}),
+		contentTypes: map[string]int{}}
+	cfg := cp.RESTConfig()
+	cfg.ContentType = contentType
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				f.mu.Lock()
+				f.contentTypes[resp.Header.Get("Content-Type")]++
+				f.mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	wc, err := watcher.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	watchCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- watcher.WatchKubernetes(watchCtx, watcher.KubernetesConfig{
-			Client: client, Tracker: f.tracker, NodeName: nodeName,
+			Client: wc, Tracker: f.tracker, NodeName: nodeName,
 			OnError: func(err error) { t.Errorf("object not usable: %v", err) },
 		})
 	}()
@@ -69,6 +100,10 @@ func newAPIFixture(t *testing.T, nodeName string) *apiFixture {
 	f.waitFor("services and slices listed", func() bool { return f.tracker.Synced() })
 	return f
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // waitFor polls cond for a generous while: it waits for delivery through
 // the informers, it does not time it.
@@ -323,4 +358,31 @@ func TestAPIServerNode(t *testing.T) {
 	}
 	want = name + ` zone="" []`
 	f.waitFor("node deleted: "+want, func() bool { return node() == want })
+}
+
+// The watcher's client speaks protobuf unless told otherwise, and JSON
+// when told.
+func TestAPIServerContentTypes(t *testing.T) {
+	for _, tt := range []struct{ name, ask, want string }{
+		{"default", "", "application/vnd.kubernetes.protobuf"},
+		{"protobuf", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"},
+		{"json", "application/json", "application/json"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newAPIFixtureFor(t, "node-a", tt.ask)
+			web := f.createService("web", 80)
+			f.putSlice("web", "web-1", "10.244.1.5")
+			f.expect("service and slice", fmt.Sprintf("web:http tcp [%s]:80 -> 10.244.1.5:8080", web))
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for ct, n := range f.contentTypes {
+				if !strings.HasPrefix(ct, tt.want) {
+					t.Errorf("%d responses of type %q, want %s", n, ct, tt.want)
+				}
+			}
+			if len(f.contentTypes) == 0 {
+				t.Error("no responses seen")
+			}
+		})
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -21,9 +20,9 @@ const AnnotationTriggerTime = v1.EndpointsLastChangeTriggerTime
 
 // KubernetesConfig configures [WatchKubernetes].
 type KubernetesConfig struct {
-	// Client reaches the API server; it needs list and watch on services,
-	// endpointslices and nodes.
-	Client  kubernetes.Interface
+	// Client reaches the API server (see [NewClient]); it needs list and
+	// watch on services, endpointslices and nodes.
+	Client  *Client
 	Tracker *Tracker
 	// NodeName names this node's Node object, watched for the node's
 	// IPs and zone; empty watches none.
@@ -70,24 +69,18 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 			}
 			tr.DeleteEndpointSlice(namespace, name, trigger)
 		})
-	svcAPI := cfg.Client.CoreV1().Services(metav1.NamespaceAll)
-	sliceAPI := cfg.Client.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)
+	c := cfg.Client
 	reflectors := []*cache.Reflector{
-		reflector(cfg.Client, &v1.Service{}, services, selector,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return svcAPI.List(ctx, o) }, svcAPI.Watch),
-		reflector(cfg.Client, &discoveryv1.EndpointSlice{}, slices, selector,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return sliceAPI.List(ctx, o) }, sliceAPI.Watch),
+		reflector(&v1.Service{}, services, c.Services, c.WatchList, selector),
+		reflector(&discoveryv1.EndpointSlice{}, slices, c.EndpointSlices, c.WatchList, selector),
 	}
 	if cfg.NodeName != "" {
 		nodes := newForwardStore(
 			func(o runtime.Object) { report(tr.SetNode(o.(*v1.Node))) },
 			func(_, name string, _ runtime.Object) { tr.DeleteNode(name) })
-		nodeAPI := cfg.Client.CoreV1().Nodes()
-		reflectors = append(reflectors, reflector(cfg.Client, &v1.Node{}, nodes,
-			func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-			},
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodeAPI.List(ctx, o) }, nodeAPI.Watch))
+		reflectors = append(reflectors, reflector(&v1.Node{}, nodes, c.Nodes, c.WatchList, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+		}))
 	}
 
 	var wg sync.WaitGroup
@@ -108,25 +101,30 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	return ctx.Err()
 }
 
-// reflector lists and watches one kind of object, with the options
-// narrowed by modify, into store.
-func reflector(client kubernetes.Interface, kind runtime.Object, store *forwardStore, modify func(*metav1.ListOptions),
-	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.Reflector {
-	lw := &cache.ListWatch{
+// reflector lists and watches one kind of object through lw, with the
+// options narrowed by modify, into store; watchList says whether lw can
+// stream the initial listing.
+func reflector(kind runtime.Object, store *forwardStore, lw ListWatch, watchList bool, modify func(*metav1.ListOptions)) *cache.Reflector {
+	clw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			modify(&o)
-			return list(ctx, o)
+			return lw.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			modify(&o)
-			return watchFn(ctx, o)
+			return lw.Watch(ctx, o)
 		},
 	}
-	// The client says whether it can stream the initial listing (a
-	// fake clientset cannot).
-	return cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), kind, store, cache.ReflectorOptions{})
+	return cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(clw, watchListSupport(watchList)),
+		kind, store, cache.ReflectorOptions{})
 }
+
+// watchListSupport tells a reflector whether the client can stream the
+// initial listing, in the form client-go asks (see
+// k8s.io/client-go/util/watchlist.DoesClientNotSupportWatchListSemantics).
+type watchListSupport bool
+
+func (s watchListSupport) IsWatchListSemanticsUnSupported() bool { return !bool(s) }
 
 // triggerTime returns the slice's trigger time if it is after start;
 // otherwise, or if the annotation is missing or malformed, zero.

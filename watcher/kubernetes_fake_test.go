@@ -154,6 +154,7 @@ func TestWatchKubernetes(t *testing.T) {
 	if err := client.CoreV1().Nodes().Delete(ctxAPI, "node-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	watcher.TestWaitFor(t, "node deleted", func() bool { return cmp.Equal(tr.Sync().State.Node, dataplane.Node{Name: "node-a"}, watcher.TestCmpOpts...) })
+	watcher.TestWaitFor(t, "node deleted", func() bool {
+		return cmp.Equal(tr.Sync().State.Node, dataplane.Node{Name: "node-a"}, watcher.TestCmpOpts...)
+	})
 }
-

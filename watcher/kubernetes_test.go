@@ -25,7 +25,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-
 func TestTriggerTime(t *testing.T) {
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/consistencydetector"
 )
 
 // Tests of the Kubernetes source against a real kube-apiserver and etcd
@@ -39,8 +42,9 @@ type apiFixture struct {
 
 	mu sync.Mutex
 	// contentTypes counts the content types of the responses the
-	// watcher's client received.
+	// watcher's client received; requests lists its requests' URLs.
 	contentTypes map[string]int
+	requests     []*url.URL
 }
 
 func newAPIFixture(t *testing.T, nodeName string) *apiFixture {
@@ -70,6 +74,9 @@ func newAPIFixtureFor(t *testing.T, nodeName, contentType string) *apiFixture {
 	cfg.ContentType = contentType
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			f.mu.Lock()
+			f.requests = append(f.requests, req.URL)
+			f.mu.Unlock()
 			resp, err := rt.RoundTrip(req)
 			if err == nil {
 				f.mu.Lock()
@@ -384,5 +391,45 @@ func TestAPIServerContentTypes(t *testing.T) {
 				t.Error("no responses seen")
 			}
 		})
+	}
+}
+
+// Each reflector asks to stream its first listing (watch-list), in which
+// the store hands each object on as it arrives and keeps a placeholder.
+// An API server whose etcd lacks progress notifications (RequestWatchProgress:
+// etcd before 3.4.31 or 3.5.13, as Debian 12's 3.4.23) refuses, and the
+// reflector lists instead. client-go's check of a streamed listing
+// against a plain one, which transforms both, finds the placeholders
+// consistent.
+func TestAPIServerListingPath(t *testing.T) {
+	defer consistencydetector.SetDataConsistencyDetectionForWatchListEnabledForTest(true)()
+	f := newAPIFixture(t, "node-a")
+	web := f.createService("web", 80)
+	f.putSlice("web", "web-1", "10.244.1.5")
+	f.expect("service and slice", fmt.Sprintf("web:http tcp [%s]:80 -> 10.244.1.5:8080", web))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	streamed, listed := map[string]bool{}, map[string]bool{}
+	for _, u := range f.requests {
+		resource := path.Base(u.Path)
+		q := u.Query()
+		switch {
+		case q.Get("sendInitialEvents") == "true":
+			streamed[resource] = true
+		case q.Get("watch") != "true" && q.Get("resourceVersionMatch") != "Exact":
+			// The consistency check lists at the exact version streamed;
+			// any other list is the reflector's.
+			listed[resource] = true
+		}
+	}
+	for _, r := range []string{"services", "endpointslices", "nodes"} {
+		switch {
+		case !streamed[r]:
+			t.Errorf("%s: no streamed listing asked for; requests: %v", r, f.requests)
+		case listed[r]:
+			t.Logf("%s: the API server refused to stream the listing; listed instead", r)
+		default:
+			t.Logf("%s: listing streamed", r)
+		}
 	}
 }

@@ -1,12 +1,16 @@
 package watcher
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,9 +35,15 @@ type Client struct {
 }
 
 // ListWatch lists and watches one kind of object, as a client-go typed
-// client's List and Watch do.
+// client's List and Watch do, except that List hands over the objects
+// one at a time: a client that decodes them one at a time never holds
+// the whole listing.
 type ListWatch struct {
-	List  func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	// List lists the objects opts select, calling each with every one in
+	// turn; an error from each ends the listing and is returned. It
+	// returns the list's metadata: its resource version and, for a page
+	// of a longer list, where to continue.
+	List  func(ctx context.Context, opts metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error)
 	Watch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
@@ -66,7 +76,9 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 		}
 		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
 	}
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	codecs := serializer.NewCodecFactory(scheme)
+	c.NegotiatedSerializer = codecs.WithoutConversion()
+	decoder := codecs.UniversalDeserializer()
 	group := func(gv schema.GroupVersion, apiPath string) (*rest.RESTClient, error) {
 		gc := *c
 		gc.GroupVersion, gc.APIPath = &gv, apiPath
@@ -81,16 +93,21 @@ func NewClient(cfg *rest.Config) (*Client, error) {
 		return nil, fmt.Errorf("watcher: %w", err)
 	}
 	return &Client{
-		Services:       restListWatch(core, "services", func() runtime.Object { return &v1.ServiceList{} }),
-		EndpointSlices: restListWatch(discovery, "endpointslices", func() runtime.Object { return &discoveryv1.EndpointSliceList{} }),
-		Nodes:          restListWatch(core, "nodes", func() runtime.Object { return &v1.NodeList{} }),
-		WatchList:      true,
+		Services: restListWatch(core, "services", decoder,
+			func() protoObject { return &v1.Service{} }, func() runtime.Object { return &v1.ServiceList{} }),
+		EndpointSlices: restListWatch(discovery, "endpointslices", decoder,
+			func() protoObject { return &discoveryv1.EndpointSlice{} }, func() runtime.Object { return &discoveryv1.EndpointSliceList{} }),
+		Nodes: restListWatch(core, "nodes", decoder,
+			func() protoObject { return &v1.Node{} }, func() runtime.Object { return &v1.NodeList{} }),
+		WatchList: true,
 	}, nil
 }
 
 // restListWatch lists and watches resource in all namespaces as a typed
-// client does; newList returns an empty list to decode into.
-func restListWatch(c *rest.RESTClient, resource string, newList func() runtime.Object) ListWatch {
+// client does. A list in protobuf is decoded one item at a time (into
+// newItem's objects); one in another encoding is decoded whole by
+// decoder into newList's.
+func restListWatch(c *rest.RESTClient, resource string, decoder runtime.Decoder, newItem func() protoObject, newList func() runtime.Object) ListWatch {
 	request := func(opts *metav1.ListOptions) *rest.Request {
 		var timeout time.Duration
 		if opts.TimeoutSeconds != nil {
@@ -100,16 +117,41 @@ func restListWatch(c *rest.RESTClient, resource string, newList func() runtime.O
 			VersionedParams(opts, metav1.ParameterCodec).Timeout(timeout)
 	}
 	return ListWatch{
-		List: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list := newList()
-			if err := request(&opts).Do(ctx).Into(list); err != nil {
-				return nil, err
+		List: func(ctx context.Context, opts metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
+			body, err := request(&opts).Stream(ctx)
+			if err != nil {
+				return metav1.ListMeta{}, err
 			}
-			return list, nil
+			defer body.Close()
+			r := bufio.NewReaderSize(body, 64<<10)
+			if magic, err := r.Peek(len(protobufMagic)); err == nil && bytes.Equal(magic, protobufMagic) {
+				_, _ = r.Discard(len(protobufMagic))
+				return eachProtobufItem(r, newItem, each)
+			}
+			data, err := io.ReadAll(r)
+			if err != nil {
+				return metav1.ListMeta{}, err
+			}
+			list, _, err := decoder.Decode(data, nil, newList())
+			if err != nil {
+				return metav1.ListMeta{}, fmt.Errorf("watcher: listing %s: %w", resource, err)
+			}
+			return eachListItem(list, each)
 		},
 		Watch: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
 			return request(&opts).Watch(ctx)
 		},
 	}
+}
+
+// eachListItem calls each with every item of a decoded list and returns
+// the list's metadata.
+func eachListItem(list runtime.Object, each func(runtime.Object) error) (metav1.ListMeta, error) {
+	m, err := meta.ListAccessor(list)
+	if err != nil {
+		return metav1.ListMeta{}, fmt.Errorf("watcher: %w", err)
+	}
+	lm := metav1.ListMeta{ResourceVersion: m.GetResourceVersion(), Continue: m.GetContinue(), RemainingItemCount: m.GetRemainingItemCount()}
+	return lm, meta.EachListItem(list, each)
 }

@@ -70,6 +70,7 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 			tr.DeleteEndpointSlice(namespace, name, trigger)
 		})
 	c := cfg.Client
+	stores := []*forwardStore{services, slices}
 	reflectors := []*cache.Reflector{
 		reflector(&v1.Service{}, services, c.Services, c.WatchList, selector),
 		reflector(&discoveryv1.EndpointSlice{}, slices, c.EndpointSlices, c.WatchList, selector),
@@ -78,11 +79,19 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 		nodes := newForwardStore(
 			func(o runtime.Object) { report(tr.SetNode(o.(*v1.Node))) },
 			func(_, name string, _ runtime.Object) { tr.DeleteNode(name) })
+		stores = append(stores, nodes)
 		reflectors = append(reflectors, reflector(&v1.Node{}, nodes, c.Nodes, c.WatchList, func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 		}))
 	}
 
+	// A reflector stopped while listing does not wait for the list; once
+	// the reflectors returned, nothing more reaches the tracker.
+	defer func() {
+		for _, r := range stores {
+			r.stop()
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, r := range reflectors {
@@ -106,9 +115,24 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 // stream the initial listing.
 func reflector(kind runtime.Object, store *forwardStore, lw ListWatch, watchList bool, modify func(*metav1.ListOptions)) *cache.Reflector {
 	clw := &cache.ListWatch{
+		// The objects listed are handed on as they are decoded; the
+		// reflector gets their placeholders.
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			modify(&o)
-			return lw.List(ctx, o)
+			l := &listedList{}
+			lm, err := lw.List(ctx, o, func(obj runtime.Object) error {
+				p, err := store.handOn(obj)
+				if err != nil {
+					return err
+				}
+				l.Items = append(l.Items, p)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			l.ListMeta = lm
+			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			modify(&o)

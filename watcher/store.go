@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -24,8 +25,12 @@ import (
 // instead, having handed the object on as it arrived, so the listing is
 // never held whole. Replace then only reconciles keys.
 //
-// The reflector calls it from one goroutine; the mutex only makes synced
-// safe to read from another.
+// A listing does the same through the list function (see reflector),
+// which returns the placeholders in a [listedList].
+//
+// The reflector calls it from one goroutine, except that a list it gave
+// up on may still be handing on objects; the mutex makes that and synced
+// safe.
 type forwardStore struct {
 	set func(obj runtime.Object)
 	// del is called with the deleted object, or nil when a relist found
@@ -38,8 +43,9 @@ type forwardStore struct {
 	// streamed in, until a Replace: the tracker has them even if the
 	// stream failed and was retried or an object was deleted before the
 	// listing ended.
-	handed map[key]struct{}
-	synced bool
+	handed  map[key]struct{}
+	synced  bool
+	stopped bool
 }
 
 var _ cache.TransformingStore = (*forwardStore)(nil)
@@ -64,6 +70,23 @@ func (l *listed) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: l.namespace, Name: l.name, UID: l.uid}
 }
 
+// listedList is a listing whose objects were handed on.
+type listedList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []*listed
+}
+
+func (l *listedList) DeepCopyObject() runtime.Object {
+	c := *l
+	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	c.Items = make([]*listed, len(l.Items))
+	for i, p := range l.Items {
+		c.Items[i] = p.DeepCopyObject().(*listed)
+	}
+	return &c
+}
+
 // storeKey returns obj's key and obj as an object, nil for a placeholder.
 func storeKey(obj any) (key, runtime.Object, error) {
 	if l, ok := obj.(*listed); ok {
@@ -82,23 +105,40 @@ func storeKey(obj any) (key, runtime.Object, error) {
 
 // Transformer is applied by the reflector to each object of a streamed
 // listing as it arrives, after the reflector took its key.
-func (s *forwardStore) Transformer() cache.TransformFunc { return s.handOn }
+func (s *forwardStore) Transformer() cache.TransformFunc {
+	return func(obj any) (any, error) { return s.handOn(obj) }
+}
 
 // handOn gives obj to the tracker and returns its placeholder.
-func (s *forwardStore) handOn(obj any) (any, error) {
+func (s *forwardStore) handOn(obj any) (*listed, error) {
+	if l, ok := obj.(*listed); ok {
+		return l, nil
+	}
 	k, o, err := storeKey(obj)
-	if err != nil || o == nil {
-		return obj, err
+	if err != nil {
+		return nil, err
 	}
 	m, err := meta.Accessor(o)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, errStopped
+	}
 	s.handed[k] = struct{}{}
-	s.mu.Unlock()
 	s.set(o)
 	return &listed{k, m.GetUID()}, nil
+}
+
+var errStopped = errors.New("watcher: the Kubernetes source stopped")
+
+// stop makes handOn refuse objects from now on.
+func (s *forwardStore) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 }
 
 // Add takes a new object.

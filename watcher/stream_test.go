@@ -24,20 +24,29 @@ type scriptedKind struct {
 	watches chan *watch.FakeWatcher
 	mu      sync.Mutex
 	opts    []metav1.ListOptions
-	list    func() (runtime.Object, error)
+	list    func() (*v1.ServiceList, error)
 }
 
-func newScriptedKind(list func() (runtime.Object, error)) *scriptedKind {
+func newScriptedKind(list func() (*v1.ServiceList, error)) *scriptedKind {
 	return &scriptedKind{watches: make(chan *watch.FakeWatcher, 8), list: list}
 }
 
 func (k *scriptedKind) listWatch() ListWatch {
 	return ListWatch{
-		List: func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		List: func(_ context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
 			k.mu.Lock()
 			k.opts = append(k.opts, o)
 			k.mu.Unlock()
-			return k.list()
+			l, err := k.list()
+			if err != nil {
+				return metav1.ListMeta{}, err
+			}
+			for i := range l.Items {
+				if err := each(&l.Items[i]); err != nil {
+					return metav1.ListMeta{}, err
+				}
+			}
+			return l.ListMeta, nil
 		},
 		Watch: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			k.mu.Lock()
@@ -105,12 +114,12 @@ func TestWatchKubernetesStreamedListing(t *testing.T) {
 	}
 	var svcList *v1.ServiceList
 	var listMu sync.Mutex
-	services := newScriptedKind(func() (runtime.Object, error) {
+	services := newScriptedKind(func() (*v1.ServiceList, error) {
 		listMu.Lock()
 		defer listMu.Unlock()
 		return svcList, nil
 	})
-	sliceAPI := newScriptedKind(func() (runtime.Object, error) {
+	sliceAPI := newScriptedKind(func() (*v1.ServiceList, error) {
 		return nil, fmt.Errorf("slices listed")
 	})
 	client := &Client{Services: services.listWatch(), EndpointSlices: sliceAPI.listWatch(), WatchList: true}

@@ -21,24 +21,55 @@ import (
 
 // New returns a client that lists and watches through cs. Whether it
 // streams the initial listing follows cs: client-go's fake clientset
-// cannot.
+// cannot. Its lists are decoded whole, as a clientset decodes them.
 func New(cs kubernetes.Interface) *watcher.Client {
 	svcs := cs.CoreV1().Services(metav1.NamespaceAll)
 	slices := cs.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)
 	nodes := cs.CoreV1().Nodes()
 	return &watcher.Client{
 		Services: watcher.ListWatch{
-			List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return svcs.List(ctx, o) },
+			List: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
+				l, err := svcs.List(ctx, o)
+				if err != nil {
+					return metav1.ListMeta{}, err
+				}
+				return l.ListMeta, eachItem(l.Items, each)
+			},
 			Watch: svcs.Watch,
 		},
 		EndpointSlices: watcher.ListWatch{
-			List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return slices.List(ctx, o) },
+			List: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
+				l, err := slices.List(ctx, o)
+				if err != nil {
+					return metav1.ListMeta{}, err
+				}
+				return l.ListMeta, eachItem(l.Items, each)
+			},
 			Watch: slices.Watch,
 		},
 		Nodes: watcher.ListWatch{
-			List:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) },
+			List: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
+				l, err := nodes.List(ctx, o)
+				if err != nil {
+					return metav1.ListMeta{}, err
+				}
+				return l.ListMeta, eachItem(l.Items, each)
+			},
 			Watch: nodes.Watch,
 		},
 		WatchList: !watchlist.DoesClientNotSupportWatchListSemantics(cs),
 	}
+}
+
+// eachItem calls each with every item of a list, in order.
+func eachItem[T any, P interface {
+	*T
+	runtime.Object
+}](items []T, each func(runtime.Object) error) error {
+	for i := range items {
+		if err := each(P(&items[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -35,10 +35,11 @@ type KubernetesConfig struct {
 // WatchKubernetes feeds the tracker from the API server's Services,
 // EndpointSlices and this node's Node, through client-go reflectors that
 // list and then watch each kind, relisting when a watch breaks. The
-// objects go straight into the tracker; none is cached besides what the
-// tracker keeps of it (see forwardStore). Once the Services and the
-// EndpointSlices have been listed, it marks them synced in the tracker.
-// It runs until ctx is done and returns ctx's error.
+// objects go straight into the tracker, a listing's one by one as they
+// are decoded: none is cached besides what the tracker keeps of it, and
+// no listing is held whole (see forwardStore and [ListWatch]). Once the
+// Services and the EndpointSlices have been listed, it marks them synced
+// in the tracker. It runs until ctx is done and returns ctx's error.
 func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	// Changes made before the watch started were programmed by whoever
 	// ran before; their latency is not ours to report.

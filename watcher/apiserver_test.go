@@ -5,6 +5,9 @@ package watcher_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -19,11 +22,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/consistencydetector"
 )
 
 // Tests of the Kubernetes source against a real kube-apiserver and etcd
 // (internal/controlplane): objects written with client-go reach the
-// tracker's desired state, through informers that survive an API server
+// tracker's desired state, through reflectors that survive an API server
 // restart.
 
 // apiFixture is one test's view of the shared control plane: a client, a
@@ -35,9 +39,22 @@ type apiFixture struct {
 	ns      string
 	tracker *watcher.Tracker
 	ctx     context.Context
+
+	mu sync.Mutex
+	// contentTypes counts the content types of the responses the
+	// watcher's client received; requests lists its requests' URLs.
+	contentTypes map[string]int
+	requests     []*url.URL
 }
 
 func newAPIFixture(t *testing.T, nodeName string) *apiFixture {
+	t.Helper()
+	return newAPIFixtureFor(t, nodeName, "")
+}
+
+// newAPIFixtureFor is newAPIFixture with the watcher's client asking for
+// contentType (empty leaves client-go's default).
+func newAPIFixtureFor(t *testing.T, nodeName, contentType string) *apiFixture {
 	t.Helper()
 	cp := controlPlane.Get(t)
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
@@ -46,17 +63,38 @@ func newAPIFixture(t *testing.T, nodeName string) *apiFixture {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	ns := strings.ToLower(t.Name())
+	ns := strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f := &apiFixture{t: t, cp: cp, client: client, ns: ns, ctx: ctx,
-		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: nodeName}})}
+		tracker:      watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: nodeName}}),
+		contentTypes: map[string]int{}}
+	cfg := cp.RESTConfig()
+	cfg.ContentType = contentType
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			f.mu.Lock()
+			f.requests = append(f.requests, req.URL)
+			f.mu.Unlock()
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				f.mu.Lock()
+				f.contentTypes[resp.Header.Get("Content-Type")]++
+				f.mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	wc, err := watcher.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	watchCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- watcher.WatchKubernetes(watchCtx, watcher.KubernetesConfig{
-			Client: client, Tracker: f.tracker, NodeName: nodeName,
+			Client: wc, Tracker: f.tracker, NodeName: nodeName,
 			OnError: func(err error) { t.Errorf("object not usable: %v", err) },
 		})
 	}()
@@ -69,6 +107,10 @@ func newAPIFixture(t *testing.T, nodeName string) *apiFixture {
 	f.waitFor("services and slices listed", func() bool { return f.tracker.Synced() })
 	return f
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // waitFor polls cond for a generous while: it waits for delivery through
 // the informers, it does not time it.
@@ -323,4 +365,71 @@ func TestAPIServerNode(t *testing.T) {
 	}
 	want = name + ` zone="" []`
 	f.waitFor("node deleted: "+want, func() bool { return node() == want })
+}
+
+// The watcher's client speaks protobuf unless told otherwise, and JSON
+// when told.
+func TestAPIServerContentTypes(t *testing.T) {
+	for _, tt := range []struct{ name, ask, want string }{
+		{"default", "", "application/vnd.kubernetes.protobuf"},
+		{"protobuf", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"},
+		{"json", "application/json", "application/json"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newAPIFixtureFor(t, "node-a", tt.ask)
+			web := f.createService("web", 80)
+			f.putSlice("web", "web-1", "10.244.1.5")
+			f.expect("service and slice", fmt.Sprintf("web:http tcp [%s]:80 -> 10.244.1.5:8080", web))
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for ct, n := range f.contentTypes {
+				if !strings.HasPrefix(ct, tt.want) {
+					t.Errorf("%d responses of type %q, want %s", n, ct, tt.want)
+				}
+			}
+			if len(f.contentTypes) == 0 {
+				t.Error("no responses seen")
+			}
+		})
+	}
+}
+
+// Each reflector asks to stream its first listing (watch-list), in which
+// the store hands each object on as it arrives and keeps a placeholder.
+// An API server whose etcd lacks progress notifications (RequestWatchProgress:
+// etcd before 3.4.31 or 3.5.13, as Debian 12's 3.4.23) refuses, and the
+// reflector lists instead. client-go's check of a streamed listing
+// against a plain one, which transforms both, finds the placeholders
+// consistent.
+func TestAPIServerListingPath(t *testing.T) {
+	defer consistencydetector.SetDataConsistencyDetectionForWatchListEnabledForTest(true)()
+	f := newAPIFixture(t, "node-a")
+	web := f.createService("web", 80)
+	f.putSlice("web", "web-1", "10.244.1.5")
+	f.expect("service and slice", fmt.Sprintf("web:http tcp [%s]:80 -> 10.244.1.5:8080", web))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	streamed, listed := map[string]bool{}, map[string]bool{}
+	for _, u := range f.requests {
+		resource := path.Base(u.Path)
+		q := u.Query()
+		switch {
+		case q.Get("sendInitialEvents") == "true":
+			streamed[resource] = true
+		case q.Get("watch") != "true" && q.Get("resourceVersionMatch") != "Exact":
+			// The consistency check lists at the exact version streamed;
+			// any other list is the reflector's.
+			listed[resource] = true
+		}
+	}
+	for _, r := range []string{"services", "endpointslices", "nodes"} {
+		switch {
+		case !streamed[r]:
+			t.Errorf("%s: no streamed listing asked for; requests: %v", r, f.requests)
+		case listed[r]:
+			t.Logf("%s: the API server refused to stream the listing; listed instead", r)
+		default:
+			t.Logf("%s: listing streamed", r)
+		}
+	}
 }

@@ -25,8 +25,11 @@
 //     once.
 //   - Two sources feed a tracker: [WatchKubernetes] through client-go
 //     reflectors whose objects go straight into the tracker (no informer
-//     cache: the tracker's converted copy is the only one), and [WatchFiles] from a directory of YAML or JSON
-//     manifests (see [ParseManifests]), which needs no cluster.
+//     cache: the tracker's converted copy is the only one), and
+//     [WatchFiles] from a directory of YAML or JSON manifests (see
+//     [ParseManifests]), which needs no cluster. [NewClient] reaches the
+//     API server with only the two API groups read here; package
+//     watcher/clientset adapts a client-go clientset instead.
 //
 // Wiring, as the daemon does it:
 //
@@ -34,6 +37,8 @@
 //	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: node, OnChange: func() { runner.Request() }})
 //	runner = watcher.NewRunner(watcher.RunnerConfig{MinSyncPeriod: min, SyncPeriod: period, Ready: tracker.Synced},
 //		func(ctx context.Context) error { return apply(ctx, tracker.Sync()) })
+//	client, err := watcher.NewClient(restConfig)
+//	...
 //	go watcher.WatchKubernetes(ctx, watcher.KubernetesConfig{Client: client, Tracker: tracker, NodeName: node.Name})
 //	runner.Run(ctx)
 //

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -21,9 +20,9 @@ const AnnotationTriggerTime = v1.EndpointsLastChangeTriggerTime
 
 // KubernetesConfig configures [WatchKubernetes].
 type KubernetesConfig struct {
-	// Client reaches the API server; it needs list and watch on services,
-	// endpointslices and nodes.
-	Client  kubernetes.Interface
+	// Client reaches the API server (see [NewClient]); it needs list and
+	// watch on services, endpointslices and nodes.
+	Client  *Client
 	Tracker *Tracker
 	// NodeName names this node's Node object, watched for the node's
 	// IPs and zone; empty watches none.
@@ -36,10 +35,11 @@ type KubernetesConfig struct {
 // WatchKubernetes feeds the tracker from the API server's Services,
 // EndpointSlices and this node's Node, through client-go reflectors that
 // list and then watch each kind, relisting when a watch breaks. The
-// objects go straight into the tracker; none is cached besides what the
-// tracker keeps of it (see forwardStore). Once the Services and the
-// EndpointSlices have been listed, it marks them synced in the tracker.
-// It runs until ctx is done and returns ctx's error.
+// objects go straight into the tracker, a listing's one by one as they
+// are decoded: none is cached besides what the tracker keeps of it, and
+// no listing is held whole (see forwardStore and [ListWatch]). Once the
+// Services and the EndpointSlices have been listed, it marks them synced
+// in the tracker. It runs until ctx is done and returns ctx's error.
 func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	// Changes made before the watch started were programmed by whoever
 	// ran before; their latency is not ours to report.
@@ -70,26 +70,29 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 			}
 			tr.DeleteEndpointSlice(namespace, name, trigger)
 		})
-	svcAPI := cfg.Client.CoreV1().Services(metav1.NamespaceAll)
-	sliceAPI := cfg.Client.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)
+	c := cfg.Client
+	stores := []*forwardStore{services, slices}
 	reflectors := []*cache.Reflector{
-		reflector(cfg.Client, &v1.Service{}, services, selector,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return svcAPI.List(ctx, o) }, svcAPI.Watch),
-		reflector(cfg.Client, &discoveryv1.EndpointSlice{}, slices, selector,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return sliceAPI.List(ctx, o) }, sliceAPI.Watch),
+		reflector(&v1.Service{}, services, c.Services, c.WatchList, selector),
+		reflector(&discoveryv1.EndpointSlice{}, slices, c.EndpointSlices, c.WatchList, selector),
 	}
 	if cfg.NodeName != "" {
 		nodes := newForwardStore(
 			func(o runtime.Object) { report(tr.SetNode(o.(*v1.Node))) },
 			func(_, name string, _ runtime.Object) { tr.DeleteNode(name) })
-		nodeAPI := cfg.Client.CoreV1().Nodes()
-		reflectors = append(reflectors, reflector(cfg.Client, &v1.Node{}, nodes,
-			func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-			},
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodeAPI.List(ctx, o) }, nodeAPI.Watch))
+		stores = append(stores, nodes)
+		reflectors = append(reflectors, reflector(&v1.Node{}, nodes, c.Nodes, c.WatchList, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+		}))
 	}
 
+	// A reflector stopped while listing does not wait for the list; once
+	// the reflectors returned, nothing more reaches the tracker.
+	defer func() {
+		for _, r := range stores {
+			r.stop()
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, r := range reflectors {
@@ -108,25 +111,45 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	return ctx.Err()
 }
 
-// reflector lists and watches one kind of object, with the options
-// narrowed by modify, into store.
-func reflector(client kubernetes.Interface, kind runtime.Object, store *forwardStore, modify func(*metav1.ListOptions),
-	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.Reflector {
-	lw := &cache.ListWatch{
+// reflector lists and watches one kind of object through lw, with the
+// options narrowed by modify, into store; watchList says whether lw can
+// stream the initial listing.
+func reflector(kind runtime.Object, store *forwardStore, lw ListWatch, watchList bool, modify func(*metav1.ListOptions)) *cache.Reflector {
+	clw := &cache.ListWatch{
+		// The objects listed are handed on as they are decoded; the
+		// reflector gets their placeholders.
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			modify(&o)
-			return list(ctx, o)
+			l := &listedList{}
+			lm, err := lw.List(ctx, o, func(obj runtime.Object) error {
+				p, err := store.handOn(obj)
+				if err != nil {
+					return err
+				}
+				l.Items = append(l.Items, p)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			l.ListMeta = lm
+			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			modify(&o)
-			return watchFn(ctx, o)
+			return lw.Watch(ctx, o)
 		},
 	}
-	// The client says whether it can stream the initial listing (a
-	// fake clientset cannot).
-	return cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), kind, store, cache.ReflectorOptions{})
+	return cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(clw, watchListSupport(watchList)),
+		kind, store, cache.ReflectorOptions{})
 }
+
+// watchListSupport tells a reflector whether the client can stream the
+// initial listing, in the form client-go asks (see
+// k8s.io/client-go/util/watchlist.DoesClientNotSupportWatchListSemantics).
+type watchListSupport bool
+
+func (s watchListSupport) IsWatchListSemanticsUnSupported() bool { return !bool(s) }
 
 // triggerTime returns the slice's trigger time if it is after start;
 // otherwise, or if the annotation is missing or malformed, zero.

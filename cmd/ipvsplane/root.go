@@ -11,9 +11,9 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
+	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
 )
 
 // app holds what the commands reach outside the process, so tests can
@@ -25,7 +25,7 @@ type app struct {
 	// nodeAddrs lists the node's addresses (see interfaceAddrs).
 	nodeAddrs func(device string) ([]netip.Addr, error)
 	// kubeClient connects to the API server (see kubeClient).
-	kubeClient func(o *options) (kubernetes.Interface, error)
+	kubeClient func(o *options) (*watcher.Client, error)
 }
 
 func newApp() *app {

@@ -7,10 +7,10 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/watcher"
+	"github.com/ipvsplane/ipvsplane/watcher/clientset"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -30,7 +30,7 @@ func TestRunKubernetesSource(t *testing.T) {
 	client := fake.NewClientset(initial...)
 	k := &fakeKernel{synced: make(chan []dataplane.ServicePort, 16)}
 	a, _, stderr := testApp(k, nil)
-	a.kubeClient = func(*options) (kubernetes.Interface, error) { return client, nil }
+	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
 	var cfg *dataplane.Config
 	a.newKernel = func(c *dataplane.Config) (kernel, error) {
 		cfg = c

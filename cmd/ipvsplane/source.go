@@ -7,14 +7,13 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // kubeClient connects to the API server: through --kubeconfig or
 // --master when given, else with the pod's service account.
-func kubeClient(o *options) (kubernetes.Interface, error) {
+func kubeClient(o *options) (*watcher.Client, error) {
 	cc := o.kp.ClientConnection
 	var cfg *rest.Config
 	var err error
@@ -29,7 +28,7 @@ func kubeClient(o *options) (kubernetes.Interface, error) {
 	cfg.QPS, cfg.Burst = cc.QPS, int(cc.Burst)
 	cfg.ContentType, cfg.AcceptContentTypes = cc.ContentType, cc.AcceptContentTypes
 	cfg.UserAgent = "ipvsplane"
-	return kubernetes.NewForConfig(cfg)
+	return watcher.NewClient(cfg)
 }
 
 // watch feeds the tracker from the configured source until ctx is done.
@@ -47,7 +46,7 @@ func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, tracker *w
 	case sourceFiles:
 		err = watcher.WatchFiles(ctx, watcher.FilesConfig{Dir: o.manifests, Tracker: tracker, OnError: onError})
 	default:
-		var client kubernetes.Interface
+		var client *watcher.Client
 		if client, err = a.kubeClient(o); err != nil {
 			return err
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestLowerGCUntilSynced(t *testing.T) {
+func TestFirstSyncGCSettings(t *testing.T) {
 	tests := []struct {
 		gogc        string
 		during, set int
@@ -16,7 +16,11 @@ func TestLowerGCUntilSynced(t *testing.T) {
 	for _, tt := range tests {
 		t.Setenv("GOGC", tt.gogc)
 		orig := debug.SetGCPercent(80)
-		gc := lowerGCUntilSynced()
+		gc := firstSyncGCSettings()
+		if got := debug.SetGCPercent(80); got != 80 {
+			t.Errorf("GOGC=%q: while listing %d, want 80", tt.gogc, got)
+		}
+		gc.listed()
 		gc.listed()
 		if got := debug.SetGCPercent(-1); got != tt.during {
 			t.Errorf("GOGC=%q: during the first sync %d, want %d", tt.gogc, got, tt.during)

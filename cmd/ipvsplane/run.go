@@ -73,7 +73,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		m.endpointsPending.Set(float64(ep))
 		runner.Request()
 	}})
-	gc := lowerGCUntilSynced()
+	gc := firstSyncGCSettings()
 	defer gc.synced()
 	runner = watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,

@@ -394,13 +394,14 @@ func TestAPIServerContentTypes(t *testing.T) {
 	}
 }
 
-// Each reflector asks to stream its first listing (watch-list), in which
-// the store hands each object on as it arrives and keeps a placeholder.
-// An API server whose etcd lacks progress notifications (RequestWatchProgress:
-// etcd before 3.4.31 or 3.5.13, as Debian 12's 3.4.23) refuses, and the
-// reflector lists instead. client-go's check of a streamed listing
-// against a plain one, which transforms both, finds the placeholders
-// consistent.
+// Each reflector streams its first listing (watch-list), in which the
+// store hands each object on as it arrives and keeps a placeholder. An API
+// server whose etcd lacks progress notifications (RequestWatchProgress:
+// etcd before 3.4.31 or 3.5.13, as Debian 12's 3.4.23) would refuse and
+// the reflector list instead; the tests' etcd is the one k8s.io/kubernetes
+// requires, as a real cluster's is. client-go's check of a streamed
+// listing against a plain one, which transforms both, finds the
+// placeholders consistent.
 func TestAPIServerListingPath(t *testing.T) {
 	defer consistencydetector.SetDataConsistencyDetectionForWatchListEnabledForTest(true)()
 	f := newAPIFixture(t, "node-a")
@@ -427,9 +428,10 @@ func TestAPIServerListingPath(t *testing.T) {
 		case !streamed[r]:
 			t.Errorf("%s: no streamed listing asked for; requests: %v", r, f.requests)
 		case listed[r]:
-			t.Logf("%s: the API server refused to stream the listing; listed instead", r)
-		default:
-			t.Logf("%s: listing streamed", r)
+			// As on an API server whose etcd lacks RequestWatchProgress
+			// (before 3.4.31 or 3.5.13): hack/build-kube builds one that
+			// has it, as real clusters do.
+			t.Errorf("%s: the API server refused to stream the listing and it was listed instead; is etcd the one hack/build-kube builds?", r)
 		}
 	}
 }

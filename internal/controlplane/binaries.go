@@ -31,7 +31,8 @@ func CacheDir() (string, error) {
 }
 
 // KubeProgram returns the path of a program hack/build-kube builds
-// ("kube-apiserver", "kube-proxy"): from the cache, else from PATH.
+// ("kube-apiserver", "kube-proxy", "etcd"): from the cache, else from
+// PATH.
 func KubeProgram(name string) (string, error) {
 	if dir, err := CacheDir(); err == nil {
 		p := filepath.Join(dir, name)
@@ -45,13 +46,6 @@ func KubeProgram(name string) (string, error) {
 	return "", fmt.Errorf("%s %s (build it with hack/build-kube): %w", name, KubeVersion, errNoProgram)
 }
 
-// EtcdProgram returns the path of etcd: Debian's /usr/bin/etcd from the
-// etcd-server package, else etcd on PATH.
-func EtcdProgram() (string, error) {
-	for _, p := range []string{"/usr/bin/etcd", "etcd"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path, nil
-		}
-	}
-	return "", fmt.Errorf("etcd (apt-get install etcd-server): %w", errNoProgram)
-}
+// EtcdProgram returns the path of the etcd hack/build-kube builds (the
+// version k8s.io/kubernetes requires): from the cache, else from PATH.
+func EtcdProgram() (string, error) { return KubeProgram("etcd") }

@@ -2,11 +2,12 @@
 // etcd and kube-apiserver as the test binary's own child processes,
 // listening on loopback only, and hands tests a client-go *rest.Config.
 //
-// etcd is Debian's etcd-server (/usr/bin/etcd, or etcd on PATH); its data
-// directory is a fresh temporary directory. kube-apiserver is the one
-// hack/build-kube builds from the k8s.io/kubernetes module pinned in
-// hack/kube/go.mod, looked up as $IPVSPLANE_CACHE/kube/<KubeVersion>/kube-apiserver
-// (default cache ~/.cache/ipvsplane), then on PATH. Both get free ports
+// etcd and kube-apiserver are the ones hack/build-kube builds from the
+// k8s.io/kubernetes module pinned in hack/kube/go.mod (etcd at the version
+// that module requires, new enough for the API server to stream
+// listings), looked up as $IPVSPLANE_CACHE/kube/<KubeVersion>/<program>
+// (default cache ~/.cache/ipvsplane), then on PATH; etcd's data directory
+// is a fresh temporary directory. Both get free ports
 // picked at start. The API server serves a self-signed certificate it
 // generates in its --cert-dir, authenticates one static bearer token (user
 // "admin" in group system:masters), runs no admission plugin that waits on a

@@ -34,7 +34,7 @@ func New(t testing.TB, cfg *Config) *ControlPlane {
 func requirePrograms(t testing.TB) {
 	t.Helper()
 	_, err := EtcdProgram()
-	testutil.Require(t, err == nil, "etcd (apt-get install etcd-server)")
+	testutil.Require(t, err == nil, "etcd (run hack/build-kube)")
 	_, err = KubeProgram("kube-apiserver")
 	testutil.Require(t, err == nil, "kube-apiserver "+KubeVersion+" (run hack/build-kube)")
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // kernelOps counts the kernel objects a plan touches: one per IPVS
-// operation, set entry, address and flush.
+// request (an AddReals makes one per real server), set entry, address and
+// flush.
 func kernelOps(p *Plan) int {
 	n := 0
 	for _, op := range p.Ops {
@@ -25,6 +26,8 @@ func kernelOps(p *Plan) int {
 			n += len(o.Entries)
 		case DelEntries:
 			n += len(o.Entries)
+		case AddReals:
+			n += len(o.Reals)
 		default:
 			n++
 		}

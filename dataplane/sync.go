@@ -102,18 +102,15 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	return res, nil
 }
 
-// canaryAlive checks, with a few requests, that the kernel still holds
-// what the dataplane programmed: the ownership sets at their sizes, one of
-// its virtual servers, its device and its rule tables. An outside flush of
-// any of them (ipvsadm -C, ipset flush, a deleted device, nft flush
-// ruleset) makes it false, and the sync reads the kernel again at once
-// instead of at the next full resync.
+// canaryAlive checks, with a few requests whatever the cluster's size,
+// that the kernel still holds what the dataplane programmed: a member of
+// each ownership set, one of its virtual servers, its device and its rule
+// tables. An outside flush of any of them (ipvsadm -C, ipset flush, a
+// deleted device, nft flush ruleset) makes it false, and the sync reads
+// the kernel again at once instead of at the next full resync.
 func (d *Dataplane) canaryAlive(ctx context.Context, node *Node) bool {
 	for _, ipv6 := range []bool{false, true} {
-		name := SetName(SetOwned, ipv6)
-		want := len(d.programmed.Entries[name])
-		h, err := d.sets.Header(ctx, name)
-		if err != nil || int(h.Entries) != want {
+		if !d.setIntact(ctx, SetName(SetOwned, ipv6)) {
 			return false
 		}
 	}
@@ -130,6 +127,24 @@ func (d *Dataplane) canaryAlive(ctx context.Context, node *Node) bool {
 	}
 	current, err := tablesCurrent(d.rules, node)
 	return err == nil && current
+}
+
+// setIntact tests one of the members the dataplane put in a set, or for
+// a set it left empty, that the set is there and empty. Counting a set's
+// members would make the kernel walk all of it (it sizes the set's memory
+// as it answers), which costs as much as the cluster is large on every
+// sync.
+func (d *Dataplane) setIntact(ctx context.Context, name string) bool {
+	for e := range d.programmed.Entries[name] {
+		parsed, err := d.parseEntries(name, []string{e})
+		if err != nil {
+			return false
+		}
+		in, err := d.sets.Test(ctx, name, parsed[0])
+		return err == nil && in
+	}
+	h, err := d.sets.Header(ctx, name)
+	return err == nil && h.Entries == 0
 }
 
 // Resync forgets what the dataplane believes the kernel holds, so the next

@@ -6,9 +6,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,7 +59,7 @@ func (c *benchCluster) grow(ctx context.Context, n int) error {
 		return nil
 	}
 	c.vips = append(c.vips, make([]netip.Addr, n-from)...)
-	return parallel(ctx, from, n, func(ctx context.Context, i int) error {
+	return testutil.Parallel(ctx, 16, from, n, func(ctx context.Context, i int) error {
 		svc, err := c.client.CoreV1().Services(c.namespace).Create(ctx, benchServiceObject(i), metav1.CreateOptions{})
 		if err != nil {
 			return err
@@ -77,7 +77,7 @@ func (c *benchCluster) delete(ctx context.Context) error {
 	if err := c.client.DiscoveryV1().EndpointSlices(c.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
 	}
-	return parallel(ctx, 0, len(c.vips), func(ctx context.Context, i int) error {
+	return testutil.Parallel(ctx, 16, 0, len(c.vips), func(ctx context.Context, i int) error {
 		err := c.client.CoreV1().Services(c.namespace).Delete(ctx, benchServiceName(i), metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -134,29 +134,4 @@ func benchSlice(i int) *discoveryv1.EndpointSlice {
 		})
 	}
 	return s
-}
-
-// parallel runs fn for from..to-1 on 16 goroutines and returns the first
-// error; the API server is on the host, so requests wait mostly on the
-// network.
-func parallel(ctx context.Context, from, to int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-	for i := from; i < to && ctx.Err() == nil; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -152,7 +153,7 @@ func createBenchObjects(ctx context.Context, cs kubernetes.Interface, ns string,
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return inParallel(ctx, n, func(ctx context.Context, i int) error {
+	return testutil.Parallel(ctx, 32, 0, n, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("svc-%d", i)
 		svc, err := cs.CoreV1().Services(ns).Create(ctx, &v1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
@@ -194,28 +195,4 @@ func createBenchObjects(ctx context.Context, cs kubernetes.Interface, ns string,
 		_, err = cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, s, metav1.CreateOptions{})
 		return err
 	})
-}
-
-// inParallel runs fn for 0..n-1 on 32 goroutines and returns the first
-// error.
-func inParallel(ctx context.Context, n int, fn func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
 }

@@ -13,6 +13,8 @@ import (
 	"context"
 
 	"github.com/ipvsplane/ipvsplane/watcher"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -28,48 +30,41 @@ func New(cs kubernetes.Interface) *watcher.Client {
 	nodes := cs.CoreV1().Nodes()
 	return &watcher.Client{
 		Services: watcher.ListWatch{
-			List: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
-				l, err := svcs.List(ctx, o)
-				if err != nil {
-					return metav1.ListMeta{}, err
-				}
-				return l.ListMeta, eachItem(l.Items, each)
-			},
+			List:  listEach(svcs.List, func(l *v1.ServiceList) (metav1.ListMeta, []v1.Service) { return l.ListMeta, l.Items }),
 			Watch: svcs.Watch,
 		},
 		EndpointSlices: watcher.ListWatch{
-			List: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
-				l, err := slices.List(ctx, o)
-				if err != nil {
-					return metav1.ListMeta{}, err
-				}
-				return l.ListMeta, eachItem(l.Items, each)
-			},
+			List: listEach(slices.List, func(l *discoveryv1.EndpointSliceList) (metav1.ListMeta, []discoveryv1.EndpointSlice) {
+				return l.ListMeta, l.Items
+			}),
 			Watch: slices.Watch,
 		},
 		Nodes: watcher.ListWatch{
-			List: func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
-				l, err := nodes.List(ctx, o)
-				if err != nil {
-					return metav1.ListMeta{}, err
-				}
-				return l.ListMeta, eachItem(l.Items, each)
-			},
+			List:  listEach(nodes.List, func(l *v1.NodeList) (metav1.ListMeta, []v1.Node) { return l.ListMeta, l.Items }),
 			Watch: nodes.Watch,
 		},
 		WatchList: !watchlist.DoesClientNotSupportWatchListSemantics(cs),
 	}
 }
 
-// eachItem calls each with every item of a list, in order.
-func eachItem[T any, P interface {
+// listEach turns a typed client's List into a [watcher.ListWatch] List:
+// the list, decoded whole, then each of its items (split out by parts)
+// handed on in order.
+func listEach[L any, T any, P interface {
 	*T
 	runtime.Object
-}](items []T, each func(runtime.Object) error) error {
-	for i := range items {
-		if err := each(P(&items[i])); err != nil {
-			return err
+}](list func(context.Context, metav1.ListOptions) (L, error), parts func(L) (metav1.ListMeta, []T)) func(context.Context, metav1.ListOptions, func(runtime.Object) error) (metav1.ListMeta, error) {
+	return func(ctx context.Context, o metav1.ListOptions, each func(runtime.Object) error) (metav1.ListMeta, error) {
+		l, err := list(ctx, o)
+		if err != nil {
+			return metav1.ListMeta{}, err
 		}
+		meta, items := parts(l)
+		for i := range items {
+			if err := each(P(&items[i])); err != nil {
+				return meta, err
+			}
+		}
+		return meta, nil
 	}
-	return nil
 }

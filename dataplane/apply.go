@@ -64,26 +64,21 @@ const ipvsBatchRequests = 2048
 // as many as fit in ipvsBatchRequests requests, and at least one.
 func ipvsPiece(ops []Op) int {
 	requests := 0
-	for i := range ops {
-		if requests += ipvsRequests(ops[i : i+1]); requests > ipvsBatchRequests && i > 0 {
+	for i, op := range ops {
+		if requests += ipvsRequests(op); requests > ipvsBatchRequests && i > 0 {
 			return i
 		}
 	}
 	return len(ops)
 }
 
-// ipvsRequests counts the requests IPVS operations take: one each, and
-// one per real server of an AddReals.
-func ipvsRequests(ops []Op) int {
-	n := 0
-	for _, op := range ops {
-		if o, ok := op.(AddReals); ok {
-			n += len(o.Reals)
-		} else {
-			n++
-		}
+// ipvsRequests counts the requests an IPVS operation takes: one, or one
+// per real server of an AddReals.
+func ipvsRequests(op Op) int {
+	if o, ok := op.(AddReals); ok {
+		return len(o.Reals)
 	}
-	return n
+	return 1
 }
 
 // sameKindRun returns how many operations from the first on go to the
@@ -263,22 +258,26 @@ type ipvsRequest struct {
 // nothing has nothing to do. Each failure is returned per request, so a
 // real server that failed is named alone.
 func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
-	n := ipvsRequests(ops)
+	n := 0
+	for _, op := range ops {
+		n += ipvsRequests(op)
+	}
 	reqs := make([]ipvsRequest, 0, n)
 	var b ipvs.Batch
 	b.Grow(n)
 	for i, op := range ops {
 		if o, ok := op.(AddReals); ok {
+			svc := o.Virtual.ipvsService()
 			for j, r := range o.Reals {
 				reqs = append(reqs, ipvsRequest{op: i, real: j})
-				b.CreateDestination(o.Virtual.ipvsService(), r.ipvsDestination())
+				b.CreateDestination(svc, r.ipvsDestination())
 			}
 			continue
 		}
 		reqs = append(reqs, ipvsRequest{op: i})
 		addIPVS(&b, op)
 	}
-	failures := d.sendIPVS(ctx, &b, len(reqs), nil)
+	failures := d.sendIPVS(ctx, &b)
 	var retry []int
 	for i, err := range failures {
 		op := ops[reqs[i].op]
@@ -301,9 +300,9 @@ func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
 				b.UpdateService(o.Virtual.ipvsService())
 			}
 		}
-		retried := d.sendIPVS(ctx, &b, len(retry), retry)
-		for _, i := range retry {
-			if err, ok := retried[i]; ok {
+		retried := d.sendIPVS(ctx, &b)
+		for j, i := range retry {
+			if err, ok := retried[j]; ok {
 				failures[i] = err
 			} else {
 				delete(failures, i)
@@ -313,24 +312,18 @@ func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
 	return d.recordIPVS(ops, reqs, failures)
 }
 
-// sendIPVS applies a batch of n requests and returns the failures by
-// request, numbered through index when it is not nil.
-func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch, n int, index []int) map[int]error {
-	number := func(i int) int {
-		if index == nil {
-			return i
-		}
-		return index[i]
-	}
+// sendIPVS applies a batch and returns its failures by their place in
+// the batch.
+func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
 	failures := map[int]error{}
 	var batchErr *ipvs.BatchError
 	if err := d.ipvs.Apply(ctx, b); errors.As(err, &batchErr) {
 		for _, f := range batchErr.Failed {
-			failures[number(f.Index)] = f
+			failures[f.Index] = f
 		}
 	} else if err != nil {
-		for i := range n {
-			failures[number(i)] = err
+		for i := range b.Len() {
+			failures[i] = err
 		}
 	}
 	return failures

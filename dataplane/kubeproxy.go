@@ -98,7 +98,7 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []KubeProxyChain) error {
 					return doomed[KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: target}]
 				}) {
 					if err := conn.DelRule(r); err != nil {
-						return err
+						return fmt.Errorf("deleting a jump to kube-proxy's chains from %s: %w", KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
 					}
 				}
 			}

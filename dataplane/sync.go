@@ -255,16 +255,13 @@ func (d *Dataplane) failed(op Op, err error) error {
 		s.Virtual[o.Virtual.VirtualKey] = true
 	case DeleteVirtual:
 		s.Virtual[o.Virtual] = true
-	case AddReals:
-		s.Virtual[o.Virtual] = true
-	case UpdateReal:
-		s.Virtual[o.Virtual] = true
-	case DeleteReal:
-		s.Virtual[o.Virtual] = true
 	case Bind:
 		s.Addresses[o.Addr] = true
 	case Unbind:
 		s.Addresses[o.Addr] = true
+	}
+	if vk, ok := realsTarget(op); ok {
+		s.Virtual[vk] = true
 	}
 	return &OpError{Op: op, Err: err}
 }

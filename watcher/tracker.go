@@ -301,7 +301,7 @@ func (t *Tracker) sync(whole bool) *Update {
 	for k := range dirty {
 		var ports []dataplane.ServicePort
 		if svc, ok := t.services[k]; ok {
-			ports = join(svc, t.sliceInfos(k))
+			ports = join(svc, t.bySvc[k])
 		}
 		old, ok := t.synced[k]
 		u.Changes = append(u.Changes, changedPorts(old, ports)...)
@@ -342,9 +342,6 @@ func (t *Tracker) sync(whole bool) *Update {
 	}
 	return u
 }
-
-// sliceInfos returns a service's slices in slice-name order.
-func (t *Tracker) sliceInfos(svc key) []*sliceInfo { return t.bySvc[svc] }
 
 func compareSliceName(s *sliceInfo, name string) int { return strings.Compare(s.name, name) }
 

@@ -10,7 +10,7 @@ import (
 
 // KubeVersion is the Kubernetes release hack/build-kube builds; a unit test
 // keeps it equal to the version hack/kube/go.mod pins.
-const KubeVersion = "v1.37.1"
+const KubeVersion = "v1.37.2"
 
 // errNoProgram is wrapped by the lookups when a program is missing.
 var errNoProgram = errors.New("program not found")

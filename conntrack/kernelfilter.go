@@ -88,8 +88,8 @@ func (f *Filter) dumpRequest(family Family, level kernelLevel) (netlink.Message,
 //
 // IPv6 addresses are left to the Go side: the kernel's IPv6 address
 // comparison in ctnetlink_filter_match_tuple is inverted (it drops the
-// entries that match) on every kernel tested, 5.10 to 6.18
-// (TestKernelIPv6DumpFilterInverted).
+// entries that match) on many kernels, Debian's 5.10 and 6.1 and 6.18.44
+// among them, though not on Debian 13's 6.12.118 (TestKernelIPv6DumpFilter).
 func (t TupleFilter) kernelTuple(ae *netlink.AttributeEncoder, typ uint16, family Family, proto Protocol) uint32 {
 	var flags uint32
 	var tu Tuple

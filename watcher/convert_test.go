@@ -142,17 +142,25 @@ func TestServicePorts(t *testing.T) {
 			}
 		})},
 	}, {
-		name: "node, zone and zone hints",
+		name: "node, zone, zone hints and node hints",
 		svc:  service(),
 		slices: []*discoveryv1.EndpointSlice{endpointSlice("web-1", withEndpoints(
 			apiEndpoint("10.244.1.1", func(e *discoveryv1.Endpoint) {
 				e.NodeName, e.Zone = ptr("node-a"), ptr("zone-a")
 				e.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}, {Name: "zone-c"}}}
 			}),
+			apiEndpoint("10.244.1.2", func(e *discoveryv1.Endpoint) {
+				e.NodeName, e.Zone = ptr("node-b"), ptr("zone-a")
+				e.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: "node-b"}}}
+			}),
+			apiEndpoint("10.244.1.3", func(e *discoveryv1.Endpoint) { e.Hints = &discoveryv1.EndpointHints{} }),
 		))},
 		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
 			p.Endpoints = []dataplane.Endpoint{{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Ready: true, Serving: true,
-				NodeName: "node-a", Zone: "zone-a", ZoneHints: []string{"zone-a", "zone-c"}}}
+				NodeName: "node-a", Zone: "zone-a", Hints: &dataplane.Hints{ForZones: []string{"zone-a", "zone-c"}}},
+				{Addr: netip.MustParseAddr("10.244.1.2"), Port: 8080, Ready: true, Serving: true,
+					NodeName: "node-b", Zone: "zone-a", Hints: &dataplane.Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-b"}}},
+				{Addr: netip.MustParseAddr("10.244.1.3"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b"}}
 		})},
 	}, {
 		name: "dual-stack",
@@ -430,5 +438,19 @@ func TestConvertNode(t *testing.T) {
 			}
 			checkErrors(t, errs, fields)
 		})
+	}
+}
+
+// The endpoints of a slice with the same hints share one copy of them.
+func TestSliceEndpointsShareHints(t *testing.T) {
+	hinted := func(e *discoveryv1.Endpoint) {
+		e.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
+	}
+	info, err := convertSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.1", hinted), apiEndpoint("10.244.1.2", hinted))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := info.endpoints[0].Hints; h == nil || h != info.endpoints[1].Hints {
+		t.Errorf("hints %p and %p, want one shared copy", h, info.endpoints[1].Hints)
 	}
 }

@@ -137,7 +137,8 @@ func TestServicePorts(t *testing.T) {
 			p.Endpoints = []dataplane.Endpoint{
 				ep("10.244.1.1", 8080),
 				{Addr: netip.MustParseAddr("10.244.1.2"), Port: 8080, Serving: true, Terminating: true, NodeName: "node-b"},
-				{Addr: netip.MustParseAddr("10.244.1.3"), Port: 8080, NodeName: "node-b"},
+				// kube-proxy reads a nil serving as true, whatever ready says.
+				{Addr: netip.MustParseAddr("10.244.1.3"), Port: 8080, Serving: true, NodeName: "node-b"},
 				{Addr: netip.MustParseAddr("10.244.1.4"), Port: 8080, Terminating: true, NodeName: "node-b"},
 			}
 		})},

@@ -103,17 +103,14 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		case ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast():
 			return nil, fail(field, "%s is not a unicast address", ip)
 		}
-		// The API's defaults: a nil ready means ready, a nil serving
-		// means the same as ready, a nil terminating means not.
+		// As kube-proxy reads the conditions: a nil ready or serving
+		// means true, a nil terminating false.
 		c := ep.Conditions
 		e := dataplane.Endpoint{
 			Addr:        ip,
 			Ready:       c.Ready == nil || *c.Ready,
+			Serving:     c.Serving == nil || *c.Serving,
 			Terminating: c.Terminating != nil && *c.Terminating,
-		}
-		e.Serving = e.Ready
-		if c.Serving != nil {
-			e.Serving = *c.Serving
 		}
 		// Node and zone names repeat across a cluster's endpoints: one
 		// copy of each.

@@ -224,21 +224,31 @@ func TestServicePorts(t *testing.T) {
 			}),
 		},
 	}, {
-		name: "slices merged, duplicates taken once preferring ready",
+		// Issue 15 §1.15: as kube-proxy's EndpointSliceCache, a later copy
+		// replaces an earlier one unless it is terminating.
+		name: "slices merged, an endpoint listed twice taken once",
 		svc:  service(),
 		slices: []*discoveryv1.EndpointSlice{
 			endpointSlice("web-b", withEndpoints(
-				apiEndpoint("10.244.1.1"),
-				apiEndpoint("10.244.1.2", func(e *discoveryv1.Endpoint) { e.Conditions.Ready = ptr(false) }),
+				apiEndpoint("10.244.1.3", func(e *discoveryv1.Endpoint) {
+					e.NodeName, e.Conditions = ptr("node-a"), discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+				}),
 			)),
 			endpointSlice("web-a", withEndpoints(
+				apiEndpoint("10.244.1.1", func(e *discoveryv1.Endpoint) { e.NodeName = ptr("node-a") }),
 				apiEndpoint("10.244.1.1", func(e *discoveryv1.Endpoint) { e.Conditions.Ready = ptr(false) }),
 				apiEndpoint("10.244.1.2"),
+				apiEndpoint("10.244.1.2", func(e *discoveryv1.Endpoint) {
+					e.NodeName, e.Conditions = ptr("node-a"), discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+				}),
 				apiEndpoint("10.244.1.3"),
 			)),
 		},
 		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.1", 8080), ep("10.244.1.2", 8080), ep("10.244.1.3", 8080)}
+			p.Endpoints = []dataplane.Endpoint{
+				{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Serving: true, NodeName: "node-b"},
+				ep("10.244.1.2", 8080), ep("10.244.1.3", 8080),
+			}
 		})},
 	}, {
 		name: "slices of other services, headless, another proxy's, unlabelled and FQDN ignored",

@@ -251,7 +251,7 @@ func TestServicePorts(t *testing.T) {
 			}
 		})},
 	}, {
-		name: "slices of other services, headless, another proxy's, unlabelled and FQDN ignored",
+		name: "slices of other services, headless, unlabelled and FQDN ignored",
 		svc:  service(),
 		slices: []*discoveryv1.EndpointSlice{
 			endpointSlice("other", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelServiceName] = "other" },
@@ -260,8 +260,6 @@ func TestServicePorts(t *testing.T) {
 				withEndpoints(apiEndpoint("10.244.9.2"))),
 			endpointSlice("headless", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelHeadless] = "" },
 				withEndpoints(apiEndpoint("10.244.9.3"))),
-			endpointSlice("proxied", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelServiceProxyName] = "cilium" },
-				withEndpoints(apiEndpoint("10.244.9.4"))),
 			endpointSlice("unlabelled", func(s *discoveryv1.EndpointSlice) { s.Labels = nil },
 				withEndpoints(apiEndpoint("10.244.9.5"))),
 			endpointSlice("fqdn", func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeFQDN },
@@ -284,6 +282,18 @@ func TestServicePorts(t *testing.T) {
 	}, {
 		name: "service labelled for another proxy",
 		svc:  service(func(s *v1.Service) { s.Labels = map[string]string{LabelServiceProxyName: "cilium"} }),
+	}, {
+		// Issue 15 §1.16: kube-proxy filters Services by the proxy-name
+		// label only and EndpointSlices by the headless label only.
+		name: "the headless label on a service and the proxy-name label on a slice are not looked at",
+		svc:  service(func(s *v1.Service) { s.Labels = map[string]string{LabelHeadless: ""} }),
+		slices: []*discoveryv1.EndpointSlice{
+			endpointSlice("proxied", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelServiceProxyName] = "cilium" },
+				withEndpoints(apiEndpoint("10.244.1.1"))),
+		},
+		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
+			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.1", 8080)}
+		})},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

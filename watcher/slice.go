@@ -35,11 +35,10 @@ type slicePort struct {
 }
 
 // convertSlice reads an EndpointSlice, or returns nil for one kube-proxy
-// does not use: headless, another proxy's, not joined to a service, or of
-// FQDN addresses.
+// does not use: headless, not joined to a service, or of FQDN addresses.
 func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	service := s.Labels[LabelServiceName]
-	if ignored(s.Labels) || service == "" {
+	if _, headless := s.Labels[LabelHeadless]; headless || service == "" {
 		return nil, nil
 	}
 	fail := objectError("EndpointSlice", s.Namespace, s.Name)

@@ -66,7 +66,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	defer d.hc.close(context.Background())
 
 	var runner *watcher.Runner
-	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnChange: func() {
 		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))

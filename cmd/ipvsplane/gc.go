@@ -14,7 +14,7 @@ import (
 // grows by a tenth, for more collections during the first sync only. The
 // listing before it keeps the default: the watcher hands each object on
 // as it is decoded, so the heap stays small, and a low GOGC there only
-// costs time (measured: see README, Benchmarking).
+// costs time (measured: see docs/benchmarks.md).
 const firstSyncGCPercent = 10
 
 // firstSyncGC holds the garbage collector's settings around the first

@@ -17,6 +17,9 @@ type options struct {
 	source     string
 	manifests  string
 	stateFile  string
+	// memoryLimit is the --memory-limit flag: empty for the automatic
+	// soft limit, "0" for none.
+	memoryLimit string
 	// kp holds kube-proxy's settings: defaults, then the --config file,
 	// then the flags given on the command line.
 	kp *kubeproxy.KubeProxyConfiguration
@@ -68,6 +71,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&kp.ClientConnection.ContentType, "kube-api-content-type", kp.ClientConnection.ContentType, "content type of requests to the API server")
 	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
 	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it to 1.1x the memory in use after the first sync, raised as the cluster grows. GOMEMLIMIT, if set, wins")
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
 }
 

@@ -60,7 +60,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&kp.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "the IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's")
 	fs.DurationVar(&kp.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "the IPVS timeout of UDP flows; 0 leaves the kernel's")
 	fs.StringSliceVar(&kp.NodePortAddresses, "nodeport-addresses", nil, "address ranges (or 'all') of the node addresses that serve node ports; empty means all")
-	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, InterfaceNamePrefix or BridgeInterface")
+	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, NodeCIDR, InterfaceNamePrefix or BridgeInterface")
 	fs.StringVar(&kp.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix, the prefix of the pods' host-side interfaces")
 	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
 	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez; empty disables them")

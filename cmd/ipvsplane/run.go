@@ -72,7 +72,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().NodeHealthy })
 	defer d.hc.close(context.Background())
 
-	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnChange: func() {
 		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))

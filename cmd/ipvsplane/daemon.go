@@ -106,7 +106,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		}
 	}
 	m.observe(res)
-	d.health.sync()
+	d.health.updated()
 	if full {
 		d.hc.replace(u.State.Services)
 	} else {

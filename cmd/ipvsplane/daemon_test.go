@@ -119,8 +119,9 @@ func TestDaemonSync(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{}
 	stateFile := filepath.Join(t.TempDir(), "status.json")
+	m := newMetrics()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: newMetrics(), health: newHealth(30*time.Second, clock.now),
+		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, clock.now, false, m),
 		stateFile: stateFile, now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}}),
 	}
@@ -206,8 +207,9 @@ func TestDaemonSync(t *testing.T) {
 func TestDaemonProgress(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{block: make(chan struct{})}
+	m := newMetrics()
 	d := &daemon{
-		log: zap.New(core), kernel: k, metrics: newMetrics(), health: newHealth(time.Minute, time.Now),
+		log: zap.New(core), kernel: k, metrics: m, health: newHealth(time.Minute, time.Now, false, m),
 		now: time.Now, progressEvery: time.Millisecond,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
 	}

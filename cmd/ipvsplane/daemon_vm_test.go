@@ -71,7 +71,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	})
 	t.Run("healthz and metrics", func(t *testing.T) {
 		for _, path := range []string{"/healthz", "/livez"} {
-			if code, body, err := httpGet(n.node, "127.0.0.1:10256", path); err != nil || code != 200 || !strings.Contains(body, `"nodeHealthy":true`) {
+			if code, body, err := httpGet(n.node, "127.0.0.1:10256", path); err != nil || code != 200 || !strings.Contains(body, `"healthy":true`) {
 				t.Errorf("%s: %d %s %v", path, code, body, err)
 			}
 		}

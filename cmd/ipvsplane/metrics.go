@@ -34,6 +34,8 @@ type metrics struct {
 	invalidObjects prometheus.Counter
 	leftOut        prometheus.Gauge
 	servicePorts   prometheus.Gauge
+
+	healthz, livez *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -92,8 +94,15 @@ func newMetrics() *metrics {
 		servicePorts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ipvsplane_service_ports", Help: "Service ports in the desired state.",
 		}),
+		healthz: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_proxy_healthz_total", Help: "/healthz answers, by HTTP status code.",
+		}, []string{"code"}),
+		livez: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_proxy_livez_total", Help: "/livez answers, by HTTP status code.",
+		}, []string{"code"}),
 	}
-	m.registry.MustRegister(m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
+	m.registry.MustRegister(m.healthz, m.livez,
+		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -57,16 +57,17 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	defer stop()
 
 	m := newMetrics()
-	h := newHealth(s.syncPeriod, a.now)
+	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
 	d := &daemon{
 		log: log, kernel: k, metrics: m, health: h, stateFile: o.stateFile, now: a.now,
 		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
 	}
-	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().NodeHealthy })
+	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
 	defer d.hc.close(context.Background())
 
 	var runner *watcher.Runner
-	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnNode: h.setNode, OnChange: func() {
+		h.queued()
 		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
@@ -109,8 +110,8 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		return nil
 	}
 	healthMux := http.NewServeMux()
-	healthMux.Handle("/healthz", h)
-	healthMux.Handle("/livez", h)
+	healthMux.Handle("/healthz", h.healthzHandler())
+	healthMux.Handle("/livez", h.livezHandler())
 	if err := serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
 		return err
 	}
@@ -132,6 +133,9 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	go d.waitListed(srcCtx)
 	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(dataplane.DefaultDevice) }, d.tracker.SetAddresses)
 	runErr := make(chan error, 1)
+	// As kube-proxy's sync loop: healthy from the start, until a change
+	// waits too long.
+	h.updated()
 	go func() { runErr <- runner.Run(ctx) }()
 	select {
 	case err := <-srcErr:

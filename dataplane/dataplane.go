@@ -10,6 +10,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultDevice is the dummy device the virtual IPs are bound to, named as
@@ -73,6 +74,8 @@ type Dataplane struct {
 	setIndex map[string]uint16
 	device   *dummy.Device
 	lastFull time.Time
+	// kernelSysctls are the settings this kernel's release calls for.
+	kernelSysctls []Sysctl
 }
 
 // New opens the netlink connections. It fails with an error matching
@@ -91,7 +94,14 @@ func New(cfg *Config) (*Dataplane, error) {
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
 	}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return nil, fmt.Errorf("dataplane: uname: %w", err)
+	}
 	var err error
+	if d.kernelSysctls, err = KernelSysctls(unix.ByteSliceToString(uts.Release[:])); err != nil {
+		return nil, err
+	}
 	if d.ipvs, err = ipvs.Dial(&ipvs.Config{NetNS: d.cfg.NetNS, Fault: d.cfg.faultFor("ipvs")}); err != nil {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}

@@ -270,7 +270,7 @@ func (d *Dataplane) failed(op Op, err error) error {
 func (d *Dataplane) applyNodeSettings(ctx context.Context, node *Node) []error {
 	var errs []error
 	err := d.inNamespace(func() error {
-		_, err := WriteSysctls("/proc/sys", node.Sysctls())
+		_, err := WriteSysctls("/proc/sys", append(node.Sysctls(), d.kernelSysctls...))
 		return err
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ type kernel interface {
 	Sync(ctx context.Context, state *dataplane.State) (*dataplane.Result, error)
 	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *dataplane.State) (*dataplane.Plan, []error, error)
+	CheckScheduler(ctx context.Context, name string) error
 	Cleanup(ctx context.Context) error
 	Handover(ctx context.Context) error
 	Close() error

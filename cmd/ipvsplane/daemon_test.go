@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,6 +29,15 @@ type fakeKernel struct {
 	synced  chan []dataplane.ServicePort
 	// block, if not nil, holds Sync until it is closed.
 	block chan struct{}
+	// noScheduler fails CheckScheduler.
+	noScheduler bool
+}
+
+func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
+	if k.noScheduler {
+		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing", name, dataplane.ErrNoScheduler, name)
+	}
+	return nil
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {

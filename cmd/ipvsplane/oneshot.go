@@ -80,6 +80,9 @@ func (a *app) withDesired(ctx context.Context, log *zap.Logger, o *options, cmd 
 // after everything else was programmed.
 func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
 	return a.withDesired(ctx, log, o, cmd, func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error {
+		if err := k.CheckScheduler(ctx, u.State.Node.Scheduler); err != nil {
+			return err
+		}
 		start := a.now()
 		res, err := k.Sync(ctx, &u.State)
 		if err != nil {

@@ -106,3 +106,21 @@ func TestCommands(t *testing.T) {
 		})
 	}
 }
+
+// A scheduler the kernel lacks stops run and apply before they program
+// anything, naming the missing module, as kube-proxy refuses to start.
+func TestMissingSchedulerRefusesStart(t *testing.T) {
+	dir := manifestDir(t, map[string]string{"web.yaml": webManifest})
+	for _, args := range [][]string{
+		{"run", "--source=files", "--manifests", dir, "--ipvs-scheduler=sh", "--healthz-bind-address=", "--metrics-bind-address=", "--state-file="},
+		{"apply", "--source=files", "--manifests", dir, "--ipvs-scheduler=sh"},
+	} {
+		k := &fakeKernel{noScheduler: true}
+		a, stdout, stderr := testApp(k, nil)
+		code := execute(a, args)
+		out := stdout.String() + stderr.String()
+		if code != 1 || len(k.calls) != 0 || !strings.Contains(out, "ip_vs_sh") {
+			t.Errorf("%s: exit %d, kernel calls %v, output:\n%s", args[0], code, k.calls, out)
+		}
+	}
+}

@@ -55,6 +55,11 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	defer k.Close()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// As kube-proxy: a scheduler the kernel lacks stops the start, rather
+	// than failing every virtual server.
+	if err := k.CheckScheduler(ctx, s.node.Scheduler); err != nil {
+		return err
+	}
 
 	m := newMetrics()
 	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)

@@ -14,6 +14,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // app holds what the commands reach outside the process, so tests can
@@ -26,6 +27,8 @@ type app struct {
 	nodeAddrs func(device string) ([]netip.Addr, error)
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
+	// setConntrack writes the conntrack settings (see setConntrack).
+	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
 }
 
 func newApp() *app {
@@ -33,6 +36,9 @@ func newApp() *app {
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient,
+		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
+			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
+		},
 	}
 }
 

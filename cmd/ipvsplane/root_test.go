@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
@@ -27,6 +28,9 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 		},
 		nodeAddrs:  func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil },
 		kubeClient: kubeClient,
+		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
+			return nil, nil, nil
+		},
 	}, &stdout, &stderr
 }
 
@@ -72,6 +76,15 @@ func TestCommands(t *testing.T) {
 		{"cleanup --handover", func(t *testing.T) []string {
 			return []string{"cleanup", "--handover", "--state-file", filepath.Join(t.TempDir(), "none.json")}
 		}, nil, 0, []string{"handover"}, ""},
+		{"kube-proxy's --cleanup", func(t *testing.T) []string {
+			return []string{"--cleanup", "--state-file", filepath.Join(t.TempDir(), "none.json")}
+		}, nil, 0, []string{"cleanup"}, ""},
+		{"kube-proxy's --init-only", func(t *testing.T) []string {
+			return []string{"run", "--init-only", "--source=files", "--manifests", t.TempDir()}
+		}, nil, 0, nil, ""},
+		{"--cleanup is run's", func(t *testing.T) []string {
+			return []string{"apply", "--cleanup", "--source=files", "--manifests", t.TempDir()}
+		}, nil, 1, nil, "flags of ipvsplane run"},
 		{"no IPVS", func(t *testing.T) []string {
 			return []string{"apply", "--source=files", "--manifests", manifestDir(t, good)}
 		}, noIPVS, 1, nil, "the kernel has no IPVS: load the ip_vs module"},

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // setup loads the options and works out the settings; the notes are
@@ -25,6 +28,9 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 	}
 	for _, f := range ignored {
 		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
+	}
+	for _, f := range o.ignoredFlagsGiven() {
+		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
 	}
 	addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
 	if err != nil {
@@ -40,12 +46,48 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 	return s, nil
 }
 
+// initNode makes the settings kube-proxy makes before it starts, with
+// full privileges: the conntrack table's size and timeouts.
+func (a *app) initNode(log *zap.Logger, o *options) error {
+	changed, skipped, err := a.setConntrack(&o.kp.Conntrack)
+	for _, c := range changed {
+		log.Info("set conntrack setting", zap.String("setting", c))
+	}
+	if skipped != nil {
+		log.Warn("conntrack table size left as it is: this network namespace may not change it", zap.Error(skipped))
+	}
+	if err != nil {
+		return fmt.Errorf("setting the conntrack parameters of the configuration: %w", err)
+	}
+	return nil
+}
+
+// writeConfig writes the configuration as a KubeProxyConfiguration file,
+// as kube-proxy's --write-config-to does.
+func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration) error {
+	data, err := yaml.Marshal(kp)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
 // run is the daemon: it serves health and metrics, follows the source and
 // syncs the kernel until it gets SIGINT or SIGTERM. On exit it leaves the
 // kernel as it is, so traffic keeps flowing while it restarts.
 func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
 	s, err := a.setup(log, o, cmd)
 	if err != nil {
+		return err
+	}
+	// kube-proxy's flags that do one thing and exit.
+	switch {
+	case o.writeConfigTo != "":
+		return writeConfig(o.writeConfigTo, o.kp)
+	case o.cleanup:
+		return a.cleanup(ctx, o.stateFile, false)
+	}
+	if err := a.initNode(log, o); err != nil || o.initOnly {
 		return err
 	}
 	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod})

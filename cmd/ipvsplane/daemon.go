@@ -49,6 +49,9 @@ type daemon struct {
 	record syncRecord
 	// names holds each service port's keys in record.Services.
 	names map[dataplane.ServicePortName][]string
+	// noLocal holds the service ports with Local policies and no local
+	// endpoint, for their metric.
+	noLocal noLocalTracker
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -88,13 +91,13 @@ func (d *daemon) sync(ctx context.Context) error {
 	}
 	d.synced = true
 
-	m.syncDuration.Observe(took.Seconds())
+	observeFamilies(m.syncDuration, took.Seconds())
 	if res.Full {
-		m.fullSyncDuration.Observe(took.Seconds())
+		observeFamilies(m.fullSyncDuration, took.Seconds())
 	} else {
-		m.partialSyncDuration.Observe(took.Seconds())
+		observeFamilies(m.partialSyncDuration, took.Seconds())
 	}
-	m.lastSync.Set(float64(end.UnixNano()) / 1e9)
+	setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
 	m.serviceChanges.Add(float64(servicesPending))
 	m.endpointChanges.Add(float64(endpointsPending))
 	s, e := d.tracker.Pending()
@@ -103,16 +106,24 @@ func (d *daemon) sync(ctx context.Context) error {
 	m.servicePorts.Set(float64(u.ServicePorts))
 	for _, t := range u.TriggerTimes {
 		if !t.IsZero() {
-			m.programming.Observe(end.Sub(t).Seconds())
+			observeFamilies(m.programming, end.Sub(t).Seconds())
 		}
 	}
 	m.observe(res)
 	d.health.updated()
 	if full {
 		d.hc.replace(u.State.Services)
+		d.noLocal = noLocalTracker{}
+		for i := range u.State.Services {
+			d.noLocal.set(u.State.Services[i].Name, &u.State.Services[i], u.State.Node.Name)
+		}
 	} else {
 		d.hc.apply(changes)
+		for _, c := range changes {
+			d.noLocal.set(c.Name, c.Port, u.State.Node.Name)
+		}
 	}
+	m.observeNoLocal(d.noLocal)
 
 	failed := 0
 	for i, e := range res.Errors {

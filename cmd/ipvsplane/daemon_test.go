@@ -178,8 +178,8 @@ func TestDaemonSync(t *testing.T) {
 	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
 		t.Errorf("changes: %+v", k.changes)
 	}
-	if n := testutil.CollectAndCount(d.metrics.programming); n != 1 {
-		t.Errorf("network programming latency: %d series", n)
+	if n := testutil.CollectAndCount(d.metrics.programming); n != 2 {
+		t.Errorf("network programming latency: %d series, want one per family", n)
 	}
 	// A removed service is a change without a port.
 	d.tracker.DeleteService("demo", "web")
@@ -208,7 +208,7 @@ func TestDaemonSync(t *testing.T) {
 	if err := d.sync(context.Background()); err == nil {
 		t.Error("a sync with failed operations reported no error")
 	}
-	if got := testutil.ToFloat64(d.metrics.lastSync); got != float64(clock.t.Unix()) {
+	if got := testutil.ToFloat64(d.metrics.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
 	}
 }

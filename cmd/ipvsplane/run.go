@@ -115,7 +115,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	var runner *watcher.Runner
 	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnNode: h.setNode, OnChange: func() {
 		h.queued()
-		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
+		setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
 		m.endpointsPending.Set(float64(ep))
@@ -164,6 +164,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", m.handler())
+	serveKubeProxyPages(metricsMux, o.kp)
 	if err := serve("/metrics", s.metricsAddr, metricsMux); err != nil {
 		return err
 	}
@@ -183,6 +184,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.
 	h.updated()
+	setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 	go func() { runErr <- runner.Run(ctx) }()
 	select {
 	case err := <-srcErr:

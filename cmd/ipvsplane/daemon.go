@@ -32,11 +32,13 @@ const defaultProgressEvery = 5 * time.Second
 // daemon syncs the tracker's desired state into the kernel; its sync
 // method is the runner's sync function.
 type daemon struct {
-	log       *zap.Logger
-	kernel    kernel
-	tracker   *watcher.Tracker
-	metrics   *metrics
-	health    *health
+	log     *zap.Logger
+	kernel  kernel
+	tracker *watcher.Tracker
+	metrics *metrics
+	health  *health
+	// events records Events on the objects a sync concerns.
+	events    eventRecorder
 	hc        *hcServers
 	stateFile string
 	now       func() time.Time

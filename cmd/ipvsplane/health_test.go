@@ -19,7 +19,7 @@ func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 // get serves one request and decodes the answer.
-func get(t *testing.T, h http.Handler, path string) (int, map[string]any) {
+func serveJSON(t *testing.T, h http.Handler, path string) (int, map[string]any) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -72,7 +72,7 @@ func TestHealthSyncs(t *testing.T) {
 				path    string
 				handler http.Handler
 			}{{"/healthz", h.healthzHandler()}, {"/livez", h.livezHandler()}} {
-				got, body := get(t, p.handler, p.path)
+				got, body := serveJSON(t, p.handler, p.path)
 				if got != code || body["healthy"] != tt.want {
 					t.Errorf("%s answered %d %v, want %d healthy=%v", p.path, got, body, code, tt.want)
 				}
@@ -115,7 +115,7 @@ func TestHealthNodeEligible(t *testing.T) {
 			h := newHealth(time.Minute, c.now, tt.nodeRequired, newMetrics())
 			h.updated()
 			h.setNode(tt.node)
-			code, body := get(t, h.healthzHandler(), "/healthz")
+			code, body := serveJSON(t, h.healthzHandler(), "/healthz")
 			wantCode := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tt.want]
 			if code != wantCode || body["nodeEligible"] != tt.want || body["healthy"] != true {
 				t.Errorf("/healthz answered %d %v, want %d nodeEligible=%v healthy=true", code, body, wantCode, tt.want)
@@ -128,7 +128,7 @@ func TestHealthNodeEligible(t *testing.T) {
 			if st, _ := body["status"].(map[string]any); st["IPv4"] == nil || st["IPv6"] == nil {
 				t.Errorf("/healthz status per family: %v", body["status"])
 			}
-			code, body = get(t, h.livezHandler(), "/livez")
+			code, body = serveJSON(t, h.livezHandler(), "/livez")
 			if _, ok := body["nodeEligible"]; code != http.StatusOK || ok {
 				t.Errorf("/livez answered %d %v, want 200 without nodeEligible", code, body)
 			}

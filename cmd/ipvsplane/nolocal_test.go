@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func ep(addr, node string, ready, serving, terminating bool) dataplane.Endpoint {
+func noLocalEndpoint(addr, node string, ready, serving, terminating bool) dataplane.Endpoint {
 	return dataplane.Endpoint{Addr: netip.MustParseAddr(addr), Port: 80, NodeName: node, Ready: ready, Serving: serving, Terminating: terminating}
 }
 
@@ -23,20 +23,20 @@ func TestNoLocalEndpoints(t *testing.T) {
 	L, C := dataplane.PolicyLocal, dataplane.PolicyCluster
 	ports := []dataplane.ServicePort{
 		// Two ports of one service count once.
-		port("a", "web", "http", L, C, ep("10.0.0.1", "node-b", true, true, false)),
-		port("a", "web", "https", L, C, ep("10.0.0.1", "node-b", true, true, false)),
+		port("a", "web", "http", L, C, noLocalEndpoint("10.0.0.1", "node-b", true, true, false)),
+		port("a", "web", "https", L, C, noLocalEndpoint("10.0.0.1", "node-b", true, true, false)),
 		// A local endpoint: not counted.
-		port("a", "local", "", L, L, ep("10.0.0.2", "node-a", true, true, false)),
+		port("a", "local", "", L, L, noLocalEndpoint("10.0.0.2", "node-a", true, true, false)),
 		// No endpoints at all: not counted.
 		port("a", "empty", "", L, L),
 		// Only a remote serving-terminating endpoint counts as some.
-		port("a", "lb", "", C, L, ep("10.0.0.3", "node-b", false, true, true)),
+		port("a", "lb", "", C, L, noLocalEndpoint("10.0.0.3", "node-b", false, true, true)),
 		// A remote not-serving endpoint is none.
-		port("a", "dead", "", C, L, ep("10.0.0.4", "node-b", false, false, true)),
+		port("a", "dead", "", C, L, noLocalEndpoint("10.0.0.4", "node-b", false, false, true)),
 		// Dual-stack: the IPv6 family has a local endpoint, IPv4 not.
-		port("a", "dual", "", L, L, ep("10.0.0.5", "node-b", true, true, false), ep("fd00::5", "node-a", true, true, false)),
+		port("a", "dual", "", L, L, noLocalEndpoint("10.0.0.5", "node-b", true, true, false), noLocalEndpoint("fd00::5", "node-a", true, true, false)),
 		// Cluster policies are never counted.
-		port("a", "cluster", "", C, C, ep("10.0.0.6", "node-b", true, true, false)),
+		port("a", "cluster", "", C, C, noLocalEndpoint("10.0.0.6", "node-b", true, true, false)),
 	}
 	tr := noLocalTracker{}
 	for i := range ports {
@@ -53,7 +53,7 @@ func TestNoLocalEndpoints(t *testing.T) {
 		}
 	}
 	// A change that brings a local endpoint, and a removed port.
-	web := port("a", "web", "http", L, C, ep("10.0.0.1", "node-a", true, true, false))
+	web := port("a", "web", "http", L, C, noLocalEndpoint("10.0.0.1", "node-a", true, true, false))
 	tr.set(web.Name, &web, "node-a")
 	tr.set(ports[1].Name, nil, "node-a")
 	m.observeNoLocal(tr)

@@ -27,6 +27,8 @@ type app struct {
 	nodeAddrs func(device string) ([]netip.Addr, error)
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
+	// eventSink records Events in the API server (see kubeEventSink).
+	eventSink func(o *options) (eventSink, error)
 	// setConntrack writes the conntrack settings (see setConntrack).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
 }
@@ -35,7 +37,7 @@ func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient,
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink,
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
 		},

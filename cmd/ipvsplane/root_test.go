@@ -28,6 +28,7 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 		},
 		nodeAddrs:  func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil },
 		kubeClient: kubeClient,
+		eventSink:  func(*options) (eventSink, error) { return &fakeEventSink{}, nil },
 		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return nil, nil, nil
 		},

@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
@@ -62,6 +63,22 @@ func (a *app) initNode(log *zap.Logger, o *options) error {
 	return nil
 }
 
+// recorder returns where the daemon records Events: the API server's
+// events.k8s.io/v1 with the Kubernetes source, the log with files. The
+// function returned posts what is still queued, for a few seconds at most.
+func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder, func()) {
+	if o.source != sourceKubernetes {
+		return logRecorder{log}, func() {}
+	}
+	sink, err := a.eventSink(o)
+	if err != nil {
+		log.Warn("cannot record events; logging them instead", zap.Error(err))
+		return logRecorder{log}, func() {}
+	}
+	r := newAPIRecorder(sink, log, node, a.now)
+	return r, func() { r.close(5 * time.Second) }
+}
+
 // writeConfig writes the configuration as a KubeProxyConfiguration file,
 // as kube-proxy's --write-config-to does.
 func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration) error {
@@ -105,11 +122,14 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 
 	m := newMetrics()
 	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
+	events, closeEvents := a.recorder(log, o, s.node.Name)
+	defer closeEvents()
 	d := &daemon{
-		log: log, kernel: k, metrics: m, health: h, stateFile: o.stateFile, now: a.now,
+		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
 		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
 	}
 	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
+	d.hc.events = events
 	defer d.hc.close(context.Background())
 
 	var runner *watcher.Runner
@@ -160,14 +180,18 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	healthMux.Handle("/healthz", h.healthzHandler())
 	healthMux.Handle("/livez", h.livezHandler())
 	if err := serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
+		events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
 	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", m.handler())
 	serveKubeProxyPages(metricsMux, o.kp)
 	if err := serve("/metrics", s.metricsAddr, metricsMux); err != nil {
+		events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err
 	}
+	// kube-proxy's birth cry.
+	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
 	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
 		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),

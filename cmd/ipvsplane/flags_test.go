@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,14 +76,9 @@ func TestEveryKubeProxyFlag(t *testing.T) {
 // The arguments of kubeadm's kube-proxy DaemonSet (and the --v=2 many
 // add) with its ConfigMap's config.conf.
 func TestKubeadmDaemonSetArgs(t *testing.T) {
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "config.conf")
-	if err := os.WriteFile(conf, []byte(kubeadmConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "written.yaml")
+	out := filepath.Join(t.TempDir(), "written.yaml")
 	a, stdout, stderr := testApp(&fakeKernel{}, nil)
-	args := []string{"--config=" + conf, "--hostname-override=node-a", "--v=2", "--write-config-to=" + out}
+	args := []string{"--config=testdata/kube-proxy-config.yaml", "--hostname-override=node-a", "--v=2", "--write-config-to=" + out}
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
@@ -92,78 +86,7 @@ func TestKubeadmDaemonSetArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HostnameOverride != "node-a" || cfg.Mode != "ipvs" || cfg.ClusterCIDR != "10.244.0.0/16" || *cfg.Conntrack.MaxPerCore != 32768 {
+	if cfg.HostnameOverride != "node-a" || cfg.Mode != "ipvs" || cfg.IPVS.Scheduler != "wrr" || *cfg.Conntrack.MaxPerCore != 32768 {
 		t.Errorf("configuration: %+v", cfg)
 	}
 }
-
-// kubeadmConfig is the config.conf kubeadm v1.37 writes into the
-// kube-proxy ConfigMap, with mode ipvs.
-const kubeadmConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
-bindAddress: 0.0.0.0
-bindAddressHardFail: false
-clientConnection:
-  acceptContentTypes: ""
-  burst: 0
-  contentType: ""
-  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
-  qps: 0
-clusterCIDR: 10.244.0.0/16
-configSyncPeriod: 0s
-conntrack:
-  maxPerCore: null
-  min: null
-  tcpBeLiberal: false
-  tcpCloseWaitTimeout: null
-  tcpEstablishedTimeout: null
-  udpStreamTimeout: 0s
-  udpTimeout: 0s
-detectLocal:
-  bridgeInterface: ""
-  interfaceNamePrefix: ""
-detectLocalMode: ""
-enableProfiling: false
-healthzBindAddress: ""
-hostnameOverride: ""
-iptables:
-  localhostNodePorts: null
-  masqueradeAll: false
-  masqueradeBit: null
-  minSyncPeriod: 0s
-  syncPeriod: 0s
-ipvs:
-  excludeCIDRs: null
-  minSyncPeriod: 0s
-  scheduler: ""
-  strictARP: false
-  syncPeriod: 0s
-  tcpFinTimeout: 0s
-  tcpTimeout: 0s
-  udpTimeout: 0s
-kind: KubeProxyConfiguration
-logging:
-  flushFrequency: 0
-  options:
-    json:
-      infoBufferSize: "0"
-    text:
-      infoBufferSize: "0"
-  verbosity: 0
-metricsBindAddress: ""
-mode: ipvs
-nftables:
-  masqueradeAll: false
-  masqueradeBit: null
-  minSyncPeriod: 0s
-  syncPeriod: 0s
-nodePortAddresses: null
-oomScoreAdj: null
-portRange: ""
-showHiddenMetricsForVersion: ""
-winkernel:
-  enableDSR: false
-  forwardHealthCheckVip: false
-  networkName: ""
-  rootHnsEndpointName: ""
-  sourceVip: ""
-`

@@ -27,6 +27,10 @@ type options struct {
 	// healthzPort and metricsPort are kube-proxy's deprecated flags: a
 	// port for the bind addresses, 0 to turn the server off.
 	healthzPort, metricsPort int32
+	// offline (plan only) plans against an empty kernel without reading
+	// it; nodeAddresses are then the node's addresses.
+	offline       bool
+	nodeAddresses []string
 	// ignored are kube-proxy's flags that do not apply to ipvsplane.
 	ignored []*ignoredFlag
 	// kp holds kube-proxy's settings: defaults, then the --config file,

@@ -122,11 +122,13 @@ schedulers) and a writable /proc/sys/net.`,
 	planOpts := newOptions()
 	plan := &cobra.Command{
 		Use:   "plan",
-		Short: "Print the operations a sync would carry out against the kernel as it is; change nothing",
+		Short: "Print the operations a sync would carry out against the kernel as it is (or, with --offline, an empty one); change nothing",
 		Args:  cobra.NoArgs,
 		RunE:  withLogger(a.plan, planOpts),
 	}
 	planOpts.addFlags(plan.Flags())
+	plan.Flags().BoolVar(&planOpts.offline, "offline", false, "plan against an empty kernel without reading it (no privileges, no IPVS needed): what the manifests and configuration would program on a fresh node")
+	plan.Flags().StringSliceVar(&planOpts.nodeAddresses, "node-addresses", nil, "with --offline, the node's addresses (node ports are served on them); without it, the InternalIP and ExternalIP addresses of the Node manifest")
 
 	stateFile := defaultStateFile
 	handover := false

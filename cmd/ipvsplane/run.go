@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,9 +34,9 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 	for _, f := range o.ignoredFlagsGiven() {
 		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
 	}
-	addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
+	addrs, err := a.nodeAddresses(o)
 	if err != nil {
-		return nil, fmt.Errorf("listing the node's addresses: %w", err)
+		return nil, err
 	}
 	s, err := resolve(o.kp, hostname(), addrs)
 	if err != nil {
@@ -45,6 +46,27 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 		log.Warn("setting does not apply to ipvsplane; ignored", zap.String("setting", n))
 	}
 	return s, nil
+}
+
+// nodeAddresses lists the node's addresses: its interfaces', or offline
+// those of --node-addresses.
+func (a *app) nodeAddresses(o *options) ([]netip.Addr, error) {
+	if !o.offline {
+		addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
+		if err != nil {
+			return nil, fmt.Errorf("listing the node's addresses: %w", err)
+		}
+		return addrs, nil
+	}
+	var addrs []netip.Addr
+	for _, s := range o.nodeAddresses {
+		ip, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--node-addresses: %w", err)
+		}
+		addrs = append(addrs, ip.Unmap())
+	}
+	return addrs, nil
 }
 
 // initNode makes the settings kube-proxy makes before it starts, with

@@ -76,6 +76,8 @@ type Dataplane struct {
 	lastFull time.Time
 	// kernelSysctls are the settings this kernel's release calls for.
 	kernelSysctls []Sysctl
+	// flowTally, during a sync, is its Result's conntrack cleanup tally.
+	flowTally *FlowCleanup
 }
 
 // New opens the netlink connections. It fails with an error matching

@@ -28,6 +28,18 @@ type Result struct {
 	// transient errno (ENOBUFS, EBUSY, ENOMEM, EAGAIN, EINTR) were tried
 	// again within the sync, and the retried reads of the kernel.
 	Retries int
+	// Flows tallies the sync's conntrack cleanup.
+	Flows FlowCleanup
+}
+
+// FlowCleanup tallies the conntrack flows a sync deleted, per family
+// (index 0 IPv4, 1 IPv6), and the time that took: what kube-proxy's
+// conntrack reconciler reports. Ran is false for a family nothing was
+// deleted for.
+type FlowCleanup struct {
+	Ran     [2]bool
+	Deleted [2]int
+	Took    [2]time.Duration
 }
 
 // Sync makes the kernel hold what state describes. The first sync, and a
@@ -55,6 +67,8 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	desired, owners := d.planner.Desired()
 	node := &d.planner.index.node
 	res := &Result{}
+	d.flowTally = &res.Flows
+	defer func() { d.flowTally = nil }()
 	// The kernel is read again on the first sync, when the resync interval
 	// has passed, and when the canary finds an outside change.
 	stale := d.programmed == nil ||

@@ -31,6 +31,8 @@ type metrics struct {
 	lastQueued          *prometheus.GaugeVec
 	noLocalEndpoints    *prometheus.GaugeVec
 	ruleFailures        *prometheus.CounterVec
+	flowCleanup         *prometheus.HistogramVec
+	flowsDeleted        *prometheus.CounterVec
 	endpointsPending    prometheus.Gauge
 	servicesPending     prometheus.Gauge
 	endpointChanges     prometheus.Counter
@@ -120,8 +122,14 @@ func newMetrics() *metrics {
 		livez: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubeproxy_proxy_livez_total", Help: "/livez answers, by HTTP status code.",
 		}, []string{"code"}),
+		flowCleanup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_conntrack_reconciler_sync_duration_seconds", Help: "How long a sync's conntrack cleanup took, when it deleted flows.", Buckets: syncBuckets,
+		}, family),
+		flowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_conntrack_reconciler_deleted_entries_total", Help: "Stale conntrack flows deleted.",
+		}, family),
 	}
-	m.registry.MustRegister(m.healthz, m.livez, m.noLocalEndpoints, m.ruleFailures,
+	m.registry.MustRegister(m.healthz, m.livez, m.noLocalEndpoints, m.ruleFailures, m.flowCleanup, m.flowsDeleted,
 		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
@@ -141,6 +149,12 @@ func (m *metrics) observe(res *dataplane.Result) {
 				n = len(o.Reals)
 			}
 			m.operations.WithLabelValues(opKind(op)).Add(float64(n))
+		}
+	}
+	for i, f := range ipFamilies {
+		if res.Flows.Ran[i] {
+			m.flowCleanup.WithLabelValues(f).Observe(res.Flows.Took[i].Seconds())
+			m.flowsDeleted.WithLabelValues(f).Add(float64(res.Flows.Deleted[i]))
 		}
 	}
 	// Every sync reports all the service ports it leaves out, not only

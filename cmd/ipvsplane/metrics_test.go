@@ -30,6 +30,7 @@ func TestMetricNames(t *testing.T) {
 	setFamilies(m.lastSync, 1)
 	setFamilies(m.lastQueued, 1)
 	m.observeNoLocal(noLocalTracker{})
+	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, false}, Deleted: [2]int{3, 0}}})
 	families, err := m.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +112,7 @@ func TestMetricsObserve(t *testing.T) {
 	m.observe(&dataplane.Result{
 		Plan:   &dataplane.Plan{Ops: []dataplane.Op{add, dataplane.Bind{Addr: vk.Addr}}},
 		Errors: []error{&dataplane.OpError{Op: add, Err: errors.New("boom")}, &dataplane.FieldError{}},
+		Flows:  dataplane.FlowCleanup{Ran: [2]bool{false, true}, Deleted: [2]int{0, 2}},
 	})
 	for _, c := range []struct {
 		got  float64
@@ -121,6 +123,8 @@ func TestMetricsObserve(t *testing.T) {
 		{testutil.ToFloat64(m.operations.WithLabelValues("bind")), 1, "bind operations"},
 		{testutil.ToFloat64(m.netlinkErrors.WithLabelValues("add_virtual")), 1, "add_virtual errors"},
 		{testutil.ToFloat64(m.leftOut), 1, "left-out service ports"},
+		{testutil.ToFloat64(m.flowsDeleted.WithLabelValues("IPv6")), 2, "IPv6 flows deleted"},
+		{float64(testutil.CollectAndCount(m.flowCleanup)), 1, "cleanup durations (IPv6 only)"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)

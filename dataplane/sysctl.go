@@ -101,5 +101,5 @@ func kernelVersion(release string) (major, minor int, err error) {
 			return major, minor, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("dataplane: kernel release %q: want MAJOR.MINOR...", release)
+	return 0, 0, fmt.Errorf("dataplane: kernel release %q: want it to start with MAJOR.MINOR", release)
 }

@@ -46,9 +46,11 @@ type daemon struct {
 	// defaultProgressEvery if zero.
 	progressEvery time.Duration
 
-	// synced is true once a sync has programmed the kernel.
-	synced bool
-	record syncRecord
+	// synced is true once a sync has programmed the kernel; lastFull,
+	// when the last successful sync compared everything.
+	synced   bool
+	lastFull bool
+	record   syncRecord
 	// names holds each service port's keys in record.Services.
 	names map[dataplane.ServicePortName][]string
 	// noLocal holds the service ports with Local policies and no local
@@ -91,7 +93,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
-	d.synced = true
+	d.synced, d.lastFull = true, res.Full
 
 	observeFamilies(m.syncDuration, took.Seconds())
 	if res.Full {

@@ -129,7 +129,14 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	if err := a.initNode(log, o); err != nil || o.initOnly {
 		return err
 	}
-	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod})
+	mem, err := newSoftMemoryLimit(o.memoryLimit)
+	if err != nil {
+		return err
+	}
+	var runner *watcher.Runner
+	// A reread of the kernel ends between syncs: ask for the sync that
+	// merges it.
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, KernelRead: func() { runner.Request() }})
 	if err != nil {
 		return err
 	}
@@ -154,8 +161,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	d.hc.events = events
 	defer d.hc.close(context.Background())
 
-	var runner *watcher.Runner
-	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnNode: h.setNode, OnChange: func() {
+	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnChange: func() {
 		h.queued()
 		setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 		svc, ep := d.tracker.Pending()
@@ -171,9 +177,13 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		if !d.synced {
 			gc.listed()
 		}
+		d.lastFull = false
 		err := d.sync(ctx)
 		if d.synced {
 			gc.synced()
+		}
+		if d.lastFull {
+			mem.afterFullSync()
 		}
 		return err
 	})

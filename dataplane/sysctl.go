@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -102,4 +103,10 @@ func kernelVersion(release string) (major, minor int, err error) {
 		}
 	}
 	return 0, 0, fmt.Errorf("dataplane: kernel release %q: want it to start with MAJOR.MINOR", release)
+}
+
+// InitNode writes the node's sysctls and IPVS timeouts, as a sync does
+// and as kube-proxy's --init-only does before it exits.
+func (d *Dataplane) InitNode(ctx context.Context, node *Node) error {
+	return errors.Join(d.applyNodeSettings(ctx, node)...)
 }

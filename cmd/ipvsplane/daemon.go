@@ -20,6 +20,7 @@ type kernel interface {
 	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *dataplane.State) (*dataplane.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
+	InitNode(ctx context.Context, node *dataplane.Node) error
 	Cleanup(ctx context.Context) error
 	Handover(ctx context.Context) error
 	Close() error

@@ -33,6 +33,11 @@ type fakeKernel struct {
 	noScheduler bool
 }
 
+func (k *fakeKernel) InitNode(context.Context, *dataplane.Node) error {
+	k.calls = append(k.calls, "init")
+	return nil
+}
+
 func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 	if k.noScheduler {
 		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing", name, dataplane.ErrNoScheduler, name)

@@ -94,7 +94,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.UDPTimeout.Duration, "conntrack-udp-timeout", 0, "conntrack's timeout of UNREPLIED UDP flows (0 leaves it as it is)")
 	fs.DurationVar(&c.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "conntrack's timeout of ASSURED UDP flows (0 leaves it as it is)")
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove what ipvsplane made and exit, as ipvsplane cleanup does")
-	fs.BoolVar(&o.initOnly, "init-only", false, "set the conntrack settings that need full privileges, and exit")
+	fs.BoolVar(&o.initOnly, "init-only", false, "make the settings that need full privileges (conntrack, the IPVS sysctls and timeouts, after the scheduler check), and exit")
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "write the configuration (defaults, the --config file and the flags) to this file as a KubeProxyConfiguration, and exit")
 	fs.Int32Var(&o.healthzPort, "healthz-port", 10256, "the port of --healthz-bind-address; 0 turns /healthz off")
 	fs.MarkDeprecated("healthz-port", "use --healthz-bind-address")

@@ -82,7 +82,7 @@ func TestCommands(t *testing.T) {
 		}, nil, 0, []string{"cleanup"}, ""},
 		{"kube-proxy's --init-only", func(t *testing.T) []string {
 			return []string{"run", "--init-only", "--source=files", "--manifests", t.TempDir()}
-		}, nil, 0, nil, ""},
+		}, nil, 0, []string{"init"}, ""},
 		{"--cleanup is run's", func(t *testing.T) []string {
 			return []string{"apply", "--cleanup", "--source=files", "--manifests", t.TempDir()}
 		}, nil, 1, nil, "flags of ipvsplane run"},

@@ -101,6 +101,20 @@ func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder,
 	return r, func() { r.close(5 * time.Second) }
 }
 
+// initKernel is the rest of kube-proxy's --init-only: the scheduler
+// check, the IPVS sysctls and timeouts, then exit.
+func (a *app) initKernel(ctx context.Context, node *dataplane.Node) error {
+	k, err := a.dial(&dataplane.Config{})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.CheckScheduler(ctx, node.Scheduler); err != nil {
+		return err
+	}
+	return k.InitNode(ctx, node)
+}
+
 // writeConfig writes the configuration as a KubeProxyConfiguration file,
 // as kube-proxy's --write-config-to does.
 func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration) error {
@@ -126,8 +140,11 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	case o.cleanup:
 		return a.cleanup(ctx, o.stateFile, false)
 	}
-	if err := a.initNode(log, o); err != nil || o.initOnly {
+	if err := a.initNode(log, o); err != nil {
 		return err
+	}
+	if o.initOnly {
+		return a.initKernel(ctx, &s.node)
 	}
 	mem, err := newSoftMemoryLimit(o.memoryLimit)
 	if err != nil {

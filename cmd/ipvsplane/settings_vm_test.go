@@ -98,3 +98,23 @@ func TestDaemonKernelSettings(t *testing.T) {
 		t.Errorf("nf_conntrack_max = %s, neither raised to 131072 nor logged as read-only:\n%s", max, d.out.String())
 	}
 }
+
+// --init-only makes the node's settings (the scheduler check, the IPVS
+// sysctls) and exits without programming a service, as kube-proxy's.
+func TestInitOnly(t *testing.T) {
+	testutil.RequireVM(t)
+	node := testutil.NewNetNS(t)
+	out, err := ipvsplane(t, node, "run", "--init-only", "--source=files", "--manifests", copyManifests(t),
+		"--hostname-override=node-a", "--ipvs-strict-arp", "--healthz-bind-address=", "--metrics-bind-address=", "--state-file=")
+	if err != nil {
+		t.Fatalf("--init-only: %v\n%s", err, out)
+	}
+	for name, want := range map[string]string{"net/ipv4/vs/conntrack": "1", "net/ipv4/conf/all/arp_ignore": "1", "net/ipv4/conf/all/arp_announce": "2"} {
+		if got := strings.TrimSpace(node.Run(t, "cat", "/proc/sys/"+name)); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	if table := ipvsTable(t, node); len(table) != 0 {
+		t.Errorf("--init-only programmed %d virtual servers", len(table))
+	}
+}

@@ -15,9 +15,9 @@ import (
 // and extraAddrs and extraEntries count the others. Most have one, and a
 // count for each would cost a map entry for every one of them.
 type desiredIndex struct {
-	node         Node
-	state        *KernelState
-	owners       map[VirtualKey]ServicePortName
+	node   Node
+	state  *KernelState
+	owners map[VirtualKey]ServicePortName
 	// contenders holds, for a virtual server that several service ports
 	// claim, those that do not have it; one takes it over when the owner
 	// goes.

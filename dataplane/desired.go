@@ -218,19 +218,42 @@ func (n *Node) localAddrs() []netip.Addr {
 
 // nodePortAddresses returns the addresses node ports are served on.
 func (n *Node) nodePortAddresses() []netip.Addr {
-	if len(n.NodePortAddresses) == 0 {
-		return n.localAddrs()
-	}
-	var addrs []netip.Addr
-	for _, a := range n.localAddrs() {
-		for _, p := range n.NodePortAddresses {
-			if p.Contains(a) {
-				addrs = append(addrs, a)
-				break
+	prefixes := n.NodePortAddresses
+	if n.NodePortPrimary {
+		prefixes = slices.Clone(prefixes)
+		for _, ipv6 := range []bool{false, true} {
+			for _, a := range n.NodeIPs {
+				if a.Is6() == ipv6 && !a.IsLoopback() {
+					prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
+					break
+				}
 			}
 		}
 	}
+	var addrs []netip.Addr
+	for _, a := range n.localAddrs() {
+		if servesNodePorts(prefixes, a) {
+			addrs = append(addrs, a)
+		}
+	}
 	return addrs
+}
+
+// servesNodePorts reports whether node address a serves node ports under
+// prefixes, per family as kube-proxy's NodePortAddresses: a family with no
+// prefix, or with one of length 0, matches all its addresses.
+func servesNodePorts(prefixes []netip.Prefix, a netip.Addr) bool {
+	family := false
+	for _, p := range prefixes {
+		if p.Addr().Is6() != a.Is6() {
+			continue
+		}
+		family = true
+		if p.Bits() == 0 || p.Contains(a) {
+			return true
+		}
+	}
+	return !family
 }
 
 // families returns the families of addrs, IPv4 (false) first.

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,36 @@ func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
 			}
 			if tt.sourceEntry4 != "" && !k.Entries[SetName(SetLoadBalancerSourceNet, false)][tt.sourceEntry4] {
 				t.Errorf("no source entry %q: %v", tt.sourceEntry4, k.Entries[SetName(SetLoadBalancerSourceNet, false)])
+			}
+		})
+	}
+}
+
+// Node ports are served on the node addresses nodePortAddresses selects,
+// per family as kube-proxy reads it: a family without a prefix serves
+// them on all its addresses; "primary" adds the node's IPs.
+func TestNodePortAddressesPerFamily(t *testing.T) {
+	node := testNode()
+	node.Addresses = ips("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
+	node.NodeIPs = ips("10.0.0.5", "2001:db8::5")
+	tests := []struct {
+		name     string
+		prefixes []string
+		primary  bool
+		want     []string
+	}{
+		{"none", nil, false, []string{"192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5"}},
+		{"IPv4 only", []string{"192.168.0.0/24"}, false, []string{"192.168.0.10", "fd00:1::10", "2001:db8::5"}},
+		{"zero prefix", []string{"0.0.0.0/0", "fd00:1::/64"}, false, []string{"192.168.0.10", "10.0.0.5", "fd00:1::10"}},
+		{"primary", nil, true, []string{"10.0.0.5", "2001:db8::5"}},
+		{"primary and a range", []string{"192.168.0.0/24"}, true, []string{"192.168.0.10", "10.0.0.5", "2001:db8::5"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := node
+			n.NodePortAddresses, n.NodePortPrimary = prefixes(tt.prefixes...), tt.primary
+			if got := n.nodePortAddresses(); !slices.Equal(got, ips(tt.want...)) {
+				t.Errorf("node ports on %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/genetlink"
-	"github.com/mdlayher/genetlink/genltest"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -350,28 +350,30 @@ func TestReceiveError(t *testing.T) {
 	}
 }
 
-// Dial looks the family up with genetlink; a kernel without IPVS answers
-// ENOENT, which becomes ErrNotAvailable.
+// Dial looks the family up with the generic netlink controller; a kernel
+// without IPVS answers ENOENT, which becomes ErrNotAvailable.
 func TestLookupFamily(t *testing.T) {
 	tests := []struct {
 		name   string
-		family genetlink.Family
 		wantID uint16
 		err    error
 	}{
-		{"present", genetlink.Family{ID: 0x21, Name: "IPVS", Version: 1}, 0x21, nil},
-		{"missing", genetlink.Family{}, 0, ErrNotAvailable},
+		{"present", 0x21, nil},
+		{"missing", 0, ErrNotAvailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gc := genltest.Dial(func(greq genetlink.Message, nreq netlink.Message) ([]genetlink.Message, error) {
-				return nil, genltest.Error(int(unix.ENOENT))
+			fake := nl.Serve(func(reqs []netlink.Message) []netlink.Message {
+				req := reqs[0]
+				if tt.wantID == 0 {
+					return []netlink.Message{nl.Ack(req, int(unix.ENOENT), "")}
+				}
+				w := nl.Writer{B: nl.AppendGenlHeader(nil, 1, 2)}
+				w.String(2, "IPVS")
+				w.Uint16(1, tt.wantID)
+				return []netlink.Message{{Header: netlink.Header{Type: req.Header.Type}, Data: w.B}, nl.Ack(req, 0, "")}
 			})
-			if tt.family.ID != 0 {
-				gc = genltest.Dial(genltest.ServeFamily(tt.family, nil))
-			}
-			defer gc.Close()
-			id, err := lookupFamily(gc)
+			id, err := lookupFamily(context.Background(), nl.NewConn(fake, 1<<20, 1<<20))
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) || !errors.Is(err, unix.ENOENT) {
 					t.Fatalf("lookupFamily: %v", err)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +19,7 @@ func TestFaultHook(t *testing.T) {
 	defer c.Close()
 	var asked []string
 	failNext := false
-	c.setFault(func(req string) error {
+	setFault(c, func(req string) error {
 		asked = append(asked, req)
 		if len(asked)%3 == 0 || failNext {
 			failNext = false
@@ -58,4 +59,9 @@ func TestFaultHook(t *testing.T) {
 	if svcs, err := c.Services(ctx); err != nil || len(svcs) != 4 {
 		t.Errorf("Services: %d, %v", len(svcs), err)
 	}
+}
+
+// setFault installs a fault hook as Config.Fault does.
+func setFault(c *Conn, fault func(string) error) {
+	c.nl.SetFault(func(r *nl.Request) error { return fault(commandName(r.Data[0])) })
 }

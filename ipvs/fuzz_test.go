@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -111,18 +112,18 @@ func FuzzParseMessages(f *testing.F) {
 	done := netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi, Sequence: 3}, Data: []byte{0, 0, 0, 0}}
 	f.Add(append(marshalExact(done), b...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := parseMessages(b)
+		msgs, err := nl.ParseMessages(b)
 		if err != nil {
 			return
 		}
 		var out []byte
 		for _, m := range msgs {
 			if m.Header.Type == netlink.Error || m.Header.Type == netlink.Done {
-				_, _ = parseStatus(m)
+				_, _ = nl.ParseError(m)
 			}
 			out = append(out, marshalExact(m)...)
 		}
-		again, err := parseMessages(out)
+		again, err := nl.ParseMessages(out)
 		if err != nil || len(again) != len(msgs) {
 			t.Fatalf("round trip: %d messages, %v; want %d", len(again), err, len(msgs))
 		}

@@ -361,18 +361,9 @@ func TestBatchAllFail(t *testing.T) {
 		t.Run(fmt.Sprintf("default-buffers=%v", small), func(t *testing.T) {
 			e := setup(t)
 			if small {
-				s := e.c.t.(*socket)
-				if err := s.SetReadBuffer(106496); err != nil {
+				if err := e.c.nl.SetBuffers(106496, 106496); err != nil {
 					t.Fatal(err)
 				}
-				if err := s.SetWriteBuffer(106496); err != nil {
-					t.Fatal(err)
-				}
-				rb, _ := s.ReadBuffer()
-				wb, _ := s.WriteBuffer()
-				small := newConnWith(s, e.c.family, rb, wb)
-				e.c.recvBudget, e.c.sendBudget = small.recvBudget, small.sendBudget
-				t.Logf("receive buffer %d, send buffer %d", rb, wb)
 			}
 			var b Batch
 			for i := range 10000 {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -61,6 +62,11 @@ func newFakeKernel() *fakeKernel {
 // conn returns a Conn on the fake, with buffers as a privileged Dial gets.
 func (k *fakeKernel) conn() *Conn { return newConnWith(k, k.family, 16<<20, 8<<20) }
 
+// newConnWith makes a Conn over a transport, with the given buffer sizes.
+func newConnWith(t nl.Transport, family uint16, readBuf, writeBuf int) *Conn {
+	return &Conn{nl: nl.NewConn(t, readBuf, writeBuf), family: family}
+}
+
 func (k *fakeKernel) SetDeadline(t time.Time) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -75,12 +81,12 @@ func (k *fakeKernel) expired() bool {
 }
 func (k *fakeKernel) Close() error { k.closed = true; return nil }
 
-func (k *fakeKernel) send(b []byte) error {
+func (k *fakeKernel) Send(b []byte) error {
 	if k.expired() {
 		return os.ErrDeadlineExceeded
 	}
 	k.writes++
-	msgs, err := parseMessages(b)
+	msgs, err := nl.ParseMessages(b)
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +96,7 @@ func (k *fakeKernel) send(b []byte) error {
 	return nil
 }
 
-func (k *fakeKernel) receive() ([]netlink.Message, error) {
+func (k *fakeKernel) Receive() ([]netlink.Message, error) {
 	if err := k.recvErr; err != nil {
 		k.recvErr = nil
 		return nil, err
@@ -182,25 +188,7 @@ func (k *fakeKernel) ack(req netlink.Message, errno unix.Errno) {
 }
 
 func ackMessage(req netlink.Message, code int32, text string) netlink.Message {
-	data := binary.NativeEndian.AppendUint32(nil, uint32(code))
-	hdr := make([]byte, 16)
-	binary.NativeEndian.PutUint32(hdr[0:4], req.Header.Length)
-	binary.NativeEndian.PutUint16(hdr[4:6], uint16(req.Header.Type))
-	binary.NativeEndian.PutUint16(hdr[6:8], uint16(req.Header.Flags))
-	binary.NativeEndian.PutUint32(hdr[8:12], req.Header.Sequence)
-	data = append(data, hdr...)
-	flags := netlink.HeaderFlags(nlmFCapped)
-	if text != "" {
-		flags |= nlmFAckTLVs
-		ae := netlink.NewAttributeEncoder()
-		ae.String(nlmsgerrAttrMsg, text)
-		b, _ := ae.Encode()
-		data = append(data, b...)
-	}
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.Error, Flags: flags, Sequence: req.Header.Sequence, PID: req.Header.PID},
-		Data:   data,
-	}
+	return nl.Ack(req, int(-code), text)
 }
 
 // marshalExact writes a message with its exact length in the header and

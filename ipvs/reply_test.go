@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -136,9 +137,9 @@ func wrap(typ uint16, inner []byte) []byte {
 }
 
 func aeAddr(ae *netlink.AttributeEncoder, typ uint16, a netip.Addr) {
-	var w attrWriter
-	w.addr(typ, a)
-	ae.Bytes(typ, w.b[4:])
+	var w nl.Writer
+	writeAddr(&w, typ, a)
+	ae.Bytes(typ, w.B[4:])
 }
 
 func aePort(ae *netlink.AttributeEncoder, typ uint16, p uint16) {
@@ -146,7 +147,7 @@ func aePort(ae *netlink.AttributeEncoder, typ uint16, p uint16) {
 }
 
 func encodeTimeoutsReply(t Timeouts) []byte {
-	var w attrWriter
+	var w nl.Writer
 	t.encode(&w)
-	return w.b
+	return w.B
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ func TestFaultHook(t *testing.T) {
 	c := k.conn()
 	defer c.Close()
 	var asked []string
-	c.fault = func(req string) error {
+	setFault(c, func(req string) error {
 		asked = append(asked, req)
 		// The dump is the first request; then every third delete fails,
 		// the last of the batch among them.
@@ -25,7 +26,7 @@ func TestFaultHook(t *testing.T) {
 			return unix.ENOBUFS
 		}
 		return nil
-	}
+	})
 	f := ByDestination(UDP, netip.MustParseAddr("10.96.0.10"), 53)
 	n, err := c.DeleteMatching(context.Background(), &f)
 	if n != 6 || !errors.Is(err, unix.ENOBUFS) {
@@ -43,8 +44,13 @@ func TestFaultHook(t *testing.T) {
 
 	// A failed dump is the whole operation's error.
 	asked = asked[:0]
-	c.fault = func(string) error { return unix.EBUSY }
+	setFault(c, func(string) error { return unix.EBUSY })
 	if _, err := c.DeleteMatching(context.Background(), &f); !errors.Is(err, unix.EBUSY) {
 		t.Errorf("DeleteMatching with a failed dump: %v", err)
 	}
+}
+
+// setFault installs a fault hook as Config.Fault does.
+func setFault(c *Conn, fault func(string) error) {
+	c.nl.SetFault(func(r *nl.Request) error { return fault(messageName(uint8(r.Type))) })
 }

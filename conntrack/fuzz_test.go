@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -19,13 +20,9 @@ func FuzzDecodeFlow(f *testing.F) {
 		if validTuple(fl.Orig) != nil || !fl.Orig.Protocol.hasPorts() {
 			return
 		}
-		ae := newEncoder()
-		encodeTuple(ae, ctaTupleOrig, fl.Orig)
-		b, err := ae.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := decodeFlow(append([]byte{byte(fl.Family()), 0, 0, 0}, b...))
+		w := newWriter(fl.Family())
+		encodeTuple(w, ctaTupleOrig, fl.Orig)
+		again, err := decodeFlow(w.B)
 		if err != nil {
 			t.Fatalf("re-decoding %v: %v", fl.Orig, err)
 		}
@@ -53,9 +50,13 @@ func FuzzErrorMessage(f *testing.F) {
 	f.Add(uint16(0x100), []byte{0xfe, 0xff, 0xff, 0xff})
 	f.Add(uint16(0), []byte{0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, flags uint16, data []byte) {
-		err := errorMessage(netlink.Message{Header: netlink.Header{Flags: netlink.HeaderFlags(flags)}, Data: data})
+		ke, perr := nl.ParseError(netlink.Message{Header: netlink.Header{Type: netlink.Error, Flags: netlink.HeaderFlags(flags)}, Data: data})
 		ack := len(data) >= 4 && binary.NativeEndian.Uint32(data) == 0
-		if (err == nil) != ack {
+		if (ke == nil && perr == nil) != ack {
+			err := error(ke)
+			if perr != nil {
+				err = perr
+			}
 			t.Fatalf("errorMessage(%x) = %v", data, err)
 		}
 	})
@@ -66,7 +67,7 @@ func FuzzErrorMessage(f *testing.F) {
 // decodes or fails without panicking.
 func FuzzParseDatagram(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := parseDatagram(b)
+		msgs, err := nl.ParseMessages(b)
 		if err != nil {
 			return
 		}
@@ -77,7 +78,7 @@ func FuzzParseDatagram(f *testing.F) {
 			}
 			total += int(m.Header.Length)
 			if m.Header.Type == netlink.Error {
-				_ = errorMessage(m)
+				_, _ = nl.ParseError(m)
 			} else {
 				_, _ = decodeFlow(m.Data)
 			}

@@ -20,6 +20,10 @@ type Request struct {
 	// Data is the payload: the family's header, then attributes.
 	Data []byte
 
+	// Handle, when set, is given each reply as it arrives, in place of
+	// keeping it in Replies: a large dump is then read in constant memory.
+	Handle func(m netlink.Message)
+
 	// Replies are the kernel's messages for the request, acknowledgements
 	// and NLMSG_DONE excluded.
 	Replies []netlink.Message
@@ -32,10 +36,12 @@ type Request struct {
 // answered says whether the kernel sends the request a final message
 // whatever its outcome.
 func (r *Request) answered() bool {
-	return r.Flags&(netlink.Acknowledge|netlink.Dump) != 0
+	return r.Flags&netlink.Acknowledge != 0 || r.isDump()
 }
 
-func (r *Request) isDump() bool { return r.Flags&netlink.Dump != 0 }
+// isDump says whether the request asks for a dump: NLM_F_DUMP is two
+// bits, one of which, NLM_F_EXCL, a change may carry alone.
+func (r *Request) isDump() bool { return r.Flags&netlink.Dump == netlink.Dump }
 
 // Receive-buffer space budgeted per request: an acknowledgement skb is
 // well under 2 KiB, a get's reply a few; a dump's first reply skb is up
@@ -131,7 +137,11 @@ func (c *Conn) roundTrip(chunk []*Request) (retry []*Request, err error) {
 			}
 			r := chunk[i]
 			if m.Header.Type != netlink.Error && m.Header.Type != netlink.Done {
-				r.Replies = append(r.Replies, m)
+				if r.Handle != nil {
+					r.Handle(m)
+				} else {
+					r.Replies = append(r.Replies, m)
+				}
 				continue
 			}
 			ke, perr := ParseError(m)

@@ -5,6 +5,9 @@ package nl
 // NFGenMsgLen is the size of struct nfgenmsg.
 const NFGenMsgLen = 4
 
+// NFNetlinkV0 is the nfnetlink version requests carry.
+const NFNetlinkV0 = 0
+
 // NFType is a netfilter message's header type: subsystem and message.
 func NFType(subsys uint8, msg uint8) uint16 { return uint16(subsys)<<8 | uint16(msg) }
 

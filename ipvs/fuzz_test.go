@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -99,39 +98,6 @@ func FuzzDecodeInfo(f *testing.F) {
 		}
 		if again, err := decodeInfo(encodeInfoReply(i)); err != nil || again != i {
 			t.Fatalf("round trip: %+v, %v; want %+v", again, err, i)
-		}
-	})
-}
-
-// FuzzParseMessages covers the datagram splitter and the status parser
-// that read every reply.
-func FuzzParseMessages(f *testing.F) {
-	ack := ackMessage(netlink.Message{Header: netlink.Header{Length: 36, Sequence: 9}}, -17, "scheduler not found")
-	b := marshalExact(ack)
-	f.Add(b)
-	done := netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi, Sequence: 3}, Data: []byte{0, 0, 0, 0}}
-	f.Add(append(marshalExact(done), b...))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := nl.ParseMessages(b)
-		if err != nil {
-			return
-		}
-		var out []byte
-		for _, m := range msgs {
-			if m.Header.Type == netlink.Error || m.Header.Type == netlink.Done {
-				_, _ = nl.ParseError(m)
-			}
-			out = append(out, marshalExact(m)...)
-		}
-		again, err := nl.ParseMessages(out)
-		if err != nil || len(again) != len(msgs) {
-			t.Fatalf("round trip: %d messages, %v; want %d", len(again), err, len(msgs))
-		}
-		for i := range msgs {
-			if again[i].Header.Type != msgs[i].Header.Type || again[i].Header.Sequence != msgs[i].Header.Sequence ||
-				string(again[i].Data) != string(msgs[i].Data) {
-				t.Fatalf("message %d changed: %+v, want %+v", i, again[i], msgs[i])
-			}
 		}
 	})
 }

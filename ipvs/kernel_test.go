@@ -1,7 +1,6 @@
 package ipvs
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"os"
 	"slices"
@@ -189,22 +188,6 @@ func (k *fakeKernel) ack(req netlink.Message, errno unix.Errno) {
 
 func ackMessage(req netlink.Message, code int32, text string) netlink.Message {
 	return nl.Ack(req, int(-code), text)
-}
-
-// marshalExact writes a message with its exact length in the header and
-// padding after, as the kernel does.
-func marshalExact(m netlink.Message) []byte {
-	b := make([]byte, 16, 16+len(m.Data)+3)
-	binary.NativeEndian.PutUint32(b[0:4], uint32(16+len(m.Data)))
-	binary.NativeEndian.PutUint16(b[4:6], uint16(m.Header.Type))
-	binary.NativeEndian.PutUint16(b[6:8], uint16(m.Header.Flags))
-	binary.NativeEndian.PutUint32(b[8:12], m.Header.Sequence)
-	binary.NativeEndian.PutUint32(b[12:16], m.Header.PID)
-	b = append(b, m.Data...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
 }
 
 // parse reads a request's service and destination nests.

@@ -15,13 +15,6 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
-	// Fault is a test hook for fault injection; leave it nil. When set,
-	// it is called before each request goes to the kernel with the
-	// request's ctnetlink message type (e.g. "delete"), and an error it
-	// returns becomes that request's outcome as if the kernel had refused
-	// it, without sending it: return a unix.Errno such as unix.ENOBUFS to
-	// simulate the kernel's errno.
-	Fault func(request string) error
 }
 
 // Conn is a ctnetlink socket. Its methods may be called from several
@@ -42,13 +35,11 @@ func Dial(cfg *Config) (*Conn, error) {
 	if err != nil {
 		return nil, opError("dial", "", err)
 	}
-	if cfg != nil && cfg.Fault != nil {
-		c.SetFault(func(r *nl.Request) error { return cfg.Fault(messageName(uint8(r.Type))) })
-	}
 	return newConn(c), nil
 }
 
 func newConn(c *nl.Conn) *Conn {
+	c.NameRequests("conntrack", func(r *nl.Request) string { return messageName(uint8(r.Type)) })
 	conn := &Conn{nl: c}
 	conn.level.Store(int32(levelTuple))
 	return conn
@@ -73,7 +64,7 @@ func toRequest(m netlink.Message) *nl.Request {
 	return &nl.Request{Type: uint16(m.Header.Type), Flags: m.Header.Flags &^ netlink.Request, Data: m.Data}
 }
 
-// messageName names a ctnetlink message type for the fault hook.
+// messageName names a ctnetlink message type for a fault.Hook.
 func messageName(typ uint8) string {
 	switch typ {
 	case msgNew:

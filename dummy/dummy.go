@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"net/netip"
 	"slices"
 
@@ -18,21 +19,11 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
-	// Fault is a test hook for fault injection; leave it nil. When set,
-	// it is called before each operation goes to the kernel, and before
-	// each address request of a batch, with the operation's name ("ensure",
-	// "get", "delete", "list", "bind", "unbind"), and an error it returns
-	// becomes that operation's outcome as if the kernel had refused it,
-	// without sending it: return a unix.Errno such as unix.ENOBUFS to
-	// simulate the kernel's errno.
-	Fault func(request string) error
 }
 
 // Conn is an rtnetlink connection in one network namespace.
 type Conn struct {
 	nl *nl.Conn
-	// fault is Config.Fault.
-	fault func(request string) error
 }
 
 // Dial opens an rtnetlink connection in the namespace cfg names.
@@ -45,29 +36,23 @@ func Dial(cfg *Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dummy: opening rtnetlink: %w", err)
 	}
-	var fault func(string) error
-	if cfg != nil {
-		fault = cfg.Fault
-	}
-	return newConn(c, fault), nil
+	return newConn(c), nil
 }
 
-func newConn(c *nl.Conn, fault func(string) error) *Conn {
-	conn := &Conn{nl: c, fault: fault}
-	if fault != nil {
-		// Each address request is asked about; the link operations,
-		// which take several requests, are asked about once, by check.
-		c.SetFault(func(r *nl.Request) error {
-			switch r.Type {
-			case unix.RTM_NEWADDR:
-				return fault("bind")
-			case unix.RTM_DELADDR:
-				return fault("unbind")
-			}
-			return nil
-		})
-	}
-	return conn
+func newConn(c *nl.Conn) *Conn {
+	// A fault.Hook is asked about each address request; the link
+	// operations, which take several requests, are asked about once, by
+	// check.
+	c.NameRequests("dummy", func(r *nl.Request) string {
+		switch r.Type {
+		case unix.RTM_NEWADDR:
+			return "bind"
+		case unix.RTM_DELADDR:
+			return "unbind"
+		}
+		return ""
+	})
+	return &Conn{nl: c}
 }
 
 // Close closes the connection's socket.
@@ -75,12 +60,9 @@ func (c *Conn) Close() error {
 	return c.nl.Close()
 }
 
-// check asks the fault hook, if any, about an operation.
-func (c *Conn) check(op string) error {
-	if c.fault == nil {
-		return nil
-	}
-	return c.fault(op)
+// check asks the fault.Hook ctx carries, if any, about an operation.
+func check(ctx context.Context, op string) error {
+	return fault.Check(ctx, "dummy", op)
 }
 
 // Device is a dummy link, found or created by [Conn.Ensure] or [Conn.Get].
@@ -99,7 +81,7 @@ func (d *Device) Name() string { return d.name }
 // not exist. A link of that name that is not a dummy device is left alone
 // and reported with [ErrWrongKind].
 func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
-	err := c.check("ensure")
+	err := check(ctx, "ensure")
 	if err == nil {
 		_, err = c.lookup(ctx, name)
 	}
@@ -121,7 +103,7 @@ func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
 // Get returns the existing dummy link called name, or an error matching
 // [ErrLinkNotFound] or [ErrWrongKind].
 func (c *Conn) Get(ctx context.Context, name string) (*Device, error) {
-	err := c.check("get")
+	err := check(ctx, "get")
 	if err == nil {
 		_, err = c.lookup(ctx, name)
 	}
@@ -135,7 +117,7 @@ func (c *Conn) Get(ctx context.Context, name string) (*Device, error) {
 // missing link is not an error; a link that is not a dummy device is not
 // deleted.
 func (c *Conn) Delete(ctx context.Context, name string) error {
-	err := c.check("delete")
+	err := check(ctx, "delete")
 	var index int32
 	if err == nil {
 		index, err = c.lookup(ctx, name)
@@ -248,7 +230,7 @@ func (d *Device) Addresses(ctx context.Context) ([]netip.Addr, error) {
 }
 
 func (d *Device) addresses(ctx context.Context) ([]netip.Addr, error) {
-	if err := d.conn.check("list"); err != nil {
+	if err := check(ctx, "list"); err != nil {
 		return nil, err
 	}
 	index, err := d.conn.lookup(ctx, d.name)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -37,12 +38,15 @@ func fakeLinks(reqs []netlink.Message) []netlink.Message {
 // errno before they reach the kernel.
 func TestFaultHook(t *testing.T) {
 	var asked []string
-	c := newConn(nl.NewConn(nl.Serve(fakeLinks), 1<<20, 1<<20), func(req string) error {
+	c := newConn(nl.NewConn(nl.Serve(fakeLinks), 1<<20, 1<<20))
+	defer c.Close()
+	ctx := fault.With(context.Background(), func(pkg, req string) error {
+		if pkg != "dummy" {
+			t.Errorf("the hook was asked by package %q", pkg)
+		}
 		asked = append(asked, req)
 		return unix.ENOMEM
 	})
-	defer c.Close()
-	ctx := context.Background()
 	if _, err := c.Get(ctx, "kube-ipvs0"); !errors.Is(err, unix.ENOMEM) {
 		t.Errorf("Get: %v", err)
 	}

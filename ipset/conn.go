@@ -17,13 +17,6 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
-	// Fault is a test hook for fault injection; leave it nil. When set,
-	// it is called before each message goes to the kernel with the
-	// message's ipset command (e.g. "add"), and an error it returns
-	// becomes that message's outcome as if the kernel had refused it,
-	// without sending it: return a unix.Errno such as unix.ENOBUFS to
-	// simulate the kernel's errno.
-	Fault func(request string) error
 }
 
 // Conn is a netlink socket speaking the ipset protocol. Its methods are safe
@@ -63,14 +56,12 @@ func Dial(cfg *Config) (*Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	if cfg != nil && cfg.Fault != nil {
-		c.SetFault(func(r *nl.Request) error { return cfg.Fault(commandName(uint8(r.Type))) })
-	}
 	return conn, nil
 }
 
 // newConn sets up a Conn on an open netlink socket.
 func newConn(c *nl.Conn) (*Conn, error) {
+	c.NameRequests("ipset", func(r *nl.Request) string { return commandName(uint8(r.Type)) })
 	conn := &Conn{nl: c, revisions: map[typeFamily]uint8{}}
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	defer cancel()
@@ -129,7 +120,7 @@ func toRequest(m netlink.Message) *nl.Request {
 	return &nl.Request{Type: uint16(m.Header.Type), Flags: m.Header.Flags &^ netlink.Request, Data: m.Data}
 }
 
-// commandName names an ipset command for the fault hook.
+// commandName names an ipset command for a fault.Hook.
 func commandName(cmd uint8) string {
 	switch cmd {
 	case cmdProtocol:

@@ -16,13 +16,6 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
-	// Fault is a test hook for fault injection; leave it nil. When set,
-	// it is called before each request goes to the kernel with the
-	// request's generic netlink command (e.g. "new service"), and an
-	// error it returns becomes that request's outcome as if the kernel had
-	// refused it, without sending it: return a unix.Errno such as
-	// unix.ENOBUFS to simulate the kernel's errno.
-	Fault func(request string) error
 }
 
 // Conn is a connection to the kernel's IPVS over generic netlink. Its
@@ -54,10 +47,12 @@ func Dial(cfg *Config) (*Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	if cfg != nil && cfg.Fault != nil {
-		c.SetFault(func(r *nl.Request) error { return cfg.Fault(commandName(r.Data[0])) })
-	}
-	return &Conn{nl: c, family: family}, nil
+	return newConn(c, family), nil
+}
+
+func newConn(c *nl.Conn, family uint16) *Conn {
+	c.NameRequests("ipvs", func(r *nl.Request) string { return commandName(r.Data[0]) })
+	return &Conn{nl: c, family: family}
 }
 
 // lookupFamily finds the IPVS generic netlink family's id.
@@ -86,7 +81,7 @@ const (
 	reqDump                       = netlink.Dump
 )
 
-// commandName names a command for the fault hook.
+// commandName names a command for a fault.Hook.
 func commandName(cmd uint8) string {
 	switch cmd {
 	case cmdNewService:

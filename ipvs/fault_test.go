@@ -6,20 +6,19 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"golang.org/x/sys/unix"
 )
 
 // The fault hook fails the requests it picks with its errno, as the
 // kernel would, and the others of the same write go through.
 func TestFaultHook(t *testing.T) {
-	ctx := context.Background()
 	k := newFakeKernel()
 	c := k.conn()
 	defer c.Close()
 	var asked []string
 	failNext := false
-	setFault(c, func(req string) error {
+	ctx := withFault(t, "ipvs", func(req string) error {
 		asked = append(asked, req)
 		if len(asked)%3 == 0 || failNext {
 			failNext = false
@@ -61,7 +60,12 @@ func TestFaultHook(t *testing.T) {
 	}
 }
 
-// setFault installs a fault hook as Config.Fault does.
-func setFault(c *Conn, fault func(string) error) {
-	c.nl.SetFault(func(r *nl.Request) error { return fault(commandName(r.Data[0])) })
+// withFault returns a context carrying a fault hook for package pkg.
+func withFault(t *testing.T, pkg string, hook func(request string) error) context.Context {
+	return fault.With(context.Background(), func(p, req string) error {
+		if p != pkg {
+			t.Errorf("the hook was asked by package %q, want %q", p, pkg)
+		}
+		return hook(req)
+	})
 }

@@ -63,7 +63,7 @@ func (k *fakeKernel) conn() *Conn { return newConnWith(k, k.family, 16<<20, 8<<2
 
 // newConnWith makes a Conn over a transport, with the given buffer sizes.
 func newConnWith(t nl.Transport, family uint16, readBuf, writeBuf int) *Conn {
-	return &Conn{nl: nl.NewConn(t, readBuf, writeBuf), family: family}
+	return newConn(nl.NewConn(t, readBuf, writeBuf), family)
 }
 
 func (k *fakeKernel) SetDeadline(t time.Time) error {

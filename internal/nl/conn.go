@@ -3,6 +3,7 @@ package nl
 import (
 	"context"
 	"errors"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"os"
 	"sync"
 	"time"
@@ -39,15 +40,10 @@ type Conn struct {
 	// peer opens another socket in the same namespace; nil when the
 	// transport cannot.
 	peer func() (*Conn, error)
-	// fault, when set, is asked about each request before it is sent.
-	fault Fault
+	// pkg and name name requests for a fault.Hook the context carries.
+	pkg  string
+	name func(r *Request) string
 }
-
-// Fault is the fault-injection seam: called with each request before it
-// is sent, an error it returns becomes the request's outcome as if the
-// kernel had refused it (a unix.Errno becomes an *Error), and the request
-// is not sent.
-type Fault func(r *Request) error
 
 // Dial opens a netlink socket of the given protocol (unix.NETLINK_*) in
 // the network namespace netns names (0: the caller's).
@@ -111,12 +107,14 @@ func NewConn(t Transport, readBuf, writeBuf int) *Conn {
 	}
 }
 
-// SetFault installs the fault-injection seam, on the peers DialPeer opens
-// too.
-func (c *Conn) SetFault(f Fault) {
+// NameRequests says how requests are named to a fault.Hook that an
+// exchange's context carries: the package's name, and a function naming
+// each request ("" for one the hook is not asked about). The peers
+// DialPeer opens inherit it.
+func (c *Conn) NameRequests(pkg string, name func(r *Request) string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.fault = f
+	c.pkg, c.name = pkg, name
 }
 
 // DialPeer opens another socket of the same protocol in the same network
@@ -130,7 +128,7 @@ func (c *Conn) DialPeer() (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.fault = c.fault
+	p.pkg, p.name = c.pkg, c.name
 	return p, nil
 }
 
@@ -169,7 +167,11 @@ func (c *Conn) Exchange(ctx context.Context, reqs ...*Request) error {
 		_ = c.t.SetDeadline(time.Unix(1, 0))
 		close(expired)
 	})
-	err := c.exchange(reqs)
+	var hook fault.Hook
+	if c.name != nil {
+		hook = fault.From(ctx)
+	}
+	err := c.exchange(reqs, hook)
 	if !stop() {
 		<-expired
 	}

@@ -2,6 +2,7 @@ package nl
 
 import (
 	"errors"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -66,7 +67,7 @@ func (r *Request) cost() int {
 // exchange sends the requests in as few writes as the socket buffers
 // allow and collects every reply. Each write's replies are read before the
 // next write, so the receive buffer never overflows.
-func (c *Conn) exchange(reqs []*Request) error {
+func (c *Conn) exchange(reqs []*Request, hook fault.Hook) error {
 	queue := reqs
 	for len(queue) > 0 {
 		n, bytes, cost := 0, 0, 0
@@ -83,7 +84,7 @@ func (c *Conn) exchange(reqs []*Request) error {
 			}
 			bytes, cost, n = bytes+b, cost+k, n+1
 		}
-		retry, err := c.roundTrip(queue[:n])
+		retry, err := c.roundTrip(queue[:n], hook)
 		if err != nil {
 			failAll(queue, err)
 			return err
@@ -101,8 +102,8 @@ func (c *Conn) exchange(reqs []*Request) error {
 // the last one is answered every request without an error reply has
 // succeeded. Dumps the kernel refused with EBUSY (a dump left running by
 // an interrupted exchange) are returned for another round.
-func (c *Conn) roundTrip(chunk []*Request) (retry []*Request, err error) {
-	if chunk = c.injectFaults(chunk); len(chunk) == 0 {
+func (c *Conn) roundTrip(chunk []*Request, hook fault.Hook) (retry []*Request, err error) {
+	if chunk = c.injectFaults(chunk, hook); len(chunk) == 0 {
 		return nil, nil
 	}
 	last := len(chunk) - 1
@@ -168,16 +169,19 @@ func (c *Conn) roundTrip(chunk []*Request) (retry []*Request, err error) {
 	return retry, nil
 }
 
-// injectFaults asks the fault seam about each request of a chunk and
+// injectFaults asks the fault hook about each request of a chunk and
 // returns those it lets through; the others are done, failed with its
 // error as if the kernel had answered it.
-func (c *Conn) injectFaults(chunk []*Request) []*Request {
-	if c.fault == nil {
+func (c *Conn) injectFaults(chunk []*Request, hook fault.Hook) []*Request {
+	if hook == nil {
 		return chunk
 	}
 	pass := chunk[:0:0]
 	for _, r := range chunk {
-		err := c.fault(r)
+		var err error
+		if name := c.name(r); name != "" {
+			err = hook(c.pkg, name)
+		}
 		if err == nil {
 			pass = append(pass, r)
 			continue

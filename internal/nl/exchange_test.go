@@ -3,6 +3,8 @@ package nl
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"testing"
 	"time"
 
@@ -141,7 +143,7 @@ func TestExchangeDumps(t *testing.T) {
 	}
 }
 
-// The fault seam fails the requests it picks as the kernel would; the
+// A fault hook on the context fails the requests it picks as the kernel would; the
 // others of the same write go through.
 func TestExchangeFault(t *testing.T) {
 	sent := 0
@@ -149,14 +151,15 @@ func TestExchangeFault(t *testing.T) {
 		sent += len(reqs)
 		return []netlink.Message{Ack(reqs[len(reqs)-1], 0, "")}
 	}), 1<<20, 1<<20)
-	c.SetFault(func(r *Request) error {
-		if r.Data[0] == 1 {
+	c.NameRequests("test", func(r *Request) string { return fmt.Sprint(r.Data[0]) })
+	ctx := fault.With(context.Background(), func(pkg, req string) error {
+		if pkg == "test" && req == "1" {
 			return unix.ENOBUFS
 		}
 		return nil
 	})
 	reqs := []*Request{{Type: 42, Data: []byte{0}}, {Type: 42, Data: []byte{1}}, {Type: 42, Data: []byte{2}}}
-	if err := c.Exchange(context.Background(), reqs...); err != nil {
+	if err := c.Exchange(ctx, reqs...); err != nil {
 		t.Fatal(err)
 	}
 	var ke *Error

@@ -92,7 +92,7 @@ func (e *benchEnv) verify(b *testing.B) {
 func mobyService(s Service) *mobyipvs.Service {
 	return &mobyipvs.Service{
 		AddressFamily: unix.AF_INET, Protocol: unix.IPPROTO_TCP, Address: net.IP(s.Addr.AsSlice()),
-		Port: s.Port, SchedName: s.Scheduler, Netmask: 0xffffffff,
+		Port: s.Port, SchedName: string(s.Scheduler), Netmask: 0xffffffff,
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var schedulers = []string{"rr", "wrr", "lc", "wlc", "sh", "mh", "sed", "nq"}
+var schedulers = []Scheduler{RoundRobin, WeightedRoundRobin, LeastConnection, WeightedLeastConnection, SourceHashing, MaglevHashing, ShortestExpectedDelay, NeverQueue}
 
 // serviceKinds are a service of each kind for one family.
 func serviceKinds(f Family) []Service {

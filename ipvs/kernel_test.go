@@ -51,7 +51,7 @@ type fakeDump struct {
 	entries []genetlink.Message
 }
 
-var knownSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
+var knownSchedulers = []Scheduler{RoundRobin, WeightedRoundRobin, LeastConnection, WeightedLeastConnection, LocalityBasedLeastConnection, LocalityBasedLeastConnectionReplication, DestinationHashing, SourceHashing, ShortestExpectedDelay, NeverQueue, WeightedFailover, WeightedOverflow, MaglevHashing, TwoRandomChoices}
 
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{family: 0x20, perDatagram: 1 << 20,

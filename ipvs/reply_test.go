@@ -60,7 +60,7 @@ func encodeServiceReply(s Service) []byte {
 		aeAddr(ae, svcAttrAddr, s.Addr)
 	}
 	aePort(ae, svcAttrPort, s.Port)
-	ae.String(svcAttrSchedName, s.Scheduler)
+	ae.String(svcAttrSchedName, string(s.Scheduler))
 	if s.PersistenceEngine != "" {
 		ae.String(svcAttrPEName, s.PersistenceEngine)
 	}

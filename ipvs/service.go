@@ -11,8 +11,30 @@ import (
 	"time"
 )
 
+// Scheduler names an IPVS scheduling algorithm: the kernel module
+// ip_vs_<name> that implements it.
+type Scheduler string
+
+// The kernel's schedulers (net/netfilter/ipvs/ip_vs_*.c).
+const (
+	RoundRobin                              Scheduler = "rr"
+	WeightedRoundRobin                      Scheduler = "wrr"
+	LeastConnection                         Scheduler = "lc"
+	WeightedLeastConnection                 Scheduler = "wlc"
+	LocalityBasedLeastConnection            Scheduler = "lblc"
+	LocalityBasedLeastConnectionReplication Scheduler = "lblcr"
+	DestinationHashing                      Scheduler = "dh"
+	SourceHashing                           Scheduler = "sh"
+	ShortestExpectedDelay                   Scheduler = "sed"
+	NeverQueue                              Scheduler = "nq"
+	WeightedFailover                        Scheduler = "fo"
+	WeightedOverflow                        Scheduler = "ovf"
+	MaglevHashing                           Scheduler = "mh"
+	TwoRandomChoices                        Scheduler = "twos"
+)
+
 // DefaultScheduler is used when a Service names none, as ipvsadm does.
-const DefaultScheduler = "wlc"
+const DefaultScheduler = WeightedLeastConnection
 
 // Service is an IPVS virtual service. It is identified either by
 // (Protocol, Addr, Port) or, when FirewallMark is not zero, by
@@ -28,10 +50,10 @@ type Service struct {
 	// carrying that mark, whatever their address, port and protocol.
 	FirewallMark uint32
 
-	// Scheduler is the name of the scheduling algorithm: rr, wrr, lc, wlc,
-	// lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos. Empty means
+	// Scheduler is the scheduling algorithm, one of the Scheduler
+	// constants or another the kernel has a module for. Empty means
 	// DefaultScheduler.
-	Scheduler string
+	Scheduler Scheduler
 	Flags     ServiceFlags
 	// Timeout is how long a persistent client sticks to its destination,
 	// in whole seconds.
@@ -133,7 +155,7 @@ func (s Service) encode(w *nl.Writer, full bool) {
 	if sched == "" {
 		sched = DefaultScheduler
 	}
-	w.String(svcAttrSchedName, sched)
+	w.String(svcAttrSchedName, string(sched))
 	if s.PersistenceEngine != "" {
 		w.String(svcAttrPEName, s.PersistenceEngine)
 	}
@@ -207,7 +229,7 @@ func decodeService(b []byte) (Service, error) {
 		case svcAttrFwmark:
 			s.FirewallMark = d.Uint32()
 		case svcAttrSchedName:
-			s.Scheduler = d.String(schedNameMaxLen)
+			s.Scheduler = Scheduler(d.String(schedNameMaxLen))
 		case svcAttrPEName:
 			s.PersistenceEngine = d.String(peNameMaxLen)
 		case svcAttrFlags:

@@ -14,10 +14,14 @@ import (
 // inconsistent (NLM_F_DUMP_INTR).
 const maxDumpAttempts = 5
 
-// Dump returns the entries that f selects; a nil f selects all of them.
-func (c *Conn) Dump(ctx context.Context, f *Filter) ([]Flow, error) {
+// Dump returns the entries that f selects; All() selects every entry.
+func (c *Conn) Dump(ctx context.Context, f Filter) ([]Flow, error) {
+	fp, err := f.selection("dump")
+	if err != nil {
+		return nil, err
+	}
 	var flows []Flow
-	err := c.dumpOp(ctx, "dump", f, func() { flows = flows[:0] }, func(fl *Flow) {
+	err = c.dumpOp(ctx, "dump", fp, func() { flows = flows[:0] }, func(fl *Flow) {
 		flows = append(flows, *fl)
 	})
 	if err != nil {
@@ -26,14 +30,18 @@ func (c *Conn) Dump(ctx context.Context, f *Filter) ([]Flow, error) {
 	return flows, nil
 }
 
-// Count returns the number of entries that f selects. A nil f asks the
-// kernel for the size of the namespace's table without a dump.
-func (c *Conn) Count(ctx context.Context, f *Filter) (int, error) {
-	if f == nil {
+// Count returns the number of entries that f selects. For All() it asks
+// the kernel for the size of the namespace's table without a dump.
+func (c *Conn) Count(ctx context.Context, f Filter) (int, error) {
+	fp, err := f.selection("count")
+	if err != nil {
+		return 0, err
+	}
+	if fp == nil {
 		return c.countAll(ctx)
 	}
 	n := 0
-	err := c.dumpOp(ctx, "count", f, func() { n = 0 }, func(*Flow) { n++ })
+	err = c.dumpOp(ctx, "count", fp, func() { n = 0 }, func(*Flow) { n++ })
 	if err != nil {
 		return 0, err
 	}
@@ -55,10 +63,10 @@ func (c *Conn) countAll(ctx context.Context) (int, error) {
 func (c *Conn) dumpOp(ctx context.Context, op string, f *Filter, reset func(), fn func(*Flow)) error {
 	if f != nil {
 		if err := f.validate(); err != nil {
-			return opError(op, f.String(), err)
+			return opError(op, describe(f), err)
 		}
 	}
-	return opError(op, f.String(), c.walk(ctx, f, reset, fn))
+	return opError(op, describe(f), c.walk(ctx, f, reset, fn))
 }
 
 // walk calls fn for every entry f selects. When the kernel reports the dump
@@ -122,7 +130,7 @@ func (c *Conn) runDump(ctx context.Context, req netlink.Message, f *Filter, fn f
 			}
 			return
 		}
-		if f.Match(&fl) {
+		if f == nil || f.Match(&fl) {
 			fn(&fl)
 		}
 	}

@@ -28,7 +28,7 @@ func TestFaultHook(t *testing.T) {
 		return nil
 	})
 	f := ByDestination(UDP, netip.MustParseAddr("10.96.0.10"), 53)
-	n, err := c.DeleteMatching(ctx, &f)
+	n, err := c.DeleteMatching(ctx, f)
 	if n != 6 || !errors.Is(err, unix.ENOBUFS) {
 		t.Fatalf("DeleteMatching: %d deleted, %v; want 6 and ENOBUFS", n, err)
 	}
@@ -45,7 +45,7 @@ func TestFaultHook(t *testing.T) {
 	// A failed dump is the whole operation's error.
 	asked = asked[:0]
 	ctx = withFault(t, "conntrack", func(string) error { return unix.EBUSY })
-	if _, err := c.DeleteMatching(ctx, &f); !errors.Is(err, unix.EBUSY) {
+	if _, err := c.DeleteMatching(ctx, f); !errors.Is(err, unix.EBUSY) {
 		t.Errorf("DeleteMatching with a failed dump: %v", err)
 	}
 }

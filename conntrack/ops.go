@@ -86,11 +86,16 @@ type victim struct {
 // removed. It dumps with as much of f as the kernel filters, checks the rest
 // here, then deletes the matches many per write over the same socket, each
 // by tuple and ID so a newer entry with a reused tuple survives. Entries
-// that vanish in between are not errors and not counted. A nil f selects
-// every entry; Flush does that in one message.
-func (c *Conn) DeleteMatching(ctx context.Context, f *Filter) (int, error) {
+// that vanish in between are not errors and not counted. Only All()
+// selects every entry (Flush does that in one message); a Filter with no
+// field set is an error, not everything.
+func (c *Conn) DeleteMatching(ctx context.Context, f Filter) (int, error) {
+	fp, err := f.selection("delete")
+	if err != nil {
+		return 0, err
+	}
 	var victims []victim
-	err := c.dumpOp(ctx, "delete", f, func() { victims = victims[:0] }, func(fl *Flow) {
+	err = c.dumpOp(ctx, "delete", fp, func() { victims = victims[:0] }, func(fl *Flow) {
 		victims = append(victims, victim{orig: fl.Orig, zone: fl.Zone, id: fl.ID})
 	})
 	if err != nil {

@@ -218,7 +218,7 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 		})
 	case FlushConntrack:
 		f := o.flushFilter()
-		_, err := d.flows.DeleteMatching(ctx, &f)
+		_, err := d.flows.DeleteMatching(ctx, f)
 		return err
 	case RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.

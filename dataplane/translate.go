@@ -61,7 +61,7 @@ func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
 }
 
 func (r RealServer) ipvsDestination() ipvs.Destination {
-	return ipvs.Destination{Addr: r.Addr, Port: r.Port, Forward: ipvs.Masquerade, Weight: r.Weight}
+	return ipvs.Destination{Addr: r.Addr, Port: r.Port, Forward: ipvs.Masquerade, Weight: r.Weight, Drained: r.Weight == 0}
 }
 
 // realsFromIPVS reads a kernel service's destinations.

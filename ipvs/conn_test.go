@@ -48,11 +48,11 @@ func TestOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := backend(1)
-	d.Weight, d.Forward = 0, Route
+	d.Weight, d.Drained, d.Forward = 0, true, Route
 	if err := c.UpdateDestination(ctx, svc, d); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.GetDestination(ctx, svc, d); err != nil || got.Weight != 0 || got.Forward != Route {
+	if got, err := c.GetDestination(ctx, svc, d); err != nil || got.Weight != 0 || !got.Drained || got.Forward != Route {
 		t.Fatalf("GetDestination: %+v, %v", got, err)
 	}
 	if err := c.DeleteDestination(ctx, svc, backend(0)); err != nil {
@@ -406,5 +406,29 @@ func TestDumpBusy(t *testing.T) {
 	ds, err := c.Destinations(ctx, svc)
 	if err != nil || len(ds) != 1 || ds[0].Addr != backend(1).Addr {
 		t.Fatalf("Destinations: %v, %v", ds, err)
+	}
+}
+
+// A destination without a weight gets 1, as ipvsadm gives it: only
+// Drained drains, so a forgotten weight cannot.
+func TestDestinationWeightDefault(t *testing.T) {
+	ctx := context.Background()
+	k := newFakeKernel()
+	c := k.conn()
+	svc := Service{Protocol: TCP, Addr: vip4, Port: 80, Scheduler: RoundRobin}
+	d := Destination{Addr: netip.MustParseAddr("10.1.0.9"), Port: 80}
+	var b Batch
+	b.CreateService(svc)
+	b.CreateDestination(svc, d)
+	if err := c.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetDestination(ctx, svc, d); err != nil || got.Weight != 1 || got.Drained {
+		t.Fatalf("GetDestination: %+v, %v; want weight 1", got, err)
+	}
+	d.Weight = 2
+	d.Drained = true
+	if err := c.UpdateDestination(ctx, svc, d); err == nil {
+		t.Error("a drained destination with a weight was accepted")
 	}
 }

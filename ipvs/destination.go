@@ -17,8 +17,14 @@ type Destination struct {
 	Port uint16
 
 	Forward ForwardMethod
-	// Weight is the share of new connections; 0 stops new ones (drain).
+	// Weight is the share of new connections. Zero means 1, as ipvsadm
+	// has it: a destination is drained (weight 0 in the kernel, no new
+	// connections) only when Drained says so.
 	Weight int
+	// Drained stops new connections to the destination, which keeps its
+	// established ones; Weight must then be zero. A destination read from
+	// the kernel is Drained when its weight is 0.
+	Drained bool
 	// UpperThreshold and LowerThreshold bound active connections: above
 	// the upper the destination gets no new ones until it is below the
 	// lower. Zero means no limit.
@@ -66,12 +72,27 @@ func (d Destination) validate() error {
 	if d.Weight < 0 || d.Weight > math.MaxInt32 {
 		return fmt.Errorf("weight %d out of range", d.Weight)
 	}
+	if d.Drained && d.Weight != 0 {
+		return fmt.Errorf("weight %d on a drained destination", d.Weight)
+	}
 	switch d.Forward {
 	case Masquerade, Tunnel, Route:
 	default:
 		return fmt.Errorf("forwarding method %v cannot be set", d.Forward)
 	}
 	return nil
+}
+
+// kernelWeight is the weight the kernel gets: 0 for a drained
+// destination, 1 for an unset one.
+func (d Destination) kernelWeight() uint32 {
+	switch {
+	case d.Drained:
+		return 0
+	case d.Weight == 0:
+		return 1
+	}
+	return uint32(d.Weight)
 }
 
 // encode writes the destination's nested attributes: its key, and with
@@ -85,7 +106,7 @@ func (d Destination) encode(w *nl.Writer, full bool) {
 		return
 	}
 	w.Uint32(destAttrFwdMethod, uint32(d.Forward))
-	w.Uint32(destAttrWeight, uint32(d.Weight))
+	w.Uint32(destAttrWeight, d.kernelWeight())
 	w.Uint8(destAttrTunType, uint8(d.TunnelType))
 	w.BE16(destAttrTunPort, d.TunnelPort)
 	w.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
@@ -121,6 +142,7 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 			d.Forward = ForwardMethod(ad.Uint32() & connFwdMask)
 		case destAttrWeight:
 			d.Weight = int(int32(ad.Uint32()))
+			d.Drained = d.Weight == 0
 		case destAttrUThresh:
 			d.UpperThreshold = ad.Uint32()
 		case destAttrLThresh:

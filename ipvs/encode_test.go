@@ -122,7 +122,7 @@ func TestEncodeMatchesIpvsadm(t *testing.T) {
 			TunnelType: GUE, TunnelPort: 6080, TunnelFlags: TunnelChecksum,
 		}}, true},
 		{"update-destination-route", op{kind: opUpdateDestination, svc: tcp4, dest: Destination{
-			Addr: netip.MustParseAddr("10.1.0.1"), Port: 80, Forward: Route, Weight: 0,
+			Addr: netip.MustParseAddr("10.1.0.1"), Port: 80, Forward: Route, Drained: true,
 		}}, true},
 		{"delete-destination", op{kind: opDeleteDestination, svc: tcp4, dest: Destination{
 			Addr: netip.MustParseAddr("10.1.0.1"), Port: 8080,

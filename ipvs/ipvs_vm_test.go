@@ -78,7 +78,7 @@ func TestLifecycle(t *testing.T) {
 				if err := e.c.UpdateService(c, svc); err != nil {
 					t.Fatal(err)
 				}
-				d1.Weight, d1.UpperThreshold = 0, 7
+				d1.Weight, d1.Drained, d1.UpperThreshold = 0, true, 7
 				if err := e.c.UpdateDestination(c, svc, d1); err != nil {
 					t.Fatal(err)
 				}

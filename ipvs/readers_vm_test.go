@@ -157,7 +157,7 @@ func (e *env) mobyTable() []VirtualServer {
 		var ds []Destination
 		for _, md := range dests {
 			ds = append(ds, Destination{
-				Addr: ipAddr(md.Address, Family(md.AddressFamily)), Port: md.Port, Weight: md.Weight,
+				Addr: ipAddr(md.Address, Family(md.AddressFamily)), Port: md.Port, Weight: md.Weight, Drained: md.Weight == 0,
 				Forward: ForwardMethod(md.ConnectionFlags & connFwdMask), UpperThreshold: md.UpperThreshold,
 				LowerThreshold: md.LowerThreshold,
 			})

@@ -85,7 +85,9 @@ func encodeDestinationReply(d Destination) []byte {
 	aeAddr(ae, destAttrAddr, d.Addr)
 	aePort(ae, destAttrPort, d.Port)
 	ae.Uint32(destAttrFwdMethod, uint32(d.Forward))
-	ae.Uint32(destAttrWeight, uint32(d.Weight))
+	if d.Weight != 0 || d.Drained {
+		ae.Uint32(destAttrWeight, d.kernelWeight())
+	}
 	ae.Uint8(destAttrTunType, uint8(d.TunnelType))
 	aePort(ae, destAttrTunPort, d.TunnelPort)
 	ae.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))

@@ -79,15 +79,13 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		if s.ExternalPolicy == PolicyLocal {
 			entry(SetLoadBalancerLocal, ip.Is6(), e)
 		}
-		if len(s.LoadBalancerSourceRanges) == 0 {
+		ranges := sourceRanges(s.LoadBalancerSourceRanges, ip.Is6())
+		if len(ranges) == 0 {
 			continue
 		}
 		entry(SetLoadBalancerFW, ip.Is6(), e)
 		allowFromNode := false
-		for _, src := range s.LoadBalancerSourceRanges {
-			if src.Addr().Is6() != ip.Is6() {
-				continue
-			}
+		for _, src := range ranges {
 			entry(SetLoadBalancerSourceNet, ip.Is6(), e+","+src.Masked().String())
 			for _, a := range n.primaryIPs(ip.Is6()) {
 				allowFromNode = allowFromNode || src.Contains(a)
@@ -113,6 +111,24 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		}
 	}
 	return c
+}
+
+// sourceRanges returns a load balancer's source ranges of one family, as
+// kube-proxy reads them: none of the family leaves it unrestricted, and so
+// does a range of prefix length 0 among them (kubernetes#132722), which a
+// hash:ip,port,net set could not hold anyway.
+func sourceRanges(all []netip.Prefix, ipv6 bool) []netip.Prefix {
+	var ranges []netip.Prefix
+	for _, src := range all {
+		if src.Addr().Is6() != ipv6 {
+			continue
+		}
+		if src.Bits() == 0 {
+			return nil
+		}
+		ranges = append(ranges, src)
+	}
+	return ranges
 }
 
 // nodePortEntries fills the node-port sets: a bitmap of ports for TCP and

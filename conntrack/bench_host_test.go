@@ -85,7 +85,7 @@ func deleteWithPackage(b *testing.B, ns *testutil.NetNS, f Filter) int {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	n, err := c.DeleteMatching(context.Background(), &f)
+	n, err := c.DeleteMatching(context.Background(), f)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func benchDelete(b *testing.B, total, dests int, del func(*testutil.NetNS) int, 
 		if n != len(victims) {
 			b.Fatalf("deleted %d entries, want %d", n, len(victims))
 		}
-		if left, err := c.Count(ctx, nil); err != nil || left != total-len(victims) {
+		if left, err := c.Count(ctx, All()); err != nil || left != total-len(victims) {
 			b.Fatalf("%d entries left (%v), want %d", left, err, total-len(victims))
 		}
 	}

@@ -74,11 +74,3 @@ const (
 
 // enum ctattr_stats_global.
 const ctaStatsGlobalEntries = 1
-
-// NLMSG_ERROR: errno, the request's header (and its payload unless the ack
-// is capped), then extended-ack attributes when flagged.
-const (
-	flagCapped  = 0x100 // NLM_F_CAPPED
-	flagAckTLVs = 0x200 // NLM_F_ACK_TLVS
-	attrMsg     = 1     // NLMSGERR_ATTR_MSG
-)

@@ -1,29 +1,22 @@
 package conntrack
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"net/netip"
 	"time"
 
-	"github.com/mdlayher/netlink"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
 var errShortMessage = errors.New("ctnetlink message shorter than its nfgenmsg header")
 
-// newDecoder returns a network-byte-order decoder for the attributes after
-// a message's nfgenmsg header.
-func newDecoder(data []byte) (*netlink.AttributeDecoder, error) {
-	if len(data) < 4 {
-		return nil, errShortMessage
+// newDecoder returns a reader of the attributes after a message's
+// nfgenmsg header; ctnetlink's integers are in network byte order.
+func newDecoder(data []byte) (nl.Reader, error) {
+	if len(data) < nl.NFGenMsgLen {
+		return nl.Reader{}, errShortMessage
 	}
-	ad, err := netlink.NewAttributeDecoder(data[4:])
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	return ad, nil
+	return nl.NewReader(data[nl.NFGenMsgLen:], "ctnetlink"), nil
 }
 
 // decodeFlow decodes the payload of an IPCTNL_MSG_CT_NEW message, as a dump
@@ -37,23 +30,19 @@ func decodeFlow(data []byte) (Flow, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case ctaTupleOrig:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				return decodeTuple(nad, &f.Orig)
-			})
+			ad.Nest(func(nad *nl.Reader) { decodeTuple(nad, &f.Orig) })
 		case ctaTupleReply:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				return decodeTuple(nad, &f.Reply)
-			})
+			ad.Nest(func(nad *nl.Reader) { decodeTuple(nad, &f.Reply) })
 		case ctaStatus:
-			f.Status = Status(ad.Uint32())
+			f.Status = Status(ad.BE32())
 		case ctaTimeout:
-			f.Timeout = time.Duration(ad.Uint32()) * time.Second
+			f.Timeout = time.Duration(ad.BE32()) * time.Second
 		case ctaMark:
-			f.Mark = ad.Uint32()
+			f.Mark = ad.BE32()
 		case ctaID:
-			f.ID = ad.Uint32()
+			f.ID = ad.BE32()
 		case ctaZone:
-			f.Zone = ad.Uint16()
+			f.Zone = ad.BE16()
 		}
 	}
 	if err := ad.Err(); err != nil {
@@ -65,24 +54,18 @@ func decodeFlow(data []byte) (Flow, error) {
 	return f, nil
 }
 
-func decodeTuple(ad *netlink.AttributeDecoder, t *Tuple) error {
+func decodeTuple(ad *nl.Reader, t *Tuple) {
 	for ad.Next() {
 		switch ad.Type() {
 		case ctaTupleIP:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				return decodeAddrs(nad, t)
-			})
+			ad.Nest(func(nad *nl.Reader) { decodeAddrs(nad, t) })
 		case ctaTupleProto:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				decodeProto(nad, t)
-				return nil
-			})
+			ad.Nest(func(nad *nl.Reader) { decodeProto(nad, t) })
 		}
 	}
-	return nil
 }
 
-func decodeAddrs(ad *netlink.AttributeDecoder, t *Tuple) error {
+func decodeAddrs(ad *nl.Reader, t *Tuple) {
 	for ad.Next() {
 		var dst *netip.Addr
 		switch ad.Type() {
@@ -99,24 +82,24 @@ func decodeAddrs(ad *netlink.AttributeDecoder, t *Tuple) error {
 		}
 		b := ad.Bytes()
 		if len(b) != want {
-			return fmt.Errorf("address attribute %d has %d bytes, want %d", ad.Type(), len(b), want)
+			ad.Fail("address of %d bytes, want %d", len(b), want)
+			return
 		}
 		*dst, _ = netip.AddrFromSlice(b)
 	}
-	return nil
 }
 
-func decodeProto(ad *netlink.AttributeDecoder, t *Tuple) {
+func decodeProto(ad *nl.Reader, t *Tuple) {
 	for ad.Next() {
 		switch ad.Type() {
 		case ctaProtoNum:
 			t.Protocol = Protocol(ad.Uint8())
 		case ctaProtoSrcPort:
-			t.SrcPort = ad.Uint16()
+			t.SrcPort = ad.BE16()
 		case ctaProtoDstPort:
-			t.DstPort = ad.Uint16()
+			t.DstPort = ad.BE16()
 		case ctaProtoICMPID, ctaProtoICMPv6ID:
-			t.ICMPID = ad.Uint16()
+			t.ICMPID = ad.BE16()
 		case ctaProtoICMPType, ctaProtoICMPv6Ty:
 			t.ICMPType = ad.Uint8()
 		case ctaProtoICMPCode, ctaProtoICMPv6Co:
@@ -135,7 +118,7 @@ func decodeStatsEntries(data []byte) (int, error) {
 	n := -1
 	for ad.Next() {
 		if ad.Type() == ctaStatsGlobalEntries {
-			n = int(ad.Uint32())
+			n = int(ad.BE32())
 		}
 	}
 	if err := ad.Err(); err != nil {

@@ -1,95 +1,83 @@
 package conntrack
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
-// newEncoder returns an attribute encoder in network byte order, which
-// ctnetlink uses for every integer except the CTA_FILTER flags.
-func newEncoder() *netlink.AttributeEncoder {
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian
-	return ae
-}
-
-// request builds a ctnetlink message: header type, nfgenmsg, attributes.
-func request(typ uint8, flags netlink.HeaderFlags, family Family, attrs []byte) netlink.Message {
-	data := make([]byte, 4, 4+len(attrs))
-	data[0] = byte(family)
-	// data[1] is the nfnetlink version (NFNETLINK_V0), data[2:4] res_id.
-	data = append(data, attrs...)
+// request builds a ctnetlink message: header type, then data, which
+// starts with the nfgenmsg newWriter wrote.
+func request(typ uint8, flags netlink.HeaderFlags, data []byte) netlink.Message {
 	return netlink.Message{
 		Header: netlink.Header{
-			Type:  netlink.HeaderType(subsysCTNetlink<<8 | uint16(typ)),
+			Type:  netlink.HeaderType(nl.NFType(subsysCTNetlink, typ)),
 			Flags: netlink.Request | flags,
 		},
 		Data: data,
 	}
 }
 
-// encodeTuple writes a complete tuple, as the kernel needs it to look up or
-// create an entry.
-func encodeTuple(ae *netlink.AttributeEncoder, typ uint16, t Tuple) {
-	ae.Nested(typ, func(nae *netlink.AttributeEncoder) error {
-		nae.Nested(ctaTupleIP, func(ip *netlink.AttributeEncoder) error {
-			encodeAddrs(ip, t, true, true)
-			return nil
-		})
-		nae.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
-			encodeProto(p, t, true, true)
-			return nil
-		})
-		return nil
-	})
+// newWriter starts a message's data with its nfgenmsg; ctnetlink's
+// integers are in network byte order, except the CTA_FILTER flags.
+func newWriter(family Family) *nl.Writer {
+	return &nl.Writer{B: nl.AppendNFGenMsg(make([]byte, 0, 128), uint8(family), nl.NFNetlinkV0)}
 }
 
-func encodeAddrs(ae *netlink.AttributeEncoder, t Tuple, src, dst bool) {
+// encodeTuple writes a complete tuple, as the kernel needs it to look up or
+// create an entry.
+func encodeTuple(w *nl.Writer, typ uint16, t Tuple) {
+	n := w.Begin(typ | nl.Nested)
+	ip := w.Begin(ctaTupleIP | nl.Nested)
+	encodeAddrs(w, t, true, true)
+	w.End(ip)
+	p := w.Begin(ctaTupleProto | nl.Nested)
+	encodeProto(w, t, true, true)
+	w.End(p)
+	w.End(n)
+}
+
+func encodeAddrs(w *nl.Writer, t Tuple, src, dst bool) {
 	if t.Src.Is4() || t.Dst.Is4() {
 		if src {
-			a := t.Src.As4()
-			ae.Bytes(ctaIPv4Src, a[:])
+			w.Addr(ctaIPv4Src, t.Src)
 		}
 		if dst {
-			a := t.Dst.As4()
-			ae.Bytes(ctaIPv4Dst, a[:])
+			w.Addr(ctaIPv4Dst, t.Dst)
 		}
 		return
 	}
 	if src {
-		a := t.Src.As16()
-		ae.Bytes(ctaIPv6Src, a[:])
+		w.Addr(ctaIPv6Src, t.Src)
 	}
 	if dst {
-		a := t.Dst.As16()
-		ae.Bytes(ctaIPv6Dst, a[:])
+		w.Addr(ctaIPv6Dst, t.Dst)
 	}
 }
 
-func encodeProto(ae *netlink.AttributeEncoder, t Tuple, src, dst bool) {
-	ae.Uint8(ctaProtoNum, uint8(t.Protocol))
+func encodeProto(w *nl.Writer, t Tuple, src, dst bool) {
+	w.Uint8(ctaProtoNum, uint8(t.Protocol))
 	switch {
 	case t.Protocol.hasPorts():
 		if src {
-			ae.Uint16(ctaProtoSrcPort, t.SrcPort)
+			w.BE16(ctaProtoSrcPort, t.SrcPort)
 		}
 		if dst {
-			ae.Uint16(ctaProtoDstPort, t.DstPort)
+			w.BE16(ctaProtoDstPort, t.DstPort)
 		}
 	case !src || !dst:
 		// A filter never compares ICMP fields; only complete tuples carry
 		// them.
 	case t.Protocol == ICMP:
-		ae.Uint16(ctaProtoICMPID, t.ICMPID)
-		ae.Uint8(ctaProtoICMPType, t.ICMPType)
-		ae.Uint8(ctaProtoICMPCode, t.ICMPCode)
+		w.BE16(ctaProtoICMPID, t.ICMPID)
+		w.Uint8(ctaProtoICMPType, t.ICMPType)
+		w.Uint8(ctaProtoICMPCode, t.ICMPCode)
 	case t.Protocol == ICMPv6:
-		ae.Uint16(ctaProtoICMPv6ID, t.ICMPID)
-		ae.Uint8(ctaProtoICMPv6Ty, t.ICMPType)
-		ae.Uint8(ctaProtoICMPv6Co, t.ICMPCode)
+		w.BE16(ctaProtoICMPv6ID, t.ICMPID)
+		w.Uint8(ctaProtoICMPv6Ty, t.ICMPType)
+		w.Uint8(ctaProtoICMPv6Co, t.ICMPCode)
 	}
 }
 
@@ -121,30 +109,26 @@ func encodeNew(f Flow, ack bool) (netlink.Message, error) {
 	if err := validTuple(reply); err != nil {
 		return netlink.Message{}, err
 	}
-	ae := newEncoder()
-	encodeTuple(ae, ctaTupleOrig, f.Orig)
-	encodeTuple(ae, ctaTupleReply, reply)
+	w := newWriter(f.Family())
+	encodeTuple(w, ctaTupleOrig, f.Orig)
+	encodeTuple(w, ctaTupleReply, reply)
 	if f.Status != 0 {
-		ae.Uint32(ctaStatus, uint32(f.Status))
+		w.BE32(ctaStatus, uint32(f.Status))
 	}
 	if f.Timeout > 0 {
-		ae.Uint32(ctaTimeout, uint32((f.Timeout+time.Second-1)/time.Second))
+		w.BE32(ctaTimeout, uint32((f.Timeout+time.Second-1)/time.Second))
 	}
 	if f.Mark != 0 {
-		ae.Uint32(ctaMark, f.Mark)
+		w.BE32(ctaMark, f.Mark)
 	}
 	if f.Zone != 0 {
-		ae.Uint16(ctaZone, f.Zone)
-	}
-	b, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, err
+		w.BE16(ctaZone, f.Zone)
 	}
 	flags := netlink.Create | netlink.Excl
 	if ack {
 		flags |= netlink.Acknowledge
 	}
-	return request(msgNew, flags, f.Family(), b), nil
+	return request(msgNew, flags, w.B), nil
 }
 
 // encodeLookup builds a get or delete of the entry with orig in zone; a
@@ -153,37 +137,33 @@ func encodeLookup(typ uint8, orig Tuple, zone uint16, id uint32, ack bool) (netl
 	if err := validTuple(orig); err != nil {
 		return netlink.Message{}, err
 	}
-	ae := newEncoder()
-	encodeTuple(ae, ctaTupleOrig, orig)
+	w := newWriter(familyOf(orig.Src))
+	encodeTuple(w, ctaTupleOrig, orig)
 	if zone != 0 {
-		ae.Uint16(ctaZone, zone)
+		w.BE16(ctaZone, zone)
 	}
 	if id != 0 {
-		ae.Uint32(ctaID, id)
-	}
-	b, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, err
+		w.BE32(ctaID, id)
 	}
 	var flags netlink.HeaderFlags
 	if ack {
 		flags = netlink.Acknowledge
 	}
-	return request(typ, flags, familyOf(orig.Src), b), nil
+	return request(typ, flags, w.B), nil
 }
 
 // encodeFlush builds the delete of every entry of a family (0: all). The
 // kernel (since Linux 4.19) honours the family of a flush only when the
 // nfgenmsg version is nonzero; with version 0 it flushes both families.
 func encodeFlush(family Family) netlink.Message {
-	m := request(msgDelete, netlink.Acknowledge, family, nil)
+	version := uint8(nl.NFNetlinkV0)
 	if family != 0 {
-		m.Data[1] = 1
+		version = 1
 	}
-	return m
+	return request(msgDelete, netlink.Acknowledge, nl.AppendNFGenMsg(nil, uint8(family), version))
 }
 
 // encodeStats builds the request for the table's global counters.
 func encodeStats() netlink.Message {
-	return request(msgGetStats, 0, 0, nil)
+	return request(msgGetStats, 0, nl.AppendNFGenMsg(nil, 0, nl.NFNetlinkV0))
 }

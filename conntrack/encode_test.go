@@ -136,9 +136,9 @@ func TestEncodeLookupZoneAndID(t *testing.T) {
 	for ad.Next() {
 		switch ad.Type() {
 		case ctaZone:
-			zone = ad.Uint16()
+			zone = ad.BE16()
 		case ctaID:
-			id = ad.Uint32()
+			id = ad.BE32()
 		}
 	}
 	if zone != 3 || id != 0xdeadbeef {

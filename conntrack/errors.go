@@ -26,7 +26,7 @@ type OpError struct {
 	// Object names what the operation was about: a tuple, a filter, a
 	// family.
 	Object string
-	// Err is the cause; for a kernel refusal, a *netlink.OpError holding the
+	// Err is the cause; for a kernel refusal, an error holding the
 	// unix.Errno and any extended-ack message.
 	Err error
 }

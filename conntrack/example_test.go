@@ -22,7 +22,7 @@ func Example() {
 	defer conn.Close()
 
 	f := conntrack.ByDestination(conntrack.UDP, netip.MustParseAddr("10.96.0.10"), 0)
-	n, err := conn.DeleteMatching(ctx, &f)
+	n, err := conn.DeleteMatching(ctx, f)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func ExampleByStaleEndpoints() {
 		netip.MustParseAddrPort("10.244.2.7:5353"),
 	}
 	f := conntrack.ByStaleEndpoints(conntrack.UDP, service, endpoints)
-	if _, err := conn.DeleteMatching(ctx, &f); err != nil {
+	if _, err := conn.DeleteMatching(ctx, f); err != nil {
 		log.Fatal(err)
 	}
 }

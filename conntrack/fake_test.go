@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,19 +33,14 @@ type fakeKernel struct {
 	pending      []netlink.Message
 }
 
+// conn returns a Conn on the fake, with the kernel's default socket
+// buffers (net.core.rmem_default, doubled), so that many deletes take
+// several writes.
 func (k *fakeKernel) conn() *Conn {
-	return newConn(nltest.Dial(k.handle), false)
+	return newConn(nl.NewConn(nl.Serve(k.handle), 2*212992, 2*212992))
 }
 
-func (k *fakeKernel) handle(reqs []netlink.Message) ([]netlink.Message, error) {
-	if reqs == nil {
-		if len(k.pending) == 0 {
-			k.t.Fatal("read with no reply pending")
-		}
-		m := k.pending[0]
-		k.pending = k.pending[1:]
-		return []netlink.Message{m}, nil
-	}
+func (k *fakeKernel) handle(reqs []netlink.Message) []netlink.Message {
 	k.writes++
 	var acks []bool
 	for _, req := range reqs {
@@ -54,7 +49,7 @@ func (k *fakeKernel) handle(reqs []netlink.Message) ([]netlink.Message, error) {
 			if req.Header.Flags&netlink.Dump == 0 {
 				k.t.Fatalf("unexpected get %+v", req)
 			}
-			return k.dump(req), nil
+			return k.dump(req)
 		case msgDelete:
 			acks = append(acks, req.Header.Flags&netlink.Acknowledge != 0)
 			k.delete(req)
@@ -63,12 +58,9 @@ func (k *fakeKernel) handle(reqs []netlink.Message) ([]netlink.Message, error) {
 		}
 	}
 	k.deleteWrites = append(k.deleteWrites, acks)
-	if len(k.pending) == 0 {
-		return nil, nil
-	}
-	m := k.pending[0]
-	k.pending = k.pending[1:]
-	return []netlink.Message{m}, nil
+	out := k.pending
+	k.pending = nil
+	return out
 }
 
 func (k *fakeKernel) dump(req netlink.Message) []netlink.Message {
@@ -134,23 +126,19 @@ func errorReply(req netlink.Message, errno unix.Errno) netlink.Message {
 // flowMessage is the message a dump carries for f.
 func flowMessage(t *testing.T, f Flow) netlink.Message {
 	t.Helper()
-	ae := newEncoder()
-	encodeTuple(ae, ctaTupleOrig, f.Orig)
+	w := newWriter(f.Family())
+	encodeTuple(w, ctaTupleOrig, f.Orig)
 	reply := f.Reply
 	if !reply.Src.IsValid() {
 		reply = f.Orig.Reverse()
 	}
-	encodeTuple(ae, ctaTupleReply, reply)
+	encodeTuple(w, ctaTupleReply, reply)
 	if f.Zone != 0 {
-		ae.Uint16(ctaZone, f.Zone)
+		w.BE16(ctaZone, f.Zone)
 	}
-	ae.Uint32(ctaStatus, uint32(f.Status))
-	ae.Uint32(ctaMark, f.Mark)
-	ae.Uint32(ctaID, f.ID)
-	ae.Uint32(ctaTimeout, 30)
-	b, err := ae.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return request(msgNew, 0, f.Family(), b)
+	w.BE32(ctaStatus, uint32(f.Status))
+	w.BE32(ctaMark, f.Mark)
+	w.BE32(ctaID, f.ID)
+	w.BE32(ctaTimeout, 30)
+	return request(msgNew, 0, w.B)
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ func TestFaultHook(t *testing.T) {
 	c := k.conn()
 	defer c.Close()
 	var asked []string
-	c.fault = func(req string) error {
+	ctx := withFault(t, "conntrack", func(req string) error {
 		asked = append(asked, req)
 		// The dump is the first request; then every third delete fails,
 		// the last of the batch among them.
@@ -25,9 +26,9 @@ func TestFaultHook(t *testing.T) {
 			return unix.ENOBUFS
 		}
 		return nil
-	}
+	})
 	f := ByDestination(UDP, netip.MustParseAddr("10.96.0.10"), 53)
-	n, err := c.DeleteMatching(context.Background(), &f)
+	n, err := c.DeleteMatching(ctx, f)
 	if n != 6 || !errors.Is(err, unix.ENOBUFS) {
 		t.Fatalf("DeleteMatching: %d deleted, %v; want 6 and ENOBUFS", n, err)
 	}
@@ -43,8 +44,18 @@ func TestFaultHook(t *testing.T) {
 
 	// A failed dump is the whole operation's error.
 	asked = asked[:0]
-	c.fault = func(string) error { return unix.EBUSY }
-	if _, err := c.DeleteMatching(context.Background(), &f); !errors.Is(err, unix.EBUSY) {
+	ctx = withFault(t, "conntrack", func(string) error { return unix.EBUSY })
+	if _, err := c.DeleteMatching(ctx, f); !errors.Is(err, unix.EBUSY) {
 		t.Errorf("DeleteMatching with a failed dump: %v", err)
 	}
+}
+
+// withFault returns a context carrying a fault hook for package pkg.
+func withFault(t *testing.T, pkg string, hook func(request string) error) context.Context {
+	return fault.With(context.Background(), func(p, req string) error {
+		if p != pkg {
+			t.Errorf("the hook was asked by package %q, want %q", p, pkg)
+		}
+		return hook(req)
+	})
 }

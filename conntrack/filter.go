@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -26,6 +27,31 @@ type Filter struct {
 	// KeepReplySources excludes entries whose reply source is one of these:
 	// the endpoints a service still has. A zero port stands for any port.
 	KeepReplySources []netip.AddrPort
+
+	// all is set by All: a Filter with no field set selects nothing
+	// unless it says so, so that a forgotten field cannot empty the table.
+	all bool
+}
+
+// All selects every entry. It is the only Filter with no field set that
+// the Conn's methods accept.
+func All() Filter { return Filter{all: true} }
+
+// ErrEmptyFilter is the error for a Filter with no field set that is not
+// All(): deleting everything must be asked for by name.
+var ErrEmptyFilter = errors.New("filter selects nothing; use conntrack.All() to select every entry")
+
+// selection returns f for the dump machinery, where nil means every entry.
+func (f Filter) selection(op string) (*Filter, error) {
+	empty := f.Family == 0 && f.Protocol == 0 && f.Orig.isZero() && f.Reply.isZero() &&
+		f.MarkMask == 0 && f.Zone == nil && len(f.KeepReplySources) == 0
+	switch {
+	case empty && f.all:
+		return nil, nil
+	case empty:
+		return nil, &OpError{Op: op, Object: "empty filter", Err: ErrEmptyFilter}
+	}
+	return &f, nil
 }
 
 // TupleFilter matches fields of a tuple; zero fields match anything. Ports
@@ -73,10 +99,15 @@ func ByStaleEndpoints(proto Protocol, service netip.AddrPort, keep []netip.AddrP
 	}
 }
 
-func (f *Filter) String() string {
+// describe names a selection, where nil is every entry.
+func describe(f *Filter) string {
 	if f == nil {
 		return "all entries"
 	}
+	return f.String()
+}
+
+func (f Filter) String() string {
 	var parts []string
 	add := func(format string, args ...any) { parts = append(parts, fmt.Sprintf(format, args...)) }
 	if f.Family != 0 {
@@ -111,10 +142,13 @@ func (f *Filter) String() string {
 	if len(f.KeepReplySources) > 0 {
 		add("reply-src not in %v", f.KeepReplySources)
 	}
-	if len(parts) == 0 {
+	switch {
+	case len(parts) > 0:
+		return strings.Join(parts, " ")
+	case f.all:
 		return "all entries"
 	}
-	return strings.Join(parts, " ")
+	return "empty filter"
 }
 
 // validate rejects filters whose addresses contradict their family or each
@@ -140,12 +174,9 @@ func (f *Filter) validate() error {
 	return nil
 }
 
-// Match reports whether the entry is selected by the filter; a nil filter
-// selects every entry.
-func (f *Filter) Match(fl *Flow) bool {
-	if f == nil {
-		return true
-	}
+// Match reports whether the entry is selected by the filter; a Filter with
+// no field set selects every entry.
+func (f Filter) Match(fl *Flow) bool {
 	if f.Family != 0 && fl.Family() != f.Family {
 		return false
 	}

@@ -160,34 +160,34 @@ func TestFilterMatch(t *testing.T) {
 	svc := netip.MustParseAddrPort("10.96.0.10:53")
 	tests := []struct {
 		name   string
-		filter *Filter
+		filter Filter
 		flow   Flow
 		want   bool
 	}{
-		{"nil filter", nil, toSvc, true},
-		{"destination", ptr(ByDestination(UDP, a("10.96.0.10"), 53)), toSvc, true},
-		{"destination any port", ptr(ByDestination(UDP, a("10.96.0.10"), 0)), toSvc, true},
-		{"other destination", ptr(ByDestination(UDP, a("10.96.0.11"), 0)), toSvc, false},
-		{"other port", ptr(ByDestination(UDP, a("10.96.0.10"), 54)), toSvc, false},
-		{"other protocol", ptr(ByDestination(UDP, a("10.96.0.10"), 53)), tcp, false},
-		{"other family", ptr(ByDestination(UDP, a("10.96.0.10"), 53)), toSvc6, false},
-		{"IPv6 destination", ptr(ByDestination(UDP, a("fd00::10"), 53)), toSvc6, true},
-		{"node port", ptr(ByDestinationPort(0, UDP, 53)), toSvc6, true},
-		{"node port in IPv4 only", ptr(ByDestinationPort(IPv4, UDP, 53)), toSvc6, false},
-		{"endpoint", ptr(ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:5353"))), toSvc, true},
-		{"endpoint any port", ptr(ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:0"))), toSvc, true},
-		{"other endpoint", ptr(ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.6:5353"))), toSvc, false},
-		{"endpoint other port", ptr(ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:53"))), toSvc, false},
-		{"stale endpoint", ptr(ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.6:5353")})), toSvc, true},
-		{"kept endpoint", ptr(ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:5353")})), toSvc, false},
-		{"kept endpoint any port", ptr(ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:0")})), toSvc, false},
-		{"no endpoints kept", ptr(ByStaleEndpoints(UDP, svc, nil)), toSvc, true},
-		{"mark", &Filter{Mark: 0x4300, MarkMask: 0xff00}, marked, true},
-		{"other mark", &Filter{Mark: 0x4400, MarkMask: 0xff00}, marked, false},
-		{"zone", &Filter{Zone: &zone4}, marked, true},
-		{"default zone", &Filter{Zone: &zone0}, marked, false},
-		{"original source", &Filter{Orig: TupleFilter{Src: a("10.0.0.1"), SrcPort: 4000}, Protocol: UDP}, toSvc, true},
-		{"reply destination", &Filter{Reply: TupleFilter{Dst: a("10.0.0.2")}}, toSvc, false},
+		{"all", All(), toSvc, true},
+		{"destination", ByDestination(UDP, a("10.96.0.10"), 53), toSvc, true},
+		{"destination any port", ByDestination(UDP, a("10.96.0.10"), 0), toSvc, true},
+		{"other destination", ByDestination(UDP, a("10.96.0.11"), 0), toSvc, false},
+		{"other port", ByDestination(UDP, a("10.96.0.10"), 54), toSvc, false},
+		{"other protocol", ByDestination(UDP, a("10.96.0.10"), 53), tcp, false},
+		{"other family", ByDestination(UDP, a("10.96.0.10"), 53), toSvc6, false},
+		{"IPv6 destination", ByDestination(UDP, a("fd00::10"), 53), toSvc6, true},
+		{"node port", ByDestinationPort(0, UDP, 53), toSvc6, true},
+		{"node port in IPv4 only", ByDestinationPort(IPv4, UDP, 53), toSvc6, false},
+		{"endpoint", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:5353")), toSvc, true},
+		{"endpoint any port", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:0")), toSvc, true},
+		{"other endpoint", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.6:5353")), toSvc, false},
+		{"endpoint other port", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:53")), toSvc, false},
+		{"stale endpoint", ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.6:5353")}), toSvc, true},
+		{"kept endpoint", ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:5353")}), toSvc, false},
+		{"kept endpoint any port", ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:0")}), toSvc, false},
+		{"no endpoints kept", ByStaleEndpoints(UDP, svc, nil), toSvc, true},
+		{"mark", Filter{Mark: 0x4300, MarkMask: 0xff00}, marked, true},
+		{"other mark", Filter{Mark: 0x4400, MarkMask: 0xff00}, marked, false},
+		{"zone", Filter{Zone: &zone4}, marked, true},
+		{"default zone", Filter{Zone: &zone0}, marked, false},
+		{"original source", Filter{Orig: TupleFilter{Src: a("10.0.0.1"), SrcPort: 4000}, Protocol: UDP}, toSvc, true},
+		{"reply destination", Filter{Reply: TupleFilter{Dst: a("10.0.0.2")}}, toSvc, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

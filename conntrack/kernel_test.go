@@ -4,13 +4,13 @@ package conntrack
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +40,7 @@ func TestKernelCreateGetDeleteFlush(t *testing.T) {
 	if got.Reply != nat.Reply || got.ID == 0 || got.Timeout <= 0 {
 		t.Errorf("Get = %+v, want reply %v, an ID and a timeout", got, nat.Reply)
 	}
-	if n, err := c.Count(ctx, nil); err != nil || n != 3 {
+	if n, err := c.Count(ctx, All()); err != nil || n != 3 {
 		t.Errorf("Count(nil) = %d, %v; want 3", n, err)
 	}
 
@@ -88,15 +88,15 @@ func TestKernelDumpFilters(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		filter *Filter
+		filter Filter
 		want   int
 	}{
-		{"all", nil, 4},
-		{"family", &Filter{Family: IPv6}, 1},
-		{"mark", &Filter{Mark: 0x100, MarkMask: 0xf00}, 1},
-		{"zone", &Filter{Zone: &zone}, 1},
-		{"protocol", &Filter{Protocol: TCP}, 1},
-		{"destination on both protocols", &Filter{Orig: TupleFilter{Dst: a("10.0.0.2")}}, 2},
+		{"all", All(), 4},
+		{"family", Filter{Family: IPv6}, 1},
+		{"mark", Filter{Mark: 0x100, MarkMask: 0xf00}, 1},
+		{"zone", Filter{Zone: &zone}, 1},
+		{"protocol", Filter{Protocol: TCP}, 1},
+		{"destination on both protocols", Filter{Orig: TupleFilter{Dst: a("10.0.0.2")}}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +145,7 @@ func checkDelete(t *testing.T, c *Conn, ns interface {
 	if len(want) == 0 {
 		t.Fatalf("test setup: no entry for %s to delete among %v", tc.name, before)
 	}
-	n, err := c.DeleteMatching(testCtx(t), &tc.filter)
+	n, err := c.DeleteMatching(testCtx(t), tc.filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,15 +275,15 @@ func TestKernelDelete100k(t *testing.T) {
 	if err := c.Create(ctx, flows...); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.Count(ctx, nil); err != nil || n != 100000 {
+	if n, err := c.Count(ctx, All()); err != nil || n != 100000 {
 		t.Fatalf("Count(nil) = %d, %v; want 100000", n, err)
 	}
 	target := benchDestination(3)
 	f := ByDestination(UDP, target, 0)
-	if n, err := c.Count(ctx, &f); err != nil || n != 10000 {
+	if n, err := c.Count(ctx, f); err != nil || n != 10000 {
 		t.Fatalf("Count(%v) = %d, %v; want 10000", &f, n, err)
 	}
-	n, err := c.DeleteMatching(ctx, &f)
+	n, err := c.DeleteMatching(ctx, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,16 +309,16 @@ func TestKernelCanceledThenReused(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
-	if _, err := c.Dump(short, nil); err == nil {
+	if _, err := c.Dump(short, All()); err == nil {
 		t.Log("the dump finished within its millisecond; nothing left behind")
 	} else if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cut-short dump: %v, want context.DeadlineExceeded", err)
 	}
 	f := ByDestination(UDP, benchDestination(1), 0)
-	if n, err := c.Count(ctx, &f); err != nil || n != 10000 {
+	if n, err := c.Count(ctx, f); err != nil || n != 10000 {
 		t.Errorf("Count after a cut-short dump = %d, %v; want 10000", n, err)
 	}
-	if n, err := c.Count(ctx, nil); err != nil || n != 20000 {
+	if n, err := c.Count(ctx, All()); err != nil || n != 20000 {
 		t.Errorf("Count(nil) after a cut-short dump = %d, %v; want 20000", n, err)
 	}
 }
@@ -338,25 +338,18 @@ func TestKernelIPv6DumpFilter(t *testing.T) {
 	if err := c.Create(ctx, Flow{Orig: udp6, Timeout: time.Minute}, Flow{Orig: other, Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	ae := newEncoder()
-	ae.Nested(ctaFilter, func(nae *netlink.AttributeEncoder) error {
-		nae.ByteOrder = binary.NativeEndian
-		nae.Uint32(ctaFilterOrigFlags, filterIPDst)
-		return nil
-	})
-	ae.Nested(ctaTupleOrig, func(nae *netlink.AttributeEncoder) error {
-		nae.Nested(ctaTupleIP, func(ip *netlink.AttributeEncoder) error {
-			encodeAddrs(ip, udp6, false, true)
-			return nil
-		})
-		return nil
-	})
-	b, err := ae.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWriter(IPv6)
+	n := w.Begin(ctaFilter | nl.Nested)
+	// The flags are NLA_U32 in host byte order.
+	w.Uint32(ctaFilterOrigFlags, filterIPDst)
+	w.End(n)
+	n = w.Begin(ctaTupleOrig | nl.Nested)
+	ip := w.Begin(ctaTupleIP | nl.Nested)
+	encodeAddrs(w, udp6, false, true)
+	w.End(ip)
+	w.End(n)
 	var got []netip.Addr
-	_, _, err = c.runDump(request(msgGet, netlink.Dump, IPv6, b), nil, func(f *Flow) { got = append(got, f.Orig.Dst) })
+	_, _, err := c.runDump(ctx, request(msgGet, netlink.Dump, w.B), nil, func(f *Flow) { got = append(got, f.Orig.Dst) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
 package conntrack
 
 import (
-	"encoding/binary"
 	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -48,38 +48,32 @@ const (
 func (f *Filter) dumpRequest(family Family, level kernelLevel) (netlink.Message, error) {
 	flags := netlink.Dump
 	if f == nil || level == levelFamily {
-		return request(msgGet, flags, family, nil), nil
+		return request(msgGet, flags, newWriter(family).B), nil
 	}
-	ae := newEncoder()
+	w := newWriter(family)
 	if level >= levelTuple && family != 0 {
-		origFlags := f.Orig.kernelTuple(ae, ctaTupleOrig, family, f.Protocol)
-		replyFlags := f.Reply.kernelTuple(ae, ctaTupleReply, family, f.Protocol)
+		origFlags := f.Orig.kernelTuple(w, ctaTupleOrig, family, f.Protocol)
+		replyFlags := f.Reply.kernelTuple(w, ctaTupleReply, family, f.Protocol)
 		if origFlags != 0 || replyFlags != 0 {
-			ae.Nested(ctaFilter, func(nae *netlink.AttributeEncoder) error {
-				// The flags are NLA_U32 in host byte order.
-				nae.ByteOrder = binary.NativeEndian
-				if origFlags != 0 {
-					nae.Uint32(ctaFilterOrigFlags, origFlags)
-				}
-				if replyFlags != 0 {
-					nae.Uint32(ctaFilterReplyFlags, replyFlags)
-				}
-				return nil
-			})
+			n := w.Begin(ctaFilter | nl.Nested)
+			// The flags are NLA_U32 in host byte order.
+			if origFlags != 0 {
+				w.Uint32(ctaFilterOrigFlags, origFlags)
+			}
+			if replyFlags != 0 {
+				w.Uint32(ctaFilterReplyFlags, replyFlags)
+			}
+			w.End(n)
 		}
 	}
 	if f.MarkMask != 0 {
-		ae.Uint32(ctaMark, f.Mark&f.MarkMask)
-		ae.Uint32(ctaMarkMask, f.MarkMask)
+		w.BE32(ctaMark, f.Mark&f.MarkMask)
+		w.BE32(ctaMarkMask, f.MarkMask)
 	}
 	if f.Zone != nil {
-		ae.Uint16(ctaZone, *f.Zone)
+		w.BE16(ctaZone, *f.Zone)
 	}
-	b, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, err
-	}
-	return request(msgGet, flags, family, b), nil
+	return request(msgGet, flags, w.B), nil
 }
 
 // kernelTuple writes the tuple attribute of a CTA_FILTER and returns its
@@ -90,7 +84,7 @@ func (f *Filter) dumpRequest(family Family, level kernelLevel) (netlink.Message,
 // comparison in ctnetlink_filter_match_tuple is inverted (it drops the
 // entries that match) on many kernels, Debian's 5.10 and 6.1 and 6.18.44
 // among them, though not on Debian 13's 6.12.118 (TestKernelIPv6DumpFilter).
-func (t TupleFilter) kernelTuple(ae *netlink.AttributeEncoder, typ uint16, family Family, proto Protocol) uint32 {
+func (t TupleFilter) kernelTuple(w *nl.Writer, typ uint16, family Family, proto Protocol) uint32 {
 	var flags uint32
 	var tu Tuple
 	if family == IPv4 {
@@ -123,20 +117,17 @@ func (t TupleFilter) kernelTuple(ae *netlink.AttributeEncoder, typ uint16, famil
 	if flags == 0 {
 		return 0
 	}
-	ae.Nested(typ, func(nae *netlink.AttributeEncoder) error {
-		if flags&(filterIPSrc|filterIPDst) != 0 {
-			nae.Nested(ctaTupleIP, func(ip *netlink.AttributeEncoder) error {
-				encodeAddrs(ip, tu, flags&filterIPSrc != 0, flags&filterIPDst != 0)
-				return nil
-			})
-		}
-		if flags&filterProto != 0 {
-			nae.Nested(ctaTupleProto, func(p *netlink.AttributeEncoder) error {
-				encodeProto(p, tu, flags&filterSrcPort != 0, flags&filterDstPort != 0)
-				return nil
-			})
-		}
-		return nil
-	})
+	n := w.Begin(typ | nl.Nested)
+	if flags&(filterIPSrc|filterIPDst) != 0 {
+		ip := w.Begin(ctaTupleIP | nl.Nested)
+		encodeAddrs(w, tu, flags&filterIPSrc != 0, flags&filterIPDst != 0)
+		w.End(ip)
+	}
+	if flags&filterProto != 0 {
+		p := w.Begin(ctaTupleProto | nl.Nested)
+		encodeProto(w, tu, flags&filterSrcPort != 0, flags&filterDstPort != 0)
+		w.End(p)
+	}
+	w.End(n)
 	return flags
 }

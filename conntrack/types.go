@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Family is an address family of conntrack entries.
@@ -14,8 +12,8 @@ type Family uint8
 
 // The address families conntrack tracks.
 const (
-	IPv4 Family = unix.AF_INET
-	IPv6 Family = unix.AF_INET6
+	IPv4 Family = 2  // AF_INET
+	IPv6 Family = 10 // AF_INET6
 )
 
 func (f Family) String() string {
@@ -46,13 +44,13 @@ type Protocol uint8
 
 // Protocols that conntrack tracks by port or ICMP identifier.
 const (
-	ICMP    Protocol = unix.IPPROTO_ICMP
-	TCP     Protocol = unix.IPPROTO_TCP
-	UDP     Protocol = unix.IPPROTO_UDP
-	DCCP    Protocol = unix.IPPROTO_DCCP
-	ICMPv6  Protocol = unix.IPPROTO_ICMPV6
-	SCTP    Protocol = unix.IPPROTO_SCTP
-	UDPLite Protocol = unix.IPPROTO_UDPLITE
+	ICMP    Protocol = 1   // IPPROTO_ICMP
+	TCP     Protocol = 6   // IPPROTO_TCP
+	UDP     Protocol = 17  // IPPROTO_UDP
+	DCCP    Protocol = 33  // IPPROTO_DCCP
+	ICMPv6  Protocol = 58  // IPPROTO_ICMPV6
+	SCTP    Protocol = 132 // IPPROTO_SCTP
+	UDPLite Protocol = 136 // IPPROTO_UDPLITE
 )
 
 func (p Protocol) String() string {

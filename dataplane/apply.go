@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"net/netip"
 	"slices"
 
@@ -202,10 +203,8 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 		}
 		return d.sets.DeleteEntries(ctx, o.Set, entries, ipset.ExistOK)
 	case ReplaceRules:
-		if fault := d.cfg.faultFor("nftables"); fault != nil {
-			if err := fault("flush"); err != nil {
-				return err
-			}
+		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
+			return err
 		}
 		err := WriteRules(d.rules, &d.planner.index.node, func(name string) (uint16, error) {
 			if id, ok := d.setIndex[name]; ok {
@@ -233,7 +232,7 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 	case FlushConntrack:
 		f := o.flushFilter()
 		start := d.cfg.Now()
-		n, err := d.flows.DeleteMatching(ctx, &f)
+		n, err := d.flows.DeleteMatching(ctx, f)
 		if t := d.flowTally; t != nil {
 			i := 0
 			if o.Addr.Is6() {

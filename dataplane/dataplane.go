@@ -39,21 +39,6 @@ type Config struct {
 	KernelRead func()
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
-	// Fault is a test hook for fault injection; leave it nil. When set,
-	// it is handed to each kernel package's Config.Fault with the
-	// package's name as pkg ("ipvs", "ipset", "dummy", "conntrack"), and
-	// called with pkg "nftables" and request "flush" before each rule
-	// transaction. An error it returns (a unix.Errno such as
-	// unix.ENOBUFS) fails that request as if the kernel had refused it.
-	Fault func(pkg, request string) error
-}
-
-// faultFor returns the fault hook for one kernel package, or nil.
-func (c *Config) faultFor(pkg string) func(string) error {
-	if c.Fault == nil {
-		return nil
-	}
-	return func(request string) error { return c.Fault(pkg, request) }
 }
 
 // Dataplane programs the kernel of one network namespace: IPVS, the
@@ -122,7 +107,7 @@ func New(cfg *Config) (*Dataplane, error) {
 		d.Close()
 		return nil, err
 	}
-	if d.flows, err = conntrack.Dial(&conntrack.Config{NetNS: d.cfg.NetNS, Fault: d.cfg.faultFor("conntrack")}); err != nil {
+	if d.flows, err = conntrack.Dial(&conntrack.Config{NetNS: d.cfg.NetNS}); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -23,7 +24,7 @@ import (
 )
 
 // injector fails a fraction of the kernel changes the dataplane sends,
-// through Config.Fault, with ENOBUFS, EBUSY or ENOMEM in turn. Reads are
+// through a fault.Hook on the sync's context, with ENOBUFS, EBUSY or ENOMEM in turn. Reads are
 // left alone: a failed read fails the whole reading of the kernel, which
 // the dataplane retries whole, and a read of a large table is hundreds of
 // requests.
@@ -222,12 +223,12 @@ func TestDataplaneConvergesUnderInjectedFaults(t *testing.T) {
 	cd := newDataplane(t, clean)
 	faulty := testutil.NewNetNS(t)
 	inj := newInjector(rate)
-	fd, err := New(&Config{NetNS: faulty.FD(), DrainTimeout: time.Nanosecond, Fault: inj.fault})
+	fd, err := New(&Config{NetNS: faulty.FD(), DrainTimeout: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fd.Close()
-	ctx := context.Background()
+	ctx := fault.With(context.Background(), inj.fault)
 
 	for _, step := range steps {
 		state := &State{Node: vmNode(), Services: step.services}

@@ -122,13 +122,13 @@ func mergeRead(observed, programmed *KernelState, since Scope) *KernelState {
 func dialReaders(cfg *Config) (kernelReaders, error) {
 	var r kernelReaders
 	var err error
-	if r.ipvs, err = ipvs.Dial(&ipvs.Config{NetNS: cfg.NetNS, Fault: cfg.faultFor("ipvs")}); err != nil {
+	if r.ipvs, err = ipvs.Dial(&ipvs.Config{NetNS: cfg.NetNS}); err != nil {
 		return r, fmt.Errorf("dataplane: %w", err)
 	}
-	if r.sets, err = ipset.Dial(&ipset.Config{NetNS: cfg.NetNS, Fault: cfg.faultFor("ipset")}); err != nil {
+	if r.sets, err = ipset.Dial(&ipset.Config{NetNS: cfg.NetNS}); err != nil {
 		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
 	}
-	if r.links, err = dummy.Dial(&dummy.Config{NetNS: cfg.NetNS, Fault: cfg.faultFor("dummy")}); err != nil {
+	if r.links, err = dummy.Dial(&dummy.Config{NetNS: cfg.NetNS}); err != nil {
 		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
 	}
 	return r, nil

@@ -34,12 +34,12 @@ func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 		return fmt.Errorf("dataplane: checking the IPVS scheduler %q: %w", name, err)
 	}
 	for _, s := range svcs {
-		if s.Scheduler == name {
+		if string(s.Scheduler) == name {
 			return nil
 		}
 	}
 	probe := schedulerProbe
-	probe.Scheduler = name
+	probe.Scheduler = ipvs.Scheduler(name)
 	err = d.ipvs.CreateService(ctx, probe)
 	if errors.Is(err, unix.ENOENT) {
 		// The kernel's answer to a scheduler it cannot find.

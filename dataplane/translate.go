@@ -27,7 +27,7 @@ func protocolFromIPVS(p ipvs.Protocol) (Protocol, bool) {
 }
 
 func (v VirtualServer) ipvsService() ipvs.Service {
-	s := ipvs.Service{Protocol: v.Protocol.ipvs(), Addr: v.Addr, Port: v.Port, Scheduler: v.Scheduler}
+	s := ipvs.Service{Protocol: v.Protocol.ipvs(), Addr: v.Addr, Port: v.Port, Scheduler: ipvs.Scheduler(v.Scheduler)}
 	if v.SchedulerPort {
 		s.Flags |= ipvs.MHPort
 	}
@@ -51,7 +51,7 @@ func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
 	}
 	v := VirtualServer{
 		VirtualKey:    VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p},
-		Scheduler:     s.Scheduler,
+		Scheduler:     string(s.Scheduler),
 		SchedulerPort: s.Flags&ipvs.MHPort != 0,
 	}
 	if s.Flags&ipvs.Persistent != 0 {
@@ -61,7 +61,7 @@ func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
 }
 
 func (r RealServer) ipvsDestination() ipvs.Destination {
-	return ipvs.Destination{Addr: r.Addr, Port: r.Port, Forward: ipvs.Masquerade, Weight: r.Weight}
+	return ipvs.Destination{Addr: r.Addr, Port: r.Port, Forward: ipvs.Masquerade, Weight: r.Weight, Drained: r.Weight == 0}
 }
 
 // realsFromIPVS reads a kernel service's destinations.

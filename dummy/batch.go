@@ -6,26 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // Binding thousands of service addresses one request at a time costs a
-// round trip each; BindAll and UnbindAll write many requests at once on a
-// second rtnetlink socket and collect the acknowledgements.
-
-// batchSize is how many requests go in one write: small enough for the
-// socket buffers, large enough that a write costs little per address.
-const batchSize = 256
-
-// batchReadBuffer is the receive buffer asked for: the kernel queues a
-// write's acknowledgements before this side reads any, and drops what does
-// not fit with ENOBUFS. The default (208 KiB) held 256 of them on Linux 6.1
-// but not on 6.12 (TestBatches). Binding needs CAP_NET_ADMIN, which lets
-// the buffer exceed net.core.rmem_max.
-const batchReadBuffer = 4 << 20
+// round trip each; BindAll and UnbindAll write many requests at once and
+// collect each one's outcome.
 
 // BatchError lists the failures of BindAll or UnbindAll; the other
 // addresses were bound or unbound. A failure that concerns a whole write
@@ -53,107 +42,63 @@ func (e *BatchError) Unwrap() []error {
 // BindAll binds every address as Bind does, in few system calls, and
 // returns the failures in a *BatchError.
 func (d *Device) BindAll(ctx context.Context, addrs []netip.Addr) error {
-	return d.conn.addrBatch(ctx, "bind", d, addrs)
+	return d.addrBatch(ctx, "bind", addrs, true)
 }
 
 // UnbindAll unbinds every address as Unbind does, in few system calls.
 func (d *Device) UnbindAll(ctx context.Context, addrs []netip.Addr) error {
-	return d.conn.addrBatch(ctx, "unbind", d, addrs)
+	return d.addrBatch(ctx, "unbind", addrs, true)
 }
 
-func (c *Conn) addrBatch(ctx context.Context, op string, d *Device, addrs []netip.Addr) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// addrBatch binds or unbinds addrs; asBatch selects a *BatchError over
+// the single address's *Error.
+func (d *Device) addrBatch(ctx context.Context, op string, addrs []netip.Addr, asBatch bool) error {
+	if len(addrs) == 0 {
+		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.raw == nil {
-		raw, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: c.netns})
-		if err != nil {
-			return fmt.Errorf("dummy: opening rtnetlink: %w", err)
-		}
-		// Capped acknowledgements do not echo the request.
-		_ = raw.SetOption(netlink.CapAcknowledge, true)
-		_ = raw.SetReadBuffer(batchReadBuffer)
-		c.raw = raw
+	index, err := d.conn.lookup(ctx, d.name)
+	if err != nil {
+		return d.batchError([]*Error{opError(op, d.name, netip.Addr{}, err)}, asBatch)
+	}
+	typ, flags := uint16(unix.RTM_NEWADDR), netlink.Create|netlink.Replace
+	if op == "unbind" {
+		typ, flags = unix.RTM_DELADDR, 0
 	}
 	var failed []*Error
-	for start := 0; start < len(addrs); start += batchSize {
-		// Without a deadline of the caller's, each write gets its own
-		// bound: the kernel's work per address grows with the number of
-		// addresses on the device, so a large batch takes long in all.
-		deadline, ok := ctx.Deadline()
-		if !ok {
-			deadline = time.Now().Add(replyTimeout)
-		}
-		if err := c.raw.SetDeadline(deadline); err != nil {
-			return err
-		}
-		chunk := addrs[start:min(start+batchSize, len(addrs))]
-		failed = append(failed, c.sendChunk(op, d, chunk)...)
-	}
-	if len(failed) > 0 {
-		return &BatchError{Failed: failed}
-	}
-	return nil
-}
-
-// sendChunk writes one request per address and reads one acknowledgement
-// per request; an error reply names its request by sequence number.
-func (c *Conn) sendChunk(op string, d *Device, addrs []netip.Addr) []*Error {
-	typ, flags := netlink.HeaderType(unix.RTM_NEWADDR), netlink.Request|netlink.Acknowledge|netlink.Create|netlink.Replace
-	if op == "unbind" {
-		typ, flags = unix.RTM_DELADDR, netlink.Request|netlink.Acknowledge
-	}
-	msgs := make([]netlink.Message, 0, len(addrs))
-	var errs []*Error
-	var valid []netip.Addr
+	reqs := make([]nl.Request, 0, len(addrs))
+	sent := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		if !a.IsValid() {
-			errs = append(errs, opError(op, d.name, a, errors.New("invalid address")))
+			failed = append(failed, opError(op, d.name, a, errors.New("invalid address")))
 			continue
 		}
-		if c.fault != nil {
-			if err := c.fault(op); err != nil {
-				errs = append(errs, opError(op, d.name, a, err))
-				continue
-			}
-		}
-		valid = append(valid, a)
-		msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: typ, Flags: flags}, Data: addrMessage(d.index, a.Unmap())})
+		reqs = append(reqs, nl.Request{Type: typ, Flags: flags | netlink.Acknowledge, Data: addrMessage(index, a.Unmap())})
+		sent = append(sent, a)
 	}
-	if len(msgs) == 0 {
-		return errs
+	ptrs := make([]*nl.Request, len(reqs))
+	for i := range reqs {
+		ptrs[i] = &reqs[i]
 	}
-	sent, err := c.raw.SendMessages(msgs)
-	if err != nil {
-		return append(errs, opError(op, d.name, netip.Addr{}, err))
+	if err := d.conn.nl.Exchange(ctx, ptrs...); err != nil {
+		failed = append(failed, opError(op, d.name, netip.Addr{}, err))
+		return d.batchError(failed, asBatch)
 	}
-	bySeq := make(map[uint32]netip.Addr, len(sent))
-	for i, m := range sent {
-		bySeq[m.Header.Sequence] = valid[i]
-	}
-	for pending := len(sent); pending > 0; {
-		replies, err := c.raw.Receive()
-		var oe *netlink.OpError
-		switch {
-		case errors.As(err, &oe) && oe.Sequence != 0:
-			addr, ok := bySeq[oe.Sequence]
-			if !ok {
-				continue
-			}
-			pending--
-			if ignorable(op, oe.Err) {
-				continue
-			}
-			errs = append(errs, opError(op, d.name, addr, classify(oe.Err)))
-		case err != nil:
-			return append(errs, opError(op, d.name, netip.Addr{}, err))
-		default:
-			pending -= len(replies)
+	for i, r := range reqs {
+		if r.Err != nil && !ignorable(op, r.Err) {
+			failed = append(failed, opError(op, d.name, sent[i], classify(r.Err)))
 		}
 	}
-	return errs
+	return d.batchError(failed, asBatch)
+}
+
+func (d *Device) batchError(failed []*Error, asBatch bool) error {
+	switch {
+	case len(failed) == 0:
+		return nil
+	case !asBatch:
+		return failed[0]
+	}
+	return &BatchError{Failed: failed}
 }
 
 // ignorable reports the errors that mean the work is already done.
@@ -164,22 +109,20 @@ func ignorable(op string, err error) bool {
 // addrMessage encodes struct ifaddrmsg for a single-host address on link
 // index, with its address attributes: IFA_LOCAL and IFA_ADDRESS for IPv4;
 // IFA_ADDRESS and IFA_F_NODAD for IPv6.
-func addrMessage(index int, a netip.Addr) []byte {
+func addrMessage(index int32, a netip.Addr) []byte {
 	family, bits := byte(unix.AF_INET), byte(32)
 	if a.Is6() {
 		family, bits = unix.AF_INET6, 128
 	}
-	hdr := make([]byte, 8)
-	hdr[0], hdr[1] = family, bits
-	binary.NativeEndian.PutUint32(hdr[4:], uint32(index))
-	ae := netlink.NewAttributeEncoder()
+	w := nl.Writer{B: make([]byte, ifaddrmsgLen, 64)}
+	w.B[0], w.B[1] = family, bits
+	binary.NativeEndian.PutUint32(w.B[4:], uint32(index))
 	if a.Is4() {
-		ae.Bytes(unix.IFA_LOCAL, a.AsSlice())
+		w.Addr(unix.IFA_LOCAL, a)
 	}
-	ae.Bytes(unix.IFA_ADDRESS, a.AsSlice())
+	w.Addr(unix.IFA_ADDRESS, a)
 	if a.Is6() {
-		ae.Uint32(unix.IFA_FLAGS, unix.IFA_F_NODAD)
+		w.Uint32(unix.IFA_FLAGS, unix.IFA_F_NODAD)
 	}
-	attrs, _ := ae.Encode()
-	return append(hdr, attrs...)
+	return w.B
 }

@@ -2,17 +2,15 @@ package dummy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"net/netip"
 	"slices"
-	"sync"
-	"time"
 
-	nl "github.com/mdlayher/netlink"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,92 +19,59 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
-	// Fault is a test hook for fault injection; leave it nil. When set,
-	// it is called before each operation goes to the kernel, and before
-	// each address request of a batch, with the operation's name ("ensure",
-	// "get", "delete", "list", "bind", "unbind"), and an error it returns
-	// becomes that operation's outcome as if the kernel had refused it,
-	// without sending it: return a unix.Errno such as unix.ENOBUFS to
-	// simulate the kernel's errno.
-	Fault func(request string) error
 }
 
 // Conn is an rtnetlink connection in one network namespace.
 type Conn struct {
-	mu    sync.Mutex
-	h     *netlink.Handle
-	netns int
-	// raw carries the batched address requests; opened on first use.
-	raw *nl.Conn
-	// fault is Config.Fault.
-	fault func(request string) error
+	nl *nl.Conn
 }
 
 // Dial opens an rtnetlink connection in the namespace cfg names.
 func Dial(cfg *Config) (*Conn, error) {
-	var (
-		h   *netlink.Handle
-		err error
-	)
-	if cfg != nil && cfg.NetNS != 0 {
-		h, err = netlink.NewHandleAt(netns.NsHandle(cfg.NetNS), unix.NETLINK_ROUTE)
-	} else {
-		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+	var ns int
+	if cfg != nil {
+		ns = cfg.NetNS
 	}
+	c, err := nl.Dial(unix.NETLINK_ROUTE, ns)
 	if err != nil {
 		return nil, fmt.Errorf("dummy: opening rtnetlink: %w", err)
 	}
-	conn := &Conn{h: h}
-	if cfg != nil {
-		conn.netns, conn.fault = cfg.NetNS, cfg.Fault
-	}
-	return conn, nil
+	return newConn(c), nil
 }
 
-// Close closes the connection's sockets.
+func newConn(c *nl.Conn) *Conn {
+	// A fault.Hook is asked about each address request; the link
+	// operations, which take several requests, are asked about once, by
+	// check.
+	c.NameRequests("dummy", func(r *nl.Request) string {
+		switch r.Type {
+		case unix.RTM_NEWADDR:
+			return "bind"
+		case unix.RTM_DELADDR:
+			return "unbind"
+		}
+		return ""
+	})
+	return &Conn{nl: c}
+}
+
+// Close closes the connection's socket.
 func (c *Conn) Close() error {
-	c.h.Close()
-	if c.raw != nil {
-		return c.raw.Close()
-	}
-	return nil
+	return c.nl.Close()
 }
 
-// replyTimeout bounds the wait for the kernel's answer when the context has
-// no deadline; rtnetlink answers at once, so reaching it means trouble.
-const replyTimeout = time.Minute
-
-// do runs fn, the operation called op, with the connection's socket to
-// itself, after checking the context and asking the fault hook, and with
-// the context's deadline as the socket's timeout.
-func (c *Conn) do(ctx context.Context, op string, fn func(h *netlink.Handle) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fault != nil {
-		if err := c.fault(op); err != nil {
-			return err
-		}
-	}
-	timeout := replyTimeout
-	if deadline, ok := ctx.Deadline(); ok {
-		if timeout = time.Until(deadline); timeout <= 0 {
-			return context.DeadlineExceeded
-		}
-	}
-	if err := c.h.SetSocketTimeout(timeout); err != nil {
-		return err
-	}
-	return fn(c.h)
+// check asks the fault.Hook ctx carries, if any, about an operation.
+func check(ctx context.Context, op string) error {
+	return fault.Check(ctx, "dummy", op)
 }
 
 // Device is a dummy link, found or created by [Conn.Ensure] or [Conn.Get].
+// It is known by name: every operation looks the link up again, so a
+// device that someone deleted and created anew is still the Device, and a
+// link of its name that is not a dummy device is never touched.
 type Device struct {
-	conn  *Conn
-	name  string
-	index int
+	conn *Conn
+	name string
 }
 
 // Name returns the link's name.
@@ -116,89 +81,100 @@ func (d *Device) Name() string { return d.name }
 // not exist. A link of that name that is not a dummy device is left alone
 // and reported with [ErrWrongKind].
 func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
-	var dev *Device
-	err := c.do(ctx, "ensure", func(h *netlink.Handle) error {
-		link, err := lookup(h, name)
-		if errors.Is(err, ErrLinkNotFound) {
-			err = h.LinkAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name}})
-			if err != nil && !errors.Is(err, unix.EEXIST) {
-				return classify(err)
-			}
-			// Another program may have created it meanwhile; look again
-			// so its kind is checked either way.
-			link, err = lookup(h, name)
+	err := check(ctx, "ensure")
+	if err == nil {
+		_, err = c.lookup(ctx, name)
+	}
+	if errors.Is(err, ErrLinkNotFound) {
+		err = c.change(ctx, unix.RTM_NEWLINK, netlink.Create|netlink.Excl, newLinkMessage(name))
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, opError("ensure", name, netip.Addr{}, classify(err))
 		}
-		if err != nil {
-			return err
-		}
-		dev = &Device{conn: c, name: name, index: link.Attrs().Index}
-		return nil
-	})
+		// Another program may have created it meanwhile; look again so
+		// its kind is checked either way.
+		_, err = c.lookup(ctx, name)
+	}
 	if err != nil {
 		return nil, opError("ensure", name, netip.Addr{}, err)
 	}
-	return dev, nil
+	return &Device{conn: c, name: name}, nil
 }
 
 // Get returns the existing dummy link called name, or an error matching
 // [ErrLinkNotFound] or [ErrWrongKind].
 func (c *Conn) Get(ctx context.Context, name string) (*Device, error) {
-	var dev *Device
-	err := c.do(ctx, "get", func(h *netlink.Handle) error {
-		link, err := lookup(h, name)
-		if err != nil {
-			return err
-		}
-		dev = &Device{conn: c, name: name, index: link.Attrs().Index}
-		return nil
-	})
+	err := check(ctx, "get")
+	if err == nil {
+		_, err = c.lookup(ctx, name)
+	}
 	if err != nil {
 		return nil, opError("get", name, netip.Addr{}, err)
 	}
-	return dev, nil
+	return &Device{conn: c, name: name}, nil
 }
 
 // Delete removes the dummy link called name with all its addresses. A
 // missing link is not an error; a link that is not a dummy device is not
 // deleted.
 func (c *Conn) Delete(ctx context.Context, name string) error {
-	err := c.do(ctx, "delete", func(h *netlink.Handle) error {
-		link, err := lookup(h, name)
-		if errors.Is(err, ErrLinkNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := h.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
-			return classify(err)
-		}
+	err := check(ctx, "delete")
+	var index int32
+	if err == nil {
+		index, err = c.lookup(ctx, name)
+	}
+	if errors.Is(err, ErrLinkNotFound) {
 		return nil
-	})
+	}
+	if err == nil {
+		err = c.change(ctx, unix.RTM_DELLINK, 0, linkMessage(index, ""))
+		if errors.Is(err, unix.ENODEV) {
+			err = nil
+		}
+		err = classify(err)
+	}
 	if err != nil {
 		return opError("delete", name, netip.Addr{}, err)
 	}
 	return nil
 }
 
-// lookup finds a link by name and checks that it is a dummy device.
-func lookup(h *netlink.Handle, name string) (netlink.Link, error) {
-	link, err := h.LinkByName(name)
-	if err != nil {
-		return nil, classify(err)
+// change sends one request that asks for an acknowledgement.
+func (c *Conn) change(ctx context.Context, typ uint16, flags netlink.HeaderFlags, data []byte) error {
+	r := &nl.Request{Type: typ, Flags: flags | netlink.Acknowledge, Data: data}
+	if err := c.nl.Exchange(ctx, r); err != nil {
+		return err
 	}
-	if kind := link.Type(); kind != "dummy" {
-		return nil, kindError{kind: ErrWrongKind, err: fmt.Errorf("it is of kind %q", kind)}
-	}
-	return link, nil
+	return r.Err
 }
 
-// classify attaches the package's sentinels to the errors the netlink
-// library returns, keeping the errno.
+// lookup finds a link by name, checks that it is a dummy device and
+// returns its index.
+func (c *Conn) lookup(ctx context.Context, name string) (int32, error) {
+	r := &nl.Request{Type: unix.RTM_GETLINK, Flags: netlink.Acknowledge, Data: linkMessage(0, name)}
+	if err := c.nl.Exchange(ctx, r); err != nil {
+		return 0, err
+	}
+	if r.Err != nil {
+		return 0, classify(r.Err)
+	}
+	if len(r.Replies) == 0 {
+		return 0, errors.New("no link in the kernel's reply")
+	}
+	index, kind, err := decodeLink(r.Replies[0].Data)
+	if err != nil {
+		return 0, err
+	}
+	if kind != "dummy" {
+		return 0, kindError{kind: ErrWrongKind, err: fmt.Errorf("it is of kind %q", kind)}
+	}
+	return index, nil
+}
+
+// classify attaches the package's sentinels to the kernel's errors,
+// keeping the errno.
 func classify(err error) error {
-	var notFound netlink.LinkNotFoundError
 	switch {
-	case errors.As(err, &notFound), errors.Is(err, unix.ENODEV):
+	case errors.Is(err, unix.ENODEV):
 		return kindError{kind: ErrLinkNotFound, err: unix.ENODEV}
 	case errors.Is(err, unix.EOPNOTSUPP):
 		return kindError{kind: ErrNotSupported, err: err}
@@ -228,35 +204,13 @@ func opError(op, link string, addr netip.Addr, err error) *Error {
 // Bind binds addr to the device: as /32 for IPv4, as /128 without duplicate
 // address detection for IPv6. Binding a bound address succeeds.
 func (d *Device) Bind(ctx context.Context, addr netip.Addr) error {
-	nlAddr, err := hostAddr(addr)
-	if err == nil {
-		err = d.conn.do(ctx, "bind", func(h *netlink.Handle) error {
-			return classify(h.AddrReplace(d.link(), nlAddr))
-		})
-	}
-	if err != nil {
-		return opError("bind", d.name, addr, err)
-	}
-	return nil
+	return d.addrBatch(ctx, "bind", []netip.Addr{addr}, false)
 }
 
 // Unbind removes addr from the device. Unbinding an unbound address
 // succeeds.
 func (d *Device) Unbind(ctx context.Context, addr netip.Addr) error {
-	nlAddr, err := hostAddr(addr)
-	if err == nil {
-		err = d.conn.do(ctx, "unbind", func(h *netlink.Handle) error {
-			err := h.AddrDel(d.link(), nlAddr)
-			if errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENOENT) {
-				return nil
-			}
-			return classify(err)
-		})
-	}
-	if err != nil {
-		return opError("unbind", d.name, addr, err)
-	}
-	return nil
+	return d.addrBatch(ctx, "unbind", []netip.Addr{addr}, false)
 }
 
 // dumpAttempts bounds the retries of an address dump that the kernel
@@ -267,29 +221,7 @@ const dumpAttempts = 5
 // family in ascending order. It reads them with one dump of the namespace's
 // addresses.
 func (d *Device) Addresses(ctx context.Context) ([]netip.Addr, error) {
-	var addrs []netip.Addr
-	err := d.conn.do(ctx, "list", func(h *netlink.Handle) error {
-		var (
-			list []netlink.Addr
-			err  error
-		)
-		for range dumpAttempts {
-			list, err = h.AddrList(d.link(), netlink.FAMILY_ALL)
-			if !errors.Is(err, netlink.ErrDumpInterrupted) {
-				break
-			}
-		}
-		if err != nil {
-			return classify(err)
-		}
-		addrs = make([]netip.Addr, 0, len(list))
-		for _, a := range list {
-			if ip, ok := netip.AddrFromSlice(a.IP); ok {
-				addrs = append(addrs, ip.Unmap())
-			}
-		}
-		return nil
-	})
+	addrs, err := d.addresses(ctx)
 	if err != nil {
 		return nil, opError("list", d.name, netip.Addr{}, err)
 	}
@@ -297,23 +229,124 @@ func (d *Device) Addresses(ctx context.Context) ([]netip.Addr, error) {
 	return addrs, nil
 }
 
-// link names the device by index, which the library uses as is.
-func (d *Device) link() netlink.Link {
-	return &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: d.name, Index: d.index}}
+func (d *Device) addresses(ctx context.Context) ([]netip.Addr, error) {
+	if err := check(ctx, "list"); err != nil {
+		return nil, err
+	}
+	index, err := d.conn.lookup(ctx, d.name)
+	if err != nil {
+		return nil, err
+	}
+	for range dumpAttempts {
+		var (
+			addrs       []netip.Addr
+			interrupted bool
+			decodeErr   error
+		)
+		r := &nl.Request{Type: unix.RTM_GETADDR, Flags: netlink.Dump, Data: make([]byte, ifaddrmsgLen)}
+		r.Handle = func(m netlink.Message) {
+			interrupted = interrupted || m.Header.Flags&netlink.DumpInterrupted != 0
+			if m.Header.Type != unix.RTM_NEWADDR {
+				return
+			}
+			a, ok, err := decodeAddr(m.Data, index)
+			if err != nil && decodeErr == nil {
+				decodeErr = err
+			}
+			if ok {
+				addrs = append(addrs, a)
+			}
+		}
+		if err := d.conn.nl.Exchange(ctx, r); err != nil {
+			return nil, err
+		}
+		switch {
+		case r.Err != nil:
+			return nil, classify(r.Err)
+		case decodeErr != nil:
+			return nil, decodeErr
+		case !interrupted:
+			return addrs, nil
+		}
+	}
+	return nil, errors.New("address dump interrupted by changes on every attempt")
 }
 
-// hostAddr turns addr into a single-host address for the netlink library.
-func hostAddr(addr netip.Addr) (*netlink.Addr, error) {
-	if !addr.IsValid() {
-		return nil, errors.New("invalid address")
+// rtnetlink message layouts, from include/uapi/linux/rtnetlink.h,
+// if_link.h and if_addr.h.
+const (
+	ifinfomsgLen = 16
+	ifaddrmsgLen = 8
+)
+
+// linkMessage encodes struct ifinfomsg for a link index, and its name
+// when given.
+func linkMessage(index int32, name string) []byte {
+	w := nl.Writer{B: make([]byte, ifinfomsgLen, 64)}
+	binary.NativeEndian.PutUint32(w.B[4:], uint32(index))
+	if name != "" {
+		w.String(unix.IFLA_IFNAME, name)
 	}
-	addr = addr.Unmap()
-	nl := &netlink.Addr{IPNet: &net.IPNet{
-		IP:   addr.AsSlice(),
-		Mask: net.CIDRMask(addr.BitLen(), addr.BitLen()),
-	}}
-	if addr.Is6() {
-		nl.Flags = unix.IFA_F_NODAD
+	return w.B
+}
+
+// newLinkMessage encodes the creation of a dummy link.
+func newLinkMessage(name string) []byte {
+	w := nl.Writer{B: linkMessage(0, name)}
+	n := w.Begin(unix.IFLA_LINKINFO)
+	w.String(unix.IFLA_INFO_KIND, "dummy")
+	w.End(n)
+	return w.B
+}
+
+// decodeLink reads a link's index and kind from an RTM_NEWLINK reply.
+func decodeLink(b []byte) (index int32, kind string, err error) {
+	if len(b) < ifinfomsgLen {
+		return 0, "", fmt.Errorf("link message of %d bytes", len(b))
 	}
-	return nl, nil
+	index = int32(binary.NativeEndian.Uint32(b[4:8]))
+	d := nl.NewReader(b[ifinfomsgLen:], "link")
+	for d.Next() {
+		if d.Type() != unix.IFLA_LINKINFO {
+			continue
+		}
+		d.Nest(func(info *nl.Reader) {
+			for info.Next() {
+				if info.Type() == unix.IFLA_INFO_KIND {
+					kind = info.String(0)
+				}
+			}
+		})
+	}
+	return index, kind, d.Err()
+}
+
+// decodeAddr reads an RTM_NEWADDR message; ok is false when the address
+// is on another link than index.
+func decodeAddr(b []byte, index int32) (addr netip.Addr, ok bool, err error) {
+	if len(b) < ifaddrmsgLen {
+		return addr, false, fmt.Errorf("address message of %d bytes", len(b))
+	}
+	if int32(binary.NativeEndian.Uint32(b[4:8])) != index {
+		return addr, false, nil
+	}
+	var local, address netip.Addr
+	d := nl.NewReader(b[ifaddrmsgLen:], "address")
+	for d.Next() {
+		switch d.Type() {
+		case unix.IFA_LOCAL:
+			local = d.Addr()
+		case unix.IFA_ADDRESS:
+			address = d.Addr()
+		}
+	}
+	if err := d.Err(); err != nil {
+		return addr, false, err
+	}
+	// IFA_LOCAL is the address itself; IFA_ADDRESS is the peer's on a
+	// point-to-point link, and the only one IPv6 sends.
+	if local.IsValid() {
+		return local, true, nil
+	}
+	return address, address.IsValid(), nil
 }

@@ -5,38 +5,50 @@ import (
 	"net/netip"
 	"testing"
 
+	"encoding/binary"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
+	"slices"
 )
 
 func TestMain(m *testing.M) { testutil.MainWithLeakCheck(m) }
 
-func TestHostAddr(t *testing.T) {
+// Addresses are bound as host prefixes, IPv6 without duplicate address
+// detection, as iproute2 sends them: ifaddrmsg, then IFA_LOCAL (IPv4
+// only), IFA_ADDRESS and IFA_FLAGS (IPv6 only).
+func TestAddrMessage(t *testing.T) {
 	tests := []struct {
-		addr   string
-		prefix string
-		nodad  bool
+		addr  string
+		bits  byte
+		attrs []uint16
 	}{
-		{"10.96.0.1", "10.96.0.1/32", false},
-		{"::ffff:10.96.0.1", "10.96.0.1/32", false},
-		{"fd00::1", "fd00::1/128", true},
+		{"10.96.0.1", 32, []uint16{unix.IFA_LOCAL, unix.IFA_ADDRESS}},
+		{"fd00::1", 128, []uint16{unix.IFA_ADDRESS, unix.IFA_FLAGS}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.addr, func(t *testing.T) {
-			got, err := hostAddr(netip.MustParseAddr(tt.addr))
-			if err != nil {
-				t.Fatal(err)
+			a := netip.MustParseAddr(tt.addr)
+			b := addrMessage(7, a)
+			if b[1] != tt.bits || binary.NativeEndian.Uint32(b[4:8]) != 7 {
+				t.Errorf("ifaddrmsg %x, want prefix %d on link 7", b[:8], tt.bits)
 			}
-			if got.IPNet.String() != tt.prefix {
-				t.Errorf("prefix %s, want %s", got.IPNet, tt.prefix)
+			got, ok, err := decodeAddr(b, 7)
+			if err != nil || !ok || got != a {
+				t.Errorf("decodes as %v, %v, %v", got, ok, err)
 			}
-			if nodad := got.Flags&unix.IFA_F_NODAD != 0; nodad != tt.nodad {
-				t.Errorf("IFA_F_NODAD %v, want %v", nodad, tt.nodad)
+			var types []uint16
+			d := nl.NewReader(b[ifaddrmsgLen:], "address")
+			for d.Next() {
+				types = append(types, d.Type())
+				if d.Type() == unix.IFA_FLAGS && d.Uint32() != unix.IFA_F_NODAD {
+					t.Errorf("IFA_FLAGS %#x, want IFA_F_NODAD", d.Uint32())
+				}
+			}
+			if !slices.Equal(types, tt.attrs) {
+				t.Errorf("attributes %v, want %v", types, tt.attrs)
 			}
 		})
-	}
-	if _, err := hostAddr(netip.Addr{}); err == nil {
-		t.Error("the zero address was accepted")
 	}
 }
 

@@ -12,9 +12,6 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 )
 
 const device = "kube-ipvs0"
@@ -192,14 +189,8 @@ func TestBatches(t *testing.T) {
 func TestForeignLinkIsLeftAlone(t *testing.T) {
 	ns, c := setup(t)
 	ctx := context.Background()
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.FD()), unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: device}, PeerName: "peer0"}
-	if err := h.LinkAdd(veth); err != nil {
-		t.Fatal(err)
+	if out, err := ns.Output(ctx, "ip", "link", "add", device, "type", "veth", "peer", "name", "peer0"); err != nil {
+		t.Fatalf("ip link add: %v: %s", err, out)
 	}
 	if _, err := c.Ensure(ctx, device); !errors.Is(err, ErrWrongKind) {
 		t.Errorf("Ensure over a veth: %v, want ErrWrongKind", err)
@@ -210,6 +201,41 @@ func TestForeignLinkIsLeftAlone(t *testing.T) {
 	if show := readWithIP(t, ns); show == nil || show.Kind != "veth" {
 		t.Errorf("the veth did not survive: %+v", show)
 	}
+}
+
+// A Device outlives its link being deleted and created anew by someone
+// else: it is known by name, not by a cached interface index.
+func TestDeviceRecreated(t *testing.T) {
+	ns, c := setup(t)
+	ctx := context.Background()
+	dev, err := c.Ensure(ctx, device)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := addresses(2)
+	if err := dev.BindAll(ctx, want[:2]); err != nil {
+		t.Fatal(err)
+	}
+	// Another link first, so the new device gets another index.
+	for _, args := range [][]string{
+		{"link", "del", device},
+		{"link", "add", "other0", "type", "dummy"},
+		{"link", "add", device, "type", "dummy"},
+	} {
+		if out, err := ns.Output(ctx, "ip", args...); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	if err := dev.Bind(ctx, want[2]); err != nil {
+		t.Fatalf("Bind after the device was recreated: %v", err)
+	}
+	if err := dev.BindAll(ctx, want[3:]); err != nil {
+		t.Fatalf("BindAll after the device was recreated: %v", err)
+	}
+	if err := dev.Unbind(ctx, want[3]); err != nil {
+		t.Fatalf("Unbind after the device was recreated: %v", err)
+	}
+	checkState(t, ns, dev, slices.Concat(want[2:3], want[4:]))
 }
 
 func TestContext(t *testing.T) {

@@ -2,33 +2,57 @@ package dummy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
+// fakeLinks answers link lookups with one dummy link, kube-ipvs0 at index
+// 7, and acknowledges everything else.
+func fakeLinks(reqs []netlink.Message) []netlink.Message {
+	var out []netlink.Message
+	for _, req := range reqs {
+		if req.Header.Type == unix.RTM_GETLINK {
+			w := nl.Writer{B: linkMessage(7, "kube-ipvs0")}
+			n := w.Begin(unix.IFLA_LINKINFO)
+			w.String(unix.IFLA_INFO_KIND, "dummy")
+			w.End(n)
+			out = append(out, netlink.Message{Header: netlink.Header{Type: unix.RTM_NEWLINK, Sequence: req.Header.Sequence}, Data: w.B})
+		}
+		if req.Header.Type == unix.RTM_NEWADDR && binary.NativeEndian.Uint32(req.Data[4:8]) != 7 {
+			out = append(out, nl.Ack(req, int(unix.ENODEV), ""))
+			continue
+		}
+		out = append(out, nl.Ack(req, 0, ""))
+	}
+	return out
+}
+
 // The fault hook fails operations, and each address of a batch, with its
-// errno before they reach the kernel; nothing here needs privileges, as
-// nothing is sent.
+// errno before they reach the kernel.
 func TestFaultHook(t *testing.T) {
 	var asked []string
-	c, err := Dial(&Config{Fault: func(req string) error {
+	c := newConn(nl.NewConn(nl.Serve(fakeLinks), 1<<20, 1<<20))
+	defer c.Close()
+	ctx := fault.With(context.Background(), func(pkg, req string) error {
+		if pkg != "dummy" {
+			t.Errorf("the hook was asked by package %q", pkg)
+		}
 		asked = append(asked, req)
 		return unix.ENOMEM
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
+	})
 	if _, err := c.Get(ctx, "kube-ipvs0"); !errors.Is(err, unix.ENOMEM) {
 		t.Errorf("Get: %v", err)
 	}
-	d := &Device{conn: c, name: "kube-ipvs0", index: 1}
+	d := &Device{conn: c, name: "kube-ipvs0"}
 	addrs := []netip.Addr{netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("fd00::1")}
-	err = d.BindAll(ctx, addrs)
+	err := d.BindAll(ctx, addrs)
 	var be *BatchError
 	if !errors.As(err, &be) || len(be.Failed) != 2 || be.Failed[1].Addr != addrs[1] || !errors.Is(err, unix.ENOMEM) {
 		t.Errorf("BindAll: %v; want each address failed with ENOMEM", err)

@@ -3,11 +3,10 @@ package ipset
 import (
 	"context"
 	"errors"
-	"io"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,33 +16,55 @@ type fakeKernel map[uint8]func(t *testing.T, req netlink.Message) ([]netlink.Mes
 
 func (k fakeKernel) dial(t *testing.T) *Conn {
 	t.Helper()
-	nl := nltest.Dial(func(reqs []netlink.Message) ([]netlink.Message, error) {
-		if len(reqs) == 0 {
-			t.Error("read with no request outstanding")
-			return nil, io.EOF
+	fake := nl.Serve(func(reqs []netlink.Message) []netlink.Message {
+		var out []netlink.Message
+		for _, req := range reqs {
+			out = append(out, k.answer(t, req)...)
 		}
-		req := reqs[0]
-		cmd := uint8(req.Header.Type & 0xff)
-		if uint16(req.Header.Type)>>8 != nfnlSubsysIPSet {
-			t.Errorf("request to subsystem %d", uint16(req.Header.Type)>>8)
-		}
-		h, ok := k[cmd]
-		if !ok {
-			return nltest.Error(int(unix.EOPNOTSUPP), reqs)
-		}
-		return h(t, req)
+		return out
 	})
-	c, err := newConn(nl)
+	c, err := newConn(nl.NewConn(fake, 1<<20, 1<<20))
 	if err != nil {
-		nl.Close()
 		t.Fatalf("newConn: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
+// answer plays the kernel for one request: the handler's replies, then an
+// acknowledgement when the request asks for one and the handler sent no
+// error.
+func (k fakeKernel) answer(t *testing.T, req netlink.Message) []netlink.Message {
+	cmd := uint8(req.Header.Type & 0xff)
+	if uint16(req.Header.Type)>>8 != nfnlSubsysIPSet {
+		t.Errorf("request to subsystem %d", uint16(req.Header.Type)>>8)
+	}
+	h, ok := k[cmd]
+	if !ok {
+		return []netlink.Message{nl.Ack(req, int(unix.EOPNOTSUPP), "")}
+	}
+	msgs, err := h(t, req)
+	if err != nil {
+		t.Error(err)
+	}
+	for _, m := range msgs {
+		if m.Header.Type == netlink.Error || m.Header.Type == netlink.Done {
+			return msgs
+		}
+	}
+	if req.Header.Flags&netlink.Acknowledge != 0 {
+		msgs = append(msgs, nl.Ack(req, 0, ""))
+	}
+	return msgs
+}
+
+// errReply is the kernel's refusal of req with errno n.
+func errReply(req netlink.Message, n int) ([]netlink.Message, error) {
+	return []netlink.Message{nl.Ack(req, n, "")}, nil
+}
+
 // kernelReply builds a kernel message for req's command with attributes.
-func kernelReply(t *testing.T, req netlink.Message, fn func(ae *netlink.AttributeEncoder)) []netlink.Message {
+func kernelReply(t *testing.T, req netlink.Message, fn func(w *nl.Writer)) []netlink.Message {
 	t.Helper()
 	m, err := message(7, uint8(req.Header.Type&0xff), 0, fn)
 	if err != nil {
@@ -55,12 +76,12 @@ func kernelReply(t *testing.T, req netlink.Message, fn func(ae *netlink.Attribut
 }
 
 func ack(req netlink.Message) ([]netlink.Message, error) {
-	return nltest.Error(0, []netlink.Message{req})
+	return errReply(req, 0)
 }
 
 func errno(n int) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
 	return func(_ *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		return nltest.Error(n, []netlink.Message{req})
+		return errReply(req, n)
 	}
 }
 
@@ -84,20 +105,20 @@ func reqAttrs(t *testing.T, req netlink.Message) map[uint16][]byte {
 func protocolHandler(kernel uint8) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
 	return func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
 		if asked := reqAttrs(t, req)[attrProtocol][0]; asked > kernel {
-			return nltest.Error(errProtocol, []netlink.Message{req})
+			return errReply(req, errProtocol)
 		}
-		return kernelReply(t, req, func(ae *netlink.AttributeEncoder) {
-			ae.Uint8(attrProtocol, kernel)
-			ae.Uint8(attrProtocolMin, protocolMin)
+		return kernelReply(t, req, func(w *nl.Writer) {
+			w.Uint8(attrProtocol, kernel)
+			w.Uint8(attrProtocolMin, protocolMin)
 		}), nil
 	}
 }
 
 func typeHandler(rev uint8) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
 	return func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		return kernelReply(t, req, func(ae *netlink.AttributeEncoder) {
-			ae.Uint8(attrRevision, rev)
-			ae.Uint8(attrRevisionMin, 0)
+		return kernelReply(t, req, func(w *nl.Writer) {
+			w.Uint8(attrRevision, rev)
+			w.Uint8(attrRevisionMin, 0)
 		}), nil
 	}
 }
@@ -188,11 +209,11 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 
 func headerHandler(typ Type) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
 	return func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		return kernelReply(t, req, func(ae *netlink.AttributeEncoder) {
-			ae.String(attrSetName, "s")
-			ae.String(attrTypeName, string(typ))
-			ae.Uint8(attrFamily, uint8(FamilyINET))
-			ae.Uint8(attrRevision, 1)
+		return kernelReply(t, req, func(w *nl.Writer) {
+			w.String(attrSetName, "s")
+			w.String(attrTypeName, string(typ))
+			w.Uint8(attrFamily, uint8(FamilyINET))
+			w.Uint8(attrRevision, 1)
 		}), nil
 	}
 }
@@ -205,7 +226,7 @@ func TestTestMembership(t *testing.T) {
 			if member {
 				return ack(req)
 			}
-			return nltest.Error(errExist, []netlink.Message{req})
+			return errReply(req, errExist)
 		},
 	}.dial(t)
 	for _, want := range []bool{true, false} {
@@ -224,9 +245,9 @@ func TestIndex(t *testing.T) {
 			if name := string(reqAttrs(t, req)[attrSetName]); name != "KUBE-CLUSTER-IP\x00" {
 				t.Errorf("asked for %q", name)
 			}
-			return kernelReply(t, req, func(ae *netlink.AttributeEncoder) {
-				ae.Uint8(attrFamily, 0)
-				ae.Uint16(attrIndex|netlink.NetByteOrder, 3)
+			return kernelReply(t, req, func(w *nl.Writer) {
+				w.Uint8(attrFamily, 0)
+				w.BE16(attrIndex|be, 3)
 			}), nil
 		},
 	}.dial(t)

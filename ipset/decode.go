@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -253,13 +254,13 @@ func place(p part, a netip.Addr, cidr int) (netip.Addr, netip.Prefix, error) {
 
 // decodeLineNo reads the failed entry's line number from the error the
 // kernel sends for a bulk request: the request itself, echoed with its
-// IPSET_ATTR_LINENO set to the number of the entry that failed.
-func decodeLineNo(errPayload []byte) (uint32, bool) {
-	const errnoLen, nlmsghdrLen = 4, 16
-	if len(errPayload) < errnoLen+nlmsghdrLen+nfgenmsgLen {
+// IPSET_ATTR_LINENO set to the number of the entry that failed; echo is
+// the request as the error carries it, from its header on.
+func decodeLineNo(echo []byte) (uint32, bool) {
+	if len(echo) < nl.HeaderLen+nfgenmsgLen {
 		return 0, false
 	}
-	ad, err := newAttrDecoder(errPayload[errnoLen+nlmsghdrLen+nfgenmsgLen:])
+	ad, err := newAttrDecoder(echo[nl.HeaderLen+nfgenmsgLen:])
 	if err != nil {
 		return 0, false
 	}

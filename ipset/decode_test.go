@@ -1,6 +1,7 @@
 package ipset
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
 	"testing"
@@ -111,10 +112,10 @@ func TestDecodeLineNo(t *testing.T) {
 		t.Fatalf("%d replies", len(replies))
 	}
 	payload := replies[0].Data
-	if code := int32(nativeUint32(payload)); code != -errExist {
+	if code := int32(binary.NativeEndian.Uint32(payload)); code != -errExist {
 		t.Fatalf("error code %d, want %d", code, -errExist)
 	}
-	if n, ok := decodeLineNo(payload); !ok || n != 2 {
+	if n, ok := decodeLineNo(payload[4:]); !ok || n != 2 {
 		t.Errorf("decodeLineNo = %d, %v; want 2", n, ok)
 	}
 	if _, ok := decodeLineNo(payload[:10]); ok {

@@ -1,10 +1,10 @@
 package ipset
 
 import (
-	"encoding/binary"
 	"math"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -12,34 +12,20 @@ import (
 // IPSET_ATTR_ADT attribute, whose length is 16 bits.
 const maxMessage = math.MaxUint16 + 1024
 
-// newEncoder returns an attribute encoder for ipset, whose integers are all
-// in network byte order.
-func newEncoder() *netlink.AttributeEncoder {
-	ae := netlink.NewAttributeEncoder()
-	ae.ByteOrder = binary.BigEndian
-	return ae
-}
-
 // message frames attributes as an ipset request: nfgenmsg, then
 // IPSET_ATTR_PROTOCOL, then whatever fn adds.
-func message(protocol, cmd uint8, flags netlink.HeaderFlags, fn func(ae *netlink.AttributeEncoder)) (netlink.Message, error) {
-	ae := newEncoder()
-	ae.Uint8(attrProtocol, protocol)
+func message(protocol, cmd uint8, flags netlink.HeaderFlags, fn func(w *nl.Writer)) (netlink.Message, error) {
+	w := &nl.Writer{B: nl.AppendNFGenMsg(make([]byte, 0, 64), afINET, nl.NFNetlinkV0)}
+	w.Uint8(attrProtocol, protocol)
 	if fn != nil {
-		fn(ae)
+		fn(w)
 	}
-	attrs, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, err
-	}
-	data := make([]byte, 0, nfgenmsgLen+len(attrs))
-	data = append(data, afINET, nfnetlinkV0, 0, 0)
 	return netlink.Message{
 		Header: netlink.Header{
-			Type:  netlink.HeaderType(nfnlSubsysIPSet<<8 | uint16(cmd)),
+			Type:  netlink.HeaderType(nl.NFType(nfnlSubsysIPSet, cmd)),
 			Flags: netlink.Request | flags,
 		},
-		Data: append(data, attrs...),
+		Data: w.B,
 	}, nil
 }
 
@@ -49,9 +35,9 @@ func encodeProtocol(protocol uint8) netlink.Message {
 }
 
 func encodeType(protocol uint8, t Type, f Family) (netlink.Message, error) {
-	return message(protocol, cmdType, 0, func(ae *netlink.AttributeEncoder) {
-		ae.String(attrTypeName, string(t))
-		ae.Uint8(attrFamily, uint8(f))
+	return message(protocol, cmdType, 0, func(w *nl.Writer) {
+		w.String(attrTypeName, string(t))
+		w.Uint8(attrFamily, uint8(f))
 	})
 }
 
@@ -65,37 +51,36 @@ func excl(exclusive bool) netlink.HeaderFlags {
 }
 
 func encodeCreate(protocol uint8, s Set, revision uint8, exclusive bool) (netlink.Message, error) {
-	return message(protocol, cmdCreate, netlink.Acknowledge|netlink.Create|excl(exclusive), func(ae *netlink.AttributeEncoder) {
-		ae.String(attrSetName, s.Name)
-		ae.String(attrTypeName, string(s.Type))
-		ae.Uint8(attrRevision, revision)
-		ae.Uint8(attrFamily, uint8(s.family()))
-		ae.Nested(attrData, func(d *netlink.AttributeEncoder) error {
-			if s.Type == BitmapPort {
-				d.Uint16(attrPort|netlink.NetByteOrder, s.PortFrom)
-				d.Uint16(attrPortTo|netlink.NetByteOrder, s.PortTo)
-			}
-			if s.Timeout != 0 {
-				d.Uint32(attrTimeout|netlink.NetByteOrder, seconds(s.Timeout))
-			}
-			var flags uint32
-			if s.Counters {
-				flags |= flagWithCounters
-			}
-			if s.Comment {
-				flags |= flagWithComment
-			}
-			if flags != 0 {
-				d.Uint32(attrCADTFlags|netlink.NetByteOrder, flags)
-			}
-			if s.HashSize != 0 {
-				d.Uint32(attrHashSize|netlink.NetByteOrder, s.HashSize)
-			}
-			if s.MaxElem != 0 {
-				d.Uint32(attrMaxElem|netlink.NetByteOrder, s.MaxElem)
-			}
-			return nil
-		})
+	return message(protocol, cmdCreate, netlink.Acknowledge|netlink.Create|excl(exclusive), func(w *nl.Writer) {
+		w.String(attrSetName, s.Name)
+		w.String(attrTypeName, string(s.Type))
+		w.Uint8(attrRevision, revision)
+		w.Uint8(attrFamily, uint8(s.family()))
+		n := w.Begin(attrData | nl.Nested)
+		if s.Type == BitmapPort {
+			w.BE16(attrPort|be, s.PortFrom)
+			w.BE16(attrPortTo|be, s.PortTo)
+		}
+		if s.Timeout != 0 {
+			w.BE32(attrTimeout|be, seconds(s.Timeout))
+		}
+		var flags uint32
+		if s.Counters {
+			flags |= flagWithCounters
+		}
+		if s.Comment {
+			flags |= flagWithComment
+		}
+		if flags != 0 {
+			w.BE32(attrCADTFlags|be, flags)
+		}
+		if s.HashSize != 0 {
+			w.BE32(attrHashSize|be, s.HashSize)
+		}
+		if s.MaxElem != 0 {
+			w.BE32(attrMaxElem|be, s.MaxElem)
+		}
+		w.End(n)
 	})
 }
 
@@ -106,28 +91,28 @@ func seconds(d time.Duration) uint32 {
 // encodeNamed builds the requests that name one set and nothing else:
 // destroy, flush, header, get-by-name.
 func encodeNamed(protocol, cmd uint8, flags netlink.HeaderFlags, name string) (netlink.Message, error) {
-	return message(protocol, cmd, flags, func(ae *netlink.AttributeEncoder) {
-		ae.String(attrSetName, name)
+	return message(protocol, cmd, flags, func(w *nl.Writer) {
+		w.String(attrSetName, name)
 	})
 }
 
 // encodeTwoNames builds rename and swap.
 func encodeTwoNames(protocol, cmd uint8, from, to string) (netlink.Message, error) {
-	return message(protocol, cmd, netlink.Acknowledge, func(ae *netlink.AttributeEncoder) {
-		ae.String(attrSetName, from)
-		ae.String(attrSetName2, to)
+	return message(protocol, cmd, netlink.Acknowledge, func(w *nl.Writer) {
+		w.String(attrSetName, from)
+		w.String(attrSetName2, to)
 	})
 }
 
 // encodeList builds a dump request: every set when name is empty, and only
 // names or headers as flags say.
 func encodeList(protocol uint8, name string, flags uint32) (netlink.Message, error) {
-	return message(protocol, cmdList, netlink.Dump|netlink.Acknowledge, func(ae *netlink.AttributeEncoder) {
+	return message(protocol, cmdList, netlink.Dump|netlink.Acknowledge, func(w *nl.Writer) {
 		if name != "" {
-			ae.String(attrSetName, name)
+			w.String(attrSetName, name)
 		}
 		if flags != 0 {
-			ae.Uint32(attrFlags|netlink.NetByteOrder, flags)
+			w.BE32(attrFlags|be, flags)
 		}
 	})
 }
@@ -136,15 +121,16 @@ func encodeList(protocol uint8, name string, flags uint32) (netlink.Message, err
 // carry a line number of 0, as ipset(8) sends them; test none, and only the
 // entry's key: the kernel would add test's counters to the entry's.
 func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (netlink.Message, error) {
-	var data []byte
+	var data nl.Writer
 	if cmd == cmdTest {
-		data = appendEntry(nil, Entry{Addr: e.Addr, Net: e.Net, Proto: e.Proto, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2})
+		writeEntry(&data, Entry{Addr: e.Addr, Net: e.Net, Proto: e.Proto, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2})
 	} else {
-		data = appendBE32(appendEntry(nil, e), attrCADTLine, 0)
+		writeEntry(&data, e)
+		data.BE32(attrCADTLine|be, 0)
 	}
-	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(ae *netlink.AttributeEncoder) {
-		ae.String(attrSetName, name)
-		ae.Bytes(attrData|netlink.Nested, data)
+	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(w *nl.Writer) {
+		w.String(attrSetName, name)
+		w.Bytes(attrData|nl.Nested, data.B)
 	})
 }
 
@@ -152,12 +138,12 @@ func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (
 // carries its line number and the message carries IPSET_ATTR_LINENO (the
 // first entry's, as ipset restore sends it), which makes the kernel report
 // the number of an entry that fails. adt holds the entries' IPSET_ATTR_DATA
-// attributes, from appendEntryAttr.
+// attributes, from writeEntryAttr.
 func encodeBulk(protocol, cmd uint8, name string, firstLine uint32, adt []byte, exclusive bool) (netlink.Message, error) {
-	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(ae *netlink.AttributeEncoder) {
-		ae.String(attrSetName, name)
-		ae.Uint32(attrLineNo|netlink.NetByteOrder, firstLine)
-		ae.Bytes(attrADT|netlink.Nested, adt)
+	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(w *nl.Writer) {
+		w.String(attrSetName, name)
+		w.BE32(attrLineNo|be, firstLine)
+		w.Bytes(attrADT|nl.Nested, adt)
 	})
 }
 

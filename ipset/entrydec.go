@@ -4,10 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"net/netip"
 	"strings"
 	"time"
 )
+
+const nlaLen = 4 // struct nlattr
 
 // Entries are decoded by walking the attribute bytes in place rather than
 // with netlink.AttributeDecoder, which allocates per nested attribute: a
@@ -27,20 +30,20 @@ type attrIter struct {
 const attrTypeMask = 0x3fff // ^(NLA_F_NESTED | NLA_F_NET_BYTEORDER)
 
 func (it *attrIter) next() bool {
-	if len(it.b) < nlaHeaderLen {
+	if len(it.b) < nlaLen {
 		if len(it.b) != 0 && it.err == nil {
 			it.err = errMalformed
 		}
 		return false
 	}
 	n := int(binary.NativeEndian.Uint16(it.b))
-	if n < nlaHeaderLen || n > len(it.b) {
+	if n < nlaLen || n > len(it.b) {
 		it.err = errMalformed
 		return false
 	}
 	it.typ = binary.NativeEndian.Uint16(it.b[2:]) & attrTypeMask
-	it.data = it.b[nlaHeaderLen:n]
-	it.b = it.b[min(nlmsgAlign(n), len(it.b)):]
+	it.data = it.b[nlaLen:n]
+	it.b = it.b[min(nl.Align(n), len(it.b)):]
 	return true
 }
 

@@ -1,120 +1,73 @@
 package ipset
 
 import (
-	"encoding/binary"
 	"net/netip"
 
-	"github.com/mdlayher/netlink"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
-// Entries are encoded by appending attributes to one buffer rather than
-// with netlink.AttributeEncoder, which allocates per attribute: a bulk load
-// encodes every entry of a set, and this is its hot path. The layout is the
-// same (see TestEncodeMatchesIPSet).
+// Entries are encoded with the allocation-free nl.Writer: a bulk load
+// encodes every entry of a set, and this is its hot path. The layout is
+// ipset(8)'s (see TestEncodeMatchesIPSet). Every integer is in network
+// byte order and flagged so.
 
-const nlaHeaderLen = 4
+const be = nl.NetByteOrder
 
-// appendEntryAttr appends e as one IPSET_ATTR_DATA attribute, with its line
-// number, to b.
-func appendEntryAttr(b []byte, e Entry, lineno uint32) []byte {
-	start := len(b)
-	b = appendAttrHeader(b, attrData|netlink.Nested)
-	b = appendEntry(b, e)
-	b = appendBE32(b, attrCADTLine, lineno)
-	return finishAttr(b, start)
+// writeEntryAttr writes e as one IPSET_ATTR_DATA attribute, with its line
+// number.
+func writeEntryAttr(w *nl.Writer, e Entry, lineno uint32) {
+	n := w.Begin(attrData | nl.Nested)
+	writeEntry(w, e)
+	w.BE32(attrCADTLine|be, lineno)
+	w.End(n)
 }
 
-// appendEntry appends the attributes of an entry, in the order ipset(8)
+// writeEntry writes the attributes of an entry, in the order ipset(8)
 // sends them.
-func appendEntry(b []byte, e Entry) []byte {
+func writeEntry(w *nl.Writer, e Entry) {
 	switch {
 	case e.Addr.IsValid():
-		b = appendAddr(b, attrIP, e.Addr)
+		writeAddr(w, attrIP, e.Addr)
 	case e.Net.IsValid():
-		b = appendAddr(b, attrIP, e.Net.Masked().Addr())
-		b = appendU8(b, attrCIDR, uint8(e.Net.Bits()))
+		writeAddr(w, attrIP, e.Net.Masked().Addr())
+		w.Uint8(attrCIDR, uint8(e.Net.Bits()))
 	}
 	if e.Proto != 0 || (!e.Addr.IsValid() && !e.Net.IsValid()) {
-		b = appendBE16(b, attrPort, e.Port)
+		w.BE16(attrPort|be, e.Port)
 	}
 	if e.Proto != 0 {
-		b = appendU8(b, attrProto, uint8(e.Proto))
+		w.Uint8(attrProto, uint8(e.Proto))
 	}
 	switch {
 	case e.Addr2.IsValid():
-		b = appendAddr(b, attrIP2, e.Addr2)
+		writeAddr(w, attrIP2, e.Addr2)
 	case e.Net2.IsValid():
-		b = appendAddr(b, attrIP2, e.Net2.Masked().Addr())
-		b = appendU8(b, attrCIDR2, uint8(e.Net2.Bits()))
+		writeAddr(w, attrIP2, e.Net2.Masked().Addr())
+		w.Uint8(attrCIDR2, uint8(e.Net2.Bits()))
 	}
 	switch {
 	case e.Timeout == Permanent:
-		b = appendBE32(b, attrTimeout, 0)
+		w.BE32(attrTimeout|be, 0)
 	case e.Timeout > 0:
-		b = appendBE32(b, attrTimeout, seconds(e.Timeout))
+		w.BE32(attrTimeout|be, seconds(e.Timeout))
 	}
 	if e.Counters != nil {
-		b = appendBE64(b, attrBytes, e.Counters.Bytes)
-		b = appendBE64(b, attrPackets, e.Counters.Packets)
+		w.BE64(attrBytes|be, e.Counters.Bytes)
+		w.BE64(attrPackets|be, e.Counters.Packets)
 	}
 	if e.Comment != "" {
-		start := len(b)
-		b = appendAttrHeader(b, attrComment)
-		b = append(b, e.Comment...)
-		b = finishAttr(append(b, 0), start)
+		w.String(attrComment, e.Comment)
 	}
-	return b
 }
 
-func appendAddr(b []byte, typ uint16, a netip.Addr) []byte {
-	start := len(b)
-	b = appendAttrHeader(b, typ|netlink.Nested)
-	inner := len(b)
+// writeAddr writes an address nest: IPSET_ATTR_IPADDR_IPV4 or _IPV6 in
+// IPSET_ATTR_IP or IPSET_ATTR_IP2.
+func writeAddr(w *nl.Writer, typ uint16, a netip.Addr) {
+	n := w.Begin(typ | nl.Nested)
 	if a.Is4() {
-		b = appendAttrHeader(b, attrIPv4|netlink.NetByteOrder)
-		v := a.As4()
-		b = append(b, v[:]...)
+		w.Addr(attrIPv4|be, a)
 	} else {
-		b = appendAttrHeader(b, attrIPv6|netlink.NetByteOrder)
-		v := a.As16()
-		b = append(b, v[:]...)
+		w.Addr(attrIPv6|be, a)
 	}
-	b = finishAttr(b, inner)
-	return finishAttr(b, start)
-}
-
-func appendU8(b []byte, typ uint16, v uint8) []byte {
-	start := len(b)
-	return finishAttr(append(appendAttrHeader(b, typ), v), start)
-}
-
-func appendBE16(b []byte, typ uint16, v uint16) []byte {
-	start := len(b)
-	return finishAttr(binary.BigEndian.AppendUint16(appendAttrHeader(b, typ|netlink.NetByteOrder), v), start)
-}
-
-func appendBE32(b []byte, typ uint16, v uint32) []byte {
-	start := len(b)
-	return finishAttr(binary.BigEndian.AppendUint32(appendAttrHeader(b, typ|netlink.NetByteOrder), v), start)
-}
-
-func appendBE64(b []byte, typ uint16, v uint64) []byte {
-	start := len(b)
-	return finishAttr(binary.BigEndian.AppendUint64(appendAttrHeader(b, typ|netlink.NetByteOrder), v), start)
-}
-
-// appendAttrHeader appends an attribute header whose length finishAttr
-// fills in.
-func appendAttrHeader(b []byte, typ uint16) []byte {
-	return binary.NativeEndian.AppendUint16(append(b, 0, 0), typ)
-}
-
-// finishAttr sets the length of the attribute that starts at start and pads
-// it to 4 bytes.
-func finishAttr(b []byte, start int) []byte {
-	binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
-	for len(b)%nlaHeaderLen != 0 {
-		b = append(b, 0)
-	}
-	return b
+	w.End(n)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/mdlayher/netlink"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,11 +51,9 @@ func (c *Conn) entryCmd(ctx context.Context, op string, cmd uint8, name string, 
 // entryError wraps a kernel error about an entry.
 func (c *Conn) entryError(ctx context.Context, op, name string, e Entry, err error) error {
 	var typ Type
-	var nerr *netlink.OpError
+	var nerr *nl.Error
 	if errors.As(err, &nerr) {
-		if errno, ok := nerr.Err.(unix.Errno); ok {
-			typ = c.typeForErrno(ctx, name, errno)
-		}
+		typ = c.typeForErrno(ctx, name, nerr.Errno)
 	}
 	oerr := opError(op, name, typ, err).(*OpError)
 	oerr.Entry = e.String()

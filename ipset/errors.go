@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mdlayher/netlink"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,12 +80,10 @@ func opError(op, set string, typ Type, err error) error {
 		return nil
 	}
 	oe := &OpError{Op: op, Set: set, Err: err}
-	var nerr *netlink.OpError
+	var nerr *nl.Error
 	if errors.As(err, &nerr) {
 		oe.Message = nerr.Message
-		if errno, ok := nerr.Err.(unix.Errno); ok {
-			oe.Err = errno
-		}
+		oe.Err = nerr.Errno
 	}
 	if errno, ok := oe.Err.(unix.Errno); ok {
 		oe.sentinel = sentinel(op, typ, errno)

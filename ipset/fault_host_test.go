@@ -7,29 +7,33 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
-// The fault hook fails the messages it picks with its errno, before they
+// A fault hook on the context fails the messages it picks with its errno, before they
 // reach the kernel; a bulk load stops at the failed message, and the same
 // load again with ExistOK completes it.
 func TestFaultHook(t *testing.T) {
 	ns := testutil.NewNetNS(t)
 	var asked []string
 	fail := map[int]bool{}
-	c, err := Dial(&Config{NetNS: ns.FD(), Fault: func(req string) error {
+	c, err := Dial(&Config{NetNS: ns.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := fault.With(testContext(t), func(pkg, req string) error {
+		if pkg != "ipset" {
+			t.Errorf("the hook was asked by package %q", pkg)
+		}
 		asked = append(asked, req)
 		if fail[len(asked)] {
 			return unix.ENOBUFS
 		}
 		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := testContext(t)
+	})
 
 	fail[1] = true
 	if err := c.Create(ctx, Set{Name: "s", Type: HashIPPort}, ExistOK); !errors.Is(err, unix.ENOBUFS) {

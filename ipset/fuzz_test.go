@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"encoding/binary"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -55,9 +57,9 @@ func FuzzParseSave(f *testing.F) {
 // socket would deliver them.
 func splitMessages(b []byte) []netlink.Message {
 	var msgs []netlink.Message
-	for len(b) >= nlmsgHeaderLen {
-		n := int(nativeUint32(b))
-		if n < nlmsgHeaderLen || n > len(b) {
+	for len(b) >= nl.HeaderLen {
+		n := int(binary.NativeEndian.Uint32(b))
+		if n < nl.HeaderLen || n > len(b) {
 			break
 		}
 		var m netlink.Message
@@ -65,7 +67,7 @@ func splitMessages(b []byte) []netlink.Message {
 			break
 		}
 		msgs = append(msgs, m)
-		b = b[min(nlmsgAlign(n), len(b)):]
+		b = b[min(nl.Align(n), len(b)):]
 	}
 	return msgs
 }
@@ -92,7 +94,7 @@ func FuzzDecodeReplies(f *testing.F) {
 		_, _ = decodeType(msgs)
 		_, _ = decodeIndex(msgs)
 		for _, m := range msgs {
-			_, _ = decodeLineNo(m.Data)
+			_, _ = decodeLineNo(m.Data[min(4, len(m.Data)):])
 		}
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"encoding/binary"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -61,14 +63,14 @@ func messages(t *testing.T, calls []syscallData, send bool) []netlink.Message {
 			continue
 		}
 		b := c.data
-		for len(b) >= nlmsgHeaderLen {
+		for len(b) >= nl.HeaderLen {
 			var m netlink.Message
-			n := int(nativeUint32(b))
+			n := int(binary.NativeEndian.Uint32(b))
 			if err := m.UnmarshalBinary(b[:n]); err != nil {
 				t.Fatal(err)
 			}
 			msgs = append(msgs, m)
-			b = b[min(nlmsgAlign(n), len(b)):]
+			b = b[min(nl.Align(n), len(b)):]
 		}
 	}
 	return msgs

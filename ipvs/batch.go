@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"context"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"slices"
 )
 
@@ -71,10 +72,10 @@ func (c *Conn) Apply(ctx context.Context, b *Batch) error {
 func (c *Conn) apply(ctx context.Context, ops []op, asBatch bool) error {
 	var (
 		failed []*OpError
-		reqs   = make([]request, 0, len(ops))
+		reqs   = make([]nl.Request, 0, len(ops))
 		index  = make([]int, 0, len(ops))
 		ends   = make([]int, 0, len(ops))
-		w      = attrWriter{b: make([]byte, 0, 160*len(ops))}
+		w      = nl.Writer{B: make([]byte, 0, 160*len(ops))}
 	)
 	// All requests' attributes go into one buffer, sliced once it stops
 	// growing.
@@ -83,24 +84,25 @@ func (c *Conn) apply(ctx context.Context, ops []op, asBatch bool) error {
 			failed = append(failed, o.opError(i, err))
 			continue
 		}
+		w.B = nl.AppendGenlHeader(w.B, o.command(), genlVersion)
 		o.encode(&w)
-		reqs = append(reqs, request{kind: reqChange, command: o.command()})
+		reqs = append(reqs, nl.Request{Type: c.family, Flags: reqChange})
 		index = append(index, i)
-		ends = append(ends, len(w.b))
+		ends = append(ends, len(w.B))
 	}
-	ptrs := make([]*request, len(reqs))
+	ptrs := make([]*nl.Request, len(reqs))
 	start := 0
 	for j := range reqs {
-		reqs[j].attrs = w.b[start:ends[j]:ends[j]]
+		reqs[j].Data = w.B[start:ends[j]:ends[j]]
 		start = ends[j]
 		ptrs[j] = &reqs[j]
 	}
 	if len(ptrs) > 0 {
-		_ = c.run(ctx, ptrs)
+		_ = c.nl.Exchange(ctx, ptrs...)
 	}
 	for j, r := range reqs {
-		if r.err != nil {
-			failed = append(failed, ops[index[j]].opError(index[j], r.err))
+		if r.Err != nil {
+			failed = append(failed, ops[index[j]].opError(index[j], r.Err))
 		}
 	}
 	if len(failed) == 0 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -91,7 +92,7 @@ func (e *benchEnv) verify(b *testing.B) {
 func mobyService(s Service) *mobyipvs.Service {
 	return &mobyipvs.Service{
 		AddressFamily: unix.AF_INET, Protocol: unix.IPPROTO_TCP, Address: net.IP(s.Addr.AsSlice()),
-		Port: s.Port, SchedName: s.Scheduler, Netmask: 0xffffffff,
+		Port: s.Port, SchedName: string(s.Scheduler), Netmask: 0xffffffff,
 	}
 }
 
@@ -209,11 +210,11 @@ func BenchmarkCreate2000x4(b *testing.B) {
 func rawRequests(b *testing.B, table []VirtualServer) []netlink.Message {
 	var msgs []netlink.Message
 	add := func(o op) {
-		var w attrWriter
+		var w nl.Writer
 		o.encode(&w)
 		msgs = append(msgs, netlink.Message{
 			Header: netlink.Header{Flags: netlink.Request | netlink.Acknowledge},
-			Data:   append([]byte{o.command(), genlVersion, 0, 0}, w.b...),
+			Data:   append([]byte{o.command(), genlVersion, 0, 0}, w.B...),
 		})
 	}
 	for _, v := range table {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/genetlink"
-	"github.com/mdlayher/genetlink/genltest"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -48,11 +48,11 @@ func TestOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := backend(1)
-	d.Weight, d.Forward = 0, Route
+	d.Weight, d.Drained, d.Forward = 0, true, Route
 	if err := c.UpdateDestination(ctx, svc, d); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := c.GetDestination(ctx, svc, d); err != nil || got.Weight != 0 || got.Forward != Route {
+	if got, err := c.GetDestination(ctx, svc, d); err != nil || got.Weight != 0 || !got.Drained || got.Forward != Route {
 		t.Fatalf("GetDestination: %+v, %v", got, err)
 	}
 	if err := c.DeleteDestination(ctx, svc, backend(0)); err != nil {
@@ -350,28 +350,30 @@ func TestReceiveError(t *testing.T) {
 	}
 }
 
-// Dial looks the family up with genetlink; a kernel without IPVS answers
-// ENOENT, which becomes ErrNotAvailable.
+// Dial looks the family up with the generic netlink controller; a kernel
+// without IPVS answers ENOENT, which becomes ErrNotAvailable.
 func TestLookupFamily(t *testing.T) {
 	tests := []struct {
 		name   string
-		family genetlink.Family
 		wantID uint16
 		err    error
 	}{
-		{"present", genetlink.Family{ID: 0x21, Name: "IPVS", Version: 1}, 0x21, nil},
-		{"missing", genetlink.Family{}, 0, ErrNotAvailable},
+		{"present", 0x21, nil},
+		{"missing", 0, ErrNotAvailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gc := genltest.Dial(func(greq genetlink.Message, nreq netlink.Message) ([]genetlink.Message, error) {
-				return nil, genltest.Error(int(unix.ENOENT))
+			fake := nl.Serve(func(reqs []netlink.Message) []netlink.Message {
+				req := reqs[0]
+				if tt.wantID == 0 {
+					return []netlink.Message{nl.Ack(req, int(unix.ENOENT), "")}
+				}
+				w := nl.Writer{B: nl.AppendGenlHeader(nil, 1, 2)}
+				w.String(2, "IPVS")
+				w.Uint16(1, tt.wantID)
+				return []netlink.Message{{Header: netlink.Header{Type: req.Header.Type}, Data: w.B}, nl.Ack(req, 0, "")}
 			})
-			if tt.family.ID != 0 {
-				gc = genltest.Dial(genltest.ServeFamily(tt.family, nil))
-			}
-			defer gc.Close()
-			id, err := lookupFamily(gc)
+			id, err := lookupFamily(context.Background(), nl.NewConn(fake, 1<<20, 1<<20))
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) || !errors.Is(err, unix.ENOENT) {
 					t.Fatalf("lookupFamily: %v", err)
@@ -404,5 +406,29 @@ func TestDumpBusy(t *testing.T) {
 	ds, err := c.Destinations(ctx, svc)
 	if err != nil || len(ds) != 1 || ds[0].Addr != backend(1).Addr {
 		t.Fatalf("Destinations: %v, %v", ds, err)
+	}
+}
+
+// A destination without a weight gets 1, as ipvsadm gives it: only
+// Drained drains, so a forgotten weight cannot.
+func TestDestinationWeightDefault(t *testing.T) {
+	ctx := context.Background()
+	k := newFakeKernel()
+	c := k.conn()
+	svc := Service{Protocol: TCP, Addr: vip4, Port: 80, Scheduler: RoundRobin}
+	d := Destination{Addr: netip.MustParseAddr("10.1.0.9"), Port: 80}
+	var b Batch
+	b.CreateService(svc)
+	b.CreateDestination(svc, d)
+	if err := c.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetDestination(ctx, svc, d); err != nil || got.Weight != 1 || got.Drained {
+		t.Fatalf("GetDestination: %+v, %v; want weight 1", got, err)
+	}
+	d.Weight = 2
+	d.Drained = true
+	if err := c.UpdateDestination(ctx, svc, d); err == nil {
+		t.Error("a drained destination with a weight was accepted")
 	}
 }

@@ -115,17 +115,6 @@ const (
 	connFwdBypass    = 0x0004
 )
 
-// Tunnel types (IP_VS_CONN_F_TUNNEL_TYPE_*) and encapsulation flags
-// (IP_VS_TUNNEL_ENCAP_FLAG_*).
-const (
-	tunTypeIPIP = 0
-	tunTypeGUE  = 1
-	tunTypeGRE  = 2
-
-	tunFlagCsum    = 1 << 0
-	tunFlagRemCsum = 1 << 1
-)
-
 // IP_VS_SCHEDNAME_MAXLEN and IP_VS_PENAME_MAXLEN include the terminating NUL.
 const (
 	schedNameMaxLen = 16

@@ -28,8 +28,8 @@ var (
 			PersistentConnections: 7, Stats: sampleStats},
 		{Addr: netip.MustParseAddr("2001:db8::5"), Port: 80, Forward: Tunnel, Weight: 1,
 			TunnelType: GUE, TunnelPort: 6080, TunnelFlags: TunnelChecksum | TunnelRemoteChecksum},
-		{Addr: netip.MustParseAddr("10.1.0.3"), Forward: Route},
-		{Addr: netip.MustParseAddr("127.0.0.1"), Port: 80, Forward: LocalNode, Weight: 0},
+		{Addr: netip.MustParseAddr("10.1.0.3"), Forward: Route, Drained: true},
+		{Addr: netip.MustParseAddr("127.0.0.1"), Port: 80, Forward: LocalNode, Drained: true},
 	}
 )
 

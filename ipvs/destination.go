@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"math"
 	"net/netip"
 )
@@ -16,8 +17,14 @@ type Destination struct {
 	Port uint16
 
 	Forward ForwardMethod
-	// Weight is the share of new connections; 0 stops new ones (drain).
+	// Weight is the share of new connections. Zero means 1, as ipvsadm
+	// has it: a destination is drained (weight 0 in the kernel, no new
+	// connections) only when Drained says so.
 	Weight int
+	// Drained stops new connections to the destination, which keeps its
+	// established ones; Weight must then be zero. A destination read from
+	// the kernel is Drained when its weight is 0.
+	Drained bool
 	// UpperThreshold and LowerThreshold bound active connections: above
 	// the upper the destination gets no new ones until it is below the
 	// lower. Zero means no limit.
@@ -65,6 +72,9 @@ func (d Destination) validate() error {
 	if d.Weight < 0 || d.Weight > math.MaxInt32 {
 		return fmt.Errorf("weight %d out of range", d.Weight)
 	}
+	if d.Drained && d.Weight != 0 {
+		return fmt.Errorf("weight %d on a drained destination", d.Weight)
+	}
 	switch d.Forward {
 	case Masquerade, Tunnel, Route:
 	default:
@@ -73,23 +83,35 @@ func (d Destination) validate() error {
 	return nil
 }
 
+// kernelWeight is the weight the kernel gets: 0 for a drained
+// destination, 1 for an unset one.
+func (d Destination) kernelWeight() uint32 {
+	switch {
+	case d.Drained:
+		return 0
+	case d.Weight == 0:
+		return 1
+	}
+	return uint32(d.Weight)
+}
+
 // encode writes the destination's nested attributes: its key, and with
 // full its settings too, in the order ipvsadm's libipvs uses. Kernels
 // before 5.2 ignore the tunnel attributes.
-func (d Destination) encode(w *attrWriter, full bool) {
-	w.u16(destAttrAddrFamily, uint16(d.family()))
-	w.addr(destAttrAddr, d.Addr)
-	w.be16(destAttrPort, d.Port)
+func (d Destination) encode(w *nl.Writer, full bool) {
+	w.Uint16(destAttrAddrFamily, uint16(d.family()))
+	writeAddr(w, destAttrAddr, d.Addr)
+	w.BE16(destAttrPort, d.Port)
 	if !full {
 		return
 	}
-	w.u32(destAttrFwdMethod, uint32(d.Forward))
-	w.u32(destAttrWeight, uint32(d.Weight))
-	w.u8(destAttrTunType, uint8(d.TunnelType))
-	w.be16(destAttrTunPort, d.TunnelPort)
-	w.u16(destAttrTunFlags, uint16(d.TunnelFlags))
-	w.u32(destAttrUThresh, d.UpperThreshold)
-	w.u32(destAttrLThresh, d.LowerThreshold)
+	w.Uint32(destAttrFwdMethod, uint32(d.Forward))
+	w.Uint32(destAttrWeight, d.kernelWeight())
+	w.Uint8(destAttrTunType, uint8(d.TunnelType))
+	w.BE16(destAttrTunPort, d.TunnelPort)
+	w.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
+	w.Uint32(destAttrUThresh, d.UpperThreshold)
+	w.Uint32(destAttrLThresh, d.LowerThreshold)
 }
 
 // decodeDestination reads the attributes nested in IPVS_CMD_ATTR_DEST. A
@@ -97,7 +119,7 @@ func (d Destination) encode(w *attrWriter, full bool) {
 // service's, svcFamily.
 func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 	var err error
-	ad := newAttrDecoder(b, "destination")
+	ad := nl.NewReader(b, "destination")
 	var (
 		d              Destination
 		addr           []byte
@@ -107,46 +129,47 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case destAttrAddr:
-			addr = ad.raw()
+			addr = ad.Bytes()
 		case destAttrPort:
-			p, err := decodePort(ad.raw())
+			p, err := decodePort(ad.Bytes())
 			if err != nil {
-				ad.fail("%v", err)
+				ad.Fail("%v", err)
 			}
 			d.Port = p
 		case destAttrAddrFamily:
-			family = Family(ad.u16())
+			family = Family(ad.Uint16())
 		case destAttrFwdMethod:
-			d.Forward = ForwardMethod(ad.u32() & connFwdMask)
+			d.Forward = ForwardMethod(ad.Uint32() & connFwdMask)
 		case destAttrWeight:
-			d.Weight = int(int32(ad.u32()))
+			d.Weight = int(int32(ad.Uint32()))
+			d.Drained = d.Weight == 0
 		case destAttrUThresh:
-			d.UpperThreshold = ad.u32()
+			d.UpperThreshold = ad.Uint32()
 		case destAttrLThresh:
-			d.LowerThreshold = ad.u32()
+			d.LowerThreshold = ad.Uint32()
 		case destAttrTunType:
-			d.TunnelType = TunnelType(ad.u8())
+			d.TunnelType = TunnelType(ad.Uint8())
 		case destAttrTunPort:
-			p, err := decodePort(ad.raw())
+			p, err := decodePort(ad.Bytes())
 			if err != nil {
-				ad.fail("%v", err)
+				ad.Fail("%v", err)
 			}
 			d.TunnelPort = p
 		case destAttrTunFlags:
-			d.TunnelFlags = TunnelFlags(ad.u16())
+			d.TunnelFlags = TunnelFlags(ad.Uint16())
 		case destAttrActiveConns:
-			d.ActiveConnections = ad.u32()
+			d.ActiveConnections = ad.Uint32()
 		case destAttrInactConns:
-			d.InactiveConnections = ad.u32()
+			d.InactiveConnections = ad.Uint32()
 		case destAttrPersistConns:
-			d.PersistentConnections = ad.u32()
+			d.PersistentConnections = ad.Uint32()
 		case destAttrStats:
-			stats = ad.raw()
+			stats = ad.Bytes()
 		case destAttrStats64:
-			stats64 = ad.raw()
+			stats64 = ad.Bytes()
 		}
 	}
-	if err := ad.finish(); err != nil {
+	if err := ad.Err(); err != nil {
 		return Destination{}, err
 	}
 	if addr == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -121,7 +122,7 @@ func TestEncodeMatchesIpvsadm(t *testing.T) {
 			TunnelType: GUE, TunnelPort: 6080, TunnelFlags: TunnelChecksum,
 		}}, true},
 		{"update-destination-route", op{kind: opUpdateDestination, svc: tcp4, dest: Destination{
-			Addr: netip.MustParseAddr("10.1.0.1"), Port: 80, Forward: Route, Weight: 0,
+			Addr: netip.MustParseAddr("10.1.0.1"), Port: 80, Forward: Route, Drained: true,
 		}}, true},
 		{"delete-destination", op{kind: opDeleteDestination, svc: tcp4, dest: Destination{
 			Addr: netip.MustParseAddr("10.1.0.1"), Port: 8080,
@@ -135,10 +136,10 @@ func TestEncodeMatchesIpvsadm(t *testing.T) {
 			if err := tt.op.validate(); err != nil {
 				t.Fatal(err)
 			}
-			var w attrWriter
+			var w nl.Writer
 			tt.op.encode(&w)
-			r := request{kind: reqChange, command: tt.op.command(), attrs: w.b}
-			msgs, err := parseMessages(appendRequest(nil, 42, r.flags(true), 1, &r))
+			data := append(nl.AppendGenlHeader(nil, tt.op.command(), genlVersion), w.B...)
+			msgs, err := nl.ParseMessages(nl.AppendMessage(nil, 42, netlink.Request|netlink.Acknowledge, 1, 0, data))
 			if err != nil || len(msgs) != 1 {
 				t.Fatalf("framing: %v, %v", msgs, err)
 			}

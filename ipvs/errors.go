@@ -1,13 +1,9 @@
 package ipvs
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors, matched with errors.Is. An error that wraps one of them
@@ -99,68 +95,4 @@ func (e *BatchError) Unwrap() []error {
 		errs[i] = f
 	}
 	return errs
-}
-
-// kernelError is an error the kernel reported for one request.
-type kernelError struct {
-	errno   unix.Errno
-	message string
-}
-
-func (e *kernelError) Error() string {
-	if e.message == "" {
-		return e.errno.Error()
-	}
-	return e.errno.Error() + ": " + e.message
-}
-
-func (e *kernelError) Unwrap() error { return e.errno }
-
-// Netlink message flags and attributes of acknowledgements, from
-// include/uapi/linux/netlink.h.
-const (
-	nlmFCapped      = 0x100 // NLM_F_CAPPED: the request is echoed as a header only
-	nlmFAckTLVs     = 0x200 // NLM_F_ACK_TLVS: extended-ack attributes follow
-	nlmsgerrAttrMsg = 1     // NLMSGERR_ATTR_MSG
-	nlmsgHdrLen     = 16
-)
-
-// parseStatus reads the errno and extended-ack text of an NLMSG_ERROR or
-// NLMSG_DONE message; it returns nil for success.
-func parseStatus(m netlink.Message) (*kernelError, error) {
-	if len(m.Data) < 4 {
-		return nil, fmt.Errorf("netlink %v message of %d bytes", m.Header.Type, len(m.Data))
-	}
-	code := int32(binary.NativeEndian.Uint32(m.Data[:4]))
-	if code == 0 {
-		return nil, nil
-	}
-	ke := &kernelError{errno: unix.Errno(-code)}
-	if code > 0 {
-		ke.errno = unix.Errno(code)
-	}
-	if m.Header.Flags&nlmFAckTLVs == 0 {
-		return ke, nil
-	}
-	off := 4
-	if m.Header.Type == netlink.Error {
-		// The request's header, or all of it unless capped, comes first.
-		if len(m.Data) < 4+nlmsgHdrLen {
-			return ke, nil
-		}
-		off += nlmsgHdrLen
-		if m.Header.Flags&nlmFCapped == 0 {
-			off = 4 + int(binary.NativeEndian.Uint32(m.Data[4:8]))
-		}
-	}
-	if off > len(m.Data) {
-		return ke, nil
-	}
-	d := newAttrDecoder(m.Data[off:], "extended ack")
-	for d.Next() {
-		if d.Type() == nlmsgerrAttrMsg {
-			ke.message = strings.TrimRight(string(d.raw()), "\x00")
-		}
-	}
-	return ke, nil
 }

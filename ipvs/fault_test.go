@@ -6,19 +6,19 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"golang.org/x/sys/unix"
 )
 
 // The fault hook fails the requests it picks with its errno, as the
 // kernel would, and the others of the same write go through.
 func TestFaultHook(t *testing.T) {
-	ctx := context.Background()
 	k := newFakeKernel()
 	c := k.conn()
 	defer c.Close()
 	var asked []string
 	failNext := false
-	c.setFault(func(req string) error {
+	ctx := withFault(t, "ipvs", func(req string) error {
 		asked = append(asked, req)
 		if len(asked)%3 == 0 || failNext {
 			failNext = false
@@ -58,4 +58,14 @@ func TestFaultHook(t *testing.T) {
 	if svcs, err := c.Services(ctx); err != nil || len(svcs) != 4 {
 		t.Errorf("Services: %d, %v", len(svcs), err)
 	}
+}
+
+// withFault returns a context carrying a fault hook for package pkg.
+func withFault(t *testing.T, pkg string, hook func(request string) error) context.Context {
+	return fault.With(context.Background(), func(p, req string) error {
+		if p != pkg {
+			t.Errorf("the hook was asked by package %q, want %q", p, pkg)
+		}
+		return hook(req)
+	})
 }

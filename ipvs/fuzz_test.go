@@ -101,36 +101,3 @@ func FuzzDecodeInfo(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseMessages covers the datagram splitter and the status parser
-// that read every reply.
-func FuzzParseMessages(f *testing.F) {
-	ack := ackMessage(netlink.Message{Header: netlink.Header{Length: 36, Sequence: 9}}, -17, "scheduler not found")
-	b := marshalExact(ack)
-	f.Add(b)
-	done := netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi, Sequence: 3}, Data: []byte{0, 0, 0, 0}}
-	f.Add(append(marshalExact(done), b...))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := parseMessages(b)
-		if err != nil {
-			return
-		}
-		var out []byte
-		for _, m := range msgs {
-			if m.Header.Type == netlink.Error || m.Header.Type == netlink.Done {
-				_, _ = parseStatus(m)
-			}
-			out = append(out, marshalExact(m)...)
-		}
-		again, err := parseMessages(out)
-		if err != nil || len(again) != len(msgs) {
-			t.Fatalf("round trip: %d messages, %v; want %d", len(again), err, len(msgs))
-		}
-		for i := range msgs {
-			if again[i].Header.Type != msgs[i].Header.Type || again[i].Header.Sequence != msgs[i].Header.Sequence ||
-				string(again[i].Data) != string(msgs[i].Data) {
-				t.Fatalf("message %d changed: %+v, want %+v", i, again[i], msgs[i])
-			}
-		}
-	})
-}

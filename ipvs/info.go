@@ -1,6 +1,9 @@
 package ipvs
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+)
 
 // Info describes the kernel's IPVS.
 type Info struct {
@@ -19,16 +22,16 @@ func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Min
 
 // decodeInfo reads the reply to IPVS_CMD_GET_INFO.
 func decodeInfo(b []byte) (Info, error) {
-	d := newAttrDecoder(b, "info")
+	d := nl.NewReader(b, "info")
 	var i Info
 	for d.Next() {
 		switch d.Type() {
 		case infoAttrVersion:
-			v := d.u32()
+			v := d.Uint32()
 			i.Version = Version{Major: uint8(v >> 16), Minor: uint8(v >> 8), Patch: uint8(v)}
 		case infoAttrConnTabSize:
-			i.ConnTableSize = d.u32()
+			i.ConnTableSize = d.Uint32()
 		}
 	}
-	return i, d.finish()
+	return i, d.Err()
 }

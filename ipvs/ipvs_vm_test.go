@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var schedulers = []string{"rr", "wrr", "lc", "wlc", "sh", "mh", "sed", "nq"}
+var schedulers = []Scheduler{RoundRobin, WeightedRoundRobin, LeastConnection, WeightedLeastConnection, SourceHashing, MaglevHashing, ShortestExpectedDelay, NeverQueue}
 
 // serviceKinds are a service of each kind for one family.
 func serviceKinds(f Family) []Service {
@@ -78,7 +78,7 @@ func TestLifecycle(t *testing.T) {
 				if err := e.c.UpdateService(c, svc); err != nil {
 					t.Fatal(err)
 				}
-				d1.Weight, d1.UpperThreshold = 0, 7
+				d1.Weight, d1.Drained, d1.UpperThreshold = 0, true, 7
 				if err := e.c.UpdateDestination(c, svc, d1); err != nil {
 					t.Fatal(err)
 				}
@@ -361,18 +361,9 @@ func TestBatchAllFail(t *testing.T) {
 		t.Run(fmt.Sprintf("default-buffers=%v", small), func(t *testing.T) {
 			e := setup(t)
 			if small {
-				s := e.c.t.(*socket)
-				if err := s.SetReadBuffer(106496); err != nil {
+				if err := e.c.nl.SetBuffers(106496, 106496); err != nil {
 					t.Fatal(err)
 				}
-				if err := s.SetWriteBuffer(106496); err != nil {
-					t.Fatal(err)
-				}
-				rb, _ := s.ReadBuffer()
-				wb, _ := s.WriteBuffer()
-				small := newConnWith(s, e.c.family, rb, wb)
-				e.c.recvBudget, e.c.sendBudget = small.recvBudget, small.sendBudget
-				t.Logf("receive buffer %d, send buffer %d", rb, wb)
 			}
 			var b Batch
 			for i := range 10000 {

@@ -1,13 +1,13 @@
 package ipvs
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"os"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -51,7 +51,7 @@ type fakeDump struct {
 	entries []genetlink.Message
 }
 
-var knownSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
+var knownSchedulers = []Scheduler{RoundRobin, WeightedRoundRobin, LeastConnection, WeightedLeastConnection, LocalityBasedLeastConnection, LocalityBasedLeastConnectionReplication, DestinationHashing, SourceHashing, ShortestExpectedDelay, NeverQueue, WeightedFailover, WeightedOverflow, MaglevHashing, TwoRandomChoices}
 
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{family: 0x20, perDatagram: 1 << 20,
@@ -60,6 +60,11 @@ func newFakeKernel() *fakeKernel {
 
 // conn returns a Conn on the fake, with buffers as a privileged Dial gets.
 func (k *fakeKernel) conn() *Conn { return newConnWith(k, k.family, 16<<20, 8<<20) }
+
+// newConnWith makes a Conn over a transport, with the given buffer sizes.
+func newConnWith(t nl.Transport, family uint16, readBuf, writeBuf int) *Conn {
+	return newConn(nl.NewConn(t, readBuf, writeBuf), family)
+}
 
 func (k *fakeKernel) SetDeadline(t time.Time) error {
 	k.mu.Lock()
@@ -75,12 +80,12 @@ func (k *fakeKernel) expired() bool {
 }
 func (k *fakeKernel) Close() error { k.closed = true; return nil }
 
-func (k *fakeKernel) send(b []byte) error {
+func (k *fakeKernel) Send(b []byte) error {
 	if k.expired() {
 		return os.ErrDeadlineExceeded
 	}
 	k.writes++
-	msgs, err := parseMessages(b)
+	msgs, err := nl.ParseMessages(b)
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +95,7 @@ func (k *fakeKernel) send(b []byte) error {
 	return nil
 }
 
-func (k *fakeKernel) receive() ([]netlink.Message, error) {
+func (k *fakeKernel) Receive() ([]netlink.Message, error) {
 	if err := k.recvErr; err != nil {
 		k.recvErr = nil
 		return nil, err
@@ -182,41 +187,7 @@ func (k *fakeKernel) ack(req netlink.Message, errno unix.Errno) {
 }
 
 func ackMessage(req netlink.Message, code int32, text string) netlink.Message {
-	data := binary.NativeEndian.AppendUint32(nil, uint32(code))
-	hdr := make([]byte, 16)
-	binary.NativeEndian.PutUint32(hdr[0:4], req.Header.Length)
-	binary.NativeEndian.PutUint16(hdr[4:6], uint16(req.Header.Type))
-	binary.NativeEndian.PutUint16(hdr[6:8], uint16(req.Header.Flags))
-	binary.NativeEndian.PutUint32(hdr[8:12], req.Header.Sequence)
-	data = append(data, hdr...)
-	flags := netlink.HeaderFlags(nlmFCapped)
-	if text != "" {
-		flags |= nlmFAckTLVs
-		ae := netlink.NewAttributeEncoder()
-		ae.String(nlmsgerrAttrMsg, text)
-		b, _ := ae.Encode()
-		data = append(data, b...)
-	}
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.Error, Flags: flags, Sequence: req.Header.Sequence, PID: req.Header.PID},
-		Data:   data,
-	}
-}
-
-// marshalExact writes a message with its exact length in the header and
-// padding after, as the kernel does.
-func marshalExact(m netlink.Message) []byte {
-	b := make([]byte, 16, 16+len(m.Data)+3)
-	binary.NativeEndian.PutUint32(b[0:4], uint32(16+len(m.Data)))
-	binary.NativeEndian.PutUint16(b[4:6], uint16(m.Header.Type))
-	binary.NativeEndian.PutUint16(b[6:8], uint16(m.Header.Flags))
-	binary.NativeEndian.PutUint32(b[8:12], m.Header.Sequence)
-	binary.NativeEndian.PutUint32(b[12:16], m.Header.PID)
-	b = append(b, m.Data...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
+	return nl.Ack(req, int(-code), text)
 }
 
 // parse reads a request's service and destination nests.

@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,18 +119,18 @@ func (o op) validate() error {
 }
 
 // encode writes the op's request attributes.
-func (o op) encode(w *attrWriter) {
+func (o op) encode(w *nl.Writer) {
 	if o.hasService() {
 		full := o.kind == opCreateService || o.kind == opUpdateService
-		n := w.begin(cmdAttrService)
+		n := w.Begin(cmdAttrService | nl.Nested)
 		o.svc.encode(w, full)
-		w.end(n)
+		w.End(n)
 	}
 	if o.hasDestination() {
 		full := o.kind != opDeleteDestination
-		n := w.begin(cmdAttrDest)
+		n := w.Begin(cmdAttrDest | nl.Nested)
 		o.dest.encode(w, full)
-		w.end(n)
+		w.End(n)
 	}
 	if o.kind == opSetTimeouts {
 		o.timeouts.encode(w)
@@ -157,10 +158,10 @@ func (o op) kindOf(errno unix.Errno) error {
 // opError turns a request's failure into the op's error.
 func (o op) opError(index int, err error) *OpError {
 	oe := &OpError{Op: o.name(), Object: o.object(), Index: index, Err: err}
-	var ke *kernelError
+	var ke *nl.Error
 	if errors.As(err, &ke) {
-		oe.Err, oe.Message = ke.errno, ke.message
-		oe.kind = o.kindOf(ke.errno)
+		oe.Err, oe.Message = ke.Errno, ke.Message
+		oe.kind = o.kindOf(ke.Errno)
 	}
 	return oe
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,17 +66,32 @@ func (c *Conn) SetTimeouts(ctx context.Context, t Timeouts) error {
 }
 
 // query runs one get or dump request and returns its replies' attributes.
-func (c *Conn) query(ctx context.Context, kind requestKind, command uint8, attrs []byte) ([][]byte, error) {
-	r := &request{kind: kind, command: command, attrs: attrs}
-	if err := c.run(ctx, []*request{r}); err != nil {
+func (c *Conn) query(ctx context.Context, kind netlink.HeaderFlags, command uint8, attrs []byte) ([][]byte, error) {
+	r := c.genlRequest(kind, command, attrs)
+	if err := c.nl.Exchange(ctx, r); err != nil {
 		return nil, err
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	out := make([][]byte, len(r.replies))
-	for i, m := range r.replies {
-		out[i] = m.Data
+	return genlPayloads(r.Replies)
+}
+
+// genlRequest frames a command with its attributes.
+func (c *Conn) genlRequest(kind netlink.HeaderFlags, command uint8, attrs []byte) *nl.Request {
+	data := make([]byte, 0, nl.GenlHeaderLen+len(attrs))
+	data = append(nl.AppendGenlHeader(data, command, genlVersion), attrs...)
+	return &nl.Request{Type: c.family, Flags: kind, Data: data}
+}
+
+// genlPayloads returns the replies' attributes, after their genlmsghdr.
+func genlPayloads(replies []netlink.Message) ([][]byte, error) {
+	out := make([][]byte, len(replies))
+	for i, m := range replies {
+		if len(m.Data) < nl.GenlHeaderLen {
+			return nil, fmt.Errorf("generic netlink reply of %d bytes", len(m.Data))
+		}
+		out[i] = m.Data[nl.GenlHeaderLen:]
 	}
 	return out, nil
 }
@@ -83,9 +100,9 @@ func (c *Conn) query(ctx context.Context, kind requestKind, command uint8, attrs
 // when the query names a service.
 func queryError(what, object string, err error) error {
 	oe := &OpError{Op: what, Object: object, Err: err}
-	if ke, ok := err.(*kernelError); ok {
-		oe.Err, oe.Message = ke.errno, ke.message
-		if ke.errno == unix.ESRCH && object != "" {
+	if ke, ok := err.(*nl.Error); ok {
+		oe.Err, oe.Message = ke.Errno, ke.Message
+		if ke.Errno == unix.ESRCH && object != "" {
 			oe.kind = ErrServiceNotExist
 		}
 	}
@@ -97,22 +114,22 @@ func serviceAttrs(s Service) ([]byte, error) {
 	if err := s.validateKey(); err != nil {
 		return nil, err
 	}
-	var w attrWriter
-	n := w.begin(cmdAttrService)
+	var w nl.Writer
+	n := w.Begin(cmdAttrService | nl.Nested)
 	s.encode(&w, false)
-	w.end(n)
-	return w.b, nil
+	w.End(n)
+	return w.B, nil
 }
 
 // nested returns the payload of the first-level attribute typ.
 func nested(b []byte, typ uint16, what string) ([]byte, error) {
-	d := newAttrDecoder(b, what+" reply")
+	d := nl.NewReader(b, what+" reply")
 	for d.Next() {
 		if d.Type() == typ {
-			return d.raw(), nil
+			return d.Bytes(), nil
 		}
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return nil, fmt.Errorf("%s reply without attribute %d", what, typ)

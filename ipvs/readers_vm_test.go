@@ -141,7 +141,7 @@ func (e *env) mobyTable() []VirtualServer {
 	for _, ms := range svcs {
 		s := Service{
 			Family: Family(ms.AddressFamily), Protocol: Protocol(ms.Protocol), Port: ms.Port,
-			FirewallMark: ms.FWMark, Scheduler: ms.SchedName, Flags: ServiceFlags(ms.Flags) &^ Hashed,
+			FirewallMark: ms.FWMark, Scheduler: Scheduler(ms.SchedName), Flags: ServiceFlags(ms.Flags) &^ Hashed,
 			Timeout: time.Duration(ms.Timeout) * time.Second, PersistenceEngine: ms.PEName,
 			Netmask: mobyNetmask(Family(ms.AddressFamily), ms.Netmask),
 		}
@@ -157,7 +157,7 @@ func (e *env) mobyTable() []VirtualServer {
 		var ds []Destination
 		for _, md := range dests {
 			ds = append(ds, Destination{
-				Addr: ipAddr(md.Address, Family(md.AddressFamily)), Port: md.Port, Weight: md.Weight,
+				Addr: ipAddr(md.Address, Family(md.AddressFamily)), Port: md.Port, Weight: md.Weight, Drained: md.Weight == 0,
 				Forward: ForwardMethod(md.ConnectionFlags & connFwdMask), UpperThreshold: md.UpperThreshold,
 				LowerThreshold: md.LowerThreshold,
 			})
@@ -202,7 +202,7 @@ func saveLines(vs []VirtualServer) []string {
 		default:
 			key = "--sctp-service " + netip.AddrPortFrom(s.Addr, s.Port).String()
 		}
-		line := "-A " + key + " -s " + s.Scheduler
+		line := "-A " + key + " -s " + string(s.Scheduler)
 		if s.Flags&Persistent != 0 {
 			line += fmt.Sprintf(" -p %d", s.Timeout/time.Second)
 			if s.Netmask != s.Family.bits() {
@@ -222,10 +222,10 @@ func saveLines(vs []VirtualServer) []string {
 		}
 		var sf []string
 		if s.Flags&svcFlagSched1 != 0 {
-			sf = append(sf, s.Scheduler+"-fallback")
+			sf = append(sf, string(s.Scheduler)+"-fallback")
 		}
 		if s.Flags&svcFlagSched2 != 0 {
-			sf = append(sf, s.Scheduler+"-port")
+			sf = append(sf, string(s.Scheduler)+"-port")
 		}
 		if len(sf) > 0 {
 			line += " -b " + strings.Join(sf, ",")

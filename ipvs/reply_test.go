@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -59,7 +60,7 @@ func encodeServiceReply(s Service) []byte {
 		aeAddr(ae, svcAttrAddr, s.Addr)
 	}
 	aePort(ae, svcAttrPort, s.Port)
-	ae.String(svcAttrSchedName, s.Scheduler)
+	ae.String(svcAttrSchedName, string(s.Scheduler))
 	if s.PersistenceEngine != "" {
 		ae.String(svcAttrPEName, s.PersistenceEngine)
 	}
@@ -84,7 +85,9 @@ func encodeDestinationReply(d Destination) []byte {
 	aeAddr(ae, destAttrAddr, d.Addr)
 	aePort(ae, destAttrPort, d.Port)
 	ae.Uint32(destAttrFwdMethod, uint32(d.Forward))
-	ae.Uint32(destAttrWeight, uint32(d.Weight))
+	if d.Weight != 0 || d.Drained {
+		ae.Uint32(destAttrWeight, d.kernelWeight())
+	}
 	ae.Uint8(destAttrTunType, uint8(d.TunnelType))
 	aePort(ae, destAttrTunPort, d.TunnelPort)
 	ae.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
@@ -136,9 +139,9 @@ func wrap(typ uint16, inner []byte) []byte {
 }
 
 func aeAddr(ae *netlink.AttributeEncoder, typ uint16, a netip.Addr) {
-	var w attrWriter
-	w.addr(typ, a)
-	ae.Bytes(typ, w.b[4:])
+	var w nl.Writer
+	writeAddr(&w, typ, a)
+	ae.Bytes(typ, w.B[4:])
 }
 
 func aePort(ae *netlink.AttributeEncoder, typ uint16, p uint16) {
@@ -146,7 +149,7 @@ func aePort(ae *netlink.AttributeEncoder, typ uint16, p uint16) {
 }
 
 func encodeTimeoutsReply(t Timeouts) []byte {
-	var w attrWriter
+	var w nl.Writer
 	t.encode(&w)
-	return w.b
+	return w.B
 }

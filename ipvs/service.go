@@ -4,14 +4,37 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"math"
 	"math/bits"
 	"net/netip"
 	"time"
 )
 
+// Scheduler names an IPVS scheduling algorithm: the kernel module
+// ip_vs_<name> that implements it.
+type Scheduler string
+
+// The kernel's schedulers (net/netfilter/ipvs/ip_vs_*.c).
+const (
+	RoundRobin                              Scheduler = "rr"
+	WeightedRoundRobin                      Scheduler = "wrr"
+	LeastConnection                         Scheduler = "lc"
+	WeightedLeastConnection                 Scheduler = "wlc"
+	LocalityBasedLeastConnection            Scheduler = "lblc"
+	LocalityBasedLeastConnectionReplication Scheduler = "lblcr"
+	DestinationHashing                      Scheduler = "dh"
+	SourceHashing                           Scheduler = "sh"
+	ShortestExpectedDelay                   Scheduler = "sed"
+	NeverQueue                              Scheduler = "nq"
+	WeightedFailover                        Scheduler = "fo"
+	WeightedOverflow                        Scheduler = "ovf"
+	MaglevHashing                           Scheduler = "mh"
+	TwoRandomChoices                        Scheduler = "twos"
+)
+
 // DefaultScheduler is used when a Service names none, as ipvsadm does.
-const DefaultScheduler = "wlc"
+const DefaultScheduler = WeightedLeastConnection
 
 // Service is an IPVS virtual service. It is identified either by
 // (Protocol, Addr, Port) or, when FirewallMark is not zero, by
@@ -27,10 +50,10 @@ type Service struct {
 	// carrying that mark, whatever their address, port and protocol.
 	FirewallMark uint32
 
-	// Scheduler is the name of the scheduling algorithm: rr, wrr, lc, wlc,
-	// lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos. Empty means
+	// Scheduler is the scheduling algorithm, one of the Scheduler
+	// constants or another the kernel has a module for. Empty means
 	// DefaultScheduler.
-	Scheduler string
+	Scheduler Scheduler
 	Flags     ServiceFlags
 	// Timeout is how long a persistent client sticks to its destination,
 	// in whole seconds.
@@ -115,15 +138,15 @@ func (s Service) validate() error {
 
 // encode writes the service's nested attributes: its key, and with full
 // its settings too, in the order ipvsadm's libipvs uses.
-func (s Service) encode(w *attrWriter, full bool) {
+func (s Service) encode(w *nl.Writer, full bool) {
 	f := s.family()
-	w.u16(svcAttrAF, uint16(f))
+	w.Uint16(svcAttrAF, uint16(f))
 	if s.FirewallMark != 0 {
-		w.u32(svcAttrFwmark, s.FirewallMark)
+		w.Uint32(svcAttrFwmark, s.FirewallMark)
 	} else {
-		w.u16(svcAttrProtocol, uint16(s.Protocol))
-		w.addr(svcAttrAddr, s.Addr)
-		w.be16(svcAttrPort, s.Port)
+		w.Uint16(svcAttrProtocol, uint16(s.Protocol))
+		writeAddr(w, svcAttrAddr, s.Addr)
+		w.BE16(svcAttrPort, s.Port)
 	}
 	if !full {
 		return
@@ -132,18 +155,18 @@ func (s Service) encode(w *attrWriter, full bool) {
 	if sched == "" {
 		sched = DefaultScheduler
 	}
-	w.str(svcAttrSchedName, sched)
+	w.String(svcAttrSchedName, string(sched))
 	if s.PersistenceEngine != "" {
-		w.str(svcAttrPEName, s.PersistenceEngine)
+		w.String(svcAttrPEName, s.PersistenceEngine)
 	}
 	// struct ip_vs_flags: the flags and a mask of those to change; all of
 	// them, so an update sets exactly these flags.
 	var flags [8]byte
 	binary.NativeEndian.PutUint32(flags[:4], uint32(s.Flags))
 	binary.NativeEndian.PutUint32(flags[4:], math.MaxUint32)
-	w.bytes(svcAttrFlags, flags[:])
-	w.u32(svcAttrTimeout, uint32(s.Timeout/time.Second))
-	w.bytes(svcAttrNetmask, netmaskBytes(f, s.Netmask))
+	w.Bytes(svcAttrFlags, flags[:])
+	w.Uint32(svcAttrTimeout, uint32(s.Timeout/time.Second))
+	w.Bytes(svcAttrNetmask, netmaskBytes(f, s.Netmask))
 }
 
 // netmaskBytes encodes the persistence netmask as the kernel reads it: for
@@ -181,7 +204,7 @@ func decodeNetmask(f Family, b []byte) (int, error) {
 // decodeService reads the attributes nested in IPVS_CMD_ATTR_SERVICE.
 func decodeService(b []byte) (Service, error) {
 	var err error
-	d := newAttrDecoder(b, "service")
+	d := nl.NewReader(b, "service")
 	var (
 		s              Service
 		addr, mask     []byte
@@ -191,42 +214,42 @@ func decodeService(b []byte) (Service, error) {
 	for d.Next() {
 		switch d.Type() {
 		case svcAttrAF:
-			s.Family = Family(d.u16())
+			s.Family = Family(d.Uint16())
 			haveAF = true
 		case svcAttrProtocol:
-			s.Protocol = Protocol(d.u16())
+			s.Protocol = Protocol(d.Uint16())
 		case svcAttrAddr:
-			addr = d.raw()
+			addr = d.Bytes()
 		case svcAttrPort:
-			p, err := decodePort(d.raw())
+			p, err := decodePort(d.Bytes())
 			if err != nil {
-				d.fail("%v", err)
+				d.Fail("%v", err)
 			}
 			s.Port = p
 		case svcAttrFwmark:
-			s.FirewallMark = d.u32()
+			s.FirewallMark = d.Uint32()
 		case svcAttrSchedName:
-			s.Scheduler = d.str(schedNameMaxLen)
+			s.Scheduler = Scheduler(d.String(schedNameMaxLen))
 		case svcAttrPEName:
-			s.PersistenceEngine = d.str(peNameMaxLen)
+			s.PersistenceEngine = d.String(peNameMaxLen)
 		case svcAttrFlags:
-			b := d.raw()
+			b := d.Bytes()
 			if len(b) != 8 {
-				d.fail("flags of %d bytes, want 8", len(b))
+				d.Fail("flags of %d bytes, want 8", len(b))
 				continue
 			}
 			s.Flags = ServiceFlags(binary.NativeEndian.Uint32(b))
 		case svcAttrTimeout:
-			s.Timeout = time.Duration(d.u32()) * time.Second
+			s.Timeout = time.Duration(d.Uint32()) * time.Second
 		case svcAttrNetmask:
-			mask = d.raw()
+			mask = d.Bytes()
 		case svcAttrStats:
-			stats = d.raw()
+			stats = d.Bytes()
 		case svcAttrStats64:
-			stats64 = d.raw()
+			stats64 = d.Bytes()
 		}
 	}
-	if err := d.finish(); err != nil {
+	if err := d.Err(); err != nil {
 		return Service{}, err
 	}
 	if !haveAF || (s.Family != IPv4 && s.Family != IPv6) {

@@ -1,5 +1,9 @@
 package ipvs
 
+import (
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+)
+
 // Stats are the counters of a service or destination. The kernel keeps
 // them 64 bits wide; kernels before 4.1 report only 32-bit packet and
 // connection counters.
@@ -20,7 +24,7 @@ type Stats struct {
 
 // decodeStats reads a STATS or STATS64 nest.
 func decodeStats(b []byte) (Stats, error) {
-	d := newAttrDecoder(b, "stats")
+	d := nl.NewReader(b, "stats")
 	var s Stats
 	for d.Next() {
 		var dst *uint64
@@ -48,7 +52,7 @@ func decodeStats(b []byte) (Stats, error) {
 		default:
 			continue
 		}
-		*dst = d.counter()
+		*dst = counter(&d)
 	}
-	return s, d.finish()
+	return s, d.Err()
 }

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"context"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"sync"
 )
 
@@ -27,25 +28,25 @@ func (c *Conn) Table(ctx context.Context) ([]VirtualServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	reqs := make([]*request, len(svcs))
+	reqs := make([]*nl.Request, len(svcs))
 	for i, s := range svcs {
 		attrs, err := serviceAttrs(s)
 		if err != nil {
 			return nil, queryError("list destinations", s.String(), err)
 		}
-		reqs[i] = &request{kind: reqDump, command: cmdGetDest, attrs: attrs}
+		reqs[i] = c.genlRequest(reqDump, cmdGetDest, attrs)
 	}
 	if err := c.runSpread(ctx, reqs); err != nil {
 		return nil, queryError("list destinations", "", err)
 	}
 	table := make([]VirtualServer, len(svcs))
 	for i, s := range svcs {
-		if reqs[i].err != nil {
-			return nil, queryError("list destinations", s.String(), reqs[i].err)
+		if reqs[i].Err != nil {
+			return nil, queryError("list destinations", s.String(), reqs[i].Err)
 		}
-		replies := make([][]byte, len(reqs[i].replies))
-		for j, m := range reqs[i].replies {
-			replies[j] = m.Data
+		replies, err := genlPayloads(reqs[i].Replies)
+		if err != nil {
+			return nil, queryError("list destinations", s.String(), err)
 		}
 		ds, err := decodeDestinations(s, replies)
 		if err != nil {
@@ -59,11 +60,11 @@ func (c *Conn) Table(ctx context.Context) ([]VirtualServer, error) {
 // runSpread runs the requests over this Conn and, for many of them, peer
 // sockets; without peers (no SIOCGSKNS, or no right to enter the
 // namespace) it runs them all here.
-func (c *Conn) runSpread(ctx context.Context, reqs []*request) error {
-	conns := []*Conn{c}
-	if c.dialPeer != nil && len(reqs) >= peerThreshold {
+func (c *Conn) runSpread(ctx context.Context, reqs []*nl.Request) error {
+	conns := []*nl.Conn{c.nl}
+	if len(reqs) >= peerThreshold {
 		for range tableSockets - 1 {
-			p, err := c.dialPeer()
+			p, err := c.nl.DialPeer()
 			if err != nil {
 				break
 			}
@@ -78,7 +79,7 @@ func (c *Conn) runSpread(ctx context.Context, reqs []*request) error {
 	)
 	for i, pc := range conns {
 		lo, hi := min(i*per, len(reqs)), min((i+1)*per, len(reqs))
-		wg.Go(func() { errs[i] = pc.run(ctx, reqs[lo:hi]) })
+		wg.Go(func() { errs[i] = pc.Exchange(ctx, reqs[lo:hi]...) })
 	}
 	wg.Wait()
 	for _, err := range errs {

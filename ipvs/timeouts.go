@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"math"
 	"time"
 )
@@ -25,25 +26,25 @@ func (t Timeouts) validate() error {
 
 // encode writes the three first-level timeout attributes. The kernel
 // leaves a timeout of zero unchanged.
-func (t Timeouts) encode(w *attrWriter) {
-	w.u32(cmdAttrTimeoutTCP, uint32(t.TCP/time.Second))
-	w.u32(cmdAttrTimeoutTCPFin, uint32(t.TCPFin/time.Second))
-	w.u32(cmdAttrTimeoutUDP, uint32(t.UDP/time.Second))
+func (t Timeouts) encode(w *nl.Writer) {
+	w.Uint32(cmdAttrTimeoutTCP, uint32(t.TCP/time.Second))
+	w.Uint32(cmdAttrTimeoutTCPFin, uint32(t.TCPFin/time.Second))
+	w.Uint32(cmdAttrTimeoutUDP, uint32(t.UDP/time.Second))
 }
 
 // decodeTimeouts reads the reply to IPVS_CMD_GET_CONFIG.
 func decodeTimeouts(b []byte) (Timeouts, error) {
-	d := newAttrDecoder(b, "timeouts")
+	d := nl.NewReader(b, "timeouts")
 	var t Timeouts
 	for d.Next() {
 		switch d.Type() {
 		case cmdAttrTimeoutTCP:
-			t.TCP = time.Duration(d.u32()) * time.Second
+			t.TCP = time.Duration(d.Uint32()) * time.Second
 		case cmdAttrTimeoutTCPFin:
-			t.TCPFin = time.Duration(d.u32()) * time.Second
+			t.TCPFin = time.Duration(d.Uint32()) * time.Second
 		case cmdAttrTimeoutUDP:
-			t.UDP = time.Duration(d.u32()) * time.Second
+			t.UDP = time.Duration(d.Uint32()) * time.Second
 		}
 	}
-	return t, d.finish()
+	return t, d.Err()
 }

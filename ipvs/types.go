@@ -3,8 +3,6 @@ package ipvs
 import (
 	"fmt"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Family is an address family: IPv4 or IPv6.
@@ -12,8 +10,8 @@ type Family uint16
 
 // Address families.
 const (
-	IPv4 Family = unix.AF_INET
-	IPv6 Family = unix.AF_INET6
+	IPv4 Family = 2  // AF_INET
+	IPv6 Family = 10 // AF_INET6
 )
 
 func (f Family) String() string {
@@ -39,9 +37,9 @@ type Protocol uint16
 
 // Transport protocols IPVS balances.
 const (
-	TCP  Protocol = unix.IPPROTO_TCP
-	UDP  Protocol = unix.IPPROTO_UDP
-	SCTP Protocol = unix.IPPROTO_SCTP
+	TCP  Protocol = 6   // IPPROTO_TCP
+	UDP  Protocol = 17  // IPPROTO_UDP
+	SCTP Protocol = 132 // IPPROTO_SCTP
 )
 
 func (p Protocol) String() string {
@@ -64,23 +62,23 @@ type ServiceFlags uint32
 const (
 	// Persistent makes a client stick to one destination for the service's
 	// Timeout, across connections.
-	Persistent ServiceFlags = svcFlagPersistent
+	Persistent ServiceFlags = 0x0001 // IP_VS_SVC_F_PERSISTENT
 	// Hashed is set by the kernel on every service it holds; it is ignored
 	// on write.
-	Hashed ServiceFlags = svcFlagHashed
+	Hashed ServiceFlags = 0x0002 // IP_VS_SVC_F_HASHED
 	// OnePacket schedules each UDP datagram on its own.
-	OnePacket ServiceFlags = svcFlagOnePacket
+	OnePacket ServiceFlags = 0x0004 // IP_VS_SVC_F_ONEPACKET
 	// SHFallback makes the sh scheduler skip an unavailable destination.
-	SHFallback ServiceFlags = svcFlagSched1
+	SHFallback ServiceFlags = 0x0008 // IP_VS_SVC_F_SCHED1
 	// SHPort makes the sh scheduler hash the source port too.
-	SHPort ServiceFlags = svcFlagSched2
+	SHPort ServiceFlags = 0x0010 // IP_VS_SVC_F_SCHED2
 	// MHFallback makes the mh scheduler skip an unavailable destination.
-	MHFallback ServiceFlags = svcFlagSched1
+	MHFallback ServiceFlags = 0x0008 // IP_VS_SVC_F_SCHED1
 	// MHPort makes the mh scheduler hash the source port too.
-	MHPort ServiceFlags = svcFlagSched2
+	MHPort ServiceFlags = 0x0010 // IP_VS_SVC_F_SCHED2
 	// Sched3 is the third scheduler-specific flag, unused by the in-tree
 	// schedulers.
-	Sched3 ServiceFlags = svcFlagSched3
+	Sched3 ServiceFlags = 0x0020 // IP_VS_SVC_F_SCHED3
 )
 
 func (f ServiceFlags) String() string {
@@ -114,11 +112,11 @@ type ForwardMethod uint32
 // Forwarding methods. Masquerade, Tunnel and Route are what users choose;
 // the kernel reports LocalNode for a destination that is a local address.
 const (
-	Masquerade ForwardMethod = connFwdMasq
-	LocalNode  ForwardMethod = connFwdLocalNode
-	Tunnel     ForwardMethod = connFwdTunnel
-	Route      ForwardMethod = connFwdDRoute
-	Bypass     ForwardMethod = connFwdBypass
+	Masquerade ForwardMethod = 0 // IP_VS_CONN_F_MASQ
+	LocalNode  ForwardMethod = 1 // IP_VS_CONN_F_LOCALNODE
+	Tunnel     ForwardMethod = 2 // IP_VS_CONN_F_TUNNEL
+	Route      ForwardMethod = 3 // IP_VS_CONN_F_DROUTE
+	Bypass     ForwardMethod = 4 // IP_VS_CONN_F_BYPASS
 )
 
 func (m ForwardMethod) String() string {
@@ -142,9 +140,9 @@ type TunnelType uint8
 
 // Tunnel types.
 const (
-	IPIP TunnelType = tunTypeIPIP
-	GUE  TunnelType = tunTypeGUE
-	GRE  TunnelType = tunTypeGRE
+	IPIP TunnelType = 0 // IP_VS_CONN_F_TUNNEL_TYPE_IPIP
+	GUE  TunnelType = 1 // IP_VS_CONN_F_TUNNEL_TYPE_GUE
+	GRE  TunnelType = 2 // IP_VS_CONN_F_TUNNEL_TYPE_GRE
 )
 
 func (t TunnelType) String() string {
@@ -164,6 +162,6 @@ type TunnelFlags uint16
 
 // Tunnel flags; none means no checksum.
 const (
-	TunnelChecksum       TunnelFlags = tunFlagCsum
-	TunnelRemoteChecksum TunnelFlags = tunFlagRemCsum
+	TunnelChecksum       TunnelFlags = 1 // IP_VS_TUNNEL_ENCAP_FLAG_CSUM
+	TunnelRemoteChecksum TunnelFlags = 2 // IP_VS_TUNNEL_ENCAP_FLAG_REMCSUM
 )

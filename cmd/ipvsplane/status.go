@@ -257,7 +257,7 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 		if !v.owned[fmt.Sprintf("%s,%s:%d", s.Addr, proto, s.Port)] {
 			name += " [not ipvsplane's]"
 		}
-		sched := s.Scheduler
+		sched := string(s.Scheduler)
 		if s.Timeout > 0 {
 			sched += fmt.Sprintf(" persistent %ds", int(s.Timeout.Seconds()))
 		}

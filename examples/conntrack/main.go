@@ -50,7 +50,7 @@ func run(dest string, cfg *conntrack.Config) (int, error) {
 	}
 	defer conn.Close()
 	f := conntrack.ByDestination(conntrack.UDP, addr, port)
-	return conn.DeleteMatching(ctx, &f)
+	return conn.DeleteMatching(ctx, f)
 }
 
 func parseDest(s string) (netip.Addr, uint16, error) {

@@ -51,7 +51,7 @@ func TestExampleRuns(t *testing.T) {
 			t.Errorf("run(%q) = %d, %v; want %d", tt.dest, n, err, tt.want)
 		}
 	}
-	if n, err := c.Count(ctx, nil); err != nil || n != 1 {
+	if n, err := c.Count(ctx, conntrack.All()); err != nil || n != 1 {
 		t.Errorf("%d entries left (%v), want the one to 10.96.0.11", n, err)
 	}
 }

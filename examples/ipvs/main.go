@@ -117,7 +117,7 @@ func parse(o options, args []string) (ipvs.Service, []ipvs.Destination, error) {
 	if err != nil {
 		return ipvs.Service{}, nil, fmt.Errorf("VIP %q: %w", args[0], err)
 	}
-	svc := ipvs.Service{Protocol: proto, Addr: vip.Addr(), Port: vip.Port(), Scheduler: o.sched}
+	svc := ipvs.Service{Protocol: proto, Addr: vip.Addr(), Port: vip.Port(), Scheduler: ipvs.Scheduler(o.sched)}
 	if o.persist > 0 {
 		svc.Flags, svc.Timeout = ipvs.Persistent, o.persist.Truncate(time.Second)
 	}

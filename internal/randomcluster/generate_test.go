@@ -169,3 +169,28 @@ func TestYAMLRoundTrip(t *testing.T) {
 		t.Errorf("the Service read back differs:\n%s", d)
 	}
 }
+
+// TestConfigYAML: the generated settings without zero values, the test's
+// own merged over them.
+func TestConfigYAML(t *testing.T) {
+	c := Generate(1, DefaultEnv(), 0)
+	c.Config.IPVS.Scheduler, c.Config.IPVS.StrictARP, c.Config.NodePortAddresses = "sh", true, []string{"primary"}
+	out, err := c.ConfigYAML([]byte("ipvs:\n  syncPeriod: 30s\nconntrack:\n  maxPerCore: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	ipvs := got["ipvs"].(map[string]any)
+	if ipvs["scheduler"] != "sh" || ipvs["strictARP"] != true || ipvs["syncPeriod"] != "30s" {
+		t.Errorf("ipvs: %v", ipvs)
+	}
+	if got["conntrack"].(map[string]any)["maxPerCore"] != float64(0) {
+		t.Errorf("the test's explicit zero was lost:\n%s", out)
+	}
+	if _, ok := got["winkernel"]; ok || got["kind"] != "KubeProxyConfiguration" || got["mode"] != "ipvs" {
+		t.Errorf("unexpected file:\n%s", out)
+	}
+}

@@ -71,8 +71,7 @@ func (c *Cluster) ConfigYAML(own []byte) ([]byte, error) {
 }
 
 // prune drops zero values (nil, "", "0", "0s", false, 0, empty lists and
-// objects)
-// from a decoded YAML value; it returns nil if nothing is left.
+// objects) from a decoded YAML value; it returns nil if nothing is left.
 func prune(v any) any {
 	switch x := v.(type) {
 	case map[string]any:

@@ -135,6 +135,9 @@ ipvs:
 	})
 	t.Logf("ipvsplane settled in %v", took)
 	ip.stop(t)
+	for _, p := range []*kubeProxyProc{kp, ip} {
+		t.Logf("%s's warnings and errors:\n%s", p.name, p.grep(`(?i)warn|error|"level":"(warn|error)"|^[WE][0-9]{4} `))
+	}
 	if out, err := exec.CommandContext(ctx, "ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
 		t.Errorf("ipvsplane cleanup: %v\n%s", err, out)
 	}
@@ -146,7 +149,7 @@ ipvs:
 	involved := map[string]bool{}
 	for _, d := range diff {
 		names := created.servicesIn(d)
-		ex := explainDifference(d, names, created)
+		ex := explainDifference(newDifftestLine(d, names, created, c, kpState, ipState))
 		group := "unexplained"
 		if ex != nil {
 			group = ex.name
@@ -309,8 +312,8 @@ func (c *createdCluster) mentions(line string, svc *corev1.Service) bool {
 		if a == "None" || a == "" {
 			continue
 		}
-		if strings.Contains(line, " "+a+"/") {
-			return true // an address on kube-ipvs0
+		if strings.Contains(line, " "+a+"/") || strings.HasSuffix(line, " "+a) {
+			return true // an address on kube-ipvs0, an entry of KUBE-IPVS-IPS
 		}
 		for _, p := range svc.Spec.Ports {
 			port := strconv.Itoa(int(p.Port))
@@ -337,40 +340,4 @@ func (c *createdCluster) mentions(line string, svc *corev1.Service) bool {
 		return true
 	}
 	return false
-}
-
-// difftestExclusion is a difference between kube-proxy's kernel state and
-// ipvsplane's that is explained: by a row of
-// docs/differences-from-kube-proxy.md, or, while marked pending, by an
-// open item of an issue whose fix has not landed yet.
-type difftestExclusion struct {
-	name string
-	// doc is the row of docs/differences-from-kube-proxy.md, or the
-	// issue item of a pending fix.
-	doc   string
-	match func(d string, services []*corev1.Service) bool
-}
-
-// difftestExclusions are tried in order.
-var difftestExclusions = []difftestExclusion{
-	{
-		name: "ownership sets",
-		doc:  `"only virtual servers recorded in KUBE-IPVSPLANE-OWNED ... are ever deleted"`,
-		match: func(d string, _ []*corev1.Service) bool {
-			return strings.HasPrefix(d, "ipset ipvsplane-only: ") && strings.Contains(d, "-IPVSPLANE-OWNED ")
-		},
-	},
-}
-
-func explainDifference(d string, names []string, c *createdCluster) *difftestExclusion {
-	var svcs []*corev1.Service
-	for _, n := range names {
-		svcs = append(svcs, c.services[n])
-	}
-	for i := range difftestExclusions {
-		if difftestExclusions[i].match(d, svcs) {
-			return &difftestExclusions[i]
-		}
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -373,6 +374,19 @@ func (p *kubeProxyProc) exited() bool {
 	default:
 		return false
 	}
+}
+
+// grep returns the lines of the program's output that match pattern.
+func (p *kubeProxyProc) grep(pattern string) string {
+	re := regexp.MustCompile(pattern)
+	b, _ := os.ReadFile(p.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if re.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // tail returns the last lines of the program's output.

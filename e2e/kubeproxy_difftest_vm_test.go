@@ -339,5 +339,19 @@ func (c *createdCluster) mentions(line string, svc *corev1.Service) bool {
 	if hc := svc.Spec.HealthCheckNodePort; hc != 0 && strings.Contains(line, strconv.Itoa(int(hc))) {
 		return true
 	}
+	// A KUBE-LOOP-BACK entry: one of its endpoints, with its port.
+	for _, sl := range c.generated[svc.Name].Slices {
+		for _, p := range sl.Ports {
+			if p.Port == nil || p.Protocol == nil {
+				continue
+			}
+			port := strings.ToLower(string(*p.Protocol)) + ":" + strconv.Itoa(int(*p.Port))
+			for _, ep := range sl.Endpoints {
+				if strings.Contains(line, " "+ep.Addresses[0]+","+port+",") {
+					return true
+				}
+			}
+		}
+	}
 	return false
 }

@@ -110,6 +110,22 @@ func (l difftestLine) duplicateEndpoints() bool {
 	return false
 }
 
+// nodeHints reports whether a Service has an endpoint of the line's
+// family with node hints, which kube-proxy uses when every ready endpoint
+// has them.
+func (l difftestLine) nodeHints() bool {
+	for _, g := range l.generated {
+		for _, sl := range g.Slices {
+			for _, ep := range sl.Endpoints {
+				if string(sl.AddressType) == string(l.family()) && ep.Hints != nil && len(ep.Hints.ForNodes) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // dualStackEndpoints reports whether a Service has endpoints of both
 // families.
 func (l difftestLine) dualStackEndpoints() bool {
@@ -224,6 +240,12 @@ var difftestExclusions = []difftestExclusion{
 		name: "PENDING issue 15 §1.14: endpoint selection over both families",
 		match: func(l difftestLine) bool {
 			return l.endpointLine() && l.dualStackEndpoints()
+		},
+	},
+	{
+		name: "PENDING issue 15 §2: node hints (forNodes, PreferSameNode)",
+		match: func(l difftestLine) bool {
+			return l.endpointLine() && l.nodeHints()
 		},
 	},
 }

@@ -10,9 +10,18 @@ export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm lint bench fuzz demo soak difftest vm-kernel tools clean
+.PHONY: test test-unit test-host test-vm lint bench fuzz demo soak difftest vm-kernel deps deps-vm tools clean
 
-test: lint test-unit test-host test-vm
+# make test and make demo install what they need first (hack/install-deps:
+# Debian packages, the VM's kernel, and for the tests the Kubernetes
+# programs); nothing is fetched again once there.
+test: deps lint test-unit test-host test-vm
+
+deps:
+	@hack/install-deps
+
+deps-vm:
+	@hack/install-deps --no-kube
 
 test-unit:
 	$(GO) test $(RACE) $(PKGS)
@@ -63,7 +72,7 @@ fuzz:
 # requests through a cluster IP, a node port and a load balancer, then
 # ipvsplane status and the IPVS table. It is cmd/ipvsplane's TestDemo,
 # which make test-vm runs too.
-demo: $(VMTEST) vm-kernel
+demo: deps-vm $(VMTEST) vm-kernel
 	cd cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
 	cd cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
 

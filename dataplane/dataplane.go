@@ -26,11 +26,16 @@ type Config struct {
 	// draining at weight 0 while it still has connections; 15 minutes if
 	// zero.
 	DrainTimeout time.Duration
-	// ResyncInterval makes a sync read the kernel again and compare
-	// everything when this long has passed since the last full sync, which
-	// repairs whatever changed behind the dataplane's back; 0 means only
-	// the first sync and those after Resync are full.
+	// ResyncInterval makes the dataplane read the kernel again when this
+	// long has passed since the last full read, which repairs whatever
+	// changed behind its back; 0 means only the first sync and those after
+	// Resync read it. The read runs in the background: syncs go on while
+	// it runs, and the first sync after it ends compares everything.
 	ResyncInterval time.Duration
+	// KernelRead, if set, is called from another goroutine when a
+	// background read of the kernel has ended. A caller that syncs only
+	// when something changes should then ask for a sync, which merges it.
+	KernelRead func()
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
 	// Fault is a test hook for fault injection; leave it nil. When set,
@@ -73,6 +78,10 @@ type Dataplane struct {
 	setIndex map[string]uint16
 	device   *dummy.Device
 	lastFull time.Time
+	// reread is the periodic read of the kernel while it runs, through
+	// the background connections, opened on the first one.
+	reread     *reread
+	background kernelReaders
 }
 
 // New opens the netlink connections. It fails with an error matching
@@ -91,18 +100,11 @@ func New(cfg *Config) (*Dataplane, error) {
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
 	}
-	var err error
-	if d.ipvs, err = ipvs.Dial(&ipvs.Config{NetNS: d.cfg.NetNS, Fault: d.cfg.faultFor("ipvs")}); err != nil {
-		return nil, fmt.Errorf("dataplane: %w", err)
+	r, err := dialReaders(&d.cfg)
+	if err != nil {
+		return nil, err
 	}
-	if d.sets, err = ipset.Dial(&ipset.Config{NetNS: d.cfg.NetNS, Fault: d.cfg.faultFor("ipset")}); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("dataplane: %w", err)
-	}
-	if d.links, err = dummy.Dial(&dummy.Config{NetNS: d.cfg.NetNS, Fault: d.cfg.faultFor("dummy")}); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("dataplane: %w", err)
-	}
+	d.ipvs, d.sets, d.links = r.ipvs, r.sets, r.links
 	var opts []nftables.ConnOption
 	if d.cfg.NetNS != 0 {
 		opts = append(opts, nftables.WithNetNSFd(d.cfg.NetNS))
@@ -120,16 +122,8 @@ func New(cfg *Config) (*Dataplane, error) {
 
 // Close closes the connections.
 func (d *Dataplane) Close() error {
-	var errs []error
-	if d.ipvs != nil {
-		errs = append(errs, d.ipvs.Close())
-	}
-	if d.sets != nil {
-		errs = append(errs, d.sets.Close())
-	}
-	if d.links != nil {
-		errs = append(errs, d.links.Close())
-	}
+	d.stopReread()
+	errs := []error{d.readers().close(), d.background.close()}
 	if d.rules != nil {
 		errs = append(errs, d.rules.CloseLasting())
 	}

@@ -509,12 +509,14 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 
 // Outside flushes of IPVS, the sets, the device and the rules are noticed
 // by the next sync's canary and repaired at once; a change the canary
-// cannot see (a real server's weight) is repaired by the periodic full
-// sync.
+// cannot see (a real server's weight) is repaired by the sync after the
+// periodic reread, which runs in the background.
 func TestDataplaneRepairsDrift(t *testing.T) {
 	n := setupNet(t)
 	now := time.Now()
-	d, err := New(&Config{NetNS: n.node.FD(), ResyncInterval: time.Minute, Now: func() time.Time { return now }})
+	read := make(chan struct{}, 1)
+	d, err := New(&Config{NetNS: n.node.FD(), ResyncInterval: time.Minute, Now: func() time.Time { return now },
+		KernelRead: func() { read <- struct{}{} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,9 +545,13 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 		t.Fatal("the canary saw a weight change")
 	}
 	now = now.Add(time.Minute)
+	if res := mustSync(t, d, state); res.Full {
+		t.Error("the sync that started the periodic reread waited for it")
+	}
+	<-read
 	res := mustSync(t, d, state)
 	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
-		t.Errorf("the periodic full sync did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
+		t.Errorf("the sync after the periodic reread did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
 	}
 }
 
@@ -583,5 +589,72 @@ func TestDataplaneLeavesOthersAlone(t *testing.T) {
 		if got != fmt.Sprint(s.Value) {
 			t.Errorf("%s = %s, want %d", s.Name, got, s.Value)
 		}
+	}
+}
+
+// The periodic reread runs beside the syncs: changes that arrive while
+// the kernel is read are programmed at once, and the sync after the read
+// merges it without undoing them or repeating them.
+func TestDataplaneSyncsDuringReread(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	now := time.Now()
+	read := make(chan struct{}, 1)
+	d, err := New(&Config{NetNS: ns.FD(), ResyncInterval: time.Minute, Now: func() time.Time { return now },
+		KernelRead: func() { read <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	const n = 2000
+	state := &State{Node: benchNode(), Services: benchServices(n)}
+	mustSync(t, d, state)
+
+	now = now.Add(time.Minute)
+	readStart := time.Now()
+	extra := Endpoint{Addr: netip.MustParseAddr("10.200.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-z"}
+	var during []time.Duration
+	for i := 0; ; i++ {
+		target := &state.Services[(i/2*37)%n]
+		if i%2 == 0 {
+			target.Endpoints = append(target.Endpoints, extra)
+		} else {
+			target.Endpoints = target.Endpoints[:10]
+		}
+		start := time.Now()
+		res, err := d.SyncChanges(context.Background(), []Change{{Name: target.Name, Port: target}})
+		if err != nil || len(res.Errors) > 0 {
+			t.Fatalf("change %d: %v %v", i, err, res.Errors)
+		}
+		if res.Full {
+			t.Fatalf("change %d waited for the reread", i)
+		}
+		if kernelOps(res.Plan) == 0 {
+			t.Fatalf("change %d was not programmed:\n%s", i, res.Plan)
+		}
+		during = append(during, time.Since(start))
+		if i%2 == 1 {
+			// The next change deletes the drained real server; the read
+			// is merged after an addition, so that the merge has nothing
+			// left to do.
+			continue
+		}
+		select {
+		case <-read:
+		default:
+			continue
+		}
+		break
+	}
+	readTook := time.Since(readStart)
+	if len(during) < 2 {
+		t.Fatalf("the reread (%v) ended before a change could be synced beside it", readTook)
+	}
+	t.Logf("reread of %d services took %v; %d changes synced meanwhile, the slowest in %v", n, readTook, len(during), slices.Max(during))
+	res := mustSync(t, d, state)
+	if !res.Full {
+		t.Fatal("the sync after the reread did not compare everything")
+	}
+	if len(res.Plan.Ops) != 0 {
+		t.Errorf("merging the reread planned operations:\n%s", res.Plan)
 	}
 }

@@ -21,6 +21,7 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	d.stopReread()
 	d.programmed, d.device = nil, nil
 	d.planner = NewPlanner()
 	return errors.Join(errs...)

@@ -9,88 +9,162 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-// observe reads what ipvsplane owns in the kernel: its sets and their
-// entries, the virtual servers recorded in its ownership sets (and those
-// the desired state names, which it adopts: a node taken over from
-// kube-proxy keeps its virtual servers), the addresses on its device, and
-// whether its rule tables are in place, and the iptables chains kube-proxy
-// left, which it removes once its own rules are.
-func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Node) (*KernelState, error) {
-	k := NewKernelState()
-	names, err := d.sets.Names(ctx)
+// kernelReaders are the connections a read of the kernel goes through.
+// The sync's own connections read on the first sync; a second set reads
+// in the background for the periodic reread, so that syncs go on while
+// it runs.
+type kernelReaders struct {
+	ipvs  *ipvs.Conn
+	sets  *ipset.Conn
+	links *dummy.Conn
+}
+
+// kernelRead is what a read of the kernel found before it is narrowed to
+// what ipvsplane owns: that needs the desired state, which only the
+// sync's goroutine may look at, so a background read stops here.
+type kernelRead struct {
+	setTypes map[string]ipset.Type
+	entries  map[string]map[string]bool
+	virtual  map[VirtualKey]VirtualServer
+	reals    map[VirtualKey]Reals
+	// device is false when the dummy device is missing.
+	device bool
+	addrs  map[netip.Addr]bool
+}
+
+// readKernel reads ipvsplane's sets and their entries, every virtual
+// server with its real servers, and the addresses on the device.
+func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRead, error) {
+	k := &kernelRead{
+		setTypes: map[string]ipset.Type{},
+		entries:  map[string]map[string]bool{},
+		virtual:  map[VirtualKey]VirtualServer{},
+		reals:    map[VirtualKey]Reals{},
+		addrs:    map[netip.Addr]bool{},
+	}
+	names, err := r.sets.Names(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing ipsets: %w", err)
 	}
+	specs := setSpecs()
 	for _, name := range names {
-		spec, ours := desired.Sets[name]
-		if !ours {
+		if _, ours := specs[name]; !ours {
 			continue
 		}
-		h, entries, err := d.sets.List(ctx, name)
+		h, entries, err := r.sets.List(ctx, name)
 		if errors.Is(err, ipset.ErrSetNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading ipset %s: %w", name, err)
 		}
-		if h.Type != ipset.Type(spec.Type) {
-			return nil, fmt.Errorf("ipset %s exists with type %s, want %s; remove it or run ipvsplane cleanup", name, h.Type, spec.Type)
-		}
-		k.Sets[name] = spec
-		k.Entries[name] = make(map[string]bool, len(entries))
+		k.setTypes[name] = h.Type
+		k.entries[name] = make(map[string]bool, len(entries))
 		for _, e := range entries {
-			k.Entries[name][e.String()] = true
+			k.entries[name][e.String()] = true
 		}
 	}
-
-	owned := map[string]bool{}
-	for _, set := range []string{SetName(SetOwned, false), SetName(SetOwned, true)} {
-		for e := range k.Entries[set] {
-			owned[e] = true
-		}
-	}
-	table, err := d.ipvs.Table(ctx)
+	table, err := r.ipvs.Table(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the IPVS table: %w", err)
 	}
 	for _, vs := range table {
-		v, ok := virtualFromIPVS(vs.Service)
-		if !ok {
+		if v, ok := virtualFromIPVS(vs.Service); ok {
+			k.virtual[v.VirtualKey] = v
+			k.reals[v.VirtualKey] = realsFromIPVS(vs.Destinations)
+		}
+	}
+	dev, err := r.links.Get(ctx, device)
+	switch {
+	case errors.Is(err, dummy.ErrLinkNotFound):
+		return k, nil
+	case err != nil:
+		return nil, err
+	}
+	k.device = true
+	addrs, err := dev.Addresses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		// Link-local addresses are the kernel's own.
+		if !a.IsLinkLocalUnicast() {
+			k.addrs[a] = true
+		}
+	}
+	return k, nil
+}
+
+// owned narrows a read to what ipvsplane owns: its sets of the node's
+// families, the virtual servers recorded in its ownership sets and those
+// the desired state names, which it adopts (a node taken over from
+// kube-proxy keeps its virtual servers), and the addresses on its device.
+// The read's maps are taken over, not copied.
+func (k *kernelRead) owned(desired *KernelState, node *Node) (*KernelState, error) {
+	s := NewKernelState()
+	for name, typ := range k.setTypes {
+		spec, ours := desired.Sets[name]
+		if !ours {
 			continue
 		}
-		_, wanted := desired.Virtual[v.VirtualKey]
+		if typ != ipset.Type(spec.Type) {
+			return nil, fmt.Errorf("ipset %s exists with type %s, want %s; remove it or run ipvsplane cleanup", name, typ, spec.Type)
+		}
+		s.Sets[name] = spec
+		s.Entries[name] = k.entries[name]
+	}
+	owned := map[string]bool{}
+	for _, set := range []string{SetName(SetOwned, false), SetName(SetOwned, true)} {
+		for e := range s.Entries[set] {
+			owned[e] = true
+		}
+	}
+	for vk, v := range k.virtual {
+		_, wanted := desired.Virtual[vk]
 		if !owned[portEntry(v.Addr, v.Protocol, v.Port)] && !wanted {
 			continue // another program's
 		}
 		if !wanted && node.excluded(v.Addr) {
 			continue // never removed
 		}
-		k.Virtual[v.VirtualKey] = v
-		k.Reals[v.VirtualKey] = realsFromIPVS(vs.Destinations)
+		s.Virtual[vk] = v
+		s.Reals[vk] = k.reals[vk]
 	}
+	s.Addresses = k.addrs
+	return s, nil
+}
 
-	dev, err := d.links.Get(ctx, d.cfg.Device)
-	switch {
-	case errors.Is(err, dummy.ErrLinkNotFound):
-		d.device = nil
-	case err != nil:
+// observe reads what ipvsplane owns in the kernel (see kernelRead.owned),
+// whether its rule tables are in place, and the iptables chains
+// kube-proxy left, which it removes once its own rules are.
+func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Node) (*KernelState, error) {
+	read, err := readKernel(ctx, d.readers(), d.cfg.Device)
+	if err != nil {
 		return nil, err
-	default:
-		addrs, err := dev.Addresses(ctx)
-		if err != nil {
+	}
+	return d.ownedWithRules(ctx, read, desired, node)
+}
+
+// ownedWithRules narrows a read to what ipvsplane owns and adds what is
+// read through the sync's own connections: the device, and the rule
+// tables' state, which is small.
+func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *KernelState, node *Node) (*KernelState, error) {
+	k, err := read.owned(desired, node)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !read.device:
+		d.device = nil
+	case d.device == nil:
+		// Known, so that stale addresses can be unbound.
+		if d.device, err = d.links.Get(ctx, d.cfg.Device); err != nil && !errors.Is(err, dummy.ErrLinkNotFound) {
 			return nil, err
 		}
-		for _, a := range addrs {
-			// Link-local addresses are the kernel's own.
-			if !a.IsLinkLocalUnicast() {
-				k.Addresses[a] = true
-			}
-		}
-		d.device = dev
 	}
-
 	current, err := tablesCurrent(d.rules, node)
 	if err != nil {
 		return nil, err
@@ -102,6 +176,11 @@ func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Nod
 		return nil, err
 	}
 	return k, nil
+}
+
+// readers returns the sync's own connections as kernel readers.
+func (d *Dataplane) readers() kernelReaders {
+	return kernelReaders{ipvs: d.ipvs, sets: d.sets, links: d.links}
 }
 
 // excluded reports whether addr is in ExcludeCIDRs, whose virtual servers

@@ -55,13 +55,23 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	desired, owners := d.planner.Desired()
 	node := &d.planner.index.node
 	res := &Result{}
-	// The kernel is read again on the first sync, when the resync interval
-	// has passed, and when the canary finds an outside change.
-	stale := d.programmed == nil ||
-		(d.cfg.ResyncInterval > 0 && d.cfg.Now().Sub(d.lastFull) >= d.cfg.ResyncInterval) ||
-		(!d.retry.all && !d.canaryAlive(ctx, node))
+	// The kernel is read on the first sync and when the canary finds an
+	// outside change, before anything is planned; the periodic reread
+	// runs in the background, and the first sync after it ends merges it.
+	reread := d.finishedReread()
 	switch {
-	case stale:
+	case reread == nil:
+	case reread.err != nil:
+		res.Errors = append(res.Errors, fmt.Errorf("dataplane: rereading the kernel: %w", reread.err))
+		reread = nil
+	case reread.since.all:
+		// Everything was compared with the programmed state meanwhile;
+		// read again at once.
+		d.lastFull, reread = time.Time{}, nil
+	}
+	switch {
+	case d.programmed == nil || (!d.retry.all && !d.canaryAlive(ctx, node)):
+		d.stopReread()
 		var observed *KernelState
 		n, err := withRetries(ctx, func() (err error) {
 			observed, err = d.observe(ctx, desired, node)
@@ -74,6 +84,14 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 		}
 		d.programmed, scope, res.Full = observed, FullScope, true
 		d.lastFull = d.cfg.Now()
+	case reread != nil:
+		res.Retries += reread.retries
+		observed, err := d.ownedWithRules(ctx, reread.read, desired, node)
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
+		}
+		d.programmed = mergeRead(observed, d.programmed, reread.since.scope)
+		scope, res.Full = FullScope, true
 	case d.retry.all:
 		scope = FullScope
 	default:
@@ -89,6 +107,16 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 		scope = d.retry.scope
 	}
 	d.retry = newTouched()
+	if !res.Full && d.resyncDue() {
+		if err := d.startReread(ctx); err != nil {
+			res.Errors = append(res.Errors, err)
+		}
+		d.lastFull = d.cfg.Now()
+	}
+	if d.reread != nil {
+		// What this sync changes, the reader may or may not see.
+		d.reread.since.merge(scope)
+	}
 	if scope.All {
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
@@ -149,7 +177,10 @@ func (d *Dataplane) setIntact(ctx context.Context, name string) bool {
 
 // Resync forgets what the dataplane believes the kernel holds, so the next
 // Sync reads the kernel again and repairs whatever changed behind its back.
-func (d *Dataplane) Resync() { d.programmed = nil }
+func (d *Dataplane) Resync() {
+	d.stopReread()
+	d.programmed = nil
+}
 
 // DryRun returns the plan a first sync of state would carry out against
 // the kernel as it is now, and changes nothing.
@@ -363,6 +394,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	d.stopReread()
 	d.programmed, d.device = nil, nil
 	d.planner = NewPlanner()
 	return errors.Join(errs...)

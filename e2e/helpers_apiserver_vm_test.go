@@ -35,7 +35,7 @@ import (
 
 // Helpers of the tests in which the ipvsplane program follows the real
 // API server: the daemon in the guest's root network namespace (the only
-// one that reaches the API server at 10.0.2.2), its /metrics, and the
+// one that reaches the API server, through qemu's forward at 10.0.2.100), its /metrics, and the
 // kernel as ipvsadm, ipset, ip and nft read it.
 
 // kubeDaemon is `ipvsplane run` following the control plane.

@@ -43,9 +43,11 @@ type daemon struct {
 	// defaultProgressEvery if zero.
 	progressEvery time.Duration
 
-	// synced is true once a sync has programmed the kernel.
-	synced bool
-	record syncRecord
+	// synced is true once a sync has programmed the kernel; lastFull,
+	// when the last successful sync compared everything.
+	synced   bool
+	lastFull bool
+	record   syncRecord
 	// names holds each service port's keys in record.Services.
 	names map[dataplane.ServicePortName][]string
 }
@@ -85,7 +87,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
-	d.synced = true
+	d.synced, d.lastFull = true, res.Full
 
 	m.syncDuration.Observe(took.Seconds())
 	if res.Full {

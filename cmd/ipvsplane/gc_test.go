@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -32,4 +33,49 @@ func TestFirstSyncGCSettings(t *testing.T) {
 			t.Errorf("GOGC=%q: after %d, want %d", tt.gogc, got, tt.set)
 		}
 	}
+}
+
+func TestSoftMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	t.Setenv("GOMEMLIMIT", "")
+
+	if _, err := newSoftMemoryLimit("lots"); err == nil {
+		t.Error("--memory-limit lots was accepted")
+	}
+	if _, err := newSoftMemoryLimit("-1Mi"); err == nil {
+		t.Error("a negative --memory-limit was accepted")
+	}
+	m, err := newSoftMemoryLimit("256Mi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.afterFullSync()
+	if got := debug.SetMemoryLimit(-1); got != 256<<20 {
+		t.Errorf("--memory-limit 256Mi set %d", got)
+	}
+
+	debug.SetMemoryLimit(prev)
+	m, err = newSoftMemoryLimit("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetMemoryLimit(-1); got != prev {
+		t.Errorf("the automatic limit was set before the first sync: %d", got)
+	}
+	m.afterFullSync()
+	first := debug.SetMemoryLimit(-1)
+	inUse, _ := memoryInUse()
+	if first == prev || first < inUse {
+		t.Errorf("after the first sync the limit is %d with %d in use", first, inUse)
+	}
+	// A later full sync never lowers it, and a live heap that grew
+	// raises it.
+	grown := make([]byte, 4*first)
+	runtime.GC()
+	m.afterFullSync()
+	if got := debug.SetMemoryLimit(-1); got <= first {
+		t.Errorf("a live heap grown to %d left the limit at %d (was %d)", len(grown), got, first)
+	}
+	runtime.KeepAlive(grown)
 }

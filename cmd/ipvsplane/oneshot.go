@@ -18,7 +18,7 @@ import (
 // returned as problems.
 func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *settings) (*watcher.Update, []error, error) {
 	ready := make(chan struct{}, 1)
-	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnChange: func() {
 		select {
 		case ready <- struct{}{}:
 		default:

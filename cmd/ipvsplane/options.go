@@ -17,6 +17,9 @@ type options struct {
 	source     string
 	manifests  string
 	stateFile  string
+	// memoryLimit is the --memory-limit flag: empty for the automatic
+	// soft limit, "0" for none.
+	memoryLimit string
 	// kp holds kube-proxy's settings: defaults, then the --config file,
 	// then the flags given on the command line.
 	kp *kubeproxy.KubeProxyConfiguration
@@ -57,7 +60,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&kp.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "the IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's")
 	fs.DurationVar(&kp.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "the IPVS timeout of UDP flows; 0 leaves the kernel's")
 	fs.StringSliceVar(&kp.NodePortAddresses, "nodeport-addresses", nil, "address ranges (or 'all') of the node addresses that serve node ports; empty means all")
-	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, InterfaceNamePrefix or BridgeInterface")
+	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, NodeCIDR, InterfaceNamePrefix or BridgeInterface")
 	fs.StringVar(&kp.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix, the prefix of the pods' host-side interfaces")
 	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
 	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez; empty disables them")
@@ -68,6 +71,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&kp.ClientConnection.ContentType, "kube-api-content-type", kp.ClientConnection.ContentType, "content type of requests to the API server")
 	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
 	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it to 1.1x the memory in use after the first sync, raised as the cluster grows. GOMEMLIMIT, if set, wins")
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
 }
 

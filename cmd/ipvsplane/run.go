@@ -48,7 +48,14 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	if err != nil {
 		return err
 	}
-	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod})
+	mem, err := newSoftMemoryLimit(o.memoryLimit)
+	if err != nil {
+		return err
+	}
+	var runner *watcher.Runner
+	// A reread of the kernel ends between syncs: ask for the sync that
+	// merges it.
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, KernelRead: func() { runner.Request() }})
 	if err != nil {
 		return err
 	}
@@ -65,8 +72,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().NodeHealthy })
 	defer d.hc.close(context.Background())
 
-	var runner *watcher.Runner
-	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
+	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnChange: func() {
 		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
@@ -81,9 +87,13 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		if !d.synced {
 			gc.listed()
 		}
+		d.lastFull = false
 		err := d.sync(ctx)
 		if d.synced {
 			gc.synced()
+		}
+		if d.lastFull {
+			mem.afterFullSync()
 		}
 		return err
 	})

@@ -20,6 +20,9 @@ type settings struct {
 	syncPeriod    time.Duration
 	healthzAddr   string
 	metricsAddr   string
+	// podCIDRsFromNode: pods are told apart by the Node object's
+	// spec.podCIDRs (detectLocalMode NodeCIDR).
+	podCIDRsFromNode bool
 	// notes are settings that were given but do not apply, reported once.
 	notes []string
 }
@@ -72,6 +75,10 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 			return nil, fmt.Errorf("detectLocalMode BridgeInterface needs detectLocal.bridgeInterface")
 		}
 		n.PodBridge, n.ClusterCIDRs = kp.DetectLocal.BridgeInterface, nil
+	case "NodeCIDR":
+		// The ranges come with the Node object, which the tracker waits
+		// for, as kube-proxy does.
+		s.podCIDRsFromNode, n.ClusterCIDRs = true, nil
 	default:
 		s.notes = append(s.notes, fmt.Sprintf("detectLocalMode: %q is not supported; traffic from pods is told apart by clusterCIDR", kp.DetectLocalMode))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -15,9 +16,9 @@ import (
 
 // controlPlaneMarker is the file by which a package asks for a Kubernetes
 // control plane: vmtest runs etcd and kube-apiserver on the host's
-// loopback, where the guest reaches them through qemu's user network, and
-// serves controlplane.Remote's requests (the kubeconfig, API server
-// restarts) beside them. Its lines, if any, are extra kube-apiserver
+// loopback, serves controlplane.Remote's requests (the kubeconfig, API
+// server restarts) beside them, and has qemu forward the guest's
+// connections to both. Its lines, if any, are extra kube-apiserver
 // arguments.
 const controlPlaneMarker = "testdata/vmtest-controlplane"
 
@@ -49,7 +50,7 @@ func startControlPlane(ctx context.Context) (*hostControlPlane, error) {
 		_ = cp.Close()
 		return nil, fmt.Errorf("control plane requests: %w", err)
 	}
-	server := "https://" + controlplane.GuestHost + ":" + strconv.Itoa(cp.Port())
+	server := "https://" + guestAddrPort(controlplane.GuestAPIServerPort).String()
 	h := &hostControlPlane{cp: cp, server: &http.Server{Handler: cp.Handler(server)}, port: l.Addr().(*net.TCPAddr).Port}
 	go func() { _ = h.server.Serve(l) }()
 	return h, nil
@@ -57,7 +58,20 @@ func startControlPlane(ctx context.Context) (*hostControlPlane, error) {
 
 // guestEnv is the variable that tells the guest's test where to ask.
 func (h *hostControlPlane) guestEnv() string {
-	return controlplane.RemoteEnv + "=http://" + controlplane.GuestHost + ":" + strconv.Itoa(h.port)
+	return controlplane.RemoteEnv + "=http://" + guestAddrPort(controlplane.GuestControlPort).String()
+}
+
+// forwards are the guest's only ways out: to the API server and to the
+// request server, both on the host's loopback.
+func (h *hostControlPlane) forwards() []guestForward {
+	return []guestForward{
+		{guest: guestAddrPort(controlplane.GuestAPIServerPort), host: "127.0.0.1:" + strconv.Itoa(h.cp.Port())},
+		{guest: guestAddrPort(controlplane.GuestControlPort), host: "127.0.0.1:" + strconv.Itoa(h.port)},
+	}
+}
+
+func guestAddrPort(port uint16) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(controlplane.GuestForwardAddr), port)
 }
 
 func (h *hostControlPlane) close() {

@@ -22,6 +22,7 @@ type guest struct {
 	testdata string   // the package's testdata directory, if any
 	tools    []string // host programs or paths to copy in
 	network  bool     // bring up eth0 on qemu's user network
+	forwards []guestForward
 }
 
 // buildInitramfs writes the gzip-compressed initramfs for g to dst, using
@@ -108,6 +109,9 @@ mkdir -p /run/netns
 	b.WriteString("modprobe dummy numdummies=0 || echo 'vmtest: loading dummy failed' >&2\n")
 	b.WriteString("ip link set lo up\n")
 	if g.network {
+		// The default route stays: what the guest routes out of eth0
+		// reaches qemu, which drops it (restrict=on) unless it is for a
+		// forward.
 		b.WriteString(`modprobe -a virtio_pci virtio_net
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0

@@ -17,16 +17,24 @@
 //	IPVSPLANE_CACHE  where hack/fetch-vm-kernel put the kernel (default ~/.cache/ipvsplane)
 //	VMTEST_MEM       guest memory in MiB (default 1024)
 //	VMTEST_CPUS      guest CPUs (default 2)
-//	VMTEST_NET=1     give the guest eth0 on qemu's user network: 10.0.2.15/24,
-//	                 and the host's loopback reachable as 10.0.2.2
+//	VMTEST_NET=1     give the guest eth0 on qemu's user network (10.0.2.15/24),
+//	                 restricted: nothing the guest sends leaves qemu except
+//	                 to the control plane's forwards (see below)
 //	VMTEST_TOOLS     more host programs to copy in, besides testdata/vmtest-tools
 //	VMTEST_TIMEOUT   a limit for the whole run (default: the test's -test.timeout plus 5m)
 //	VMTEST_VERBOSE=1 print the guest's boot messages too
 //
 // A package whose testdata/ holds vmtest-controlplane gets a Kubernetes
 // control plane (etcd and kube-apiserver, see internal/controlplane) on the
-// host's loopback and the guest network to reach it; its tests find it with
-// controlplane.FromVM.
+// host's loopback and the guest network to reach it: qemu forwards
+// connections to controlplane.GuestForwardAddr (the API server and the
+// harness's request server) to the host's loopback, one vmtest -relay
+// process per connection. Its tests find it with controlplane.FromVM.
+//
+// A guest with a network also gets controlplane.HostTargetsEnv: addresses
+// on the host (its loopback as 10.0.2.2 and its own addresses) where vmtest
+// listens for TCP and echoes UDP, for tests showing the guest cannot reach
+// them.
 //
 // Variables named CI, GODEBUG, GOTRACEBACK and IPVSPLANE_* reach the test.
 package main
@@ -50,6 +58,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) == 2 && args[0] == relayFlag {
+		return relay(args[1])
+	}
 	if len(args) < 1 {
 		fmt.Fprintln(os.Stderr, "usage: vmtest TEST-BINARY [ARGS...]  (normally: go test -exec vmtest)")
 		return 2
@@ -90,6 +101,19 @@ func runInVM(binary string, args []string) (int, error) {
 		defer cp.close()
 		g.network = true
 		g.env = append(g.env, cp.guestEnv())
+		g.forwards = cp.forwards()
+	}
+	if g.network {
+		targets, err := startHostTargets()
+		if err != nil {
+			return 0, err
+		}
+		defer targets.close()
+		g.env = append(g.env, targets.guestEnv())
+	}
+	self, err := selfPath()
+	if err != nil {
+		return 0, err
 	}
 
 	work, err := os.MkdirTemp("", "vmtest-")
@@ -111,7 +135,7 @@ func runInVM(binary string, args []string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	statusFile := filepath.Join(work, "status")
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", qemuArgs(g, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile)...)
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile)...)
 	cmd.Stdin = nil
 	cmd.Stderr = os.Stderr
 	console, err := cmd.StdoutPipe()
@@ -217,11 +241,20 @@ func readStatus(file string) (int, bool) {
 	return n, err == nil
 }
 
-func qemuArgs(g guest, kernel, initrd, statusFile string) []string {
+// qemuArgs returns qemu's command line; self is this program, which qemu
+// starts as the relay of each forwarded connection.
+func qemuArgs(g guest, self, kernel, initrd, statusFile string) []string {
 	mem, cpus := envInt("VMTEST_MEM", 1024), envInt("VMTEST_CPUS", 2)
 	nic := "none"
 	if g.network {
-		nic = "user,model=virtio-net-pci"
+		// restrict=on: slirp drops every packet from the guest except
+		// those to the forwards, so test traffic never leaves the
+		// machine, whatever the guest routes out of eth0.
+		opts := []string{"user", "model=virtio-net-pci", "restrict=on"}
+		for _, f := range g.forwards {
+			opts = append(opts, f.option(self))
+		}
+		nic = strings.Join(opts, ",")
 	}
 	return []string{
 		"-accel", "tcg", "-cpu", "max",

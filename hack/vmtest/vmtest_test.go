@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
@@ -82,5 +86,81 @@ func TestInitScriptQuotesArguments(t *testing.T) {
 		if !strings.Contains(script, want) {
 			t.Errorf("init script lacks %q:\n%s", want, script)
 		}
+	}
+}
+
+// Each direction of a relayed connection carries its data and its close.
+func TestRelayPassesDataAndClose(t *testing.T) {
+	upstream, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Close()
+	go func() {
+		c, err := upstream.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		got, _ := io.ReadAll(c) // until the guest side's close arrives
+		_, _ = c.Write(append([]byte("echo: "), got...))
+	}()
+	guestSide, relaySide := tcpPair(t)
+	done := make(chan error, 1)
+	go func() { done <- relayConn(relaySide, upstream.Addr().String()) }()
+	if _, err := guestSide.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := guestSide.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = guestSide.SetReadDeadline(time.Now().Add(10 * time.Second))
+	reply, err := io.ReadAll(guestSide)
+	if err != nil || string(reply) != "echo: hello" {
+		t.Errorf("reply %q, %v; want \"echo: hello\" and the end", reply, err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("relay: %v", err)
+	}
+}
+
+// tcpPair returns the two ends of a loopback TCP connection, as qemu hands
+// the relay its end of the guest's connection.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// The guest's network is restricted to the forwards, whose relay is
+// vmtest itself; a comma in its path is doubled for qemu's parser.
+func TestQemuNetworkIsRestricted(t *testing.T) {
+	g := guest{network: true, forwards: []guestForward{
+		{guest: netip.MustParseAddrPort("10.0.2.100:6443"), host: "127.0.0.1:34567"},
+	}}
+	args := qemuArgs(g, "/opt/a,b/vmtest", "vmlinuz", "initrd", "status")
+	i := slices.Index(args, "-nic")
+	if i < 0 {
+		t.Fatalf("no -nic in %q", args)
+	}
+	want := "user,model=virtio-net-pci,restrict=on,guestfwd=tcp:10.0.2.100:6443-cmd:'/opt/a,,b/vmtest' -relay 127.0.0.1:34567"
+	if args[i+1] != want {
+		t.Errorf("-nic %q\nwant %q", args[i+1], want)
+	}
+	if args := qemuArgs(guest{}, "/vmtest", "vmlinuz", "initrd", "status"); !slices.Contains(args, "none") {
+		t.Errorf("a guest without network got %q", args)
 	}
 }

@@ -35,6 +35,7 @@ type Config struct {
 type ControlPlane struct {
 	dir       string
 	token     string
+	caPEM     []byte // the API server's certificate, its clients' only root
 	etcdURL   string
 	apiPort   int
 	apiPath   string
@@ -71,6 +72,9 @@ func Start(ctx context.Context, cfg *Config) (_ *ControlPlane, err error) {
 		}
 	}()
 	if err := cp.writeFiles(); err != nil {
+		return nil, err
+	}
+	if cp.caPEM, err = writeServingCert(dir); err != nil {
 		return nil, err
 	}
 	ports, err := freePorts(3)
@@ -135,7 +139,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, path string, clientPort, 
 	}
 	cp.etcd = p
 	cp.etcdURL = client
-	return waitReady(ctx, p, client+"/health", "")
+	return waitReady(ctx, p, client+"/health", "", nil)
 }
 
 func (cp *ControlPlane) apiServerArgs() []string {
@@ -144,7 +148,8 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(cp.apiPort),
-		"--cert-dir=" + filepath.Join(cp.dir, "certs"),
+		"--tls-cert-file=" + filepath.Join(cp.dir, servingCertFile),
+		"--tls-private-key-file=" + filepath.Join(cp.dir, servingKeyFile),
 		"--token-auth-file=" + filepath.Join(cp.dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=" + ServiceCIDR,
@@ -174,7 +179,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, p, cp.URL()+"/readyz", cp.token); err != nil {
+	if err := waitReady(ctx, p, cp.URL()+"/readyz", cp.token, cp.caPEM); err != nil {
 		p.stop(5 * time.Second)
 		return err
 	}
@@ -210,13 +215,13 @@ func (cp *ControlPlane) URL() string {
 func (cp *ControlPlane) Port() int { return cp.apiPort }
 
 // RESTConfig returns a new client configuration for the API server: the
-// admin bearer token, TLS without verification (the server's certificate is
-// self-signed, and it is the test's own child on loopback).
+// admin bearer token, and TLS trusting the server's own self-signed
+// certificate only.
 func (cp *ControlPlane) RESTConfig() *rest.Config {
 	return &rest.Config{
 		Host:            cp.URL(),
 		BearerToken:     cp.token,
-		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		TLSClientConfig: rest.TLSClientConfig{CAData: cp.caPEM},
 		// Tests create objects in bursts; client-go's default 5 qps
 		// would pace them.
 		QPS:   1000,

@@ -8,12 +8,12 @@
 // listings), looked up as $IPVSPLANE_CACHE/kube/<KubeVersion>/<program>
 // (default cache ~/.cache/ipvsplane), then on PATH; etcd's data directory
 // is a fresh temporary directory. Both get free ports
-// picked at start. The API server serves a self-signed certificate it
-// generates in its --cert-dir, authenticates one static bearer token (user
+// picked at start. The API server serves a self-signed certificate the
+// control plane makes for 127.0.0.1, localhost and GuestForwardAddr, which
+// its clients trust alone; it authenticates one static bearer token (user
 // "admin" in group system:masters), runs no admission plugin that waits on a
 // controller (there is no controller manager), and allocates cluster IPs
-// from ServiceCIDR. Clients skip TLS verification: the server is a test's
-// own child on loopback.
+// from ServiceCIDR.
 //
 // Use [New] for a control plane per test (stopped at t.Cleanup), or a
 // [Shared] with TestMain for one per test binary: the API server takes a
@@ -22,9 +22,9 @@
 // [ControlPlane.KillAPIServer] (a crash) and then
 // [ControlPlane.StartAPIServer] restart the API server on the same address
 // with the same etcd, for tests of clients surviving an outage.
-// [ControlPlane.Kubeconfig] writes a kubeconfig for programs that take one;
-// a VM guest on qemu's user network reaches the host's loopback, and so the
-// API server, at 10.0.2.2.
+// [ControlPlane.Kubeconfig] writes a kubeconfig for programs that take one.
+// A VM guest of hack/vmtest reaches the API server only through a qemu
+// forward, at GuestForwardAddr:GuestAPIServerPort ([FromVM]).
 //
 // Privileges: none; loopback ports only. No network namespace is involved:
 // the processes share the test's namespace (normally the host's) and bind

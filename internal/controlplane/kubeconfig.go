@@ -8,16 +8,17 @@ import (
 )
 
 // Kubeconfig returns a kubeconfig file for programs that take one
-// (ipvsplane's daemon, kube-proxy): the admin token, TLS without
-// verification, and server as the API server's address. An empty server
-// means URL(); a VM guest on qemu's user network reaches the host's
-// loopback as 10.0.2.2, so it uses "https://10.0.2.2:" + Port().
+// (ipvsplane's daemon, kube-proxy): the admin token, the API server's
+// certificate as the only authority, and server as the API server's
+// address. An empty server means URL(); a VM guest reaches the API server
+// through hack/vmtest's forward, so its server is
+// https://GuestForwardAddr:GuestAPIServerPort (the certificate covers both).
 func (cp *ControlPlane) Kubeconfig(server string) ([]byte, error) {
 	if server == "" {
 		server = cp.URL()
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: server, InsecureSkipTLSVerify: true}
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cp.caPEM}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cp.token}
 	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
 	cfg.CurrentContext = "test"

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,11 +11,14 @@ import (
 )
 
 // waitReady polls url until it answers 200 OK, p exits, or ctx is done.
-// token, if set, is sent as a bearer token.
-func waitReady(ctx context.Context, p *process, url, token string) error {
+// token, if set, is sent as a bearer token; an https url's server must
+// present a certificate that caPEM holds.
+func waitReady(ctx context.Context, p *process, url, token string, caPEM []byte) error {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
 	client := &http.Client{
 		Timeout:   5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}},
 	}
 	defer client.CloseIdleConnections()
 	tick := time.NewTicker(100 * time.Millisecond)

@@ -20,12 +20,27 @@ import (
 
 // RemoteEnv names the environment variable through which hack/vmtest tells
 // a test binary in its VM guest where the host's control plane takes
-// requests: http://10.0.2.2:<port>.
+// requests: http://GuestForwardAddr:GuestControlPort.
 const RemoteEnv = "IPVSPLANE_VMTEST_CONTROL"
 
-// GuestHost is the host's loopback as a guest on qemu's user network sees
-// it.
-const GuestHost = "10.0.2.2"
+// A VM guest of hack/vmtest reaches the host's control plane only through
+// qemu's forwards, at GuestForwardAddr in its user network: the API server
+// at GuestAPIServerPort and the request server ([ControlPlane.Handler]) at
+// GuestControlPort. qemu drops everything else the guest sends out
+// (restrict=on): the host's loopback at 10.0.2.2, and every other address,
+// are out of its reach.
+const (
+	GuestForwardAddr          = "10.0.2.100"
+	GuestAPIServerPort uint16 = 6443
+	GuestControlPort   uint16 = 80
+)
+
+// HostTargetsEnv names the environment variable through which hack/vmtest
+// tells a networked guest's tests the host addresses where it listens for
+// TCP connections and echoes UDP datagrams (host:port, separated by
+// commas): the host's loopback as the guest's gateway 10.0.2.2 would reach
+// it, and the host's own addresses. A test shows the guest reaches none.
+const HostTargetsEnv = "IPVSPLANE_VMTEST_HOST_TARGETS"
 
 // Handler serves the control requests a [Remote] makes: the kubeconfig for
 // a client at server, and stopping, killing and starting the API server.
@@ -59,7 +74,7 @@ func (cp *ControlPlane) Handler(server string) http.Handler {
 
 // Remote is a control plane this process does not run: the one
 // hack/vmtest starts on the host for a test binary in its VM guest, reached
-// through qemu's user network. Its methods mirror ControlPlane's.
+// through qemu's forwards. Its methods mirror ControlPlane's.
 type Remote struct {
 	control    string
 	kubeconfig []byte

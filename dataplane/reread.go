@@ -1,0 +1,155 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// reread is a periodic read of the whole kernel running in the
+// background. At 10,000 services it takes seconds (tens under
+// emulation); syncs go on meanwhile, and the first sync after it ends
+// merges what it read and compares everything.
+type reread struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	// read, err and retries are the reader's result, set before done is
+	// closed.
+	read    *kernelRead
+	err     error
+	retries int
+	// since holds what the syncs planned while the read ran. There the
+	// reader may have seen the kernel before or after a change, so the
+	// programmed state is believed instead.
+	since *touched
+}
+
+// startReread starts reading the kernel in the background, through
+// connections of its own (a netlink connection serves one request at a
+// time). It calls cfg.KernelRead when the read ends. The read outlives
+// the sync that starts it: Close, Resync and the syncs that read the
+// kernel themselves end it.
+func (d *Dataplane) startReread(ctx context.Context) error {
+	if d.background.ipvs == nil {
+		r, err := dialReaders(&d.cfg)
+		if err != nil {
+			return err
+		}
+		d.background = r
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &reread{cancel: cancel, done: make(chan struct{}), since: newTouched()}
+	readers, device, notify := d.background, d.cfg.Device, d.cfg.KernelRead
+	go func() {
+		defer close(r.done)
+		r.retries, r.err = withRetries(ctx, func() (err error) {
+			r.read, err = readKernel(ctx, readers, device)
+			return err
+		})
+		if notify != nil {
+			notify()
+		}
+	}()
+	d.reread = r
+	return nil
+}
+
+// finishedReread returns the background read if it has ended, and forgets
+// it.
+func (d *Dataplane) finishedReread() *reread {
+	r := d.reread
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.done:
+		d.reread = nil
+		return r
+	default:
+		return nil
+	}
+}
+
+// stopReread abandons a background read, waiting for its goroutine.
+func (d *Dataplane) stopReread() {
+	if d.reread != nil {
+		d.reread.cancel()
+		<-d.reread.done
+		d.reread = nil
+	}
+}
+
+// mergeRead returns what the kernel holds according to a background read,
+// except where the syncs planned changes while it ran: there the
+// programmed state stands. Both inputs are taken over.
+func mergeRead(observed, programmed *KernelState, since Scope) *KernelState {
+	for vk := range since.Virtual {
+		if v, ok := programmed.Virtual[vk]; ok {
+			observed.Virtual[vk], observed.Reals[vk] = v, programmed.Reals[vk]
+		} else {
+			delete(observed.Virtual, vk)
+			delete(observed.Reals, vk)
+		}
+	}
+	for a := range since.Addresses {
+		if programmed.Addresses[a] {
+			observed.Addresses[a] = true
+		} else {
+			delete(observed.Addresses, a)
+		}
+	}
+	for set, entries := range since.Entries {
+		have := observed.Entries[set]
+		if have == nil {
+			continue // the set is gone: a full compare makes it again
+		}
+		for e := range entries {
+			if programmed.Entries[set][e] {
+				have[e] = true
+			} else {
+				delete(have, e)
+			}
+		}
+	}
+	return observed
+}
+
+// dialReaders opens the connections a background read goes through.
+func dialReaders(cfg *Config) (kernelReaders, error) {
+	var r kernelReaders
+	var err error
+	if r.ipvs, err = ipvs.Dial(&ipvs.Config{NetNS: cfg.NetNS, Fault: cfg.faultFor("ipvs")}); err != nil {
+		return r, fmt.Errorf("dataplane: %w", err)
+	}
+	if r.sets, err = ipset.Dial(&ipset.Config{NetNS: cfg.NetNS, Fault: cfg.faultFor("ipset")}); err != nil {
+		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
+	}
+	if r.links, err = dummy.Dial(&dummy.Config{NetNS: cfg.NetNS, Fault: cfg.faultFor("dummy")}); err != nil {
+		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
+	}
+	return r, nil
+}
+
+// close closes the connections that are open.
+func (r kernelReaders) close() error {
+	var errs []error
+	if r.ipvs != nil {
+		errs = append(errs, r.ipvs.Close())
+	}
+	if r.sets != nil {
+		errs = append(errs, r.sets.Close())
+	}
+	if r.links != nil {
+		errs = append(errs, r.links.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// resyncDue reports whether the periodic reread should start.
+func (d *Dataplane) resyncDue() bool {
+	return d.reread == nil && d.cfg.ResyncInterval > 0 && d.cfg.Now().Sub(d.lastFull) >= d.cfg.ResyncInterval
+}

@@ -1,0 +1,64 @@
+package dataplane
+
+import (
+	"net/netip"
+	"testing"
+)
+
+// A background read may have seen what the syncs changed while it ran
+// before or after the change: there the programmed state stands, and
+// everywhere else the read.
+func TestMergeRead(t *testing.T) {
+	addr := netip.MustParseAddr
+	added := VirtualKey{Addr: addr("10.96.0.1"), Port: 80, Protocol: TCP}
+	removed := VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: TCP}
+	drifted := VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: TCP}
+	reals := func(weight int) Reals {
+		return newReals([]RealServer{{RealKey: RealKey{Addr: addr("10.244.0.1"), Port: 8080}, Weight: weight}})
+	}
+	programmed := NewKernelState()
+	programmed.Virtual[added] = VirtualServer{VirtualKey: added, Scheduler: "rr"}
+	programmed.Reals[added] = reals(1)
+	programmed.Virtual[drifted] = VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
+	programmed.Reals[drifted] = reals(1)
+	programmed.Addresses[addr("10.96.0.1")] = true
+	programmed.Entries["KUBE-CLUSTER-IP"] = map[string]bool{"10.96.0.1,tcp:80": true}
+
+	// The reader saw the kernel before the syncs added one service and
+	// removed another, and a weight changed behind the dataplane's back.
+	observed := NewKernelState()
+	observed.Virtual[removed] = VirtualServer{VirtualKey: removed, Scheduler: "rr"}
+	observed.Reals[removed] = reals(1)
+	observed.Virtual[drifted] = VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
+	observed.Reals[drifted] = reals(7)
+	observed.Addresses[addr("10.96.0.2")] = true
+	observed.Entries["KUBE-CLUSTER-IP"] = map[string]bool{"10.96.0.2,tcp:80": true, "10.96.0.3,tcp:80": true}
+
+	since := newTouched()
+	since.scope.Virtual[added] = true
+	since.scope.Virtual[removed] = true
+	since.scope.Addresses[addr("10.96.0.1")] = true
+	since.scope.Addresses[addr("10.96.0.2")] = true
+	since.addEntries("KUBE-CLUSTER-IP", []string{"10.96.0.1,tcp:80", "10.96.0.2,tcp:80"})
+
+	got := mergeRead(observed, programmed, since.scope)
+	if _, ok := got.Virtual[added]; !ok || len(got.Reals[added]) != 1 {
+		t.Errorf("the virtual server a sync added meanwhile is missing: %v", got.Virtual)
+	}
+	if _, ok := got.Virtual[removed]; ok {
+		t.Errorf("the virtual server a sync removed meanwhile is still there")
+	}
+	if _, ok := got.Reals[removed]; ok {
+		t.Errorf("the real servers of the removed virtual server are still there")
+	}
+	if r := got.Reals[drifted]; len(r) != 1 || r[0].Weight != 7 {
+		t.Errorf("the drift the reader saw is lost: %v", r)
+	}
+	if !got.Addresses[addr("10.96.0.1")] || got.Addresses[addr("10.96.0.2")] {
+		t.Errorf("addresses: %v", got.Addresses)
+	}
+	want := map[string]bool{"10.96.0.1,tcp:80": true, "10.96.0.3,tcp:80": true}
+	if e := got.Entries["KUBE-CLUSTER-IP"]; len(e) != len(want) || !e["10.96.0.1,tcp:80"] || !e["10.96.0.3,tcp:80"] {
+		t.Errorf("entries: %v, want %v", e, want)
+	}
+}

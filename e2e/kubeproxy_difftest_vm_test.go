@@ -108,6 +108,15 @@ ipvs:
   syncPeriod: 30s
   minSyncPeriod: 0s
 `, c.Env.NodeName, e.kubeconfig)
+	// Registered before the proxies start, so it runs after they stopped:
+	// the next seed starts from a clean node even when this one failed.
+	t.Cleanup(func() {
+		if out, err := exec.Command("ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
+			t.Errorf("ipvsplane cleanup: %v\n%s", err, out)
+		}
+		removeKubeProxyLeftovers(t, takeSnapshot(t))
+		resetProxySysctls(t)
+	})
 	config, err := c.ConfigYAML([]byte(own))
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +147,6 @@ ipvs:
 	for _, p := range []*kubeProxyProc{kp, ip} {
 		t.Logf("%s's warnings and errors:\n%s", p.name, p.grep(`(?i)warn|error|"level":"(warn|error)"|^[WE][0-9]{4} `))
 	}
-	if out, err := exec.CommandContext(ctx, "ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
-		t.Errorf("ipvsplane cleanup: %v\n%s", err, out)
-	}
-	removeKubeProxyLeftovers(t, takeSnapshot(t))
-	resetProxySysctls(t)
 
 	diff := snapshotDiff(kpState, ipState)
 	total.lines += len(diff)
@@ -237,11 +241,12 @@ func proxied(svc *corev1.Service) bool {
 }
 
 // readyCheck returns what a proxy's first complete sync has: the virtual
-// server of the last proxied Service's first cluster IP and port (the
-// proxies sync once they have read every Service).
+// server of the last Service's first cluster IP and port (the proxies
+// sync once they have read every Service), of a Service without labels,
+// which any proxy programs.
 func (c *createdCluster) readyCheck() func(*kernelSnapshot) bool {
 	for _, name := range slices.Backward(c.order) {
-		if svc := c.services[name]; proxied(svc) {
+		if svc := c.services[name]; proxied(svc) && len(svc.Labels) == 0 {
 			vs := joinHostPort(svc.Spec.ClusterIPs[0], svc.Spec.Ports[0].Port)
 			return func(s *kernelSnapshot) bool { return s.hasVirtual(vs) }
 		}

@@ -177,11 +177,18 @@ func parseProm(body string) promText {
 	return p
 }
 
-// sum adds up the samples of a metric over all its labels.
+// ipv6Series marks the samples of kube-proxy's IPv6 proxier, and the
+// copies of ipvsplane's, which records each sync under both families: the
+// sums and histograms here take one family (IPv4), so that both proxies
+// count each sync once.
+const ipv6Series = `ip_family="IPv6"`
+
+// sum adds up the samples of a metric over all its labels but the IPv6
+// family's.
 func (p promText) sum(name string) float64 {
 	var s float64
 	for k, v := range p {
-		if k == name || strings.HasPrefix(k, name+"{") {
+		if (k == name || strings.HasPrefix(k, name+"{")) && !strings.Contains(k, ipv6Series) {
 			s += v
 		}
 	}
@@ -224,8 +231,11 @@ type histBucket struct {
 func (p promText) histogram(name string, before promText) []histBucket {
 	var out []histBucket
 	for k, v := range p {
-		rest, ok := strings.CutPrefix(k, name+"_bucket{le=\"")
+		rest, ok := strings.CutPrefix(k, name+"_bucket{")
 		if !ok {
+			continue
+		}
+		if rest, ok = strings.CutPrefix(strings.TrimPrefix(rest, `ip_family="IPv4",`), `le="`); !ok {
 			continue
 		}
 		le, err := strconv.ParseFloat(strings.TrimSuffix(rest, "\"}"), 64)

@@ -42,6 +42,11 @@ type TrackerConfig struct {
 	// program and when an input becomes synced; typically the runner's
 	// Request. It is called without the tracker's lock held.
 	OnChange func()
+	// OnNode, if set, is called with this node's Node object each time
+	// it arrives (valid or not), and with nil when it is deleted, for
+	// what the Node says beyond the dataplane's settings (such as a
+	// pending deletion). It is called without the tracker's lock held.
+	OnNode func(*v1.Node)
 	// PodCIDRsFromNode tells pods apart by this node's pod ranges, the
 	// first of each family in its Node object's spec.podCIDRs, as
 	// kube-proxy's detectLocalMode NodeCIDR does: they replace
@@ -55,6 +60,7 @@ type TrackerConfig struct {
 // Its methods are safe for concurrent use.
 type Tracker struct {
 	onChange         func()
+	onNode           func(*v1.Node)
 	podCIDRsFromNode bool
 
 	mu       sync.Mutex
@@ -82,6 +88,7 @@ type Tracker struct {
 func NewTracker(cfg TrackerConfig) *Tracker {
 	return &Tracker{
 		onChange:         cfg.OnChange,
+		onNode:           cfg.OnNode,
 		podCIDRsFromNode: cfg.PodCIDRsFromNode,
 		base:             cfg.Node,
 		services:         map[key][]dataplane.ServicePort{},
@@ -193,6 +200,9 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	if n.Name != t.base.Name {
 		return nil
 	}
+	if t.onNode != nil {
+		t.onNode(n)
+	}
 	// Under the lock: SetAddresses changes the base.
 	t.mu.Lock()
 	node, err := ConvertNode(t.base, n)
@@ -236,6 +246,9 @@ func (t *Tracker) SetAddresses(addrs []netip.Addr) {
 func (t *Tracker) DeleteNode(name string) {
 	if name != t.base.Name {
 		return
+	}
+	if t.onNode != nil {
+		t.onNode(nil)
 	}
 	t.mu.Lock()
 	changed := t.node != nil

@@ -336,6 +336,27 @@ func TestTrackerSetAddresses(t *testing.T) {
 	}
 }
 
+// OnNode sees this node's Node objects, invalid ones too, and nil when it
+// is deleted; other nodes' objects are not passed on.
+func TestTrackerOnNode(t *testing.T) {
+	var seen []*v1.Node
+	tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a"}, OnNode: func(n *v1.Node) { seen = append(seen, n) }})
+	other := &v1.Node{}
+	other.Name = "node-b"
+	tr.SetNode(other)
+	bad := &v1.Node{}
+	bad.Name = "node-a"
+	bad.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "not an address"}}
+	if err := tr.SetNode(bad); err == nil {
+		t.Error("an invalid address: no error")
+	}
+	tr.DeleteNode("node-b")
+	tr.DeleteNode("node-a")
+	if len(seen) != 2 || seen[0] != bad || seen[1] != nil {
+		t.Errorf("OnNode saw %v, want the invalid node-a, then nil", seen)
+	}
+}
+
 // With PodCIDRsFromNode (detectLocalMode NodeCIDR) the node's pod ranges
 // come from its Node object, the first of each family, and the tracker
 // waits for them as kube-proxy waits at start.

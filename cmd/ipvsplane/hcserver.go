@@ -18,6 +18,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 )
 
 // hcServers serves the health-check node ports of load-balancer services
@@ -33,6 +34,8 @@ type hcServers struct {
 	healthy func() bool
 	// listen opens a port's listener; tests listen elsewhere.
 	listen func(port uint16) (net.Listener, error)
+	// events, if set, records on the Service a port that cannot open.
+	events eventRecorder
 
 	mu      sync.Mutex
 	servers map[uint16]*hcServer
@@ -174,6 +177,7 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 // A port that cannot be opened is logged and tried again at the next
 // update.
 func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
+	retrying := maps.Clone(h.failed)
 	maps.Copy(dirty, h.failed)
 	clear(h.failed)
 	for port := range dirty {
@@ -192,6 +196,10 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 				h.log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
 					zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
 				h.failed[port] = true
+				if h.events != nil && !retrying[port] {
+					h.events.Eventf(serviceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
+						"node %s failed to start healthcheck %q on port %d: %v", h.node, st.Namespace+"/"+st.Name, port, err)
+				}
 				continue
 			}
 			s = &hcServer{}

@@ -63,6 +63,8 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	if n.ClusterCIDRs, err = prefixes("clusterCIDR", splitList(kp.ClusterCIDR)); err != nil {
 		return nil, err
 	}
+	// kube-proxy tells pods apart by the first range of each family.
+	n.ClusterCIDRs = firstPerFamily(n.ClusterCIDRs)
 	switch kp.DetectLocalMode {
 	case "", "ClusterCIDR":
 	case "InterfaceNamePrefix":
@@ -175,4 +177,17 @@ func hostname() string {
 		return ""
 	}
 	return h
+}
+
+// firstPerFamily keeps the first prefix of each address family.
+func firstPerFamily(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[bool]bool{}
+	for _, p := range ps {
+		if v6 := p.Addr().Is6(); !seen[v6] {
+			seen[v6] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }

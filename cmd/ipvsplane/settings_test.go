@@ -48,6 +48,16 @@ func TestResolve(t *testing.T) {
 			},
 		},
 		{
+			// kube-proxy tells pods apart by the first range of each family.
+			name: "cluster CIDRs, the first of each family",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.ClusterCIDR = "10.244.0.0/16,fd00:10:244::/56,10.245.0.0/16,fd00:10:245::/56"
+			},
+			node: func(n *dataplane.Node) {
+				n.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
+			},
+		},
+		{
 			name: "interface prefix",
 			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
 				kp.ClusterCIDR = "10.244.0.0/16"

@@ -23,7 +23,7 @@ import (
 // difftestSeeds are the seeds CI runs: a few minutes in the emulated VM.
 // IPVSPLANE_DIFFTEST_SEEDS ("1,2,3") replaces them; make difftest SEEDS=N
 // passes N new ones.
-var difftestSeeds = []uint64{1, 2}
+var difftestSeeds = []uint64{1, 5}
 
 // difftestServices is how many Services a seed has, unless
 // IPVSPLANE_DIFFTEST_SERVICES says.

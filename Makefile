@@ -18,7 +18,7 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak vm-kernel deps deps-vm tools clean
+.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -103,6 +103,19 @@ soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
 	cd e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
 	  VMTEST_MEM=$${VMTEST_MEM:-4096} VMTEST_TIMEOUT=60m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestChurnSoak$$' -test.v -test.timeout 50m
+
+# The differential test against kube-proxy (e2e's TestKubeProxyDifferential,
+# which make test-vm runs on fixed seeds) on SEEDS new seeds of
+# DIFFTEST_SERVICES random Services each; DIFFTEST_SEEDS=1,2,3 reruns
+# given seeds. A seed takes some minutes in the emulated guest.
+SEEDS             ?= 3
+DIFFTEST_SERVICES ?= 40
+difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
+	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
+	@first=$$(date +%s); seeds=$${DIFFTEST_SEEDS:-$$(seq -s, $$first $$((first + $(SEEDS) - 1)))}; \
+	n=$$(echo "$$seeds" | tr , '\n' | wc -l); echo "difftest: seeds $$seeds"; \
+	cd e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
+	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
 
 # The e2e tests run the real program; go build only relinks what changed.
 .PHONY: $(BIN)/ipvsplane

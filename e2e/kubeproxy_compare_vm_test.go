@@ -61,19 +61,7 @@ func TestKubeProxyComparison(t *testing.T) {
 	kp.stop(t)
 	t.Logf("kube-proxy's state:\n%s", kpState)
 
-	out, err := exec.CommandContext(ctx, "kube-proxy", "--cleanup", "--config="+e.configFile).CombinedOutput()
-	t.Logf("kube-proxy --cleanup: %v\n%s", err, lastLines(string(out), 20))
-	left := takeSnapshot(t)
-	t.Logf("left after kube-proxy --cleanup: %d IPVS lines, %d set lines, kube-ipvs0 %q, KUBE- rule lines %d",
-		len(left.ipvs), len(left.sets), left.link, strings.Count(left.iptables, "KUBE-"))
-	removeKubeProxyLeftovers(t, left)
-	// The kernel's defaults again, so the comparison sees ipvsplane set
-	// the sysctls rather than find them set.
-	for _, name := range []string{"net/ipv4/vs/conntrack", "net/ipv4/vs/expire_nodest_conn", "net/ipv4/vs/expire_quiescent_template", "net/ipv4/ip_forward"} {
-		if err := os.WriteFile("/proc/sys/"+name, []byte("0"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.cleanupKubeProxy(ctx, t)
 
 	ip := e.startIPVSPlane(t)
 	ipState, took := waitKernel(t, ip, 5*time.Minute, func(s *kernelSnapshot) bool {
@@ -103,6 +91,41 @@ func TestKubeProxyComparison(t *testing.T) {
 		t.Logf("documented difference (%s): %s", doc, d)
 	}
 	t.Logf("%d documented differences", accepted)
+}
+
+// cleanupKubeProxy removes the state of a stopped kube-proxy with its own
+// `kube-proxy --cleanup`, then what that left, and sets the sysctls back
+// to the kernel's defaults: the next proxy starts from a clean node,
+// adopts nothing, and is seen to set the sysctls rather than find them
+// set.
+func (e *kubeProxyEnv) cleanupKubeProxy(ctx context.Context, t *testing.T) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "kube-proxy", "--cleanup", "--config="+e.configFile).CombinedOutput()
+	t.Logf("kube-proxy --cleanup: %v\n%s", err, lastLines(string(out), 20))
+	left := takeSnapshot(t)
+	t.Logf("left after kube-proxy --cleanup: %d IPVS lines, %d set lines, kube-ipvs0 %q, KUBE- rule lines %d",
+		len(left.ipvs), len(left.sets), left.link, strings.Count(left.iptables, "KUBE-"))
+	removeKubeProxyLeftovers(t, left)
+	resetProxySysctls(t)
+}
+
+// kernelDefaultSysctls are the values of kubeProxySysctls on a fresh
+// kernel.
+var kernelDefaultSysctls = map[string]string{
+	"net/ipv4/vs/conntrack": "0", "net/ipv4/vs/expire_nodest_conn": "0", "net/ipv4/vs/expire_quiescent_template": "0",
+	"net/ipv4/vs/conn_reuse_mode": "1", "net/ipv4/ip_forward": "0", "net/ipv4/conf/all/arp_ignore": "0",
+	"net/ipv4/conf/all/arp_announce": "0", "net/ipv4/conf/all/route_localnet": "0",
+}
+
+// resetProxySysctls sets the sysctls either proxy sets to the kernel's
+// defaults.
+func resetProxySysctls(t *testing.T) {
+	t.Helper()
+	for _, name := range kubeProxySysctls {
+		if err := os.WriteFile("/proc/sys/"+name, []byte(kernelDefaultSysctls[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // removeKubeProxyLeftovers removes what kube-proxy --cleanup left, so that

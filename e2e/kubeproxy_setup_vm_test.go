@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,6 +46,7 @@ type kubeProxyEnv struct {
 	client     kubernetes.Interface
 	namespace  string
 	dir        string
+	kubeconfig string
 	configFile string
 	backends   []*testutil.NetNS
 	clientNS   *testutil.NetNS
@@ -55,27 +57,8 @@ type kubeProxyEnv struct {
 // end removes them.
 func newKubeProxyEnv(t *testing.T, namespace string) *kubeProxyEnv {
 	t.Helper()
-	testutil.RequireVM(t)
-	for _, p := range []string{"kube-proxy", "ipvsplane", "ipvsadm", "ipset", "iptables-save", "ip6tables-save", "nft", "ip"} {
-		testutil.RequireProgram(t, p)
-	}
-	cp := controlplane.FromVM(t)
-	// Registered first, so it runs last, after the programs stopped: the
-	// node is left clean for the next test even when this one failed
-	// half-way.
-	t.Cleanup(func() {
-		if out, err := exec.Command("ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
-			t.Logf("ipvsplane cleanup: %v\n%s", err, out)
-		}
-		removeKubeProxyLeftovers(t, takeSnapshot(t))
-	})
-	e := &kubeProxyEnv{client: kubernetes.NewForConfigOrDie(cp.RESTConfig()), namespace: namespace, dir: t.TempDir()}
-	kubeconfig := filepath.Join(e.dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, cp.Kubeconfig(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e.configFile = filepath.Join(e.dir, "kube-proxy.yaml")
-	config := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+	e := newKubeProxyNode(t)
+	e.writeConfig(t, fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: ipvs
 hostnameOverride: %s
@@ -91,10 +74,7 @@ conntrack:
 ipvs:
   syncPeriod: 30s
   minSyncPeriod: 0s
-`, kubeProxyNodeName, kubeconfig)
-	if err := os.WriteFile(e.configFile, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, kubeProxyNodeName, e.kubeconfig))
 
 	e.clientNS = testutil.NewNetNS(t)
 	rootVeth(t, "kp-c", e.clientNS, "c0")
@@ -114,19 +94,71 @@ ipvs:
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	node := &corev1.Node{
+	e.createNode(ctx, t, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: kubeProxyNodeName, Labels: map[string]string{"kubernetes.io/hostname": kubeProxyNodeName}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: kubeProxyNodeIP},
 			{Type: corev1.NodeHostName, Address: kubeProxyNodeName},
 		}},
+	})
+	e.createNamespace(ctx, t, namespace)
+	return e
+}
+
+// newKubeProxyNode is the part of a kube-proxy test's node every such test
+// shares: the programs it needs, the API server's client and kubeconfig,
+// a directory, and the node left clean at the test's end. The test then
+// writes the configuration and creates the Node and a namespace.
+func newKubeProxyNode(t *testing.T) *kubeProxyEnv {
+	t.Helper()
+	testutil.RequireVM(t)
+	for _, p := range []string{"kube-proxy", "ipvsplane", "ipvsadm", "ipset", "iptables-save", "ip6tables-save", "nft", "ip"} {
+		testutil.RequireProgram(t, p)
 	}
+	cp := controlplane.FromVM(t)
+	// Registered first, so it runs last, after the programs stopped: the
+	// node is left clean for the next test even when this one failed
+	// half-way.
+	t.Cleanup(func() {
+		if out, err := exec.Command("ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
+			t.Logf("ipvsplane cleanup: %v\n%s", err, out)
+		}
+		removeKubeProxyLeftovers(t, takeSnapshot(t))
+	})
+	e := &kubeProxyEnv{client: kubernetes.NewForConfigOrDie(cp.RESTConfig()), dir: t.TempDir()}
+	e.kubeconfig = filepath.Join(e.dir, "kubeconfig")
+	if err := os.WriteFile(e.kubeconfig, cp.Kubeconfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.configFile = filepath.Join(e.dir, "kube-proxy.yaml")
+	return e
+}
+
+// writeConfig writes the KubeProxyConfiguration both proxies read.
+func (e *kubeProxyEnv) writeConfig(t *testing.T, config string) {
+	t.Helper()
+	if err := os.WriteFile(e.configFile, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createNode creates the Node the proxies serve (replacing one a failed
+// test left) and deletes it at the test's end.
+func (e *kubeProxyEnv) createNode(ctx context.Context, t *testing.T, node *corev1.Node) {
+	t.Helper()
 	if _, err := e.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating Node %s: %v", kubeProxyNodeName, err)
+		t.Fatalf("creating Node %s: %v", node.Name, err)
 	}
 	t.Cleanup(func() {
-		e.client.CoreV1().Nodes().Delete(context.Background(), kubeProxyNodeName, metav1.DeleteOptions{})
+		e.client.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{})
 	})
+}
+
+// createNamespace creates the namespace of the test's Services and
+// EndpointSlices, and removes them and it at the test's end.
+func (e *kubeProxyEnv) createNamespace(ctx context.Context, t *testing.T, namespace string) {
+	t.Helper()
+	e.namespace = namespace
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating namespace %s: %v", namespace, err)
@@ -141,7 +173,6 @@ ipvs:
 		e.client.DiscoveryV1().EndpointSlices(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		e.client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
 	})
-	return e
 }
 
 // rootVeth connects the guest's root namespace (name) to peer (peerName).
@@ -343,6 +374,19 @@ func (p *kubeProxyProc) exited() bool {
 	default:
 		return false
 	}
+}
+
+// grep returns the lines of the program's output that match pattern.
+func (p *kubeProxyProc) grep(pattern string) string {
+	re := regexp.MustCompile(pattern)
+	b, _ := os.ReadFile(p.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if re.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // tail returns the last lines of the program's output.

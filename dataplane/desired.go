@@ -114,15 +114,20 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 			entry(SetLoadBalancerSourceIP, ip.Is6(), e+","+ip.String())
 		}
 	}
+	hcFams := fams
 	if s.NodePort != 0 {
 		nodeAddrs := served(n.nodePortAddresses())
 		for _, ip := range nodeAddrs {
 			addVirtual(kindNodePort, ip, s.NodePort, external, false)
 		}
-		nodePortEntries(s, nodeAddrs, fams, entry)
+		// Like kube-proxy, a family with no node address to serve the
+		// node port on gets none of the port's node-port entries, nor its
+		// health-check node port (kube-proxy skips the rest of the port).
+		hcFams = families(nodeAddrs)
+		nodePortEntries(s, nodeAddrs, hcFams, entry)
 	}
 	if s.HealthCheckNodePort != 0 {
-		for _, fam := range fams {
+		for _, fam := range hcFams {
 			entry(SetHealthCheckNodePort, fam, strconv.Itoa(int(s.HealthCheckNodePort)))
 		}
 	}

@@ -81,3 +81,23 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 		})
 	}
 }
+
+// A family with no node address for node ports (nodePortAddresses naming
+// only loopback, which kube-proxy's IPVS mode never serves on) gets no
+// node-port entries and no health-check node port, as kube-proxy skips
+// the rest of such a port.
+func TestNodePortEntriesOnlyWithNodeAddresses(t *testing.T) {
+	lb := svc("default", "lb", "", TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb.NodePort, lb.HealthCheckNodePort, lb.ExternalPolicy = 30443, 32000, PolicyLocal
+	node := testNode()
+	node.NodePortAddresses = prefixes("127.0.0.0/8")
+	k := Build(&State{Node: node, Services: []ServicePort{lb}}).Kernel
+	for _, set := range []string{SetNodePortTCP, SetNodePortLocalTCP, SetHealthCheckNodePort} {
+		if n := len(k.Entries[SetName(set, false)]); n != 0 {
+			t.Errorf("%s has %d entries with no IPv4 node address", SetName(set, false), n)
+		}
+		if n := len(k.Entries[SetName(set, true)]); n != 1 {
+			t.Errorf("%s has %d entries, want the port's", SetName(set, true), n)
+		}
+	}
+}

@@ -164,29 +164,7 @@ var difftestExclusions = []difftestExclusion{
 			return local && !slices.ContainsFunc(l.ip.ipvs, func(x string) bool { return strings.HasPrefix(x, "-a "+proto+" "+vs+" ") })
 		},
 	},
-	{
-		name: "PENDING issue 15 §1.1: a zero-prefix source range allows all",
-		match: func(l difftestLine) bool {
-			return l.side == "ipvsplane-only" && l.part == "ipset" && strings.Contains(l.entry, "-LOAD-BALANCER-") &&
-				slices.ContainsFunc(l.stored, func(s *corev1.Service) bool {
-					return slices.ContainsFunc(s.Spec.LoadBalancerSourceRanges, func(r string) bool {
-						p := netip.MustParsePrefix(r)
-						return p.Bits() == 0 && p.Addr().Is6() == (l.family() == corev1.IPv6Protocol)
-					})
-				})
-		},
-	},
-	{
-		name: "PENDING issue 15 §1.2: source ranges per family",
-		match: func(l difftestLine) bool {
-			return l.side == "ipvsplane-only" && l.part == "ipset" && strings.Contains(l.entry, "-LOAD-BALANCER-FW ") &&
-				slices.ContainsFunc(l.stored, func(s *corev1.Service) bool {
-					return len(s.Spec.LoadBalancerSourceRanges) > 0 && !slices.ContainsFunc(s.Spec.LoadBalancerSourceRanges, func(r string) bool {
-						return netip.MustParsePrefix(r).Addr().Is6() == (l.family() == corev1.IPv6Protocol)
-					})
-				})
-		},
-	},
+
 	{
 		name: "PENDING issue 15 §1.4: nodePortAddresses per family",
 		match: func(l difftestLine) bool {
@@ -199,20 +177,7 @@ var difftestExclusions = []difftestExclusion{
 			})
 		},
 	},
-	{
-		name: "PENDING issue 15 §1.3: nodePortAddresses primary",
-		match: func(l difftestLine) bool {
-			if l.side != "ipvsplane-only" || !slices.Contains(l.config.NodePortAddresses, "primary") || !l.nodePort() {
-				return false
-			}
-			for _, ip := range l.env.NodeIPs {
-				if strings.Contains(l.entry, ip.String()) {
-					return false
-				}
-			}
-			return true
-		},
-	},
+
 	{
 		// The row names the case of copies not terminating; kube-proxy's
 		// choice among copies that all terminate is chance too.

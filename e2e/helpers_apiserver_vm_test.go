@@ -107,9 +107,6 @@ func (d *kubeDaemon) stop() error {
 	}
 }
 
-// pid returns the daemon's process ID.
-func (d *kubeDaemon) pid() int { return d.cmd.Process.Pid }
-
 // alive fails the test if the daemon has exited.
 func (d *kubeDaemon) alive(t testing.TB) {
 	t.Helper()
@@ -220,19 +217,29 @@ type histBucket struct {
 }
 
 // histogram returns a histogram's cumulative buckets, less those of
-// before (nil for none), in order.
+// before (nil for none), in order, summed over any labels besides le
+// (kube-proxy labels some histograms by IP family).
 func (p promText) histogram(name string, before promText) []histBucket {
-	var out []histBucket
+	byLE := map[float64]float64{}
 	for k, v := range p {
-		rest, ok := strings.CutPrefix(k, name+"_bucket{le=\"")
+		labels, ok := strings.CutPrefix(k, name+"_bucket{")
 		if !ok {
 			continue
 		}
-		le, err := strconv.ParseFloat(strings.TrimSuffix(rest, "\"}"), 64)
+		_, rest, ok := strings.Cut(labels, `le="`)
+		if !ok {
+			continue
+		}
+		value, _, _ := strings.Cut(rest, `"`)
+		le, err := strconv.ParseFloat(value, 64)
 		if err != nil {
 			continue
 		}
-		out = append(out, histBucket{le, v - before[k]})
+		byLE[le] += v - before[k]
+	}
+	out := make([]histBucket, 0, len(byLE))
+	for le, count := range byLE {
+		out = append(out, histBucket{le, count})
 	}
 	slices.SortFunc(out, func(a, b histBucket) int {
 		switch {

@@ -219,7 +219,17 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 		})
 	case FlushConntrack:
 		f := o.flushFilter()
-		_, err := d.flows.DeleteMatching(ctx, &f)
+		start := d.cfg.Now()
+		n, err := d.flows.DeleteMatching(ctx, &f)
+		if t := d.flowTally; t != nil {
+			i := 0
+			if o.Addr.Is6() {
+				i = 1
+			}
+			t.Ran[i] = true
+			t.Deleted[i] += n
+			t.Took[i] += d.cfg.Now().Sub(start)
+		}
 		return err
 	case RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.

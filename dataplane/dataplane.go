@@ -10,6 +10,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultDevice is the dummy device the virtual IPs are bound to, named as
@@ -82,6 +83,10 @@ type Dataplane struct {
 	// the background connections, opened on the first one.
 	reread     *reread
 	background kernelReaders
+	// kernelSysctls are the settings this kernel's release calls for.
+	kernelSysctls []Sysctl
+	// flowTally, during a sync, is its Result's conntrack cleanup tally.
+	flowTally *FlowCleanup
 }
 
 // New opens the netlink connections. It fails with an error matching
@@ -99,6 +104,14 @@ func New(cfg *Config) (*Dataplane, error) {
 	}
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
+	}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return nil, fmt.Errorf("dataplane: uname: %w", err)
+	}
+	var err error
+	if d.kernelSysctls, err = KernelSysctls(unix.ByteSliceToString(uts.Release[:])); err != nil {
+		return nil, err
 	}
 	r, err := dialReaders(&d.cfg)
 	if err != nil {

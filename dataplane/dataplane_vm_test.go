@@ -494,6 +494,10 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	if !strings.Contains(res.Plan.String(), "conntrack flush udp to 10.96.0.53 port 53 answered by") {
 		t.Errorf("no conntrack flush planned:\n%s", res.Plan)
 	}
+	if f := res.Flows; !f.Ran[0] || f.Took[0] <= 0 || f.Ran[1] {
+		t.Errorf("the sync's flow cleanup tally: %+v, want an IPv4 cleanup only", f)
+	}
+	t.Logf("flow cleanup: %+v", res.Flows)
 	out := n.node.Run(t, "conntrack", "-L", "-p", "udp", "--orig-dst", "10.96.0.53")
 	gone := "10.244.1.2"
 	if first == "backend-2" {

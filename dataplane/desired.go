@@ -31,7 +31,8 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 	if sched == "" {
 		sched = n.scheduler()
 	}
-	addVirtual := func(addr netip.Addr, port uint16, eps []Endpoint, bind bool) {
+	addVirtual := func(addr netip.Addr, port uint16, byFamily [2][]Endpoint, bind bool) {
+		eps := byFamily[family(addr.Is6())]
 		k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
 		c.virtual = append(c.virtual, VirtualServer{VirtualKey: k, Scheduler: sched, SchedulerPort: sched == "mh", Persistence: s.SessionAffinity})
 		c.entries = append(c.entries, SetEntry{Set: SetName(SetOwned, addr.Is6()), Entry: portEntry(addr, s.Protocol, port)})

@@ -2,70 +2,147 @@ package dataplane
 
 import "slices"
 
-// selectEndpoints picks the endpoints traffic may use, as kube-proxy does:
-// ready endpoints, or when none is ready, those still serving while they
-// terminate (so a rolling update of the last pod does not drop traffic).
-// cluster serves a Cluster traffic policy, honouring topology hints; local
-// serves a Local one with this node's endpoints only.
-func (n *Node) selectEndpoints(eps []Endpoint) (cluster, local []Endpoint) {
-	isLocal := func(ep Endpoint) bool { return n.Name != "" && ep.NodeName == n.Name }
-	cluster = pick(eps, func(ep Endpoint) bool { return true })
-	if n.canUseZoneHints(cluster) {
-		cluster = slices.DeleteFunc(slices.Clone(cluster), func(ep Endpoint) bool { return !slices.Contains(ep.ZoneHints, n.Zone) })
+// selectEndpoints picks the endpoints traffic may use, for each family
+// (index 0 IPv4, 1 IPv6) on its own, as kube-proxy's proxier per family
+// does. cluster serves a Cluster traffic policy, local a Local one. The
+// lists may share eps's array; callers must not change them.
+func (n *Node) selectEndpoints(eps []Endpoint) (cluster, local [2][]Endpoint) {
+	for fam, of := range byFamily(eps) {
+		cluster[fam], local[fam] = n.selectFamily(of)
 	}
-	local = pick(eps, isLocal)
 	return cluster, local
 }
 
-// pick returns the ready endpoints that match, or if there are none, the
-// serving and terminating ones that match. When all of eps are ready and
-// match, as they mostly are, it returns eps itself; callers must not
-// change what it returns.
+// selectFamily is kube-proxy's CategorizeEndpoints for the endpoints of
+// one family. The Cluster policy uses the ready endpoints the topology
+// hints give this node, or when none is ready anywhere, those still
+// serving while they terminate (so a rolling update of the last pod does
+// not drop traffic), hints ignored. The Local policy uses this node's
+// ready endpoints, or when it has none, its serving and terminating ones.
+func (n *Node) selectFamily(eps []Endpoint) (cluster, local []Endpoint) {
+	topo := n.topology(eps)
+	cluster = pick(eps, func(ep Endpoint) bool { return ep.Ready && n.hinted(topo, ep) })
+	if len(cluster) == 0 {
+		cluster = pick(eps, servingTerminating)
+	}
+	local = pick(eps, func(ep Endpoint) bool { return ep.Ready && n.isLocal(ep) })
+	if len(local) == 0 {
+		local = pick(eps, func(ep Endpoint) bool { return servingTerminating(ep) && n.isLocal(ep) })
+	}
+	return cluster, local
+}
+
+func servingTerminating(ep Endpoint) bool { return ep.Serving && ep.Terminating }
+
+func (n *Node) isLocal(ep Endpoint) bool { return n.Name != "" && ep.NodeName == n.Name }
+
+// pick returns the endpoints that match: eps itself when all do, as they
+// mostly do, and nil when none does.
 func pick(eps []Endpoint, match func(Endpoint) bool) []Endpoint {
-	ready, fallback := 0, 0
+	count := 0
 	for _, ep := range eps {
-		switch {
-		case !match(ep):
-		case ep.Ready:
-			ready++
-		case ep.Serving && ep.Terminating:
-			fallback++
+		if match(ep) {
+			count++
 		}
 	}
-	if ready == len(eps) {
+	switch count {
+	case len(eps):
 		return eps
+	case 0:
+		return nil
 	}
-	keep := func(ep Endpoint) bool { return match(ep) && ep.Ready }
-	n := ready
-	if ready == 0 {
-		keep = func(ep Endpoint) bool { return match(ep) && ep.Serving && ep.Terminating }
-		n = fallback
-	}
-	picked := make([]Endpoint, 0, n)
+	picked := make([]Endpoint, 0, count)
 	for _, ep := range eps {
-		if keep(ep) {
+		if match(ep) {
 			picked = append(picked, ep)
 		}
 	}
 	return picked
 }
 
-// canUseZoneHints reports whether topology-aware routing applies: every
-// chosen endpoint carries zone hints and at least one names this node's
-// zone. Otherwise hints are ignored, so a half-hinted slice never strands
-// traffic.
-func (n *Node) canUseZoneHints(eps []Endpoint) bool {
-	if n.Zone == "" || len(eps) == 0 {
-		return false
+// byFamily splits endpoints by family. Endpoints with the IPv4 ones
+// first, as the watcher sorts them, are split without a copy.
+func byFamily(eps []Endpoint) (fams [2][]Endpoint) {
+	is6 := func(ep Endpoint) bool { return ep.Addr.Unmap().Is6() }
+	i := slices.IndexFunc(eps, is6)
+	switch {
+	case i < 0:
+		fams[0] = eps
+	case !slices.ContainsFunc(eps[i:], func(ep Endpoint) bool { return !is6(ep) }):
+		fams[0], fams[1] = eps[:i], eps[i:]
+	default:
+		for _, ep := range eps {
+			f := family(ep.Addr.Unmap().Is6())
+			fams[f] = append(fams[f], ep)
+		}
 	}
-	matched := false
+	return fams
+}
+
+// family indexes per-family arrays: 0 for IPv4, 1 for IPv6.
+func family(ipv6 bool) int {
+	if ipv6 {
+		return 1
+	}
+	return 0
+}
+
+// topologyMode is how topology hints narrow a service's endpoints on this
+// node.
+type topologyMode uint8
+
+const (
+	topologyNone topologyMode = iota
+	topologySameZone
+	topologySameNode
+)
+
+// topology decides from the ready endpoints' hints, as kube-proxy's
+// topologyModeFromHints does: node hints when every ready endpoint has
+// some and one names this node, else zone hints when every ready endpoint
+// has some and one names this node's zone, else none. So a half-hinted
+// slice never strands traffic.
+func (n *Node) topology(eps []Endpoint) topologyMode {
+	ready, allNode, forNode, allZone, forZone := false, true, false, true, false
 	for _, ep := range eps {
-		if len(ep.ZoneHints) == 0 {
-			return false
+		if !ep.Ready {
+			continue
 		}
-		if slices.Contains(ep.ZoneHints, n.Zone) {
-			matched = true
+		ready = true
+		var h Hints
+		if ep.Hints != nil {
+			h = *ep.Hints
+		}
+		if len(h.ForNodes) == 0 {
+			allNode = false
+		} else if n.Name != "" && slices.Contains(h.ForNodes, n.Name) {
+			forNode = true
+		}
+		if len(h.ForZones) == 0 {
+			allZone = false
+		} else if n.Zone != "" && slices.Contains(h.ForZones, n.Zone) {
+			forZone = true
 		}
 	}
-	return matched
+	switch {
+	case !ready:
+		return topologyNone
+	case allNode && forNode:
+		return topologySameNode
+	case allZone && forZone:
+		return topologySameZone
+	}
+	return topologyNone
+}
+
+// hinted reports whether an endpoint serves this node under a topology
+// mode.
+func (n *Node) hinted(mode topologyMode, ep Endpoint) bool {
+	switch mode {
+	case topologySameNode:
+		return ep.Hints != nil && slices.Contains(ep.Hints.ForNodes, n.Name)
+	case topologySameZone:
+		return ep.Hints != nil && slices.Contains(ep.Hints.ForZones, n.Zone)
+	}
+	return true
 }

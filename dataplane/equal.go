@@ -58,9 +58,15 @@ func fingerprint(seed maphash.Seed, s *ServicePort) uint64 {
 		num(uint64(ep.Port)<<8 | flags)
 		str(ep.NodeName)
 		str(ep.Zone)
-		num(uint64(len(ep.ZoneHints)))
-		for _, z := range ep.ZoneHints {
-			str(z)
+		var zones, nodes []string
+		if ep.Hints != nil {
+			zones, nodes = ep.Hints.ForZones, ep.Hints.ForNodes
+		}
+		for _, names := range [][]string{zones, nodes} {
+			num(uint64(len(names)))
+			for _, name := range names {
+				str(name)
+			}
 		}
 	}
 	return h.Sum64()
@@ -92,7 +98,9 @@ func cloneServicePort(s *ServicePort) *ServicePort {
 	c.LoadBalancerSourceRanges = slices.Clone(s.LoadBalancerSourceRanges)
 	c.Endpoints = slices.Clone(s.Endpoints)
 	for i := range c.Endpoints {
-		c.Endpoints[i].ZoneHints = slices.Clone(s.Endpoints[i].ZoneHints)
+		if h := s.Endpoints[i].Hints; h != nil {
+			c.Endpoints[i].Hints = &Hints{ForZones: slices.Clone(h.ForZones), ForNodes: slices.Clone(h.ForNodes)}
+		}
 	}
 	return &c
 }

@@ -105,9 +105,17 @@ type Endpoint struct {
 	// NodeName is the node the endpoint runs on.
 	NodeName string
 	Zone     string
-	// ZoneHints are the topology hints: the zones that should use this
-	// endpoint.
-	ZoneHints []string
+	// Hints are the topology hints, nil when the endpoint has none. Many
+	// endpoints share one; it must not be modified.
+	Hints *Hints
+}
+
+// Hints are an endpoint's topology hints: the zones and the nodes that
+// should use it (EndpointSlice hints.forZones and hints.forNodes, set for
+// a service's trafficDistribution).
+type Hints struct {
+	ForZones []string
+	ForNodes []string
 }
 
 // Node holds this node's identity and the settings that apply to every

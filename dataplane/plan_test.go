@@ -100,8 +100,8 @@ func shapes() map[string][]ServicePort {
 
 	hints := web
 	hints.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a"), ready("10.244.2.7", 8080, "node-b")}
-	hints.Endpoints[0].ZoneHints = []string{"zone-a"}
-	hints.Endpoints[1].ZoneHints = []string{"zone-b"}
+	hints.Endpoints[0].Hints = &Hints{ForZones: []string{"zone-a"}}
+	hints.Endpoints[1].Hints = &Hints{ForZones: []string{"zone-b"}}
 
 	return map[string][]ServicePort{
 		"clusterip":           {web},

@@ -285,7 +285,7 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 	seed := maphash.MakeSeed()
 	base := func() ServicePort {
 		s := shapes()["etp-local"][0]
-		s.Endpoints[0].ZoneHints = []string{"zone-a"}
+		s.Endpoints[0].Hints = &Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-a"}}
 		s.Endpoints[0].Zone = "zone-a"
 		s.ExternalIPs = ips("198.51.100.1")
 		s.LoadBalancerSourceRanges = prefixes("192.0.2.0/24")
@@ -337,6 +337,17 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 	etyp := reflect.TypeOf(Endpoint{})
 	for i := range etyp.NumField() {
 		s := base()
+		if etyp.Field(i).Name == "Hints" {
+			htyp := reflect.TypeOf(Hints{})
+			for j := range htyp.NumField() {
+				s := base()
+				mutate(reflect.ValueOf(s.Endpoints[0].Hints).Elem().Field(j), "Endpoints[0].Hints."+htyp.Field(j).Name)
+				if fingerprint(seed, &s) == want {
+					t.Errorf("a change of Hints.%s leaves the fingerprint", htyp.Field(j).Name)
+				}
+			}
+			continue
+		}
 		mutate(reflect.ValueOf(&s.Endpoints[0]).Elem().Field(i), "Endpoints[0]."+etyp.Field(i).Name)
 		if fingerprint(seed, &s) == want {
 			t.Errorf("a change of Endpoint.%s leaves the fingerprint", etyp.Field(i).Name)

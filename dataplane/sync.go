@@ -28,6 +28,18 @@ type Result struct {
 	// transient errno (ENOBUFS, EBUSY, ENOMEM, EAGAIN, EINTR) were tried
 	// again within the sync, and the retried reads of the kernel.
 	Retries int
+	// Flows tallies the sync's conntrack cleanup.
+	Flows FlowCleanup
+}
+
+// FlowCleanup tallies the conntrack flows a sync deleted, per family
+// (index 0 IPv4, 1 IPv6), and the time that took: what kube-proxy's
+// conntrack reconciler reports. Ran is false for a family nothing was
+// deleted for.
+type FlowCleanup struct {
+	Ran     [2]bool
+	Deleted [2]int
+	Took    [2]time.Duration
 }
 
 // Sync makes the kernel hold what state describes. The first sync, and a
@@ -55,6 +67,8 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	desired, owners := d.planner.Desired()
 	node := &d.planner.index.node
 	res := &Result{}
+	d.flowTally = &res.Flows
+	defer func() { d.flowTally = nil }()
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
 	// runs in the background, and the first sync after it ends merges it.
@@ -301,7 +315,7 @@ func (d *Dataplane) failed(op Op, err error) error {
 func (d *Dataplane) applyNodeSettings(ctx context.Context, node *Node) []error {
 	var errs []error
 	err := d.inNamespace(func() error {
-		_, err := WriteSysctls("/proc/sys", node.Sysctls())
+		_, err := WriteSysctls("/proc/sys", append(node.Sysctls(), d.kernelSysctls...))
 		return err
 	})
 	if err != nil {

@@ -46,3 +46,32 @@ func TestWriteSysctlsChangesOnlyWhatDiffers(t *testing.T) {
 		t.Errorf("a missing setting: %v, want ErrNoSysctl", err)
 	}
 }
+
+// conn_reuse_mode is set to 0 as kube-proxy sets it: on kernels from 4.1
+// up to before 5.9 only.
+func TestKernelSysctls(t *testing.T) {
+	reuse := []Sysctl{{"net/ipv4/vs/conn_reuse_mode", 0}}
+	for release, want := range map[string][]Sysctl{
+		"3.10.0-1160.el7.x86_64":   nil,
+		"4.0.9":                    nil,
+		"4.1.0":                    reuse,
+		"4.18.0-553.el8_10.x86_64": reuse,
+		"5.4.0-150-generic":        reuse,
+		"5.8.18":                   reuse,
+		"5.9.0":                    nil,
+		"5.10.0-28-amd64":          nil,
+		"6.1.0-56-cloud-amd64":     nil,
+		"10.2":                     nil,
+		"4.19-rc1":                 reuse,
+	} {
+		got, err := KernelSysctls(release)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: %v, %v; want %v", release, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "6", "linux", "x.1", "6.x"} {
+		if _, err := KernelSysctls(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

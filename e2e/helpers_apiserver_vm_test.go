@@ -174,11 +174,18 @@ func parseProm(body string) promText {
 	return p
 }
 
-// sum adds up the samples of a metric over all its labels.
+// ipv6Series marks the samples of kube-proxy's IPv6 proxier, and the
+// copies of ipvsplane's, which records each sync under both families: the
+// sums and histograms here take one family (IPv4), so that both proxies
+// count each sync once.
+const ipv6Series = `ip_family="IPv6"`
+
+// sum adds up the samples of a metric over all its labels but the IPv6
+// family's.
 func (p promText) sum(name string) float64 {
 	var s float64
 	for k, v := range p {
-		if k == name || strings.HasPrefix(k, name+"{") {
+		if (k == name || strings.HasPrefix(k, name+"{")) && !strings.Contains(k, ipv6Series) {
 			s += v
 		}
 	}
@@ -217,29 +224,22 @@ type histBucket struct {
 }
 
 // histogram returns a histogram's cumulative buckets, less those of
-// before (nil for none), in order, summed over any labels besides le
-// (kube-proxy labels some histograms by IP family).
+// before (nil for none), in order.
 func (p promText) histogram(name string, before promText) []histBucket {
-	byLE := map[float64]float64{}
+	var out []histBucket
 	for k, v := range p {
-		labels, ok := strings.CutPrefix(k, name+"_bucket{")
+		rest, ok := strings.CutPrefix(k, name+"_bucket{")
 		if !ok {
 			continue
 		}
-		_, rest, ok := strings.Cut(labels, `le="`)
-		if !ok {
+		if rest, ok = strings.CutPrefix(strings.TrimPrefix(rest, `ip_family="IPv4",`), `le="`); !ok {
 			continue
 		}
-		value, _, _ := strings.Cut(rest, `"`)
-		le, err := strconv.ParseFloat(value, 64)
+		le, err := strconv.ParseFloat(strings.TrimSuffix(rest, "\"}"), 64)
 		if err != nil {
 			continue
 		}
-		byLE[le] += v - before[k]
-	}
-	out := make([]histBucket, 0, len(byLE))
-	for le, count := range byLE {
-		out = append(out, histBucket{le, count})
+		out = append(out, histBucket{le, v - before[k]})
 	}
 	slices.SortFunc(out, func(a, b histBucket) int {
 		switch {

@@ -245,6 +245,37 @@ func TestAPIServerServicesAndSlices(t *testing.T) {
 	f.expect("service deleted")
 }
 
+// The labels filter what kube-proxy's informers filter (issue 15 §1.16):
+// Services by the proxy-name label, not the headless one; headless
+// Services (cluster IP None) are left out by the API server too.
+func TestAPIServerLabels(t *testing.T) {
+	f := newAPIFixture(t, "node-a")
+	web := f.createService("web", 80)
+	f.expect("service created", fmt.Sprintf("web:http tcp [%s]:80 -> ", web))
+	label := func(name, label string) {
+		svc, err := f.client.CoreV1().Services(f.ns).Get(f.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.Labels = map[string]string{label: "x"}
+		if _, err := f.client.CoreV1().Services(f.ns).Update(f.ctx, svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	headless := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "db"},
+		Spec:       v1.ServiceSpec{ClusterIP: v1.ClusterIPNone, Ports: []v1.ServicePort{{Name: "sql", Port: 5432, Protocol: v1.ProtocolTCP}}},
+	}
+	if _, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, headless, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	label("web", watcher.LabelHeadless)
+	f.putSlice("web", "web-1", "10.244.1.5")
+	f.expect("the headless label on a service is not looked at", fmt.Sprintf("web:http tcp [%s]:80 -> 10.244.1.5:8080", web))
+	label("web", watcher.LabelServiceProxyName)
+	f.expect("a service of another proxy is left out")
+}
+
 // The informers survive an API server restart: while it is down the state
 // keeps every service and no change is reported (no sync would remove or
 // reprogram anything), and changes made after it is back arrive.

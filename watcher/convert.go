@@ -76,6 +76,25 @@ func ConvertNode(base dataplane.Node, n *v1.Node) (dataplane.Node, error) {
 	return base, nil
 }
 
+// podCIDRs returns the first pod range of each family in the Node's
+// spec.podCIDRs, the ranges kube-proxy's detectLocalMode NodeCIDR tells
+// pods apart by.
+func podCIDRs(n *v1.Node) ([]netip.Prefix, error) {
+	fail := objectError("Node", "", n.Name)
+	var out []netip.Prefix
+	for i, c := range n.Spec.PodCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fail(fmt.Sprintf("spec.podCIDRs[%d]", i), "%q is not a CIDR", c)
+		}
+		p = p.Masked()
+		if !slices.ContainsFunc(out, func(o netip.Prefix) bool { return o.Addr().Is4() == p.Addr().Is4() }) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // asInvalid returns err's *InvalidError, for callers that add a file and
 // line.
 func asInvalid(err error) (*InvalidError, bool) {

@@ -137,22 +137,31 @@ func TestServicePorts(t *testing.T) {
 			p.Endpoints = []dataplane.Endpoint{
 				ep("10.244.1.1", 8080),
 				{Addr: netip.MustParseAddr("10.244.1.2"), Port: 8080, Serving: true, Terminating: true, NodeName: "node-b"},
-				{Addr: netip.MustParseAddr("10.244.1.3"), Port: 8080, NodeName: "node-b"},
+				// kube-proxy reads a nil serving as true, whatever ready says.
+				{Addr: netip.MustParseAddr("10.244.1.3"), Port: 8080, Serving: true, NodeName: "node-b"},
 				{Addr: netip.MustParseAddr("10.244.1.4"), Port: 8080, Terminating: true, NodeName: "node-b"},
 			}
 		})},
 	}, {
-		name: "node, zone and zone hints",
+		name: "node, zone, zone hints and node hints",
 		svc:  service(),
 		slices: []*discoveryv1.EndpointSlice{endpointSlice("web-1", withEndpoints(
 			apiEndpoint("10.244.1.1", func(e *discoveryv1.Endpoint) {
 				e.NodeName, e.Zone = ptr("node-a"), ptr("zone-a")
 				e.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}, {Name: "zone-c"}}}
 			}),
+			apiEndpoint("10.244.1.2", func(e *discoveryv1.Endpoint) {
+				e.NodeName, e.Zone = ptr("node-b"), ptr("zone-a")
+				e.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}, ForNodes: []discoveryv1.ForNode{{Name: "node-b"}}}
+			}),
+			apiEndpoint("10.244.1.3", func(e *discoveryv1.Endpoint) { e.Hints = &discoveryv1.EndpointHints{} }),
 		))},
 		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
 			p.Endpoints = []dataplane.Endpoint{{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Ready: true, Serving: true,
-				NodeName: "node-a", Zone: "zone-a", ZoneHints: []string{"zone-a", "zone-c"}}}
+				NodeName: "node-a", Zone: "zone-a", Hints: &dataplane.Hints{ForZones: []string{"zone-a", "zone-c"}}},
+				{Addr: netip.MustParseAddr("10.244.1.2"), Port: 8080, Ready: true, Serving: true,
+					NodeName: "node-b", Zone: "zone-a", Hints: &dataplane.Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-b"}}},
+				{Addr: netip.MustParseAddr("10.244.1.3"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b"}}
 		})},
 	}, {
 		name: "dual-stack",
@@ -215,24 +224,34 @@ func TestServicePorts(t *testing.T) {
 			}),
 		},
 	}, {
-		name: "slices merged, duplicates taken once preferring ready",
+		// Issue 15 §1.15: as kube-proxy's EndpointSliceCache, a later copy
+		// replaces an earlier one unless it is terminating.
+		name: "slices merged, an endpoint listed twice taken once",
 		svc:  service(),
 		slices: []*discoveryv1.EndpointSlice{
 			endpointSlice("web-b", withEndpoints(
-				apiEndpoint("10.244.1.1"),
-				apiEndpoint("10.244.1.2", func(e *discoveryv1.Endpoint) { e.Conditions.Ready = ptr(false) }),
+				apiEndpoint("10.244.1.3", func(e *discoveryv1.Endpoint) {
+					e.NodeName, e.Conditions = ptr("node-a"), discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+				}),
 			)),
 			endpointSlice("web-a", withEndpoints(
+				apiEndpoint("10.244.1.1", func(e *discoveryv1.Endpoint) { e.NodeName = ptr("node-a") }),
 				apiEndpoint("10.244.1.1", func(e *discoveryv1.Endpoint) { e.Conditions.Ready = ptr(false) }),
 				apiEndpoint("10.244.1.2"),
+				apiEndpoint("10.244.1.2", func(e *discoveryv1.Endpoint) {
+					e.NodeName, e.Conditions = ptr("node-a"), discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}
+				}),
 				apiEndpoint("10.244.1.3"),
 			)),
 		},
 		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.1", 8080), ep("10.244.1.2", 8080), ep("10.244.1.3", 8080)}
+			p.Endpoints = []dataplane.Endpoint{
+				{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Serving: true, NodeName: "node-b"},
+				ep("10.244.1.2", 8080), ep("10.244.1.3", 8080),
+			}
 		})},
 	}, {
-		name: "slices of other services, headless, another proxy's, unlabelled and FQDN ignored",
+		name: "slices of other services, headless, unlabelled and FQDN ignored",
 		svc:  service(),
 		slices: []*discoveryv1.EndpointSlice{
 			endpointSlice("other", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelServiceName] = "other" },
@@ -241,8 +260,6 @@ func TestServicePorts(t *testing.T) {
 				withEndpoints(apiEndpoint("10.244.9.2"))),
 			endpointSlice("headless", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelHeadless] = "" },
 				withEndpoints(apiEndpoint("10.244.9.3"))),
-			endpointSlice("proxied", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelServiceProxyName] = "cilium" },
-				withEndpoints(apiEndpoint("10.244.9.4"))),
 			endpointSlice("unlabelled", func(s *discoveryv1.EndpointSlice) { s.Labels = nil },
 				withEndpoints(apiEndpoint("10.244.9.5"))),
 			endpointSlice("fqdn", func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeFQDN },
@@ -265,6 +282,18 @@ func TestServicePorts(t *testing.T) {
 	}, {
 		name: "service labelled for another proxy",
 		svc:  service(func(s *v1.Service) { s.Labels = map[string]string{LabelServiceProxyName: "cilium"} }),
+	}, {
+		// Issue 15 §1.16: kube-proxy filters Services by the proxy-name
+		// label only and EndpointSlices by the headless label only.
+		name: "the headless label on a service and the proxy-name label on a slice are not looked at",
+		svc:  service(func(s *v1.Service) { s.Labels = map[string]string{LabelHeadless: ""} }),
+		slices: []*discoveryv1.EndpointSlice{
+			endpointSlice("proxied", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelServiceProxyName] = "cilium" },
+				withEndpoints(apiEndpoint("10.244.1.1"))),
+		},
+		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
+			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.1", 8080)}
+		})},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -430,5 +459,19 @@ func TestConvertNode(t *testing.T) {
 			}
 			checkErrors(t, errs, fields)
 		})
+	}
+}
+
+// The endpoints of a slice with the same hints share one copy of them.
+func TestSliceEndpointsShareHints(t *testing.T) {
+	hinted := func(e *discoveryv1.Endpoint) {
+		e.Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}
+	}
+	info, err := convertSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.1", hinted), apiEndpoint("10.244.1.2", hinted))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := info.endpoints[0].Hints; h == nil || h != info.endpoints[1].Hints {
+		t.Errorf("hints %p and %p, want one shared copy", h, info.endpoints[1].Hints)
 	}
 }

@@ -11,7 +11,11 @@ import (
 // join gives each service port the endpoints of the service's slices
 // whose port has the same name and protocol. Slices are read in the order
 // given; an endpoint (address and port) listed twice, as happens while it
-// moves between slices, is taken once, preferring a ready copy.
+// moves between slices, is taken once, as kube-proxy's EndpointSliceCache
+// takes it: a later copy replaces an earlier one unless it is
+// terminating. (kube-proxy reads the slices in map order, so which of two
+// copies in different slices it keeps is chance; here it is the one of
+// the slice whose name sorts last.)
 func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServicePort {
 	out := make([]dataplane.ServicePort, len(ports))
 	for i, sp := range ports {
@@ -47,7 +51,7 @@ func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServiceP
 					ep.Port = p.port
 					k := key{ep.Addr, ep.Port}
 					if j, ok := seen[k]; ok {
-						if ep.Ready && !eps[j].Ready {
+						if !ep.Terminating {
 							eps[j] = ep
 						}
 						continue

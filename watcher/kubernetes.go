@@ -50,11 +50,14 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 		}
 	}
 	tr := cfg.Tracker
-	// Like kube-proxy, let the API server leave out what no proxy of
-	// this kind handles; the tracker checks the labels again.
-	selector := func(o *metav1.ListOptions) {
-		o.LabelSelector = "!" + LabelServiceProxyName + ",!" + LabelHeadless
+	// Like kube-proxy, let the API server leave out what it does not
+	// handle: Services of another proxy or without a cluster IP, and the
+	// EndpointSlices of headless services. The tracker checks again.
+	serviceSelector := func(o *metav1.ListOptions) {
+		o.LabelSelector = "!" + LabelServiceProxyName
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
 	}
+	sliceSelector := func(o *metav1.ListOptions) { o.LabelSelector = "!" + LabelHeadless }
 	services := newForwardStore(
 		func(o runtime.Object) { report(tr.SetService(o.(*v1.Service))) },
 		func(namespace, name string, _ runtime.Object) { tr.DeleteService(namespace, name) })
@@ -73,8 +76,8 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 	c := cfg.Client
 	stores := []*forwardStore{services, slices}
 	reflectors := []*cache.Reflector{
-		reflector(&v1.Service{}, services, c.Services, c.WatchList, selector),
-		reflector(&discoveryv1.EndpointSlice{}, slices, c.EndpointSlices, c.WatchList, selector),
+		reflector(&v1.Service{}, services, c.Services, c.WatchList, serviceSelector),
+		reflector(&discoveryv1.EndpointSlice{}, slices, c.EndpointSlices, c.WatchList, sliceSelector),
 	}
 	if cfg.NodeName != "" {
 		nodes := newForwardStore(

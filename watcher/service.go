@@ -11,14 +11,16 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Labels and annotations that decide what the watcher takes, as kube-proxy
-// reads them.
+// Labels that keep kube-proxy away from an object, each read where
+// kube-proxy's informers read it (cmd/kube-proxy/app/server.go).
 const (
-	// LabelServiceProxyName marks services (and their slices) that another
-	// proxy handles; they are skipped.
+	// LabelServiceProxyName marks services that another proxy handles;
+	// they are skipped. Only Services are filtered by it: a slice carrying
+	// it is still read, though it usually joins no service.
 	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 	// LabelHeadless marks the EndpointSlices of headless services; they
-	// are skipped.
+	// are skipped. Only EndpointSlices are filtered by it: a Service
+	// carrying it with a cluster IP is programmed.
 	LabelHeadless = v1.IsHeadlessService
 )
 
@@ -28,19 +30,11 @@ const defaultAffinity = 10800 * time.Second
 // maxAffinitySeconds is the longest ClientIP affinity the API allows.
 const maxAffinitySeconds = 86400
 
-// ignored reports whether an object carries a label that keeps kube-proxy
-// away from it.
-func ignored(labels map[string]string) bool {
-	_, proxy := labels[LabelServiceProxyName]
-	_, headless := labels[LabelHeadless]
-	return proxy || headless
-}
-
 // convertService returns the service's ports without endpoints, or nil for
 // a service kube-proxy does not handle (headless, ExternalName, another
 // proxy's).
 func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
-	if ignored(svc.Labels) || svc.Spec.Type == v1.ServiceTypeExternalName {
+	if _, other := svc.Labels[LabelServiceProxyName]; other || svc.Spec.Type == v1.ServiceTypeExternalName {
 		return nil, nil
 	}
 	fail := objectError("Service", svc.Namespace, svc.Name)

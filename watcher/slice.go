@@ -35,11 +35,10 @@ type slicePort struct {
 }
 
 // convertSlice reads an EndpointSlice, or returns nil for one kube-proxy
-// does not use: headless, another proxy's, not joined to a service, or of
-// FQDN addresses.
+// does not use: headless, not joined to a service, or of FQDN addresses.
 func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	service := s.Labels[LabelServiceName]
-	if ignored(s.Labels) || service == "" {
+	if _, headless := s.Labels[LabelHeadless]; headless || service == "" {
 		return nil, nil
 	}
 	fail := objectError("EndpointSlice", s.Namespace, s.Name)
@@ -84,6 +83,7 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		}
 		info.ports = append(info.ports, sp)
 	}
+	var hints hintsCache
 	for i, ep := range s.Endpoints {
 		// Only the first address is used: the API keeps the rest for
 		// future use.
@@ -102,17 +102,14 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		case ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast():
 			return nil, fail(field, "%s is not a unicast address", ip)
 		}
-		// The API's defaults: a nil ready means ready, a nil serving
-		// means the same as ready, a nil terminating means not.
+		// As kube-proxy reads the conditions: a nil ready or serving
+		// means true, a nil terminating false.
 		c := ep.Conditions
 		e := dataplane.Endpoint{
 			Addr:        ip,
 			Ready:       c.Ready == nil || *c.Ready,
+			Serving:     c.Serving == nil || *c.Serving,
 			Terminating: c.Terminating != nil && *c.Terminating,
-		}
-		e.Serving = e.Ready
-		if c.Serving != nil {
-			e.Serving = *c.Serving
 		}
 		// Node and zone names repeat across a cluster's endpoints: one
 		// copy of each.
@@ -123,9 +120,7 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 			e.Zone = unique.Make(*ep.Zone).Value()
 		}
 		if ep.Hints != nil {
-			for _, z := range ep.Hints.ForZones {
-				e.ZoneHints = append(e.ZoneHints, z.Name)
-			}
+			e.Hints = hints.get(ep.Hints)
 		}
 		info.endpoints = append(info.endpoints, e)
 	}
@@ -142,4 +137,43 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// hintsCache gives the endpoints of one slice with the same hints one
+// copy of them: the controller hints most endpoints alike.
+type hintsCache []*dataplane.Hints
+
+// get returns h as the dataplane takes it, or nil when it names no zone
+// and no node.
+func (c *hintsCache) get(h *discoveryv1.EndpointHints) *dataplane.Hints {
+	if len(h.ForZones) == 0 && len(h.ForNodes) == 0 {
+		return nil
+	}
+	zones := func(z discoveryv1.ForZone) string { return z.Name }
+	nodes := func(n discoveryv1.ForNode) string { return n.Name }
+	for _, have := range *c {
+		if equalNames(have.ForZones, h.ForZones, zones) && equalNames(have.ForNodes, h.ForNodes, nodes) {
+			return have
+		}
+	}
+	out := &dataplane.Hints{ForZones: names(h.ForZones, zones), ForNodes: names(h.ForNodes, nodes)}
+	*c = append(*c, out)
+	return out
+}
+
+// names returns the names of a hint's zones or nodes, interned: they
+// repeat across the cluster.
+func names[T any](of []T, name func(T) string) []string {
+	if len(of) == 0 {
+		return nil
+	}
+	out := make([]string, len(of))
+	for i, v := range of {
+		out[i] = unique.Make(name(v)).Value()
+	}
+	return out
+}
+
+func equalNames[T any](have []string, of []T, name func(T) string) bool {
+	return slices.EqualFunc(have, of, func(a string, b T) bool { return a == name(b) })
 }

@@ -42,13 +42,26 @@ type TrackerConfig struct {
 	// program and when an input becomes synced; typically the runner's
 	// Request. It is called without the tracker's lock held.
 	OnChange func()
+	// OnNode, if set, is called with this node's Node object each time
+	// it arrives (valid or not), and with nil when it is deleted, for
+	// what the Node says beyond the dataplane's settings (such as a
+	// pending deletion). It is called without the tracker's lock held.
+	OnNode func(*v1.Node)
+	// PodCIDRsFromNode tells pods apart by this node's pod ranges, the
+	// first of each family in its Node object's spec.podCIDRs, as
+	// kube-proxy's detectLocalMode NodeCIDR does: they replace
+	// Node.ClusterCIDRs, and the tracker is not synced until a Node with
+	// them is read. A deleted Node leaves its ranges in place.
+	PodCIDRsFromNode bool
 }
 
 // Tracker keeps the services, endpoint slices and node that sources feed
 // it, and knows which service ports changed since the last [Tracker.Sync].
 // Its methods are safe for concurrent use.
 type Tracker struct {
-	onChange func()
+	onChange         func()
+	onNode           func(*v1.Node)
+	podCIDRsFromNode bool
 
 	mu       sync.Mutex
 	base     dataplane.Node
@@ -74,14 +87,16 @@ type Tracker struct {
 // NewTracker returns an empty tracker.
 func NewTracker(cfg TrackerConfig) *Tracker {
 	return &Tracker{
-		onChange: cfg.OnChange,
-		base:     cfg.Node,
-		services: map[key][]dataplane.ServicePort{},
-		slices:   map[key]*sliceInfo{},
-		bySvc:    map[key][]*sliceInfo{},
-		synced:   map[key][]dataplane.ServicePort{},
-		svcDirty: map[key]bool{},
-		epDirty:  map[key]bool{},
+		onChange:         cfg.OnChange,
+		onNode:           cfg.OnNode,
+		podCIDRsFromNode: cfg.PodCIDRsFromNode,
+		base:             cfg.Node,
+		services:         map[key][]dataplane.ServicePort{},
+		slices:           map[key]*sliceInfo{},
+		bySvc:            map[key][]*sliceInfo{},
+		synced:           map[key][]dataplane.ServicePort{},
+		svcDirty:         map[key]bool{},
+		epDirty:          map[key]bool{},
 	}
 }
 
@@ -185,9 +200,15 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	if n.Name != t.base.Name {
 		return nil
 	}
+	if t.onNode != nil {
+		t.onNode(n)
+	}
 	// Under the lock: SetAddresses changes the base.
 	t.mu.Lock()
 	node, err := ConvertNode(t.base, n)
+	if err == nil && t.podCIDRsFromNode {
+		node.ClusterCIDRs, err = podCIDRs(n)
+	}
 	if err != nil {
 		t.mu.Unlock()
 		return err
@@ -226,9 +247,21 @@ func (t *Tracker) DeleteNode(name string) {
 	if name != t.base.Name {
 		return
 	}
+	if t.onNode != nil {
+		t.onNode(nil)
+	}
 	t.mu.Lock()
 	changed := t.node != nil
-	t.node, t.nodeDirty = nil, t.nodeDirty || changed
+	if changed && t.podCIDRsFromNode && len(t.node.ClusterCIDRs) > 0 {
+		// kube-proxy, restarted when its Node goes, keeps the rules of
+		// the pod ranges it had until it reads the Node again.
+		node := t.base
+		node.ClusterCIDRs = t.node.ClusterCIDRs
+		t.node = &node
+	} else {
+		t.node = nil
+	}
+	t.nodeDirty = t.nodeDirty || changed
 	t.mu.Unlock()
 	t.notify(changed)
 }
@@ -244,11 +277,13 @@ func (t *Tracker) MarkSynced(k Kind) {
 
 // Synced reports whether both Services and EndpointSlices have been
 // listed once: before that a sync would remove services that are only
-// not yet known.
+// not yet known. With PodCIDRsFromNode, the node's pod ranges must be
+// known too.
 func (t *Tracker) Synced() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.inputSynced[Services] && t.inputSynced[EndpointSlices]
+	podCIDRsKnown := !t.podCIDRsFromNode || (t.node != nil && len(t.node.ClusterCIDRs) > 0)
+	return t.inputSynced[Services] && t.inputSynced[EndpointSlices] && podCIDRsKnown
 }
 
 // Pending returns how many services have service changes and endpoint

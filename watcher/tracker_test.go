@@ -2,7 +2,9 @@ package watcher
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -331,5 +333,64 @@ func TestTrackerSetAddresses(t *testing.T) {
 	u := tr.SyncChanges()
 	if got := u.State.Node; !slices.Equal(got.Addresses, addrs("198.51.100.7")) || !slices.Equal(got.NodeIPs, addrs("10.0.0.5")) {
 		t.Errorf("with a Node object: addresses %v, node IPs %v", got.Addresses, got.NodeIPs)
+	}
+}
+
+// OnNode sees this node's Node objects, invalid ones too, and nil when it
+// is deleted; other nodes' objects are not passed on.
+func TestTrackerOnNode(t *testing.T) {
+	var seen []*v1.Node
+	tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a"}, OnNode: func(n *v1.Node) { seen = append(seen, n) }})
+	other := &v1.Node{}
+	other.Name = "node-b"
+	tr.SetNode(other)
+	bad := &v1.Node{}
+	bad.Name = "node-a"
+	bad.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "not an address"}}
+	if err := tr.SetNode(bad); err == nil {
+		t.Error("an invalid address: no error")
+	}
+	tr.DeleteNode("node-b")
+	tr.DeleteNode("node-a")
+	if len(seen) != 2 || seen[0] != bad || seen[1] != nil {
+		t.Errorf("OnNode saw %v, want the invalid node-a, then nil", seen)
+	}
+}
+
+// With PodCIDRsFromNode (detectLocalMode NodeCIDR) the node's pod ranges
+// come from its Node object, the first of each family, and the tracker
+// waits for them as kube-proxy waits at start.
+func TestTrackerPodCIDRsFromNode(t *testing.T) {
+	base := dataplane.Node{Name: "node-a", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
+	tr := NewTracker(TrackerConfig{Node: base, PodCIDRsFromNode: true})
+	tr.MarkSynced(Services)
+	tr.MarkSynced(EndpointSlices)
+	if tr.Synced() {
+		t.Fatal("synced before the Node was read")
+	}
+	n := &v1.Node{}
+	n.Name = "node-a"
+	if err := tr.SetNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Synced() {
+		t.Fatal("synced with a Node that has no pod ranges")
+	}
+	n.Spec.PodCIDRs = []string{"10.244.3.0/24", "fd00:10:244:3::/64", "10.244.9.0/24"}
+	if err := tr.SetNode(n); err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.244.3.0/24"), netip.MustParsePrefix("fd00:10:244:3::/64")}
+	if got := tr.Sync().State.Node.ClusterCIDRs; !tr.Synced() || !slices.Equal(got, want) {
+		t.Errorf("synced %v, pod ranges %v, want %v", tr.Synced(), got, want)
+	}
+	bad := n.DeepCopy()
+	bad.Spec.PodCIDRs = []string{"10.244.3.0"}
+	if err := tr.SetNode(bad); err == nil || !strings.Contains(err.Error(), "spec.podCIDRs[0]") {
+		t.Errorf("bad pod range: %v", err)
+	}
+	tr.DeleteNode("node-a")
+	if got := tr.Sync().State.Node.ClusterCIDRs; !tr.Synced() || !slices.Equal(got, want) {
+		t.Errorf("after the Node went: synced %v, pod ranges %v, want %v", tr.Synced(), got, want)
 	}
 }

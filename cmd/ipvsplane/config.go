@@ -59,6 +59,19 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 		bit := int32(14)
 		cfg.IPTables.MasqueradeBit = &bit
 	}
+	c := &cfg.Conntrack
+	if c.MaxPerCore == nil {
+		c.MaxPerCore = new(int32(32 * 1024))
+	}
+	if c.Min == nil {
+		c.Min = new(int32(128 * 1024))
+	}
+	if c.TCPEstablishedTimeout == nil {
+		c.TCPEstablishedTimeout = &metav1.Duration{Duration: 24 * time.Hour}
+	}
+	if c.TCPCloseWaitTimeout == nil {
+		c.TCPCloseWaitTimeout = &metav1.Duration{Duration: time.Hour}
+	}
 	setDuration(&cfg.ConfigSyncPeriod, 15*time.Minute)
 	setDuration(&cfg.IPVS.SyncPeriod, 30*time.Second)
 	// kube-proxy gives IPVS mode no minimum (its iptables and nftables
@@ -121,7 +134,7 @@ var usedFields = []string{
 	"mode", "clusterCIDR", "nodePortAddresses", "configSyncPeriod",
 	"detectLocalMode", "detectLocal.",
 	"iptables.masqueradeAll", "iptables.masqueradeBit",
-	"ipvs.",
+	"ipvs.", "conntrack.",
 	"logging.format", "logging.verbosity",
 }
 

@@ -67,7 +67,7 @@ func TestIgnoredFieldsOfOtherModes(t *testing.T) {
 		"featureGates": map[string]any{"SomeGate": true},
 		"ipvs":         map[string]any{"scheduler": "sh"},
 	}
-	want := []string{"conntrack.maxPerCore: 32768", "featureGates.SomeGate: true", "iptables.localhostNodePorts: true", `iptables.syncPeriod: "10s"`}
+	want := []string{"featureGates.SomeGate: true", "iptables.localhostNodePorts: true", `iptables.syncPeriod: "10s"`}
 	if diff := cmp.Diff(want, ignoredFields(raw)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -19,6 +19,8 @@ type kernel interface {
 	Sync(ctx context.Context, state *dataplane.State) (*dataplane.Result, error)
 	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *dataplane.State) (*dataplane.Plan, []error, error)
+	CheckScheduler(ctx context.Context, name string) error
+	InitNode(ctx context.Context, node *dataplane.Node) error
 	Cleanup(ctx context.Context) error
 	Handover(ctx context.Context) error
 	Close() error
@@ -31,11 +33,13 @@ const defaultProgressEvery = 5 * time.Second
 // daemon syncs the tracker's desired state into the kernel; its sync
 // method is the runner's sync function.
 type daemon struct {
-	log       *zap.Logger
-	kernel    kernel
-	tracker   *watcher.Tracker
-	metrics   *metrics
-	health    *health
+	log     *zap.Logger
+	kernel  kernel
+	tracker *watcher.Tracker
+	metrics *metrics
+	health  *health
+	// events records Events on the objects a sync concerns.
+	events    eventRecorder
 	hc        *hcServers
 	stateFile string
 	now       func() time.Time
@@ -50,6 +54,9 @@ type daemon struct {
 	record   syncRecord
 	// names holds each service port's keys in record.Services.
 	names map[dataplane.ServicePortName][]string
+	// noLocal holds the service ports with Local policies and no local
+	// endpoint, for their metric.
+	noLocal noLocalTracker
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -89,13 +96,13 @@ func (d *daemon) sync(ctx context.Context) error {
 	}
 	d.synced, d.lastFull = true, res.Full
 
-	m.syncDuration.Observe(took.Seconds())
+	observeFamilies(m.syncDuration, took.Seconds())
 	if res.Full {
-		m.fullSyncDuration.Observe(took.Seconds())
+		observeFamilies(m.fullSyncDuration, took.Seconds())
 	} else {
-		m.partialSyncDuration.Observe(took.Seconds())
+		observeFamilies(m.partialSyncDuration, took.Seconds())
 	}
-	m.lastSync.Set(float64(end.UnixNano()) / 1e9)
+	setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
 	m.serviceChanges.Add(float64(servicesPending))
 	m.endpointChanges.Add(float64(endpointsPending))
 	s, e := d.tracker.Pending()
@@ -104,16 +111,24 @@ func (d *daemon) sync(ctx context.Context) error {
 	m.servicePorts.Set(float64(u.ServicePorts))
 	for _, t := range u.TriggerTimes {
 		if !t.IsZero() {
-			m.programming.Observe(end.Sub(t).Seconds())
+			observeFamilies(m.programming, end.Sub(t).Seconds())
 		}
 	}
 	m.observe(res)
-	d.health.sync()
+	d.health.updated()
 	if full {
 		d.hc.replace(u.State.Services)
+		d.noLocal = noLocalTracker{}
+		for i := range u.State.Services {
+			d.noLocal.set(u.State.Services[i].Name, &u.State.Services[i], u.State.Node.Name)
+		}
 	} else {
 		d.hc.apply(changes)
+		for _, c := range changes {
+			d.noLocal.set(c.Name, c.Port, u.State.Node.Name)
+		}
 	}
+	m.observeNoLocal(d.noLocal)
 
 	failed := 0
 	for i, e := range res.Errors {

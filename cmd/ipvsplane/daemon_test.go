@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,6 +29,20 @@ type fakeKernel struct {
 	synced  chan []dataplane.ServicePort
 	// block, if not nil, holds Sync until it is closed.
 	block chan struct{}
+	// noScheduler fails CheckScheduler.
+	noScheduler bool
+}
+
+func (k *fakeKernel) InitNode(context.Context, *dataplane.Node) error {
+	k.calls = append(k.calls, "init")
+	return nil
+}
+
+func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
+	if k.noScheduler {
+		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing", name, dataplane.ErrNoScheduler, name)
+	}
+	return nil
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
@@ -119,8 +134,9 @@ func TestDaemonSync(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{}
 	stateFile := filepath.Join(t.TempDir(), "status.json")
+	m := newMetrics()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: newMetrics(), health: newHealth(30*time.Second, clock.now),
+		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, clock.now, false, m),
 		stateFile: stateFile, now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}}),
 	}
@@ -167,8 +183,8 @@ func TestDaemonSync(t *testing.T) {
 	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
 		t.Errorf("changes: %+v", k.changes)
 	}
-	if n := testutil.CollectAndCount(d.metrics.programming); n != 1 {
-		t.Errorf("network programming latency: %d series", n)
+	if n := testutil.CollectAndCount(d.metrics.programming); n != 2 {
+		t.Errorf("network programming latency: %d series, want one per family", n)
 	}
 	// A removed service is a change without a port.
 	d.tracker.DeleteService("demo", "web")
@@ -197,7 +213,7 @@ func TestDaemonSync(t *testing.T) {
 	if err := d.sync(context.Background()); err == nil {
 		t.Error("a sync with failed operations reported no error")
 	}
-	if got := testutil.ToFloat64(d.metrics.lastSync); got != float64(clock.t.Unix()) {
+	if got := testutil.ToFloat64(d.metrics.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
 	}
 }
@@ -206,8 +222,9 @@ func TestDaemonSync(t *testing.T) {
 func TestDaemonProgress(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{block: make(chan struct{})}
+	m := newMetrics()
 	d := &daemon{
-		log: zap.New(core), kernel: k, metrics: newMetrics(), health: newHealth(time.Minute, time.Now),
+		log: zap.New(core), kernel: k, metrics: m, health: newHealth(time.Minute, time.Now, false, m),
 		now: time.Now, progressEvery: time.Millisecond,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
 	}

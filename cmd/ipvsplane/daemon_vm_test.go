@@ -71,18 +71,40 @@ func TestDaemonEndToEnd(t *testing.T) {
 	})
 	t.Run("healthz and metrics", func(t *testing.T) {
 		for _, path := range []string{"/healthz", "/livez"} {
-			if code, body, err := httpGet(n.node, "127.0.0.1:10256", path); err != nil || code != 200 || !strings.Contains(body, `"nodeHealthy":true`) {
+			if code, body, err := httpGet(n.node, "127.0.0.1:10256", path); err != nil || code != 200 || !strings.Contains(body, `"healthy":true`) ||
+				strings.Contains(body, `"nodeEligible":true`) != (path == "/healthz") {
 				t.Errorf("%s: %d %s %v", path, code, body, err)
 			}
+		}
+		if code, body, err := httpGet(n.node, "127.0.0.1:10249", "/proxyMode"); err != nil || code != 200 || body != "ipvs" {
+			t.Errorf("/proxyMode: %d %q %v", code, body, err)
 		}
 		code, body, err := httpGet(n.node, "127.0.0.1:10249", "/metrics")
 		if err != nil || code != 200 {
 			t.Fatalf("/metrics: %d %v", code, err)
 		}
-		for _, want := range []string{"kubeproxy_sync_proxy_rules_duration_seconds_count ", "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "ipvsplane_sync_operations_total{op=\"add_virtual\"}"} {
+		for _, want := range []string{`kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} `, `kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv6"}`,
+			`kubeproxy_proxy_healthz_total{code="200"} 1`, `kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"} 0`, "ipvsplane_sync_operations_total{op=\"add_virtual\"}"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q", want)
 			}
+		}
+	})
+	t.Run("a node the autoscaler is deleting fails /healthz, not /livez", func(t *testing.T) {
+		node := readFile(t, "testdata/demo/node.yaml")
+		tainted := strings.Replace(node, "status:", "spec:\n  taints:\n  - {key: ToBeDeletedByClusterAutoscaler, value: \"1700000000\", effect: NoSchedule}\nstatus:", 1)
+		writeFile(t, filepath.Join(dir, "node.yaml"), tainted)
+		defer writeFile(t, filepath.Join(dir, "node.yaml"), node)
+		var code int
+		var body string
+		if _, ok := waitFor(5*time.Second, func() bool {
+			code, body, _ = httpGet(n.node, "127.0.0.1:10256", "/healthz")
+			return code == 503
+		}); !ok || !strings.Contains(body, `"nodeEligible":false`) || !strings.Contains(body, `"healthy":true`) {
+			t.Errorf("/healthz of a tainted node: %d %s", code, body)
+		}
+		if code, body, err := httpGet(n.node, "127.0.0.1:10256", "/livez"); err != nil || code != 200 {
+			t.Errorf("/livez of a tainted node: %d %s %v", code, body, err)
 		}
 	})
 	t.Run("status", func(t *testing.T) {

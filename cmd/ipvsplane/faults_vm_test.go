@@ -61,7 +61,7 @@ func TestFaultRestartUnderTraffic(t *testing.T) {
 				changes = append(changes, fmt.Sprintf("%s %v", op, v))
 			}
 		}
-		full := metricValue(body, "kubeproxy_sync_full_proxy_rules_duration_seconds_count")
+		full := metricValue(body, `kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}`)
 		t.Logf("after %v: restarted daemon's first sync in %v (%v full syncs), %v kernel operations %v; %d long-lived connections alive, %d new connections so far (%d failed), %d lines echoed",
 			sig, took.Round(time.Millisecond), full, total, changes, tr.long-len(tr.brokenNow()), tr.newOK.Load()+tr.newFail.Load(), tr.newFail.Load(), tr.echoes.Load())
 		if total != 0 || full < 1 {

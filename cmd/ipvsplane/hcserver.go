@@ -18,19 +18,24 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 )
 
 // hcServers serves the health-check node ports of load-balancer services
 // with externalTrafficPolicy Local, as kube-proxy does: an HTTP server on
 // each port answers with the number of the service's endpoints on this
 // node, 200 when there are some and 503 when there are none, so the cloud
-// load balancer sends traffic only to nodes that can take it.
+// load balancer sends traffic only to nodes that can take it. Like
+// kube-proxy's server per family, it counts the endpoints of the family
+// the request came in on.
 type hcServers struct {
 	log     *zap.Logger
 	node    string
 	healthy func() bool
 	// listen opens a port's listener; tests listen elsewhere.
 	listen func(port uint16) (net.Listener, error)
+	// events, if set, records on the Service a port that cannot open.
+	events eventRecorder
 
 	mu      sync.Mutex
 	servers map[uint16]*hcServer
@@ -55,10 +60,11 @@ type hcServer struct {
 	state atomic.Pointer[hcState]
 }
 
-// hcState is what a health-check port reports.
+// hcState is what a health-check port reports: Local counts the
+// service's endpoints on this node, IPv4 and IPv6.
 type hcState struct {
 	Namespace, Name string
-	Local           int
+	Local           [2]int
 }
 
 func newHCServers(log *zap.Logger, node string, healthy func() bool) *hcServers {
@@ -138,7 +144,8 @@ func (h *hcServers) setLocked(name dataplane.ServicePortName, sp *dataplane.Serv
 }
 
 // state works out what a health-check port reports: its service and the
-// distinct ready endpoints on this node over the service's ports.
+// distinct addresses of the ready endpoints on this node over the
+// service's ports, as kube-proxy's LocalReadyEndpoints counts them.
 func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 	names := h.byPort[port]
 	if len(names) == 0 {
@@ -156,7 +163,13 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 			}
 		}
 	}
-	st.Local = len(seen)
+	for _, a := range seen {
+		if a.Unmap().Is6() {
+			st.Local[1]++
+		} else {
+			st.Local[0]++
+		}
+	}
 	return st, true
 }
 
@@ -164,6 +177,7 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 // A port that cannot be opened is logged and tried again at the next
 // update.
 func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
+	retrying := maps.Clone(h.failed)
 	maps.Copy(dirty, h.failed)
 	clear(h.failed)
 	for port := range dirty {
@@ -182,6 +196,10 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 				h.log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
 					zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
 				h.failed[port] = true
+				if h.events != nil && !retrying[port] {
+					h.events.Eventf(serviceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
+						"node %s failed to start healthcheck %q on port %d: %v", h.node, st.Namespace+"/"+st.Name, port, err)
+				}
 				continue
 			}
 			s = &hcServer{}
@@ -198,17 +216,23 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 }
 
 func (h *hcServers) handler(s *hcServer) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
+		local := st.Local[0]
+		if a, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok {
+			if ip, _ := netip.AddrFromSlice(a.IP); ip.Unmap().Is6() {
+				local = st.Local[1]
+			}
+		}
 		healthy := h.healthy()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(st.Local))
-		if st.Local == 0 || !healthy {
+		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(local))
+		if local == 0 || !healthy {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprintf(w, `{"service":{"namespace":%s,"name":%s},"localEndpoints":%d,"serviceProxyHealthy":%v}`,
-			jsonString(st.Namespace), jsonString(st.Name), st.Local, healthy)
+			jsonString(st.Namespace), jsonString(st.Name), local, healthy)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"testing"
@@ -52,7 +53,7 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Cleanup(func() { h.close(context.Background()) })
 		return h
 	}
-	want := map[uint16]hcState{32000: {"demo", "web", 2}, 32001: {"demo", "none", 0}}
+	want := map[uint16]hcState{32000: {"demo", "web", [2]int{2, 0}}, 32001: {"demo", "none", [2]int{}}}
 
 	whole := newServers()
 	whole.replace([]dataplane.ServicePort{web, web2, none, cluster})
@@ -66,7 +67,7 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Errorf("apply: got %v, want %v", got, want)
 	}
 	changes.apply([]dataplane.Change{{Name: web2.Name}, {Name: none.Name}})
-	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", 1}}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", [2]int{1, 0}}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after removals: got %v, want %v", got, want)
 	}
 	if got := changes.ports(); len(got) != 1 || got[0] != 32000 {
@@ -127,6 +128,37 @@ func TestHealthCheckNodePorts(t *testing.T) {
 	}
 	if _, err := http.Get("http://" + addrs[32001] + "/"); err == nil {
 		t.Error("port 32001 still answers")
+	}
+}
+
+// Like kube-proxy's health-check server per family, a port counts the
+// endpoints of the family the request came in on (issue 15 §1.12): a
+// dual-stack pod is one endpoint, not two.
+func TestHealthCheckNodePortPerFamily(t *testing.T) {
+	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	h.listen = func(uint16) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	defer h.close(context.Background())
+	h.replace([]dataplane.ServicePort{localService("web", 32000,
+		endpoint("10.0.0.1", "node-a", true), endpoint("fd00::1", "node-a", true), endpoint("fd00::2", "node-b", true))})
+	for _, tt := range []struct {
+		local string
+		want  float64
+	}{{"192.0.2.1", 1}, {"::ffff:192.0.2.1", 1}, {"2001:db8::1", 1}} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey,
+			net.TCPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(tt.local), 32000))))
+		rec := httptest.NewRecorder()
+		h.mu.Lock()
+		srv := h.servers[32000]
+		h.mu.Unlock()
+		srv.srv.Handler.ServeHTTP(rec, req)
+		var v map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != 200 || v["localEndpoints"] != tt.want || rec.Header().Get("X-Load-Balancing-Endpoint-Weight") != "1" {
+			t.Errorf("request to %s: %d %v, want 200 and %v local endpoints", tt.local, rec.Code, v, tt.want)
+		}
 	}
 }
 

@@ -3,58 +3,160 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
 )
 
-// health tracks whether syncs keep up, for /healthz and /livez. The runner
-// syncs at least once a sync period, so the daemon is unhealthy when no
-// sync has ended for twice that (counting from its start before the first
-// sync): the syncs are stuck, or keep failing.
+// toBeDeletedTaint is the taint the cluster autoscaler puts on a node it
+// is about to delete; cloud load balancers drain a node by its /healthz.
+const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// health answers /healthz and /livez as kube-proxy does: the daemon is
+// healthy unless a change has waited longer than twice the sync period to
+// be programmed (stuck or failing syncs), and /healthz also asks that this
+// node's Node be eligible: known, not being deleted, and without the
+// autoscaler's to-be-deleted taint.
 type health struct {
 	now     func() time.Time
 	timeout time.Duration
+	// nodeRequired makes an unknown Node ineligible, as for kube-proxy;
+	// without it (manifests from files may hold no Node) a missing Node
+	// is eligible.
+	nodeRequired bool
+	// codes count /healthz and /livez answers by status code.
+	healthzCodes, livezCodes *prometheus.CounterVec
 
-	mu      sync.Mutex
-	started time.Time
-	synced  time.Time
+	mu          sync.Mutex
+	lastUpdated time.Time
+	// oldestQueued is when the oldest change not yet programmed came;
+	// zero when none waits.
+	oldestQueued time.Time
+	node         *v1.Node
 }
 
-func newHealth(syncPeriod time.Duration, now func() time.Time) *health {
-	return &health{now: now, timeout: 2 * syncPeriod, started: now()}
+func newHealth(syncPeriod time.Duration, now func() time.Time, nodeRequired bool, m *metrics) *health {
+	return &health{now: now, timeout: 2 * syncPeriod, nodeRequired: nodeRequired,
+		healthzCodes: m.healthz, livezCodes: m.livez}
 }
 
-// sync records a sync's end.
-func (h *health) sync() {
+// updated records that the kernel holds every change queued so far: at
+// start (a sync that never succeeds must still turn the daemon unhealthy
+// only after the timeout) and at each sync's end.
+func (h *health) updated() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.synced = h.now()
+	h.lastUpdated = h.now()
+	h.oldestQueued = time.Time{}
 }
 
-// healthResponse is what /healthz answers, as kube-proxy does.
-type healthResponse struct {
+// queued records a change that a sync is to program.
+func (h *health) queued() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.oldestQueued.IsZero() {
+		h.oldestQueued = h.now()
+	}
+}
+
+// setNode records this node's Node object; nil when it was deleted.
+func (h *health) setNode(n *v1.Node) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.node = n
+}
+
+// familyHealth is one IP family's part of a healthResponse.
+type familyHealth struct {
 	LastUpdated time.Time `json:"lastUpdated"`
-	CurrentTime time.Time `json:"currentTime"`
-	NodeHealthy bool      `json:"nodeHealthy"`
+	Healthy     bool      `json:"healthy"`
 }
 
+// healthResponse is what /healthz and /livez answer, kube-proxy's
+// ProxyHealth field for field. One sync programs both families, so both
+// report the same.
+type healthResponse struct {
+	LastUpdated  time.Time                    `json:"lastUpdated"`
+	CurrentTime  time.Time                    `json:"currentTime"`
+	NodeEligible *bool                        `json:"nodeEligible,omitempty"`
+	Healthy      bool                         `json:"healthy"`
+	Status       map[v1.IPFamily]familyHealth `json:"status,omitempty"`
+}
+
+// check reports the syncs' health (without the node's eligibility).
 func (h *health) check() healthResponse {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
-	last := h.synced
-	if last.IsZero() {
-		last = h.started
+	r := healthResponse{CurrentTime: now, Healthy: true, LastUpdated: h.lastUpdated}
+	if h.lastUpdated.IsZero() {
+		// Not started: kube-proxy knows no family yet, and is healthy.
+		return r
 	}
-	return healthResponse{LastUpdated: h.synced, CurrentTime: now, NodeHealthy: now.Sub(last) <= h.timeout}
+	if !h.oldestQueued.IsZero() && now.Sub(h.oldestQueued) >= h.timeout {
+		r.Healthy = false
+	}
+	fh := familyHealth{LastUpdated: h.lastUpdated, Healthy: r.Healthy}
+	r.Status = map[v1.IPFamily]familyHealth{v1.IPv4Protocol: fh, v1.IPv6Protocol: fh}
+	return r
 }
 
-func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	r := h.check()
+// nodeEligible reports whether load balancers may send traffic to this
+// node: its Node is known, not being deleted and not tainted by the
+// cluster autoscaler for deletion.
+func (h *health) nodeEligible() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.node == nil {
+		return !h.nodeRequired
+	}
+	if h.node.DeletionTimestamp != nil {
+		return false
+	}
+	for _, t := range h.node.Spec.Taints {
+		if t.Key == toBeDeletedTaint {
+			return false
+		}
+	}
+	return true
+}
+
+// healthzHandler serves /healthz: the syncs' health and the node's
+// eligibility.
+func (h *health) healthzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r := h.check()
+		eligible := h.nodeEligible()
+		r.NodeEligible = &eligible
+		h.answer(w, r, r.Healthy && eligible, h.healthzCodes)
+	})
+}
+
+// livezHandler serves /livez: the syncs' health only, without the node's
+// eligibility (a node being drained is alive).
+func (h *health) livezHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r := h.check()
+		h.answer(w, r, r.Healthy, h.livezCodes)
+	})
+}
+
+func (h *health) answer(w http.ResponseWriter, r healthResponse, ok bool, codes *prometheus.CounterVec) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if !r.NodeHealthy {
-		w.WriteHeader(http.StatusServiceUnavailable)
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	} else {
+		// As kube-proxy: a healthy answer's lastUpdated is now, as it
+		// was when it meant the last run of the sync loop.
+		r.LastUpdated = r.CurrentTime
 	}
-	json.NewEncoder(w).Encode(r)
+	codes.WithLabelValues(strconv.Itoa(code)).Inc()
+	w.WriteHeader(code)
+	body, _ := json.Marshal(r)
+	w.Write(body)
 }

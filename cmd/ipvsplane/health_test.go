@@ -1,10 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 type fakeClock struct{ t time.Time }
@@ -12,37 +18,119 @@ type fakeClock struct{ t time.Time }
 func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-func TestHealth(t *testing.T) {
+// get serves one request and decodes the answer.
+func serveJSON(t *testing.T, h http.Handler, path string) (int, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	var body map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s: Content-Type %q", path, ct)
+	}
+	return rec.Code, body
+}
+
+// The syncs' health as kube-proxy's ProxyHealthServer computes it: a
+// change waiting for two sync periods makes the daemon unhealthy, whether
+// or not periodic syncs run.
+func TestHealthSyncs(t *testing.T) {
 	const period = 30 * time.Second
 	tests := []struct {
 		name  string
 		steps func(h *health, c *fakeClock)
 		want  bool
 	}{
-		{"starting", func(h *health, c *fakeClock) { c.advance(period) }, true},
-		{"no first sync", func(h *health, c *fakeClock) { c.advance(2*period + time.Second) }, false},
-		{"synced recently", func(h *health, c *fakeClock) { c.advance(3 * period); h.sync(); c.advance(period) }, true},
-		{"syncs stalled", func(h *health, c *fakeClock) { h.sync(); c.advance(2*period + time.Second) }, false},
-		{"syncing", func(h *health, c *fakeClock) {
-			for range 10 {
-				c.advance(period)
-				h.sync()
-			}
-			c.advance(2 * period)
+		{"not started", func(h *health, c *fakeClock) { c.advance(10 * period) }, true},
+		{"idle", func(h *health, c *fakeClock) { h.updated(); c.advance(10 * period) }, true},
+		{"change waiting", func(h *health, c *fakeClock) { h.updated(); h.queued(); c.advance(2*period - time.Second) }, true},
+		{"change waited too long", func(h *health, c *fakeClock) { h.updated(); h.queued(); c.advance(2 * period) }, false},
+		{"oldest change counts", func(h *health, c *fakeClock) {
+			h.updated()
+			h.queued()
+			c.advance(period)
+			h.queued()
+			c.advance(period)
+		}, false},
+		{"change programmed", func(h *health, c *fakeClock) {
+			h.updated()
+			h.queued()
+			c.advance(3 * period)
+			h.updated()
 		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &fakeClock{t: time.Unix(1e9, 0)}
-			h := newHealth(period, c.now)
+			m := newMetrics()
+			h := newHealth(period, c.now, false, m)
 			tt.steps(h, c)
-			if got := h.check().NodeHealthy; got != tt.want {
-				t.Errorf("healthy = %v, want %v", got, tt.want)
+			code := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tt.want]
+			for _, p := range []struct {
+				path    string
+				handler http.Handler
+			}{{"/healthz", h.healthzHandler()}, {"/livez", h.livezHandler()}} {
+				got, body := serveJSON(t, p.handler, p.path)
+				if got != code || body["healthy"] != tt.want {
+					t.Errorf("%s answered %d %v, want %d healthy=%v", p.path, got, body, code, tt.want)
+				}
 			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
-			if wantCode := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tt.want]; rec.Code != wantCode {
-				t.Errorf("/healthz answered %d, want %d: %s", rec.Code, wantCode, rec.Body)
+			if n := testutil.ToFloat64(m.healthz.WithLabelValues(strconv.Itoa(code))); n != 1 {
+				t.Errorf("kubeproxy_proxy_healthz_total{code=%d} = %v, want 1", code, n)
+			}
+			if n := testutil.ToFloat64(m.livez.WithLabelValues(strconv.Itoa(code))); n != 1 {
+				t.Errorf("kubeproxy_proxy_livez_total{code=%d} = %v, want 1", code, n)
+			}
+		})
+	}
+}
+
+// /healthz answers 503 for a node that is going away (deleted, or tainted
+// by the cluster autoscaler) and, with the API server as the source, for
+// a Node not yet seen; /livez ignores the node. Field names are
+// kube-proxy's.
+func TestHealthNodeEligible(t *testing.T) {
+	now := metav1.Now()
+	tests := []struct {
+		name         string
+		nodeRequired bool
+		node         *v1.Node
+		want         bool
+	}{
+		{"node", true, &v1.Node{}, true},
+		{"no node yet", true, nil, false},
+		{"no node in the manifests", false, nil, true},
+		{"being deleted", true, &v1.Node{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, false},
+		{"to be deleted by the autoscaler", true, &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{
+			{Key: "other", Effect: v1.TaintEffectNoSchedule},
+			{Key: "ToBeDeletedByClusterAutoscaler", Value: "1700000000", Effect: v1.TaintEffectNoSchedule},
+		}}}, false},
+		{"other taints", true, &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "node.kubernetes.io/unschedulable", Effect: v1.TaintEffectNoSchedule}}}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &fakeClock{t: time.Unix(1e9, 0)}
+			h := newHealth(time.Minute, c.now, tt.nodeRequired, newMetrics())
+			h.updated()
+			h.setNode(tt.node)
+			code, body := serveJSON(t, h.healthzHandler(), "/healthz")
+			wantCode := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tt.want]
+			if code != wantCode || body["nodeEligible"] != tt.want || body["healthy"] != true {
+				t.Errorf("/healthz answered %d %v, want %d nodeEligible=%v healthy=true", code, body, wantCode, tt.want)
+			}
+			for _, f := range []string{"lastUpdated", "currentTime", "status"} {
+				if _, ok := body[f]; !ok {
+					t.Errorf("/healthz lacks %q: %v", f, body)
+				}
+			}
+			if st, _ := body["status"].(map[string]any); st["IPv4"] == nil || st["IPv6"] == nil {
+				t.Errorf("/healthz status per family: %v", body["status"])
+			}
+			code, body = serveJSON(t, h.livezHandler(), "/livez")
+			if _, ok := body["nodeEligible"]; code != http.StatusOK || ok {
+				t.Errorf("/livez answered %d %v, want 200 without nodeEligible", code, body)
 			}
 		})
 	}

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // metrics are the daemon's Prometheus metrics: kube-proxy's names where
@@ -16,12 +20,19 @@ import (
 type metrics struct {
 	registry *prometheus.Registry
 
-	syncDuration        prometheus.Histogram
-	fullSyncDuration    prometheus.Histogram
-	partialSyncDuration prometheus.Histogram
-	programming         prometheus.Histogram
-	lastSync            prometheus.Gauge
-	lastQueued          prometheus.Gauge
+	// These carry kube-proxy's ip_family label. One sync programs both
+	// families, so each is recorded under both, as kube-proxy's two
+	// proxiers record theirs.
+	syncDuration        *prometheus.HistogramVec
+	fullSyncDuration    *prometheus.HistogramVec
+	partialSyncDuration *prometheus.HistogramVec
+	programming         *prometheus.HistogramVec
+	lastSync            *prometheus.GaugeVec
+	lastQueued          *prometheus.GaugeVec
+	noLocalEndpoints    *prometheus.GaugeVec
+	ruleFailures        *prometheus.CounterVec
+	flowCleanup         *prometheus.HistogramVec
+	flowsDeleted        *prometheus.CounterVec
 	endpointsPending    prometheus.Gauge
 	servicesPending     prometheus.Gauge
 	endpointChanges     prometheus.Counter
@@ -34,31 +45,44 @@ type metrics struct {
 	invalidObjects prometheus.Counter
 	leftOut        prometheus.Gauge
 	servicePorts   prometheus.Gauge
+
+	healthz, livez *prometheus.CounterVec
 }
 
+// ipFamilies are the values of kube-proxy's ip_family label.
+var ipFamilies = []string{"IPv4", "IPv6"}
+
 func newMetrics() *metrics {
+	family := []string{"ip_family"}
 	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
-		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "How long a sync of the kernel state took.", Buckets: syncBuckets,
-		}),
-		fullSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, family),
+		fullSyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_full_proxy_rules_duration_seconds", Help: "How long a full sync (that read the kernel) took.", Buckets: syncBuckets,
-		}),
-		partialSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, family),
+		partialSyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_partial_proxy_rules_duration_seconds", Help: "How long an incremental sync took.", Buckets: syncBuckets,
-		}),
-		programming: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, family),
+		programming: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_network_programming_duration_seconds", Help: "From an endpoint change being triggered to its programming in the kernel.",
-			Buckets: append(append(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59)...), prometheus.LinearBuckets(60, 5, 12)...),
-		}),
-		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Buckets: slices.Concat(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59),
+				prometheus.LinearBuckets(60, 5, 12), prometheus.LinearBuckets(120, 30, 7)),
+		}, family),
+		lastSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kubeproxy_sync_proxy_rules_last_timestamp_seconds", Help: "When the last successful sync ended (Unix seconds).",
-		}),
-		lastQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+		}, family),
+		lastQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", Help: "When the last change that asks for a sync arrived (Unix seconds).",
-		}),
+		}, family),
+		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubeproxy_sync_proxy_rules_no_local_endpoints_total", Help: "Services with a Local traffic policy and endpoints, none of them on this node.",
+		}, []string{"traffic_policy", "ip_family"}),
+		ruleFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", Help: "Rule transactions (nftables, in ipvsplane) the kernel refused.",
+		}, family),
 		endpointsPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kubeproxy_sync_proxy_rules_endpoint_changes_pending", Help: "Services with endpoint changes not yet synced.",
 		}),
@@ -92,8 +116,21 @@ func newMetrics() *metrics {
 		servicePorts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ipvsplane_service_ports", Help: "Service ports in the desired state.",
 		}),
+		healthz: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_proxy_healthz_total", Help: "/healthz answers, by HTTP status code.",
+		}, []string{"code"}),
+		livez: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_proxy_livez_total", Help: "/livez answers, by HTTP status code.",
+		}, []string{"code"}),
+		flowCleanup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kubeproxy_conntrack_reconciler_sync_duration_seconds", Help: "How long a sync's conntrack cleanup took, when it deleted flows.", Buckets: syncBuckets,
+		}, family),
+		flowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubeproxy_conntrack_reconciler_deleted_entries_total", Help: "Stale conntrack flows deleted.",
+		}, family),
 	}
-	m.registry.MustRegister(m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
+	m.registry.MustRegister(m.healthz, m.livez, m.noLocalEndpoints, m.ruleFailures, m.flowCleanup, m.flowsDeleted,
+		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -114,6 +151,12 @@ func (m *metrics) observe(res *dataplane.Result) {
 			m.operations.WithLabelValues(opKind(op)).Add(float64(n))
 		}
 	}
+	for i, f := range ipFamilies {
+		if res.Flows.Ran[i] {
+			m.flowCleanup.WithLabelValues(f).Observe(res.Flows.Took[i].Seconds())
+			m.flowsDeleted.WithLabelValues(f).Add(float64(res.Flows.Deleted[i]))
+		}
+	}
 	// Every sync reports all the service ports it leaves out, not only
 	// the new ones: a gauge, not a counter.
 	leftOut := 0
@@ -121,6 +164,11 @@ func (m *metrics) observe(res *dataplane.Result) {
 		var oe *dataplane.OpError
 		if errors.As(err, &oe) {
 			m.netlinkErrors.WithLabelValues(opKind(oe.Op)).Inc()
+			if _, ok := oe.Op.(dataplane.ReplaceRules); ok {
+				for _, f := range ipFamilies {
+					m.ruleFailures.WithLabelValues(f).Inc()
+				}
+			}
 		} else {
 			leftOut++
 		}
@@ -167,4 +215,45 @@ func opKind(op dataplane.Op) string {
 		return "remove_kube_proxy_rules"
 	}
 	return "other"
+}
+
+// observeFamilies records v under both families.
+func observeFamilies(h *prometheus.HistogramVec, v float64) {
+	for _, f := range ipFamilies {
+		h.WithLabelValues(f).Observe(v)
+	}
+}
+
+// setFamilies sets g to v under both families.
+func setFamilies(g *prometheus.GaugeVec, v float64) {
+	for _, f := range ipFamilies {
+		g.WithLabelValues(f).Set(v)
+	}
+}
+
+// serveKubeProxyPages adds the pages kube-proxy serves beside /metrics:
+// /proxyMode ("ipvs"), /configz (the configuration in use, as
+// {"kubeproxy.config.k8s.io": KubeProxyConfiguration}) and /healthz
+// ("ok" while the server runs).
+func serveKubeProxyPages(mux *http.ServeMux, kp *kubeproxy.KubeProxyConfiguration) {
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		io.WriteString(w, "ipvs")
+	})
+	configz, err := json.Marshal(map[string]any{"kubeproxy.config.k8s.io": kp})
+	mux.HandleFunc("/configz", func(w http.ResponseWriter, _ *http.Request) {
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Write(configz)
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		io.WriteString(w, "ok")
+	})
 }

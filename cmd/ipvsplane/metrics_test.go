@@ -1,53 +1,107 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// The metrics carry kube-proxy's names where they mean the same.
+// The metrics carry kube-proxy's names and labels (ip_family included)
+// where they mean the same.
 func TestMetricNames(t *testing.T) {
 	m := newMetrics()
 	m.operations.WithLabelValues("add_virtual")
 	m.netlinkErrors.WithLabelValues("add_virtual")
+	m.healthz.WithLabelValues("200")
+	m.livez.WithLabelValues("200")
+	m.ruleFailures.WithLabelValues("IPv4")
+	for _, h := range []*prometheus.HistogramVec{m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming} {
+		observeFamilies(h, 1)
+	}
+	setFamilies(m.lastSync, 1)
+	setFamilies(m.lastQueued, 1)
+	m.observeNoLocal(noLocalTracker{})
+	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, false}, Deleted: [2]int{3, 0}}})
 	families, err := m.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	labels := map[string][]string{}
 	for _, f := range families {
-		names = append(names, f.GetName())
-	}
-	for _, want := range []string{
-		"kubeproxy_sync_proxy_rules_duration_seconds",
-		"kubeproxy_sync_full_proxy_rules_duration_seconds",
-		"kubeproxy_sync_partial_proxy_rules_duration_seconds",
-		"kubeproxy_network_programming_duration_seconds",
-		"kubeproxy_sync_proxy_rules_last_timestamp_seconds",
-		"kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
-		"kubeproxy_sync_proxy_rules_endpoint_changes_pending",
-		"kubeproxy_sync_proxy_rules_service_changes_pending",
-		"kubeproxy_sync_proxy_rules_endpoint_changes_total",
-		"kubeproxy_sync_proxy_rules_service_changes_total",
-		"ipvsplane_sync_operations_total",
-		"ipvsplane_sync_failures_total",
-		"ipvsplane_sync_operations",
-		"ipvsplane_netlink_errors_total",
-		"ipvsplane_invalid_objects_total",
-		"ipvsplane_left_out_service_ports",
-		"ipvsplane_service_ports",
-		"go_goroutines",
-		"process_resident_memory_bytes",
-	} {
-		if !slices.Contains(names, want) {
-			t.Errorf("no metric %s", want)
+		var names []string
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			names = append(names, l.GetName())
 		}
+		labels[f.GetName()] = names
+	}
+	family := []string{"ip_family"}
+	for name, want := range map[string][]string{
+		"kubeproxy_sync_proxy_rules_duration_seconds":                family,
+		"kubeproxy_sync_full_proxy_rules_duration_seconds":           family,
+		"kubeproxy_sync_partial_proxy_rules_duration_seconds":        family,
+		"kubeproxy_network_programming_duration_seconds":             family,
+		"kubeproxy_sync_proxy_rules_last_timestamp_seconds":          family,
+		"kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds":   family,
+		"kubeproxy_sync_proxy_rules_iptables_restore_failures_total": family,
+		"kubeproxy_sync_proxy_rules_no_local_endpoints_total":        {"ip_family", "traffic_policy"},
+		"kubeproxy_proxy_healthz_total":                              {"code"},
+		"kubeproxy_proxy_livez_total":                                {"code"},
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending":        nil,
+		"kubeproxy_sync_proxy_rules_service_changes_pending":         nil,
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total":          nil,
+		"kubeproxy_sync_proxy_rules_service_changes_total":           nil,
+		"ipvsplane_sync_operations_total":                            {"op"},
+		"ipvsplane_sync_failures_total":                              nil,
+		"ipvsplane_sync_operations":                                  nil,
+		"ipvsplane_netlink_errors_total":                             {"op"},
+		"ipvsplane_invalid_objects_total":                            nil,
+		"ipvsplane_left_out_service_ports":                           nil,
+		"ipvsplane_service_ports":                                    nil,
+		"go_goroutines":                                              nil,
+		"process_resident_memory_bytes":                              nil,
+	} {
+		got, ok := labels[name]
+		if !ok {
+			t.Errorf("no metric %s", name)
+		} else if !slices.Equal(got, want) {
+			t.Errorf("%s: labels %v, want %v", name, got, want)
+		}
+	}
+}
+
+// /proxyMode and /configz answer as kube-proxy's.
+func TestKubeProxyPages(t *testing.T) {
+	mux := http.NewServeMux()
+	kp := defaultConfig()
+	kp.IPVS.Scheduler = "wrr"
+	serveKubeProxyPages(mux, kp)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/proxyMode", nil))
+	if rec.Code != 200 || rec.Body.String() != "ipvs" {
+		t.Errorf("/proxyMode: %d %q", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/configz", nil))
+	var got map[string]struct {
+		Kind string `json:"kind"`
+		IPVS struct {
+			Scheduler string `json:"scheduler"`
+		} `json:"ipvs"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("/configz: %v: %s", err, rec.Body)
+	}
+	if c := got["kubeproxy.config.k8s.io"]; c.Kind != "KubeProxyConfiguration" || c.IPVS.Scheduler != "wrr" {
+		t.Errorf("/configz: %s", rec.Body)
 	}
 }
 
@@ -58,6 +112,7 @@ func TestMetricsObserve(t *testing.T) {
 	m.observe(&dataplane.Result{
 		Plan:   &dataplane.Plan{Ops: []dataplane.Op{add, dataplane.Bind{Addr: vk.Addr}}},
 		Errors: []error{&dataplane.OpError{Op: add, Err: errors.New("boom")}, &dataplane.FieldError{}},
+		Flows:  dataplane.FlowCleanup{Ran: [2]bool{false, true}, Deleted: [2]int{0, 2}},
 	})
 	for _, c := range []struct {
 		got  float64
@@ -68,6 +123,8 @@ func TestMetricsObserve(t *testing.T) {
 		{testutil.ToFloat64(m.operations.WithLabelValues("bind")), 1, "bind operations"},
 		{testutil.ToFloat64(m.netlinkErrors.WithLabelValues("add_virtual")), 1, "add_virtual errors"},
 		{testutil.ToFloat64(m.leftOut), 1, "left-out service ports"},
+		{testutil.ToFloat64(m.flowsDeleted.WithLabelValues("IPv6")), 2, "IPv6 flows deleted"},
+		{float64(testutil.CollectAndCount(m.flowCleanup)), 1, "cleanup durations (IPv6 only)"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)

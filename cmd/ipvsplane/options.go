@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/spf13/pflag"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
@@ -17,6 +19,20 @@ type options struct {
 	source     string
 	manifests  string
 	stateFile  string
+	// cleanup, initOnly and writeConfigTo are kube-proxy's flags that do
+	// something and exit instead of running the daemon.
+	cleanup       bool
+	initOnly      bool
+	writeConfigTo string
+	// healthzPort and metricsPort are kube-proxy's deprecated flags: a
+	// port for the bind addresses, 0 to turn the server off.
+	healthzPort, metricsPort int32
+	// offline (plan only) plans against an empty kernel without reading
+	// it; nodeAddresses are then the node's addresses.
+	offline       bool
+	nodeAddresses []string
+	// ignored are kube-proxy's flags that do not apply to ipvsplane.
+	ignored []*ignoredFlag
 	// memoryLimit is the --memory-limit flag: empty for the automatic
 	// soft limit, "0" for none.
 	memoryLimit string
@@ -60,7 +76,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&kp.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "the IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's")
 	fs.DurationVar(&kp.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "the IPVS timeout of UDP flows; 0 leaves the kernel's")
 	fs.StringSliceVar(&kp.NodePortAddresses, "nodeport-addresses", nil, "address ranges (or 'all') of the node addresses that serve node ports; empty means all")
-	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, InterfaceNamePrefix or BridgeInterface")
+	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, NodeCIDR, InterfaceNamePrefix or BridgeInterface")
 	fs.StringVar(&kp.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix, the prefix of the pods' host-side interfaces")
 	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
 	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez; empty disables them")
@@ -69,6 +85,22 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&kp.ClientConnection.QPS, "kube-api-qps", kp.ClientConnection.QPS, "queries per second to the API server")
 	fs.Int32Var(&kp.ClientConnection.Burst, "kube-api-burst", kp.ClientConnection.Burst, "burst of queries to the API server")
 	fs.StringVar(&kp.ClientConnection.ContentType, "kube-api-content-type", kp.ClientConnection.ContentType, "content type of requests to the API server")
+	c := &kp.Conntrack
+	fs.Int32Var(c.MaxPerCore, "conntrack-max-per-core", *c.MaxPerCore, "nf_conntrack_max per CPU (0 leaves the limit as it is and ignores --conntrack-min); the limit is only ever raised")
+	fs.Int32Var(c.Min, "conntrack-min", *c.Min, "the least nf_conntrack_max, whatever --conntrack-max-per-core gives")
+	fs.DurationVar(&c.TCPEstablishedTimeout.Duration, "conntrack-tcp-timeout-established", c.TCPEstablishedTimeout.Duration, "conntrack's timeout of idle established TCP connections (0 leaves it as it is)")
+	fs.DurationVar(&c.TCPCloseWaitTimeout.Duration, "conntrack-tcp-timeout-close-wait", c.TCPCloseWaitTimeout.Duration, "conntrack's timeout of TCP connections in CLOSE_WAIT (0 leaves it as it is)")
+	fs.BoolVar(&c.TCPBeLiberal, "conntrack-tcp-be-liberal", false, "set nf_conntrack_tcp_be_liberal, so TCP packets outside the window are not marked INVALID")
+	fs.DurationVar(&c.UDPTimeout.Duration, "conntrack-udp-timeout", 0, "conntrack's timeout of UNREPLIED UDP flows (0 leaves it as it is)")
+	fs.DurationVar(&c.UDPStreamTimeout.Duration, "conntrack-udp-timeout-stream", 0, "conntrack's timeout of ASSURED UDP flows (0 leaves it as it is)")
+	fs.BoolVar(&o.cleanup, "cleanup", false, "remove what ipvsplane made and exit, as ipvsplane cleanup does")
+	fs.BoolVar(&o.initOnly, "init-only", false, "make the settings that need full privileges (conntrack, the IPVS sysctls and timeouts, after the scheduler check), and exit")
+	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "write the configuration (defaults, the --config file and the flags) to this file as a KubeProxyConfiguration, and exit")
+	fs.Int32Var(&o.healthzPort, "healthz-port", 10256, "the port of --healthz-bind-address; 0 turns /healthz off")
+	fs.MarkDeprecated("healthz-port", "use --healthz-bind-address")
+	fs.Int32Var(&o.metricsPort, "metrics-port", 10249, "the port of --metrics-bind-address; 0 turns /metrics off")
+	fs.MarkDeprecated("metrics-port", "use --metrics-bind-address")
+	o.addIgnoredFlags(fs)
 	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
 	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it to 1.1x the memory in use after the first sync, raised as the cluster grows. GOMEMLIMIT, if set, wins")
@@ -79,6 +111,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 // line, and returns the file's fields that ipvsplane ignores.
 func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 	if o.configFile == "" {
+		o.applyDeprecatedPorts(fs)
 		return nil, o.validate()
 	}
 	// Keep the values of the flags given, read the file into the
@@ -100,9 +133,12 @@ func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	bit := o.kp.IPTables.MasqueradeBit
-	*bit = *cfg.IPTables.MasqueradeBit
-	cfg.IPTables.MasqueradeBit = bit
+	// The flags point into the pointed-to values: keep those.
+	rebind(o.kp.IPTables.MasqueradeBit, &cfg.IPTables.MasqueradeBit)
+	rebind(o.kp.Conntrack.MaxPerCore, &cfg.Conntrack.MaxPerCore)
+	rebind(o.kp.Conntrack.Min, &cfg.Conntrack.Min)
+	rebind(o.kp.Conntrack.TCPEstablishedTimeout, &cfg.Conntrack.TCPEstablishedTimeout)
+	rebind(o.kp.Conntrack.TCPCloseWaitTimeout, &cfg.Conntrack.TCPCloseWaitTimeout)
 	*o.kp = *cfg
 	for _, g := range set {
 		if sv, ok := g.flag.Value.(pflag.SliceValue); ok {
@@ -114,7 +150,39 @@ func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 			return nil, fmt.Errorf("--%s: %w", g.flag.Name, err)
 		}
 	}
+	o.applyDeprecatedPorts(fs)
 	return ignored, o.validate()
+}
+
+// rebind stores the value *fromFile points to in flagTarget, which a flag
+// points to, and points *fromFile there.
+func rebind[T any](flagTarget *T, fromFile **T) {
+	*flagTarget = **fromFile
+	*fromFile = flagTarget
+}
+
+// applyDeprecatedPorts applies --healthz-port and --metrics-port as
+// kube-proxy does without a --config file: 0 turns the server off, another
+// port replaces the bind address's.
+func (o *options) applyDeprecatedPorts(fs *pflag.FlagSet) {
+	for _, p := range []struct {
+		flag string
+		port int32
+		addr *string
+	}{{"healthz-port", o.healthzPort, &o.kp.HealthzBindAddress}, {"metrics-port", o.metricsPort, &o.kp.MetricsBindAddress}} {
+		if !fs.Changed(p.flag) {
+			continue
+		}
+		if p.port == 0 {
+			*p.addr = ""
+			continue
+		}
+		host, _, err := net.SplitHostPort(*p.addr)
+		if err != nil {
+			host = *p.addr
+		}
+		*p.addr = net.JoinHostPort(host, strconv.Itoa(int(p.port)))
+	}
 }
 
 func (o *options) validate() error {

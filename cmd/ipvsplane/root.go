@@ -14,6 +14,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // app holds what the commands reach outside the process, so tests can
@@ -26,13 +27,20 @@ type app struct {
 	nodeAddrs func(device string) ([]netip.Addr, error)
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
+	// eventSink records Events in the API server (see kubeEventSink).
+	eventSink func(o *options) (eventSink, error)
+	// setConntrack writes the conntrack settings (see setConntrack).
+	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
 }
 
 func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient,
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink,
+		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
+			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
+		},
 	}
 }
 
@@ -114,11 +122,13 @@ schedulers) and a writable /proc/sys/net.`,
 	planOpts := newOptions()
 	plan := &cobra.Command{
 		Use:   "plan",
-		Short: "Print the operations a sync would carry out against the kernel as it is; change nothing",
+		Short: "Print the operations a sync would carry out against the kernel as it is (or, with --offline, an empty one); change nothing",
 		Args:  cobra.NoArgs,
 		RunE:  withLogger(a.plan, planOpts),
 	}
 	planOpts.addFlags(plan.Flags())
+	plan.Flags().BoolVar(&planOpts.offline, "offline", false, "plan against an empty kernel without reading it (no privileges, no IPVS needed): what the manifests and configuration would program on a fresh node")
+	plan.Flags().StringSliceVar(&planOpts.nodeAddresses, "node-addresses", nil, "with --offline, the node's addresses (node ports are served on them); without it, the InternalIP and ExternalIP addresses of the Node manifest")
 
 	stateFile := defaultStateFile
 	handover := false

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
@@ -27,6 +28,10 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 		},
 		nodeAddrs:  func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil },
 		kubeClient: kubeClient,
+		eventSink:  func(*options) (eventSink, error) { return &fakeEventSink{}, nil },
+		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
+			return nil, nil, nil
+		},
 	}, &stdout, &stderr
 }
 
@@ -72,6 +77,15 @@ func TestCommands(t *testing.T) {
 		{"cleanup --handover", func(t *testing.T) []string {
 			return []string{"cleanup", "--handover", "--state-file", filepath.Join(t.TempDir(), "none.json")}
 		}, nil, 0, []string{"handover"}, ""},
+		{"kube-proxy's --cleanup", func(t *testing.T) []string {
+			return []string{"--cleanup", "--state-file", filepath.Join(t.TempDir(), "none.json")}
+		}, nil, 0, []string{"cleanup"}, ""},
+		{"kube-proxy's --init-only", func(t *testing.T) []string {
+			return []string{"run", "--init-only", "--source=files", "--manifests", t.TempDir()}
+		}, nil, 0, []string{"init"}, ""},
+		{"--cleanup is run's", func(t *testing.T) []string {
+			return []string{"apply", "--cleanup", "--source=files", "--manifests", t.TempDir()}
+		}, nil, 1, nil, "flags of ipvsplane run"},
 		{"no IPVS", func(t *testing.T) []string {
 			return []string{"apply", "--source=files", "--manifests", manifestDir(t, good)}
 		}, noIPVS, 1, nil, "the kernel has no IPVS: load the ip_vs module"},
@@ -104,5 +118,23 @@ func TestCommands(t *testing.T) {
 				t.Errorf("output lacks %q:\n%s", tt.wantErr, out)
 			}
 		})
+	}
+}
+
+// A scheduler the kernel lacks stops run and apply before they program
+// anything, naming the missing module, as kube-proxy refuses to start.
+func TestMissingSchedulerRefusesStart(t *testing.T) {
+	dir := manifestDir(t, map[string]string{"web.yaml": webManifest})
+	for _, args := range [][]string{
+		{"run", "--source=files", "--manifests", dir, "--ipvs-scheduler=sh", "--healthz-bind-address=", "--metrics-bind-address=", "--state-file="},
+		{"apply", "--source=files", "--manifests", dir, "--ipvs-scheduler=sh"},
+	} {
+		k := &fakeKernel{noScheduler: true}
+		a, stdout, stderr := testApp(k, nil)
+		code := execute(a, args)
+		out := stdout.String() + stderr.String()
+		if code != 1 || len(k.calls) != 0 || !strings.Contains(out, "ip_vs_sh") {
+			t.Errorf("%s: exit %d, kernel calls %v, output:\n%s", args[0], code, k.calls, out)
+		}
 	}
 }

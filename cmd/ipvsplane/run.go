@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,6 +16,9 @@ import (
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // setup loads the options and works out the settings; the notes are
@@ -26,9 +31,12 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 	for _, f := range ignored {
 		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
 	}
-	addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
+	for _, f := range o.ignoredFlagsGiven() {
+		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
+	}
+	addrs, err := a.nodeAddresses(o)
 	if err != nil {
-		return nil, fmt.Errorf("listing the node's addresses: %w", err)
+		return nil, err
 	}
 	s, err := resolve(o.kp, hostname(), addrs)
 	if err != nil {
@@ -40,6 +48,83 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 	return s, nil
 }
 
+// nodeAddresses lists the node's addresses: its interfaces', or offline
+// those of --node-addresses.
+func (a *app) nodeAddresses(o *options) ([]netip.Addr, error) {
+	if !o.offline {
+		addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
+		if err != nil {
+			return nil, fmt.Errorf("listing the node's addresses: %w", err)
+		}
+		return addrs, nil
+	}
+	var addrs []netip.Addr
+	for _, s := range o.nodeAddresses {
+		ip, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--node-addresses: %w", err)
+		}
+		addrs = append(addrs, ip.Unmap())
+	}
+	return addrs, nil
+}
+
+// initNode makes the settings kube-proxy makes before it starts, with
+// full privileges: the conntrack table's size and timeouts.
+func (a *app) initNode(log *zap.Logger, o *options) error {
+	changed, skipped, err := a.setConntrack(&o.kp.Conntrack)
+	for _, c := range changed {
+		log.Info("set conntrack setting", zap.String("setting", c))
+	}
+	if skipped != nil {
+		log.Warn("conntrack table size left as it is: this network namespace may not change it", zap.Error(skipped))
+	}
+	if err != nil {
+		return fmt.Errorf("setting the conntrack parameters of the configuration: %w", err)
+	}
+	return nil
+}
+
+// recorder returns where the daemon records Events: the API server's
+// events.k8s.io/v1 with the Kubernetes source, the log with files. The
+// function returned posts what is still queued, for a few seconds at most.
+func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder, func()) {
+	if o.source != sourceKubernetes {
+		return logRecorder{log}, func() {}
+	}
+	sink, err := a.eventSink(o)
+	if err != nil {
+		log.Warn("cannot record events; logging them instead", zap.Error(err))
+		return logRecorder{log}, func() {}
+	}
+	r := newAPIRecorder(sink, log, node, a.now)
+	return r, func() { r.close(5 * time.Second) }
+}
+
+// initKernel is the rest of kube-proxy's --init-only: the scheduler
+// check, the IPVS sysctls and timeouts, then exit.
+func (a *app) initKernel(ctx context.Context, node *dataplane.Node) error {
+	k, err := a.dial(&dataplane.Config{})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.CheckScheduler(ctx, node.Scheduler); err != nil {
+		return err
+	}
+	return k.InitNode(ctx, node)
+}
+
+// writeConfig writes the configuration as a KubeProxyConfiguration file,
+// as kube-proxy's --write-config-to does.
+func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration) error {
+	data, err := yaml.Marshal(kp)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
 // run is the daemon: it serves health and metrics, follows the source and
 // syncs the kernel until it gets SIGINT or SIGTERM. On exit it leaves the
 // kernel as it is, so traffic keeps flowing while it restarts.
@@ -47,6 +132,19 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	s, err := a.setup(log, o, cmd)
 	if err != nil {
 		return err
+	}
+	// kube-proxy's flags that do one thing and exit.
+	switch {
+	case o.writeConfigTo != "":
+		return writeConfig(o.writeConfigTo, o.kp)
+	case o.cleanup:
+		return a.cleanup(ctx, o.stateFile, false)
+	}
+	if err := a.initNode(log, o); err != nil {
+		return err
+	}
+	if o.initOnly {
+		return a.initKernel(ctx, &s.node)
 	}
 	mem, err := newSoftMemoryLimit(o.memoryLimit)
 	if err != nil {
@@ -62,18 +160,27 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	defer k.Close()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// As kube-proxy: a scheduler the kernel lacks stops the start, rather
+	// than failing every virtual server.
+	if err := k.CheckScheduler(ctx, s.node.Scheduler); err != nil {
+		return err
+	}
 
 	m := newMetrics()
-	h := newHealth(s.syncPeriod, a.now)
+	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
+	events, closeEvents := a.recorder(log, o, s.node.Name)
+	defer closeEvents()
 	d := &daemon{
-		log: log, kernel: k, metrics: m, health: h, stateFile: o.stateFile, now: a.now,
+		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
 		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
 	}
-	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().NodeHealthy })
+	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
+	d.hc.events = events
 	defer d.hc.close(context.Background())
 
-	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, OnChange: func() {
-		m.lastQueued.Set(float64(a.now().UnixNano()) / 1e9)
+	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnChange: func() {
+		h.queued()
+		setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
 		m.endpointsPending.Set(float64(ep))
@@ -119,16 +226,21 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		return nil
 	}
 	healthMux := http.NewServeMux()
-	healthMux.Handle("/healthz", h)
-	healthMux.Handle("/livez", h)
+	healthMux.Handle("/healthz", h.healthzHandler())
+	healthMux.Handle("/livez", h.livezHandler())
 	if err := serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
+		events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
 	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", m.handler())
+	serveKubeProxyPages(metricsMux, o.kp)
 	if err := serve("/metrics", s.metricsAddr, metricsMux); err != nil {
+		events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err
 	}
+	// kube-proxy's birth cry.
+	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
 	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
 		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
@@ -142,6 +254,10 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	go d.waitListed(srcCtx)
 	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(dataplane.DefaultDevice) }, d.tracker.SetAddresses)
 	runErr := make(chan error, 1)
+	// As kube-proxy's sync loop: healthy from the start, until a change
+	// waits too long.
+	h.updated()
+	setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 	go func() { runErr <- runner.Run(ctx) }()
 	select {
 	case err := <-srcErr:

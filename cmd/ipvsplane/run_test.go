@@ -31,6 +31,8 @@ func TestRunKubernetesSource(t *testing.T) {
 	k := &fakeKernel{synced: make(chan []dataplane.ServicePort, 16)}
 	a, _, stderr := testApp(k, nil)
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
+	sink := &fakeEventSink{}
+	a.eventSink = func(*options) (eventSink, error) { return sink, nil }
 	var cfg *dataplane.Config
 	a.newKernel = func(c *dataplane.Config) (kernel, error) {
 		cfg = c
@@ -89,5 +91,9 @@ func TestRunKubernetesSource(t *testing.T) {
 	}
 	if k.calls[0] != "sync" || k.calls[len(k.calls)-1] != "changes" {
 		t.Errorf("calls: %v", k.calls)
+	}
+	// kube-proxy's birth cry, on the Node.
+	if got := sink.reasons(); len(got) != 1 || got[0] != "Starting" || sink.events[0].Regarding.Name != "node-a" {
+		t.Errorf("events %v, want Starting on node-a", got)
 	}
 }

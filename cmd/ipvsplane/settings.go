@@ -20,6 +20,9 @@ type settings struct {
 	syncPeriod    time.Duration
 	healthzAddr   string
 	metricsAddr   string
+	// podCIDRsFromNode: pods are told apart by the Node object's
+	// spec.podCIDRs (detectLocalMode NodeCIDR).
+	podCIDRsFromNode bool
 	// notes are settings that were given but do not apply, reported once.
 	notes []string
 }
@@ -60,6 +63,8 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	if n.ClusterCIDRs, err = prefixes("clusterCIDR", splitList(kp.ClusterCIDR)); err != nil {
 		return nil, err
 	}
+	// kube-proxy tells pods apart by the first range of each family.
+	n.ClusterCIDRs = firstPerFamily(n.ClusterCIDRs)
 	switch kp.DetectLocalMode {
 	case "", "ClusterCIDR":
 	case "InterfaceNamePrefix":
@@ -72,6 +77,10 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 			return nil, fmt.Errorf("detectLocalMode BridgeInterface needs detectLocal.bridgeInterface")
 		}
 		n.PodBridge, n.ClusterCIDRs = kp.DetectLocal.BridgeInterface, nil
+	case "NodeCIDR":
+		// The ranges come with the Node object, which the tracker waits
+		// for, as kube-proxy does.
+		s.podCIDRsFromNode, n.ClusterCIDRs = true, nil
 	default:
 		s.notes = append(s.notes, fmt.Sprintf("detectLocalMode: %q is not supported; traffic from pods is told apart by clusterCIDR", kp.DetectLocalMode))
 	}
@@ -168,4 +177,17 @@ func hostname() string {
 		return ""
 	}
 	return h
+}
+
+// firstPerFamily keeps the first prefix of each address family.
+func firstPerFamily(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[bool]bool{}
+	for _, p := range ps {
+		if v6 := p.Addr().Is6(); !seen[v6] {
+			seen[v6] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }

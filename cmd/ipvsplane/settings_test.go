@@ -20,6 +20,8 @@ func TestResolve(t *testing.T) {
 		node      func(n *dataplane.Node)
 		wantNotes []string
 		wantErr   string
+		// podCIDRsFromNode is expected with detectLocalMode NodeCIDR.
+		podCIDRsFromNode bool
 	}{
 		{name: "defaults"},
 		{
@@ -46,6 +48,16 @@ func TestResolve(t *testing.T) {
 			},
 		},
 		{
+			// kube-proxy tells pods apart by the first range of each family.
+			name: "cluster CIDRs, the first of each family",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.ClusterCIDR = "10.244.0.0/16,fd00:10:244::/56,10.245.0.0/16,fd00:10:245::/56"
+			},
+			node: func(n *dataplane.Node) {
+				n.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
+			},
+		},
+		{
 			name: "interface prefix",
 			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
 				kp.ClusterCIDR = "10.244.0.0/16"
@@ -67,13 +79,19 @@ func TestResolve(t *testing.T) {
 			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
 				kp.NodePortAddresses = []string{"192.168.0.0/24", "all", "primary"}
 				kp.Mode = "nftables"
-				kp.DetectLocalMode = "NodeCIDR"
 			},
 			wantNotes: []string{
-				`detectLocalMode: "NodeCIDR" is not supported; traffic from pods is told apart by clusterCIDR`,
 				`nodePortAddresses: "primary" is not supported in IPVS mode; node ports are served on all node addresses`,
 				`mode: "nftables" is ignored; ipvsplane always programs IPVS`,
 			},
+		},
+		{
+			name: "NodeCIDR",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.ClusterCIDR = "10.244.0.0/16"
+				kp.DetectLocalMode = "NodeCIDR"
+			},
+			podCIDRsFromNode: true,
 		},
 		{name: "bad cidr", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.ClusterCIDR = "10.244.0.0" }, wantErr: "clusterCIDR"},
 		{name: "bad bit", edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 32 }, wantErr: "masqueradeBit"},
@@ -103,6 +121,9 @@ func TestResolve(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, s.node, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 				t.Errorf("node (-want +got):\n%s", diff)
+			}
+			if s.podCIDRsFromNode != tt.podCIDRsFromNode {
+				t.Errorf("podCIDRsFromNode %v, want %v", s.podCIDRsFromNode, tt.podCIDRsFromNode)
 			}
 			if diff := cmp.Diff(tt.wantNotes, s.notes); diff != "" {
 				t.Errorf("notes (-want +got):\n%s", diff)

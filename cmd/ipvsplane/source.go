@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// kubeClient connects to the API server: through --kubeconfig or
-// --master when given, else with the pod's service account.
-func kubeClient(o *options) (*watcher.Client, error) {
+// restConfig is the API server's address and credentials: through
+// --kubeconfig or --master when given, else the pod's service account.
+func restConfig(o *options) (*rest.Config, error) {
 	cc := o.kp.ClientConnection
 	var cfg *rest.Config
 	var err error
@@ -28,7 +28,25 @@ func kubeClient(o *options) (*watcher.Client, error) {
 	cfg.QPS, cfg.Burst = cc.QPS, int(cc.Burst)
 	cfg.ContentType, cfg.AcceptContentTypes = cc.ContentType, cc.AcceptContentTypes
 	cfg.UserAgent = "ipvsplane"
+	return cfg, nil
+}
+
+// kubeClient connects to the API server (see restConfig).
+func kubeClient(o *options) (*watcher.Client, error) {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return nil, err
+	}
 	return watcher.NewClient(cfg)
+}
+
+// kubeEventSink records Events in the API server (see restConfig).
+func kubeEventSink(o *options) (eventSink, error) {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	return newRESTEventSink(cfg)
 }
 
 // watch feeds the tracker from the configured source until ctx is done.

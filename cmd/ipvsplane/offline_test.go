@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden plans under testdata/offline")
+
+// plan --offline prints what the demo's manifests and kubeadm's
+// configuration program on an empty node, without the kernel: no IPVS,
+// no reading of the node's interfaces. The node's addresses come from the
+// Node manifest, or from --node-addresses.
+func TestPlanOffline(t *testing.T) {
+	for name, extra := range map[string][]string{
+		"demo":                nil,
+		"demo-node-addresses": {"--node-addresses=192.168.0.1,192.168.7.7"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k := &fakeKernel{}
+			a, stdout, stderr := testApp(k, errors.New("the kernel must not be opened"))
+			a.nodeAddrs = func(string) ([]netip.Addr, error) { return nil, errors.New("the interfaces must not be read") }
+			args := append([]string{"plan", "--offline", "--source=files", "--manifests=testdata/demo",
+				"--config=testdata/kube-proxy-config.yaml", "--hostname-override=node-a"}, extra...)
+			if code := execute(a, args); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, stderr)
+			}
+			if len(k.calls) != 0 {
+				t.Errorf("kernel calls: %v", k.calls)
+			}
+			got := stdout.String()
+			golden := filepath.Join("testdata", "offline", name+".txt")
+			if *updateGolden {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("plan (-golden +got; go test -run TestPlanOffline -update rewrites it):\n%s", diff)
+			}
+			if extra != nil && !strings.Contains(got, "192.168.7.7:30080") {
+				t.Errorf("--node-addresses did not give node ports on 192.168.7.7")
+			}
+		})
+	}
+}
+
+// --node-addresses belongs to plan --offline.
+func TestNodeAddressesOnlyOffline(t *testing.T) {
+	a, _, stderr := testApp(&fakeKernel{}, nil)
+	if code := execute(a, []string{"plan", "--source=files", "--manifests=testdata/demo", "--node-addresses=192.168.0.1"}); code != 1 ||
+		!strings.Contains(stderr.String(), "--offline") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}

@@ -1,0 +1,55 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoScheduler is matched by the error of [Dataplane.CheckScheduler]
+// when the kernel has no such scheduler: its module is neither loaded nor
+// loadable.
+var ErrNoScheduler = errors.New("the kernel has no such IPVS scheduler")
+
+// schedulerProbe is the virtual server kube-proxy creates to try a
+// scheduler: an address from TEST-NET-2 (RFC 5737), which no node uses.
+var schedulerProbe = ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("198.51.100.0"), Port: 20000}
+
+// CheckScheduler checks that the kernel can give virtual servers the node's
+// scheduler, as kube-proxy checks before it starts: nothing to do when a
+// virtual server already uses it; otherwise it creates a probe virtual
+// server (198.51.100.0:20000/TCP) with it, which makes the kernel load the
+// scheduler's module if it can, and removes the probe again. An empty
+// name means the node's default, rr.
+func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
+	if name == "" {
+		name = (&Node{}).scheduler()
+	}
+	svcs, err := d.ipvs.Services(ctx)
+	if err != nil {
+		return fmt.Errorf("dataplane: checking the IPVS scheduler %q: %w", name, err)
+	}
+	for _, s := range svcs {
+		if s.Scheduler == name {
+			return nil
+		}
+	}
+	probe := schedulerProbe
+	probe.Scheduler = name
+	err = d.ipvs.CreateService(ctx, probe)
+	if errors.Is(err, unix.ENOENT) {
+		// The kernel's answer to a scheduler it cannot find.
+		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing (%w)", name, ErrNoScheduler, name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("dataplane: checking the IPVS scheduler %q with a probe virtual server: %w", name, err)
+	}
+	if err := d.ipvs.DeleteService(ctx, probe); err != nil {
+		return fmt.Errorf("dataplane: removing the probe virtual server of the IPVS scheduler check: %w", err)
+	}
+	return nil
+}

@@ -395,7 +395,9 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	defer pp.stop()
 	r := soakResult{name: proxy.name}
 	var err error
-	if r.firstSync, err = pp.waitFirstSync(ctx, 60*time.Minute); err != nil {
+	// kube-proxy's IPVS mode took 10 minutes for 10,000 services x 10
+	// endpoints in this VM.
+	if r.firstSync, err = pp.waitFirstSync(ctx, 2*time.Minute+time.Duration(p.services)*100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	s.converge(t, pp, proxy, time.Now())

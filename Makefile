@@ -1,5 +1,6 @@
 # The project's interface: test, test-unit, test-host, test-vm (each narrowed
-# with PKGS=), lint, bench. CI runs `make test` with CI=true.
+# with PKGS=, test-vm's kernel chosen with KERNEL=), test-kernels, lint,
+# bench. CI runs `make test` with CI=true.
 SHELL   := /bin/bash
 GO      ?= go
 PKGS    ?= ./...
@@ -8,14 +9,21 @@ VMTEST  := $(BIN)/vmtest
 # Where the VM kernel is unpacked; outside git, reused across runs.
 export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
 
+# The VM's kernel: 5.10 (Debian 11), 6.1 (Debian 12) or 6.12 (Debian 13).
+KERNEL ?= 6.1
+export VMTEST_KERNEL := $(KERNEL)
+# The other kernels test-kernels runs the kernel packages' VM tests on.
+OTHER_KERNELS ?= 5.10 6.12
+KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/...
+
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm lint bench fuzz demo soak vm-kernel deps deps-vm tools clean
+.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak vm-kernel deps deps-vm tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
 # programs); nothing is fetched again once there.
-test: deps lint test-unit test-host test-vm
+test: deps lint test-unit test-host test-vm test-kernels
 
 deps:
 	@hack/install-deps
@@ -39,6 +47,15 @@ test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
 	echo $(GO) test -count=1 -v -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs; \
 	CGO_ENABLED=0 $(GO) test -count=1 -v -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs
+
+# The kernel packages' VM tests on each of OTHER_KERNELS, one after the
+# other, each timed.
+test-kernels:
+	@for k in $(OTHER_KERNELS); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory test-vm KERNEL=$$k PKGS="$(KERNEL_PKGS)" || exit 1; \
+	  echo "test-kernels: kernel $$k passed in $$(( $$(date +%s) - start )) s"; \
+	done
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -100,7 +117,7 @@ $(VMTEST): $(shell find hack/vmtest -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest
 
 vm-kernel:
-	@hack/fetch-vm-kernel "$(IPVSPLANE_CACHE)/kernel"
+	@hack/fetch-vm-kernel "$(IPVSPLANE_CACHE)/kernel" $(KERNEL)
 
 clean:
 	rm -rf $(BIN)

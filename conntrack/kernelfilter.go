@@ -36,9 +36,10 @@ type kernelLevel int32
 const (
 	// levelFamily: only the family in the nfgenmsg header (every kernel).
 	levelFamily kernelLevel = iota
-	// levelMark: also CTA_MARK/CTA_MARK_MASK and CTA_ZONE.
+	// levelMark: also CTA_MARK/CTA_MARK_MASK and CTA_ZONE (which kernels
+	// before 6.8 accept and ignore in a dump; the Go side checks it).
 	levelMark
-	// levelTuple: also CTA_FILTER with tuple fields (Linux 5.10 and later).
+	// levelTuple: also CTA_FILTER with tuple fields (Linux 5.8 and later).
 	levelTuple
 )
 
@@ -87,7 +88,8 @@ func (f *Filter) dumpRequest(family Family, level kernelLevel) (netlink.Message,
 //
 // IPv6 addresses are left to the Go side: the kernel's IPv6 address
 // comparison in ctnetlink_filter_match_tuple is inverted (it drops the
-// entries that match), at least up to Linux 6.18.
+// entries that match) on many kernels, Debian's 5.10 and 6.1 and 6.18.44
+// among them, though not on Debian 13's 6.12.118 (TestKernelIPv6DumpFilter).
 func (t TupleFilter) kernelTuple(ae *netlink.AttributeEncoder, typ uint16, family Family, proto Protocol) uint32 {
 	var flags uint32
 	var tu Tuple

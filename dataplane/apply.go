@@ -207,7 +207,7 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 				return err
 			}
 		}
-		return WriteRules(d.rules, &d.planner.index.node, func(name string) (uint16, error) {
+		err := WriteRules(d.rules, &d.planner.index.node, func(name string) (uint16, error) {
 			if id, ok := d.setIndex[name]; ok {
 				return id, nil
 			}
@@ -217,6 +217,19 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 			}
 			return id, err
 		})
+		if err != nil {
+			// A failed transaction can leave messages queued on the
+			// socket and replies unread in it (on Linux 6.12 every later
+			// read of the table then failed with "unexpected header
+			// type"): start again on a fresh socket.
+			_ = d.rules.CloseLasting()
+			rules, err2 := d.dialRules()
+			if err2 != nil {
+				return errors.Join(err, err2)
+			}
+			d.rules = rules
+		}
+		return err
 	case FlushConntrack:
 		f := o.flushFilter()
 		start := d.cfg.Now()

@@ -11,15 +11,15 @@ type Desired struct {
 	Kernel *KernelState
 	// Services names the service port each virtual server belongs to.
 	Services map[VirtualKey]ServicePortName
-	// Errors lists the service ports left out: invalid ones (*FieldError)
-	// and those whose virtual servers another already has (*ConflictError).
+	// Errors lists the service ports left out as invalid (*FieldError),
+	// and the claims on a virtual server another port has
+	// (*ConflictError), whose ports are programmed otherwise.
 	Errors []error
 }
 
-// Build computes the desired kernel state of a whole model. Service ports
-// are taken in a fixed order (the API server's own service first, then by
-// name), so which of two conflicting ports wins does not depend on the
-// order of the input.
+// Build computes the desired kernel state of a whole model. Which of two
+// service ports claiming one virtual server gets it does not depend on
+// the order of the input (see ConflictError).
 func Build(s *State) *Desired {
 	d, failed, err := buildIndex(s)
 	errs := []error{}
@@ -29,6 +29,7 @@ func Build(s *State) *Desired {
 	for _, name := range slices.SortedFunc(maps.Keys(failed), compareNames) {
 		errs = append(errs, failed[name])
 	}
+	errs = append(errs, d.conflicts()...)
 	return &Desired{Kernel: d.state, Services: d.owners, Errors: errs}
 }
 
@@ -57,7 +58,8 @@ func put(d *desiredIndex, sp *ServicePort, t *touched) error {
 		d.remove(sp.Name, t)
 		return err
 	}
-	return d.put(sp, t)
+	d.put(sp, t)
+	return nil
 }
 
 func sortedServices(services []ServicePort) []*ServicePort {

@@ -118,19 +118,28 @@ func New(cfg *Config) (*Dataplane, error) {
 		return nil, err
 	}
 	d.ipvs, d.sets, d.links = r.ipvs, r.sets, r.links
-	var opts []nftables.ConnOption
-	if d.cfg.NetNS != 0 {
-		opts = append(opts, nftables.WithNetNSFd(d.cfg.NetNS))
-	}
-	if d.rules, err = nftables.New(append(opts, nftables.AsLasting())...); err != nil {
+	if d.rules, err = d.dialRules(); err != nil {
 		d.Close()
-		return nil, fmt.Errorf("dataplane: nftables: %w", err)
+		return nil, err
 	}
 	if d.flows, err = conntrack.Dial(&conntrack.Config{NetNS: d.cfg.NetNS, Fault: d.cfg.faultFor("conntrack")}); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
 	return d, nil
+}
+
+// dialRules opens the nftables socket the rules are written and read on.
+func (d *Dataplane) dialRules() (*nftables.Conn, error) {
+	opts := []nftables.ConnOption{nftables.AsLasting()}
+	if d.cfg.NetNS != 0 {
+		opts = append(opts, nftables.WithNetNSFd(d.cfg.NetNS))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: nftables: %w", err)
+	}
+	return c, nil
 }
 
 // Close closes the connections.

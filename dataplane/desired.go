@@ -10,11 +10,26 @@ import (
 // contribution is what one service port puts into the kernel.
 type contribution struct {
 	virtual []VirtualServer
-	// reals[i] are virtual[i]'s real servers.
+	// reals[i] are virtual[i]'s real servers, kinds[i] what made it.
 	reals   []Reals
+	kinds   []virtualKind
 	addrs   []netip.Addr
 	entries []SetEntry
 }
+
+// virtualKind says what address a virtual server serves. When two service
+// ports claim one virtual server, the kind decides first: cluster IPs and
+// node ports are allocated by the API server, load-balancer addresses by
+// a controller, and external IPs by anyone who may create a Service, so a
+// Service naming another's cluster IP as its external IP cannot take it.
+type virtualKind uint8
+
+const (
+	kindClusterIP virtualKind = iota
+	kindNodePort
+	kindLoadBalancer
+	kindExternalIP
+)
 
 // contribution computes the kernel objects of one valid service port.
 func (n *Node) contribution(s *ServicePort) *contribution {
@@ -31,10 +46,11 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 	if sched == "" {
 		sched = n.scheduler()
 	}
-	addVirtual := func(addr netip.Addr, port uint16, byFamily [2][]Endpoint, bind bool) {
+	addVirtual := func(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]Endpoint, bind bool) {
 		eps := byFamily[family(addr.Is6())]
 		k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
 		c.virtual = append(c.virtual, VirtualServer{VirtualKey: k, Scheduler: sched, SchedulerPort: sched == "mh", Persistence: s.SessionAffinity})
+		c.kinds = append(c.kinds, kind)
 		c.entries = append(c.entries, SetEntry{Set: SetName(SetOwned, addr.Is6()), Entry: portEntry(addr, s.Protocol, port)})
 		c.reals = append(c.reals, realServers(addr.Is6(), eps))
 		// An address the node already has elsewhere is local without
@@ -55,7 +71,7 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 	}
 
 	for _, ip := range s.ClusterIPs {
-		addVirtual(ip, s.Port, internal, true)
+		addVirtual(kindClusterIP, ip, s.Port, internal, true)
 		entry(SetClusterIP, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
 	for _, ep := range s.Endpoints {
@@ -65,7 +81,7 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		}
 	}
 	for _, ip := range served(s.ExternalIPs) {
-		addVirtual(ip, s.Port, external, true)
+		addVirtual(kindExternalIP, ip, s.Port, external, true)
 		set := SetExternalIP
 		if s.ExternalPolicy == PolicyLocal {
 			set = SetExternalIPLocal
@@ -73,21 +89,19 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		entry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
 	for _, ip := range served(s.LoadBalancerIPs) {
-		addVirtual(ip, s.Port, external, true)
+		addVirtual(kindLoadBalancer, ip, s.Port, external, true)
 		e := portEntry(ip, s.Protocol, s.Port)
 		entry(SetLoadBalancer, ip.Is6(), e)
 		if s.ExternalPolicy == PolicyLocal {
 			entry(SetLoadBalancerLocal, ip.Is6(), e)
 		}
-		if len(s.LoadBalancerSourceRanges) == 0 {
+		ranges := sourceRanges(s.LoadBalancerSourceRanges, ip.Is6())
+		if len(ranges) == 0 {
 			continue
 		}
 		entry(SetLoadBalancerFW, ip.Is6(), e)
 		allowFromNode := false
-		for _, src := range s.LoadBalancerSourceRanges {
-			if src.Addr().Is6() != ip.Is6() {
-				continue
-			}
+		for _, src := range ranges {
 			entry(SetLoadBalancerSourceNet, ip.Is6(), e+","+src.Masked().String())
 			for _, a := range n.primaryIPs(ip.Is6()) {
 				allowFromNode = allowFromNode || src.Contains(a)
@@ -103,7 +117,7 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 	if s.NodePort != 0 {
 		nodeAddrs := served(n.nodePortAddresses())
 		for _, ip := range nodeAddrs {
-			addVirtual(ip, s.NodePort, external, false)
+			addVirtual(kindNodePort, ip, s.NodePort, external, false)
 		}
 		nodePortEntries(s, nodeAddrs, fams, entry)
 	}
@@ -113,6 +127,24 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		}
 	}
 	return c
+}
+
+// sourceRanges returns a load balancer's source ranges of one family, as
+// kube-proxy reads them: none of the family leaves it unrestricted, and so
+// does a range of prefix length 0 among them (kubernetes#132722), which a
+// hash:ip,port,net set could not hold anyway.
+func sourceRanges(all []netip.Prefix, ipv6 bool) []netip.Prefix {
+	var ranges []netip.Prefix
+	for _, src := range all {
+		if src.Addr().Is6() != ipv6 {
+			continue
+		}
+		if src.Bits() == 0 {
+			return nil
+		}
+		ranges = append(ranges, src)
+	}
+	return ranges
 }
 
 // nodePortEntries fills the node-port sets: a bitmap of ports for TCP and
@@ -186,19 +218,42 @@ func (n *Node) localAddrs() []netip.Addr {
 
 // nodePortAddresses returns the addresses node ports are served on.
 func (n *Node) nodePortAddresses() []netip.Addr {
-	if len(n.NodePortAddresses) == 0 {
-		return n.localAddrs()
-	}
-	var addrs []netip.Addr
-	for _, a := range n.localAddrs() {
-		for _, p := range n.NodePortAddresses {
-			if p.Contains(a) {
-				addrs = append(addrs, a)
-				break
+	prefixes := n.NodePortAddresses
+	if n.NodePortPrimary {
+		prefixes = slices.Clone(prefixes)
+		for _, ipv6 := range []bool{false, true} {
+			for _, a := range n.NodeIPs {
+				if a.Is6() == ipv6 && !a.IsLoopback() {
+					prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
+					break
+				}
 			}
 		}
 	}
+	var addrs []netip.Addr
+	for _, a := range n.localAddrs() {
+		if servesNodePorts(prefixes, a) {
+			addrs = append(addrs, a)
+		}
+	}
 	return addrs
+}
+
+// servesNodePorts reports whether node address a serves node ports under
+// prefixes, per family as kube-proxy's NodePortAddresses: a family with no
+// prefix, or with one of length 0, matches all its addresses.
+func servesNodePorts(prefixes []netip.Prefix, a netip.Addr) bool {
+	family := false
+	for _, p := range prefixes {
+		if p.Addr().Is6() != a.Is6() {
+			continue
+		}
+		family = true
+		if p.Bits() == 0 || p.Contains(a) {
+			return true
+		}
+	}
+	return !family
 }
 
 // families returns the families of addrs, IPv4 (false) first.
@@ -215,8 +270,9 @@ func families(addrs []netip.Addr) []bool {
 	return fams
 }
 
-// ConflictError reports a service port whose virtual server another
-// service port already has.
+// ConflictError reports a service port that claims a virtual server
+// another service port has: the rest of the port is programmed, and the
+// virtual server stays the other's (see desiredIndex.better).
 type ConflictError struct {
 	Service ServicePortName
 	Virtual VirtualKey
@@ -224,5 +280,5 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("service %s: virtual server %s is already served by %s", e.Service, e.Virtual, e.Owner)
+	return fmt.Sprintf("service %s: virtual server %s is served by %s, which claims it first; the rest of %s is programmed", e.Service, e.Virtual, e.Owner, e.Service)
 }

@@ -77,7 +77,7 @@ func fingerprint(seed maphash.Seed, s *ServicePort) uint64 {
 func equalNode(a, b *Node) bool {
 	return a.Name == b.Name && a.Zone == b.Zone &&
 		slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.NodeIPs, b.NodeIPs) &&
-		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) &&
+		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && a.NodePortPrimary == b.NodePortPrimary &&
 		a.Scheduler == b.Scheduler &&
 		a.MasqueradeAll == b.MasqueradeAll &&
 		a.MasqueradeBit == b.MasqueradeBit &&

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -14,9 +15,13 @@ import (
 // and extraAddrs and extraEntries count the others. Most have one, and a
 // count for each would cost a map entry for every one of them.
 type desiredIndex struct {
-	node         Node
-	state        *KernelState
-	owners       map[VirtualKey]ServicePortName
+	node   Node
+	state  *KernelState
+	owners map[VirtualKey]ServicePortName
+	// contenders holds, for a virtual server that several service ports
+	// claim, those that do not have it; one takes it over when the owner
+	// goes.
+	contenders   map[VirtualKey][]ServicePortName
 	contribs     map[ServicePortName]*contribution
 	extraAddrs   map[netip.Addr]int
 	extraEntries map[SetEntry]int
@@ -33,6 +38,7 @@ func newDesiredIndex(node Node, rules string) *desiredIndex {
 		node:         node,
 		state:        state,
 		owners:       map[VirtualKey]ServicePortName{},
+		contenders:   map[VirtualKey][]ServicePortName{},
 		contribs:     map[ServicePortName]*contribution{},
 		extraAddrs:   map[netip.Addr]int{},
 		extraEntries: map[SetEntry]int{},
@@ -96,37 +102,39 @@ func (t *touched) add(c *contribution) {
 }
 
 // put replaces the service port's contribution with the one computed from
-// s, which must be valid. A service port whose virtual server another one
-// already has is rejected whole and keeps nothing programmed.
-func (d *desiredIndex) put(s *ServicePort, t *touched) error {
+// s, which must be valid. A virtual server that another service port
+// claims too goes to the better claim (see better), whatever the order
+// they came in; the rest of both is programmed, and conflicts reports it.
+func (d *desiredIndex) put(s *ServicePort, t *touched) {
 	next := d.node.contribution(s)
-	for _, v := range next.virtual {
-		if owner, ok := d.owners[v.VirtualKey]; ok && owner != s.Name {
-			d.remove(s.Name, t)
-			return &ConflictError{Service: s.Name, Virtual: v.VirtualKey, Owner: owner}
-		}
-	}
 	d.remove(s.Name, t)
 	t.add(next)
 	d.addContribution(s.Name, next)
-	return nil
 }
 
 // remove takes the service port's contribution away, if it has one.
 func (d *desiredIndex) remove(name ServicePortName, t *touched) {
 	if prev := d.contribs[name]; prev != nil {
 		t.add(prev)
-		d.subtract(name, prev)
+		d.subtract(name, prev, t)
 	}
 }
 
 func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
 	d.contribs[name] = c
 	for i, v := range c.virtual {
-		d.owners[v.VirtualKey] = name
-		d.state.Virtual[v.VirtualKey] = v
-		// Shared with the contribution: a Reals is never changed.
-		d.state.Reals[v.VirtualKey] = c.reals[i]
+		owner, taken := d.owners[v.VirtualKey]
+		switch {
+		case !taken:
+			d.own(name, c, i)
+		case owner == name:
+			// The port names one virtual server twice; the first stands.
+		case d.better(name, c.kinds[i], owner, v.VirtualKey):
+			d.contenders[v.VirtualKey] = append(d.contenders[v.VirtualKey], owner)
+			d.own(name, c, i)
+		default:
+			d.contenders[v.VirtualKey] = append(d.contenders[v.VirtualKey], name)
+		}
 	}
 	for _, a := range c.addrs {
 		if d.state.Addresses[a] {
@@ -144,12 +152,75 @@ func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
 	}
 }
 
-func (d *desiredIndex) subtract(name ServicePortName, c *contribution) {
+// own gives c's virtual server i to the service port.
+func (d *desiredIndex) own(name ServicePortName, c *contribution, i int) {
+	vk := c.virtual[i].VirtualKey
+	d.owners[vk] = name
+	d.state.Virtual[vk] = c.virtual[i]
+	// Shared with the contribution: a Reals is never changed.
+	d.state.Reals[vk] = c.reals[i]
+}
+
+// better reports whether service port a's claim on virtual server vk, of
+// kind kind, beats b's: the kind first (a cluster IP before a node port,
+// a load-balancer address and an external IP, in that order), then the
+// API server's own service, then the name. kube-proxy has no rule: both
+// program the one virtual server and the last sync decides its real
+// servers.
+func (d *desiredIndex) better(a ServicePortName, kind virtualKind, b ServicePortName, vk VirtualKey) bool {
+	if bk := d.kindOf(b, vk); kind != bk {
+		return kind < bk
+	}
+	if pa, pb := servicePriority(a), servicePriority(b); pa != pb {
+		return pa < pb
+	}
+	return compareNames(a, b) < 0
+}
+
+// kindOf returns what made service port name claim vk.
+func (d *desiredIndex) kindOf(name ServicePortName, vk VirtualKey) virtualKind {
+	c := d.contribs[name]
+	return c.kinds[slices.IndexFunc(c.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk })]
+}
+
+// conflicts reports every claim that lost, in name order.
+func (d *desiredIndex) conflicts() []error {
+	var errs []*ConflictError
+	for vk, names := range d.contenders {
+		for _, name := range names {
+			errs = append(errs, &ConflictError{Service: name, Virtual: vk, Owner: d.owners[vk]})
+		}
+	}
+	slices.SortFunc(errs, func(a, b *ConflictError) int {
+		if c := compareNames(a.Service, b.Service); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Virtual.String(), b.Virtual.String())
+	})
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return out
+}
+
+func (d *desiredIndex) subtract(name ServicePortName, c *contribution, t *touched) {
 	delete(d.contribs, name)
 	for _, v := range c.virtual {
-		delete(d.owners, v.VirtualKey)
-		delete(d.state.Virtual, v.VirtualKey)
-		delete(d.state.Reals, v.VirtualKey)
+		vk := v.VirtualKey
+		if d.owners[vk] != name {
+			d.dropContender(vk, name)
+			continue
+		}
+		delete(d.owners, vk)
+		delete(d.state.Virtual, vk)
+		delete(d.state.Reals, vk)
+		if next, ok := d.bestContender(vk); ok {
+			d.dropContender(vk, next)
+			nc := d.contribs[next]
+			d.own(next, nc, slices.IndexFunc(nc.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk }))
+			t.scope.Virtual[vk] = true
+		}
 	}
 	for _, a := range c.addrs {
 		if !release(d.extraAddrs, a) {
@@ -160,6 +231,30 @@ func (d *desiredIndex) subtract(name ServicePortName, c *contribution) {
 		if !release(d.extraEntries, e) {
 			delete(d.state.Entries[e.Set], e.Entry)
 		}
+	}
+}
+
+// bestContender returns the best of the claims on vk that lost.
+func (d *desiredIndex) bestContender(vk VirtualKey) (ServicePortName, bool) {
+	names := d.contenders[vk]
+	if len(names) == 0 {
+		return ServicePortName{}, false
+	}
+	best := names[0]
+	for _, n := range names[1:] {
+		if d.better(n, d.kindOf(n, vk), best, vk) {
+			best = n
+		}
+	}
+	return best, true
+}
+
+func (d *desiredIndex) dropContender(vk VirtualKey, name ServicePortName) {
+	names := slices.DeleteFunc(d.contenders[vk], func(n ServicePortName) bool { return n == name })
+	if len(names) == 0 {
+		delete(d.contenders, vk)
+	} else {
+		d.contenders[vk] = names
 	}
 }
 

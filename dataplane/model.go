@@ -133,8 +133,16 @@ type Node struct {
 	// first, then ExternalIP). The first of each family is the node's
 	// primary IP: a load balancer's source ranges let the node itself
 	// through when they hold it. Empty means any of Addresses.
-	NodeIPs           []netip.Addr
+	NodeIPs []netip.Addr
+	// NodePortAddresses limit the node addresses that serve node ports,
+	// per family as kube-proxy reads them: a family with no prefix here
+	// (and no primary IP from NodePortPrimary) serves them on all its
+	// addresses, and so does one with a prefix of length 0.
 	NodePortAddresses []netip.Prefix
+	// NodePortPrimary adds the node's primary IPs (the first NodeIPs of
+	// each family, as /32 and /128) to NodePortAddresses: kube-proxy's
+	// "primary".
+	NodePortPrimary bool
 	// Scheduler is the default IPVS scheduler ("rr" when empty).
 	Scheduler string
 	// MasqueradeAll masquerades all traffic to cluster IPs.

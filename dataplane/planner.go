@@ -131,13 +131,14 @@ func (p *Planner) rebuild(s *State) (Scope, []error) {
 	return FullScope, p.errors()
 }
 
-// errors returns the service ports left out, in name order.
+// errors returns the service ports left out, in name order, then the
+// claims that lost a virtual server to another port.
 func (p *Planner) errors() []error {
 	var errs []error
 	for _, name := range slices.SortedFunc(maps.Keys(p.failed), compareNames) {
 		errs = append(errs, p.failed[name])
 	}
-	return errs
+	return append(errs, p.index.conflicts()...)
 }
 
 // Desired returns the desired kernel state and the service each virtual

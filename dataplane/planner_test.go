@@ -186,7 +186,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 		"service ns/bad-endpoint: field endpoints[0].addr: fd00::1 has no cluster IP of its family",
 		"service ns/bad-port: field port: must be 1-65535",
 		"service ns/bad-scheduler: field scheduler: unknown IPVS scheduler \"fastest\"",
-		"service ns/twin: virtual server tcp 10.96.0.1:80 is already served by ns/good",
+		"service ns/twin: virtual server tcp 10.96.0.1:80 is served by ns/good, which claims it first; the rest of ns/twin is programmed",
 	}
 	var got []string
 	for _, err := range errs {
@@ -207,7 +207,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 		t.Errorf("the valid service was not programmed:\n%s", plan)
 	}
 
-	// Once the owner goes, the conflicting port is retried and wins.
+	// Once the owner goes, the conflicting port takes over.
 	state.Services = []ServicePort{twin}
 	_, errs = p.Update(state)
 	if len(errs) != 0 {
@@ -395,6 +395,52 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 		scratch := Build(&State{Node: testNode(), Services: step.services})
 		if rest := Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}); len(rest.Ops) > 0 {
 			t.Errorf("%s: a full plan afterwards finds:\n%s", step.name, rest)
+		}
+	}
+}
+
+// Two services claiming one virtual server: everything that does not
+// collide is programmed for both, and the collision goes to the better
+// claim whatever the order of arrival: a cluster IP beats another
+// service's external IP naming it, even one whose name sorts first. When
+// the owner goes, the other takes over.
+func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
+	web := svc("zz", "web", "", TCP, 80, "10.96.0.10")
+	web.NodePort = 30080
+	web.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a")}
+	evil := svc("aa", "evil", "", TCP, 80, "10.96.0.20")
+	evil.ExternalIPs = ips("10.96.0.10")
+	evil.Endpoints = []Endpoint{ready("10.244.2.7", 8080, "node-b")}
+	contested := VirtualKey{Addr: ip("10.96.0.10"), Port: 80, Protocol: TCP}
+	evilOwn := VirtualKey{Addr: ip("10.96.0.20"), Port: 80, Protocol: TCP}
+	nodePort := VirtualKey{Addr: ip("192.168.0.10"), Port: 30080, Protocol: TCP}
+	wantErr := "service aa/evil: virtual server tcp 10.96.0.10:80 is served by zz/web, which claims it first; the rest of aa/evil is programmed"
+
+	for _, order := range [][]ServicePort{{web, evil}, {evil, web}} {
+		p := NewPlanner()
+		p.Update(&State{Node: testNode()})
+		var errs []error
+		for _, s := range order {
+			_, errs = p.UpdateChanges([]Change{{Name: s.Name, Port: &s}})
+		}
+		desired, owners := p.Desired()
+		if owners[contested] != web.Name || desired.Reals[contested][0].Addr != ip("10.244.1.5") {
+			t.Errorf("%s first: %s is %v's, real servers %v", order[0].Name, contested, owners[contested], desired.Reals[contested])
+		}
+		if owners[evilOwn] != evil.Name || owners[nodePort] != web.Name {
+			t.Errorf("%s first: the uncontested virtual servers: %v", order[0].Name, owners)
+		}
+		if len(errs) != 1 || errs[0].Error() != wantErr {
+			t.Errorf("%s first: errors %v, want %q", order[0].Name, errs, wantErr)
+		}
+		if d := Build(&State{Node: testNode(), Services: order}); d.Services[contested] != web.Name {
+			t.Errorf("Build with %s first gave %s to %v", order[0].Name, contested, d.Services[contested])
+		}
+
+		scope, errs := p.UpdateChanges([]Change{{Name: web.Name}})
+		desired, owners = p.Desired()
+		if owners[contested] != evil.Name || desired.Reals[contested][0].Addr != ip("10.244.2.7") || !scope.Virtual[contested] || len(errs) != 0 {
+			t.Errorf("%s first: after the owner left, %s is %v's (in scope %v), errors %v", order[0].Name, contested, owners[contested], scope.Virtual[contested], errs)
 		}
 	}
 }

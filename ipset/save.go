@@ -152,8 +152,13 @@ func (h Header) String() string {
 	if h.Comment {
 		b.WriteString(" comment")
 	}
-	if h.Type.isHash() {
-		fmt.Fprintf(&b, " bucketsize %d initval 0x%08x", h.BucketSize, h.InitVal)
+	// Like ipset save, only what the kernel reports: Linux 5.10 reports
+	// neither (TestHostLargeSet on that kernel), newer kernels both.
+	if h.BucketSize != 0 {
+		fmt.Fprintf(&b, " bucketsize %d", h.BucketSize)
+	}
+	if h.InitVal != 0 {
+		fmt.Fprintf(&b, " initval 0x%08x", h.InitVal)
 	}
 	return b.String()
 }

@@ -65,3 +65,20 @@ func TestParseSaveErrors(t *testing.T) {
 		}
 	}
 }
+
+// A header says bucketsize and initval only when the kernel reported them,
+// as ipset save does; Linux 5.10 reports neither.
+func TestHeaderBucketSizeOnlyWhenReported(t *testing.T) {
+	set := Set{Name: "s", Type: HashIP, Family: FamilyINET, HashSize: 1024, MaxElem: 65536}
+	for _, tt := range []struct {
+		h    Header
+		want string
+	}{
+		{Header{Set: set}, "create s hash:ip family inet hashsize 1024 maxelem 65536"},
+		{Header{Set: set, BucketSize: 12, InitVal: 0x7cb9f396}, "create s hash:ip family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x7cb9f396"},
+	} {
+		if got := tt.h.String(); got != tt.want {
+			t.Errorf("got  %s\nwant %s", got, tt.want)
+		}
+	}
+}

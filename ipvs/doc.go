@@ -20,7 +20,10 @@
 // never loads modules, and Dial fails with ErrNotAvailable when the family
 // is missing. The interface is stable since Linux 2.6.28; destinations of
 // another family than their service need 3.18, 64-bit counters 4.1, tunnel
-// settings 5.2. Tests run on Linux 6.1.
+// settings 5.2: versions read from kernel source. TestDecodeOldKernel
+// decodes what kernels before 3.18 and 4.1 send (no destination family,
+// 32-bit counters only); the VM tests, tunnels and mixed families
+// included, run on Linux 5.10, 6.1 and 6.12.
 //
 // # Namespaces
 //

@@ -16,21 +16,24 @@ import (
 // ports the dataplane programs, with kube-proxy's rules. Slices of other
 // services are ignored. It returns nil for a service kube-proxy does not
 // program (headless, ExternalName, labelled for another proxy). Errors are
-// [*InvalidError]s: for an invalid service it returns no ports; an invalid
-// slice is left out and the other slices are still used.
+// [*InvalidError]s: for an invalid service it returns no ports; a bad
+// external or load-balancer address is left out and the rest programmed;
+// an invalid slice is left out and the other slices are still used.
 func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) ([]dataplane.ServicePort, []error) {
 	ports, err := convertService(svc)
-	if err != nil {
-		return nil, []error{err}
+	var errs []error
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = append(errs, joined.Unwrap()...)
+	} else if err != nil {
+		errs = append(errs, err)
 	}
 	if ports == nil {
-		return nil, nil
+		return nil, errs
 	}
 	endpointSlices = slices.SortedFunc(slices.Values(endpointSlices), func(a, b *discoveryv1.EndpointSlice) int {
 		return cmp.Compare(a.Name, b.Name)
 	})
 	var infos []*sliceInfo
-	var errs []error
 	for _, s := range endpointSlices {
 		info, err := convertSlice(s)
 		switch {

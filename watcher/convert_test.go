@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -330,11 +331,6 @@ func TestServicePortsInvalid(t *testing.T) {
 		{"bad legacy cluster IP", service(func(s *v1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0", nil }), nil, "Service", "spec.clusterIP"},
 		{"loopback cluster IP", service(func(s *v1.Service) { s.Spec.ClusterIPs = []string{"127.0.0.1"} }), nil, "Service", "spec.clusterIPs[0]"},
 		{"two cluster IPs of one family", service(func(s *v1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.10", "10.96.0.11"} }), nil, "Service", "spec.clusterIPs[1]"},
-		{"bad external IP", service(func(s *v1.Service) { s.Spec.ExternalIPs = []string{"203.0.113"} }), nil, "Service", "spec.externalIPs[0]"},
-		{"multicast external IP", service(func(s *v1.Service) { s.Spec.ExternalIPs = []string{"224.0.0.1"} }), nil, "Service", "spec.externalIPs[0]"},
-		{"bad ingress IP", service(func(s *v1.Service) {
-			s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "198.51.100.1"}, {IP: "x"}}
-		}), nil, "Service", "status.loadBalancer.ingress[1].ip"},
 		{"bad source range", service(func(s *v1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0"} }), nil, "Service", "spec.loadBalancerSourceRanges[0]"},
 		{"affinity timeout 0", service(func(s *v1.Service) {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
@@ -473,5 +469,42 @@ func TestSliceEndpointsShareHints(t *testing.T) {
 	}
 	if h := info.endpoints[0].Hints; h == nil || h != info.endpoints[1].Hints {
 		t.Errorf("hints %p and %p, want one shared copy", h, info.endpoints[1].Hints)
+	}
+}
+
+// A bad external or load-balancer address is left out alone, as kube-proxy
+// drops it: the service keeps its cluster IP, its ports and its good
+// addresses, and the error names the bad one's field.
+func TestServicePortsLeavesOutBadAddresses(t *testing.T) {
+	tests := []struct {
+		name        string
+		edit        func(*v1.Service)
+		fields      []string
+		externalIPs []string
+		lbIPs       []string
+	}{
+		{"bad external IP", func(s *v1.Service) { s.Spec.ExternalIPs = []string{"203.0.113", "203.0.113.7"} },
+			[]string{"spec.externalIPs[0]"}, []string{"203.0.113.7"}, nil},
+		{"multicast and loopback external IPs", func(s *v1.Service) { s.Spec.ExternalIPs = []string{"224.0.0.1", "127.0.0.1", "0.0.0.0"} },
+			[]string{"spec.externalIPs[0]", "spec.externalIPs[1]", "spec.externalIPs[2]"}, nil, nil},
+		{"bad ingress IP", func(s *v1.Service) {
+			s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "198.51.100.1"}, {IP: "x"}}
+		}, []string{"status.loadBalancer.ingress[1].ip"}, nil, []string{"198.51.100.1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, errs := ServicePorts(service(tt.edit), []*discoveryv1.EndpointSlice{endpointSlice("web-good", withEndpoints(apiEndpoint("10.244.1.1")))})
+			checkErrors(t, errs, tt.fields)
+			if len(got) != 1 {
+				t.Fatalf("the service was not programmed: %v", got)
+			}
+			p := got[0]
+			if len(p.ClusterIPs) != 1 || len(p.Endpoints) == 0 {
+				t.Errorf("the service lost its cluster IP or endpoints: %+v", p)
+			}
+			if fmt.Sprint(p.ExternalIPs) != fmt.Sprint(addrs(tt.externalIPs...)) || fmt.Sprint(p.LoadBalancerIPs) != fmt.Sprint(addrs(tt.lbIPs...)) {
+				t.Errorf("addresses kept: external %v, load balancer %v; want %v, %v", p.ExternalIPs, p.LoadBalancerIPs, tt.externalIPs, tt.lbIPs)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -32,7 +33,8 @@ const maxAffinitySeconds = 86400
 
 // convertService returns the service's ports without endpoints, or nil for
 // a service kube-proxy does not handle (headless, ExternalName, another
-// proxy's).
+// proxy's). An error with ports says which addresses were left out; an
+// error without them, why the service was.
 func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 	if _, other := svc.Labels[LabelServiceProxyName]; other || svc.Spec.Type == v1.ServiceTypeExternalName {
 		return nil, nil
@@ -67,11 +69,16 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 		return slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return a.Is4() == ip.Is4() })
 	}
 
+	// A bad external or load-balancer address is left out alone, as
+	// kube-proxy drops it: the rest of the service is still programmed,
+	// and the error names the address.
+	var leftOut []error
 	var externalIPs []netip.Addr
 	for i, s := range svc.Spec.ExternalIPs {
 		ip, err := parseServiceAddr(s)
 		if err != nil {
-			return nil, fail(fmt.Sprintf("spec.externalIPs[%d]", i), "%v", err)
+			leftOut = append(leftOut, fail(fmt.Sprintf("spec.externalIPs[%d]", i), "%v; the address is left out", err))
+			continue
 		}
 		if served(ip) {
 			externalIPs = append(externalIPs, ip)
@@ -87,7 +94,8 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 		}
 		ip, err := parseServiceAddr(ing.IP)
 		if err != nil {
-			return nil, fail(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "%v", err)
+			leftOut = append(leftOut, fail(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "%v; the address is left out", err))
+			continue
 		}
 		if served(ip) {
 			lbIPs = append(lbIPs, ip)
@@ -192,7 +200,7 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 			HealthCheckNodePort:      healthCheck,
 		})
 	}
-	return ports, nil
+	return ports, errors.Join(leftOut...)
 }
 
 // protocol converts an API protocol; empty is the API's default, TCP.

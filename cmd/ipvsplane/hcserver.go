@@ -56,8 +56,17 @@ type hcEntry struct {
 }
 
 type hcServer struct {
-	srv   *http.Server
+	srv *http.Server
+	// ln is closed by stop too: a server stopped before its goroutine
+	// reached Serve would close it only when it got there.
+	ln    net.Listener
 	state atomic.Pointer[hcState]
+}
+
+// stop closes the server and its listener.
+func (s *hcServer) stop(ctx context.Context) {
+	s.srv.Shutdown(ctx)
+	s.ln.Close()
 }
 
 // hcState is what a health-check port reports: Local counts the
@@ -186,6 +195,7 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 		if !want {
 			if s != nil {
 				s.srv.Close()
+				s.ln.Close()
 				delete(h.servers, port)
 			}
 			continue
@@ -202,7 +212,7 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 				}
 				continue
 			}
-			s = &hcServer{}
+			s = &hcServer{ln: ln}
 			s.srv = &http.Server{Handler: h.handler(s), ReadHeaderTimeout: 10 * time.Second}
 			h.servers[port] = s
 			go func() {
@@ -252,7 +262,7 @@ func (h *hcServers) close(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for port, s := range h.servers {
-		s.srv.Shutdown(ctx)
+		s.stop(ctx)
 		delete(h.servers, port)
 	}
 }

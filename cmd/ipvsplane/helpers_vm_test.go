@@ -126,6 +126,7 @@ func (d *daemonProc) stop(t testing.TB) error {
 		return err
 	case <-time.After(time.Minute):
 		d.cmd.Process.Kill()
+		<-d.done
 		return fmt.Errorf("the daemon did not stop within a minute of SIGTERM")
 	}
 }

@@ -111,7 +111,7 @@ func newMetrics() *metrics {
 			Name: "ipvsplane_invalid_objects_total", Help: "Service and EndpointSlice versions skipped as invalid when they arrived.",
 		}),
 		leftOut: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ipvsplane_left_out_service_ports", Help: "Service ports the last sync left out as invalid or conflicting.",
+			Name: "ipvsplane_left_out_service_ports", Help: "Service ports the last sync left out as invalid, and claims on a virtual server another service port has (the rest of such a port is programmed).",
 		}),
 		servicePorts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ipvsplane_service_ports", Help: "Service ports in the desired state.",

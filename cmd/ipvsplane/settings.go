@@ -89,8 +89,12 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 		switch a = strings.TrimSpace(a); a {
 		case "all", "":
 			all = true
-		case "primary", "localhost":
-			s.notes = append(s.notes, fmt.Sprintf("nodePortAddresses: %q is not supported in IPVS mode; node ports are served on all node addresses", a))
+		case "primary":
+			n.NodePortPrimary = true
+		case "localhost":
+			// kube-proxy's IPVS mode serves no node port on a loopback
+			// address, so of "localhost" only its restriction remains.
+			n.NodePortAddresses = append(n.NodePortAddresses, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 		default:
 			p, err := netip.ParsePrefix(a)
 			if err != nil {
@@ -101,7 +105,7 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	}
 	if all {
 		// Every node address: the same as none listed.
-		n.NodePortAddresses = nil
+		n.NodePortAddresses, n.NodePortPrimary = nil, false
 	}
 	if kp.Mode != "" && kp.Mode != "ipvs" {
 		s.notes = append(s.notes, fmt.Sprintf("mode: %q is ignored; ipvsplane always programs IPVS", kp.Mode))
@@ -144,9 +148,10 @@ func prefixes(field string, list []string) ([]netip.Prefix, error) {
 }
 
 // interfaceAddrs returns the addresses of the node's interfaces that can
-// serve node ports, as kube-proxy's IPVS mode uses them: every global
-// unicast address except those on the dummy device, which holds the
-// service IPs.
+// serve node ports, as kube-proxy's IPVS mode uses them: those of every
+// interface but the dummy device, which holds the service IPs, that
+// nodeAddr accepts. The loopback interface counts: an anycast address on
+// lo serves node ports too.
 func interfaceAddrs(device string) ([]netip.Addr, error) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
@@ -154,7 +159,7 @@ func interfaceAddrs(device string) ([]netip.Addr, error) {
 	}
 	var out []netip.Addr
 	for _, ifc := range ifaces {
-		if ifc.Name == device || ifc.Flags&net.FlagLoopback != 0 {
+		if ifc.Name == device {
 			continue
 		}
 		addrs, err := ifc.Addrs()
@@ -162,13 +167,20 @@ func interfaceAddrs(device string) ([]netip.Addr, error) {
 			return nil, err
 		}
 		for _, a := range addrs {
-			p, err := netip.ParsePrefix(a.String())
-			if err == nil && p.Addr().IsGlobalUnicast() {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && nodeAddr(p.Addr()) {
 				out = append(out, p.Addr().Unmap())
 			}
 		}
 	}
 	return out, nil
+}
+
+// nodeAddr reports whether a node address can serve node ports: kube-proxy
+// leaves out loopback addresses (127/8, ::1) and IPv6 link-local ones, and
+// keeps the rest, IPv4 link-local included.
+func nodeAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast())
 }
 
 func hostname() string {

@@ -81,8 +81,18 @@ func TestResolve(t *testing.T) {
 				kp.Mode = "nftables"
 			},
 			wantNotes: []string{
-				`nodePortAddresses: "primary" is not supported in IPVS mode; node ports are served on all node addresses`,
 				`mode: "nftables" is ignored; ipvsplane always programs IPVS`,
+			},
+		},
+		{
+			// kube-proxy turns "primary" into the node's IPs in every mode.
+			name: "primary",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.NodePortAddresses = []string{"primary", "10.0.0.0/8"}
+			},
+			node: func(n *dataplane.Node) {
+				n.NodePortPrimary = true
+				n.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 			},
 		},
 		{
@@ -129,5 +139,26 @@ func TestResolve(t *testing.T) {
 				t.Errorf("notes (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Node ports are served on every node address kube-proxy's IPVS mode
+// keeps: all but loopback and IPv6 link-local ones.
+func TestNodeAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"192.168.0.10":   true,
+		"169.254.10.1":   true, // IPv4 link-local: kube-proxy keeps it
+		"203.0.113.9":    true, // e.g. an anycast address on lo
+		"2001:db8::1":    true,
+		"127.0.0.1":      false,
+		"127.0.1.1":      false,
+		"::1":            false,
+		"fe80::1":        false,
+		"0.0.0.0":        false,
+		"::ffff:1.2.3.4": true,
+	} {
+		if got := nodeAddr(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("nodeAddr(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }

@@ -15,6 +15,7 @@
 // Environment:
 //
 //	IPVSPLANE_CACHE  where hack/fetch-vm-kernel put the kernel (default ~/.cache/ipvsplane)
+//	VMTEST_KERNEL    which of its kernels to boot: 5.10, 6.1 (default) or 6.12
 //	VMTEST_MEM       guest memory in MiB (default 1024)
 //	VMTEST_CPUS      guest CPUs (default 2)
 //	VMTEST_NET=1     give the guest eth0 on qemu's user network (10.0.2.15/24),
@@ -52,6 +53,10 @@ import (
 	"strings"
 	"time"
 )
+
+// defaultKernel is the kernel series a run boots unless VMTEST_KERNEL names
+// another: Debian 12's.
+const defaultKernel = "6.1"
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -160,14 +165,14 @@ func runInVM(binary string, args []string) (int, error) {
 	case !haveStatus:
 		return 0, fmt.Errorf("%s: the guest stopped without reporting the test's exit status (qemu: %v)%s", name, waitErr, res.tail())
 	}
-	fmt.Fprintf(os.Stderr, "vmtest: %s: initramfs %v, boot %v, test %v, exit status %d\n",
-		name, packTime.Round(10*time.Millisecond), res.booted.Sub(start).Round(10*time.Millisecond),
+	fmt.Fprintf(os.Stderr, "vmtest: %s on %s: initramfs %v, boot %v, test %v, exit status %d\n",
+		name, release, packTime.Round(10*time.Millisecond), res.booted.Sub(start).Round(10*time.Millisecond),
 		(total - res.booted.Sub(start)).Round(10*time.Millisecond), status)
 	return status, nil
 }
 
-// findKernel returns the directory hack/fetch-vm-kernel unpacked and the
-// kernel release in it.
+// findKernel returns the directory hack/fetch-vm-kernel unpacked the
+// kernel series $VMTEST_KERNEL (default 6.1) into, and the release in it.
 func findKernel() (dir, release string, err error) {
 	cache := os.Getenv("IPVSPLANE_CACHE")
 	if cache == "" {
@@ -177,9 +182,13 @@ func findKernel() (dir, release string, err error) {
 		}
 		cache = filepath.Join(base, "ipvsplane")
 	}
-	current, err := os.ReadFile(filepath.Join(cache, "kernel", "current"))
+	series := os.Getenv("VMTEST_KERNEL")
+	if series == "" {
+		series = defaultKernel
+	}
+	current, err := os.ReadFile(filepath.Join(cache, "kernel", "current-"+series))
 	if err != nil {
-		return "", "", fmt.Errorf("no VM kernel in %s (run make vm-kernel): %w", cache, err)
+		return "", "", fmt.Errorf("no VM kernel %s in %s (run make vm-kernel KERNEL=%s): %w", series, cache, series, err)
 	}
 	release = strings.TrimSpace(string(current))
 	return filepath.Join(cache, "kernel", release), release, nil

@@ -1,0 +1,83 @@
+package dataplane
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Load balancer source ranges are read per family, as kube-proxy reads
+// them: a family with no range, or with a range of prefix length 0, is
+// open to every source; only a family with ranges gets the firewall.
+func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
+	lb := svc("default", "lb", "", TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb.LoadBalancerIPs = ips("203.0.113.10", "2001:db8::10")
+	lb.Endpoints = []Endpoint{ready("10.244.1.9", 8443, "node-a"), ready("fd00:244::9", 8443, "node-a")}
+	tests := []struct {
+		name         string
+		ranges       []string
+		fw4, fw6     bool
+		sourceEntry4 string
+	}{
+		{name: "IPv4 ranges only", ranges: []string{"198.51.100.0/24"}, fw4: true, sourceEntry4: "203.0.113.10,tcp:443,198.51.100.0/24"},
+		{name: "zero-prefix IPv4", ranges: []string{"0.0.0.0/0"}},
+		{name: "zero-prefix among others", ranges: []string{"198.51.100.0/24", "0.0.0.0/0", "2001:db8:1::/48"}, fw6: true},
+		{name: "zero-prefix IPv6", ranges: []string{"::/0", "198.51.100.0/24"}, fw4: true, sourceEntry4: "203.0.113.10,tcp:443,198.51.100.0/24"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := lb
+			s.LoadBalancerSourceRanges = prefixes(tt.ranges...)
+			d := Build(&State{Node: testNode(), Services: []ServicePort{s}})
+			if len(d.Errors) > 0 {
+				t.Fatal(d.Errors)
+			}
+			k := d.Kernel
+			fw4 := k.Entries[SetName(SetLoadBalancerFW, false)]["203.0.113.10,tcp:443"]
+			fw6 := k.Entries[SetName(SetLoadBalancerFW, true)]["2001:db8::10,tcp:443"]
+			if fw4 != tt.fw4 || fw6 != tt.fw6 {
+				t.Errorf("firewalled: IPv4 %v IPv6 %v, want %v %v", fw4, fw6, tt.fw4, tt.fw6)
+			}
+			for _, ipv6 := range []bool{false, true} {
+				for e := range k.Entries[SetName(SetLoadBalancerSourceNet, ipv6)] {
+					if strings.HasSuffix(e, "/0") {
+						t.Errorf("a zero-prefix source entry: %q", e)
+					}
+				}
+			}
+			if tt.sourceEntry4 != "" && !k.Entries[SetName(SetLoadBalancerSourceNet, false)][tt.sourceEntry4] {
+				t.Errorf("no source entry %q: %v", tt.sourceEntry4, k.Entries[SetName(SetLoadBalancerSourceNet, false)])
+			}
+		})
+	}
+}
+
+// Node ports are served on the node addresses nodePortAddresses selects,
+// per family as kube-proxy reads it: a family without a prefix serves
+// them on all its addresses; "primary" adds the node's IPs.
+func TestNodePortAddressesPerFamily(t *testing.T) {
+	node := testNode()
+	node.Addresses = ips("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
+	node.NodeIPs = ips("10.0.0.5", "2001:db8::5")
+	tests := []struct {
+		name     string
+		prefixes []string
+		primary  bool
+		want     []string
+	}{
+		{"none", nil, false, []string{"192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5"}},
+		{"IPv4 only", []string{"192.168.0.0/24"}, false, []string{"192.168.0.10", "fd00:1::10", "2001:db8::5"}},
+		{"zero prefix", []string{"0.0.0.0/0", "fd00:1::/64"}, false, []string{"192.168.0.10", "10.0.0.5", "fd00:1::10"}},
+		{"primary", nil, true, []string{"10.0.0.5", "2001:db8::5"}},
+		{"primary and a range", []string{"192.168.0.0/24"}, true, []string{"192.168.0.10", "10.0.0.5", "2001:db8::5"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := node
+			n.NodePortAddresses, n.NodePortPrimary = prefixes(tt.prefixes...), tt.primary
+			if got := n.nodePortAddresses(); !slices.Equal(got, ips(tt.want...)) {
+				t.Errorf("node ports on %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -94,15 +94,19 @@ demo: deps-vm $(VMTEST) vm-kernel
 	cd cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
 
 # The churn soak at full size: 10,000 services through the API server,
-# 50 changes a second for a minute (e2e's TestChurnSoak; make test-vm
-# runs it with short defaults). SOAK_* override the size.
+# 50 changes a second for a minute (e2e's TestChurnSoak; make test-vm runs
+# it with short defaults). SOAK_* override the size; SOAK_PROXIES=
+# kube-proxy-nftables,kube-proxy-ipvs,ipvsplane runs kube-proxy's modes
+# through the same churn first and prints the three side by side.
 SOAK_SERVICES ?= 10000
 SOAK_DURATION ?= 60s
 SOAK_RATE     ?= 50
+SOAK_PROXIES  ?= ipvsplane
 soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
 	cd e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
-	  VMTEST_MEM=$${VMTEST_MEM:-4096} VMTEST_TIMEOUT=60m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestChurnSoak$$' -test.v -test.timeout 50m
+	  IPVSPLANE_SOAK_PROXIES=$(SOAK_PROXIES) VMTEST_MEM=$${VMTEST_MEM:-4096} VMTEST_TIMEOUT=150m \
+	  $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestChurnSoak$$' -test.v -test.timeout 140m
 
 # The differential test against kube-proxy (e2e's TestKubeProxyDifferential,
 # which make test-vm runs on fixed seeds) on SEEDS new seeds of

@@ -181,25 +181,34 @@ func (pp *proxyProc) stop() error {
 // metrics reads the proxy's metrics whose names are in want, by name
 // (summed over labels).
 func (pp *proxyProc) metrics(ctx context.Context, want ...string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10249/metrics", nil)
+	body, err := pp.scrape(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := pp.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("%s: metrics: %w", pp.name, err)
-	}
-	p := parseProm(string(body))
+	p := parseProm(body)
 	got := make(map[string]float64, len(want))
 	for _, w := range want {
 		got[w] = p.sum(w)
 	}
 	return got, nil
+}
+
+// scrape reads the proxy's metrics page.
+func (pp *proxyProc) scrape(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10249/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := pp.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("%s: metrics: %w", pp.name, err)
+	}
+	return string(body), nil
 }
 
 const (

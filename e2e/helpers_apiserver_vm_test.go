@@ -107,9 +107,6 @@ func (d *kubeDaemon) stop() error {
 	}
 }
 
-// pid returns the daemon's process ID.
-func (d *kubeDaemon) pid() int { return d.cmd.Process.Pid }
-
 // alive fails the test if the daemon has exited.
 func (d *kubeDaemon) alive(t testing.TB) {
 	t.Helper()

@@ -5,8 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // soakParams size the churn soak. make test runs the short defaults;
@@ -28,11 +32,14 @@ type soakParams struct {
 	endpoints int
 	duration  time.Duration
 	rate      float64
+	// proxies run through the churn one after the other
+	// (IPVSPLANE_SOAK_PROXIES, comma-separated names of soakProxies).
+	proxies []string
 }
 
 func soakParamsFromEnv(t *testing.T) soakParams {
 	t.Helper()
-	p := soakParams{services: 1000, endpoints: 3, duration: 15 * time.Second, rate: 50}
+	p := soakParams{services: 1000, endpoints: 3, duration: 15 * time.Second, rate: 50, proxies: []string{"ipvsplane"}}
 	for _, v := range []struct {
 		env string
 		set func(string) error
@@ -41,6 +48,7 @@ func soakParamsFromEnv(t *testing.T) soakParams {
 		{"IPVSPLANE_SOAK_ENDPOINTS", func(s string) (err error) { p.endpoints, err = strconv.Atoi(s); return }},
 		{"IPVSPLANE_SOAK_DURATION", func(s string) (err error) { p.duration, err = time.ParseDuration(s); return }},
 		{"IPVSPLANE_SOAK_RATE", func(s string) (err error) { p.rate, err = strconv.ParseFloat(s, 64); return }},
+		{"IPVSPLANE_SOAK_PROXIES", func(s string) error { p.proxies = strings.Split(s, ","); return nil }},
 	} {
 		if s := os.Getenv(v.env); s != "" {
 			if err := v.set(s); err != nil {
@@ -50,6 +58,11 @@ func soakParamsFromEnv(t *testing.T) soakParams {
 	}
 	if p.services < 100 || p.endpoints < 2 || p.duration <= 0 || p.rate <= 0 {
 		t.Fatalf("soak parameters out of range: %+v", p)
+	}
+	for _, name := range p.proxies {
+		if _, ok := soakProxy(name); !ok {
+			t.Fatalf("IPVSPLANE_SOAK_PROXIES: no proxy %q", name)
+		}
 	}
 	return p
 }
@@ -256,20 +269,93 @@ func meanKiB(xs []int) float64 {
 	return float64(sum) / float64(len(xs))
 }
 
+// soakNode is the Node every proxy of the soak runs as.
+const soakNode = "e2e-soak-node"
+
+// soakProxy returns one of the proxies the soak compares, each with its
+// own default sync periods, as a node would run it.
+func soakProxy(name string) (benchProxy, bool) {
+	common := []string{"--hostname-override=" + soakNode, "--cluster-cidr=10.244.0.0/16",
+		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256"}
+	kubeProxy := func(mode string) func(string, string) []string {
+		return func(kubeconfig, _ string) []string {
+			// nf_conntrack_max is read-only outside the root namespace.
+			return append([]string{"kube-proxy", "--kubeconfig=" + kubeconfig, "--proxy-mode=" + mode, "--conntrack-max-per-core=0"}, common...)
+		}
+	}
+	switch name {
+	case "kube-proxy-ipvs":
+		return benchProxy{name: name, ipvs: true, args: kubeProxy("ipvs")}, true
+	case "kube-proxy-nftables":
+		return benchProxy{name: name, args: kubeProxy("nftables")}, true
+	case "ipvsplane":
+		return benchProxy{name: name, ipvs: true, args: func(kubeconfig, dir string) []string {
+			return append([]string{"ipvsplane", "run", "--kubeconfig=" + kubeconfig, "--state-file=" + filepath.Join(dir, "status.json")}, common...)
+		}}, true
+	}
+	return benchProxy{}, false
+}
+
+// soakResult is what one proxy did through the churn.
+type soakResult struct {
+	name                       string
+	firstSync, caughtUp        time.Duration
+	changes                    int64
+	rate                       float64
+	p50, p99, max              float64
+	syncs                      float64
+	cpu                        time.Duration
+	rssFirst, rssEnd, rssPeak  float64 // MiB
+	thirdFirst, thirdLast      float64 // MiB, mean RSS over the churn's first and last third
+	failedSyncs, observedCount float64
+}
+
 // The churn soak: many services with a few endpoints each are created
-// through the API server, the daemon programs them, then changes arrive
-// at a steady rate for a while. Every change must be programmed (the
-// final IPVS table equals the model), the daemon's memory must stay flat
-// (the mean RSS of the churn's last third within 10% of its first
-// third's), and the network programming latency is reported from the
-// daemon's histogram.
+// through the API server, then each proxy in turn (make test: ipvsplane;
+// make soak: kube-proxy's nftables and IPVS modes too) programs them in a
+// network namespace of its own and rides out changes arriving at a steady
+// rate. Every change must be programmed (for the IPVS proxies, the final
+// IPVS table equals the model), ipvsplane's memory must stay flat (the
+// mean RSS of the churn's last third within 10% of its first third's),
+// and the network programming latency is reported from each proxy's
+// histogram, side by side.
 func TestChurnSoak(t *testing.T) {
 	p := soakParamsFromEnv(t)
+	for _, prog := range []string{"ipvsadm", "nft", "ip"} {
+		testutil.RequireProgram(t, prog)
+	}
 	f := newKubeFixture(t, "e2e-soak")
-	const node = "e2e-soak-node"
-	ctx := f.ctx
 	s := &soak{f: f, rng: rand.New(rand.NewPCG(1, 2)), ips: map[string]bool{}, counts: map[string]int{}}
+	created := s.populate(t, p)
+	t.Logf("created %d services and %d EndpointSlices (%d endpoints each) in %v (%.0f objects/s)",
+		p.services, p.services, p.endpoints, created.Round(time.Millisecond), 2*float64(p.services)/created.Seconds())
+	f.setNodeAddresses(soakNode, "10.0.2.15")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, f.cp.Kubeconfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var results []soakResult
+	for i, name := range p.proxies {
+		proxy, _ := soakProxy(name)
+		r := s.run(t, p, proxy, i, kubeconfig)
+		results = append(results, r)
+		if name == "ipvsplane" {
+			if r.thirdLast > r.thirdFirst*1.10 {
+				t.Errorf("ipvsplane's memory grew by %.1f%% over the churn (more than 10%%)", (r.thirdLast-r.thirdFirst)/r.thirdFirst*100)
+			}
+			if r.failedSyncs != 0 {
+				t.Errorf("%v failed syncs", r.failedSyncs)
+			}
+		}
+		if r.observedCount == 0 {
+			t.Errorf("%s: no network programming latency observed", name)
+		}
+	}
+	t.Log(soakTable(p, results))
+}
 
+// populate creates the services and their slices, 32 at a time.
+func (s *soak) populate(t *testing.T, p soakParams) time.Duration {
 	start := time.Now()
 	jobs := make(chan struct{})
 	errs := make(chan error, 1)
@@ -277,7 +363,7 @@ func TestChurnSoak(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for range jobs {
-				if err := s.create(ctx, p.endpoints); err != nil {
+				if err := s.create(s.f.ctx, p.endpoints); err != nil {
 					select {
 					case errs <- err:
 					default:
@@ -296,167 +382,285 @@ func TestChurnSoak(t *testing.T) {
 		t.Fatalf("creating the services: %v", err)
 	default:
 	}
-	created := time.Since(start)
-	t.Logf("created %d services and %d EndpointSlices (%d endpoints each) in %v (%.0f objects/s)",
-		p.services, p.services, p.endpoints, created.Round(time.Millisecond), 2*float64(p.services)/created.Seconds())
+	return time.Since(start)
+}
 
-	f.setNodeAddresses(node, "10.0.2.15")
-	d := startKubeDaemon(t, f.cp, node)
-	firstSync := d.waitSynced(t, 10*time.Minute)
-	converge := func(what string) time.Duration {
-		t.Helper()
-		begin := time.Now()
-		var wrong []string
-		eventuallyKernel(t, d, 5*time.Minute, what, func() string {
-			wrong = s.mismatches(ipvsadmTable(t))
-			if len(wrong) == 0 {
-				return ""
-			}
-			return fmt.Sprintf("%d virtual servers differ from the model, such as %v", len(wrong), wrong[:min(5, len(wrong))])
-		})
-		return time.Since(begin)
+// run starts proxy in a fresh namespace on the cluster as it is, waits
+// for its first sync and one periodic sync (its steady state includes
+// what that costs), then churns and measures.
+func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kubeconfig string) soakResult {
+	ctx := s.f.ctx
+	ns := benchNet(t, index)
+	pp := startProxy(t, proxy, ns, kubeconfig, t.TempDir())
+	defer pp.stop()
+	r := soakResult{name: proxy.name}
+	var err error
+	// kube-proxy's IPVS mode took 10 minutes for 10,000 services x 10
+	// endpoints in this VM.
+	if r.firstSync, err = pp.waitFirstSync(ctx, 2*time.Minute+time.Duration(p.services)*100*time.Millisecond); err != nil {
+		t.Fatal(err)
 	}
-	converge("the first sync")
-	rss0, err := procStatusKiB(d.pid(), "VmRSS")
+	s.converge(t, pp, proxy, time.Now())
+	rss, err := procStatusKiB(pp.cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("first sync %v after the daemon's start; daemon RSS %d MiB", firstSync.Round(time.Millisecond), rss0/1024)
+	r.rssFirst = float64(rss) / 1024
+	t.Logf("%s: first sync %v after its start; RSS %.1f MiB", proxy.name, r.firstSync.Round(time.Millisecond), r.rssFirst)
+	waitPeriodicSync(t, pp)
 
-	// The daemon rereads the whole kernel once a sync period; the memory
-	// that takes is part of its steady state, so the churn starts after
-	// the first such sync.
-	const fullCount = "kubeproxy_sync_full_proxy_rules_duration_seconds_count"
-	fulls := d.metrics(t).sum(fullCount)
-	eventuallyKernel(t, d, 10*time.Minute, "a periodic full sync", func() string {
-		if d.metrics(t).sum(fullCount) == fulls {
-			return fmt.Sprintf("%v full syncs", fulls)
-		}
-		return ""
-	})
-	m0 := d.metrics(t)
+	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var samples []int
-	sampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-sampling:
-				return
-			case <-tick.C:
-				if kb, err := procStatusKiB(d.pid(), "VmRSS"); err == nil {
-					samples = append(samples, kb)
-				}
-			}
-		}
-	}()
+	stopSampling := sampleRSS(pp.cmd.Process.Pid, &samples)
+	churnStart := time.Now()
+	r.changes = s.churn(t, p)
+	churn := time.Since(churnStart)
+	r.rate = float64(r.changes) / churn.Seconds()
+	r.caughtUp = s.converge(t, pp, proxy, time.Now())
+	stopSampling()
+	m1, cpu1 := scrape(t, pp), cpuTime(t, pp)
+	r.cpu = cpu1 - cpu0
+	if len(samples) < 3 {
+		t.Fatalf("%s: only %d RSS samples", proxy.name, len(samples))
+	}
+	third := len(samples) / 3
+	r.thirdFirst, r.thirdLast = meanKiB(samples[:third])/1024, meanKiB(samples[len(samples)-third:])/1024
+	r.rssEnd = float64(samples[len(samples)-1]) / 1024
+	peak, err := pp.peakRSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.rssPeak = peak
+	buckets := m1.histogram("kubeproxy_network_programming_duration_seconds", m0)
+	if len(buckets) > 0 {
+		r.observedCount = buckets[len(buckets)-1].count
+	}
+	r.p50, r.p99, r.max = histQuantile(0.5, buckets), histQuantile(0.99, buckets), histMax(buckets)
+	r.syncs = m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_count")
+	r.failedSyncs = m1.sum("ipvsplane_sync_failures_total")
+	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs; %v syncs, %.1f CPU s; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB, end %.1f, peak %.1f; MiB over time %s",
+		proxy.name, r.changes, r.rate, r.caughtUp.Round(time.Millisecond), r.p50, r.p99, r.max, r.syncs, r.cpu.Seconds(),
+		r.rssFirst, r.thirdFirst, r.thirdLast, r.rssEnd, r.rssPeak, rssSeries(samples))
+	return r
+}
 
-	// Changes are issued at the rate by a ticker and carried out by
-	// workers, so a slow API call delays no other; a change still waiting
-	// when the next is due shows as a rate below the one asked for.
+// churn issues changes at the rate for the duration and returns how many
+// the API server took. A ticker issues them and workers carry them out,
+// so a slow API call delays no other; a change still waiting when the
+// next is due shows as a rate below the one asked for. The trigger time
+// is stamped before the write, so the API server's time is part of the
+// programming latency the proxies report.
+func (s *soak) churn(t *testing.T, p soakParams) int64 {
 	changes := make(chan struct{}, 4*int(p.rate)+1)
 	var done, failed atomic.Int64
-	var errMu sync.Mutex
+	var mu sync.Mutex
 	var firstErr error
-	// How long the API server takes to accept a change: the trigger time
-	// is stamped before the write, so this is part of the programming
-	// latency the daemon reports.
 	var writes []time.Duration
+	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			for range changes {
 				begin := time.Now()
-				err := s.change(ctx)
-				took := time.Since(begin)
-				errMu.Lock()
-				writes = append(writes, took)
-				errMu.Unlock()
+				err := s.change(s.f.ctx)
+				mu.Lock()
+				writes = append(writes, time.Since(begin))
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
 				if err != nil {
-					if failed.Add(1) == 1 {
-						errMu.Lock()
-						firstErr = err
-						errMu.Unlock()
-					}
+					failed.Add(1)
 					continue
 				}
 				done.Add(1)
 			}
 		})
 	}
-	churnStart := time.Now()
+	start := time.Now()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / p.rate))
-	for time.Since(churnStart) < p.duration {
+	for time.Since(start) < p.duration {
 		<-tick.C
 		changes <- struct{}{}
 	}
 	tick.Stop()
 	close(changes)
 	wg.Wait()
-	churn := time.Since(churnStart)
-	close(sampling)
-	<-sampled
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d changes failed at the API server, the first: %v", n, firstErr)
 	}
 	slices.Sort(writes)
-	writeP50, writeP99 := writes[len(writes)/2], writes[len(writes)*99/100]
-	t.Logf("churn: %d changes in %v (%.1f/s, asked %.0f/s): %v; the API server took p50 %v p99 %v per change",
-		done.Load(), churn.Round(time.Millisecond), float64(done.Load())/churn.Seconds(), p.rate, s.counts,
-		writeP50.Round(time.Millisecond), writeP99.Round(time.Millisecond))
+	t.Logf("churn: %d changes in %v (asked %.0f/s): %v; the API server took p50 %v p99 %v per change",
+		done.Load(), time.Since(start).Round(time.Millisecond), p.rate, s.counts,
+		writes[len(writes)/2].Round(time.Millisecond), writes[len(writes)*99/100].Round(time.Millisecond))
+	return done.Load()
+}
 
-	caughtUp := converge("every change programmed")
-	m1 := d.metrics(t)
-	t.Logf("the kernel equals the model %v after the last change", caughtUp.Round(time.Millisecond))
+// converge waits until the proxy has programmed every change made before
+// since: no change pending, a sync ended after since, and for the IPVS
+// proxies the namespace's IPVS table equal to the model. It returns how
+// long that took.
+func (s *soak) converge(t *testing.T, pp *proxyProc, proxy benchProxy, since time.Time) time.Duration {
+	t.Helper()
+	var wrong []string
+	err := pp.poll(s.f.ctx, 20*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		m, err := pp.metrics(ctx, metricLastSync, "kubeproxy_sync_proxy_rules_endpoint_changes_pending",
+			"kubeproxy_sync_proxy_rules_service_changes_pending")
+		if err != nil {
+			return false, err
+		}
+		if m["kubeproxy_sync_proxy_rules_endpoint_changes_pending"] > 0 || m["kubeproxy_sync_proxy_rules_service_changes_pending"] > 0 ||
+			time.Unix(0, int64(m[metricLastSync]*1e9)).Before(since) {
+			return false, nil
+		}
+		if !proxy.ipvs {
+			return true, nil
+		}
+		table, err := parseIPVSSave(pp.ns.Run(t, "ipvsadm", "-S", "-n"))
+		if err != nil {
+			return false, err
+		}
+		wrong = s.mismatches(table)
+		return len(wrong) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not caught up: %v; differing from the model: %v", proxy.name, err, wrong[:min(5, len(wrong))])
+	}
+	return time.Since(since)
+}
 
-	if len(samples) < 3 {
-		t.Fatalf("only %d RSS samples", len(samples))
+// waitPeriodicSync waits for the proxy's first periodic sync after its
+// first one: for ipvsplane the full sync that merges its first background
+// reread of the kernel, for kube-proxy's IPVS mode a sync a sync period
+// (30 s by default) after the first. kube-proxy's nftables mode syncs
+// periodically only once an hour.
+func waitPeriodicSync(t *testing.T, pp *proxyProc) {
+	t.Helper()
+	if pp.name == "kube-proxy-nftables" {
+		return
 	}
-	third := len(samples) / 3
-	first, last := meanKiB(samples[:third]), meanKiB(samples[len(samples)-third:])
-	peak := 0
-	for _, kb := range samples {
-		peak = max(peak, kb)
+	const full = "kubeproxy_sync_full_proxy_rules_duration_seconds_count"
+	m0, err := pp.metrics(t.Context(), full, metricLastSync)
+	if err != nil {
+		t.Fatal(err)
 	}
-	growth := (last - first) / first * 100
+	err = pp.poll(t.Context(), 10*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+		m, err := pp.metrics(ctx, full, metricLastSync)
+		if pp.name == "ipvsplane" {
+			return m[full] > m0[full], err
+		}
+		return m[metricLastSync] >= m0[metricLastSync]+29, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scrape reads all of a proxy's metrics.
+func scrape(t *testing.T, pp *proxyProc) promText {
+	t.Helper()
+	body, err := pp.scrape(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseProm(body)
+}
+
+// cpuTime is the CPU time the proxy and its waited-for children (kube-proxy
+// runs ipset and iptables-restore) have used.
+func cpuTime(t *testing.T, pp *proxyProc) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pp.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name, which ends with the last ')':
+	// utime, stime, cutime and cstime are the 12th to 15th.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	fields := strings.Fields(rest)
+	ticks := 0
+	for _, f := range fields[11:15] {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticks += n
+	}
+	// USER_HZ is 100 on Linux.
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// sampleRSS records pid's RSS every second into samples until the
+// returned function is called.
+func sampleRSS(pid int, samples *[]int) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				if kb, err := procStatusKiB(pid, "VmRSS"); err == nil {
+					*samples = append(*samples, kb)
+				}
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+func rssSeries(samples []int) string {
 	var series []string
 	for i := 0; i < len(samples); i += max(1, len(samples)/12) {
 		series = append(series, strconv.Itoa(samples[i]/1024))
 	}
-	// With GOGC=100 the heap goal is twice the heap live after the last
-	// collection.
-	t.Logf("daemon RSS over the churn (%d samples): first third %.1f MiB, last third %.1f MiB (%+.1f%%), peak %.1f MiB; MiB over time %s; live heap after GC %.1f -> %.1f MiB",
-		len(samples), first/1024, last/1024, growth, float64(peak)/1024, strings.Join(series, " "),
-		m0.sum("go_memstats_next_gc_bytes")/2/(1<<20), m1.sum("go_memstats_next_gc_bytes")/2/(1<<20))
-	if last > first*1.10 {
-		t.Errorf("memory grew by %.1f%% over the churn (more than 10%%)", growth)
-	}
+	return strings.Join(series, " ")
+}
 
-	buckets := m1.histogram("kubeproxy_network_programming_duration_seconds", m0)
-	var observed float64
-	if len(buckets) > 0 {
-		observed = buckets[len(buckets)-1].count
+// histMax is the upper bound of the bucket that holds a histogram's
+// largest observation.
+func histMax(buckets []histBucket) float64 {
+	if len(buckets) == 0 {
+		return math.NaN()
 	}
-	p50, p99 := histQuantile(0.5, buckets), histQuantile(0.99, buckets)
-	syncs := m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_count")
-	syncBuckets := m1.histogram("kubeproxy_sync_proxy_rules_duration_seconds", m0)
-	fullSyncs := m1.sum("kubeproxy_sync_full_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_full_proxy_rules_duration_seconds_count")
-	if fullSyncs > 0 {
-		t.Logf("%v periodic full syncs (they reread the kernel) during the churn, %.1fs each on average",
-			fullSyncs, (m1.sum("kubeproxy_sync_full_proxy_rules_duration_seconds_sum")-m0.sum("kubeproxy_sync_full_proxy_rules_duration_seconds_sum"))/fullSyncs)
+	total := buckets[len(buckets)-1].count
+	for _, b := range buckets {
+		if b.count >= total {
+			return b.le
+		}
 	}
-	t.Logf("network programming latency (kubeproxy_network_programming_duration_seconds, %v EndpointSlice changes): p50 %.2fs p99 %.2fs; %v syncs (p50 %.3fs p99 %.3fs), kernel operations %v",
-		observed, p50, p99, syncs, histQuantile(0.5, syncBuckets), histQuantile(0.99, syncBuckets), m1.opsDelta(m0))
-	if observed == 0 {
-		t.Error("no network programming latency observed")
+	return math.Inf(1)
+}
+
+// soakTable prints the proxies side by side, each figure also as a ratio
+// to ipvsplane's where ipvsplane ran.
+func soakTable(p soakParams, results []soakResult) string {
+	var ref *soakResult
+	for i := range results {
+		if results[i].name == "ipvsplane" {
+			ref = &results[i]
+		}
 	}
-	if got := m1.sum("ipvsplane_sync_failures_total"); got != 0 {
-		t.Errorf("%v failed syncs", got)
+	ratio := func(v, base float64) string {
+		if ref == nil || base == 0 || math.IsNaN(v) || math.IsNaN(base) {
+			return ""
+		}
+		return fmt.Sprintf(" (%.2gx)", v/base)
 	}
-	t.Logf("SOAK services=%d endpoints=%d rate=%.0f/s duration=%v: created in %v, first sync %v, changes %d (%.1f/s), caught up %v after, RSS %.1f -> %.1f MiB (%+.1f%%, peak %.1f), programming latency p50 %.2fs p99 %.2fs (API writes p50 %v p99 %v)",
-		p.services, p.endpoints, p.rate, p.duration, created.Round(time.Second), firstSync.Round(time.Millisecond),
-		done.Load(), float64(done.Load())/churn.Seconds(), caughtUp.Round(time.Millisecond),
-		first/1024, last/1024, growth, float64(peak)/1024, p50, p99, writeP50.Round(time.Millisecond), writeP99.Round(time.Millisecond))
+	var b strings.Builder
+	fmt.Fprintf(&b, "SOAK services=%d endpoints=%d rate=%.0f/s duration=%v (ratio to ipvsplane in parentheses)\n", p.services, p.endpoints, p.rate, p.duration)
+	fmt.Fprintf(&b, "| proxy | changes | p50 s | p99 s | max s | syncs | CPU s | RSS after first sync MiB | RSS end MiB | peak RSS MiB | caught up |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		var base soakResult
+		if ref != nil {
+			base = *ref
+		}
+		fmt.Fprintf(&b, "| %s | %d (%.1f/s) | %.2f%s | %.2f%s | <=%.1f | %.0f | %.1f%s | %.1f | %.1f%s | %.1f%s | %v |\n",
+			r.name, r.changes, r.rate, r.p50, ratio(r.p50, base.p50), r.p99, ratio(r.p99, base.p99), r.max, r.syncs,
+			r.cpu.Seconds(), ratio(r.cpu.Seconds(), base.cpu.Seconds()), r.rssFirst, r.rssEnd, ratio(r.rssEnd, base.rssEnd),
+			r.rssPeak, ratio(r.rssPeak, base.rssPeak), r.caughtUp.Round(time.Millisecond))
+	}
+	return b.String()
 }

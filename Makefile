@@ -111,7 +111,8 @@ soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 # The differential test against kube-proxy (e2e's TestKubeProxyDifferential,
 # which make test-vm runs on fixed seeds) on SEEDS new seeds of
 # DIFFTEST_SERVICES random Services each; DIFFTEST_SEEDS=1,2,3 reruns
-# given seeds. A seed takes some minutes in the emulated guest.
+# given seeds; CASE=FILE runs the reproduction a failing seed printed,
+# saved to FILE. A seed takes some minutes in the emulated guest.
 SEEDS             ?= 3
 DIFFTEST_SERVICES ?= 40
 difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
@@ -119,6 +120,7 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@first=$$(date +%s); seeds=$${DIFFTEST_SEEDS:-$$(seq -s, $$first $$((first + $(SEEDS) - 1)))}; \
 	n=$$(echo "$$seeds" | tr , '\n' | wc -l); echo "difftest: seeds $$seeds"; \
 	cd e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
+	  $(if $(CASE),IPVSPLANE_DIFFTEST_CASE=$(abspath $(CASE)) VMTEST_TOOLS="$$VMTEST_TOOLS $(abspath $(CASE))") \
 	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
 
 # The e2e tests run the real program; go build only relinks what changed.

@@ -52,8 +52,8 @@ func DefaultEnv() Env {
 	}
 }
 
-// families are the IP families of the cluster, primary first.
-func (e Env) families() []corev1.IPFamily {
+// Families are the IP families of the cluster, primary first.
+func (e Env) Families() []corev1.IPFamily {
 	if e.DualStack {
 		return []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 	}
@@ -88,7 +88,7 @@ func (e Env) PodAddrs(local bool) map[corev1.IPFamily][]netip.Addr {
 		cidrs = e.PodCIDRs
 	}
 	out := map[corev1.IPFamily][]netip.Addr{}
-	for _, f := range e.families() {
+	for _, f := range e.Families() {
 		for i := range EndpointsPerNode {
 			out[f] = append(out[f], nth(cidrs[f], 2+i))
 		}

@@ -136,7 +136,7 @@ func (g *generator) node() *corev1.Node {
 			corev1.LabelTopologyRegion: "region-1",
 		},
 	}}
-	for _, f := range g.env.families() {
+	for _, f := range g.env.Families() {
 		n.Spec.PodCIDRs = append(n.Spec.PodCIDRs, g.env.PodCIDRs[f].String())
 		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: g.env.NodeIPs[f].String()})
 	}
@@ -263,7 +263,7 @@ func lower(p corev1.Protocol) string {
 // addrs returns n new addresses from nets, of the given families, rarely
 // of the other family.
 func (g *generator) addrs(nets map[corev1.IPFamily]netip.Prefix, families []corev1.IPFamily, n int) []string {
-	all := g.env.families()
+	all := g.env.Families()
 	var out []string
 	for range n {
 		f := pick(g, families...)
@@ -337,7 +337,7 @@ type endpoint struct {
 // endpoint another slice has too.
 func (g *generator) slices(svc *corev1.Service, families []corev1.IPFamily) []*discoveryv1.EndpointSlice {
 	fams := slices.Clone(families)
-	for _, f := range g.env.families() {
+	for _, f := range g.env.Families() {
 		if !slices.Contains(fams, f) && g.chance(0.1) {
 			fams = append(fams, f)
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -148,7 +147,7 @@ func TestGenerateConsistent(t *testing.T) {
 }
 
 // TestYAMLRoundTrip: the reproduction YAML reads back into the same
-// objects.
+// case.
 func TestYAMLRoundTrip(t *testing.T) {
 	c := Generate(3, DefaultEnv(), 10)
 	out, err := c.YAML(c.Services[2].Service.Name)
@@ -160,13 +159,24 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if len(docs) != 3+len(c.Services[2].Slices) {
 		t.Fatalf("%d documents, want config, node, service and %d slices:\n%s", len(docs), len(c.Services[2].Slices), out)
 	}
-	var svc corev1.Service
-	if err := yaml.UnmarshalStrict([]byte(docs[2]), &svc); err != nil {
+	back, err := ParseYAML(out, DefaultEnv())
+	if err != nil {
 		t.Fatal(err)
 	}
-	svc.APIVersion, svc.Kind = "", ""
-	if d := cmp.Diff(c.Services[2].Service, &svc); d != "" {
-		t.Errorf("the Service read back differs:\n%s", d)
+	if back.Seed != c.Seed || len(back.Services) != 1 {
+		t.Fatalf("read back seed %d with %d Services, want seed %d with 1", back.Seed, len(back.Services), c.Seed)
+	}
+	for what, pair := range map[string][2]any{
+		"configuration": {c.Config, back.Config},
+		"Node":          {c.Node, back.Node},
+		"Service":       {c.Services[2], back.Services[0]},
+	} {
+		if d := cmp.Diff(pair[0], pair[1]); d != "" {
+			t.Errorf("the %s read back differs:\n%s", what, d)
+		}
+	}
+	if _, err := ParseYAML(out[strings.Index(string(out), "\n"):], DefaultEnv()); err == nil {
+		t.Error("a case without its seed line was read")
 	}
 }
 

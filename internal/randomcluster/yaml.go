@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kpconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -120,4 +124,61 @@ func merge(base, over map[string]any) map[string]any {
 		base[k] = v
 	}
 	return base
+}
+
+// ParseYAML reads a case that YAML wrote back, to run it again: the
+// cluster of env with the KubeProxyConfiguration, the Node, and the
+// Services with their EndpointSlices (each slice belongs to the Service
+// before it).
+func ParseYAML(data []byte, env Env) (*Cluster, error) {
+	c := &Cluster{Env: env}
+	if _, err := fmt.Sscanf(string(data), "# randomcluster seed %d", &c.Seed); err != nil {
+		return nil, fmt.Errorf("randomcluster: the case has no seed line: %w", err)
+	}
+	for i, doc := range bytes.Split(data, []byte("\n---\n")) {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			return nil, fmt.Errorf("randomcluster: document %d: %w", i, err)
+		}
+		var err error
+		switch head.Kind {
+		case "":
+			continue
+		case "KubeProxyConfiguration":
+			c.Config = &kpconfig.KubeProxyConfiguration{}
+			err = yaml.Unmarshal(doc, c.Config)
+		case "Node":
+			c.Node = &corev1.Node{}
+			err = yaml.Unmarshal(doc, c.Node)
+		case "Service":
+			s := &Service{Service: &corev1.Service{}}
+			err = yaml.Unmarshal(doc, s.Service)
+			c.Services = append(c.Services, s)
+		case "EndpointSlice":
+			if len(c.Services) == 0 {
+				return nil, fmt.Errorf("randomcluster: document %d: an EndpointSlice before any Service", i)
+			}
+			sl := &discoveryv1.EndpointSlice{}
+			err = yaml.Unmarshal(doc, sl)
+			last := c.Services[len(c.Services)-1]
+			last.Slices = append(last.Slices, sl)
+		default:
+			return nil, fmt.Errorf("randomcluster: document %d: unknown kind %q", i, head.Kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("randomcluster: document %d (%s): %w", i, head.Kind, err)
+		}
+	}
+	if c.Config == nil || c.Node == nil {
+		return nil, fmt.Errorf("randomcluster: the case lacks its KubeProxyConfiguration or Node")
+	}
+	// As generated: without TypeMeta.
+	c.Config.TypeMeta, c.Node.TypeMeta = metav1.TypeMeta{}, metav1.TypeMeta{}
+	for _, s := range c.Services {
+		s.Service.TypeMeta = metav1.TypeMeta{}
+		for _, sl := range s.Slices {
+			sl.TypeMeta = metav1.TypeMeta{}
+		}
+	}
+	return c, nil
 }

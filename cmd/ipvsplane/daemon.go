@@ -116,6 +116,9 @@ func (d *daemon) sync(ctx context.Context) error {
 	}
 	m.observe(res)
 	d.health.updated()
+	// The node's addresses may have changed since the last sync; the
+	// health-check ports follow them before the services are updated.
+	d.hc.setAddresses(u.State.Node.HealthCheckAddresses())
 	if full {
 		d.hc.replace(u.State.Services)
 		d.noLocal = noLocalTracker{}

@@ -33,6 +33,8 @@ type fakeKernel struct {
 	block chan struct{}
 	// noScheduler fails CheckScheduler.
 	noScheduler bool
+	// problems are reported by every sync.
+	problems []error
 }
 
 func (k *fakeKernel) InitNode(context.Context, *dataplane.Node) error {
@@ -48,7 +50,7 @@ func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
-	res := &dataplane.Result{Plan: &dataplane.Plan{}, Full: full}
+	res := &dataplane.Result{Plan: &dataplane.Plan{}, Full: full, Errors: slices.Clone(k.problems)}
 	if k.fail != nil {
 		res.Errors = append(res.Errors, &dataplane.OpError{Op: dataplane.Bind{}, Err: k.fail})
 	}

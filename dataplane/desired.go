@@ -221,8 +221,9 @@ func (n *Node) localAddrs() []netip.Addr {
 	return n.Addresses
 }
 
-// nodePortAddresses returns the addresses node ports are served on.
-func (n *Node) nodePortAddresses() []netip.Addr {
+// nodePortPrefixes returns the prefixes that limit the node-port
+// addresses: NodePortAddresses with, for NodePortPrimary, the primary IPs.
+func (n *Node) nodePortPrefixes() []netip.Prefix {
 	prefixes := n.NodePortAddresses
 	if n.NodePortPrimary {
 		prefixes = slices.Clone(prefixes)
@@ -235,6 +236,12 @@ func (n *Node) nodePortAddresses() []netip.Addr {
 			}
 		}
 	}
+	return prefixes
+}
+
+// nodePortAddresses returns the addresses node ports are served on.
+func (n *Node) nodePortAddresses() []netip.Addr {
+	prefixes := n.nodePortPrefixes()
 	var addrs []netip.Addr
 	for _, a := range n.localAddrs() {
 		if servesNodePorts(prefixes, a) {
@@ -242,6 +249,49 @@ func (n *Node) nodePortAddresses() []netip.Addr {
 		}
 	}
 	return addrs
+}
+
+// HealthCheckAddresses returns the addresses health-check node ports
+// listen on, IPv4 first, as kube-proxy's service health servers choose
+// them per family: the family's unspecified address (0.0.0.0 or ::, every
+// address of the family) when its prefixes match all its addresses, else
+// each of its node-port addresses. A family without a node-port address
+// has none, as it has no node port.
+func (n *Node) HealthCheckAddresses() []netip.Addr {
+	prefixes := n.nodePortPrefixes()
+	served := n.nodePortAddresses()
+	var out []netip.Addr
+	for _, wildcard := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		var family []netip.Addr
+		for _, a := range served {
+			if a.Is6() == wildcard.Is6() {
+				family = append(family, a)
+			}
+		}
+		switch {
+		case len(family) == 0:
+		case matchesAll(prefixes, wildcard.Is6()):
+			out = append(out, wildcard)
+		default:
+			out = append(out, family...)
+		}
+	}
+	return out
+}
+
+// matchesAll reports whether prefixes leave a family's node-port
+// addresses unrestricted: no prefix of the family, or one of length 0.
+func matchesAll(prefixes []netip.Prefix, ipv6 bool) bool {
+	family := false
+	for _, p := range prefixes {
+		if p.Addr().Is6() == ipv6 {
+			family = true
+			if p.Bits() == 0 {
+				return true
+			}
+		}
+	}
+	return !family
 }
 
 // servesNodePorts reports whether node address a serves node ports under

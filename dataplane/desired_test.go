@@ -82,6 +82,44 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 	}
 }
 
+// Health-check node ports listen per family as kube-proxy's service
+// health servers: on the family's unspecified address when nodePortAddresses
+// match all of it, else on each of its node-port addresses, and not at all
+// in a family without one.
+func TestHealthCheckAddresses(t *testing.T) {
+	node := testNode()
+	node.Addresses = ips("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
+	node.NodeIPs = ips("10.0.0.5", "2001:db8::5")
+	tests := []struct {
+		name      string
+		addresses []string
+		prefixes  []string
+		primary   bool
+		want      []string
+	}{
+		{"none", nil, nil, false, []string{"0.0.0.0", "::"}},
+		{"IPv4 range on a dual-stack node", nil, []string{"192.168.0.0/16"}, false, []string{"192.168.0.10", "::"}},
+		{"zero prefixes", nil, []string{"0.0.0.0/0", "::/0"}, false, []string{"0.0.0.0", "::"}},
+		{"zero prefix among ranges", nil, []string{"10.0.0.0/8", "0.0.0.0/0", "2001:db8::/32"}, false, []string{"0.0.0.0", "2001:db8::5"}},
+		{"primary", nil, nil, true, []string{"10.0.0.5", "2001:db8::5"}},
+		{"IPv4-only node", []string{"192.168.0.10", "10.0.0.5"}, nil, false, []string{"0.0.0.0"}},
+		{"IPv6 range matching nothing", nil, []string{"fd00:2::/64"}, false, []string{"0.0.0.0"}},
+		{"loopback only", nil, []string{"127.0.0.0/8", "::1/128"}, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := node
+			if tt.addresses != nil {
+				n.Addresses = ips(tt.addresses...)
+			}
+			n.NodePortAddresses, n.NodePortPrimary = prefixes(tt.prefixes...), tt.primary
+			if got := n.HealthCheckAddresses(); !slices.Equal(got, ips(tt.want...)) {
+				t.Errorf("health-check ports on %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 // A family with no node address for node ports (nodePortAddresses naming
 // only loopback, which kube-proxy's IPVS mode never serves on) gets no
 // node-port entries and no health-check node port, as kube-proxy skips

@@ -15,6 +15,9 @@ var ErrInvalid = errors.New("invalid")
 type FieldError struct {
 	// Object is the service port ("namespace/name:port") or "node".
 	Object string
+	// Service names the service port, for a service port's error (zero
+	// otherwise), so that the error can be reported on its Service.
+	Service ServicePortName
 	// Field is the model's field, with indexes: "endpoints[2].addr".
 	Field  string
 	Reason string
@@ -40,7 +43,7 @@ const maxAffinity = 86400 * time.Second
 // Validate checks the service port and returns the first problem found.
 func (s *ServicePort) Validate() error {
 	fail := func(field, format string, args ...any) error {
-		return &FieldError{Object: "service " + s.Name.String(), Field: field, Reason: fmt.Sprintf(format, args...)}
+		return &FieldError{Object: "service " + s.Name.String(), Service: s.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case s.Name.Namespace == "" || s.Name.Name == "":

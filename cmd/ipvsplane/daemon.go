@@ -57,6 +57,8 @@ type daemon struct {
 	// noLocal holds the service ports with Local policies and no local
 	// endpoint, for their metric.
 	noLocal noLocalTracker
+	// problems are the conflicts and bad fields recorded as Events.
+	problems problemEvents
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -116,6 +118,9 @@ func (d *daemon) sync(ctx context.Context) error {
 	}
 	m.observe(res)
 	d.health.updated()
+	// The node's addresses may have changed since the last sync; the
+	// health-check ports follow them before the services are updated.
+	d.hc.setAddresses(u.State.Node.HealthCheckAddresses())
 	if full {
 		d.hc.replace(u.State.Services)
 		d.noLocal = noLocalTracker{}
@@ -141,6 +146,9 @@ func (d *daemon) sync(ctx context.Context) error {
 	}
 	if len(res.Errors) > maxRecordedErrors {
 		d.log.Warn("more sync problems not logged", zap.Int("count", len(res.Errors)-maxRecordedErrors))
+	}
+	if d.events != nil {
+		d.problems.report(d.events, res.Errors)
 	}
 	level := zap.DebugLevel
 	if res.Full || len(res.Plan.Ops) > 0 || len(res.Errors) > 0 {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,8 @@ type fakeKernel struct {
 	block chan struct{}
 	// noScheduler fails CheckScheduler.
 	noScheduler bool
+	// problems are reported by every sync.
+	problems []error
 }
 
 func (k *fakeKernel) InitNode(context.Context, *dataplane.Node) error {
@@ -46,7 +50,7 @@ func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
-	res := &dataplane.Result{Plan: &dataplane.Plan{}, Full: full}
+	res := &dataplane.Result{Plan: &dataplane.Plan{}, Full: full, Errors: slices.Clone(k.problems)}
 	if k.fail != nil {
 		res.Errors = append(res.Errors, &dataplane.OpError{Op: dataplane.Bind{}, Err: k.fail})
 	}
@@ -138,10 +142,14 @@ func TestDaemonSync(t *testing.T) {
 	d := &daemon{
 		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, clock.now, false, m),
 		stateFile: stateFile, now: clock.now,
-		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}}),
+		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
 	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	d.hc.listen = func(uint16) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	var listened []netip.AddrPort
+	d.hc.listen = func(a netip.AddrPort) (net.Listener, error) {
+		listened = append(listened, a)
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
 	defer d.hc.close(context.Background())
 	feed(t, d.tracker, webManifest)
 	d.tracker.MarkSynced(watcher.Services)
@@ -159,6 +167,9 @@ func TestDaemonSync(t *testing.T) {
 	}
 	if got := d.hc.ports(); len(got) != 1 || got[0] != 32000 {
 		t.Errorf("health-check ports: %v", got)
+	}
+	if want := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:32000")}; !slices.Equal(listened, want) {
+		t.Errorf("health-check port listened on %v, want %v", listened, want)
 	}
 	rec, err := readRecord(stateFile)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -76,7 +77,8 @@ func TestHealthCheckPortEvent(t *testing.T) {
 	r := newAPIRecorder(sink, zap.NewNop(), "node-a", time.Now)
 	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
 	h.events = r
-	h.listen = func(uint16) (net.Listener, error) { return nil, errors.New("address already in use") }
+	h.listen = func(netip.AddrPort) (net.Listener, error) { return nil, errors.New("address already in use") }
+	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
 	ports := []dataplane.ServicePort{{
 		Name: dataplane.ServicePortName{Namespace: "demo", Name: "lb"}, Protocol: dataplane.TCP, Port: 80,
 		ExternalPolicy: dataplane.PolicyLocal, HealthCheckNodePort: 32000,

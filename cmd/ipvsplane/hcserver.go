@@ -26,26 +26,31 @@ import (
 // each port answers with the number of the service's endpoints on this
 // node, 200 when there are some and 503 when there are none, so the cloud
 // load balancer sends traffic only to nodes that can take it. Like
-// kube-proxy's server per family, it counts the endpoints of the family
-// the request came in on.
+// kube-proxy's server per family, each port listens on the node's
+// health-check addresses (see dataplane.Node.HealthCheckAddresses) and
+// counts the endpoints of the family the request came in on.
 type hcServers struct {
 	log     *zap.Logger
 	node    string
 	healthy func() bool
-	// listen opens a port's listener; tests listen elsewhere.
-	listen func(port uint16) (net.Listener, error)
+	// listen opens a port's listener on one address; tests listen
+	// elsewhere.
+	listen func(addr netip.AddrPort) (net.Listener, error)
 	// events, if set, records on the Service a port that cannot open.
 	events eventRecorder
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// addrs are the addresses every port listens on; an unspecified one
+	// stands for every address of its family.
+	addrs   []netip.Addr
 	servers map[uint16]*hcServer
 	// entries are the service ports that have a health-check port, with
 	// their ready endpoints on this node; byPort indexes them by port (the
 	// ports of one service share it).
 	entries map[dataplane.ServicePortName]hcEntry
 	byPort  map[uint16]map[dataplane.ServicePortName]bool
-	// failed are the ports that could not be opened, tried again at every
-	// update.
+	// failed are the ports that could not be opened on some address,
+	// tried again at every update.
 	failed map[uint16]bool
 }
 
@@ -55,18 +60,32 @@ type hcEntry struct {
 	local []netip.Addr
 }
 
+// hcServer is one health-check port: what it reports, and its listeners,
+// one per address.
 type hcServer struct {
+	state     atomic.Pointer[hcState]
+	listeners map[netip.Addr]*hcListener
+}
+
+// hcListener serves a port on one address.
+type hcListener struct {
 	srv *http.Server
 	// ln is closed by stop too: a server stopped before its goroutine
 	// reached Serve would close it only when it got there.
-	ln    net.Listener
-	state atomic.Pointer[hcState]
+	ln net.Listener
 }
 
-// stop closes the server and its listener.
-func (s *hcServer) stop(ctx context.Context) {
-	s.srv.Shutdown(ctx)
-	s.ln.Close()
+// stop closes the server and its listener, letting requests under way end
+// while ctx lasts.
+func (l *hcListener) stop(ctx context.Context) {
+	l.srv.Shutdown(ctx)
+	l.ln.Close()
+}
+
+// close closes the server, its listener and its connections at once.
+func (l *hcListener) close() {
+	l.srv.Close()
+	l.ln.Close()
 }
 
 // hcState is what a health-check port reports: Local counts the
@@ -79,10 +98,35 @@ type hcState struct {
 func newHCServers(log *zap.Logger, node string, healthy func() bool) *hcServers {
 	return &hcServers{log: log, node: node, healthy: healthy, servers: map[uint16]*hcServer{},
 		entries: map[dataplane.ServicePortName]hcEntry{}, byPort: map[uint16]map[dataplane.ServicePortName]bool{},
-		failed: map[uint16]bool{},
-		listen: func(port uint16) (net.Listener, error) {
-			return net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(port))))
-		}}
+		failed: map[uint16]bool{}, listen: listenFamily}
+}
+
+// listenFamily listens on addr in its family only, as kube-proxy's tcp4
+// and tcp6 servers do: on [::] the socket is IPv6-only, so that 0.0.0.0
+// is left to the IPv4 listener.
+func listenFamily(addr netip.AddrPort) (net.Listener, error) {
+	network := "tcp4"
+	if addr.Addr().Is6() {
+		network = "tcp6"
+	}
+	return net.Listen(network, addr.String())
+}
+
+// setAddresses makes every port listen on addrs, which the node's
+// addresses decide and may change at any sync: listeners on an address
+// still wanted stay, the others close, and the new addresses open.
+func (h *hcServers) setAddresses(addrs []netip.Addr) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if slices.Equal(h.addrs, addrs) {
+		return
+	}
+	h.addrs = slices.Clone(addrs)
+	dirty := map[uint16]bool{}
+	for port := range h.servers {
+		dirty[port] = true
+	}
+	h.refreshLocked(dirty)
 }
 
 // entry returns a service port's share of its health-check port, if it
@@ -183,8 +227,8 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 }
 
 // refreshLocked opens, updates and closes the servers of the dirty ports.
-// A port that cannot be opened is logged and tried again at the next
-// update.
+// A port that cannot be opened is logged, recorded on its Service once,
+// and tried again at the next update.
 func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 	retrying := maps.Clone(h.failed)
 	maps.Copy(dirty, h.failed)
@@ -194,34 +238,64 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 		s := h.servers[port]
 		if !want {
 			if s != nil {
-				s.srv.Close()
-				s.ln.Close()
+				s.close()
 				delete(h.servers, port)
 			}
 			continue
 		}
 		if s == nil {
-			ln, err := h.listen(port)
-			if err != nil {
-				h.log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
-					zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
-				h.failed[port] = true
-				if h.events != nil && !retrying[port] {
-					h.events.Eventf(serviceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
-						"node %s failed to start healthcheck %q on port %d: %v", h.node, st.Namespace+"/"+st.Name, port, err)
-				}
-				continue
-			}
-			s = &hcServer{ln: ln}
-			s.srv = &http.Server{Handler: h.handler(s), ReadHeaderTimeout: 10 * time.Second}
+			s = &hcServer{listeners: map[netip.Addr]*hcListener{}}
 			h.servers[port] = s
-			go func() {
-				if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-					h.log.Error("health-check node port stopped", zap.Uint16("port", port), zap.Error(err))
-				}
-			}()
 		}
 		s.state.Store(&st)
+		if err := h.listenLocked(port, s); err != nil {
+			h.log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
+				zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
+			h.failed[port] = true
+			if h.events != nil && !retrying[port] {
+				h.events.Eventf(serviceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
+					"node %s failed to start healthcheck %q on port %d: %v", h.node, st.Namespace+"/"+st.Name, port, err)
+			}
+		}
+	}
+}
+
+// listenLocked makes a port's listeners match the addresses: it closes
+// those on addresses no longer wanted and opens the missing ones,
+// returning the errors of those that cannot open.
+func (h *hcServers) listenLocked(port uint16, s *hcServer) error {
+	for a, l := range s.listeners {
+		if !slices.Contains(h.addrs, a) {
+			l.close()
+			delete(s.listeners, a)
+		}
+	}
+	var errs []error
+	for _, a := range h.addrs {
+		if s.listeners[a] != nil {
+			continue
+		}
+		ln, err := h.listen(netip.AddrPortFrom(a, port))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l := &hcListener{ln: ln, srv: &http.Server{Handler: h.handler(s), ReadHeaderTimeout: 10 * time.Second}}
+		s.listeners[a] = l
+		go func() {
+			if err := l.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				h.log.Error("health-check node port stopped", zap.Stringer("address", netip.AddrPortFrom(a, port)), zap.Error(err))
+			}
+		}()
+	}
+	return errors.Join(errs...)
+}
+
+// close closes a port's listeners at once.
+func (s *hcServer) close() {
+	for a, l := range s.listeners {
+		l.close()
+		delete(s.listeners, a)
 	}
 }
 
@@ -246,13 +320,16 @@ func (h *hcServers) handler(s *hcServer) http.Handler {
 	})
 }
 
-// ports returns the ports served, for tests and the log.
+// ports returns the ports served on at least one address, for tests and
+// the log.
 func (h *hcServers) ports() []uint16 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []uint16
-	for p := range h.servers {
-		out = append(out, p)
+	for p, s := range h.servers {
+		if len(s.listeners) > 0 {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -262,7 +339,9 @@ func (h *hcServers) close(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for port, s := range h.servers {
-		s.stop(ctx)
+		for _, l := range s.listeners {
+			l.stop(ctx)
+		}
 		delete(h.servers, port)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 func localService(name string, hc uint16, eps ...dataplane.Endpoint) dataplane.ServicePort {
@@ -49,7 +50,8 @@ func TestLocalEndpoints(t *testing.T) {
 	}
 	newServers := func() *hcServers {
 		h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-		h.listen = func(uint16) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+		h.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+		h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
 		t.Cleanup(func() { h.close(context.Background()) })
 		return h
 	}
@@ -81,13 +83,14 @@ func TestHealthCheckNodePorts(t *testing.T) {
 	addrs := map[uint16]string{}
 	healthy := true
 	h := newHCServers(zap.NewNop(), "node-a", func() bool { return healthy })
-	h.listen = func(port uint16) (net.Listener, error) {
+	h.listen = func(a netip.AddrPort) (net.Listener, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err == nil {
-			addrs[port] = ln.Addr().String()
+			addrs[a.Port()] = ln.Addr().String()
 		}
 		return ln, err
 	}
+	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
 	defer h.close(context.Background())
 	get := func(port uint16) (int, map[string]any) {
 		t.Helper()
@@ -136,7 +139,8 @@ func TestHealthCheckNodePorts(t *testing.T) {
 // dual-stack pod is one endpoint, not two.
 func TestHealthCheckNodePortPerFamily(t *testing.T) {
 	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	h.listen = func(uint16) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	h.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	h.setAddresses([]netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()})
 	defer h.close(context.Background())
 	h.replace([]dataplane.ServicePort{localService("web", 32000,
 		endpoint("10.0.0.1", "node-a", true), endpoint("fd00::1", "node-a", true), endpoint("fd00::2", "node-b", true))})
@@ -151,7 +155,7 @@ func TestHealthCheckNodePortPerFamily(t *testing.T) {
 		h.mu.Lock()
 		srv := h.servers[32000]
 		h.mu.Unlock()
-		srv.srv.Handler.ServeHTTP(rec, req)
+		h.handler(srv).ServeHTTP(rec, req)
 		var v map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
 			t.Fatal(err)
@@ -167,12 +171,13 @@ func TestHealthCheckNodePortPerFamily(t *testing.T) {
 func TestHealthCheckNodePortRetried(t *testing.T) {
 	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
 	busy := true
-	h.listen = func(uint16) (net.Listener, error) {
+	h.listen = func(netip.AddrPort) (net.Listener, error) {
 		if busy {
 			return nil, errors.New("address already in use")
 		}
 		return net.Listen("tcp", "127.0.0.1:0")
 	}
+	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
 	defer h.close(context.Background())
 	web := localService("web", 32000, endpoint("10.0.0.1", "node-a", true))
 	h.apply([]dataplane.Change{{Name: web.Name, Port: &web}})
@@ -183,5 +188,88 @@ func TestHealthCheckNodePortRetried(t *testing.T) {
 	h.apply(nil)
 	if got := h.ports(); len(got) != 1 || got[0] != 32000 {
 		t.Errorf("ports after the retry: %v", got)
+	}
+}
+
+// When the node's health-check addresses change, every port keeps its
+// listeners on the addresses still wanted, closes the others and opens
+// the new ones; each listener answers on its own socket.
+func TestHealthCheckNodePortRelisten(t *testing.T) {
+	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	// The real sockets are on loopback addresses, on ports the kernel
+	// picks; actual maps what was asked for to where it listens.
+	actual := map[netip.AddrPort]string{}
+	opened := 0
+	h.listen = func(a netip.AddrPort) (net.Listener, error) {
+		ln, err := listenFamily(netip.AddrPortFrom(a.Addr(), 0))
+		if err == nil {
+			actual[a] = ln.Addr().String()
+			opened++
+		}
+		return ln, err
+	}
+	defer h.close(context.Background())
+	one, two := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	h.setAddresses([]netip.Addr{one})
+	h.replace([]dataplane.ServicePort{
+		localService("web", 32000, endpoint("10.0.0.1", "node-a", true)),
+		localService("api", 32001, endpoint("10.0.0.2", "node-a", true)),
+	})
+	answers := func(a netip.Addr, port uint16) bool {
+		t.Helper()
+		resp, err := http.Get("http://" + actual[netip.AddrPortFrom(a, port)] + "/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	if opened != 2 || !answers(one, 32000) || !answers(one, 32001) {
+		t.Fatalf("on %v: %d listeners opened, %v", one, opened, actual)
+	}
+
+	h.setAddresses([]netip.Addr{one, two})
+	if opened != 4 || !answers(one, 32000) || !answers(two, 32000) || !answers(two, 32001) {
+		t.Errorf("adding %v: %d listeners opened in all, want 4 (those on %v kept): %v", two, opened, one, actual)
+	}
+	h.setAddresses([]netip.Addr{two})
+	if opened != 4 || answers(one, 32000) || answers(one, 32001) || !answers(two, 32000) || !answers(two, 32001) {
+		t.Errorf("leaving %v: %d listeners opened in all, want 4, and %v closed: %v", one, opened, one, actual)
+	}
+	h.setAddresses(nil)
+	if got := h.ports(); len(got) != 0 || answers(two, 32000) {
+		t.Errorf("without addresses: ports %v still listening", got)
+	}
+}
+
+// An IPv6 listener is IPv6-only, as kube-proxy's tcp6 server: on [::] it
+// leaves IPv4 to the 0.0.0.0 listener of the same port.
+func TestListenFamily(t *testing.T) {
+	ln, err := listenFamily(netip.MustParseAddrPort("[::1]:0"))
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer ln.Close()
+	raw, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v6only int
+	var optErr error
+	if err := raw.Control(func(fd uintptr) {
+		v6only, optErr = unix.GetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_V6ONLY)
+	}); err != nil || optErr != nil {
+		t.Fatal(err, optErr)
+	}
+	if v6only != 1 {
+		t.Errorf("IPV6_V6ONLY is %d, want 1", v6only)
+	}
+	ln4, err := listenFamily(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln4.Close()
+	if a := ln4.Addr().(*net.TCPAddr); a.IP.To4() == nil {
+		t.Errorf("IPv4 listener on %v", a)
 	}
 }

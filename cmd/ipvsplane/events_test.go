@@ -81,6 +81,7 @@ func TestHealthCheckPortEvent(t *testing.T) {
 	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
 	ports := []dataplane.ServicePort{{
 		Name: dataplane.ServicePortName{Namespace: "demo", Name: "lb"}, Protocol: dataplane.TCP, Port: 80,
+		ClusterIPs:     []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		ExternalPolicy: dataplane.PolicyLocal, HealthCheckNodePort: 32000,
 	}}
 	h.replace(ports)

@@ -58,6 +58,9 @@ type hcServers struct {
 type hcEntry struct {
 	port  uint16
 	local []netip.Addr
+	// families are the service's IP families (IPv4, IPv6), those of its
+	// cluster IPs.
+	families [2]bool
 }
 
 // hcServer is one health-check port: what it reports, and its listeners,
@@ -93,6 +96,10 @@ func (l *hcListener) close() {
 type hcState struct {
 	Namespace, Name string
 	Local           [2]int
+	// Families are the service's IP families: kube-proxy's proxier of a
+	// family serves only its own family's services, so the port listens
+	// only on those families' addresses.
+	Families [2]bool
 }
 
 func newHCServers(log *zap.Logger, node string, healthy func() bool) *hcServers {
@@ -136,6 +143,9 @@ func entry(node string, sp *dataplane.ServicePort) (hcEntry, bool) {
 		return hcEntry{}, false
 	}
 	e := hcEntry{port: sp.HealthCheckNodePort}
+	for _, a := range sp.ClusterIPs {
+		e.families[familyIndex(a)] = true
+	}
 	for _, ep := range sp.Endpoints {
 		if ep.Ready && ep.NodeName == node && !slices.Contains(e.local, ep.Addr) {
 			e.local = append(e.local, ep.Addr)
@@ -210,6 +220,9 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 		return cmp.Compare(a.String(), b.String())
 	}) {
 		st.Namespace, st.Name = name.Namespace, name.Name
+		for i, f := range h.entries[name].families {
+			st.Families[i] = st.Families[i] || f
+		}
 		for _, a := range h.entries[name].local {
 			if !slices.Contains(seen, a) {
 				seen = append(seen, a)
@@ -217,11 +230,7 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 		}
 	}
 	for _, a := range seen {
-		if a.Unmap().Is6() {
-			st.Local[1]++
-		} else {
-			st.Local[0]++
-		}
+		st.Local[familyIndex(a)]++
 	}
 	return st, true
 }
@@ -248,7 +257,7 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 			h.servers[port] = s
 		}
 		s.state.Store(&st)
-		if err := h.listenLocked(port, s); err != nil {
+		if err := h.listenLocked(port, s, h.addrsOf(st.Families)); err != nil {
 			h.log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
 				zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
 			h.failed[port] = true
@@ -260,18 +269,37 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 	}
 }
 
-// listenLocked makes a port's listeners match the addresses: it closes
-// those on addresses no longer wanted and opens the missing ones,
-// returning the errors of those that cannot open.
-func (h *hcServers) listenLocked(port uint16, s *hcServer) error {
+// familyIndex is 0 for an IPv4 address and 1 for an IPv6 one.
+func familyIndex(a netip.Addr) int {
+	if a.Unmap().Is6() {
+		return 1
+	}
+	return 0
+}
+
+// addrsOf returns the listen addresses of the families.
+func (h *hcServers) addrsOf(families [2]bool) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range h.addrs {
+		if families[familyIndex(a)] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// listenLocked makes a port's listeners match addrs: it closes those on
+// addresses no longer wanted and opens the missing ones, returning the
+// errors of those that cannot open.
+func (h *hcServers) listenLocked(port uint16, s *hcServer, addrs []netip.Addr) error {
 	for a, l := range s.listeners {
-		if !slices.Contains(h.addrs, a) {
+		if !slices.Contains(addrs, a) {
 			l.close()
 			delete(s.listeners, a)
 		}
 	}
 	var errs []error
-	for _, a := range h.addrs {
+	for _, a := range addrs {
 		if s.listeners[a] != nil {
 			continue
 		}

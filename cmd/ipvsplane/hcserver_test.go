@@ -21,6 +21,7 @@ import (
 func localService(name string, hc uint16, eps ...dataplane.Endpoint) dataplane.ServicePort {
 	return dataplane.ServicePort{
 		Name: dataplane.ServicePortName{Namespace: "demo", Name: name, Port: "http"}, Protocol: dataplane.TCP, Port: 80,
+		ClusterIPs:     []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		ExternalPolicy: dataplane.PolicyLocal, HealthCheckNodePort: hc, Endpoints: eps,
 	}
 }
@@ -55,7 +56,7 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Cleanup(func() { h.close(context.Background()) })
 		return h
 	}
-	want := map[uint16]hcState{32000: {"demo", "web", [2]int{2, 0}}, 32001: {"demo", "none", [2]int{}}}
+	want := map[uint16]hcState{32000: {"demo", "web", [2]int{2, 0}, [2]bool{true, false}}, 32001: {"demo", "none", [2]int{}, [2]bool{true, false}}}
 
 	whole := newServers()
 	whole.replace([]dataplane.ServicePort{web, web2, none, cluster})
@@ -69,7 +70,7 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Errorf("apply: got %v, want %v", got, want)
 	}
 	changes.apply([]dataplane.Change{{Name: web2.Name}, {Name: none.Name}})
-	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", [2]int{1, 0}}}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", [2]int{1, 0}, [2]bool{true, false}}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after removals: got %v, want %v", got, want)
 	}
 	if got := changes.ports(); len(got) != 1 || got[0] != 32000 {
@@ -242,12 +243,35 @@ func TestHealthCheckNodePortRelisten(t *testing.T) {
 	}
 }
 
+// A health-check port listens only in its service's families, as
+// kube-proxy's proxier of each family serves only its family's services.
+func TestHealthCheckPortFamilies(t *testing.T) {
+	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	listening := map[uint16][]string{}
+	h.listen = func(a netip.AddrPort) (net.Listener, error) {
+		listening[a.Port()] = append(listening[a.Port()], a.Addr().String())
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	defer h.close(context.Background())
+	h.setAddresses([]netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()})
+	v4 := localService("v4", 32000)
+	v6 := localService("v6", 32001)
+	v6.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:10:96::10")}
+	dual := localService("dual", 32002)
+	dual.ClusterIPs = append(dual.ClusterIPs, netip.MustParseAddr("fd00:10:96::11"))
+	h.replace([]dataplane.ServicePort{v4, v6, dual})
+	want := map[uint16][]string{32000: {"0.0.0.0"}, 32001: {"::"}, 32002: {"0.0.0.0", "::"}}
+	if fmt.Sprint(listening) != fmt.Sprint(want) {
+		t.Errorf("listening on %v, want %v", listening, want)
+	}
+}
+
 // An IPv6 listener is IPv6-only, as kube-proxy's tcp6 server: on [::] it
 // leaves IPv4 to the 0.0.0.0 listener of the same port.
 func TestListenFamily(t *testing.T) {
 	ln, err := listenFamily(netip.MustParseAddrPort("[::1]:0"))
 	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
+		t.Fatalf("IPv6 loopback: %v", err)
 	}
 	defer ln.Close()
 	raw, err := ln.(*net.TCPListener).SyscallConn()

@@ -255,8 +255,9 @@ func (n *Node) nodePortAddresses() []netip.Addr {
 // listen on, IPv4 first, as kube-proxy's service health servers choose
 // them per family: the family's unspecified address (0.0.0.0 or ::, every
 // address of the family) when its prefixes match all its addresses, else
-// each of its node-port addresses. A family without a node-port address
-// has none, as it has no node port.
+// each of its node-port addresses and the loopback address if a prefix
+// holds it. A family that matches all but has no node-port address has
+// none, as it has no node port.
 func (n *Node) HealthCheckAddresses() []netip.Addr {
 	prefixes := n.nodePortPrefixes()
 	served := n.nodePortAddresses()
@@ -268,15 +269,26 @@ func (n *Node) HealthCheckAddresses() []netip.Addr {
 				family = append(family, a)
 			}
 		}
-		switch {
-		case len(family) == 0:
-		case matchesAll(prefixes, wildcard.Is6()):
-			out = append(out, wildcard)
-		default:
+		if !matchesAll(prefixes, wildcard.Is6()) {
+			// Node ports leave loopback out in IPVS mode; kube-proxy's
+			// health servers listen on it when a prefix holds it.
+			if lo := loopback(wildcard.Is6()); servesNodePorts(prefixes, lo) {
+				family = append(family, lo)
+			}
 			out = append(out, family...)
+		} else if len(family) > 0 {
+			out = append(out, wildcard)
 		}
 	}
 	return out
+}
+
+// loopback returns the loopback address of a family.
+func loopback(ipv6 bool) netip.Addr {
+	if ipv6 {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
 // matchesAll reports whether prefixes leave a family's node-port

@@ -84,8 +84,9 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 
 // Health-check node ports listen per family as kube-proxy's service
 // health servers: on the family's unspecified address when nodePortAddresses
-// match all of it, else on each of its node-port addresses, and not at all
-// in a family without one.
+// match all of it, else on each of its node-port addresses and on loopback
+// if a range holds it (node ports leave loopback out, health checks do
+// not), and not at all in a family without one.
 func TestHealthCheckAddresses(t *testing.T) {
 	node := testNode()
 	node.Addresses = ips("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
@@ -104,7 +105,8 @@ func TestHealthCheckAddresses(t *testing.T) {
 		{"primary", nil, nil, true, []string{"10.0.0.5", "2001:db8::5"}},
 		{"IPv4-only node", []string{"192.168.0.10", "10.0.0.5"}, nil, false, []string{"0.0.0.0"}},
 		{"IPv6 range matching nothing", nil, []string{"fd00:2::/64"}, false, []string{"0.0.0.0"}},
-		{"loopback only", nil, []string{"127.0.0.0/8", "::1/128"}, false, nil},
+		{"loopback only", nil, []string{"127.0.0.0/8", "::1/128"}, false, []string{"127.0.0.1", "::1"}},
+		{"a range and loopback", nil, []string{"10.0.0.0/8", "127.0.0.1/32"}, false, []string{"10.0.0.5", "127.0.0.1", "::"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -122,12 +122,12 @@ func (l difftestLine) copiesByChance() bool {
 }
 
 // difftestExclusion is a difference between kube-proxy's kernel state and
-// ipvsplane's that is explained: by a row of
-// docs/differences-from-kube-proxy.md, or, while marked pending, by an
-// open item of issue 15 whose fix has not landed yet (the entry goes when
-// it lands).
+// ipvsplane's that a row of docs/differences-from-kube-proxy.md explains.
 type difftestExclusion struct {
 	name string
+	// stateOnly says the difference changes no packet's fate, so it
+	// explains no probe's.
+	stateOnly bool
 	// doc quotes the row of docs/differences-from-kube-proxy.md.
 	doc   string
 	match func(l difftestLine) bool
@@ -137,8 +137,9 @@ type difftestExclusion struct {
 // the difference.
 var difftestExclusions = []difftestExclusion{
 	{
-		name: "ownership sets",
-		doc:  "only virtual servers recorded in `KUBE-IPVSPLANE-OWNED` ... are ever deleted",
+		name:      "ownership sets",
+		stateOnly: true,
+		doc:       "only virtual servers recorded in `KUBE-IPVSPLANE-OWNED` ... are ever deleted",
 		match: func(l difftestLine) bool {
 			return l.side == "ipvsplane-only" && l.part == "ipset" && strings.Contains(l.entry, "-IPVSPLANE-OWNED ")
 		},
@@ -166,19 +167,6 @@ var difftestExclusions = []difftestExclusion{
 	},
 
 	{
-		name: "PENDING issue 15 §1.4: nodePortAddresses per family",
-		match: func(l difftestLine) bool {
-			npa := l.config.NodePortAddresses
-			if l.side != "kube-proxy-only" || len(npa) == 0 || slices.Contains(npa, "primary") || !l.nodePort() {
-				return false
-			}
-			return !slices.ContainsFunc(npa, func(r string) bool {
-				return netip.MustParsePrefix(r).Addr().Is6() == (l.family() == corev1.IPv6Protocol)
-			})
-		},
-	},
-
-	{
 		// The row names the case of copies not terminating; kube-proxy's
 		// choice among copies that all terminate is chance too.
 		name: "an endpoint in two slices, the copy kube-proxy keeps is chance",
@@ -193,6 +181,66 @@ func explainDifference(l difftestLine) *difftestExclusion {
 	for i := range difftestExclusions {
 		if difftestExclusions[i].match(l) {
 			return &difftestExclusions[i]
+		}
+	}
+	return nil
+}
+
+// probeExclusion explains a probe whose outcome differs between the
+// proxies, by a row of docs/differences-from-kube-proxy.md about how the
+// rules act, where the kernel states do not differ.
+type probeExclusion struct {
+	name string
+	// doc quotes the row of docs/differences-from-kube-proxy.md.
+	doc   string
+	match func(pr probe, svc *corev1.Service, kp, ip string) bool
+}
+
+var probeExclusions = []probeExclusion{
+	{
+		name: "the node's own traffic to a load balancer its source ranges leave out",
+		doc:  "`KUBE-IPVS-OUT-FILTER` uses the `ipvs` match ... dropped in OUTPUT whether or not the virtual server has real servers",
+		match: func(pr probe, svc *corev1.Service, kp, ip string) bool {
+			denied := func(o string) bool { return o == "dropped" || o == "refused" || o == "denied on the node" }
+			return pr.client.ns == nil && isIngressIP(svc, pr.target.Addr()) &&
+				!allowsNode(svc, pr.target.Addr()) && denied(kp) && (ip == "dropped" || ip == "denied on the node")
+		},
+	},
+}
+
+// isIngressIP reports whether a is one of the Service's load-balancer
+// ingress IPs.
+func isIngressIP(svc *corev1.Service, a netip.Addr) bool {
+	return slices.ContainsFunc(svc.Status.LoadBalancer.Ingress, func(in corev1.LoadBalancerIngress) bool { return in.IP == a.String() })
+}
+
+// allowsNode reports whether the Service's source ranges of a's family
+// let the node through: none of the family, or one holding the node's IP
+// of that family (the probes' node is randomcluster.DefaultEnv's).
+func allowsNode(svc *corev1.Service, a netip.Addr) bool {
+	f := corev1.IPv4Protocol
+	if a.Is6() {
+		f = corev1.IPv6Protocol
+	}
+	node := randomcluster.DefaultEnv().NodeIPs[f]
+	family := false
+	for _, r := range svc.Spec.LoadBalancerSourceRanges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(r))
+		if err != nil || p.Addr().Is6() != a.Is6() {
+			continue
+		}
+		family = true
+		if p.Contains(node) {
+			return true
+		}
+	}
+	return !family
+}
+
+func explainProbe(pr probe, svc *corev1.Service, kp, ip string) *probeExclusion {
+	for i := range probeExclusions {
+		if probeExclusions[i].match(pr, svc, kp, ip) {
+			return &probeExclusions[i]
 		}
 	}
 	return nil

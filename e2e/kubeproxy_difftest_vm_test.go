@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +23,8 @@ import (
 
 // difftestSeeds are the seeds CI runs: a few minutes in the emulated VM.
 // IPVSPLANE_DIFFTEST_SEEDS ("1,2,3") replaces them; make difftest SEEDS=N
-// passes N new ones.
+// passes N new ones; IPVSPLANE_DIFFTEST_CASE=FILE (make difftest
+// CASE=FILE) runs instead the reproduction a failing seed printed.
 var difftestSeeds = []uint64{1, 5}
 
 // difftestServices is how many Services a seed has, unless
@@ -36,10 +38,17 @@ const difftestServices = 40
 // which refuses what is not valid), and compares the kernel state each
 // leaves, normalized: virtual servers with scheduler, flags, persistence
 // and timeout; real servers with weights; every KUBE-* set's entries and
-// options; the addresses on kube-ipvs0; the sysctls. A difference fails
-// the test unless difftestExclusions names it with the row of
-// docs/differences-from-kube-proxy.md that explains it; a failing seed
-// prints the Services involved as YAML, which reproduces it.
+// options; the addresses on kube-ipvs0; the sysctls. Where the rules
+// differ by design (ipvsplane's nftables table, kube-proxy's iptables
+// chains) their meaning is compared with packets: the same probes under
+// each proxy (probeNet), from a pod, from outside the node in and out of
+// the source ranges, and from the node, to every service address, node
+// port and health-check port. A difference fails the test unless
+// difftestExclusions names it with the row of
+// docs/differences-from-kube-proxy.md that explains it (a probe's
+// difference is explained by the explained difference of its Service's
+// kernel state); a failing seed prints the Services involved as YAML,
+// which reproduces it.
 func TestKubeProxyDifferential(t *testing.T) {
 	seeds := difftestSeeds
 	if s := os.Getenv("IPVSPLANE_DIFFTEST_SEEDS"); s != "" {
@@ -72,13 +81,26 @@ func TestKubeProxyDifferential(t *testing.T) {
 	cancel()
 
 	total := &difftestTally{groups: map[string]int{}}
+	if file := os.Getenv("IPVSPLANE_DIFFTEST_CASE"); file != "" {
+		// A reproduction a failing run printed, saved to a file.
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := randomcluster.ParseYAML(data, env)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		t.Run("case="+filepath.Base(file), func(t *testing.T) { runDifftestSeed(t, e, c, total) })
+		seeds = nil
+	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			runDifftestSeed(t, e, randomcluster.Generate(seed, env, n), total)
 		})
 	}
-	t.Logf("%d seeds: %d Services generated, %d created (the rest refused by the API server), %d difference lines",
-		len(seeds), total.generated, total.created, total.lines)
+	t.Logf("%d seeds: %d Services generated, %d created (the rest refused by the API server), %d difference lines; %d probes under each proxy, %d outcomes differ",
+		len(seeds), total.generated, total.created, total.lines, total.probes, total.probeLines)
 	for _, g := range slices.Sorted(maps.Keys(total.groups)) {
 		t.Logf("  %4d  %s", total.groups[g], g)
 	}
@@ -88,6 +110,7 @@ func TestKubeProxyDifferential(t *testing.T) {
 // found, by exclusion (or "unexplained").
 type difftestTally struct {
 	generated, created, lines int
+	probes, probeLines        int
 	groups                    map[string]int
 }
 
@@ -128,6 +151,9 @@ ipvs:
 	total.generated += len(c.Services)
 	total.created += len(created.services)
 	waitFor := created.readyCheck()
+	// Before the proxies start, so that both see the same node addresses.
+	pn := newProbeNet(t, c.Env, c.Config)
+	probes := pn.probes(created)
 
 	resetProxySysctls(t)
 	kp := e.startKubeProxy(t)
@@ -135,6 +161,8 @@ ipvs:
 		return waitFor(s) && strings.Contains(s.iptables, "-A KUBE-SERVICES")
 	})
 	t.Logf("kube-proxy settled in %v", took)
+	kpProbes := pn.run(t, probes)
+	t.Logf("kube-proxy: %d probes: %s", len(kpProbes), probeSummary(kpProbes))
 	kp.stop(t)
 	e.cleanupKubeProxy(ctx, t)
 
@@ -143,6 +171,8 @@ ipvs:
 		return waitFor(s) && strings.Contains(s.nft, "table ip ipvsplane {")
 	})
 	t.Logf("ipvsplane settled in %v", took)
+	ipProbes := pn.run(t, probes)
+	t.Logf("ipvsplane: %d probes: %s", len(ipProbes), probeSummary(ipProbes))
 	ip.stop(t)
 	for _, p := range []*kubeProxyProc{kp, ip} {
 		t.Logf("%s's warnings and errors:\n%s", p.name, p.grep(`(?i)warn|error|"level":"(warn|error)"|^[WE][0-9]{4} `))
@@ -151,6 +181,9 @@ ipvs:
 	diff := snapshotDiff(kpState, ipState)
 	total.lines += len(diff)
 	involved := map[string]bool{}
+	// explained holds, per Service, the exclusion that explained a
+	// difference of its kernel state: its probes may differ by it.
+	explained := map[string]string{}
 	for _, d := range diff {
 		names := created.servicesIn(d)
 		ex := explainDifference(newDifftestLine(d, names, created, c, kpState, ipState))
@@ -166,7 +199,29 @@ ipvs:
 			}
 			continue
 		}
+		for _, n := range names {
+			if !ex.stateOnly {
+				explained[n] = ex.name
+			}
+		}
 		t.Logf("%s: %s (services %s)", ex.name, d, strings.Join(names, ","))
+	}
+	total.probes += len(probes)
+	for _, d := range probeDiff(probes, kpProbes, ipProbes) {
+		total.probeLines++
+		name := d.probe.service
+		group := "unexplained probes"
+		if ex, ok := explained[name]; ok {
+			group = "probes: " + ex
+			t.Logf("follows from %s: %s (service %s)", ex, d, name)
+		} else if ex := explainProbe(d.probe, created.services[name], d.kp, d.ip); ex != nil {
+			group = "probes: " + ex.name
+			t.Logf("%s: %s (service %s)", ex.name, d, name)
+		} else {
+			t.Errorf("unexplained probe difference: %s (service %s)", d, name)
+			involved[name] = true
+		}
+		total.groups[group]++
 	}
 	if len(involved) > 0 {
 		names := slices.Sorted(maps.Keys(involved))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -357,5 +358,58 @@ func TestDaemonKeepsTrafficMap(t *testing.T) {
 	connections()
 	if len(d.traffic.ports) != 0 || len(d.traffic.owners) != 0 {
 		t.Errorf("after the removal: %d ports, %d virtual servers", len(d.traffic.ports), len(d.traffic.owners))
+	}
+}
+
+// After each reading the daemon writes the rates beside the state file;
+// status shows the busiest ports by bytes per second, --top of them.
+func TestStatusShowsTrafficRates(t *testing.T) {
+	stateFile := filepath.Join(t.TempDir(), "run", "status.json")
+	web, dns := webPort(), dnsPort()
+	k := &fakeLister{svcs: []ipvs.Service{
+		kernelService(ipvs.TCP, "10.96.0.20", 80, stats(0, 0, 0, 0, 0)),
+		kernelService(ipvs.UDP, "10.96.0.10", 53, stats(0, 0, 0, 0, 0)),
+	}}
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	tr := newServiceTraffic(k, clock.now)
+	tr.replace(trafficNode(), []dataplane.ServicePort{web, dns})
+	var out strings.Builder
+	show := func(top int) string {
+		t.Helper()
+		if err := tr.refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		tr.report(zap.NewNop(), stateFile, nil)
+		r, err := readTraffic(stateFile)
+		out.Reset()
+		if err := printTraffic(&out, r, err, top, clock.t.Add(3*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if got := show(1); !strings.Contains(got, "one reading so far (3s ago)") {
+		t.Errorf("after one reading:\n%s", got)
+	}
+	clock.advance(10 * time.Second)
+	k.svcs[0].Stats = stats(10, 20, 30, 4000, 50000)
+	k.svcs[1].Stats = stats(100, 100, 100, 6000, 12000)
+	got := show(1)
+	fields := strings.Join(strings.Fields(got), " ")
+	for _, want := range []string{"over the 10s", "SERVICE PROTOCOL CONN/S PKT/S IN PKT/S OUT BYTES/S IN BYTES/S OUT shop/web:http tcp 1.0 2.0 3.0 400 5000 (1 more service ports had traffic; --top 0 shows all)"} {
+		if !strings.Contains(fields, want) {
+			t.Errorf("no %q in\n%s", want, got)
+		}
+	}
+	clock.advance(10 * time.Second)
+	k.svcs[0].Stats = stats(20, 40, 60, 8000, 100000)
+	k.svcs[1].Stats = stats(200, 200, 200, 12000, 24000)
+	if got := show(0); !strings.Contains(got, "kube-system/kube-dns:dns") || strings.Contains(got, "more service ports") {
+		t.Errorf("--top 0:\n%s", got)
+	}
+	// Without the metrics there is no file, and nothing is shown.
+	out.Reset()
+	_, err := readTraffic(filepath.Join(t.TempDir(), "status.json"))
+	if err := printTraffic(&out, nil, err, 20, clock.t); err != nil || out.Len() != 0 {
+		t.Errorf("without the file: %v %q", err, out.String())
 	}
 }

@@ -305,3 +305,43 @@ func BenchmarkList2000x4(b *testing.B) {
 		}
 	})
 }
+
+// dumpServices is the size of BenchmarkServicesDump10000's table.
+const dumpServices = 10000
+
+// BenchmarkServicesDump10000 times one dump of 10,000 services with their
+// counters, which is what ipvsplane's --service-traffic-metrics costs the
+// kernel every interval: moby/ipvs's GetServices (the baseline, also one
+// dump) and Services, each decoding every service's STATS64.
+func BenchmarkServicesDump10000(b *testing.B) {
+	e := benchSetup(b)
+	var batch Batch
+	for i := range dumpServices {
+		batch.CreateService(Service{Family: IPv4, Protocol: TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"})
+	}
+	if err := e.c.Apply(context.Background(), &batch); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("moby", func(b *testing.B) {
+		for range b.N {
+			svcs, err := e.moby.GetServices()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(svcs) != dumpServices {
+				b.Fatalf("%d services", len(svcs))
+			}
+		}
+	})
+	b.Run("services", func(b *testing.B) {
+		for range b.N {
+			svcs, err := e.c.Services(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(svcs) != dumpServices {
+				b.Fatalf("%d services", len(svcs))
+			}
+		}
+	})
+}

@@ -183,3 +183,44 @@ func TestNetmask(t *testing.T) {
 		}
 	}
 }
+
+// The 64-bit STATS64 nest wins over the clipped 32-bit STATS, whichever
+// comes first: a busy virtual server's counters pass 2^32 within hours.
+func TestDecodeStats64Preferred(t *testing.T) {
+	full := Stats{Connections: 1<<32 + 5, PacketsIn: 1<<33 + 1, PacketsOut: 3, BytesIn: 1 << 40, BytesOut: 9}
+	for _, stats64First := range []bool{true, false} {
+		ae := netlink.NewAttributeEncoder()
+		ae.Uint16(svcAttrAF, uint16(IPv4))
+		nests := []func(){
+			func() {
+				ae.Nested(svcAttrStats, func(nae *netlink.AttributeEncoder) error {
+					encodeStatsReply(nae, full, false)
+					return nil
+				})
+			},
+			func() {
+				ae.Nested(svcAttrStats64, func(nae *netlink.AttributeEncoder) error {
+					encodeStatsReply(nae, full, true)
+					return nil
+				})
+			},
+		}
+		if stats64First {
+			nests[0], nests[1] = nests[1], nests[0]
+		}
+		for _, n := range nests {
+			n()
+		}
+		b, err := ae.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := decodeService(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Stats != full {
+			t.Errorf("STATS64 first %v: got %+v, want %+v", stats64First, s.Stats, full)
+		}
+	}
+}

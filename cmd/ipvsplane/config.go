@@ -79,11 +79,29 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	// incremental syncs make cheap.
 }
 
+// configFile is the --config file: kube-proxy's KubeProxyConfiguration,
+// and a section for ipvsplane's own settings.
+type configFile struct {
+	kubeproxy.KubeProxyConfiguration `json:",inline"`
+	IPVSPlane                        ipvsplaneConfig `json:"ipvsplane"`
+}
+
+// ipvsplaneConfig is the file's ipvsplane section: settings kube-proxy has
+// no field for, each with a flag of the same name. kube-proxy refuses a
+// file that has it, as it refuses any field it does not know.
+type ipvsplaneConfig struct {
+	// ServiceTrafficMetrics exports each service port's traffic (see
+	// serviceTraffic); off by default, as it costs a dump of the virtual
+	// servers every ServiceTrafficMetricsInterval.
+	ServiceTrafficMetrics         bool            `json:"serviceTrafficMetrics,omitempty"`
+	ServiceTrafficMetricsInterval metav1.Duration `json:"serviceTrafficMetricsInterval,omitempty"`
+}
+
 // loadConfig reads a KubeProxyConfiguration file over kube-proxy's
 // defaults. Unknown fields are an error, as they are for kube-proxy; known
 // fields that ipvsplane does not use are returned as notes, to be reported
 // once.
-func loadConfig(path string) (*kubeproxy.KubeProxyConfiguration, []string, error) {
+func loadConfig(path string) (*configFile, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -92,15 +110,18 @@ func loadConfig(path string) (*kubeproxy.KubeProxyConfiguration, []string, error
 }
 
 // parseConfig is loadConfig on the file's content.
-func parseConfig(path string, data []byte) (*kubeproxy.KubeProxyConfiguration, []string, error) {
-	cfg := &kubeproxy.KubeProxyConfiguration{}
+func parseConfig(path string, data []byte) (*configFile, []string, error) {
+	cfg := &configFile{}
 	if err := decodeStrict(data, cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if cfg.APIVersion != configAPIVersion || cfg.Kind != configKind {
 		return nil, nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", path, configAPIVersion, configKind, cfg.APIVersion, cfg.Kind)
 	}
-	applyDefaults(cfg)
+	applyDefaults(&cfg.KubeProxyConfiguration)
+	if cfg.IPVSPlane.ServiceTrafficMetricsInterval.Duration == 0 {
+		cfg.IPVSPlane.ServiceTrafficMetricsInterval.Duration = defaultTrafficInterval
+	}
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
@@ -136,6 +157,7 @@ var usedFields = []string{
 	"iptables.masqueradeAll", "iptables.masqueradeBit",
 	"ipvs.", "conntrack.",
 	"logging.format", "logging.verbosity",
+	"ipvsplane.",
 }
 
 // ignoredFields lists the fields set in a configuration file that

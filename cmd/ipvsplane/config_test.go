@@ -145,3 +145,48 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// The file's ipvsplane section sets ipvsplane's own settings under the
+// flags of the same names, and is not reported as ignored.
+func TestIPVSPlaneSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	body := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane:\n  serviceTrafficMetrics: true\n  serviceTrafficMetricsInterval: 30s\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args     []string
+		on       bool
+		interval time.Duration
+		err      string
+	}{
+		{args: []string{"--config=" + path}, on: true, interval: 30 * time.Second},
+		{args: []string{"--config=" + path, "--service-traffic-metrics-interval=1m"}, on: true, interval: time.Minute},
+		{args: []string{"--config=" + path, "--service-traffic-metrics=false"}, interval: 30 * time.Second},
+		{args: []string{"--service-traffic-metrics"}, on: true, interval: defaultTrafficInterval},
+		{args: []string{"--service-traffic-metrics-interval=10ms"}, err: "at least 1s"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			o := newOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.addFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			ignored, err := o.load(fs)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v, want an error with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || len(ignored) > 0 {
+				t.Fatalf("%v, ignored %v", err, ignored)
+			}
+			if o.own.ServiceTrafficMetrics != tt.on || o.own.ServiceTrafficMetricsInterval.Duration != tt.interval {
+				t.Errorf("got %+v", o.own)
+			}
+		})
+	}
+}

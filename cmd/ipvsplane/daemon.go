@@ -59,6 +59,9 @@ type daemon struct {
 	noLocal noLocalTracker
 	// problems are the conflicts and bad fields recorded as Events.
 	problems problemEvents
+	// traffic, with --service-traffic-metrics, maps the kernel's virtual
+	// servers to the service ports it exports the traffic of.
+	traffic *serviceTraffic
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -134,6 +137,13 @@ func (d *daemon) sync(ctx context.Context) error {
 		}
 	}
 	m.observeNoLocal(d.noLocal)
+	if d.traffic != nil {
+		if full {
+			d.traffic.replace(&u.State.Node, u.State.Services)
+		} else {
+			d.traffic.apply(&u.State.Node, changes)
+		}
+	}
 
 	failed := 0
 	for i, e := range res.Errors {

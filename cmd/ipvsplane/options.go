@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
@@ -36,6 +37,9 @@ type options struct {
 	// memoryLimit is the --memory-limit flag: empty for the automatic
 	// soft limit, "0" for none.
 	memoryLimit string
+	// own holds ipvsplane's settings that the --config file's ipvsplane
+	// section sets too.
+	own ipvsplaneConfig
 	// kp holds kube-proxy's settings: defaults, then the --config file,
 	// then the flags given on the command line.
 	kp *kubeproxy.KubeProxyConfiguration
@@ -105,6 +109,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it to 1.1x the memory in use after the first sync, raised as the cluster grows. GOMEMLIMIT, if set, wins")
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
+	fs.BoolVar(&o.own.ServiceTrafficMetrics, "service-traffic-metrics", false, "export each service port's connections, packets and bytes (ipvsplane_service_*_total), and their rates to ipvsplane status, from one read of the IPVS counters every --service-traffic-metrics-interval")
+	fs.DurationVar(&o.own.ServiceTrafficMetricsInterval.Duration, "service-traffic-metrics-interval", defaultTrafficInterval, "how often --service-traffic-metrics reads the kernel; scrapes in between get the last reading")
 }
 
 // load applies the --config file under the flags given on the command
@@ -139,7 +145,8 @@ func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 	rebind(o.kp.Conntrack.Min, &cfg.Conntrack.Min)
 	rebind(o.kp.Conntrack.TCPEstablishedTimeout, &cfg.Conntrack.TCPEstablishedTimeout)
 	rebind(o.kp.Conntrack.TCPCloseWaitTimeout, &cfg.Conntrack.TCPCloseWaitTimeout)
-	*o.kp = *cfg
+	*o.kp = cfg.KubeProxyConfiguration
+	o.own = cfg.IPVSPlane
 	for _, g := range set {
 		if sv, ok := g.flag.Value.(pflag.SliceValue); ok {
 			err = sv.Replace(g.slice)
@@ -200,6 +207,10 @@ func (o *options) validate() error {
 	}
 	if o.kp.IPVS.MinSyncPeriod.Duration < 0 || o.kp.IPVS.MinSyncPeriod.Duration > o.kp.IPVS.SyncPeriod.Duration {
 		return fmt.Errorf("--ipvs-min-sync-period must be between 0 and --ipvs-sync-period (%v), got %v", o.kp.IPVS.SyncPeriod.Duration, o.kp.IPVS.MinSyncPeriod.Duration)
+	}
+	// A reading is a dump of every virtual server: not many a second.
+	if o.own.ServiceTrafficMetricsInterval.Duration < time.Second {
+		return fmt.Errorf("--service-traffic-metrics-interval must be at least 1s, got %v", o.own.ServiceTrafficMetricsInterval.Duration)
 	}
 	return nil
 }

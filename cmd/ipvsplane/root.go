@@ -151,15 +151,17 @@ start kube-proxy, wait for its first sync, then run this.`,
 	cleanup.Flags().BoolVar(&handover, "handover", false, "hand the node back to kube-proxy: remove only ipvsplane's rules and ownership sets")
 
 	statusFile := defaultStateFile
+	top := defaultStatusTop
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the services, their virtual and real servers with weights and connections, the sets, and the last sync",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.status(cmd.Context(), statusFile)
+			return a.status(cmd.Context(), statusFile, top)
 		},
 	}
 	status.Flags().StringVar(&statusFile, "state-file", statusFile, "the daemon's state file")
+	status.Flags().IntVar(&top, "top", top, "with the daemon's --service-traffic-metrics, the service ports shown with their rates, busiest by bytes/s first; 0 shows all")
 
 	root.AddCommand(run, apply, plan, cleanup, status)
 	return root
@@ -197,7 +199,11 @@ func (a *app) cleanup(ctx context.Context, stateFile string, handover bool) erro
 	return nil
 }
 
-func (a *app) status(ctx context.Context, stateFile string) error {
+// defaultStatusTop is how many service ports `status` shows the traffic
+// of.
+const defaultStatusTop = 20
+
+func (a *app) status(ctx context.Context, stateFile string, top int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	view, err := readKernel(ctx, dataplane.DefaultDevice)
@@ -208,5 +214,9 @@ func (a *app) status(ctx context.Context, stateFile string) error {
 		return err
 	}
 	rec, recErr := readRecord(stateFile)
-	return printStatus(a.stdout, rec, recErr, view, a.now())
+	if err := printStatus(a.stdout, rec, recErr, view, a.now()); err != nil {
+		return err
+	}
+	traffic, err := readTraffic(stateFile)
+	return printTraffic(a.stdout, traffic, err, top, a.now())
 }

@@ -174,6 +174,14 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
 		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
 	}
+	if o.own.ServiceTrafficMetrics {
+		t, stopTraffic, err := startServiceTraffic(ctx, log, m, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
+		if err != nil {
+			return err
+		}
+		defer stopTraffic()
+		d.traffic = t
+	}
 	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
 	d.hc.events = events
 	defer d.hc.close(context.Background())

@@ -297,3 +297,59 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 	}
 	return nil
 }
+
+// readTraffic reads the rates the daemon writes with
+// --service-traffic-metrics; a missing file is fs.ErrNotExist.
+func readTraffic(stateFile string) (*trafficRecord, error) {
+	path := trafficFile(stateFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r trafficRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// printTraffic writes the rates of the busiest service ports by bytes per
+// second, top of them (0 for all), from the daemon's last two readings.
+// Without --service-traffic-metrics there is no file, and nothing is
+// written.
+func printTraffic(w io.Writer, r *trafficRecord, err error, top int, now time.Time) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		_, err = fmt.Fprintf(w, "\ntraffic: %v\n", err)
+		return err
+	}
+	fmt.Fprintln(w)
+	ago := now.Sub(r.At).Round(time.Second)
+	if r.Seconds == 0 {
+		_, err = fmt.Fprintf(w, "traffic: one reading so far (%s ago); rates need two\n", ago)
+		return err
+	}
+	fmt.Fprintf(w, "traffic over the %s to %s (%s ago), busiest first:\n", time.Duration(r.Seconds*float64(time.Second)).Round(time.Millisecond), r.At.Format(time.RFC3339), ago)
+	if len(r.Ports) == 0 {
+		_, err = fmt.Fprintln(w, "(no service port had traffic)")
+		return err
+	}
+	shown := r.Ports
+	if top > 0 && len(shown) > top {
+		shown = shown[:top]
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tPROTOCOL\tCONN/S\tPKT/S IN\tPKT/S OUT\tBYTES/S IN\tBYTES/S OUT")
+	for _, p := range shown {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\n", p.Service, p.Protocol, p.ConnectionsPS, p.PacketsInPS, p.PacketsOutPS, p.BytesInPS, p.BytesOutPS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(shown) < len(r.Ports) {
+		_, err = fmt.Fprintf(w, "(%d more service ports had traffic; --top 0 shows all)\n", len(r.Ports)-len(shown))
+	}
+	return err
+}

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// defaultTrafficInterval is how often the daemon reads the virtual
+// servers' counters for --service-traffic-metrics: one dump of every
+// virtual server each time, whatever the number of scrapes.
+const defaultTrafficInterval = 10 * time.Second
+
+// serviceLister reads every virtual server, with its counters, in one
+// dump; *ipvs.Conn is one.
+type serviceLister interface {
+	Services(ctx context.Context) ([]ipvs.Service, error)
+}
+
+// trafficCounters are a virtual server's or a service port's counters.
+type trafficCounters struct {
+	Connections uint64
+	PacketsIn   uint64
+	PacketsOut  uint64
+	BytesIn     uint64
+	BytesOut    uint64
+}
+
+func countersOf(s ipvs.Stats) trafficCounters {
+	return trafficCounters{Connections: s.Connections, PacketsIn: s.PacketsIn, PacketsOut: s.PacketsOut, BytesIn: s.BytesIn, BytesOut: s.BytesOut}
+}
+
+// since returns what c, a virtual server's reading, counted after prev,
+// its reading before. A counter that went back means the virtual server
+// was deleted and created again in between, its counters starting from
+// zero: then all of c is new.
+func (c trafficCounters) since(prev trafficCounters) trafficCounters {
+	if c.Connections < prev.Connections || c.PacketsIn < prev.PacketsIn || c.PacketsOut < prev.PacketsOut ||
+		c.BytesIn < prev.BytesIn || c.BytesOut < prev.BytesOut {
+		return c
+	}
+	return trafficCounters{
+		Connections: c.Connections - prev.Connections, PacketsIn: c.PacketsIn - prev.PacketsIn,
+		PacketsOut: c.PacketsOut - prev.PacketsOut, BytesIn: c.BytesIn - prev.BytesIn, BytesOut: c.BytesOut - prev.BytesOut,
+	}
+}
+
+func (c *trafficCounters) add(o trafficCounters) {
+	c.Connections += o.Connections
+	c.PacketsIn += o.PacketsIn
+	c.PacketsOut += o.PacketsOut
+	c.BytesIn += o.BytesIn
+	c.BytesOut += o.BytesOut
+}
+
+// trafficPort is one service port's series: the sum over its virtual
+// servers.
+type trafficPort struct {
+	name     dataplane.ServicePortName
+	protocol dataplane.Protocol
+	keys     []dataplane.VirtualKey
+	// total is what the port's virtual servers counted while the daemon
+	// read them; last, what the latest reading added.
+	total, last trafficCounters
+	// readings counts the readings the port was in: from the second, last
+	// is a rate's numerator.
+	readings int
+}
+
+// serviceTraffic exports the traffic of every service port from the
+// kernel's counters of its virtual servers. The kernel is read once an
+// interval (see run), never on a scrape, so that scrapes cost no netlink
+// dump however many scrapers there are; scrapes serve the last reading.
+//
+// The kernel's counters belong to a virtual server and restart from zero
+// when it is created again (an address of the Service changed and came
+// back, a conflict moved it, the node's addresses changed). Summing them
+// as they are would make a port's counter go back, which Prometheus takes
+// for a reset of the whole series; instead each reading adds what every
+// virtual server counted since the reading before, so a port's counters
+// only go up while the daemon runs, and a restart of the daemon is the
+// one reset.
+type serviceTraffic struct {
+	source serviceLister
+	now    func() time.Time
+
+	mu     sync.Mutex
+	ports  map[dataplane.ServicePortName]*trafficPort
+	owners map[dataplane.VirtualKey]*trafficPort
+	// seen holds each counted virtual server's latest reading; spare is
+	// the map the next reading fills, swapped in after it.
+	seen, spare map[dataplane.VirtualKey]trafficCounters
+	// at and prevAt are the times of the last two readings.
+	at, prevAt time.Time
+
+	connections, packets, bytes *prometheus.Desc
+}
+
+func newServiceTraffic(source serviceLister, now func() time.Time) *serviceTraffic {
+	labels := []string{"namespace", "name", "port", "protocol"}
+	withDirection := append(slices.Clone(labels), "direction")
+	return &serviceTraffic{
+		source: source, now: now,
+		ports:  map[dataplane.ServicePortName]*trafficPort{},
+		owners: map[dataplane.VirtualKey]*trafficPort{},
+		seen:   map[dataplane.VirtualKey]trafficCounters{},
+		spare:  map[dataplane.VirtualKey]trafficCounters{},
+		connections: prometheus.NewDesc("ipvsplane_service_connections_total",
+			"Connections IPVS scheduled to the service port's virtual servers (all its addresses and node ports).", labels, nil),
+		packets: prometheus.NewDesc("ipvsplane_service_packets_total",
+			"Packets through the service port's virtual servers; in is from clients, out is replies.", withDirection, nil),
+		bytes: prometheus.NewDesc("ipvsplane_service_bytes_total",
+			"Bytes through the service port's virtual servers; in is from clients, out is replies.", withDirection, nil),
+	}
+}
+
+// replace maps the virtual servers of a whole desired state to their
+// service ports, after a full sync. Ports that stay keep their counters.
+func (t *serviceTraffic) replace(node *dataplane.Node, services []dataplane.ServicePort) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	present := make(map[dataplane.ServicePortName]bool, len(services))
+	for i := range services {
+		present[services[i].Name] = true
+		t.set(node, &services[i])
+	}
+	for name := range t.ports {
+		if !present[name] {
+			t.drop(name)
+		}
+	}
+}
+
+// apply follows an incremental sync's changes, in their time.
+func (t *serviceTraffic) apply(node *dataplane.Node, changes []dataplane.Change) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range changes {
+		if c.Port == nil {
+			t.drop(c.Name)
+		} else {
+			t.set(node, c.Port)
+		}
+	}
+}
+
+// set maps the port's virtual servers to it; t.mu is held. A virtual
+// server two ports claim (a VirtualServerConflict) counts for the one set
+// last.
+func (t *serviceTraffic) set(node *dataplane.Node, sp *dataplane.ServicePort) {
+	p := t.ports[sp.Name]
+	if p != nil && p.protocol != sp.Protocol {
+		// Another protocol is another series.
+		t.drop(sp.Name)
+		p = nil
+	}
+	keys := node.VirtualKeys(sp)
+	if p == nil {
+		p = &trafficPort{name: sp.Name, protocol: sp.Protocol}
+		t.ports[sp.Name] = p
+	} else if slices.Equal(p.keys, keys) {
+		return // an endpoint change
+	}
+	for _, k := range p.keys {
+		if !slices.Contains(keys, k) {
+			t.release(p, k)
+		}
+	}
+	for _, k := range keys {
+		t.owners[k] = p
+	}
+	p.keys = keys
+}
+
+// drop forgets a removed port and its series; t.mu is held.
+func (t *serviceTraffic) drop(name dataplane.ServicePortName) {
+	p := t.ports[name]
+	if p == nil {
+		return
+	}
+	for _, k := range p.keys {
+		t.release(p, k)
+	}
+	delete(t.ports, name)
+}
+
+// release unmaps one of p's virtual servers. Its last reading goes too:
+// if it comes back, it is a new virtual server whose counters start from
+// zero.
+func (t *serviceTraffic) release(p *trafficPort, k dataplane.VirtualKey) {
+	if t.owners[k] == p {
+		delete(t.owners, k)
+		delete(t.seen, k)
+	}
+}
+
+// refresh reads every virtual server's counters in one dump and adds
+// what each counted since the last reading to its service port.
+func (t *serviceTraffic) refresh(ctx context.Context) error {
+	svcs, err := t.source.Services(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the IPVS virtual servers' counters: %w", err)
+	}
+	at := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.account(svcs, at)
+	return nil
+}
+
+// account adds a reading taken at at; t.mu is held. Virtual servers that
+// are no service port's (another program's, a firewall mark's) are
+// skipped.
+func (t *serviceTraffic) account(svcs []ipvs.Service, at time.Time) {
+	for _, p := range t.ports {
+		p.last = trafficCounters{}
+	}
+	clear(t.spare)
+	for i := range svcs {
+		k, ok := virtualKeyOf(&svcs[i])
+		if !ok {
+			continue
+		}
+		p := t.owners[k]
+		if p == nil {
+			continue
+		}
+		c := countersOf(svcs[i].Stats)
+		p.last.add(c.since(t.seen[k]))
+		t.spare[k] = c
+	}
+	// Virtual servers missing from this reading drop out of seen: one
+	// that comes back starts from zero.
+	t.seen, t.spare = t.spare, t.seen
+	for _, p := range t.ports {
+		p.total.add(p.last)
+		p.readings++
+	}
+	t.prevAt, t.at = t.at, at
+}
+
+// virtualKeyOf names a kernel virtual server as the desired state does;
+// false for one with a firewall mark or a protocol services do not use.
+func virtualKeyOf(s *ipvs.Service) (dataplane.VirtualKey, bool) {
+	var p dataplane.Protocol
+	switch s.Protocol {
+	case ipvs.TCP:
+		p = dataplane.TCP
+	case ipvs.UDP:
+		p = dataplane.UDP
+	case ipvs.SCTP:
+		p = dataplane.SCTP
+	default:
+		return dataplane.VirtualKey{}, false
+	}
+	if s.FirewallMark != 0 {
+		return dataplane.VirtualKey{}, false
+	}
+	return dataplane.VirtualKey{Addr: s.Addr, Port: s.Port, Protocol: p}, true
+}
+
+// Describe and Collect make serviceTraffic a prometheus.Collector of
+// constant metrics: the values are the kernel's, not counted here.
+func (t *serviceTraffic) Describe(ch chan<- *prometheus.Desc) {
+	ch <- t.connections
+	ch <- t.packets
+	ch <- t.bytes
+}
+
+// Collect serves the last reading; before the first, nothing.
+func (t *serviceTraffic) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range t.snapshot() {
+		n := p.name
+		proto := p.protocol.String()
+		counter := func(d *prometheus.Desc, v uint64, extra ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{n.Namespace, n.Name, n.Port, proto}, extra...)...)
+		}
+		counter(t.connections, p.total.Connections)
+		counter(t.packets, p.total.PacketsIn, "in")
+		counter(t.packets, p.total.PacketsOut, "out")
+		counter(t.bytes, p.total.BytesIn, "in")
+		counter(t.bytes, p.total.BytesOut, "out")
+	}
+}
+
+// snapshot copies the ports' totals, so that a slow scrape does not hold
+// up the syncs.
+func (t *serviceTraffic) snapshot() []trafficPort {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.at.IsZero() {
+		return nil
+	}
+	out := make([]trafficPort, 0, len(t.ports))
+	for _, p := range t.ports {
+		if p.readings > 0 {
+			out = append(out, trafficPort{name: p.name, protocol: p.protocol, total: p.total})
+		}
+	}
+	return out
+}
+
+// trafficRecord is the file of rates the daemon writes beside the state
+// file after each reading, for `ipvsplane status`.
+type trafficRecord struct {
+	// At is the time of the latest reading; Seconds, the time since the
+	// one before, which the rates are over.
+	At      time.Time `json:"at"`
+	Seconds float64   `json:"seconds"`
+	// Ports holds the ports that had traffic, most bytes per second (in
+	// and out) first: idle ports are left out, so the file follows the
+	// busy ports, not the cluster's size.
+	Ports []portRate `json:"ports,omitempty"`
+}
+
+// portRate is one service port's traffic per second.
+type portRate struct {
+	Service       string  `json:"service"`
+	Protocol      string  `json:"protocol"`
+	ConnectionsPS float64 `json:"connectionsPerSecond"`
+	PacketsInPS   float64 `json:"packetsInPerSecond"`
+	PacketsOutPS  float64 `json:"packetsOutPerSecond"`
+	BytesInPS     float64 `json:"bytesInPerSecond"`
+	BytesOutPS    float64 `json:"bytesOutPerSecond"`
+}
+
+// trafficFile is where the rates go, beside the state file.
+func trafficFile(stateFile string) string {
+	return strings.TrimSuffix(stateFile, ".json") + "-traffic.json"
+}
+
+// rates computes each port's rates from the last two readings; a port
+// that was not in both has none yet.
+func (t *serviceTraffic) rates() *trafficRecord {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &trafficRecord{At: t.at}
+	if t.prevAt.IsZero() {
+		return r
+	}
+	r.Seconds = t.at.Sub(t.prevAt).Seconds()
+	if r.Seconds <= 0 {
+		return r
+	}
+	for _, p := range t.ports {
+		if p.readings < 2 || p.last == (trafficCounters{}) {
+			continue
+		}
+		l := p.last
+		r.Ports = append(r.Ports, portRate{
+			Service: p.name.String(), Protocol: p.protocol.String(),
+			ConnectionsPS: float64(l.Connections) / r.Seconds,
+			PacketsInPS:   float64(l.PacketsIn) / r.Seconds, PacketsOutPS: float64(l.PacketsOut) / r.Seconds,
+			BytesInPS: float64(l.BytesIn) / r.Seconds, BytesOutPS: float64(l.BytesOut) / r.Seconds,
+		})
+	}
+	slices.SortFunc(r.Ports, func(a, b portRate) int {
+		return cmp.Or(cmp.Compare(b.BytesInPS+b.BytesOutPS, a.BytesInPS+a.BytesOutPS), cmp.Compare(a.Service, b.Service), cmp.Compare(a.Protocol, b.Protocol))
+	})
+	return r
+}
+
+// run reads the kernel on every tick until ctx ends, and hands each
+// reading's error (nil when it worked) to after. Scrapes in between are
+// served from the last reading.
+func (t *serviceTraffic) run(ctx context.Context, ticks <-chan time.Time, after func(error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+		}
+		after(t.refresh(ctx))
+	}
+}
+
+// startServiceTraffic starts --service-traffic-metrics: the collector in m's
+// registry and a reading every interval, on an IPVS connection of its own
+// so that it never waits behind a sync's. The function returned stops the
+// readings and closes the connection.
+func startServiceTraffic(ctx context.Context, log *zap.Logger, m *metrics, now func() time.Time, interval time.Duration, stateFile string) (*serviceTraffic, func(), error) {
+	conn, err := ipvs.Dial(nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("service traffic metrics: %w", err)
+	}
+	t := newServiceTraffic(conn, now)
+	m.registry.MustRegister(t)
+	ctx, cancel := context.WithCancel(ctx)
+	ticker := time.NewTicker(interval)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.run(ctx, ticker.C, func(err error) { t.report(log, stateFile, err) })
+	}()
+	return t, func() {
+		cancel()
+		<-done
+		ticker.Stop()
+		conn.Close()
+	}, nil
+}
+
+// report logs a failed reading, or writes the rates for `ipvsplane
+// status` when the state file is on.
+func (t *serviceTraffic) report(log *zap.Logger, stateFile string, err error) {
+	if err != nil {
+		log.Warn("cannot read the service traffic counters; the metrics keep the last reading", zap.Error(err))
+		return
+	}
+	if stateFile == "" {
+		return
+	}
+	path := trafficFile(stateFile)
+	// The first reading may come before the first sync wrote the state
+	// file, and its directory.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		log.Warn("cannot write the traffic rates", zap.String("file", path), zap.Error(err))
+		return
+	}
+	if err := writeJSON(path, t.rates()); err != nil {
+		log.Warn("cannot write the traffic rates", zap.String("file", path), zap.Error(err))
+	}
+}

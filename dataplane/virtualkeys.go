@@ -1,0 +1,25 @@
+package dataplane
+
+// VirtualKeys lists the virtual servers a service port asks of this node:
+// its cluster IPs, external and load-balancer addresses in the
+// families it serves, and its node port on each node-port address. It is
+// the list a sync programs, so that callers mapping the kernel's virtual
+// servers back to service ports (for their traffic counters) need not
+// work it out again. A virtual server that another service port claims
+// too is listed for both; a port that a sync leaves out as invalid has
+// none.
+func (n *Node) VirtualKeys(s *ServicePort) []VirtualKey {
+	if s.Validate() != nil {
+		return nil
+	}
+	// The endpoints decide real servers, never virtual ones: leave them
+	// out, so the cost does not follow a large service's endpoints.
+	bare := *s
+	bare.Endpoints = nil
+	c := n.contribution(&bare)
+	keys := make([]VirtualKey, len(c.virtual))
+	for i, v := range c.virtual {
+		keys[i] = v.VirtualKey
+	}
+	return keys
+}

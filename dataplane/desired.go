@@ -174,7 +174,7 @@ func (n *Node) scheduling(s *ServicePort, lacking map[string]error) (schedulerCh
 	if ignored == 0 {
 		return schedulerChoice{name: name, flags: kernel}, nil
 	}
-	return schedulerChoice{name: name, flags: kernel}, []error{&SettingError{Service: s.Name, Field: "schedulerFlags",
+	return schedulerChoice{name: name, flags: kernel}, []error{&SettingError{Service: s.Name, Field: FieldSchedulerFlags,
 		Value: ignored.String(), Reason: fmt.Sprintf("the %s scheduler does not read them", name)}}
 }
 

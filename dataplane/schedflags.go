@@ -156,10 +156,14 @@ func (e *SchedulerError) Error() string {
 
 func (e *SchedulerError) Unwrap() error { return e.Err }
 
+// FieldSchedulerFlags is the Field of a [SettingError] about scheduler
+// flags the scheduler does not read.
+const FieldSchedulerFlags = "schedulerFlags"
+
 // SettingError reports a setting of a service port that is ignored: one
 // the source could not read (Field names where it came from, such as an
 // annotation), or scheduler flags its scheduler does not read (Field
-// "schedulerFlags"). The port is programmed without it.
+// FieldSchedulerFlags). The port is programmed without it.
 type SettingError struct {
 	Service ServicePortName
 	Field   string

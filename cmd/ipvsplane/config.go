@@ -79,11 +79,29 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	// incremental syncs make cheap.
 }
 
+// ownSection is the top-level field of a configuration file that holds
+// ipvsplane's own settings beside kube-proxy's. kube-proxy rejects a file
+// that has it: the file is then ipvsplane's alone.
+const ownSection = "ipvsplane"
+
+// ownConfig are ipvsplane's settings that kube-proxy's configuration has
+// no field for.
+type ownConfig struct {
+	// DrainTimeout is --drain-timeout.
+	DrainTimeout metav1.Duration `json:"drainTimeout,omitempty"`
+}
+
+// configFile is what a configuration file holds.
+type configFile struct {
+	*kubeproxy.KubeProxyConfiguration
+	Own ownConfig
+}
+
 // loadConfig reads a KubeProxyConfiguration file over kube-proxy's
-// defaults. Unknown fields are an error, as they are for kube-proxy; known
-// fields that ipvsplane does not use are returned as notes, to be reported
-// once.
-func loadConfig(path string) (*kubeproxy.KubeProxyConfiguration, []string, error) {
+// defaults, with ipvsplane's own section. Unknown fields are an error, as
+// they are for kube-proxy; known fields that ipvsplane does not use are
+// returned as notes, to be reported once.
+func loadConfig(path string) (*configFile, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -92,7 +110,11 @@ func loadConfig(path string) (*kubeproxy.KubeProxyConfiguration, []string, error
 }
 
 // parseConfig is loadConfig on the file's content.
-func parseConfig(path string, data []byte) (*kubeproxy.KubeProxyConfiguration, []string, error) {
+func parseConfig(path string, data []byte) (*configFile, []string, error) {
+	data, own, err := splitOwnSection(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
 	cfg := &kubeproxy.KubeProxyConfiguration{}
 	if err := decodeStrict(data, cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
@@ -105,7 +127,29 @@ func parseConfig(path string, data []byte) (*kubeproxy.KubeProxyConfiguration, [
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, ignoredFields(raw), nil
+	return &configFile{KubeProxyConfiguration: cfg, Own: own}, ignoredFields(raw), nil
+}
+
+// splitOwnSection takes ipvsplane's section out of a configuration file:
+// it returns the rest (as JSON when there was a section) and the section.
+func splitOwnSection(data []byte) ([]byte, ownConfig, error) {
+	var own ownConfig
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, own, err
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(j, &doc) != nil || doc[ownSection] == nil {
+		// Not an object, or no section: kube-proxy's decoding says what
+		// is wrong, if anything.
+		return data, own, nil
+	}
+	if err := decodeStrict(doc[ownSection], &own); err != nil {
+		return nil, own, fmt.Errorf("%s: %w", ownSection, err)
+	}
+	delete(doc, ownSection)
+	rest, err := json.Marshal(doc)
+	return rest, own, err
 }
 
 // decodeStrict decodes YAML or JSON into v as kube-proxy decodes its

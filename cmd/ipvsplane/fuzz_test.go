@@ -23,7 +23,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		s, err := resolve(cfg, "node-a", []netip.Addr{netip.MustParseAddr("192.168.0.1")})
+		s, err := resolve(cfg.KubeProxyConfiguration, "node-a", []netip.Addr{netip.MustParseAddr("192.168.0.1")})
 		if err != nil {
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
@@ -36,6 +37,10 @@ type options struct {
 	// memoryLimit is the --memory-limit flag: empty for the automatic
 	// soft limit, "0" for none.
 	memoryLimit string
+	// drainTimeout bounds how long a real server whose endpoint left
+	// drains (dataplane.Config.DrainTimeout): the --drain-timeout flag,
+	// or drainTimeout in the file's ipvsplane section.
+	drainTimeout time.Duration
 	// kp holds kube-proxy's settings: defaults, then the --config file,
 	// then the flags given on the command line.
 	kp *kubeproxy.KubeProxyConfiguration
@@ -47,12 +52,16 @@ const (
 	sourceFiles      = "files"
 )
 
+// defaultDrainTimeout is the drain bound without --drain-timeout, the
+// dataplane's own default.
+const defaultDrainTimeout = 15 * time.Minute
+
 // defaultStateFile is where the daemon records its last sync for
 // `ipvsplane status`.
 const defaultStateFile = "/run/ipvsplane/status.json"
 
 func newOptions() *options {
-	return &options{source: sourceKubernetes, stateFile: defaultStateFile, kp: defaultConfig()}
+	return &options{source: sourceKubernetes, stateFile: defaultStateFile, drainTimeout: defaultDrainTimeout, kp: defaultConfig()}
 }
 
 // addFlags registers the flags. Those of kube-proxy keep its names and
@@ -105,6 +114,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it to 1.1x the memory in use after the first sync, raised as the cluster grows. GOMEMLIMIT, if set, wins")
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", o.drainTimeout, "how long a real server whose endpoint left keeps its open TCP connections at weight 0 before it is deleted anyway; a Service's ipvsplane.io/drain-timeout annotation overrides it (config file: ipvsplane.drainTimeout)")
 }
 
 // load applies the --config file under the flags given on the command
@@ -139,7 +149,10 @@ func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 	rebind(o.kp.Conntrack.Min, &cfg.Conntrack.Min)
 	rebind(o.kp.Conntrack.TCPEstablishedTimeout, &cfg.Conntrack.TCPEstablishedTimeout)
 	rebind(o.kp.Conntrack.TCPCloseWaitTimeout, &cfg.Conntrack.TCPCloseWaitTimeout)
-	*o.kp = *cfg
+	*o.kp = *cfg.KubeProxyConfiguration
+	if d := cfg.Own.DrainTimeout.Duration; d != 0 {
+		o.drainTimeout = d
+	}
 	for _, g := range set {
 		if sv, ok := g.flag.Value.(pflag.SliceValue); ok {
 			err = sv.Replace(g.slice)
@@ -194,6 +207,9 @@ func (o *options) validate() error {
 		}
 	default:
 		return fmt.Errorf("--source: want kubernetes or files, got %q", o.source)
+	}
+	if o.drainTimeout <= 0 {
+		return fmt.Errorf("--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive, got %v", o.drainTimeout)
 	}
 	if o.kp.IPVS.SyncPeriod.Duration <= 0 {
 		return fmt.Errorf("--ipvs-sync-period must be positive, got %v", o.kp.IPVS.SyncPeriod.Duration)

@@ -17,7 +17,7 @@ type contribution struct {
 	kinds   []virtualKind
 	addrs   []netip.Addr
 	entries []SetEntry
-	// drain is the port's drain bound, 0 for the node's.
+	// drain is the port's drain bound; 0 (or less) keeps the node's.
 	drain time.Duration
 	// problems are what the port asked for and does not get: a
 	// scheduler, flags, settings. They never leave it out.
@@ -42,10 +42,7 @@ const (
 // lacking holds the schedulers the kernel does not have.
 func (n *Node) contribution(s *ServicePort, lacking map[string]error) *contribution {
 	sched, problems := n.scheduling(s, lacking)
-	c := &contribution{problems: append(problems, badSettings(s)...)}
-	if s.DrainTimeout > 0 {
-		c.drain = s.DrainTimeout
-	}
+	c := &contribution{drain: s.DrainTimeout, problems: append(problems, badSettings(s)...)}
 	cluster, local := n.selectEndpoints(s.Endpoints)
 	internal, external := cluster, cluster
 	if s.InternalPolicy == PolicyLocal {

@@ -12,6 +12,8 @@ type Desired struct {
 	// Services names the service port each virtual server belongs to.
 	Services map[VirtualKey]ServicePortName
 	// Errors lists the service ports left out as invalid (*FieldError),
+	// the problems of ports that are programmed all the same
+	// (*SchedulerError, *SettingError),
 	// and the claims on a virtual server another port has
 	// (*ConflictError), whose ports are programmed otherwise.
 	Errors []error
@@ -21,7 +23,7 @@ type Desired struct {
 // service ports claiming one virtual server gets it does not depend on
 // the order of the input (see ConflictError).
 func Build(s *State) *Desired {
-	d, failed, err := buildIndex(s)
+	d, failed, err := buildIndex(s, nil)
 	errs := []error{}
 	if err != nil {
 		errs = append(errs, err)
@@ -29,15 +31,15 @@ func Build(s *State) *Desired {
 	for _, name := range slices.SortedFunc(maps.Keys(failed), compareNames) {
 		errs = append(errs, failed[name])
 	}
-	errs = append(errs, d.conflicts()...)
+	errs = append(append(errs, d.conflicts()...), d.problems()...)
 	return &Desired{Kernel: d.state, Services: d.owners, Errors: errs}
 }
 
 // buildIndex computes the desired state of a whole model: the index, the
 // service ports left out, and the node's own error, if its settings are
 // invalid (then nothing is programmed).
-func buildIndex(s *State) (*desiredIndex, map[ServicePortName]error, error) {
-	d := newDesiredIndex(cloneNode(s.Node), renderRules(&s.Node))
+func buildIndex(s *State, lacking map[string]error) (*desiredIndex, map[ServicePortName]error, error) {
+	d := newDesiredIndex(cloneNode(s.Node), renderRules(&s.Node), lacking)
 	failed := map[ServicePortName]error{}
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err

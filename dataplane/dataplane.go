@@ -72,12 +72,16 @@ type Dataplane struct {
 	kernelSysctls []Sysctl
 	// flowTally, during a sync, is its Result's conntrack cleanup tally.
 	flowTally *FlowCleanup
+	// schedulers remembers which schedulers the services name that the
+	// kernel has.
+	schedulers schedulerCache
 }
 
 // New opens the netlink connections. It fails with an error matching
 // ipvs.ErrNotAvailable when the kernel has no IPVS.
 func New(cfg *Config) (*Dataplane, error) {
 	d := &Dataplane{planner: NewPlanner(), retry: newTouched(), draining: map[VirtualKey]map[RealKey]time.Time{}, setIndex: map[string]uint16{}}
+	d.schedulers = schedulerCache{probe: d.CheckScheduler, known: map[string]error{}}
 	if cfg != nil {
 		d.cfg = *cfg
 	}

@@ -1,10 +1,12 @@
 package dataplane
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // contribution is what one service port puts into the kernel.
@@ -15,6 +17,11 @@ type contribution struct {
 	kinds   []virtualKind
 	addrs   []netip.Addr
 	entries []SetEntry
+	// drain is the port's drain bound; 0 (or less) keeps the node's.
+	drain time.Duration
+	// problems are what the port asked for and does not get: a
+	// scheduler, flags, settings. They never leave it out.
+	problems []error
 }
 
 // virtualKind says what address a virtual server serves. When two service
@@ -31,9 +38,11 @@ const (
 	kindExternalIP
 )
 
-// contribution computes the kernel objects of one valid service port.
-func (n *Node) contribution(s *ServicePort) *contribution {
-	c := &contribution{}
+// contribution computes the kernel objects of one valid service port;
+// lacking holds the schedulers the kernel does not have.
+func (n *Node) contribution(s *ServicePort, lacking map[string]error) *contribution {
+	sched, problems := n.scheduling(s, lacking)
+	c := &contribution{drain: s.DrainTimeout, problems: append(problems, badSettings(s)...)}
 	cluster, local := n.selectEndpoints(s.Endpoints)
 	internal, external := cluster, cluster
 	if s.InternalPolicy == PolicyLocal {
@@ -42,14 +51,10 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 	if s.ExternalPolicy == PolicyLocal {
 		external = local
 	}
-	sched := s.Scheduler
-	if sched == "" {
-		sched = n.scheduler()
-	}
 	addVirtual := func(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]Endpoint, bind bool) {
 		eps := byFamily[family(addr.Is6())]
 		k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
-		c.virtual = append(c.virtual, VirtualServer{VirtualKey: k, Scheduler: sched, SchedulerPort: sched == "mh", Persistence: s.SessionAffinity})
+		c.virtual = append(c.virtual, VirtualServer{VirtualKey: k, Scheduler: sched.name, SchedulerFlags: sched.flags, Persistence: s.SessionAffinity})
 		c.kinds = append(c.kinds, kind)
 		c.entries = append(c.entries, SetEntry{Set: SetName(SetOwned, addr.Is6()), Entry: portEntry(addr, s.Protocol, port)})
 		c.reals = append(c.reals, realServers(addr.Is6(), eps))
@@ -132,6 +137,51 @@ func (n *Node) contribution(s *ServicePort) *contribution {
 		}
 	}
 	return c
+}
+
+// schedulerChoice is the scheduler and the kernel's flags a service
+// port's virtual servers get.
+type schedulerChoice struct {
+	name  string
+	flags SchedulerFlags
+}
+
+// scheduling chooses a service port's scheduler: the one it names when
+// the kernel has it, else the node's. A port that names neither scheduler
+// nor flags gets the node's defaults; flags the scheduler does not read
+// are dropped. What the port does not get is returned, to be reported.
+func (n *Node) scheduling(s *ServicePort, lacking map[string]error) (schedulerChoice, []error) {
+	node := schedulerChoice{name: n.scheduler(), flags: defaultSchedulerFlags(n.scheduler())}
+	if s.Scheduler == "" && s.SchedulerFlags == 0 {
+		return node, nil
+	}
+	name := cmp.Or(s.Scheduler, node.name)
+	fallback := func(err error) (schedulerChoice, []error) {
+		return node, []error{&SchedulerError{Service: s.Name, Scheduler: name, Fallback: node.name, Err: err}}
+	}
+	// An unknown name is never tried in the kernel: it would load the
+	// module of any name a Service gives.
+	if !schedulers[name] {
+		return fallback(ErrUnknownScheduler)
+	}
+	if err := lacking[name]; err != nil {
+		return fallback(err)
+	}
+	kernel, ignored := s.SchedulerFlags.forScheduler(name)
+	if ignored == 0 {
+		return schedulerChoice{name: name, flags: kernel}, nil
+	}
+	return schedulerChoice{name: name, flags: kernel}, []error{&SettingError{Service: s.Name, Field: FieldSchedulerFlags,
+		Value: ignored.String(), Reason: fmt.Sprintf("the %s scheduler does not read them", name)}}
+}
+
+// badSettings reports the settings the source could not read.
+func badSettings(s *ServicePort) []error {
+	var errs []error
+	for _, b := range s.BadSettings {
+		errs = append(errs, &SettingError{Service: s.Name, Field: b.Field, Value: b.Value, Reason: b.Reason})
+	}
+	return errs
 }
 
 // sourceRanges returns a load balancer's source ranges of one family, as

@@ -38,6 +38,14 @@ func fingerprint(seed maphash.Seed, s *ServicePort) uint64 {
 	num(uint64(s.SessionAffinity))
 	num(uint64(s.ExternalPolicy)<<8 | uint64(s.InternalPolicy))
 	str(s.Scheduler)
+	num(uint64(s.SchedulerFlags))
+	num(uint64(s.DrainTimeout))
+	num(uint64(len(s.BadSettings)))
+	for _, b := range s.BadSettings {
+		str(b.Field)
+		str(b.Value)
+		str(b.Reason)
+	}
 	addrs(s.ClusterIPs)
 	addrs(s.ExternalIPs)
 	addrs(s.LoadBalancerIPs)
@@ -96,6 +104,7 @@ func cloneServicePort(s *ServicePort) *ServicePort {
 	c.ExternalIPs = slices.Clone(s.ExternalIPs)
 	c.LoadBalancerIPs = slices.Clone(s.LoadBalancerIPs)
 	c.LoadBalancerSourceRanges = slices.Clone(s.LoadBalancerSourceRanges)
+	c.BadSettings = slices.Clone(s.BadSettings)
 	c.Endpoints = slices.Clone(s.Endpoints)
 	for i := range c.Endpoints {
 		if h := s.Endpoints[i].Hints; h != nil {

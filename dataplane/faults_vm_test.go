@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
-	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
 
@@ -310,11 +309,10 @@ func hideScheduler(t *testing.T, sched string) {
 	t.Cleanup(func() { os.Rename(hidden, files[0]) })
 }
 
-// A service whose scheduler the kernel refuses fails alone: the others
-// are programmed, the failure names the virtual server and keeps the
-// errno, and it is not retried within the sync, as ENOENT is not
-// transient.
-func TestDataplaneKernelRejectsScheduler(t *testing.T) {
+// A service whose scheduler the kernel lacks is programmed with the
+// node's: the dataplane tries the scheduler once with a probe, remembers
+// the answer, and reports the fallback on every sync while it lasts.
+func TestDataplaneKernelLacksScheduler(t *testing.T) {
 	testutil.RequireVM(t)
 	testutil.RequireProgram(t, "ipvsadm")
 	const sched = "dh"
@@ -326,45 +324,32 @@ func TestDataplaneKernelRejectsScheduler(t *testing.T) {
 	bad.Scheduler = sched
 	bad.Endpoints = []Endpoint{ready("10.244.9.2", 8080, "node-b")}
 	state := &State{Node: vmNode(), Services: append(services, bad)}
-	good := Build(&State{Node: vmNode(), Services: services})
+	want := Build(&State{Node: vmNode(), Services: append(slices.Clone(services), svcWithout(bad))})
 
 	for round := range 2 {
 		res, err := d.Sync(context.Background(), state)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The virtual server's creation fails, and so do its real
-		// servers' for want of it.
-		if len(res.Errors) == 0 || res.Retries != 0 {
-			t.Fatalf("sync %d: %d errors, %d retries; want the bad scheduler's, not retried: %v", round, len(res.Errors), res.Retries, res.Errors)
+		var se *SchedulerError
+		if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !errors.Is(se, ErrNoScheduler) || se.Service != bad.Name {
+			t.Fatalf("sync %d: errors %v; want the bad service's scheduler fallback alone", round, res.Errors)
 		}
-		if err := res.Errors[0]; !errors.As(err, new(*OpError)) || !errors.Is(err, ipvs.ErrNoScheduler) || !errors.Is(err, unix.ENOENT) {
-			t.Errorf("sync %d: the failure %v is not ErrNoScheduler with ENOENT", round, err)
-		}
-		for _, err := range res.Errors {
-			if !strings.Contains(err.Error(), "10.102.0.1:80") {
-				t.Errorf("sync %d: a failure that is not the bad service's: %v", round, err)
-			}
-		}
-		t.Logf("sync %d: %d errors, the first: %v", round, len(res.Errors), res.Errors[0])
 	}
 	out := ns.Run(t, "ipvsadm", "-Sn")
-	if n := strings.Count(out, "-A "); n != len(good.Kernel.Virtual) {
-		t.Errorf("%d virtual servers programmed, want the %d of the good services", n, len(good.Kernel.Virtual))
+	if n := strings.Count(out, "-A "); n != len(want.Kernel.Virtual) {
+		t.Errorf("%d virtual servers programmed, want %d", n, len(want.Kernel.Virtual))
 	}
-	reals := 0
-	for _, rs := range good.Kernel.Reals {
-		reals += len(rs)
+	if !strings.Contains(out, "-A -t 10.102.0.1:80 -s "+want.Kernel.Virtual[VirtualKey{Addr: ip("10.102.0.1"), Port: 80, Protocol: TCP}].Scheduler) {
+		t.Errorf("the bad service's virtual server does not have the node's scheduler:\n%s", out)
 	}
-	if n := strings.Count(out, "-a "); n != reals {
-		t.Errorf("%d real servers programmed, want the %d of the good services", n, reals)
+	if strings.Contains(out, "198.51.100.0") {
+		t.Errorf("the scheduler probe was left behind:\n%s", out)
 	}
-	if strings.Contains(out, "10.102.0.1") {
-		t.Errorf("the bad service's virtual server exists:\n%s", out)
-	}
-	// Its address is bound as its cluster IP's always is: as with
-	// kube-proxy, the node then answers it itself (a reset) rather than
-	// dropping it.
-	bound := strings.Contains(ns.Run(t, "ip", "-o", "addr", "show", "dev", DefaultDevice), " 10.102.0.1/32 ")
-	t.Logf("%d virtual servers and %d real servers of the good services programmed; the bad one's address bound: %v", len(good.Kernel.Virtual), reals, bound)
+}
+
+// svcWithout returns a service port without its scheduler.
+func svcWithout(s ServicePort) ServicePort {
+	s.Scheduler = ""
+	return s
 }

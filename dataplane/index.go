@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // desiredIndex keeps the desired kernel state as the sum of every service
@@ -25,9 +26,18 @@ type desiredIndex struct {
 	contribs     map[ServicePortName]*contribution
 	extraAddrs   map[netip.Addr]int
 	extraEntries map[SetEntry]int
+	// lacking holds the schedulers the kernel does not have, shared with
+	// the planner, which learns them.
+	lacking map[string]error
+	// troubled holds the service ports with problems that do not leave
+	// them out, so reporting them costs what they number.
+	troubled map[ServicePortName]bool
+	// drains holds the drain bounds of the virtual servers whose owner
+	// overrides the node's.
+	drains map[VirtualKey]time.Duration
 }
 
-func newDesiredIndex(node Node, rules string) *desiredIndex {
+func newDesiredIndex(node Node, rules string, lacking map[string]error) *desiredIndex {
 	state := NewKernelState()
 	state.Sets = setSpecs()
 	state.Rules = rules
@@ -42,6 +52,9 @@ func newDesiredIndex(node Node, rules string) *desiredIndex {
 		contribs:     map[ServicePortName]*contribution{},
 		extraAddrs:   map[netip.Addr]int{},
 		extraEntries: map[SetEntry]int{},
+		lacking:      lacking,
+		troubled:     map[ServicePortName]bool{},
+		drains:       map[VirtualKey]time.Duration{},
 	}
 }
 
@@ -106,7 +119,7 @@ func (t *touched) add(c *contribution) {
 // claims too goes to the better claim (see better), whatever the order
 // they came in; the rest of both is programmed, and conflicts reports it.
 func (d *desiredIndex) put(s *ServicePort, t *touched) {
-	next := d.node.contribution(s)
+	next := d.node.contribution(s, d.lacking)
 	d.remove(s.Name, t)
 	t.add(next)
 	d.addContribution(s.Name, next)
@@ -122,6 +135,9 @@ func (d *desiredIndex) remove(name ServicePortName, t *touched) {
 
 func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
 	d.contribs[name] = c
+	if len(c.problems) > 0 {
+		d.troubled[name] = true
+	}
 	for i, v := range c.virtual {
 		owner, taken := d.owners[v.VirtualKey]
 		switch {
@@ -159,6 +175,11 @@ func (d *desiredIndex) own(name ServicePortName, c *contribution, i int) {
 	d.state.Virtual[vk] = c.virtual[i]
 	// Shared with the contribution: a Reals is never changed.
 	d.state.Reals[vk] = c.reals[i]
+	if c.drain > 0 {
+		d.drains[vk] = c.drain
+	} else {
+		delete(d.drains, vk)
+	}
 }
 
 // better reports whether service port a's claim on virtual server vk, of
@@ -204,8 +225,19 @@ func (d *desiredIndex) conflicts() []error {
 	return out
 }
 
+// problems reports, in name order, what the service ports asked for and
+// do not get, though they are programmed.
+func (d *desiredIndex) problems() []error {
+	var errs []error
+	for _, name := range slices.SortedFunc(maps.Keys(d.troubled), compareNames) {
+		errs = append(errs, d.contribs[name].problems...)
+	}
+	return errs
+}
+
 func (d *desiredIndex) subtract(name ServicePortName, c *contribution, t *touched) {
 	delete(d.contribs, name)
+	delete(d.troubled, name)
 	for _, v := range c.virtual {
 		vk := v.VirtualKey
 		if d.owners[vk] != name {
@@ -215,6 +247,7 @@ func (d *desiredIndex) subtract(name ServicePortName, c *contribution, t *touche
 		delete(d.owners, vk)
 		delete(d.state.Virtual, vk)
 		delete(d.state.Reals, vk)
+		delete(d.drains, vk)
 		if next, ok := d.bestContender(vk); ok {
 			d.dropContender(vk, next)
 			nc := d.contribs[next]

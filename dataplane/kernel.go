@@ -36,9 +36,9 @@ func (k VirtualKey) Compare(o VirtualKey) int {
 type VirtualServer struct {
 	VirtualKey
 	Scheduler string
-	// SchedulerPort makes the mh (or sh) scheduler hash the client's port
-	// too, as kube-proxy asks of mh.
-	SchedulerPort bool
+	// SchedulerFlags are the kernel's numbered scheduler flags
+	// (SchedFlag1-3) only: the kernel keeps nothing else.
+	SchedulerFlags SchedulerFlags
 	// Persistence is the ClientIP affinity timeout; 0 means none. The
 	// persistence netmask is always a single host.
 	Persistence time.Duration
@@ -47,8 +47,8 @@ type VirtualServer struct {
 // String returns the server as the plan prints it.
 func (v VirtualServer) String() string {
 	s := v.VirtualKey.String() + " " + v.Scheduler
-	if v.SchedulerPort {
-		s += " " + v.Scheduler + "-port"
+	if v.SchedulerFlags != 0 {
+		s += " " + v.SchedulerFlags.named(v.Scheduler).String()
 	}
 	if v.Persistence > 0 {
 		s += " persistent " + strconv.Itoa(int(v.Persistence/time.Second)) + "s"

@@ -89,9 +89,20 @@ type ServicePort struct {
 	InternalPolicy  TrafficPolicy
 	// HealthCheckNodePort is served for ExternalPolicy Local load balancers.
 	HealthCheckNodePort uint16
-	// Scheduler overrides the node's IPVS scheduler for this service.
+	// Scheduler overrides the node's IPVS scheduler for this service. One
+	// the kernel does not have gives the node's instead (SchedulerError):
+	// a service is never left out for its scheduler.
 	Scheduler string
-	Endpoints []Endpoint
+	// SchedulerFlags replace the scheduler's default flags when set; those
+	// the scheduler does not read are dropped (SettingError).
+	SchedulerFlags SchedulerFlags
+	// DrainTimeout overrides Config.DrainTimeout for the real servers of
+	// this port's virtual servers; 0 keeps the node's bound.
+	DrainTimeout time.Duration
+	// BadSettings are the settings the source could not read: the port is
+	// programmed without them, and each is reported.
+	BadSettings []BadSetting
+	Endpoints   []Endpoint
 }
 
 // Endpoint is one backend of a service port.

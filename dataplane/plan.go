@@ -31,7 +31,10 @@ type Drain struct {
 	// Timeout bounds draining: a real server still holding connections
 	// after it is deleted anyway.
 	Timeout time.Duration
-	Now     time.Time
+	// Timeouts override Timeout for the real servers of some virtual
+	// servers (a service's own bound).
+	Timeouts map[VirtualKey]time.Duration
+	Now      time.Time
 }
 
 // Scope limits a plan to the objects some change touched. The zero Scope
@@ -251,5 +254,9 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 
 func drainExpired(d Drain, vs VirtualKey, rk RealKey) bool {
 	since, ok := d.Since[vs][rk]
-	return ok && d.Timeout > 0 && d.Now.Sub(since) >= d.Timeout
+	timeout := d.Timeout
+	if t, ok := d.Timeouts[vs]; ok {
+		timeout = t
+	}
+	return ok && timeout > 0 && d.Now.Sub(since) >= timeout
 }

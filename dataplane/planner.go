@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"maps"
 	"slices"
+	"time"
 )
 
 // Planner holds the desired kernel state between syncs and works out which
@@ -20,10 +21,22 @@ type Planner struct {
 	// failed holds the service ports left out last time; they are tried
 	// again on every update, since a conflict may have gone away.
 	failed map[ServicePortName]error
+	// lacking holds the schedulers the kernel does not have.
+	lacking map[string]error
 }
 
 // NewPlanner returns a planner with an empty desired state.
-func NewPlanner() *Planner { return &Planner{seed: maphash.MakeSeed()} }
+func NewPlanner() *Planner { return &Planner{seed: maphash.MakeSeed(), lacking: map[string]error{}} }
+
+// LackScheduler tells the planner that the kernel does not have an IPVS
+// scheduler (err says why): service ports that name it get the node's.
+// It applies to the ports updated from now on, so it must come before
+// the update that brings the first port naming it.
+func (p *Planner) LackScheduler(name string, err error) { p.lacking[name] = err }
+
+// DrainTimeouts returns the drain bounds of the virtual servers whose
+// service port overrides the node's. The caller must not change them.
+func (p *Planner) DrainTimeouts() map[VirtualKey]time.Duration { return p.index.drains }
 
 // Change is a new version of one service port, or with Port nil, its
 // removal.
@@ -115,7 +128,7 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 
 // rebuild computes the desired state of a whole model afresh.
 func (p *Planner) rebuild(s *State) (Scope, []error) {
-	index, failed, err := buildIndex(s)
+	index, failed, err := buildIndex(s, p.lacking)
 	p.index, p.failed = index, failed
 	p.seen, p.retry = make(map[ServicePortName]uint64, len(s.Services)), map[ServicePortName]*ServicePort{}
 	for i := range s.Services {
@@ -132,13 +145,14 @@ func (p *Planner) rebuild(s *State) (Scope, []error) {
 }
 
 // errors returns the service ports left out, in name order, then the
-// claims that lost a virtual server to another port.
+// claims that lost a virtual server to another port, then the problems
+// of ports programmed all the same.
 func (p *Planner) errors() []error {
 	var errs []error
 	for _, name := range slices.SortedFunc(maps.Keys(p.failed), compareNames) {
 		errs = append(errs, p.failed[name])
 	}
-	return append(errs, p.index.conflicts()...)
+	return append(append(errs, p.index.conflicts()...), p.index.problems()...)
 }
 
 // Desired returns the desired kernel state and the service each virtual

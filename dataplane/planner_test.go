@@ -185,8 +185,9 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	want := []string{
 		"service ns/bad-endpoint: field endpoints[0].addr: fd00::1 has no cluster IP of its family",
 		"service ns/bad-port: field port: must be 1-65535",
-		"service ns/bad-scheduler: field scheduler: unknown IPVS scheduler \"fastest\"",
 		"service ns/twin: virtual server tcp 10.96.0.1:80 is served by ns/good, which claims it first; the rest of ns/twin is programmed",
+		// An unknown scheduler never leaves a port out.
+		"service ns/bad-scheduler: scheduler \"fastest\": " + ErrUnknownScheduler.Error() + "; it uses the node's scheduler rr",
 	}
 	var got []string
 	for _, err := range errs {
@@ -205,6 +206,9 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	}
 	if !strings.Contains(plan.String(), "ipvs add tcp 10.96.0.1:80 rr (ns/good)") {
 		t.Errorf("the valid service was not programmed:\n%s", plan)
+	}
+	if !strings.Contains(plan.String(), "ipvs add udp 10.96.0.4:53 rr (ns/bad-scheduler)") {
+		t.Errorf("the service with an unknown scheduler was not programmed with the node's:\n%s", plan)
 	}
 
 	// Once the owner goes, the conflicting port takes over.
@@ -289,6 +293,7 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 		s.Endpoints[0].Zone = "zone-a"
 		s.ExternalIPs = ips("198.51.100.1")
 		s.LoadBalancerSourceRanges = prefixes("192.0.2.0/24")
+		s.BadSettings = []BadSetting{{Field: "ipvsplane.io/drain-timeout", Value: "soon", Reason: "not a duration"}}
 		return s
 	}
 	b := base()

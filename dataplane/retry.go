@@ -96,7 +96,7 @@ func (d *Dataplane) applyRetrying(ctx context.Context, plan *Plan, desired *Kern
 			scope = FullScope
 		}
 		d.retry = newTouched()
-		again := Diff(d.programmed, desired, owners, scope, Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Now: d.cfg.Now()})
+		again := Diff(d.programmed, desired, owners, scope, d.drain())
 		plan.Ops = append(plan.Ops, again.Ops...)
 		errs = d.apply(ctx, again)
 	}

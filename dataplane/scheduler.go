@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -52,4 +53,42 @@ func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 		return fmt.Errorf("dataplane: removing the probe virtual server of the IPVS scheduler check: %w", err)
 	}
 	return nil
+}
+
+// schedulerCache remembers which IPVS schedulers the kernel has, so that
+// each distinct scheduler the services name is tried in the kernel once.
+type schedulerCache struct {
+	// probe tries a scheduler in the kernel: CheckScheduler.
+	probe func(ctx context.Context, name string) error
+	// known holds the answers: nil when the kernel has the scheduler.
+	known map[string]error
+}
+
+// check tries the schedulers that service ports name (names) and that
+// are not known yet,
+// and tells the planner those the kernel lacks. The node's scheduler was
+// checked at start, and an unknown name is never tried (see scheduling).
+// A probe that fails otherwise is not remembered: its error is returned,
+// and the scheduler is tried again with the next port that names it.
+func (c *schedulerCache) check(ctx context.Context, p *Planner, node string, names iter.Seq[string]) []error {
+	var errs []error
+	for name := range names {
+		if name == node || !schedulers[name] {
+			continue
+		}
+		if _, done := c.known[name]; done {
+			continue
+		}
+		err := c.probe(ctx, name)
+		switch {
+		case err == nil:
+			c.known[name] = nil
+		case errors.Is(err, ErrNoScheduler):
+			c.known[name] = err
+			p.LackScheduler(name, err)
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }

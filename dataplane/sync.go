@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"runtime"
 	"slices"
@@ -47,8 +48,9 @@ type FlowCleanup struct {
 // ones plan only the service ports that changed, the objects whose
 // operations failed before, and the real servers still draining.
 func (d *Dataplane) Sync(ctx context.Context, state *State) (*Result, error) {
+	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.scheduler(), portSchedulers(state.Services))
 	scope, modelErrs := d.planner.Update(state)
-	return d.sync(ctx, scope, modelErrs)
+	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
 }
 
 // SyncChanges is Sync for a caller that tracks which service ports changed
@@ -59,8 +61,36 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []Change) (*Result,
 	if d.planner.index == nil {
 		return nil, errors.New("dataplane: SyncChanges before the first Sync: the node's settings are not known")
 	}
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.index.node.scheduler(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
-	return d.sync(ctx, scope, modelErrs)
+	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
+}
+
+// portSchedulers yields the schedulers service ports name.
+func portSchedulers(ports []ServicePort) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := range ports {
+			if ports[i].Scheduler != "" && !yield(ports[i].Scheduler) {
+				return
+			}
+		}
+	}
+}
+
+// changedSchedulers yields the schedulers the changed service ports name.
+func changedSchedulers(changes []Change) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, c := range changes {
+			if c.Port != nil && c.Port.Scheduler != "" && !yield(c.Port.Scheduler) {
+				return
+			}
+		}
+	}
+}
+
+// drain returns the drain settings of a plan made now.
+func (d *Dataplane) drain() Drain {
+	return Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
 }
 
 func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*Result, error) {
@@ -134,7 +164,7 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	if scope.All {
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
-	res.Plan = Diff(d.programmed, desired, owners, scope, Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Now: d.cfg.Now()})
+	res.Plan = Diff(d.programmed, desired, owners, scope, d.drain())
 	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners)
 	if res.Full {
 		d.shareReals(desired)

@@ -28,14 +28,39 @@ func protocolFromIPVS(p ipvs.Protocol) (Protocol, bool) {
 
 func (v VirtualServer) ipvsService() ipvs.Service {
 	s := ipvs.Service{Protocol: v.Protocol.ipvs(), Addr: v.Addr, Port: v.Port, Scheduler: ipvs.Scheduler(v.Scheduler)}
-	if v.SchedulerPort {
-		s.Flags |= ipvs.MHPort
-	}
+	s.Flags |= v.SchedulerFlags.ipvs()
 	if v.Persistence > 0 {
 		s.Flags |= ipvs.Persistent
 		s.Timeout = v.Persistence
 	}
 	return s
+}
+
+// kernelSchedulerFlags pairs the numbered scheduler flags with the
+// kernel's bits.
+var kernelSchedulerFlags = [...]struct {
+	flag SchedulerFlags
+	ipvs ipvs.ServiceFlags
+}{{SchedFlag1, ipvs.SHFallback}, {SchedFlag2, ipvs.SHPort}, {SchedFlag3, ipvs.Sched3}}
+
+func (f SchedulerFlags) ipvs() ipvs.ServiceFlags {
+	var out ipvs.ServiceFlags
+	for _, k := range kernelSchedulerFlags {
+		if f&k.flag != 0 {
+			out |= k.ipvs
+		}
+	}
+	return out
+}
+
+func schedulerFlagsFromIPVS(f ipvs.ServiceFlags) SchedulerFlags {
+	var out SchedulerFlags
+	for _, k := range kernelSchedulerFlags {
+		if f&k.ipvs != 0 {
+			out |= k.flag
+		}
+	}
+	return out
 }
 
 func (k VirtualKey) ipvsService() ipvs.Service {
@@ -50,9 +75,9 @@ func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
 		return VirtualServer{}, false
 	}
 	v := VirtualServer{
-		VirtualKey:    VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p},
-		Scheduler:     string(s.Scheduler),
-		SchedulerPort: s.Flags&ipvs.MHPort != 0,
+		VirtualKey:     VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p},
+		Scheduler:      string(s.Scheduler),
+		SchedulerFlags: schedulerFlagsFromIPVS(s.Flags),
 	}
 	if s.Flags&ipvs.Persistent != 0 {
 		v.Persistence = s.Timeout.Round(time.Second)

@@ -30,7 +30,8 @@ func (e *FieldError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
-// Schedulers are the IPVS schedulers a service may name.
+// schedulers are the IPVS schedulers the kernel has; a service port
+// naming another gets the node's (SchedulerError).
 var schedulers = map[string]bool{
 	"rr": true, "wrr": true, "lc": true, "wlc": true, "lblc": true, "lblcr": true,
 	"dh": true, "sh": true, "sed": true, "nq": true, "mh": true, "fo": true,
@@ -56,8 +57,6 @@ func (s *ServicePort) Validate() error {
 		return fail("clusterIPs", "a service port needs a cluster IP")
 	case s.SessionAffinity < 0 || s.SessionAffinity > maxAffinity || s.SessionAffinity%time.Second != 0:
 		return fail("sessionAffinity", "timeout %v must be whole seconds from 1s to %v", s.SessionAffinity, maxAffinity)
-	case s.Scheduler != "" && !schedulers[s.Scheduler]:
-		return fail("scheduler", "unknown IPVS scheduler %q", s.Scheduler)
 	}
 	families := map[bool]bool{}
 	for i, ip := range s.ClusterIPs {

@@ -16,7 +16,7 @@ func (n *Node) VirtualKeys(s *ServicePort) []VirtualKey {
 	// out, so the cost does not follow a large service's endpoints.
 	bare := *s
 	bare.Endpoints = nil
-	c := n.contribution(&bare)
+	c := n.contribution(&bare, nil)
 	keys := make([]VirtualKey, len(c.virtual))
 	for i, v := range c.virtual {
 		keys[i] = v.VirtualKey

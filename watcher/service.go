@@ -169,6 +169,7 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 		healthCheck = uint16(hc)
 	}
 
+	tune := readTuning(svc.Annotations)
 	ports := make([]dataplane.ServicePort, 0, len(svc.Spec.Ports))
 	for i, p := range svc.Spec.Ports {
 		field := fmt.Sprintf("spec.ports[%d]", i)
@@ -198,6 +199,10 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 			ExternalPolicy:           external,
 			InternalPolicy:           internal,
 			HealthCheckNodePort:      healthCheck,
+			Scheduler:                tune.scheduler,
+			SchedulerFlags:           tune.flags,
+			DrainTimeout:             tune.drain,
+			BadSettings:              tune.bad,
 		})
 	}
 	return ports, errors.Join(leftOut...)

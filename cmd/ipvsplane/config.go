@@ -95,6 +95,18 @@ type ipvsplaneConfig struct {
 	// servers every ServiceTrafficMetricsInterval.
 	ServiceTrafficMetrics         bool            `json:"serviceTrafficMetrics,omitempty"`
 	ServiceTrafficMetricsInterval metav1.Duration `json:"serviceTrafficMetricsInterval,omitempty"`
+	// DrainTimeout bounds how long a real server whose endpoint left
+	// drains (dataplane.Config.DrainTimeout); a Service's
+	// ipvsplane.io/drain-timeout annotation overrides it.
+	DrainTimeout metav1.Duration `json:"drainTimeout,omitempty"`
+}
+
+// defaultOwnConfig are the ipvsplane section's defaults.
+func defaultOwnConfig() ipvsplaneConfig {
+	return ipvsplaneConfig{
+		ServiceTrafficMetricsInterval: metav1.Duration{Duration: defaultTrafficInterval},
+		DrainTimeout:                  metav1.Duration{Duration: defaultDrainTimeout},
+	}
 }
 
 // loadConfig reads a KubeProxyConfiguration file over kube-proxy's
@@ -119,8 +131,12 @@ func parseConfig(path string, data []byte) (*configFile, []string, error) {
 		return nil, nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", path, configAPIVersion, configKind, cfg.APIVersion, cfg.Kind)
 	}
 	applyDefaults(&cfg.KubeProxyConfiguration)
+	def := defaultOwnConfig()
 	if cfg.IPVSPlane.ServiceTrafficMetricsInterval.Duration == 0 {
-		cfg.IPVSPlane.ServiceTrafficMetricsInterval.Duration = defaultTrafficInterval
+		cfg.IPVSPlane.ServiceTrafficMetricsInterval = def.ServiceTrafficMetricsInterval
+	}
+	if cfg.IPVSPlane.DrainTimeout.Duration == 0 {
+		cfg.IPVSPlane.DrainTimeout = def.DrainTimeout
 	}
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {

@@ -43,6 +43,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"field twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {scheduler: rr, scheduler: wrr}\n", "already set"},
 		{"wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", "want apiVersion"},
 		{"not yaml", "apiVersion: [\n", "yaml"},
+		{"unknown field of ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeOut: 1m}\n", `unknown field "ipvsplane.drainTimeOut"`},
+		{"bad duration in ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: soon}\n", "ipvsplane"},
+		{"ipvsplane's section twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {}\nipvsplane: {}\n", "already set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,6 +108,19 @@ func TestFlagsOverrideConfig(t *testing.T) {
 			if o.kp.IPVS.SyncPeriod.Duration != time.Minute || o.kp.IPVS.MinSyncPeriod.Duration != 0 || o.manifests != "/m" {
 				t.Errorf("got %+v", o.kp.IPVS)
 			}
+			if o.own.DrainTimeout.Duration != defaultDrainTimeout {
+				t.Errorf("drain timeout %v, want the default %v", o.own.DrainTimeout.Duration, defaultDrainTimeout)
+			}
+		}},
+		{"ipvsplane's section", []string{"--config=testdata/ipvsplane-config.yaml"}, func(t *testing.T, o *options) {
+			if o.own.DrainTimeout.Duration != 5*time.Minute || o.kp.IPVS.Scheduler != "lc" {
+				t.Errorf("drain timeout %v, scheduler %q", o.own.DrainTimeout.Duration, o.kp.IPVS.Scheduler)
+			}
+		}},
+		{"--drain-timeout wins", []string{"--config=testdata/ipvsplane-config.yaml", "--drain-timeout=1h"}, func(t *testing.T, o *options) {
+			if o.own.DrainTimeout.Duration != time.Hour {
+				t.Errorf("drain timeout %v", o.own.DrainTimeout.Duration)
+			}
 		}},
 	}
 	for _, tt := range tests {
@@ -132,6 +148,7 @@ func TestOptionsValidate(t *testing.T) {
 		{[]string{"--source=etcd"}, "want kubernetes or files"},
 		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "between 0 and"},
 		{[]string{"--ipvs-sync-period=0s"}, "must be positive"},
+		{[]string{"--drain-timeout=0s"}, "--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive"},
 	}
 	for _, tt := range tests {
 		o := newOptions()
@@ -188,5 +205,29 @@ func TestIPVSPlaneSection(t *testing.T) {
 				t.Errorf("got %+v", o.own)
 			}
 		})
+	}
+}
+
+// --write-config-to keeps --drain-timeout in ipvsplane's section, which
+// is left out at its default so the file stays kube-proxy's.
+func TestWriteConfigDrainTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		flag        string
+		want        time.Duration
+		wantSection bool
+	}{{"--drain-timeout=2m", 2 * time.Minute, true}, {"--drain-timeout=15m", defaultDrainTimeout, false}} {
+		out := filepath.Join(t.TempDir(), "written.yaml")
+		a, stdout, stderr := testApp(&fakeKernel{}, nil)
+		if code := execute(a, []string{"--hostname-override=node-a", tt.flag, "--write-config-to=" + out}); code != 0 {
+			t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+		}
+		cfg, _, err := loadConfig(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(out)
+		if cfg.IPVSPlane.DrainTimeout.Duration != tt.want || strings.Contains(string(data), "ipvsplane:") != tt.wantSection {
+			t.Errorf("%s: drain timeout %v, file:\n%s", tt.flag, cfg.IPVSPlane.DrainTimeout.Duration, data)
+		}
 	}
 }

@@ -45,6 +45,10 @@ type metrics struct {
 	invalidObjects prometheus.Counter
 	leftOut        prometheus.Gauge
 	servicePorts   prometheus.Gauge
+	// schedulerFallbacks and ignoredSettings count the service ports
+	// programmed without what they ask: their scheduler, a setting.
+	schedulerFallbacks prometheus.Gauge
+	ignoredSettings    prometheus.Gauge
 
 	healthz, livez *prometheus.CounterVec
 }
@@ -116,6 +120,12 @@ func newMetrics() *metrics {
 		servicePorts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ipvsplane_service_ports", Help: "Service ports in the desired state.",
 		}),
+		schedulerFallbacks: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ipvsplane_scheduler_fallbacks", Help: "Service ports whose IPVS scheduler is unknown or missing from the kernel, programmed with the node's scheduler instead.",
+		}),
+		ignoredSettings: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ipvsplane_ignored_service_settings", Help: "Settings of service ports that the last sync ignored: unreadable annotations, scheduler flags the scheduler does not read.",
+		}),
 		healthz: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubeproxy_proxy_healthz_total", Help: "/healthz answers, by HTTP status code.",
 		}, []string{"code"}),
@@ -133,6 +143,7 @@ func newMetrics() *metrics {
 		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
+		m.schedulerFallbacks, m.ignoredSettings,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -157,23 +168,35 @@ func (m *metrics) observe(res *dataplane.Result) {
 			m.flowsDeleted.WithLabelValues(f).Add(float64(res.Flows.Deleted[i]))
 		}
 	}
-	// Every sync reports all the service ports it leaves out, not only
-	// the new ones: a gauge, not a counter.
-	leftOut := 0
-	for _, err := range res.Errors {
+	m.observeErrors(res.Errors)
+}
+
+// observeErrors counts a sync's errors. Every sync reports all the
+// service ports it leaves out or programs without what they ask, not
+// only the new ones: gauges, not counters.
+func (m *metrics) observeErrors(errs []error) {
+	var leftOut, fallbacks, ignored int
+	for _, err := range errs {
 		var oe *dataplane.OpError
-		if errors.As(err, &oe) {
+		switch {
+		case errors.As(err, &oe):
 			m.netlinkErrors.WithLabelValues(opKind(oe.Op)).Inc()
 			if _, ok := oe.Op.(dataplane.ReplaceRules); ok {
 				for _, f := range ipFamilies {
 					m.ruleFailures.WithLabelValues(f).Inc()
 				}
 			}
-		} else {
+		case errors.As(err, new(*dataplane.SchedulerError)):
+			fallbacks++
+		case errors.As(err, new(*dataplane.SettingError)):
+			ignored++
+		default:
 			leftOut++
 		}
 	}
 	m.leftOut.Set(float64(leftOut))
+	m.schedulerFallbacks.Set(float64(fallbacks))
+	m.ignoredSettings.Set(float64(ignored))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -66,6 +66,8 @@ func TestMetricNames(t *testing.T) {
 		"ipvsplane_invalid_objects_total":                            nil,
 		"ipvsplane_left_out_service_ports":                           nil,
 		"ipvsplane_service_ports":                                    nil,
+		"ipvsplane_scheduler_fallbacks":                              nil,
+		"ipvsplane_ignored_service_settings":                         nil,
 		"go_goroutines":                                              nil,
 		"process_resident_memory_bytes":                              nil,
 	} {
@@ -159,5 +161,33 @@ ipvsplane_sync_operations_count 1
 		if got := testutil.ToFloat64(m.leftOut); got != want {
 			t.Errorf("left-out service ports: %v, want %v", got, want)
 		}
+	}
+}
+
+// Service ports programmed with the node's scheduler, or without a
+// setting, are counted apart from those left out, while they last.
+func TestMetricsSchedulerFallbacks(t *testing.T) {
+	m := newMetrics()
+	name := dataplane.ServicePortName{Namespace: "demo", Name: "web"}
+	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}, Errors: []error{
+		&dataplane.SchedulerError{Service: name, Scheduler: "fastest", Fallback: "rr", Err: dataplane.ErrUnknownScheduler},
+		&dataplane.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrNoScheduler},
+		&dataplane.SettingError{Service: name, Field: "schedulerFlags", Value: "sh-port"},
+	}})
+	for _, c := range []struct {
+		got, want float64
+		what      string
+	}{
+		{testutil.ToFloat64(m.schedulerFallbacks), 2, "scheduler fallbacks"},
+		{testutil.ToFloat64(m.ignoredSettings), 1, "ignored settings"},
+		{testutil.ToFloat64(m.leftOut), 0, "left-out service ports"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}})
+	if got := testutil.ToFloat64(m.schedulerFallbacks); got != 0 {
+		t.Errorf("scheduler fallbacks after they went: %v", got)
 	}
 }

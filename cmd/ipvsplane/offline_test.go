@@ -17,17 +17,19 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden plans under te
 // plan --offline prints what the demo's manifests and kubeadm's
 // configuration program on an empty node, without the kernel: no IPVS,
 // no reading of the node's interfaces. The node's addresses come from the
-// Node manifest, or from --node-addresses.
+// Node manifest, or from --node-addresses. The scheduled case's Services
+// choose their schedulers and flags by annotation.
 func TestPlanOffline(t *testing.T) {
 	for name, extra := range map[string][]string{
-		"demo":                nil,
-		"demo-node-addresses": {"--node-addresses=192.168.0.1,192.168.7.7"},
+		"demo":                {"--manifests=testdata/demo"},
+		"demo-node-addresses": {"--manifests=testdata/demo", "--node-addresses=192.168.0.1,192.168.7.7"},
+		"scheduled":           {"--manifests=testdata/scheduled"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			k := &fakeKernel{}
 			a, stdout, stderr := testApp(k, errors.New("the kernel must not be opened"))
 			a.nodeAddrs = func(string) ([]netip.Addr, error) { return nil, errors.New("the interfaces must not be read") }
-			args := append([]string{"plan", "--offline", "--source=files", "--manifests=testdata/demo",
+			args := append([]string{"plan", "--offline", "--source=files",
 				"--config=testdata/kube-proxy-config.yaml", "--hostname-override=node-a"}, extra...)
 			if code := execute(a, args); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, stderr)
@@ -49,7 +51,15 @@ func TestPlanOffline(t *testing.T) {
 			if diff := cmp.Diff(string(want), got); diff != "" {
 				t.Errorf("plan (-golden +got; go test -run TestPlanOffline -update rewrites it):\n%s", diff)
 			}
-			if extra != nil && !strings.Contains(got, "192.168.7.7:30080") {
+			if name == "scheduled" {
+				// What the Services ask and do not get is logged.
+				for _, want := range []string{`scheduler \"fastest\"`, `schedulerFlags \"sh-port\" is ignored`, `ipvsplane.io/drain-timeout \"a while\" is ignored`} {
+					if !strings.Contains(stderr.String(), want) {
+						t.Errorf("the log does not have %s:\n%s", want, stderr)
+					}
+				}
+			}
+			if len(extra) > 1 && !strings.Contains(got, "192.168.7.7:30080") {
 				t.Errorf("--node-addresses did not give node ports on 192.168.7.7")
 			}
 		})

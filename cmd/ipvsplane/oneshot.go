@@ -121,7 +121,7 @@ func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.
 			return err
 		}
 		for _, e := range append(problems, left...) {
-			log.Warn("left out", zap.Error(e))
+			log.Warn("problem", zap.Error(e))
 		}
 		if len(p.Ops) == 0 {
 			fmt.Fprintln(a.stderr, "no changes: the kernel holds the desired state")
@@ -153,7 +153,7 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 	desired := dataplane.Build(&state)
 	p := dataplane.Diff(dataplane.NewKernelState(), desired.Kernel, desired.Services, dataplane.FullScope, dataplane.Drain{})
 	for _, e := range append(problems, desired.Errors...) {
-		log.Warn("left out", zap.Error(e))
+		log.Warn("problem", zap.Error(e))
 	}
 	if err := printFullPlan(a.stdout, p); err != nil {
 		return err

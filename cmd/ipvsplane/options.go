@@ -51,12 +51,16 @@ const (
 	sourceFiles      = "files"
 )
 
+// defaultDrainTimeout is the drain bound without --drain-timeout, the
+// dataplane's own default.
+const defaultDrainTimeout = 15 * time.Minute
+
 // defaultStateFile is where the daemon records its last sync for
 // `ipvsplane status`.
 const defaultStateFile = "/run/ipvsplane/status.json"
 
 func newOptions() *options {
-	return &options{source: sourceKubernetes, stateFile: defaultStateFile, kp: defaultConfig()}
+	return &options{source: sourceKubernetes, stateFile: defaultStateFile, own: defaultOwnConfig(), kp: defaultConfig()}
 }
 
 // addFlags registers the flags. Those of kube-proxy keep its names and
@@ -111,6 +115,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
 	fs.BoolVar(&o.own.ServiceTrafficMetrics, "service-traffic-metrics", false, "export each service port's connections, packets and bytes (ipvsplane_service_*_total), and their rates to ipvsplane status, from one read of the IPVS counters every --service-traffic-metrics-interval")
 	fs.DurationVar(&o.own.ServiceTrafficMetricsInterval.Duration, "service-traffic-metrics-interval", defaultTrafficInterval, "how often --service-traffic-metrics reads the kernel; scrapes in between get the last reading")
+	fs.DurationVar(&o.own.DrainTimeout.Duration, "drain-timeout", defaultDrainTimeout, "how long a real server whose endpoint left keeps its open TCP connections at weight 0 before it is deleted anyway; a Service's ipvsplane.io/drain-timeout annotation overrides it (config file: ipvsplane.drainTimeout)")
 }
 
 // load applies the --config file under the flags given on the command
@@ -201,6 +206,9 @@ func (o *options) validate() error {
 		}
 	default:
 		return fmt.Errorf("--source: want kubernetes or files, got %q", o.source)
+	}
+	if d := o.own.DrainTimeout.Duration; d <= 0 {
+		return fmt.Errorf("--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive, got %v", d)
 	}
 	if o.kp.IPVS.SyncPeriod.Duration <= 0 {
 		return fmt.Errorf("--ipvs-sync-period must be positive, got %v", o.kp.IPVS.SyncPeriod.Duration)

@@ -116,11 +116,20 @@ func (a *app) initKernel(ctx context.Context, node *dataplane.Node) error {
 }
 
 // writeConfig writes the configuration as a KubeProxyConfiguration file,
-// as kube-proxy's --write-config-to does.
-func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration) error {
+// as kube-proxy's --write-config-to does. ipvsplane's own section is
+// written only when it differs from the defaults, so that the file stays
+// one kube-proxy reads otherwise.
+func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration, own ipvsplaneConfig) error {
 	data, err := yaml.Marshal(kp)
 	if err != nil {
 		return err
+	}
+	if own != defaultOwnConfig() {
+		own, err := yaml.Marshal(map[string]ipvsplaneConfig{"ipvsplane": own})
+		if err != nil {
+			return err
+		}
+		data = append(data, own...)
 	}
 	return os.WriteFile(path, data, 0o644)
 }
@@ -136,7 +145,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	// kube-proxy's flags that do one thing and exit.
 	switch {
 	case o.writeConfigTo != "":
-		return writeConfig(o.writeConfigTo, o.kp)
+		return writeConfig(o.writeConfigTo, o.kp, o.own)
 	case o.cleanup:
 		return a.cleanup(ctx, o.stateFile, false)
 	}
@@ -153,7 +162,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	var runner *watcher.Runner
 	// A reread of the kernel ends between syncs: ask for the sync that
 	// merges it.
-	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, KernelRead: func() { runner.Request() }})
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, KernelRead: func() { runner.Request() }})
 	if err != nil {
 		return err
 	}

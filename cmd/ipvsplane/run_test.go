@@ -63,6 +63,9 @@ func TestRunKubernetesSource(t *testing.T) {
 	if cfg.ResyncInterval != 30*time.Second {
 		t.Errorf("the dataplane rereads the kernel every %v, want the sync period", cfg.ResyncInterval)
 	}
+	if cfg.DrainTimeout != defaultDrainTimeout {
+		t.Errorf("the dataplane's drain bound is %v, want --drain-timeout's default", cfg.DrainTimeout)
+	}
 	if len(ports) != 1 || len(ports[0].Endpoints) != 1 || ports[0].Endpoints[0].Addr.String() != "10.244.1.10" {
 		t.Fatalf("first sync: %+v", ports)
 	}

@@ -1,0 +1,185 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SchedulerFlags are the IPVS scheduler flags of a service port. The
+// kernel has three scheduler-specific flag bits whose meaning depends on
+// the scheduler: sh and mh read the first two. A service names a flag by
+// what it means to its scheduler (SHPort) or, as kube-router does, by
+// number (SchedFlag2). A virtual server holds only the numbered bits,
+// which is all the kernel keeps.
+type SchedulerFlags uint8
+
+// The scheduler flags.
+const (
+	// SchedFlag1 is IP_VS_SVC_F_SCHED1: sh-fallback to sh, mh-fallback
+	// to mh.
+	SchedFlag1 SchedulerFlags = 1 << iota
+	// SchedFlag2 is IP_VS_SVC_F_SCHED2: sh-port to sh, mh-port to mh.
+	SchedFlag2
+	// SchedFlag3 is IP_VS_SVC_F_SCHED3, which no in-tree scheduler reads;
+	// it is passed on as kube-router passes it.
+	SchedFlag3
+	// SHFallback makes sh pick another destination when the hashed one
+	// is unavailable (weight 0 or overloaded).
+	SHFallback
+	// SHPort makes sh hash the client's port with its address.
+	SHPort
+	// MHFallback makes mh pick another destination when the hashed one
+	// is unavailable.
+	MHFallback
+	// MHPort makes mh hash the client's port with its address.
+	MHPort
+)
+
+// schedulerFlagNames are the flags' names, in the order they print.
+var schedulerFlagNames = [...]struct {
+	flag SchedulerFlags
+	name string
+}{
+	{SchedFlag1, "flag-1"}, {SchedFlag2, "flag-2"}, {SchedFlag3, "flag-3"},
+	{SHFallback, "sh-fallback"}, {SHPort, "sh-port"},
+	{MHFallback, "mh-fallback"}, {MHPort, "mh-port"},
+}
+
+// ParseSchedulerFlag returns the flag of a name: sh-fallback, sh-port,
+// mh-fallback, mh-port, flag-1, flag-2 or flag-3.
+func ParseSchedulerFlag(name string) (SchedulerFlags, bool) {
+	for _, n := range schedulerFlagNames {
+		if n.name == name {
+			return n.flag, true
+		}
+	}
+	return 0, false
+}
+
+// String returns the flags' names, comma-separated.
+func (f SchedulerFlags) String() string {
+	var names []string
+	for _, n := range schedulerFlagNames {
+		if f&n.flag != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// forScheduler returns the kernel's numbered bits for f under scheduler
+// sched, and the flags of f that sched does not read, which are dropped.
+func (f SchedulerFlags) forScheduler(sched string) (kernel, ignored SchedulerFlags) {
+	kernel = f & SchedFlag3
+	numbered := f & (SchedFlag1 | SchedFlag2)
+	switch sched {
+	case "sh":
+		kernel |= numbered | f.toNumbered(SHFallback, SHPort)
+		ignored = f & (MHFallback | MHPort)
+	case "mh":
+		kernel |= numbered | f.toNumbered(MHFallback, MHPort)
+		ignored = f & (SHFallback | SHPort)
+	default:
+		ignored = f &^ SchedFlag3
+	}
+	return kernel, ignored
+}
+
+// toNumbered maps a scheduler's two named flags to bits 1 and 2.
+func (f SchedulerFlags) toNumbered(first, second SchedulerFlags) SchedulerFlags {
+	var n SchedulerFlags
+	if f&first != 0 {
+		n |= SchedFlag1
+	}
+	if f&second != 0 {
+		n |= SchedFlag2
+	}
+	return n
+}
+
+// named returns a virtual server's numbered flags as its scheduler reads
+// them (sh-port, not flag-2), for the printed plan.
+func (f SchedulerFlags) named(sched string) SchedulerFlags {
+	n := f & SchedFlag3
+	switch sched {
+	case "sh":
+		n |= f.fromNumbered(SHFallback, SHPort)
+	case "mh":
+		n |= f.fromNumbered(MHFallback, MHPort)
+	default:
+		n |= f & (SchedFlag1 | SchedFlag2)
+	}
+	return n
+}
+
+// fromNumbered maps bits 1 and 2 to a scheduler's two named flags.
+func (f SchedulerFlags) fromNumbered(first, second SchedulerFlags) SchedulerFlags {
+	var n SchedulerFlags
+	if f&SchedFlag1 != 0 {
+		n |= first
+	}
+	if f&SchedFlag2 != 0 {
+		n |= second
+	}
+	return n
+}
+
+// defaultSchedulerFlags are the flags of a service port that names neither
+// scheduler nor flags: mh hashes the client's port too, as kube-proxy asks
+// of the node's mh.
+func defaultSchedulerFlags(sched string) SchedulerFlags {
+	if sched == "mh" {
+		return SchedFlag2
+	}
+	return 0
+}
+
+// ErrUnknownScheduler is matched by a [SchedulerError] whose scheduler is
+// not one of the kernel's.
+var ErrUnknownScheduler = errors.New("not an IPVS scheduler the kernel has (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos)")
+
+// SchedulerError reports a service port whose scheduler is unknown or
+// missing from the kernel: its virtual servers get the node's scheduler
+// (Fallback) instead, and are programmed. Err matches ErrUnknownScheduler
+// or ErrNoScheduler.
+type SchedulerError struct {
+	Service   ServicePortName
+	Scheduler string
+	Fallback  string
+	Err       error
+}
+
+func (e *SchedulerError) Error() string {
+	return fmt.Sprintf("service %s: scheduler %q: %v; it uses the node's scheduler %s", e.Service, e.Scheduler, e.Err, e.Fallback)
+}
+
+func (e *SchedulerError) Unwrap() error { return e.Err }
+
+// FieldSchedulerFlags is the Field of a [SettingError] about scheduler
+// flags the scheduler does not read.
+const FieldSchedulerFlags = "schedulerFlags"
+
+// SettingError reports a setting of a service port that is ignored: one
+// the source could not read (Field names where it came from, such as an
+// annotation), or scheduler flags its scheduler does not read (Field
+// FieldSchedulerFlags). The port is programmed without it.
+type SettingError struct {
+	Service ServicePortName
+	Field   string
+	Value   string
+	Reason  string
+}
+
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("service %s: %s %q is ignored: %s", e.Service, e.Field, e.Value, e.Reason)
+}
+
+// BadSetting is a setting of a service the source could not read, left
+// at its default: the dataplane reports it as a [SettingError].
+type BadSetting struct {
+	// Field names where the setting came from: an annotation's name.
+	Field  string
+	Value  string
+	Reason string
+}

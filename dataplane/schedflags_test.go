@@ -1,0 +1,217 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSchedulerFlagsForScheduler(t *testing.T) {
+	tests := []struct {
+		sched           string
+		flags           SchedulerFlags
+		kernel, ignored SchedulerFlags
+	}{
+		{"sh", SHFallback | SHPort, SchedFlag1 | SchedFlag2, 0},
+		{"mh", MHPort, SchedFlag2, 0},
+		{"mh", SchedFlag1 | SchedFlag2, SchedFlag1 | SchedFlag2, 0},
+		{"mh", SHPort | MHFallback, SchedFlag1, SHPort},
+		{"sh", MHPort, 0, MHPort},
+		{"rr", SHPort | SchedFlag1, 0, SHPort | SchedFlag1},
+		{"rr", SchedFlag3, SchedFlag3, 0},
+	}
+	for _, tt := range tests {
+		kernel, ignored := tt.flags.forScheduler(tt.sched)
+		if kernel != tt.kernel || ignored != tt.ignored {
+			t.Errorf("%s with %s: kernel %s, ignored %s; want %s, %s", tt.sched, tt.flags, kernel, ignored, tt.kernel, tt.ignored)
+		}
+	}
+	for _, n := range schedulerFlagNames {
+		if f, ok := ParseSchedulerFlag(n.name); !ok || f != n.flag || f.String() != n.name {
+			t.Errorf("ParseSchedulerFlag(%q) = %s, %v", n.name, f, ok)
+		}
+	}
+	if _, ok := ParseSchedulerFlag("sh_port"); ok {
+		t.Error("ParseSchedulerFlag took sh_port")
+	}
+}
+
+// planLines syncs state into an empty kernel and returns the plan's lines
+// that add virtual servers, and the errors.
+func planVirtual(t *testing.T, p *Planner, state *State) ([]string, []error) {
+	t.Helper()
+	scope, errs := p.Update(state)
+	desired, owners := p.Desired()
+	var lines []string
+	for _, line := range strings.Split(Diff(NewKernelState(), desired, owners, scope, Drain{}).String(), "\n") {
+		if strings.HasPrefix(line, "ipvs add ") {
+			lines = append(lines, line)
+		}
+	}
+	return lines, errs
+}
+
+func TestServiceSchedulerAndFlags(t *testing.T) {
+	named := func(name, sched string, flags SchedulerFlags) ServicePort {
+		s := svc("ns", name, "", TCP, 80, fmt.Sprintf("10.96.0.%d", len(name)))
+		s.Scheduler, s.SchedulerFlags = sched, flags
+		return s
+	}
+	tests := []struct {
+		name      string
+		node      string
+		port      ServicePort
+		want      string
+		wantError string
+	}{
+		{"node default", "", named("a", "", 0), "rr", ""},
+		{"node mh gets mh-port", "mh", named("a", "", 0), "mh mh-port", ""},
+		{"own flags replace the node's", "mh", named("a", "", MHFallback), "mh mh-fallback", ""},
+		{"own scheduler", "rr", named("ab", "sh", SHFallback|SHPort), "sh sh-fallback,sh-port", ""},
+		{"own mh has only its flags", "rr", named("ab", "mh", 0), "mh", ""},
+		{"kube-router's numbered flags", "rr", named("abc", "mh", SchedFlag1|SchedFlag2), "mh mh-fallback,mh-port", ""},
+		{"flag the scheduler does not read", "rr", named("abc", "lc", SHPort), "lc", `schedulerFlags "sh-port" is ignored`},
+		{"unknown scheduler", "wlc", named("abcd", "fastest", SHPort), "wlc", `scheduler "fastest": not an IPVS scheduler`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := testNode()
+			node.Scheduler = tt.node
+			lines, errs := planVirtual(t, NewPlanner(), &State{Node: node, Services: []ServicePort{tt.port}})
+			want := fmt.Sprintf("ipvs add tcp %s:80 %s (%s)", tt.port.ClusterIPs[0], tt.want, tt.port.Name)
+			if !slices.Equal(lines, []string{want}) {
+				t.Errorf("plan %q, want %q", lines, want)
+			}
+			switch {
+			case tt.wantError == "" && len(errs) > 0:
+				t.Errorf("errors: %v", errs)
+			case tt.wantError != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.wantError)):
+				t.Errorf("errors %v, want one with %q", errs, tt.wantError)
+			}
+		})
+	}
+}
+
+func TestMissingSchedulerFallsBack(t *testing.T) {
+	p := NewPlanner()
+	missing := fmt.Errorf("dataplane: IPVS scheduler %q: %w", "twos", ErrNoScheduler)
+	p.LackScheduler("twos", missing)
+	s := svc("ns", "web", "", TCP, 80, "10.96.0.1")
+	s.Scheduler = "twos"
+	lines, errs := planVirtual(t, p, &State{Node: testNode(), Services: []ServicePort{s}})
+	if want := "ipvs add tcp 10.96.0.1:80 rr (ns/web)"; !slices.Equal(lines, []string{want}) {
+		t.Errorf("plan %q, want %q", lines, want)
+	}
+	var se *SchedulerError
+	if len(errs) != 1 || !errors.As(errs[0], &se) || !errors.Is(errs[0], ErrNoScheduler) {
+		t.Fatalf("errors %v, want a SchedulerError matching ErrNoScheduler", errs)
+	}
+	if se.Service != s.Name || se.Scheduler != "twos" || se.Fallback != "rr" {
+		t.Errorf("error %+v", se)
+	}
+	// The problem is reported on every update while it lasts, and no
+	// more once the service stops asking.
+	if _, errs = p.Update(&State{Node: testNode(), Services: []ServicePort{s}}); len(errs) != 1 {
+		t.Errorf("second update: errors %v", errs)
+	}
+	s.Scheduler = ""
+	if _, errs = p.Update(&State{Node: testNode(), Services: []ServicePort{s}}); len(errs) != 0 {
+		t.Errorf("after the annotation went: errors %v", errs)
+	}
+}
+
+func TestSchedulerCacheProbesOnce(t *testing.T) {
+	var probed []string
+	transient := errors.New("netlink: busy")
+	c := schedulerCache{known: map[string]error{}, probe: func(_ context.Context, name string) error {
+		probed = append(probed, name)
+		switch name {
+		case "twos":
+			return fmt.Errorf("scheduler %q: %w", name, ErrNoScheduler)
+		case "ovf":
+			return transient
+		}
+		return nil
+	}}
+	p := NewPlanner()
+	names := []string{"sh", "twos", "sh", "wlc", "fastest", "ovf", "twos"}
+	errs := c.check(context.Background(), p, "wlc", slices.Values(names))
+	if want := []string{"sh", "twos", "ovf"}; !slices.Equal(probed, want) {
+		t.Errorf("probed %q, want %q (not the node's, not an unknown name, each once)", probed, want)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], transient) {
+		t.Errorf("errors %v, want the failed probe's", errs)
+	}
+	if !errors.Is(p.lacking["twos"], ErrNoScheduler) || len(p.lacking) != 1 {
+		t.Errorf("the planner lacks %v, want twos alone", p.lacking)
+	}
+	probed = nil
+	c.check(context.Background(), p, "wlc", slices.Values(names))
+	if want := []string{"ovf"}; !slices.Equal(probed, want) {
+		t.Errorf("second check probed %q, want only the one that could not tell, %q", probed, want)
+	}
+}
+
+// A change of scheduler or flags edits the virtual server in place: its
+// connections and real servers stay.
+func TestSchedulerChangeEditsInPlace(t *testing.T) {
+	p, kernel := NewPlanner(), NewKernelState()
+	s := svc("ns", "cache", "", TCP, 80, "10.96.0.9")
+	s.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a")}
+	syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{s}})
+	for _, change := range []struct{ sched, want string }{{"sh", "sh sh-port"}, {"mh", "mh mh-fallback"}, {"", "rr"}} {
+		s.Scheduler = change.sched
+		s.SchedulerFlags = map[string]SchedulerFlags{"sh": SHPort, "mh": MHFallback}[change.sched]
+		plan := syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{s}})
+		want := []Op{UpdateVirtual{Service: s.Name, Virtual: VirtualServer{
+			VirtualKey: VirtualKey{Addr: ip("10.96.0.9"), Port: 80, Protocol: TCP}, Scheduler: strings.Fields(change.want)[0],
+			SchedulerFlags: (s.SchedulerFlags).kernelOnly(change.sched)}}}
+		if !slices.Equal(plan.Ops, want) {
+			t.Errorf("to %q: plan\n%swant one edit, no delete", change.want, plan)
+		}
+		if got := plan.String(); !strings.Contains(got, "ipvs edit tcp 10.96.0.9:80 "+change.want+" ") {
+			t.Errorf("to %q: printed plan %q", change.want, got)
+		}
+	}
+}
+
+// kernelOnly is forScheduler's kernel bits, for the tests.
+func (f SchedulerFlags) kernelOnly(sched string) SchedulerFlags {
+	k, _ := f.forScheduler(sched)
+	return k
+}
+
+// A service's drain bound applies to the real servers of its virtual
+// servers; others keep the node's.
+func TestDrainTimeoutOverride(t *testing.T) {
+	p, kernel := NewPlanner(), NewKernelState()
+	quick := svc("ns", "quick", "", TCP, 80, "10.96.0.1")
+	quick.DrainTimeout = time.Minute
+	slow := svc("ns", "slow", "", TCP, 80, "10.96.0.2")
+	state := &State{Node: testNode(), Services: []ServicePort{quick, slow}}
+	syncAll(t, p, kernel, state)
+	now := time.Now()
+	drain := Drain{Since: map[VirtualKey]map[RealKey]time.Time{}, Timeout: 15 * time.Minute, Timeouts: p.DrainTimeouts(), Now: now}
+	gone := RealServer{RealKey: RealKey{Addr: ip("10.244.1.5"), Port: 8080}, ActiveConns: 3}
+	for _, addr := range []string{"10.96.0.1", "10.96.0.2"} {
+		vk := VirtualKey{Addr: ip(addr), Port: 80, Protocol: TCP}
+		kernel.Reals[vk] = Reals{gone}
+		drain.Since[vk] = map[RealKey]time.Time{gone.RealKey: now.Add(-5 * time.Minute)}
+	}
+	desired, owners := p.Desired()
+	plan := Diff(kernel, desired, owners, FullScope, drain)
+	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}, Real: gone.RealKey}}
+	if !slices.Equal(plan.Ops, want) {
+		t.Errorf("plan\n%swant the quick service's real server deleted alone", plan)
+	}
+	// The bound goes with the annotation.
+	quick.DrainTimeout = 0
+	syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{quick, slow}})
+	if len(p.DrainTimeouts()) != 0 {
+		t.Errorf("drain bounds %v after the override went", p.DrainTimeouts())
+	}
+}

@@ -1,0 +1,74 @@
+package watcher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	v1 "k8s.io/api/core/v1"
+)
+
+func TestReadTuning(t *testing.T) {
+	const (
+		ours, ourFlags = AnnotationScheduler, AnnotationSchedulerFlags
+		kr, krFlags    = AnnotationKubeRouterScheduler, AnnotationKubeRouterFlags
+	)
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        tuning
+	}{
+		{"none", nil, tuning{}},
+		{"ours", map[string]string{ours: "sh", ourFlags: "sh-fallback, sh-port"},
+			tuning{scheduler: "sh", flags: dataplane.SHFallback | dataplane.SHPort}},
+		{"kube-router's", map[string]string{kr: "mh", krFlags: "flag-1,flag-2"},
+			tuning{scheduler: "mh", flags: dataplane.SchedFlag1 | dataplane.SchedFlag2}},
+		{"kube-router's flag-3", map[string]string{kr: "rr", krFlags: "flag-3"},
+			tuning{scheduler: "rr", flags: dataplane.SchedFlag3}},
+		{"ours win", map[string]string{ours: "lc", kr: "dh", ourFlags: "mh-port", krFlags: "flag-1"},
+			tuning{scheduler: "lc", flags: dataplane.MHPort}},
+		{"each setting on its own", map[string]string{ours: "mh", krFlags: "flag-2"},
+			tuning{scheduler: "mh", flags: dataplane.SchedFlag2}},
+		// Whether the scheduler exists is the dataplane's to say.
+		{"unknown scheduler passed on", map[string]string{ours: " fastest "}, tuning{scheduler: "fastest"}},
+		{"empty scheduler", map[string]string{ours: ""},
+			tuning{bad: []dataplane.BadSetting{{Field: ours, Reason: "empty; the node's scheduler is used"}}}},
+		{"bad flag", map[string]string{ours: "sh", ourFlags: "sh-port,sticky,,"},
+			tuning{scheduler: "sh", flags: dataplane.SHPort, bad: []dataplane.BadSetting{{Field: ourFlags, Value: "sticky",
+				Reason: "not a scheduler flag (want sh-fallback, sh-port, mh-fallback, mh-port, flag-1, flag-2 or flag-3)"}}}},
+		{"drain", map[string]string{AnnotationDrainTimeout: "90s"}, tuning{drain: 90 * time.Second}},
+		{"bad drain", map[string]string{AnnotationDrainTimeout: "soon"},
+			tuning{bad: []dataplane.BadSetting{{Field: AnnotationDrainTimeout, Value: "soon",
+				Reason: "not a duration (such as 30s or 2h); the node's drain bound is used"}}}},
+		{"negative drain", map[string]string{AnnotationDrainTimeout: "-1m"},
+			tuning{bad: []dataplane.BadSetting{{Field: AnnotationDrainTimeout, Value: "-1m",
+				Reason: "must be positive; the node's drain bound is used"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, readTuning(tt.annotations), cmp.AllowUnexported(tuning{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Every port of an annotated Service carries its tuning, and a bad value
+// leaves no port out.
+func TestServiceAnnotationsReachEveryPort(t *testing.T) {
+	svc := service(func(s *v1.Service) {
+		s.Annotations = map[string]string{AnnotationScheduler: "mh", AnnotationSchedulerFlags: "mh-port,mh-fallback", AnnotationDrainTimeout: "never"}
+		s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "https", Port: 443, Protocol: v1.ProtocolTCP})
+	})
+	ports, err := convertService(svc)
+	if err != nil || len(ports) != 2 {
+		t.Fatalf("ports %v, error %v", ports, err)
+	}
+	for _, p := range ports {
+		if p.Scheduler != "mh" || p.SchedulerFlags != dataplane.MHPort|dataplane.MHFallback || p.DrainTimeout != 0 ||
+			len(p.BadSettings) != 1 || p.BadSettings[0].Field != AnnotationDrainTimeout {
+			t.Errorf("port %s: scheduler %q, flags %s, drain %v, bad %v", p.Name, p.Scheduler, p.SchedulerFlags, p.DrainTimeout, p.BadSettings)
+		}
+	}
+}

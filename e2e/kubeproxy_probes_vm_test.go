@@ -194,17 +194,25 @@ func setSysctl(t *testing.T, name, value string) {
 }
 
 // serveEndpoints answers, on every target port of every protocol but
-// SCTP, with the client address the endpoint sees.
+// SCTP, with the client address the endpoint sees. UDP listens on each
+// address apart, so that an answer leaves from the address the datagram
+// came to (a wildcard socket's would leave from whatever address the
+// route gives, which IPVS would not match to the connection).
 func (p *probeNet) serveEndpoints(t *testing.T) {
 	t.Helper()
 	for proto, ports := range randomcluster.TargetPorts {
 		for _, port := range ports {
-			addr := ":" + strconv.Itoa(int(port))
 			switch proto {
 			case corev1.ProtocolTCP:
-				p.eps.ServeTCP(t, addr, "from")
+				p.eps.ServeTCP(t, ":"+strconv.Itoa(int(port)), "from")
 			case corev1.ProtocolUDP:
-				serveUDPSource(t, p.eps, addr)
+				for _, f := range p.env.Families() {
+					for _, local := range []bool{true, false} {
+						for _, a := range p.env.PodAddrs(local)[f] {
+							serveUDPSource(t, p.eps, netip.AddrPortFrom(a, uint16(port)).String())
+						}
+					}
+				}
 			}
 		}
 	}

@@ -1,0 +1,150 @@
+//go:build vmtest
+
+package dataplane
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// echoConn is a long-lived TCP connection through a service to an echo
+// server.
+type echoConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialEcho(t *testing.T, ns *testutil.NetNS, addr string) *echoConn {
+	t.Helper()
+	var c net.Conn
+	if err := ns.Do(func() (err error) { c, err = net.DialTimeout("tcp", addr, 2*time.Second); return err }); err != nil {
+		t.Fatalf("connecting to %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &echoConn{c: c, r: bufio.NewReader(c)}
+}
+
+func (e *echoConn) echo(line string) error {
+	e.c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := fmt.Fprintln(e.c, line); err != nil {
+		return err
+	}
+	got, err := e.r.ReadString('\n')
+	if err == nil && got != line+"\n" {
+		err = fmt.Errorf("echo: got %q", got)
+	}
+	return err
+}
+
+// virtualLine returns the ipvsadm -Sn line of a virtual server.
+func virtualLine(t *testing.T, ns *testutil.NetNS, vs string) string {
+	t.Helper()
+	for _, l := range strings.Split(ns.Run(t, "ipvsadm", "-Sn"), "\n") {
+		if strings.HasPrefix(l, "-A -t "+vs+" ") {
+			return l
+		}
+	}
+	t.Fatalf("no virtual server %s", vs)
+	return ""
+}
+
+// A Service's scheduler and flags (its annotations) reach the kernel, and
+// a change of them edits the virtual server in place: the open
+// connection keeps working, the virtual server's counters go on.
+func TestPerServiceSchedulerInPlace(t *testing.T) {
+	n := setupNet(t)
+	d := newDataplane(t, n.node)
+	n.b1.ServeEcho(t, "10.244.1.2:9090")
+	n.b2.ServeEcho(t, "10.244.2.2:9090")
+	s := svc("default", "echo", "", TCP, 90, "10.96.0.90")
+	s.Endpoints = []Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
+	s.Scheduler = "rr"
+	state := &State{Node: vmNode(), Services: []ServicePort{s}}
+	mustSync(t, d, state)
+	conn := dialEcho(t, n.client, "10.96.0.90:90")
+	if err := conn.echo("first"); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, step := range []struct {
+		sched string
+		flags SchedulerFlags
+		want  string // what ipvsadm -Sn prints after the address
+	}{
+		{"mh", MHFallback | MHPort, "-s mh -b mh-fallback,mh-port"},
+		{"sh", SHPort, "-s sh -b sh-port"},
+		{"sh", SchedFlag1 | SchedFlag2, "-s sh -b sh-fallback,sh-port"},
+		{"lc", 0, "-s lc"},
+	} {
+		state.Services[0].Scheduler, state.Services[0].SchedulerFlags = step.sched, step.flags
+		res := mustSync(t, d, state)
+		plan := res.Plan.String()
+		if len(res.Plan.Ops) != 1 || !strings.Contains(plan, "edit") {
+			t.Errorf("step %d (%s): want one in-place edit, got:\n%s", i, step.want, plan)
+		}
+		if l := virtualLine(t, n.node, "10.96.0.90:90"); !strings.HasSuffix(strings.TrimSpace(l), step.want) {
+			t.Errorf("step %d: the kernel has %q, want %q at its end", i, l, step.want)
+		}
+		if err := conn.echo(fmt.Sprintf("after %s", step.want)); err != nil {
+			t.Errorf("step %d (%s): the open connection broke: %v", i, step.want, err)
+		}
+	}
+	// The connection counter counts since the virtual server was made
+	// (the kernel folds its per-CPU counters in every 2 s): 0 would mean
+	// it was made again after the connection opened.
+	var conns string
+	for range 10 {
+		for _, l := range strings.Split(n.node.Run(t, "ipvsadm", "-Ln", "--stats", "--exact", "-t", "10.96.0.90:90"), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "TCP" {
+				conns = f[2]
+			}
+		}
+		if conns != "0" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if conns != "1" {
+		t.Errorf("the virtual server counts %s connections, want the 1 opened before the changes", conns)
+	}
+}
+
+// A Service's own drain bound (its ipvsplane.io/drain-timeout) replaces
+// the node's for its real servers: a removed endpoint with an open
+// connection goes after the Service's bound, while another Service's,
+// under the node's bound, stays.
+func TestPerServiceDrainTimeout(t *testing.T) {
+	n := setupNet(t)
+	d := newDataplane(t, n.node) // the node's bound: 10 s
+	n.b2.ServeEcho(t, "10.244.2.2:9090")
+	short := svc("default", "short", "", TCP, 91, "10.96.0.91")
+	short.DrainTimeout = time.Second
+	long := svc("default", "long", "", TCP, 92, "10.96.0.92")
+	for _, s := range []*ServicePort{&short, &long} {
+		s.Endpoints = []Endpoint{ready("10.244.2.2", 9090, "node-b")}
+	}
+	state := &State{Node: vmNode(), Services: []ServicePort{short, long}}
+	mustSync(t, d, state)
+	for _, addr := range []string{"10.96.0.91:91", "10.96.0.92:92"} {
+		if err := dialEcho(t, n.client, addr).echo("hold"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state.Services[0].Endpoints, state.Services[1].Endpoints = nil, nil
+	mustSync(t, d, state)
+	time.Sleep(2 * time.Second)
+	mustSync(t, d, state)
+	out := n.node.Run(t, "ipvsadm", "-Sn")
+	if strings.Contains(out, "-a -t 10.96.0.91:91 -r 10.244.2.2:9090") {
+		t.Errorf("the real server of the Service with a 1 s bound is still draining after 2 s:\n%s", out)
+	}
+	if !strings.Contains(out, "-a -t 10.96.0.92:92 -r 10.244.2.2:9090") {
+		t.Errorf("the real server under the node's 10 s bound went after 2 s:\n%s", out)
+	}
+}

@@ -1,0 +1,63 @@
+//go:build vmtest
+
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// With --service-traffic-metrics the daemon exports each service port's
+// connections, packets and bytes from the kernel's counters, and status
+// shows their rates: connections through a service are counted on it.
+func TestDaemonServiceTrafficMetrics(t *testing.T) {
+	n := setupNet(t)
+	d := startDaemon(t, n.node, copyManifests(t), "--service-traffic-metrics", "--service-traffic-metrics-interval=1s")
+	d.waitSynced(t, 2*time.Minute)
+	const conns = 8
+	spread(t, n.client, "10.96.0.10:80", conns)
+	series := `{name="web",namespace="demo",port="http",protocol="tcp"}`
+	want := map[string]float64{
+		"ipvsplane_service_connections_total" + series: conns,
+		`ipvsplane_service_packets_total{direction="in",name="web",namespace="demo",port="http",protocol="tcp"}`: 3 * conns,
+		`ipvsplane_service_bytes_total{direction="out",name="web",namespace="demo",port="http",protocol="tcp"}`:  1,
+	}
+	// The kernel folds its per-CPU counters in every 2 s; the daemon reads
+	// them every second.
+	var got map[string]float64
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(time.Second) {
+		got = scrapeService(t, n)
+		if got["ipvsplane_service_connections_total"+series] >= conns {
+			break
+		}
+	}
+	for name, min := range want {
+		if got[name] < min {
+			t.Errorf("%s = %v, want at least %v", name, got[name], min)
+		}
+	}
+	out, err := ipvsplane(t, n.node, "status", "--state-file", d.stateFile)
+	if err != nil || !strings.Contains(out, "traffic over the") || !strings.Contains(out, "demo/web") {
+		t.Errorf("status does not show the traffic rates: %v\n%s", err, out)
+	}
+}
+
+// scrapeService returns the daemon's ipvsplane_service_* series.
+func scrapeService(t *testing.T, n *testNet) map[string]float64 {
+	t.Helper()
+	code, body, err := httpGet(n.node, "127.0.0.1:10249", "/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(l, "ipvsplane_service_") || !strings.Contains(l, "{") {
+			continue
+		}
+		name, value, _ := strings.Cut(l, " ")
+		out[name], _ = strconv.ParseFloat(value, 64)
+	}
+	return out
+}

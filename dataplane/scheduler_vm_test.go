@@ -4,13 +4,18 @@ package dataplane
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // echoConn is a long-lived TCP connection through a service to an echo
@@ -40,6 +45,18 @@ func (e *echoConn) echo(line string) error {
 		err = fmt.Errorf("echo: got %q", got)
 	}
 	return err
+}
+
+// hasModule reports whether the running kernel has a module.
+func hasModule(t *testing.T, name string) bool {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	_, err := os.Stat(filepath.Join("/lib/modules", release, "kernel/net/netfilter/ipvs", name+".ko"))
+	return err == nil
 }
 
 // virtualLine returns the ipvsadm -Sn line of a virtual server.
@@ -95,6 +112,26 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 			t.Errorf("step %d (%s): the open connection broke: %v", i, step.want, err)
 		}
 	}
+	// twos is in the kernel from 6.7 on: on the kernels before, the
+	// Service falls back to the node's scheduler and says so.
+	state.Services[0].Scheduler, state.Services[0].SchedulerFlags = "twos", 0
+	res, err := d.Sync(context.Background(), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *SchedulerError
+	line := virtualLine(t, n.node, "10.96.0.90:90")
+	if hasModule(t, "ip_vs_twos") {
+		if len(res.Errors) > 0 || !strings.HasSuffix(strings.TrimSpace(line), "-s twos") {
+			t.Errorf("twos on a kernel that has it: %q, errors %v", line, res.Errors)
+		}
+	} else if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !strings.HasSuffix(strings.TrimSpace(line), "-s "+se.Fallback) {
+		t.Errorf("twos on a kernel without it: %q, errors %v; want the node's scheduler and one SchedulerError", line, res.Errors)
+	}
+	if err := conn.echo("after twos"); err != nil {
+		t.Errorf("twos: the open connection broke: %v", err)
+	}
+
 	// The connection counter counts since the virtual server was made
 	// (the kernel folds its per-CPU counters in every 2 s): 0 would mean
 	// it was made again after the connection opened.

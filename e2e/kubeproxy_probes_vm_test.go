@@ -68,7 +68,6 @@ var outsideOther = map[corev1.IPFamily]netip.Addr{
 // it goes when the test ends.
 func newProbeNet(t *testing.T, env randomcluster.Env, cfg *kpconfig.KubeProxyConfiguration) *probeNet {
 	t.Helper()
-	v4, v6 := corev1.IPv4Protocol, corev1.IPv6Protocol
 	p := &probeNet{eps: testutil.NewNetNS(t), pod: testutil.NewNetNS(t), out: testutil.NewNetNS(t), env: env}
 	setSysctl(t, "net/ipv6/conf/all/forwarding", "1")
 	// A rejected probe is told from a dropped one by its ICMP error, which
@@ -79,68 +78,9 @@ func newProbeNet(t *testing.T, env randomcluster.Env, cfg *kpconfig.KubeProxyCon
 	setSysctl(t, "net/ipv6/icmp/ratelimit", "0")
 	setSysctl(t, "net/ipv4/icmp_msgs_per_sec", "100000")
 	setSysctl(t, "net/ipv4/icmp_msgs_burst", "100000")
-
-	rootVeth(t, "kp-eps0", p.eps, "eth0")
-	rootIP(t, "addr", "add", "169.254.100.1/30", "dev", "kp-eps0")
-	rootIP(t, "addr", "add", "fd00:100::1/64", "dev", "kp-eps0", "nodad")
-	p.eps.IP(t, "addr", "add", "169.254.100.2/30", "dev", "eth0")
-	p.eps.IP(t, "addr", "add", "fd00:100::2/64", "dev", "eth0", "nodad")
-	p.eps.IP(t, "route", "add", "default", "via", "169.254.100.1")
-	p.eps.IP(t, "-6", "route", "add", "default", "via", "fd00:100::1")
-	gw := map[corev1.IPFamily]string{v4: "169.254.100.2", v6: "fd00:100::2"}
-	for _, f := range env.Families() {
-		for _, local := range []bool{true, false} {
-			for _, a := range env.PodAddrs(local)[f] {
-				p.eps.IP(t, "addr", "add", netip.PrefixFrom(a, a.BitLen()).String(), "dev", "eth0", "nodad")
-				rootIP(t, "route", "add", netip.PrefixFrom(a, a.BitLen()).String(), "via", gw[f])
-			}
-		}
-	}
-	p.serveEndpoints(t)
-
-	gwLink := "kp-br0"
-	if cfg.DetectLocalMode == "InterfaceNamePrefix" {
-		gwLink = "kp-pod0"
-		rootVeth(t, "kp-pod0", p.pod, "eth0")
-	} else {
-		rootIP(t, "link", "add", "kp-br0", "type", "bridge")
-		t.Cleanup(func() { rootIPQuiet("link", "del", "kp-br0") })
-		rootVeth(t, "kp-brport0", p.pod, "eth0")
-		rootIP(t, "link", "set", "kp-brport0", "master", "kp-br0")
-		rootIP(t, "link", "set", "kp-br0", "up")
-	}
-	pod := map[corev1.IPFamily]netip.Addr{}
-	for _, f := range env.Families() {
-		cidr := env.PodCIDRs[f]
-		gateway, addr := nthAddr(cidr, 1), nthAddr(cidr, 200)
-		pod[f] = addr
-		rootIP(t, "addr", "add", netip.PrefixFrom(gateway, cidr.Bits()).String(), "dev", gwLink, "nodad")
-		p.pod.IP(t, "addr", "add", netip.PrefixFrom(addr, cidr.Bits()).String(), "dev", "eth0", "nodad")
-		p.pod.IP(t, familyFlag(f), "route", "add", "default", "via", gateway.String())
-	}
-
-	rootVeth(t, "kp-out0", p.out, "eth0")
-	rootIP(t, "addr", "add", "192.168.77.1/24", "dev", "kp-out0")
-	rootIP(t, "addr", "add", "fd00:77::1/64", "dev", "kp-out0", "nodad")
-	p.out.IP(t, "addr", "add", "192.168.77.2/24", "dev", "eth0")
-	p.out.IP(t, "addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad")
-	p.out.IP(t, "route", "add", "default", "via", "192.168.77.1")
-	p.out.IP(t, "-6", "route", "add", "default", "via", "fd00:77::1")
-	allowed := map[corev1.IPFamily]netip.Addr{}
-	outGW := map[corev1.IPFamily]string{v4: "192.168.77.2", v6: "fd00:77::2"}
-	for _, f := range env.Families() {
-		allowed[f] = nthAddr(env.SourceNet[f], 200)
-		for _, a := range []netip.Addr{allowed[f], outsideOther[f]} {
-			p.out.IP(t, "addr", "add", netip.PrefixFrom(a, a.BitLen()).String(), "dev", "eth0", "nodad")
-			rootIP(t, "route", "add", netip.PrefixFrom(a, a.BitLen()).String(), "via", outGW[f])
-		}
-		// What the node does not hold of the test's networks is
-		// unreachable rather than routed out of the VM.
-		for _, n := range []netip.Prefix{env.ExternalNet[f], env.LoadBalancerNet[f], env.RemotePodCIDRs[f], serviceCIDR(f)} {
-			rootIP(t, "route", "add", "unreachable", n.String())
-			t.Cleanup(func() { rootIPQuiet("route", "del", "unreachable", n.String()) })
-		}
-	}
+	p.setupEndpoints(t)
+	pod := p.setupPod(t, cfg.DetectLocalMode == "InterfaceNamePrefix")
+	allowed := p.setupOutside(t)
 	p.clients = []probeClient{
 		{name: "pod", ns: p.pod, addr: pod},
 		{name: "outside-allowed", ns: p.out, addr: allowed},
@@ -148,6 +88,94 @@ func newProbeNet(t *testing.T, env randomcluster.Env, cfg *kpconfig.KubeProxyCon
 		{name: "node"},
 	}
 	return p
+}
+
+// transitLink connects the node to ns over a veth, root in the node and
+// eth0 in ns, with an IPv4 /net4 and an IPv6 /64 network whose .1 (::1)
+// is the node's and .2 (::2) the namespace's, and the namespace's
+// default routes through the node. It returns the namespace's addresses,
+// the next hops to it.
+func transitLink(t *testing.T, ns *testutil.NetNS, root string, net4 netip.Prefix, net6 netip.Prefix) map[corev1.IPFamily]netip.Addr {
+	t.Helper()
+	rootVeth(t, root, ns, "eth0")
+	hops := map[corev1.IPFamily]netip.Addr{}
+	for f, n := range map[corev1.IPFamily]netip.Prefix{corev1.IPv4Protocol: net4, corev1.IPv6Protocol: net6} {
+		node, peer := nthAddr(n, 1), nthAddr(n, 2)
+		rootIP(t, "addr", "add", netip.PrefixFrom(node, n.Bits()).String(), "dev", root, "nodad")
+		ns.IP(t, "addr", "add", netip.PrefixFrom(peer, n.Bits()).String(), "dev", "eth0", "nodad")
+		ns.IP(t, familyFlag(f), "route", "add", "default", "via", node.String())
+		hops[f] = peer
+	}
+	return hops
+}
+
+// setupEndpoints gives the endpoints namespace every pod address that
+// endpoints use, routed to it from the node, and its servers.
+func (p *probeNet) setupEndpoints(t *testing.T) {
+	t.Helper()
+	hops := transitLink(t, p.eps, "kp-eps0", netip.MustParsePrefix("169.254.100.0/30"), netip.MustParsePrefix("fd00:100::/64"))
+	for _, f := range p.env.Families() {
+		for _, local := range []bool{true, false} {
+			for _, a := range p.env.PodAddrs(local)[f] {
+				host := netip.PrefixFrom(a, a.BitLen()).String()
+				p.eps.IP(t, "addr", "add", host, "dev", "eth0", "nodad")
+				rootIP(t, "route", "add", host, "via", hops[f].String())
+			}
+		}
+	}
+	p.serveEndpoints(t)
+}
+
+// setupPod puts the pod behind the bridge kp-br0, or behind the veth
+// kp-pod0 itself when byName (detect-local by interface name prefix);
+// the bridge or veth holds the pods' gateway. It returns the pod's
+// addresses.
+func (p *probeNet) setupPod(t *testing.T, byName bool) map[corev1.IPFamily]netip.Addr {
+	t.Helper()
+	gwLink := "kp-pod0"
+	if byName {
+		rootVeth(t, "kp-pod0", p.pod, "eth0")
+	} else {
+		gwLink = "kp-br0"
+		rootIP(t, "link", "add", "kp-br0", "type", "bridge")
+		t.Cleanup(func() { rootIPQuiet("link", "del", "kp-br0") })
+		rootVeth(t, "kp-brport0", p.pod, "eth0")
+		rootIP(t, "link", "set", "kp-brport0", "master", "kp-br0")
+		rootIP(t, "link", "set", "kp-br0", "up")
+	}
+	pod := map[corev1.IPFamily]netip.Addr{}
+	for _, f := range p.env.Families() {
+		cidr := p.env.PodCIDRs[f]
+		gateway, addr := nthAddr(cidr, 1), nthAddr(cidr, 200)
+		pod[f] = addr
+		rootIP(t, "addr", "add", netip.PrefixFrom(gateway, cidr.Bits()).String(), "dev", gwLink, "nodad")
+		p.pod.IP(t, "addr", "add", netip.PrefixFrom(addr, cidr.Bits()).String(), "dev", "eth0", "nodad")
+		p.pod.IP(t, familyFlag(f), "route", "add", "default", "via", gateway.String())
+	}
+	return pod
+}
+
+// setupOutside gives the outside namespace its two client addresses,
+// routed to it from the node, and makes what the node does not hold of
+// the test's networks unreachable rather than routed out of the VM. It
+// returns the client addresses inside the source ranges.
+func (p *probeNet) setupOutside(t *testing.T) map[corev1.IPFamily]netip.Addr {
+	t.Helper()
+	hops := transitLink(t, p.out, "kp-out0", netip.MustParsePrefix("192.168.77.0/24"), netip.MustParsePrefix("fd00:77::/64"))
+	allowed := map[corev1.IPFamily]netip.Addr{}
+	for _, f := range p.env.Families() {
+		allowed[f] = nthAddr(p.env.SourceNet[f], 200)
+		for _, a := range []netip.Addr{allowed[f], outsideOther[f]} {
+			host := netip.PrefixFrom(a, a.BitLen()).String()
+			p.out.IP(t, "addr", "add", host, "dev", "eth0", "nodad")
+			rootIP(t, "route", "add", host, "via", hops[f].String())
+		}
+		for _, n := range []netip.Prefix{p.env.ExternalNet[f], p.env.LoadBalancerNet[f], p.env.RemotePodCIDRs[f], serviceCIDR(f)} {
+			rootIP(t, "route", "add", "unreachable", n.String())
+			t.Cleanup(func() { rootIPQuiet("route", "del", "unreachable", n.String()) })
+		}
+	}
+	return allowed
 }
 
 // serviceCIDR is the test API server's service range of a family.

@@ -20,7 +20,7 @@ func TestDaemonServiceTrafficMetrics(t *testing.T) {
 	spread(t, n.client, "10.96.0.10:80", conns)
 	series := `{name="web",namespace="demo",port="http",protocol="tcp"}`
 	want := map[string]float64{
-		"ipvsplane_service_connections_total" + series: conns,
+		"ipvsplane_service_connections_total" + series:                                                           conns,
 		`ipvsplane_service_packets_total{direction="in",name="web",namespace="demo",port="http",protocol="tcp"}`: 3 * conns,
 		`ipvsplane_service_bytes_total{direction="out",name="web",namespace="demo",port="http",protocol="tcp"}`:  1,
 	}

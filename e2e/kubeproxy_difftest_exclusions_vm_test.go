@@ -56,30 +56,6 @@ func (l difftestLine) realServer() (vs, rs string, ok bool) {
 	return f[2], f[4], true
 }
 
-// nodePort reports whether the line is about a node port: a virtual
-// server on a node address, or an entry of a KUBE-NODE-PORT-* set.
-func (l difftestLine) nodePort() bool {
-	if strings.Contains(l.entry, "KUBE-NODE-PORT-") || strings.Contains(l.entry, "KUBE-6-NODE-PORT-") {
-		return true
-	}
-	f := strings.Fields(l.entry)
-	if l.part != "ipvs" || len(f) < 3 {
-		return false
-	}
-	ap, err := netip.ParseAddrPort(f[2])
-	if err != nil {
-		return false
-	}
-	for _, svc := range l.stored {
-		for _, p := range svc.Spec.Ports {
-			if p.NodePort != 0 && int(p.NodePort) == int(ap.Port()) && !slices.Contains(svc.Spec.ClusterIPs, ap.Addr().String()) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // endpointLine reports whether the line is about endpoints: a real
 // server, or a KUBE-LOOP-BACK entry.
 func (l difftestLine) endpointLine() bool {

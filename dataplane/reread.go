@@ -45,11 +45,13 @@ func (d *Dataplane) startReread(ctx context.Context) error {
 	r := &reread{cancel: cancel, done: make(chan struct{}), since: newTouched()}
 	readers, device, notify := d.background, d.cfg.Device, d.cfg.KernelRead
 	go func() {
-		defer close(r.done)
 		r.retries, r.err = withRetries(ctx, func() (err error) {
 			r.read, err = readKernel(ctx, readers, device)
 			return err
 		})
+		// Done before the notice: the sync it asks for must find the
+		// read ended, or it would leave the merge to the one after.
+		close(r.done)
 		if notify != nil {
 			notify()
 		}

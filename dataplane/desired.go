@@ -42,101 +42,168 @@ const (
 // lacking holds the schedulers the kernel does not have.
 func (n *Node) contribution(s *ServicePort, lacking map[string]error) *contribution {
 	sched, problems := n.scheduling(s, lacking)
-	c := &contribution{drain: s.DrainTimeout, problems: append(problems, badSettings(s)...)}
+	b := &contributionBuilder{
+		contribution: &contribution{drain: s.DrainTimeout, problems: append(problems, badSettings(s)...)},
+		node:         n,
+		svc:          s,
+		sched:        sched,
+		fams:         families(s.ClusterIPs),
+	}
+	b.internal, b.external = n.endpointsByPolicy(s)
+	b.addClusterIPs()
+	b.addLoopBack()
+	b.addExternalIPs()
+	for _, ip := range b.served(s.LoadBalancerIPs) {
+		b.addLoadBalancer(ip)
+	}
+	b.addHealthCheckNodePort(b.addNodePorts())
+	return b.contribution
+}
+
+// endpointsByPolicy returns the endpoints, per family, that traffic from
+// inside the cluster and from outside it may use.
+func (n *Node) endpointsByPolicy(s *ServicePort) (internal, external [2][]Endpoint) {
 	cluster, local := n.selectEndpoints(s.Endpoints)
-	internal, external := cluster, cluster
+	internal, external = cluster, cluster
 	if s.InternalPolicy == PolicyLocal {
 		internal = local
 	}
 	if s.ExternalPolicy == PolicyLocal {
 		external = local
 	}
-	addVirtual := func(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]Endpoint, bind bool) {
-		eps := byFamily[family(addr.Is6())]
-		k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
-		c.virtual = append(c.virtual, VirtualServer{VirtualKey: k, Scheduler: sched.name, SchedulerFlags: sched.flags, Persistence: s.SessionAffinity})
-		c.kinds = append(c.kinds, kind)
-		c.entries = append(c.entries, SetEntry{Set: SetName(SetOwned, addr.Is6()), Entry: portEntry(addr, s.Protocol, port)})
-		c.reals = append(c.reals, realServers(addr.Is6(), eps))
-		// An address the node already has elsewhere is local without
-		// being bound, and stays out of KUBE-IPVS-IPS.
-		if bind && !slices.Contains(n.localAddrs(), addr) {
-			c.addrs = append(c.addrs, addr)
-			c.entries = append(c.entries, SetEntry{Set: SetName(SetIPVSAddresses, addr.Is6()), Entry: addr.String()})
-		}
-	}
-	entry := func(set string, ipv6 bool, e string) {
-		c.entries = append(c.entries, SetEntry{Set: SetName(set, ipv6), Entry: e})
-	}
-	// Like kube-proxy's proxier per family, a service is served only in
-	// the families it has a cluster IP of.
-	fams := families(s.ClusterIPs)
-	served := func(addrs []netip.Addr) []netip.Addr {
-		return slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !slices.Contains(fams, a.Is6()) })
-	}
+	return internal, external
+}
 
-	for _, ip := range s.ClusterIPs {
-		addVirtual(kindClusterIP, ip, s.Port, internal, true)
-		entry(SetClusterIP, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+// contributionBuilder fills the contribution of one service port.
+type contributionBuilder struct {
+	*contribution
+	node  *Node
+	svc   *ServicePort
+	sched schedulerChoice
+	// internal and external are the endpoints, per family, of each
+	// traffic policy.
+	internal, external [2][]Endpoint
+	// fams are the families the port is served in: like kube-proxy's
+	// proxier per family, those it has a cluster IP of.
+	fams []bool
+}
+
+// served returns the addresses of addrs in the port's families.
+func (b *contributionBuilder) served(addrs []netip.Addr) []netip.Addr {
+	return slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !slices.Contains(b.fams, a.Is6()) })
+}
+
+// addVirtual adds a virtual server on addr and port with the endpoints
+// of its family from byFamily; bind says the address must be on the node.
+func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]Endpoint, bind bool) {
+	s := b.svc
+	eps := byFamily[family(addr.Is6())]
+	k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
+	b.virtual = append(b.virtual, VirtualServer{VirtualKey: k, Scheduler: b.sched.name, SchedulerFlags: b.sched.flags, Persistence: s.SessionAffinity})
+	b.kinds = append(b.kinds, kind)
+	b.addEntry(SetOwned, addr.Is6(), portEntry(addr, s.Protocol, port))
+	b.reals = append(b.reals, realServers(addr.Is6(), eps))
+	// An address the node already has elsewhere is local without
+	// being bound, and stays out of KUBE-IPVS-IPS.
+	if bind && !slices.Contains(b.node.localAddrs(), addr) {
+		b.addrs = append(b.addrs, addr)
+		b.addEntry(SetIPVSAddresses, addr.Is6(), addr.String())
 	}
+}
+
+// addEntry adds e to the family's set of the name.
+func (b *contributionBuilder) addEntry(set string, ipv6 bool, e string) {
+	b.entries = append(b.entries, SetEntry{Set: SetName(set, ipv6), Entry: e})
+}
+
+func (b *contributionBuilder) addClusterIPs() {
+	s := b.svc
+	for _, ip := range s.ClusterIPs {
+		b.addVirtual(kindClusterIP, ip, s.Port, b.internal, true)
+		b.addEntry(SetClusterIP, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+	}
+}
+
+// addLoopBack adds the port's endpoints on this node, so that one sent
+// its own connection through the service is masqueraded (hairpin).
+func (b *contributionBuilder) addLoopBack() {
+	s := b.svc
 	for _, ep := range s.Endpoints {
-		if n.Name != "" && ep.NodeName == n.Name {
+		if b.node.Name != "" && ep.NodeName == b.node.Name {
 			ip := ep.Addr.Unmap()
-			entry(SetLoopBack, ip.Is6(), portEntry(ip, s.Protocol, ep.Port)+","+ip.String())
+			b.addEntry(SetLoopBack, ip.Is6(), portEntry(ip, s.Protocol, ep.Port)+","+ip.String())
 		}
 	}
-	for _, ip := range served(s.ExternalIPs) {
-		addVirtual(kindExternalIP, ip, s.Port, external, true)
+}
+
+func (b *contributionBuilder) addExternalIPs() {
+	s := b.svc
+	for _, ip := range b.served(s.ExternalIPs) {
+		b.addVirtual(kindExternalIP, ip, s.Port, b.external, true)
 		set := SetExternalIP
 		if s.ExternalPolicy == PolicyLocal {
 			set = SetExternalIPLocal
 		}
-		entry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+		b.addEntry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
-	for _, ip := range served(s.LoadBalancerIPs) {
-		addVirtual(kindLoadBalancer, ip, s.Port, external, true)
-		e := portEntry(ip, s.Protocol, s.Port)
-		entry(SetLoadBalancer, ip.Is6(), e)
-		if s.ExternalPolicy == PolicyLocal {
-			entry(SetLoadBalancerLocal, ip.Is6(), e)
-		}
-		ranges := sourceRanges(s.LoadBalancerSourceRanges, ip.Is6())
-		if len(ranges) == 0 {
-			continue
-		}
-		entry(SetLoadBalancerFW, ip.Is6(), e)
-		allowFromNode := false
-		for _, src := range ranges {
-			entry(SetLoadBalancerSourceNet, ip.Is6(), e+","+src.Masked().String())
-			for _, a := range n.primaryIPs(ip.Is6()) {
-				allowFromNode = allowFromNode || src.Contains(a)
-			}
-		}
-		// Traffic from the node itself to its load balancer address loops
-		// back without leaving the node; let it through when the node is
-		// inside an allowed range.
-		if allowFromNode {
-			entry(SetLoadBalancerSourceIP, ip.Is6(), e+","+ip.String())
+}
+
+// addLoadBalancer adds one load-balancer address, with the source ranges
+// that may reach it.
+func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
+	s := b.svc
+	b.addVirtual(kindLoadBalancer, ip, s.Port, b.external, true)
+	e := portEntry(ip, s.Protocol, s.Port)
+	b.addEntry(SetLoadBalancer, ip.Is6(), e)
+	if s.ExternalPolicy == PolicyLocal {
+		b.addEntry(SetLoadBalancerLocal, ip.Is6(), e)
+	}
+	ranges := sourceRanges(s.LoadBalancerSourceRanges, ip.Is6())
+	if len(ranges) == 0 {
+		return
+	}
+	b.addEntry(SetLoadBalancerFW, ip.Is6(), e)
+	allowFromNode := false
+	for _, src := range ranges {
+		b.addEntry(SetLoadBalancerSourceNet, ip.Is6(), e+","+src.Masked().String())
+		for _, a := range b.node.primaryIPs(ip.Is6()) {
+			allowFromNode = allowFromNode || src.Contains(a)
 		}
 	}
-	hcFams := fams
-	if s.NodePort != 0 {
-		nodeAddrs := served(n.nodePortAddresses())
-		for _, ip := range nodeAddrs {
-			addVirtual(kindNodePort, ip, s.NodePort, external, false)
-		}
-		// Like kube-proxy, a family with no node address to serve the
-		// node port on gets none of the port's node-port entries, nor its
-		// health-check node port (kube-proxy skips the rest of the port).
-		hcFams = families(nodeAddrs)
-		nodePortEntries(s, nodeAddrs, hcFams, entry)
+	// Traffic from the node itself to its load balancer address loops
+	// back without leaving the node; let it through when the node is
+	// inside an allowed range.
+	if allowFromNode {
+		b.addEntry(SetLoadBalancerSourceIP, ip.Is6(), e+","+ip.String())
 	}
-	if s.HealthCheckNodePort != 0 {
-		for _, fam := range hcFams {
-			entry(SetHealthCheckNodePort, fam, strconv.Itoa(int(s.HealthCheckNodePort)))
-		}
+}
+
+// addNodePorts adds the port's node port, if it has one, and returns the
+// families its health-check node port is in.
+func (b *contributionBuilder) addNodePorts() []bool {
+	s := b.svc
+	if s.NodePort == 0 {
+		return b.fams
 	}
-	return c
+	nodeAddrs := b.served(b.node.nodePortAddresses())
+	for _, ip := range nodeAddrs {
+		b.addVirtual(kindNodePort, ip, s.NodePort, b.external, false)
+	}
+	// Like kube-proxy, a family with no node address to serve the node
+	// port on gets none of the port's node-port entries, nor its
+	// health-check node port (kube-proxy skips the rest of the port).
+	fams := families(nodeAddrs)
+	nodePortEntries(s, nodeAddrs, fams, b.addEntry)
+	return fams
+}
+
+func (b *contributionBuilder) addHealthCheckNodePort(fams []bool) {
+	if b.svc.HealthCheckNodePort == 0 {
+		return
+	}
+	for _, fam := range fams {
+		b.addEntry(SetHealthCheckNodePort, fam, strconv.Itoa(int(b.svc.HealthCheckNodePort)))
+	}
 }
 
 // schedulerChoice is the scheduler and the kernel's flags a service

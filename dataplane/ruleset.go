@@ -1,6 +1,9 @@
 package dataplane
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Priorities of the base chains. IPVS takes packets in LOCAL_IN at 98 and
 // in LOCAL_OUT at -99; the filter chains that must see the virtual address
@@ -42,26 +45,85 @@ func renderRules(n *Node) string {
 // present here: matching an empty set costs next to nothing, and the table
 // then depends on the node's settings alone.
 func (n *Node) ruleTable(ipv6 bool) *ruleTable {
-	set := func(name string, dirs ...string) setMatch {
-		return setMatch{set: SetName(name, ipv6), dirs: dirs}
-	}
-	jump := func(chain string) action { return action{verdict: "jump", chain: chain} }
-	verdict := func(v string) action { return action{verdict: v} }
-	r := func(a action, m ...match) rule { return rule{matches: m, action: a} }
-	mark := n.masqueradeMark()
+	f := familyRules{ipv6: ipv6, mark: n.masqueradeMark()}
+	return &ruleTable{ipv6: ipv6, chains: slices.Concat(hookChains(), n.natChains(f), f.filterChains())}
+}
 
-	services := []rule{
-		r(verdict("return"), srcLoopback{}),
-		r(jump("KUBE-LOAD-BALANCER"), set(SetLoadBalancer, "dst", "dst")),
-		n.clusterIPMasquerade(ipv6, set(SetClusterIP, "dst", "dst")),
-		r(jump("KUBE-MARK-MASQ"), set(SetExternalIP, "dst", "dst")),
-		r(verdict("accept"), set(SetExternalIP, "dst", "dst")),
-		r(verdict("accept"), set(SetExternalIPLocal, "dst", "dst")),
-		r(jump("KUBE-NODE-PORT"), dstLocal{}),
-		r(verdict("accept"), set(SetClusterIP, "dst", "dst")),
-		r(verdict("accept"), set(SetLoadBalancer, "dst", "dst")),
+// familyRules is what the rules of one family's table are built from.
+type familyRules struct {
+	ipv6 bool
+	// mark is the masquerade mark.
+	mark uint32
+}
+
+// set matches the family's set of the name.
+func (f familyRules) set(name string, dirs ...string) setMatch {
+	return setMatch{set: SetName(name, f.ipv6), dirs: dirs}
+}
+
+func jump(chain string) action { return action{verdict: "jump", chain: chain} }
+
+func verdict(v string) action { return action{verdict: v} }
+
+// newRule is the rule that takes action a on packets that match all of m.
+func newRule(a action, m ...match) rule { return rule{matches: m, action: a} }
+
+// hookChains are the base chains, which send packets from the kernel's
+// hooks to the chains named after kube-proxy's.
+func hookChains() []ruleChain {
+	return []ruleChain{
+		{name: "nat-prerouting", hook: &chainHook{"nat", "prerouting", priorityDstNAT}, rules: []rule{newRule(jump("KUBE-SERVICES"))}},
+		{name: "nat-output", hook: &chainHook{"nat", "output", priorityDstNAT}, rules: []rule{newRule(jump("KUBE-SERVICES"))}},
+		{name: "nat-postrouting", hook: &chainHook{"nat", "postrouting", prioritySrcNAT}, rules: []rule{newRule(jump("KUBE-POSTROUTING"))}},
+		{name: "filter-input", hook: &chainHook{"filter", "input", priorityFilter}, rules: []rule{
+			newRule(jump("KUBE-IPVS-FILTER")), newRule(jump("KUBE-PROXY-FIREWALL")),
+		}},
+		{name: "filter-forward", hook: &chainHook{"filter", "forward", priorityFilter}, rules: []rule{
+			newRule(jump("KUBE-PROXY-FIREWALL")), newRule(jump("KUBE-FORWARD")),
+		}},
+		{name: "filter-output", hook: &chainHook{"filter", "output", priorityBeforeIPVSOut}, rules: []rule{
+			newRule(jump("KUBE-IPVS-OUT-FILTER")),
+		}},
 	}
-	var nodePort []rule
+}
+
+// natChains are the chains that mark service traffic for masquerade and
+// masquerade it.
+func (n *Node) natChains(f familyRules) []ruleChain {
+	services := []rule{
+		newRule(verdict("return"), srcLoopback{}),
+		newRule(jump("KUBE-LOAD-BALANCER"), f.set(SetLoadBalancer, "dst", "dst")),
+		n.clusterIPMasquerade(f.ipv6, f.set(SetClusterIP, "dst", "dst")),
+		newRule(jump("KUBE-MARK-MASQ"), f.set(SetExternalIP, "dst", "dst")),
+		newRule(verdict("accept"), f.set(SetExternalIP, "dst", "dst")),
+		newRule(verdict("accept"), f.set(SetExternalIPLocal, "dst", "dst")),
+		newRule(jump("KUBE-NODE-PORT"), dstLocal{}),
+		newRule(verdict("accept"), f.set(SetClusterIP, "dst", "dst")),
+		newRule(verdict("accept"), f.set(SetLoadBalancer, "dst", "dst")),
+	}
+	snat := newRule(verdict("masquerade fully-random"))
+	snat.comment = "kubernetes service traffic requiring SNAT"
+	return []ruleChain{
+		{name: "KUBE-SERVICES", rules: services},
+		{name: "KUBE-LOAD-BALANCER", rules: []rule{
+			newRule(verdict("return"), f.set(SetLoadBalancerLocal, "dst", "dst")),
+			newRule(jump("KUBE-MARK-MASQ")),
+		}},
+		{name: "KUBE-NODE-PORT", rules: f.nodePortRules()},
+		{name: "KUBE-POSTROUTING", rules: []rule{
+			newRule(verdict("masquerade"), f.set(SetLoopBack, "dst", "dst", "src")),
+			newRule(verdict("return"), markSet{mark: f.mark, invert: true}),
+			newRule(action{verdict: "mark-xor", mark: f.mark}),
+			snat,
+		}},
+		{name: "KUBE-MARK-MASQ", rules: []rule{newRule(action{verdict: "mark-or", mark: f.mark})}},
+	}
+}
+
+// nodePortRules mark node-port traffic for masquerade, but for the ports
+// of ExternalPolicy Local.
+func (f familyRules) nodePortRules() []rule {
+	var rules []rule
 	for _, p := range []struct {
 		proto      Protocol
 		set, local string
@@ -71,73 +133,51 @@ func (n *Node) ruleTable(ipv6 bool) *ruleTable {
 		{UDP, SetNodePortUDP, SetNodePortLocalUDP, []string{"dst"}},
 		{SCTP, SetNodePortSCTP, SetNodePortLocalSCTP, []string{"dst", "dst"}},
 	} {
-		nodePort = append(nodePort,
-			r(verdict("return"), l4proto{p.proto}, set(p.local, p.dirs...)),
-			r(jump("KUBE-MARK-MASQ"), l4proto{p.proto}, set(p.set, p.dirs...)))
+		rules = append(rules,
+			newRule(verdict("return"), l4proto{p.proto}, f.set(p.local, p.dirs...)),
+			newRule(jump("KUBE-MARK-MASQ"), l4proto{p.proto}, f.set(p.set, p.dirs...)))
 	}
-	snat := r(verdict("masquerade fully-random"))
-	snat.comment = "kubernetes service traffic requiring SNAT"
+	return rules
+}
 
-	return &ruleTable{ipv6: ipv6, chains: []ruleChain{
-		{name: "nat-prerouting", hook: &chainHook{"nat", "prerouting", priorityDstNAT}, rules: []rule{r(jump("KUBE-SERVICES"))}},
-		{name: "nat-output", hook: &chainHook{"nat", "output", priorityDstNAT}, rules: []rule{r(jump("KUBE-SERVICES"))}},
-		{name: "nat-postrouting", hook: &chainHook{"nat", "postrouting", prioritySrcNAT}, rules: []rule{r(jump("KUBE-POSTROUTING"))}},
-		{name: "filter-input", hook: &chainHook{"filter", "input", priorityFilter}, rules: []rule{
-			r(jump("KUBE-IPVS-FILTER")), r(jump("KUBE-PROXY-FIREWALL")),
-		}},
-		{name: "filter-forward", hook: &chainHook{"filter", "forward", priorityFilter}, rules: []rule{
-			r(jump("KUBE-PROXY-FIREWALL")), r(jump("KUBE-FORWARD")),
-		}},
-		{name: "filter-output", hook: &chainHook{"filter", "output", priorityBeforeIPVSOut}, rules: []rule{
-			r(jump("KUBE-IPVS-OUT-FILTER")),
-		}},
-		{name: "KUBE-SERVICES", rules: services},
-		{name: "KUBE-LOAD-BALANCER", rules: []rule{
-			r(verdict("return"), set(SetLoadBalancerLocal, "dst", "dst")),
-			r(jump("KUBE-MARK-MASQ")),
-		}},
-		{name: "KUBE-NODE-PORT", rules: nodePort},
-		{name: "KUBE-POSTROUTING", rules: []rule{
-			r(verdict("masquerade"), set(SetLoopBack, "dst", "dst", "src")),
-			r(verdict("return"), markSet{mark: mark, invert: true}),
-			r(action{verdict: "mark-xor", mark: mark}),
-			snat,
-		}},
-		{name: "KUBE-MARK-MASQ", rules: []rule{r(action{verdict: "mark-or", mark: mark})}},
+// filterChains are the chains that filter service traffic: source ranges,
+// forwarding, and what may reach the virtual addresses.
+func (f familyRules) filterChains() []ruleChain {
+	return []ruleChain{
 		{name: "KUBE-PROXY-FIREWALL", rules: []rule{
-			r(jump("KUBE-SOURCE-RANGES-FIREWALL"), set(SetLoadBalancerFW, "dst", "dst")),
+			newRule(jump("KUBE-SOURCE-RANGES-FIREWALL"), f.set(SetLoadBalancerFW, "dst", "dst")),
 		}},
 		{name: "KUBE-SOURCE-RANGES-FIREWALL", rules: []rule{
-			r(verdict("return"), set(SetLoadBalancerSourceNet, "dst", "dst", "src")),
-			r(verdict("return"), set(SetLoadBalancerSourceIP, "dst", "dst", "src")),
-			r(verdict("drop")),
+			newRule(verdict("return"), f.set(SetLoadBalancerSourceNet, "dst", "dst", "src")),
+			newRule(verdict("return"), f.set(SetLoadBalancerSourceIP, "dst", "dst", "src")),
+			newRule(verdict("drop")),
 		}},
 		{name: "KUBE-FORWARD", rules: []rule{
-			r(verdict("accept"), markSet{mark: mark}),
-			r(verdict("accept"), ctState{"established,related"}),
+			newRule(verdict("accept"), markSet{mark: f.mark}),
+			newRule(verdict("accept"), ctState{"established,related"}),
 		}},
 		{name: "KUBE-IPVS-FILTER", rules: []rule{
-			r(verdict("return"), set(SetLoadBalancer, "dst", "dst")),
-			r(verdict("return"), set(SetClusterIP, "dst", "dst")),
-			r(verdict("return"), set(SetExternalIP, "dst", "dst")),
-			r(verdict("return"), set(SetExternalIPLocal, "dst", "dst")),
-			r(verdict("return"), set(SetHealthCheckNodePort, "dst")),
-			r(verdict("reject"), ctState{"new"}, set(SetIPVSAddresses, "dst")),
+			newRule(verdict("return"), f.set(SetLoadBalancer, "dst", "dst")),
+			newRule(verdict("return"), f.set(SetClusterIP, "dst", "dst")),
+			newRule(verdict("return"), f.set(SetExternalIP, "dst", "dst")),
+			newRule(verdict("return"), f.set(SetExternalIPLocal, "dst", "dst")),
+			newRule(verdict("return"), f.set(SetHealthCheckNodePort, "dst")),
+			newRule(verdict("reject"), ctState{"new"}, f.set(SetIPVSAddresses, "dst")),
 		}},
 		// Traffic the node itself sends to a load balancer with source
 		// ranges leaves from the virtual address; it passes only where a
 		// range holds a node address (KUBE-LOAD-BALANCER-SOURCE-IP).
 		{name: "KUBE-IPVS-OUT-FILTER", rules: []rule{
-			r(jump("KUBE-SOURCE-RANGES-FIREWALL"), set(SetLoadBalancerFW, "dst", "dst")),
+			newRule(jump("KUBE-SOURCE-RANGES-FIREWALL"), f.set(SetLoadBalancerFW, "dst", "dst")),
 		}},
-	}}
+	}
 }
 
 // clusterIPMasquerade is the rule that marks traffic to cluster IPs for
 // masquerade: all of it, what does not come from a pod, or with no way to
 // tell pods, what leaves from a cluster IP.
 func (n *Node) clusterIPMasquerade(ipv6 bool, clusterIP setMatch) rule {
-	masq := action{verdict: "jump", chain: "KUBE-MARK-MASQ"}
+	masq := jump("KUBE-MARK-MASQ")
 	var cidrs []match
 	for _, p := range n.ClusterCIDRs {
 		if p.Addr().Is6() == ipv6 {

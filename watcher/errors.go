@@ -55,8 +55,11 @@ func (e *InvalidError) Is(target error) bool { return target == dataplane.ErrInv
 
 func (e *InvalidError) Unwrap() error { return e.Err }
 
+// fieldErrorFunc builds the error about one field of an object.
+type fieldErrorFunc func(field, format string, args ...any) *InvalidError
+
 // objectError returns a constructor of errors about one object.
-func objectError(kind, namespace, name string) func(field, format string, args ...any) *InvalidError {
+func objectError(kind, namespace, name string) fieldErrorFunc {
 	return func(field, format string, args ...any) *InvalidError {
 		return &InvalidError{Kind: kind, Namespace: namespace, Name: name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}

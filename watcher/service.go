@@ -43,8 +43,60 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 	if svc.Namespace == "" || svc.Name == "" {
 		return nil, fail("metadata", "namespace and name must be set")
 	}
+	clusterIPs, err := readClusterIPs(svc, fail)
+	if err != nil || clusterIPs == nil {
+		return nil, err
+	}
+	externalIPs, badExternal := readExternalIPs(svc, clusterIPs, fail)
+	lbIPs, badLB := readLoadBalancerIPs(svc, clusterIPs, fail)
+	ranges, err := readSourceRanges(svc, clusterIPs, fail)
+	if err != nil {
+		return nil, err
+	}
+	affinity, err := readSessionAffinity(svc, fail)
+	if err != nil {
+		return nil, err
+	}
+	external, err := readExternalPolicy(svc, fail)
+	if err != nil {
+		return nil, err
+	}
+	internal, err := readInternalPolicy(svc, fail)
+	if err != nil {
+		return nil, err
+	}
+	healthCheck, err := readHealthCheckNodePort(svc, external, fail)
+	if err != nil {
+		return nil, err
+	}
+	tune := readTuning(svc.Annotations)
+	ports, err := readPorts(svc, dataplane.ServicePort{
+		ClusterIPs:               clusterIPs,
+		ExternalIPs:              externalIPs,
+		LoadBalancerIPs:          lbIPs,
+		LoadBalancerSourceRanges: ranges,
+		SessionAffinity:          affinity,
+		ExternalPolicy:           external,
+		InternalPolicy:           internal,
+		HealthCheckNodePort:      healthCheck,
+		Scheduler:                tune.scheduler,
+		SchedulerFlags:           tune.flags,
+		DrainTimeout:             tune.drain,
+		BadSettings:              tune.bad,
+	}, fail)
+	if err != nil {
+		return nil, err
+	}
+	return ports, errors.Join(slices.Concat(badExternal, badLB)...)
+}
+
+// readClusterIPs returns the service's cluster IPs, at most one of each
+// family, or none for a headless service.
+func readClusterIPs(svc *v1.Service, fail fieldErrorFunc) ([]netip.Addr, error) {
 	ips := svc.Spec.ClusterIPs
 	ipField := func(i int) string { return fmt.Sprintf("spec.clusterIPs[%d]", i) }
+	// A manifest, which no API server defaulted, may set only
+	// spec.clusterIP.
 	if len(ips) == 0 {
 		ips = []string{svc.Spec.ClusterIP}
 		ipField = func(int) string { return "spec.clusterIP" }
@@ -58,33 +110,45 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 		if err != nil {
 			return nil, fail(ipField(i), "%v", err)
 		}
-		if slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return a.Is4() == ip.Is4() }) {
+		if hasFamilyOf(clusterIPs, ip) {
 			return nil, fail(ipField(i), "%s: a second cluster IP of the same family", ip)
 		}
 		clusterIPs = append(clusterIPs, ip)
 	}
-	// Like kube-proxy's per-family proxiers, addresses of a family the
-	// service has no cluster IP of are left out.
-	served := func(ip netip.Addr) bool {
-		return slices.ContainsFunc(clusterIPs, func(a netip.Addr) bool { return a.Is4() == ip.Is4() })
-	}
+	return clusterIPs, nil
+}
 
-	// A bad external or load-balancer address is left out alone, as
-	// kube-proxy drops it: the rest of the service is still programmed,
-	// and the error names the address.
+// hasFamilyOf reports whether addrs hold an address of ip's family. Like
+// kube-proxy's per-family proxiers, addresses of a family the service has
+// no cluster IP of are left out.
+func hasFamilyOf(addrs []netip.Addr, ip netip.Addr) bool {
+	return slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.Is4() == ip.Is4() })
+}
+
+// readExternalIPs returns the service's external IPs of its families. A
+// bad address is left out alone, as kube-proxy drops it: the rest of the
+// service is still programmed, and the returned error names the address.
+func readExternalIPs(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErrorFunc) ([]netip.Addr, []error) {
+	var kept []netip.Addr
 	var leftOut []error
-	var externalIPs []netip.Addr
 	for i, s := range svc.Spec.ExternalIPs {
 		ip, err := parseServiceAddr(s)
 		if err != nil {
 			leftOut = append(leftOut, fail(fmt.Sprintf("spec.externalIPs[%d]", i), "%v; the address is left out", err))
 			continue
 		}
-		if served(ip) {
-			externalIPs = append(externalIPs, ip)
+		if hasFamilyOf(clusterIPs, ip) {
+			kept = append(kept, ip)
 		}
 	}
-	var lbIPs []netip.Addr
+	return kept, leftOut
+}
+
+// readLoadBalancerIPs returns the service's load-balancer ingress IPs of
+// its families; a bad one is left out alone, as in readExternalIPs.
+func readLoadBalancerIPs(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErrorFunc) ([]netip.Addr, []error) {
+	var kept []netip.Addr
+	var leftOut []error
 	for i, ing := range svc.Status.LoadBalancer.Ingress {
 		// A hostname-only ingress has nothing to program, and an ipMode
 		// Proxy one is reached through the load balancer's own proxy, not
@@ -97,10 +161,16 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 			leftOut = append(leftOut, fail(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "%v; the address is left out", err))
 			continue
 		}
-		if served(ip) {
-			lbIPs = append(lbIPs, ip)
+		if hasFamilyOf(clusterIPs, ip) {
+			kept = append(kept, ip)
 		}
 	}
+	return kept, leftOut
+}
+
+// readSourceRanges returns the source ranges of the service's families
+// that may reach its load balancers, masked.
+func readSourceRanges(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErrorFunc) ([]netip.Prefix, error) {
 	var ranges []netip.Prefix
 	for i, s := range svc.Spec.LoadBalancerSourceRanges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
@@ -108,27 +178,35 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 			return nil, fail(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "%q is not a CIDR", s)
 		}
 		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
-		if served(p.Addr()) {
+		if hasFamilyOf(clusterIPs, p.Addr()) {
 			ranges = append(ranges, p)
 		}
 	}
+	return ranges, nil
+}
 
-	var affinity time.Duration
+// readSessionAffinity returns the service's ClientIP affinity timeout, or
+// 0 for no affinity.
+func readSessionAffinity(svc *v1.Service, fail fieldErrorFunc) (time.Duration, error) {
 	switch svc.Spec.SessionAffinity {
 	case "", v1.ServiceAffinityNone:
+		return 0, nil
 	case v1.ServiceAffinityClientIP:
-		affinity = defaultAffinity
-		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			secs := *c.ClientIP.TimeoutSeconds
-			if secs < 1 || secs > maxAffinitySeconds {
-				return nil, fail("spec.sessionAffinityConfig.clientIP.timeoutSeconds", "%d is not from 1 to %d", secs, maxAffinitySeconds)
-			}
-			affinity = time.Duration(secs) * time.Second
+		c := svc.Spec.SessionAffinityConfig
+		if c == nil || c.ClientIP == nil || c.ClientIP.TimeoutSeconds == nil {
+			return defaultAffinity, nil
 		}
-	default:
-		return nil, fail("spec.sessionAffinity", "unknown affinity %q (want None or ClientIP)", svc.Spec.SessionAffinity)
+		secs := *c.ClientIP.TimeoutSeconds
+		if secs < 1 || secs > maxAffinitySeconds {
+			return 0, fail("spec.sessionAffinityConfig.clientIP.timeoutSeconds", "%d is not from 1 to %d", secs, maxAffinitySeconds)
+		}
+		return time.Duration(secs) * time.Second, nil
 	}
+	return 0, fail("spec.sessionAffinity", "unknown affinity %q (want None or ClientIP)", svc.Spec.SessionAffinity)
+}
 
+// readExternalPolicy returns the service's external traffic policy.
+func readExternalPolicy(svc *v1.Service, fail fieldErrorFunc) (dataplane.TrafficPolicy, error) {
 	var accessible bool
 	switch svc.Spec.Type {
 	case "", v1.ServiceTypeClusterIP:
@@ -136,40 +214,53 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 	case v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer:
 		accessible = true
 	default:
-		return nil, fail("spec.type", "unknown service type %q", svc.Spec.Type)
+		return dataplane.PolicyCluster, fail("spec.type", "unknown service type %q", svc.Spec.Type)
 	}
-	external := dataplane.PolicyCluster
 	switch svc.Spec.ExternalTrafficPolicy {
 	case "", v1.ServiceExternalTrafficPolicyCluster:
+		return dataplane.PolicyCluster, nil
 	case v1.ServiceExternalTrafficPolicyLocal:
 		// The policy means nothing for a service no one reaches from
 		// outside; kube-proxy ignores it there.
 		if accessible {
-			external = dataplane.PolicyLocal
+			return dataplane.PolicyLocal, nil
 		}
-	default:
-		return nil, fail("spec.externalTrafficPolicy", "unknown policy %q (want Cluster or Local)", svc.Spec.ExternalTrafficPolicy)
+		return dataplane.PolicyCluster, nil
 	}
-	internal := dataplane.PolicyCluster
-	if p := svc.Spec.InternalTrafficPolicy; p != nil {
-		switch *p {
-		case v1.ServiceInternalTrafficPolicyCluster:
-		case v1.ServiceInternalTrafficPolicyLocal:
-			internal = dataplane.PolicyLocal
-		default:
-			return nil, fail("spec.internalTrafficPolicy", "unknown policy %q (want Cluster or Local)", *p)
-		}
-	}
-	var healthCheck uint16
-	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && external == dataplane.PolicyLocal {
-		hc := svc.Spec.HealthCheckNodePort
-		if hc < 0 || hc > 65535 {
-			return nil, fail("spec.healthCheckNodePort", "%d is not a port", hc)
-		}
-		healthCheck = uint16(hc)
-	}
+	return dataplane.PolicyCluster, fail("spec.externalTrafficPolicy", "unknown policy %q (want Cluster or Local)", svc.Spec.ExternalTrafficPolicy)
+}
 
-	tune := readTuning(svc.Annotations)
+// readInternalPolicy returns the service's internal traffic policy.
+func readInternalPolicy(svc *v1.Service, fail fieldErrorFunc) (dataplane.TrafficPolicy, error) {
+	p := svc.Spec.InternalTrafficPolicy
+	if p == nil {
+		return dataplane.PolicyCluster, nil
+	}
+	switch *p {
+	case v1.ServiceInternalTrafficPolicyCluster:
+		return dataplane.PolicyCluster, nil
+	case v1.ServiceInternalTrafficPolicyLocal:
+		return dataplane.PolicyLocal, nil
+	}
+	return dataplane.PolicyCluster, fail("spec.internalTrafficPolicy", "unknown policy %q (want Cluster or Local)", *p)
+}
+
+// readHealthCheckNodePort returns the node port load balancers check the
+// node's local endpoints on, or 0 when they need not.
+func readHealthCheckNodePort(svc *v1.Service, external dataplane.TrafficPolicy, fail fieldErrorFunc) (uint16, error) {
+	if svc.Spec.Type != v1.ServiceTypeLoadBalancer || external != dataplane.PolicyLocal {
+		return 0, nil
+	}
+	hc := svc.Spec.HealthCheckNodePort
+	if hc < 0 || hc > 65535 {
+		return 0, fail("spec.healthCheckNodePort", "%d is not a port", hc)
+	}
+	return uint16(hc), nil
+}
+
+// readPorts returns the service's ports, each a copy of shared, which
+// holds what the ports of a service have in common.
+func readPorts(svc *v1.Service, shared dataplane.ServicePort, fail fieldErrorFunc) ([]dataplane.ServicePort, error) {
 	ports := make([]dataplane.ServicePort, 0, len(svc.Spec.Ports))
 	for i, p := range svc.Spec.Ports {
 		field := fmt.Sprintf("spec.ports[%d]", i)
@@ -186,26 +277,14 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 		if slices.ContainsFunc(ports, func(sp dataplane.ServicePort) bool { return sp.Name.Port == p.Name }) {
 			return nil, fail(field+".name", "%q names two ports", p.Name)
 		}
-		ports = append(ports, dataplane.ServicePort{
-			Name:                     dataplane.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name},
-			Protocol:                 proto,
-			Port:                     uint16(p.Port),
-			ClusterIPs:               clusterIPs,
-			NodePort:                 uint16(p.NodePort),
-			ExternalIPs:              externalIPs,
-			LoadBalancerIPs:          lbIPs,
-			LoadBalancerSourceRanges: ranges,
-			SessionAffinity:          affinity,
-			ExternalPolicy:           external,
-			InternalPolicy:           internal,
-			HealthCheckNodePort:      healthCheck,
-			Scheduler:                tune.scheduler,
-			SchedulerFlags:           tune.flags,
-			DrainTimeout:             tune.drain,
-			BadSettings:              tune.bad,
-		})
+		port := shared
+		port.Name = dataplane.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name}
+		port.Protocol = proto
+		port.Port = uint16(p.Port)
+		port.NodePort = uint16(p.NodePort)
+		ports = append(ports, port)
 	}
-	return ports, errors.Join(leftOut...)
+	return ports, nil
 }
 
 // protocol converts an API protocol; empty is the API's default, TCP.

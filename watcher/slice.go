@@ -45,22 +45,40 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	if s.Namespace == "" || s.Name == "" {
 		return nil, fail("metadata", "namespace and name must be set")
 	}
-	var ipv4 bool
 	switch s.AddressType {
-	case discoveryv1.AddressTypeIPv4:
-		ipv4 = true
-	case discoveryv1.AddressTypeIPv6:
+	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
 	case discoveryv1.AddressTypeFQDN:
 		return nil, nil
 	default:
 		return nil, fail("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", s.AddressType)
 	}
+	ports, err := readSlicePorts(s.Ports, fail)
+	if err != nil {
+		return nil, err
+	}
 	// Sized exactly: a large cluster holds a hundred thousand endpoints.
-	info := &sliceInfo{name: s.Name, service: service}
+	info := &sliceInfo{name: s.Name, service: service, ports: ports}
 	if len(s.Endpoints) > 0 {
 		info.endpoints = make([]dataplane.Endpoint, 0, len(s.Endpoints))
 	}
-	for i, p := range s.Ports {
+	var hints hintsCache
+	for i := range s.Endpoints {
+		e, err := readEndpoint(&s.Endpoints[i], i, s.AddressType, &hints, fail)
+		if err != nil {
+			return nil, err
+		}
+		info.endpoints = append(info.endpoints, e)
+	}
+	if len(info.ports) == 1 {
+		info.carryOnlyPort()
+	}
+	return info, nil
+}
+
+// readSlicePorts returns the ports of a slice that name one.
+func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]slicePort, error) {
+	var out []slicePort
+	for i, p := range ports {
 		// A port-less entry means "all ports", which a proxy cannot
 		// program; kube-proxy skips it too.
 		if p.Port == nil {
@@ -81,62 +99,68 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 		if p.Name != nil {
 			sp.name = *p.Name
 		}
-		info.ports = append(info.ports, sp)
+		out = append(out, sp)
 	}
-	var hints hintsCache
-	for i, ep := range s.Endpoints {
-		// Only the first address is used: the API keeps the rest for
-		// future use.
-		if len(ep.Addresses) == 0 {
-			return nil, fail(fmt.Sprintf("endpoints[%d].addresses", i), "no address")
-		}
-		field := fmt.Sprintf("endpoints[%d].addresses[0]", i)
-		ip, err := netip.ParseAddr(ep.Addresses[0])
-		if err != nil {
-			return nil, fail(field, "%q is not an IP address", ep.Addresses[0])
-		}
-		ip = ip.Unmap()
-		switch {
-		case ip.Is4() != ipv4:
-			return nil, fail(field, "%s is not of address type %s", ip, s.AddressType)
-		case ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast():
-			return nil, fail(field, "%s is not a unicast address", ip)
-		}
-		// As kube-proxy reads the conditions: a nil ready or serving
-		// means true, a nil terminating false.
-		c := ep.Conditions
-		e := dataplane.Endpoint{
-			Addr:        ip,
-			Ready:       c.Ready == nil || *c.Ready,
-			Serving:     c.Serving == nil || *c.Serving,
-			Terminating: c.Terminating != nil && *c.Terminating,
-		}
-		// Node and zone names repeat across a cluster's endpoints: one
-		// copy of each.
-		if ep.NodeName != nil {
-			e.NodeName = unique.Make(*ep.NodeName).Value()
-		}
-		if ep.Zone != nil {
-			e.Zone = unique.Make(*ep.Zone).Value()
-		}
-		if ep.Hints != nil {
-			e.Hints = hints.get(ep.Hints)
-		}
-		info.endpoints = append(info.endpoints, e)
+	return out, nil
+}
+
+// readEndpoint reads the i-th endpoint of a slice of an IP address type,
+// without its port.
+func readEndpoint(ep *discoveryv1.Endpoint, i int, addressType discoveryv1.AddressType, hints *hintsCache, fail fieldErrorFunc) (dataplane.Endpoint, error) {
+	// Only the first address is used: the API keeps the rest for
+	// future use.
+	if len(ep.Addresses) == 0 {
+		return dataplane.Endpoint{}, fail(fmt.Sprintf("endpoints[%d].addresses", i), "no address")
 	}
-	if len(info.ports) == 1 {
-		for i := range info.endpoints {
-			info.endpoints[i].Port = info.ports[0].port
-		}
-		slices.SortStableFunc(info.endpoints, func(a, b dataplane.Endpoint) int { return a.Addr.Compare(b.Addr) })
-		info.shareable = true
-		for i := 1; i < len(info.endpoints); i++ {
-			if info.endpoints[i].Addr == info.endpoints[i-1].Addr {
-				info.shareable = false
-			}
+	field := fmt.Sprintf("endpoints[%d].addresses[0]", i)
+	ip, err := netip.ParseAddr(ep.Addresses[0])
+	if err != nil {
+		return dataplane.Endpoint{}, fail(field, "%q is not an IP address", ep.Addresses[0])
+	}
+	ip = ip.Unmap()
+	switch {
+	case ip.Is4() != (addressType == discoveryv1.AddressTypeIPv4):
+		return dataplane.Endpoint{}, fail(field, "%s is not of address type %s", ip, addressType)
+	case ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast():
+		return dataplane.Endpoint{}, fail(field, "%s is not a unicast address", ip)
+	}
+	// As kube-proxy reads the conditions: a nil ready or serving
+	// means true, a nil terminating false.
+	c := ep.Conditions
+	e := dataplane.Endpoint{
+		Addr:        ip,
+		Ready:       c.Ready == nil || *c.Ready,
+		Serving:     c.Serving == nil || *c.Serving,
+		Terminating: c.Terminating != nil && *c.Terminating,
+	}
+	// Node and zone names repeat across a cluster's endpoints: one
+	// copy of each.
+	if ep.NodeName != nil {
+		e.NodeName = unique.Make(*ep.NodeName).Value()
+	}
+	if ep.Zone != nil {
+		e.Zone = unique.Make(*ep.Zone).Value()
+	}
+	if ep.Hints != nil {
+		e.Hints = hints.get(ep.Hints)
+	}
+	return e, nil
+}
+
+// carryOnlyPort gives the endpoints of a slice of one port that port,
+// sorts them by address, and marks them shareable when no address is
+// listed twice (see sliceInfo.endpoints).
+func (info *sliceInfo) carryOnlyPort() {
+	for i := range info.endpoints {
+		info.endpoints[i].Port = info.ports[0].port
+	}
+	slices.SortStableFunc(info.endpoints, func(a, b dataplane.Endpoint) int { return a.Addr.Compare(b.Addr) })
+	info.shareable = true
+	for i := 1; i < len(info.endpoints); i++ {
+		if info.endpoints[i].Addr == info.endpoints[i-1].Addr {
+			info.shareable = false
 		}
 	}
-	return info, nil
 }
 
 // hintsCache gives the endpoints of one slice with the same hints one

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/ipvs"
-	"github.com/ipvsplane/ipvsplane/ipvs/internal/connect"
+	"github.com/ipvsplane/ipvsplane/ipvs/internal/seam"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,7 +73,7 @@ func New(opts *Options) *Kernel {
 // ipvs.Dial returns one on the host's. Conns of one Kernel share its
 // state, as sockets in one namespace do.
 func (k *Kernel) Dial() *ipvs.Conn {
-	return connect.NewConn(&socket{k: k}, familyID, k.opts.ReadBuffer, k.opts.WriteBuffer).(*ipvs.Conn)
+	return seam.NewConn(&socket{k: k}, familyID, k.opts.ReadBuffer, k.opts.WriteBuffer).(*ipvs.Conn)
 }
 
 // Table returns the services, in the order they were created, with their

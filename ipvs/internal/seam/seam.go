@@ -1,7 +1,7 @@
-// Package connect lets ipvs/ipvstest build a real *ipvs.Conn over a fake
+// Package seam lets ipvs/ipvstest build a real *ipvs.Conn over a fake
 // kernel, so that package ipvs exports no test hook. Being internal to
 // ipvs, it is out of importers' reach.
-package connect
+package seam
 
 import "github.com/ipvsplane/ipvsplane/internal/nl"
 

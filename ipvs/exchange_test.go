@@ -125,6 +125,7 @@ func TestDumpBusy(t *testing.T) {
 	}
 	// The old dump, of sequence number 1: three parts and its end.
 	old := []netlink.Message{entry(1, backend(7)), entry(1, backend(7)), entry(1, backend(7)), dumpDone(1)}
+	// s is declared first for the kernel to see how much was read.
 	var s *socket
 	started := false
 	c, s := scripted(func(req netlink.Message) []netlink.Message {

@@ -24,7 +24,7 @@
 //     created with ipset.ExistOK and the same settings; the kernel's hash
 //     defaults (hashsize 1024, rounded up to a power of two and at least
 //     64; maxelem 65536); a bitmap's port range, given either way round;
-//   - destroy, flush, rename and swap, one set or all: ENOENT
+//   - destroy and flush of one set or all, rename and swap: ENOENT
 //     (ipset.ErrSetNotExist) for a missing set; a set that firewall rules
 //     use (Kernel.SetReferences) cannot be destroyed (IPSET_ERR_BUSY) or
 //     renamed (IPSET_ERR_REFERENCED), both ipset.ErrSetInUse; renaming

@@ -1,205 +1,116 @@
-package ipset
+package ipset_test
 
 import (
 	"context"
 	"errors"
+	"net/netip"
+	"slices"
 	"testing"
+	"time"
 
-	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"github.com/mdlayher/netlink"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipset/ipsettest"
 	"golang.org/x/sys/unix"
 )
 
-// fakeKernel answers ipset requests by command; a missing command answers
-// EOPNOTSUPP.
-type fakeKernel map[uint8]func(t *testing.T, req netlink.Message) ([]netlink.Message, error)
+// These tests run the real Conn on ipsettest's fake kernel.
 
-func (k fakeKernel) dial(t *testing.T) *Conn {
+// The kernel's ipset errnos the tests expect (enum ipset_errno and the
+// type-specific ones).
+const (
+	errBusy         unix.Errno = 4100
+	errExistSetName unix.Errno = 4101
+	errTypeMismatch unix.Errno = 4102
+	errExist        unix.Errno = 4103
+	errHashFull     unix.Errno = 4352
+	errBitmapRange  unix.Errno = 4352
+)
+
+func dial(t *testing.T) (*ipsettest.Kernel, *ipset.Conn) {
 	t.Helper()
-	fake := nl.Serve(func(reqs []netlink.Message) []netlink.Message {
-		var out []netlink.Message
-		for _, req := range reqs {
-			out = append(out, k.answer(t, req)...)
-		}
-		return out
-	})
-	c, err := newConn(nl.NewConn(fake, 1<<20, 1<<20))
+	k := ipsettest.New()
+	c, err := k.Dial()
 	if err != nil {
-		t.Fatalf("newConn: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return k, c
 }
 
-// answer plays the kernel for one request: the handler's replies, then an
-// acknowledgement when the request asks for one and the handler sent no
-// error.
-func (k fakeKernel) answer(t *testing.T, req netlink.Message) []netlink.Message {
-	cmd := uint8(req.Header.Type & 0xff)
-	if uint16(req.Header.Type)>>8 != nfnlSubsysIPSet {
-		t.Errorf("request to subsystem %d", uint16(req.Header.Type)>>8)
-	}
-	h, ok := k[cmd]
-	if !ok {
-		return []netlink.Message{nl.Ack(req, int(unix.EOPNOTSUPP), "")}
-	}
-	msgs, err := h(t, req)
-	if err != nil {
-		t.Error(err)
-	}
-	for _, m := range msgs {
-		if m.Header.Type == netlink.Error || m.Header.Type == netlink.Done {
-			return msgs
-		}
-	}
-	if req.Header.Flags&netlink.Acknowledge != 0 {
-		msgs = append(msgs, nl.Ack(req, 0, ""))
-	}
-	return msgs
+func ipPort(a string, p ipset.Proto, port uint16) ipset.Entry {
+	return ipset.Entry{Addr: netip.MustParseAddr(a), Proto: p, Port: port}
 }
 
-// errReply is the kernel's refusal of req with errno n.
-func errReply(req netlink.Message, n int) ([]netlink.Message, error) {
-	return []netlink.Message{nl.Ack(req, n, "")}, nil
-}
-
-// kernelReply builds a kernel message for req's command with attributes.
-func kernelReply(t *testing.T, req netlink.Message, fn func(w *nl.Writer)) []netlink.Message {
+// must fails the test at the first error of a setup step.
+func must(t *testing.T, errs ...error) {
 	t.Helper()
-	m, err := message(7, uint8(req.Header.Type&0xff), 0, fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Header.Flags = 0
-	m.Header.Sequence = req.Header.Sequence
-	return []netlink.Message{m}
-}
-
-func ack(req netlink.Message) ([]netlink.Message, error) {
-	return errReply(req, 0)
-}
-
-func errno(n int) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
-	return func(_ *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		return errReply(req, n)
-	}
-}
-
-// reqAttrs decodes a request's top-level attributes by type.
-func reqAttrs(t *testing.T, req netlink.Message) map[uint16][]byte {
-	t.Helper()
-	ad, err := newDecoder(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	attrs := map[uint16][]byte{}
-	for ad.Next() {
-		attrs[ad.Type()] = ad.Bytes()
-	}
-	if err := ad.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return attrs
-}
-
-func protocolHandler(kernel uint8) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
-	return func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		if asked := reqAttrs(t, req)[attrProtocol][0]; asked > kernel {
-			return errReply(req, errProtocol)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("setup step %d: %v", i, err)
 		}
-		return kernelReply(t, req, func(w *nl.Writer) {
-			w.Uint8(attrProtocol, kernel)
-			w.Uint8(attrProtocolMin, protocolMin)
-		}), nil
-	}
-}
-
-func typeHandler(rev uint8) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
-	return func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		return kernelReply(t, req, func(w *nl.Writer) {
-			w.Uint8(attrRevision, rev)
-			w.Uint8(attrRevisionMin, 0)
-		}), nil
-	}
-}
-
-func TestNegotiateProtocol(t *testing.T) {
-	for _, kernel := range []uint8{7, 6} {
-		c := fakeKernel{cmdProtocol: protocolHandler(kernel)}.dial(t)
-		if got := c.Protocol(); got != int(kernel) {
-			t.Errorf("kernel at %d: Protocol() = %d", kernel, got)
-		}
-	}
-}
-
-func TestCreateUsesNewestRevision(t *testing.T) {
-	var created []uint8
-	types := 0
-	c := fakeKernel{
-		cmdProtocol: protocolHandler(7),
-		cmdType: func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-			types++
-			return typeHandler(5)(t, req)
-		},
-		cmdCreate: func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-			created = append(created, reqAttrs(t, req)[attrRevision][0])
-			return ack(req)
-		},
-	}.dial(t)
-	ctx := context.Background()
-	for range 2 {
-		if err := c.Create(ctx, Set{Name: "s", Type: HashIPPort}, Exclusive); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(created) != 2 || created[0] != 5 || created[1] != 5 {
-		t.Errorf("created at revisions %v, want [5 5]", created)
-	}
-	if types != 1 {
-		t.Errorf("asked the kernel for the type %d times, want once", types)
 	}
 }
 
 func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
+	ctx := context.Background()
+	hashIPPort := ipset.Set{Name: "s", Type: ipset.HashIPPort}
+	e := ipPort("1.1.1.1", ipset.TCP, 1)
 	tests := []struct {
 		name     string
-		kernel   fakeKernel
-		call     func(c *Conn) error
+		call     func(t *testing.T, k *ipsettest.Kernel, c *ipset.Conn) error
 		sentinel error
 		errno    unix.Errno
 	}{
-		{"destroy missing", fakeKernel{cmdDestroy: errno(int(unix.ENOENT))},
-			func(c *Conn) error { return c.Destroy(context.Background(), "s") }, ErrSetNotExist, unix.ENOENT},
-		{"create existing", fakeKernel{cmdType: typeHandler(1), cmdCreate: errno(int(unix.EEXIST))},
-			func(c *Conn) error { return c.Create(context.Background(), Set{Name: "s", Type: HashIP}, Exclusive) }, ErrSetExist, unix.EEXIST},
-		{"type missing", fakeKernel{cmdType: errno(errFindType)},
-			func(c *Conn) error { return c.Create(context.Background(), Set{Name: "s", Type: HashIP}, Exclusive) }, ErrTypeNotSupported, errFindType},
-		{"rename onto existing", fakeKernel{cmdRename: errno(errExistSetName)},
-			func(c *Conn) error { return c.Rename(context.Background(), "a", "b") }, ErrSetExist, errExistSetName},
-		{"swap mismatched", fakeKernel{cmdSwap: errno(errTypeMismatch)},
-			func(c *Conn) error { return c.Swap(context.Background(), "a", "b") }, ErrTypeMismatch, errTypeMismatch},
-		{"destroy referenced", fakeKernel{cmdDestroy: errno(errBusy)},
-			func(c *Conn) error { return c.Destroy(context.Background(), "a") }, ErrSetInUse, errBusy},
-		{"add existing", fakeKernel{cmdAdd: errno(errExist)},
-			func(c *Conn) error {
-				return c.Add(context.Background(), "s", ipPort("1.1.1.1", TCP, 1), Exclusive)
-			}, ErrEntryExist, errExist},
-		{"delete missing", fakeKernel{cmdDel: errno(errExist)},
-			func(c *Conn) error { return c.Delete(context.Background(), "s", ipPort("1.1.1.1", TCP, 1), Exclusive) }, ErrEntryNotExist, errExist},
-		{"add to full hash", fakeKernel{cmdAdd: errno(errHashFull), cmdHeader: headerHandler(HashIPPort)},
-			func(c *Conn) error { return c.Add(context.Background(), "s", ipPort("1.1.1.1", TCP, 1), ExistOK) }, ErrSetFull, errHashFull},
-		{"add out of bitmap range", fakeKernel{cmdAdd: errno(errBitmapRange), cmdHeader: headerHandler(BitmapPort)},
-			func(c *Conn) error { return c.Add(context.Background(), "s", Entry{Port: 9}, ExistOK) }, ErrOutOfRange, errBitmapRange},
+		{"destroy missing", func(_ *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error { return c.Destroy(ctx, "s") },
+			ipset.ErrSetNotExist, unix.ENOENT},
+		{"create existing", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, hashIPPort, ipset.Exclusive))
+			return c.Create(ctx, hashIPPort, ipset.Exclusive)
+		}, ipset.ErrSetExist, unix.EEXIST},
+		{"create existing otherwise", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, hashIPPort, ipset.Exclusive))
+			return c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIPPort, MaxElem: 5}, ipset.ExistOK)
+		}, ipset.ErrSetExist, unix.EEXIST},
+		{"rename onto existing", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, ipset.Set{Name: "a", Type: ipset.HashIP}, ipset.Exclusive),
+				c.Create(ctx, ipset.Set{Name: "b", Type: ipset.HashIP}, ipset.Exclusive))
+			return c.Rename(ctx, "a", "b")
+		}, ipset.ErrSetExist, errExistSetName},
+		{"swap mismatched", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, ipset.Set{Name: "a", Type: ipset.HashIP}, ipset.Exclusive),
+				c.Create(ctx, ipset.Set{Name: "b", Type: ipset.HashNet}, ipset.Exclusive))
+			return c.Swap(ctx, "a", "b")
+		}, ipset.ErrTypeMismatch, errTypeMismatch},
+		{"destroy referenced", func(t *testing.T, k *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, ipset.Set{Name: "a", Type: ipset.HashIP}, ipset.Exclusive), k.SetReferences("a", 1))
+			return c.Destroy(ctx, "a")
+		}, ipset.ErrSetInUse, errBusy},
+		{"add existing", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, hashIPPort, ipset.Exclusive), c.Add(ctx, "s", e, ipset.Exclusive))
+			return c.Add(ctx, "s", e, ipset.Exclusive)
+		}, ipset.ErrEntryExist, errExist},
+		{"delete missing", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, hashIPPort, ipset.Exclusive))
+			return c.Delete(ctx, "s", e, ipset.Exclusive)
+		}, ipset.ErrEntryNotExist, errExist},
+		{"add to full hash", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIPPort, MaxElem: 1}, ipset.Exclusive),
+				c.Add(ctx, "s", e, ipset.Exclusive))
+			return c.Add(ctx, "s", ipPort("1.1.1.2", ipset.TCP, 1), ipset.ExistOK)
+		}, ipset.ErrSetFull, errHashFull},
+		{"add out of bitmap range", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
+			must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.BitmapPort, PortFrom: 10, PortTo: 20}, ipset.Exclusive))
+			return c.Add(ctx, "s", ipset.Entry{Port: 9}, ipset.ExistOK)
+		}, ipset.ErrOutOfRange, errBitmapRange},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.kernel[cmdProtocol] = protocolHandler(7)
-			c := tt.kernel.dial(t)
-			err := tt.call(c)
+			k, c := dial(t)
+			err := tt.call(t, k, c)
 			if !errors.Is(err, tt.sentinel) || !errors.Is(err, tt.errno) {
 				t.Errorf("error %v: want %v and errno %d", err, tt.sentinel, int(tt.errno))
 			}
-			var oerr *OpError
+			var oerr *ipset.OpError
 			if !errors.As(err, &oerr) || oerr.Set == "" {
 				t.Errorf("error %#v names no set", err)
 			}
@@ -207,58 +118,126 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 	}
 }
 
-func headerHandler(typ Type) func(*testing.T, netlink.Message) ([]netlink.Message, error) {
-	return func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-		return kernelReply(t, req, func(w *nl.Writer) {
-			w.String(attrSetName, "s")
-			w.String(attrTypeName, string(typ))
-			w.Uint8(attrFamily, uint8(FamilyINET))
-			w.Uint8(attrRevision, 1)
-		}), nil
+// With ExistOK, adding what is there and deleting what is not succeed,
+// and an add updates the entry's extensions.
+func TestExistOK(t *testing.T) {
+	ctx := context.Background()
+	k, c := dial(t)
+	must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIP, Timeout: time.Minute, Comment: true}, ipset.Exclusive),
+		c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIP, Timeout: time.Minute, Comment: true}, ipset.ExistOK))
+	e := ipset.Entry{Addr: netip.MustParseAddr("10.0.0.1"), Comment: "old"}
+	must(t, c.Add(ctx, "s", e, ipset.Exclusive))
+	e.Comment, e.Timeout = "new", ipset.Permanent
+	must(t, c.Add(ctx, "s", e, ipset.ExistOK),
+		c.Delete(ctx, "s", ipset.Entry{Addr: netip.MustParseAddr("10.0.0.9")}, ipset.ExistOK))
+	_, got, err := c.List(ctx, "s")
+	if err != nil || len(got) != 1 || got[0].Comment != "new" || got[0].Timeout != ipset.Permanent {
+		t.Fatalf("List: %v, %v; want the updated entry\n%s", got, err, k.Dump())
 	}
 }
 
 func TestTestMembership(t *testing.T) {
-	member := true
-	c := fakeKernel{
-		cmdProtocol: protocolHandler(7),
-		cmdTest: func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-			if member {
-				return ack(req)
-			}
-			return errReply(req, errExist)
-		},
-	}.dial(t)
-	for _, want := range []bool{true, false} {
-		member = want
-		got, err := c.Test(context.Background(), "s", ipPort("1.1.1.1", TCP, 1))
-		if err != nil || got != want {
-			t.Errorf("Test = %v, %v; want %v", got, err, want)
+	ctx := context.Background()
+	_, c := dial(t)
+	must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIPPort}, ipset.Exclusive),
+		c.Create(ctx, ipset.Set{Name: "nets", Type: ipset.HashNet}, ipset.Exclusive),
+		c.Add(ctx, "s", ipPort("1.1.1.1", ipset.TCP, 1), ipset.Exclusive),
+		c.Add(ctx, "nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.2.3/16")}, ipset.Exclusive))
+	tests := []struct {
+		set   string
+		entry ipset.Entry
+		want  bool
+	}{
+		{"s", ipPort("1.1.1.1", ipset.TCP, 1), true},
+		{"s", ipPort("1.1.1.1", ipset.UDP, 1), false},
+		{"nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.200.1/32")}, true},
+		{"nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.0.0/16")}, true},
+		{"nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.0.0/24")}, false},
+		{"nets", ipset.Entry{Net: netip.MustParsePrefix("10.2.0.1/32")}, false},
+	}
+	for _, tt := range tests {
+		got, err := c.Test(ctx, tt.set, tt.entry)
+		if err != nil || got != tt.want {
+			t.Errorf("Test %s %v = %v, %v; want %v", tt.set, tt.entry, got, err, tt.want)
 		}
 	}
 }
 
-func TestIndex(t *testing.T) {
-	c := fakeKernel{
-		cmdProtocol: protocolHandler(7),
-		cmdGetByName: func(t *testing.T, req netlink.Message) ([]netlink.Message, error) {
-			if name := string(reqAttrs(t, req)[attrSetName]); name != "KUBE-CLUSTER-IP\x00" {
-				t.Errorf("asked for %q", name)
-			}
-			return kernelReply(t, req, func(w *nl.Writer) {
-				w.Uint8(attrFamily, 0)
-				w.BE16(attrIndex|be, 3)
-			}), nil
-		},
-	}.dial(t)
-	idx, err := c.Index(context.Background(), "KUBE-CLUSTER-IP")
-	if err != nil || idx != 3 {
-		t.Errorf("Index = %d, %v; want 3", idx, err)
+// A bulk add stops at each failed entry; the Conn reports it by index
+// and sends the rest again, so every other entry is added.
+func TestBulkFailures(t *testing.T) {
+	ctx := context.Background()
+	k, c := dial(t)
+	must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIPPort}, ipset.Exclusive),
+		c.Add(ctx, "s", ipPort("10.0.0.5", ipset.TCP, 80), ipset.Exclusive))
+	var entries []ipset.Entry
+	for i := range 2000 {
+		entries = append(entries, ipPort(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}).String(), ipset.TCP, 80))
+	}
+	err := c.AddEntries(ctx, "s", entries, ipset.Exclusive)
+	var be *ipset.BulkError
+	if !errors.As(err, &be) || len(be.Entries) != 1 || be.Entries[0].Index != 5 || !errors.Is(err, ipset.ErrEntryExist) {
+		t.Fatalf("AddEntries: %v, want entry 5 to exist", err)
+	}
+	if _, got, _ := k.Set("s"); len(got) != 2000 {
+		t.Fatalf("%d entries in the set, want 2000", len(got))
+	}
+	_, listed, err := c.List(ctx, "s")
+	if err != nil || len(listed) != 2000 {
+		t.Fatalf("List: %d entries, %v", len(listed), err)
+	}
+}
+
+// Replace builds a set under a temporary name and swaps it in: the rules
+// using the set keep it, and the old contents go.
+func TestReplaceKeepsReferences(t *testing.T) {
+	ctx := context.Background()
+	k, c := dial(t)
+	s := ipset.Set{Name: "svc", Type: ipset.HashIPPort}
+	must(t, c.Create(ctx, s, ipset.Exclusive), c.Add(ctx, "svc", ipPort("10.0.0.1", ipset.TCP, 80), ipset.Exclusive),
+		k.SetReferences("svc", 2))
+	want := []ipset.Entry{ipPort("10.0.0.2", ipset.UDP, 53), ipPort("10.0.0.3", ipset.TCP, 443)}
+	must(t, c.Replace(ctx, s, want))
+	h, got, ok := k.Set("svc")
+	if !ok || h.References != 2 || !slices.Equal(got, want) {
+		t.Fatalf("after Replace: %+v %v\n%s", h, got, k.Dump())
+	}
+	if names := k.Names(); !slices.Equal(names, []string{"svc"}) {
+		t.Errorf("sets %v, want the temporary one gone", names)
+	}
+	if err := c.Rename(ctx, "svc", "other"); !errors.Is(err, ipset.ErrSetInUse) {
+		t.Errorf("renaming a referenced set: %v", err)
+	}
+}
+
+// Names, Header and Index read what was created; a destroyed set's index
+// goes to the next set created.
+func TestListing(t *testing.T) {
+	ctx := context.Background()
+	_, c := dial(t)
+	must(t, c.Create(ctx, ipset.Set{Name: "a", Type: ipset.HashIP}, ipset.Exclusive),
+		c.Create(ctx, ipset.Set{Name: "b", Type: ipset.BitmapPort, PortFrom: 1, PortTo: 1024}, ipset.Exclusive),
+		c.Destroy(ctx, "a"),
+		c.Create(ctx, ipset.Set{Name: "c", Type: ipset.HashNet, Family: ipset.FamilyINET6, HashSize: 100}, ipset.Exclusive))
+	names, err := c.Names(ctx)
+	if err != nil || !slices.Equal(names, []string{"c", "b"}) {
+		t.Fatalf("Names: %v, %v", names, err)
+	}
+	if idx, err := c.Index(ctx, "c"); err != nil || idx != 0 {
+		t.Errorf("Index c: %d, %v; want the freed 0", idx, err)
+	}
+	h, err := c.Header(ctx, "c")
+	if err != nil || h.Type != ipset.HashNet || h.Family != ipset.FamilyINET6 {
+		t.Errorf("Header c: %+v, %v", h, err)
+	}
+	h, _, err = c.List(ctx, "c")
+	if err != nil || h.HashSize != 128 || h.MaxElem != 65536 {
+		t.Errorf("List c: %+v, %v; want hashsize 128 and maxelem 65536", h, err)
 	}
 }
 
 func TestCancelledContext(t *testing.T) {
-	c := fakeKernel{cmdProtocol: protocolHandler(7)}.dial(t)
+	_, c := dial(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := c.Flush(ctx, "s"); !errors.Is(err, context.Canceled) {
@@ -267,15 +246,15 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestInvalidArguments(t *testing.T) {
-	c := fakeKernel{cmdProtocol: protocolHandler(7)}.dial(t)
+	_, c := dial(t)
 	ctx := context.Background()
 	long := "0123456789012345678901234567890123"
 	for name, err := range map[string]error{
 		"empty name":   c.Flush(ctx, ""),
 		"long name":    c.Destroy(ctx, long),
-		"unknown type": c.Create(ctx, Set{Name: "s", Type: "list:set"}, Exclusive),
-		"bad family":   c.Create(ctx, Set{Name: "s", Type: HashIP, Family: 7}, Exclusive),
-		"bad range":    c.Create(ctx, Set{Name: "s", Type: BitmapPort, PortFrom: 9, PortTo: 1}, Exclusive),
+		"unknown type": c.Create(ctx, ipset.Set{Name: "s", Type: "list:set"}, ipset.Exclusive),
+		"bad family":   c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIP, Family: 7}, ipset.Exclusive),
+		"bad range":    c.Create(ctx, ipset.Set{Name: "s", Type: ipset.BitmapPort, PortFrom: 9, PortTo: 1}, ipset.Exclusive),
 	} {
 		if err == nil {
 			t.Errorf("%s: no error", name)

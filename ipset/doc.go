@@ -27,4 +27,7 @@
 //
 // Privileges: CAP_NET_ADMIN in the namespace's user namespace. A Conn is
 // safe for concurrent use; its calls run one at a time.
+//
+// Package ipsettest gives a real Conn on an in-memory ipset, for unit tests
+// of code that manages sets.
 package ipset

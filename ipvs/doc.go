@@ -43,4 +43,9 @@
 // and its extended-ack message, and matching this package's sentinels
 // (errors.Is(err, ErrServiceExists)). Apply returns a *BatchError holding
 // one *OpError per failed operation.
+//
+// # Testing
+//
+// Package ipvstest gives a real Conn on an in-memory IPVS, for unit tests
+// of code that programs virtual servers.
 package ipvs

@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"context"
@@ -7,14 +7,16 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
 	"golang.org/x/sys/unix"
 )
 
 // The fault hook fails the requests it picks with its errno, as the
 // kernel would, and the others of the same write go through.
 func TestFaultHook(t *testing.T) {
-	k := newFakeKernel()
-	c := k.conn()
+	k := ipvstest.New(nil)
+	c := k.Dial()
 	defer c.Close()
 	var asked []string
 	failNext := false
@@ -27,12 +29,12 @@ func TestFaultHook(t *testing.T) {
 		return nil
 	})
 
-	var b Batch
+	var b ipvs.Batch
 	for i := range 6 {
-		b.CreateService(Service{Protocol: TCP, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Port: 80, Scheduler: "rr"})
+		b.CreateService(ipvs.Service{Protocol: ipvs.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Port: 80, Scheduler: "rr"})
 	}
 	err := c.Apply(ctx, &b)
-	var be *BatchError
+	var be *ipvs.BatchError
 	if !errors.As(err, &be) || len(be.Failed) != 2 {
 		t.Fatalf("Apply: %v, want 2 failures", err)
 	}
@@ -41,8 +43,8 @@ func TestFaultHook(t *testing.T) {
 			t.Errorf("failure %d: %+v, want operation %d with ENOBUFS", i, f, want)
 		}
 	}
-	if len(k.services) != 4 {
-		t.Errorf("%d services reached the kernel, want 4", len(k.services))
+	if n := len(k.Table()); n != 4 {
+		t.Errorf("%d services reached the kernel, want 4", n)
 	}
 	if asked[0] != "new service" {
 		t.Errorf("the hook was asked about %q", asked[0])

@@ -11,8 +11,9 @@ import (
 )
 
 // The kernel's side of the encoding, as ip_vs_genl_fill_service,
-// ip_vs_genl_fill_dest and ip_vs_genl_fill_stats write it: the fake kernel
-// answers with these, and the fuzz targets use them for round trips.
+// ip_vs_genl_fill_dest and ip_vs_genl_fill_stats write it: the decoding
+// tests and fuzz targets use them for round trips, and TestDumpBusy for
+// its scripted dump. (ipvstest has its own copy, apart from this package.)
 
 func encodeStatsReply(ae *netlink.AttributeEncoder, s Stats, wide bool) {
 	u := func(typ uint16, v uint64) {

@@ -1,0 +1,120 @@
+package ipsettest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipset/internal/seam"
+)
+
+// Socket buffer sizes the Conns see: what a privileged Dial gets.
+const (
+	readBuffer  = 16 << 20
+	writeBuffer = 8 << 20
+)
+
+// Kernel is the ipset of one network namespace, in memory. Its methods
+// are safe for concurrent use.
+type Kernel struct {
+	mu sync.Mutex
+	// sets are by kernel index; a destroyed set leaves a free slot that
+	// the next create takes, as ip_set_list does.
+	sets []*set
+}
+
+type set struct {
+	header  ipset.Header
+	entries []ipset.Entry
+	// refs counts the firewall rules using the set (SetReferences).
+	refs uint32
+}
+
+// New returns a kernel without sets.
+func New() *Kernel { return &Kernel{} }
+
+// Dial returns a real *ipset.Conn whose socket reaches this kernel, as
+// ipset.Dial returns one on the host's: it has agreed on protocol 7.
+// Conns of one Kernel share its sets, as sockets in one namespace do.
+func (k *Kernel) Dial() (*ipset.Conn, error) {
+	t := nl.Serve(k.serve)
+	c, err := seam.NewConn(t, readBuffer, writeBuffer)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*ipset.Conn), nil
+}
+
+// Names returns the names of the sets, in the kernel's (index) order.
+func (k *Kernel) Names() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var names []string
+	for _, s := range k.sets {
+		if s != nil {
+			names = append(names, s.header.Name)
+		}
+	}
+	return names
+}
+
+// Set returns a set's header and entries, in the order they were added,
+// and whether it exists.
+func (k *Kernel) Set(name string) (ipset.Header, []ipset.Entry, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.find(name)
+	if s == nil {
+		return ipset.Header{}, nil, false
+	}
+	return s.headerNow(), slices.Clone(s.entries), true
+}
+
+// SetReferences says how many firewall rules use the set, as iptables
+// rules with -m set do: a referenced set cannot be destroyed or renamed.
+func (k *Kernel) SetReferences(name string, n uint32) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.find(name)
+	if s == nil {
+		return fmt.Errorf("ipsettest: set %s does not exist", name)
+	}
+	s.refs = n
+	return nil
+}
+
+// Dump prints every set in `ipset save` syntax, for test failures and
+// golden comparisons.
+func (k *Kernel) Dump() string {
+	var b strings.Builder
+	for _, name := range k.Names() {
+		if h, entries, ok := k.Set(name); ok {
+			// A strings.Builder does not fail.
+			_ = ipset.WriteSave(&b, h, entries)
+		}
+	}
+	return b.String()
+}
+
+// find returns the set of the name, or nil; k.mu is held.
+func (k *Kernel) find(name string) *set {
+	if i := k.index(name); i >= 0 {
+		return k.sets[i]
+	}
+	return nil
+}
+
+// index returns the set's kernel index, or -1; k.mu is held.
+func (k *Kernel) index(name string) int {
+	return slices.IndexFunc(k.sets, func(s *set) bool { return s != nil && s.header.Name == name })
+}
+
+// headerNow is the header with its current counts.
+func (s *set) headerNow() ipset.Header {
+	h := s.header
+	h.Entries, h.References = uint32(len(s.entries)), s.refs
+	return h
+}

@@ -1,0 +1,74 @@
+package ipvstest
+
+import (
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// info is what IPVS_CMD_GET_INFO answers: the version every kernel since
+// 2.6.28 reports, and the default connection table size (conn_tab_bits 12).
+func info() ipvs.Info {
+	return ipvs.Info{Version: ipvs.Version{Major: 1, Minor: 2, Patch: 1}, ConnTableSize: 4096}
+}
+
+// do runs a command that is not a dump and returns the reply of a get;
+// the kernel's lock is held.
+func (k *Kernel) do(cmd uint8, r request) (*genetlink.Message, unix.Errno) {
+	switch cmd {
+	case cmdGetInfo:
+		return reply(cmdSetInfo, func(ae *netlink.AttributeEncoder) { encodeInfo(ae, info()) }), 0
+	case cmdGetConfig:
+		return reply(cmdSetConfig, func(ae *netlink.AttributeEncoder) { encodeTimeouts(ae, k.timeouts) }), 0
+	case cmdGetService:
+		if r.svc == nil {
+			return nil, unix.EINVAL
+		}
+		i := k.find(*r.svc)
+		if i < 0 {
+			return nil, unix.ESRCH
+		}
+		return reply(cmdNewService, func(ae *netlink.AttributeEncoder) { encodeService(ae, k.services[i].svc) }), 0
+	case cmdNewService, cmdSetService, cmdDelService, cmdNewDest, cmdSetDest, cmdDelDest, cmdSetConfig, cmdZero, cmdFlush:
+		return nil, k.setService(cmd, r)
+	}
+	return nil, unix.EOPNOTSUPP
+}
+
+// dumpEntries lists what a dump returns: every service, or the
+// destinations of one. A dump of a missing service's destinations is
+// empty, as ip_vs_genl_dump_dests leaves it.
+func (k *Kernel) dumpEntries(cmd uint8, r request) ([]genetlink.Message, unix.Errno) {
+	var out []genetlink.Message
+	switch cmd {
+	case cmdGetService:
+		for _, vs := range k.services {
+			out = append(out, *reply(cmdNewService, func(ae *netlink.AttributeEncoder) { encodeService(ae, vs.svc) }))
+		}
+	case cmdGetDest:
+		if r.svc == nil {
+			return nil, unix.EINVAL
+		}
+		if i := k.find(*r.svc); i >= 0 {
+			for _, d := range k.services[i].dests {
+				out = append(out, *reply(cmdNewDest, func(ae *netlink.AttributeEncoder) { encodeDest(ae, d) }))
+			}
+		}
+	default:
+		return nil, unix.EOPNOTSUPP
+	}
+	return out, 0
+}
+
+// reply builds a generic netlink message of the command with the
+// attributes fill writes.
+func reply(cmd uint8, fill func(ae *netlink.AttributeEncoder)) *genetlink.Message {
+	ae := netlink.NewAttributeEncoder()
+	fill(ae)
+	b, err := ae.Encode()
+	if err != nil {
+		panic(err) // nests of fixed-size attributes always encode
+	}
+	return &genetlink.Message{Header: genetlink.Header{Command: cmd}, Data: b}
+}

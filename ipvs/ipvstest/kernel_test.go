@@ -1,0 +1,85 @@
+package ipvstest_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
+	"golang.org/x/sys/unix"
+)
+
+// What the kernel refuses about destinations, and the services keyed by
+// firewall mark, which carry no address.
+func TestKernelChecks(t *testing.T) {
+	ctx := context.Background()
+	k := ipvstest.New(nil)
+	c := k.Dial()
+	defer c.Close()
+	fwm := ipvs.Service{Family: ipvs.IPv6, FirewallMark: 7, Scheduler: ipvs.SourceHashing}
+	v4 := ipvs.Destination{Addr: netip.MustParseAddr("10.0.0.1"), Port: 80}
+	tunnelled := ipvs.Destination{Addr: netip.MustParseAddr("10.0.0.2"), Port: 80, Forward: ipvs.Tunnel}
+	if err := c.CreateService(ctx, fwm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateDestination(ctx, fwm, v4); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("IPv4 destination of an IPv6 service, masqueraded: %v, want EINVAL", err)
+	}
+	if err := c.CreateDestination(ctx, fwm, tunnelled); err != nil {
+		t.Errorf("IPv4 destination of an IPv6 service, tunnelled: %v", err)
+	}
+	thresholds := tunnelled
+	thresholds.UpperThreshold, thresholds.LowerThreshold = 10, 20
+	if err := c.UpdateDestination(ctx, fwm, thresholds); !errors.Is(err, unix.ERANGE) {
+		t.Errorf("lower threshold above the upper: %v, want ERANGE", err)
+	}
+	got, err := c.GetService(ctx, ipvs.Service{Family: ipvs.IPv6, FirewallMark: 7})
+	if err != nil || got.FirewallMark != 7 || got.Scheduler != ipvs.SourceHashing || got.Netmask != 128 {
+		t.Errorf("GetService: %+v, %v", got, err)
+	}
+	if err := c.CreateService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.9"), Port: 1, PersistenceEngine: "nope"}); !errors.Is(err, ipvs.ErrNoScheduler) {
+		t.Errorf("unknown persistence engine: %v", err)
+	}
+}
+
+// Conns of one kernel share its table, as sockets of one namespace do,
+// and Dump prints it.
+func TestSharedStateAndDump(t *testing.T) {
+	ctx := context.Background()
+	k := ipvstest.New(&ipvstest.Options{DumpPart: 1})
+	a, b := k.Dial(), k.Dial()
+	defer a.Close()
+	defer b.Close()
+	svc := ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53, Scheduler: ipvs.RoundRobin,
+		Flags: ipvs.Persistent, Timeout: 3 * time.Minute}
+	if err := a.CreateService(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d := ipvs.Destination{Addr: netip.AddrFrom4([4]byte{10, 244, 0, byte(i + 1)}), Port: 53, Weight: i + 1}
+		if err := b.CreateDestination(ctx, svc, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	table, err := a.Table(ctx)
+	if err != nil || len(table) != 1 || len(table[0].Destinations) != 3 {
+		t.Fatalf("Table: %+v, %v", table, err)
+	}
+	const want = `UDP 10.96.0.10:53 rr persistent 180
+  -> 10.244.0.1:53 masq 1
+  -> 10.244.0.2:53 masq 2
+  -> 10.244.0.3:53 masq 3
+`
+	if got := k.Dump(); got != want {
+		t.Errorf("Dump:\n%s\nwant:\n%s", got, want)
+	}
+	if err := b.SetTimeouts(ctx, ipvs.Timeouts{UDP: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.Timeouts(); got.UDP != time.Minute || got.TCP != 900*time.Second {
+		t.Errorf("Timeouts: %+v", got)
+	}
+}

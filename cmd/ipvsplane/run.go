@@ -155,14 +155,23 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	if o.initOnly {
 		return a.initKernel(ctx, &s.node)
 	}
+	return a.runDaemon(ctx, log, o, s)
+}
+
+// runDaemon is run past the one-shot flags: it sets up the kernel, the
+// daemon and its servers, then follows the source until stopped. The
+// defers undo the set-up in reverse order.
+func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *settings) error {
 	mem, err := newSoftMemoryLimit(o.memoryLimit)
 	if err != nil {
 		return err
 	}
 	var runner *watcher.Runner
+	// The closures below run only once runner is set.
+	request := func() { runner.Request() }
 	// A reread of the kernel ends between syncs: ask for the sync that
 	// merges it.
-	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, KernelRead: func() { runner.Request() }})
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, KernelRead: request})
 	if err != nil {
 		return err
 	}
@@ -179,10 +188,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
 	events, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
-	d := &daemon{
-		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
-		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
-	}
+	d := a.newDaemon(log, o, s, k, m, h, events)
 	if o.own.ServiceTrafficMetrics {
 		t, stopTraffic, err := startServiceTraffic(ctx, log, m, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
 		if err != nil {
@@ -195,17 +201,53 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	d.hc.events = events
 	defer d.hc.close(context.Background())
 
-	d.tracker = watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnChange: func() {
+	d.tracker = a.newTracker(d, s, request)
+	gc := firstSyncGCSettings()
+	defer gc.synced()
+	runner = newSyncRunner(d, s, gc, mem)
+
+	servers := &httpServers{log: log}
+	defer servers.close()
+	if err := serveHTTP(servers, d, o, s); err != nil {
+		return err
+	}
+	// kube-proxy's birth cry.
+	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+
+	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
+		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
+		zap.Duration("syncPeriod", s.syncPeriod))
+	return a.follow(ctx, stop, d, o, s, runner)
+}
+
+// newDaemon makes the daemon, before its traffic, health-check servers
+// and tracker are added.
+func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *health, events eventRecorder) *daemon {
+	return &daemon{
+		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
+		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
+	}
+}
+
+// newTracker makes the tracker of the source's objects; each change it
+// sees is marked in health and metrics, then asks for a sync.
+func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracker {
+	h, m := d.health, d.metrics
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnChange: func() {
 		h.queued()
 		setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
 		m.endpointsPending.Set(float64(ep))
-		runner.Request()
+		request()
 	}})
-	gc := firstSyncGCSettings()
-	defer gc.synced()
-	runner = watcher.NewRunner(watcher.RunnerConfig{
+}
+
+// newSyncRunner makes the runner of the daemon's syncs. It relaxes the
+// garbage collector until the first sync and applies the memory limit
+// after each full one.
+func newSyncRunner(d *daemon, s *settings, gc firstSyncGC, mem *softMemoryLimit) *watcher.Runner {
+	return watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,
 	}, func(ctx context.Context) error {
 		if !d.synced {
@@ -221,47 +263,60 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		}
 		return err
 	})
+}
 
-	var servers []*http.Server
-	defer func() {
-		for _, srv := range servers {
-			srv.Close()
-		}
-	}()
-	serve := func(what, addr string, handler http.Handler) error {
-		if addr == "" {
-			return nil
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("serving %s: %w", what, err)
-		}
-		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-		servers = append(servers, srv)
-		go srv.Serve(ln)
-		log.Info("serving "+what, zap.String("address", ln.Addr().String()))
+// httpServers are the daemon's HTTP servers, closed together on exit.
+type httpServers struct {
+	log  *zap.Logger
+	list []*http.Server
+}
+
+// serve serves handler on addr, unless addr is empty.
+func (hs *httpServers) serve(what, addr string, handler http.Handler) error {
+	if addr == "" {
 		return nil
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serving %s: %w", what, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	hs.list = append(hs.list, srv)
+	go srv.Serve(ln)
+	hs.log.Info("serving "+what, zap.String("address", ln.Addr().String()))
+	return nil
+}
+
+func (hs *httpServers) close() {
+	for _, srv := range hs.list {
+		srv.Close()
+	}
+}
+
+// serveHTTP serves health, then metrics; a failure is recorded as
+// kube-proxy's Event too.
+func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 	healthMux := http.NewServeMux()
-	healthMux.Handle("/healthz", h.healthzHandler())
-	healthMux.Handle("/livez", h.livezHandler())
-	if err := serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
-		events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
+	healthMux.Handle("/healthz", d.health.healthzHandler())
+	healthMux.Handle("/livez", d.health.livezHandler())
+	if err := servers.serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
+		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
 	}
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", m.handler())
+	metricsMux.Handle("/metrics", d.metrics.handler())
 	serveKubeProxyPages(metricsMux, o.kp)
-	if err := serve("/metrics", s.metricsAddr, metricsMux); err != nil {
-		events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
+	if err := servers.serve("/metrics", s.metricsAddr, metricsMux); err != nil {
+		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err
 	}
-	// kube-proxy's birth cry.
-	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+	return nil
+}
 
-	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
-		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
-		zap.Duration("syncPeriod", s.syncPeriod))
+// follow watches the source and the node's addresses and runs the syncs
+// until either the source ends or ctx is done; stop cancels ctx.
+func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s *settings, runner *watcher.Runner) error {
+	log, m := d.log, d.metrics
 	srcCtx, cancelSource := context.WithCancel(ctx)
 	defer cancelSource()
 	srcErr := make(chan error, 1)
@@ -273,7 +328,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.
-	h.updated()
+	d.health.updated()
 	setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 	go func() { runErr <- runner.Run(ctx) }()
 	select {

@@ -71,36 +71,57 @@ type daemon struct {
 // behind the daemon's back.
 func (d *daemon) sync(ctx context.Context) error {
 	servicesPending, endpointsPending := d.tracker.Pending()
-	// After the first sync only the changes are taken, so that a sync
-	// costs what changed, not the size of the cluster.
-	var u *watcher.Update
-	if d.synced {
-		u = d.tracker.SyncChanges()
-	} else {
-		u = d.tracker.Sync()
-	}
+	u := d.takeUpdate()
 	start := d.now()
 	full := !d.synced || u.NodeChanged
-	stop := d.progress(start, u.ServicePorts, full)
-	var res *dataplane.Result
-	var err error
-	changes := u.Changes
-	if full {
-		res, err = d.kernel.Sync(ctx, &u.State)
-	} else {
-		res, err = d.kernel.SyncChanges(ctx, changes)
-	}
-	stop()
+	res, err := d.program(ctx, u, start, full)
 	end := d.now()
 	took := end.Sub(start)
-	m := d.metrics
 	if err != nil {
-		m.syncErrors.Inc()
+		d.metrics.syncErrors.Inc()
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
 	d.synced, d.lastFull = true, res.Full
 
+	d.observeSync(u, res, end, took, servicesPending, endpointsPending)
+	d.health.updated()
+	d.followServices(u, full)
+	failed := d.reportProblems(res)
+	d.logSynced(u, res, took)
+	d.writeRecord(u, u.Changes, res, start, took)
+	if failed > 0 {
+		d.metrics.syncErrors.Inc()
+		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
+	}
+	return nil
+}
+
+// takeUpdate takes what the tracker holds: everything for the first
+// sync, after it only the changes, so that a sync costs what changed, not
+// the size of the cluster.
+func (d *daemon) takeUpdate() *watcher.Update {
+	if d.synced {
+		return d.tracker.SyncChanges()
+	}
+	return d.tracker.Sync()
+}
+
+// program hands the dataplane the whole state when full, else only the
+// changes, logging progress while it works.
+func (d *daemon) program(ctx context.Context, u *watcher.Update, start time.Time, full bool) (*dataplane.Result, error) {
+	stop := d.progress(start, u.ServicePorts, full)
+	defer stop()
+	if full {
+		return d.kernel.Sync(ctx, &u.State)
+	}
+	return d.kernel.SyncChanges(ctx, u.Changes)
+}
+
+// observeSync records a successful sync in the metrics; servicesPending
+// and endpointsPending are the changes it took.
+func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.Time, took time.Duration, servicesPending, endpointsPending int) {
+	m := d.metrics
 	observeFamilies(m.syncDuration, took.Seconds())
 	if res.Full {
 		observeFamilies(m.fullSyncDuration, took.Seconds())
@@ -120,7 +141,13 @@ func (d *daemon) sync(ctx context.Context) error {
 		}
 	}
 	m.observe(res)
-	d.health.updated()
+}
+
+// followServices brings what tracks the services beside the kernel, the
+// health-check servers, the no-local-endpoint metric and the traffic
+// metrics, up to the update: all of it when full, else the changes.
+func (d *daemon) followServices(u *watcher.Update, full bool) {
+	changes := u.Changes
 	// The node's addresses may have changed since the last sync; the
 	// health-check ports follow them before the services are updated.
 	d.hc.setAddresses(u.State.Node.HealthCheckAddresses())
@@ -136,7 +163,7 @@ func (d *daemon) sync(ctx context.Context) error {
 			d.noLocal.set(c.Name, c.Port, u.State.Node.Name)
 		}
 	}
-	m.observeNoLocal(d.noLocal)
+	d.metrics.observeNoLocal(d.noLocal)
 	if d.traffic != nil {
 		if full {
 			d.traffic.replace(&u.State.Node, u.State.Services)
@@ -144,7 +171,11 @@ func (d *daemon) sync(ctx context.Context) error {
 			d.traffic.apply(&u.State.Node, changes)
 		}
 	}
+}
 
+// reportProblems logs the sync's problems, up to maxRecordedErrors, and
+// records them as Events. It returns how many kernel operations failed.
+func (d *daemon) reportProblems(res *dataplane.Result) int {
 	failed := 0
 	for i, e := range res.Errors {
 		if errors.As(e, new(*dataplane.OpError)) {
@@ -160,6 +191,12 @@ func (d *daemon) sync(ctx context.Context) error {
 	if d.events != nil {
 		d.problems.report(d.events, res.Errors)
 	}
+	return failed
+}
+
+// logSynced logs the sync's summary: at info level when it did
+// something, at debug level when it had nothing to do.
+func (d *daemon) logSynced(u *watcher.Update, res *dataplane.Result, took time.Duration) {
 	level := zap.DebugLevel
 	if res.Full || len(res.Plan.Ops) > 0 || len(res.Errors) > 0 {
 		level = zap.InfoLevel
@@ -167,12 +204,6 @@ func (d *daemon) sync(ctx context.Context) error {
 	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", len(res.Plan.Ops)),
 		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", u.ServicePorts),
 		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
-	d.writeRecord(u, changes, res, start, took)
-	if failed > 0 {
-		m.syncErrors.Inc()
-		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
-	}
-	return nil
 }
 
 // progress logs a line every progressEvery while a sync runs, so a long

@@ -56,7 +56,42 @@ func execute(a *app, args []string) int {
 }
 
 func (a *app) rootCommand() *cobra.Command {
-	var logLevel, logFormat string
+	lf := &logFlags{}
+	root := a.newRootCommand(lf)
+	run := a.runCommand(lf)
+	// The root command is the run command too, with its own copy of the
+	// flags.
+	rootOpts := newOptions()
+	rootOpts.addFlags(root.Flags())
+	root.Args = cobra.NoArgs
+	root.RunE = a.withLogger(lf, a.run, rootOpts)
+	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand())
+	return root
+}
+
+// logFlags holds the values of the persistent logging flags.
+type logFlags struct {
+	level, format string
+}
+
+// commandWork is a command's work, run with its logger and options.
+type commandWork func(context.Context, *zap.Logger, *options, *cobra.Command) error
+
+// withLogger runs a command's work with the logger its flags ask for.
+func (a *app) withLogger(lf *logFlags, w commandWork, o *options) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		log, err := newLogger(lf.level, lf.format, a.stderr)
+		if err != nil {
+			return err
+		}
+		defer log.Sync()
+		return w(cmd.Context(), log, o, cmd)
+	}
+}
+
+// newRootCommand makes the root command with its logging flags, before
+// its run flags and subcommands are added.
+func (a *app) newRootCommand(lf *logFlags) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ipvsplane",
 		Short: "Program a node's IPVS load balancer from Kubernetes Services, as kube-proxy's IPVS mode does",
@@ -73,37 +108,27 @@ schedulers) and a writable /proc/sys/net.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	root.PersistentFlags().StringVar(&logFormat, "log-format", "console", "log format: json or console")
-	logger := func() (*zap.Logger, error) { return newLogger(logLevel, logFormat, a.stderr) }
-	// withLogger runs a command's work with the logger its flags ask for.
-	withLogger := func(work func(context.Context, *zap.Logger, *options, *cobra.Command) error, o *options) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, _ []string) error {
-			log, err := logger()
-			if err != nil {
-				return err
-			}
-			defer log.Sync()
-			return work(cmd.Context(), log, o, cmd)
-		}
-	}
+	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&lf.format, "log-format", "console", "log format: json or console")
+	return root
+}
 
-	runOpts := newOptions()
+// runCommand makes "ipvsplane run", the daemon.
+func (a *app) runCommand(lf *logFlags) *cobra.Command {
+	o := newOptions()
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon: follow Services and EndpointSlices and keep the kernel in line (the default)",
 		Args:  cobra.NoArgs,
-		RunE:  withLogger(a.run, runOpts),
+		RunE:  a.withLogger(lf, a.run, o),
 	}
-	runOpts.addFlags(run.Flags())
-	// The root command is the run command too, with its own copy of the
-	// flags.
-	rootOpts := newOptions()
-	rootOpts.addFlags(root.Flags())
-	root.Args = cobra.NoArgs
-	root.RunE = withLogger(a.run, rootOpts)
+	o.addFlags(run.Flags())
+	return run
+}
 
-	applyOpts := newOptions()
+// applyCommand makes "ipvsplane apply --once", a single sync.
+func (a *app) applyCommand(lf *logFlags) *cobra.Command {
+	o := newOptions()
 	once := true
 	apply := &cobra.Command{
 		Use:   "apply --once",
@@ -113,23 +138,31 @@ schedulers) and a writable /proc/sys/net.`,
 			if !once {
 				return errors.New("apply syncs once; to keep syncing, use ipvsplane run")
 			}
-			return withLogger(a.apply, applyOpts)(cmd, args)
+			return a.withLogger(lf, a.apply, o)(cmd, args)
 		},
 	}
-	applyOpts.addFlags(apply.Flags())
+	o.addFlags(apply.Flags())
 	apply.Flags().BoolVar(&once, "once", true, "sync once and exit (the only mode of apply)")
+	return apply
+}
 
-	planOpts := newOptions()
+// planCommand makes "ipvsplane plan", a dry run.
+func (a *app) planCommand(lf *logFlags) *cobra.Command {
+	o := newOptions()
 	plan := &cobra.Command{
 		Use:   "plan",
 		Short: "Print the operations a sync would carry out against the kernel as it is (or, with --offline, an empty one); change nothing",
 		Args:  cobra.NoArgs,
-		RunE:  withLogger(a.plan, planOpts),
+		RunE:  a.withLogger(lf, a.plan, o),
 	}
-	planOpts.addFlags(plan.Flags())
-	plan.Flags().BoolVar(&planOpts.offline, "offline", false, "plan against an empty kernel without reading it (no privileges, no IPVS needed): what the manifests and configuration would program on a fresh node")
-	plan.Flags().StringSliceVar(&planOpts.nodeAddresses, "node-addresses", nil, "with --offline, the node's addresses (node ports are served on them); without it, the InternalIP and ExternalIP addresses of the Node manifest")
+	o.addFlags(plan.Flags())
+	plan.Flags().BoolVar(&o.offline, "offline", false, "plan against an empty kernel without reading it (no privileges, no IPVS needed): what the manifests and configuration would program on a fresh node")
+	plan.Flags().StringSliceVar(&o.nodeAddresses, "node-addresses", nil, "with --offline, the node's addresses (node ports are served on them); without it, the InternalIP and ExternalIP addresses of the Node manifest")
+	return plan
+}
 
+// cleanupCommand makes "ipvsplane cleanup".
+func (a *app) cleanupCommand() *cobra.Command {
 	stateFile := defaultStateFile
 	handover := false
 	cleanup := &cobra.Command{
@@ -149,22 +182,24 @@ start kube-proxy, wait for its first sync, then run this.`,
 	}
 	cleanup.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file, removed too")
 	cleanup.Flags().BoolVar(&handover, "handover", false, "hand the node back to kube-proxy: remove only ipvsplane's rules and ownership sets")
+	return cleanup
+}
 
-	statusFile := defaultStateFile
+// statusCommand makes "ipvsplane status".
+func (a *app) statusCommand() *cobra.Command {
+	stateFile := defaultStateFile
 	top := defaultStatusTop
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the services, their virtual and real servers with weights and connections, the sets, and the last sync",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.status(cmd.Context(), statusFile, top)
+			return a.status(cmd.Context(), stateFile, top)
 		},
 	}
-	status.Flags().StringVar(&statusFile, "state-file", statusFile, "the daemon's state file")
+	status.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file")
 	status.Flags().IntVar(&top, "top", top, "with the daemon's --service-traffic-metrics, the service ports shown with their rates, busiest by bytes/s first; 0 shows all")
-
-	root.AddCommand(run, apply, plan, cleanup, status)
-	return root
+	return status
 }
 
 // dial opens the kernel, and explains a kernel without IPVS.

@@ -38,6 +38,27 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 		metricsAddr:   kp.MetricsBindAddress,
 	}
 	n := &s.node
+	if err := resolveNode(n, kp, hostname, addrs); err != nil {
+		return nil, err
+	}
+	if err := s.resolveLocalDetection(kp); err != nil {
+		return nil, err
+	}
+	if err := resolveNodePorts(n, kp.NodePortAddresses); err != nil {
+		return nil, err
+	}
+	if kp.Mode != "" && kp.Mode != "ipvs" {
+		s.notes = append(s.notes, fmt.Sprintf("mode: %q is ignored; ipvsplane always programs IPVS", kp.Mode))
+	}
+	if err := validateNode(n); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// resolveNode sets the node's name, addresses, scheduler, masquerading,
+// timeouts and excluded ranges.
+func resolveNode(n *dataplane.Node, kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []netip.Addr) error {
 	n.Name = strings.ToLower(strings.TrimSpace(kp.HostnameOverride))
 	if n.Name == "" {
 		n.Name = strings.ToLower(hostname)
@@ -49,7 +70,7 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	if kp.IPTables.MasqueradeBit != nil {
 		bit := *kp.IPTables.MasqueradeBit
 		if bit < 0 || bit > 31 {
-			return nil, fmt.Errorf("masqueradeBit: want 0-31, got %d", bit)
+			return fmt.Errorf("masqueradeBit: want 0-31, got %d", bit)
 		}
 		n.MasqueradeBit = uint8(bit)
 	}
@@ -57,11 +78,17 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	n.TCPFinTimeout = kp.IPVS.TCPFinTimeout.Duration
 	n.UDPTimeout = kp.IPVS.UDPTimeout.Duration
 	var err error
-	if n.ExcludeCIDRs, err = prefixes("ipvs.excludeCIDRs", kp.IPVS.ExcludeCIDRs); err != nil {
-		return nil, err
-	}
+	n.ExcludeCIDRs, err = prefixes("ipvs.excludeCIDRs", kp.IPVS.ExcludeCIDRs)
+	return err
+}
+
+// resolveLocalDetection sets how traffic from pods is told apart: by
+// clusterCIDR, or as detectLocalMode asks.
+func (s *settings) resolveLocalDetection(kp *kubeproxy.KubeProxyConfiguration) error {
+	n := &s.node
+	var err error
 	if n.ClusterCIDRs, err = prefixes("clusterCIDR", splitList(kp.ClusterCIDR)); err != nil {
-		return nil, err
+		return err
 	}
 	// kube-proxy tells pods apart by the first range of each family.
 	n.ClusterCIDRs = firstPerFamily(n.ClusterCIDRs)
@@ -69,12 +96,12 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	case "", "ClusterCIDR":
 	case "InterfaceNamePrefix":
 		if kp.DetectLocal.InterfaceNamePrefix == "" {
-			return nil, fmt.Errorf("detectLocalMode InterfaceNamePrefix needs detectLocal.interfaceNamePrefix")
+			return fmt.Errorf("detectLocalMode InterfaceNamePrefix needs detectLocal.interfaceNamePrefix")
 		}
 		n.PodInterfacePrefix, n.ClusterCIDRs = kp.DetectLocal.InterfaceNamePrefix, nil
 	case "BridgeInterface":
 		if kp.DetectLocal.BridgeInterface == "" {
-			return nil, fmt.Errorf("detectLocalMode BridgeInterface needs detectLocal.bridgeInterface")
+			return fmt.Errorf("detectLocalMode BridgeInterface needs detectLocal.bridgeInterface")
 		}
 		n.PodBridge, n.ClusterCIDRs = kp.DetectLocal.BridgeInterface, nil
 	case "NodeCIDR":
@@ -84,8 +111,14 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 	default:
 		s.notes = append(s.notes, fmt.Sprintf("detectLocalMode: %q is not supported; traffic from pods is told apart by clusterCIDR", kp.DetectLocalMode))
 	}
+	return nil
+}
+
+// resolveNodePorts sets the addresses node ports are served on, from
+// nodePortAddresses.
+func resolveNodePorts(n *dataplane.Node, nodePortAddresses []string) error {
 	all := false
-	for _, a := range kp.NodePortAddresses {
+	for _, a := range nodePortAddresses {
 		switch a = strings.TrimSpace(a); a {
 		case "all", "":
 			all = true
@@ -98,7 +131,7 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 		default:
 			p, err := netip.ParsePrefix(a)
 			if err != nil {
-				return nil, fmt.Errorf("nodePortAddresses: %w", err)
+				return fmt.Errorf("nodePortAddresses: %w", err)
 			}
 			n.NodePortAddresses = append(n.NodePortAddresses, p.Masked())
 		}
@@ -107,22 +140,24 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 		// Every node address: the same as none listed.
 		n.NodePortAddresses, n.NodePortPrimary = nil, false
 	}
-	if kp.Mode != "" && kp.Mode != "ipvs" {
-		s.notes = append(s.notes, fmt.Sprintf("mode: %q is ignored; ipvsplane always programs IPVS", kp.Mode))
+	return nil
+}
+
+// validateNode refuses now what the dataplane would refuse at every
+// sync, as kube-proxy refuses an unknown scheduler or a negative timeout
+// at start-up.
+func validateNode(n *dataplane.Node) error {
+	err := n.Validate()
+	if err == nil {
+		return nil
 	}
-	// What the dataplane would refuse at every sync is refused now, as
-	// kube-proxy refuses an unknown scheduler or a negative timeout at
-	// start-up.
-	if err := n.Validate(); err != nil {
-		// Name the configuration's field, keeping the error a
-		// *FieldError that errors.Is(err, dataplane.ErrInvalid) matches.
-		var fe *dataplane.FieldError
-		if errors.As(err, &fe) && (fe.Field == "scheduler" || fe.Field == "timeouts") {
-			return nil, &dataplane.FieldError{Object: "configuration", Field: "ipvs." + fe.Field, Reason: fe.Reason}
-		}
-		return nil, err
+	// Name the configuration's field, keeping the error a *FieldError
+	// that errors.Is(err, dataplane.ErrInvalid) matches.
+	var fe *dataplane.FieldError
+	if errors.As(err, &fe) && (fe.Field == "scheduler" || fe.Field == "timeouts") {
+		return &dataplane.FieldError{Object: "configuration", Field: "ipvs." + fe.Field, Reason: fe.Reason}
 	}
-	return s, nil
+	return err
 }
 
 func splitList(s string) []string {

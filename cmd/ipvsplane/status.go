@@ -212,6 +212,22 @@ func readKernel(ctx context.Context, device string) (*kernelView, error) {
 // printStatus writes the human view: the last sync, the services with
 // their virtual and real servers, the sets.
 func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now time.Time) error {
+	printSyncRecord(w, rec, recErr, now)
+	if v.devErr != nil {
+		fmt.Fprintf(w, "%s: %v\n", dataplane.DefaultDevice, v.devErr)
+	} else {
+		fmt.Fprintf(w, "%d addresses on %s\n", len(v.devAddr), dataplane.DefaultDevice)
+	}
+	fmt.Fprintln(w)
+	if err := printVirtualServers(w, rec, v); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return printSets(w, v.sets)
+}
+
+// printSyncRecord writes the daemon's last sync, or why there is none.
+func printSyncRecord(w io.Writer, rec *syncRecord, recErr error, now time.Time) {
 	switch {
 	case rec != nil:
 		fmt.Fprintf(w, "node %s (source %s, pid %d, up %s)\n", rec.Node, rec.Source, rec.PID, now.Sub(rec.Started).Round(time.Second))
@@ -228,61 +244,76 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 	default:
 		fmt.Fprintf(w, "no sync recorded: %v\n", recErr)
 	}
-	if v.devErr != nil {
-		fmt.Fprintf(w, "%s: %v\n", dataplane.DefaultDevice, v.devErr)
-	} else {
-		fmt.Fprintf(w, "%d addresses on %s\n", len(v.devAddr), dataplane.DefaultDevice)
-	}
-	fmt.Fprintln(w)
+}
 
+// printVirtualServers writes the table of virtual servers, sorted, each
+// with its real servers; firewall-mark services are left out.
+func printVirtualServers(w io.Writer, rec *syncRecord, v *kernelView) error {
 	slices.SortFunc(v.table, func(a, b ipvs.VirtualServer) int {
 		return cmp.Or(a.Service.Addr.Compare(b.Service.Addr), cmp.Compare(a.Service.Port, b.Service.Port), cmp.Compare(a.Service.Protocol, b.Service.Protocol))
 	})
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tVIRTUAL SERVER\tSCHEDULER\tREAL SERVER\tWEIGHT\tACTIVE\tINACTIVE")
 	for _, vs := range v.table {
-		s := vs.Service
-		if s.FirewallMark != 0 {
+		if vs.Service.FirewallMark != 0 {
 			continue
 		}
-		proto := strings.ToLower(s.Protocol.String())
-		name := "-"
-		if rec != nil {
-			if n, ok := rec.Services[virtualKey(proto, s.Addr.String(), s.Port)]; ok {
-				name = n
-			} else if n, ok := rec.Services[virtualKey(proto, "*", s.Port)]; ok {
-				name = n + " (node port)"
-			}
-		}
-		if !v.owned[fmt.Sprintf("%s,%s:%d", s.Addr, proto, s.Port)] {
-			name += " [not ipvsplane's]"
-		}
-		sched := string(s.Scheduler)
-		if s.Timeout > 0 {
-			sched += fmt.Sprintf(" persistent %ds", int(s.Timeout.Seconds()))
-		}
-		vip := fmt.Sprintf("%s %s", s.Protocol, netipJoin(s.Addr.String(), s.Port))
-		if len(vs.Destinations) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t(none)\t-\t-\t-\n", name, vip, sched)
-		}
-		slices.SortFunc(vs.Destinations, func(a, b ipvs.Destination) int {
-			return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
-		})
-		for i, d := range vs.Destinations {
-			if i > 0 {
-				name, vip, sched = "", "", ""
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", name, vip, sched, netipJoin(d.Addr.String(), d.Port), d.Weight, d.ActiveConnections, d.InactiveConnections)
-		}
+		printVirtualServer(tw, rec, v, vs)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	return tw.Flush()
+}
+
+// printVirtualServer writes one virtual server's rows: one per real
+// server, or one saying it has none.
+func printVirtualServer(tw io.Writer, rec *syncRecord, v *kernelView, vs ipvs.VirtualServer) {
+	s := vs.Service
+	proto := strings.ToLower(s.Protocol.String())
+	name := serviceName(rec, proto, s)
+	if !v.owned[fmt.Sprintf("%s,%s:%d", s.Addr, proto, s.Port)] {
+		name += " [not ipvsplane's]"
 	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	sched := string(s.Scheduler)
+	if s.Timeout > 0 {
+		sched += fmt.Sprintf(" persistent %ds", int(s.Timeout.Seconds()))
+	}
+	vip := fmt.Sprintf("%s %s", s.Protocol, netipJoin(s.Addr.String(), s.Port))
+	if len(vs.Destinations) == 0 {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t(none)\t-\t-\t-\n", name, vip, sched)
+	}
+	slices.SortFunc(vs.Destinations, func(a, b ipvs.Destination) int {
+		return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
+	})
+	for i, d := range vs.Destinations {
+		// The service's columns are written on its first row only.
+		if i > 0 {
+			name, vip, sched = "", "", ""
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", name, vip, sched, netipJoin(d.Addr.String(), d.Port), d.Weight, d.ActiveConnections, d.InactiveConnections)
+	}
+}
+
+// serviceName names the service port of a virtual server from the sync
+// record: by its address, else as a node port; "-" if unknown.
+func serviceName(rec *syncRecord, proto string, s ipvs.Service) string {
+	if rec == nil {
+		return "-"
+	}
+	if n, ok := rec.Services[virtualKey(proto, s.Addr.String(), s.Port)]; ok {
+		return n
+	}
+	if n, ok := rec.Services[virtualKey(proto, "*", s.Port)]; ok {
+		return n + " (node port)"
+	}
+	return "-"
+}
+
+// printSets writes the table of the non-empty sets, and how many empty
+// ones were left out.
+func printSets(w io.Writer, sets []ipset.Header) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SET\tTYPE\tENTRIES")
 	empty := 0
-	for _, h := range v.sets {
+	for _, h := range sets {
 		if h.Entries == 0 {
 			empty++
 			continue

@@ -131,11 +131,13 @@ func TestDaemonEndToEnd(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "new.yaml"), strings.NewReplacer("name: web", "name: new", "10.96.0.10", "10.96.0.20",
 			"web-abc12", "new-1", "service-name: web", "service-name: new", "nodePort: 30080", "nodePort: 30090").Replace(readFile(t, "testdata/demo/web.yaml")))
 		var took time.Duration
+		// Programmed: the virtual server with both real servers, and its
+		// address bound, which the same sync does a moment later.
 		for took = time.Since(start); took < limit; took = time.Since(start) {
 			s, err := ic.GetService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: addr, Port: 80})
 			if err == nil {
 				dests, _ := ic.Destinations(ctx, s)
-				if len(dests) == 2 {
+				if len(dests) == 2 && strings.Contains(n.node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"), " "+addr.String()+"/32 ") {
 					break
 				}
 			}

@@ -67,15 +67,26 @@ func (k VirtualKey) ipvsService() ipvs.Service {
 	return ipvs.Service{Protocol: k.Protocol.ipvs(), Addr: k.Addr, Port: k.Port}
 }
 
-// virtualFromIPVS reads a kernel service; fwmark services and unknown
-// protocols are not ipvsplane's.
-func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
+// VirtualKeyOf names a kernel virtual service as the desired state does;
+// false for a firewall-mark service or a protocol services do not use,
+// which are not ipvsplane's.
+func VirtualKeyOf(s ipvs.Service) (VirtualKey, bool) {
 	p, ok := protocolFromIPVS(s.Protocol)
 	if !ok || s.FirewallMark != 0 {
+		return VirtualKey{}, false
+	}
+	return VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p}, true
+}
+
+// virtualFromIPVS reads a kernel service; see VirtualKeyOf for those that
+// are not ipvsplane's.
+func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
+	k, ok := VirtualKeyOf(s)
+	if !ok {
 		return VirtualServer{}, false
 	}
 	v := VirtualServer{
-		VirtualKey:     VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p},
+		VirtualKey:     k,
 		Scheduler:      string(s.Scheduler),
 		SchedulerFlags: schedulerFlagsFromIPVS(s.Flags),
 	}

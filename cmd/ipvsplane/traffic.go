@@ -228,7 +228,7 @@ func (t *serviceTraffic) account(svcs []ipvs.Service, at time.Time) {
 	}
 	clear(t.spare)
 	for i := range svcs {
-		k, ok := virtualKeyOf(&svcs[i])
+		k, ok := dataplane.VirtualKeyOf(svcs[i])
 		if !ok {
 			continue
 		}
@@ -248,26 +248,6 @@ func (t *serviceTraffic) account(svcs []ipvs.Service, at time.Time) {
 		p.readings++
 	}
 	t.prevAt, t.at = t.at, at
-}
-
-// virtualKeyOf names a kernel virtual server as the desired state does;
-// false for one with a firewall mark or a protocol services do not use.
-func virtualKeyOf(s *ipvs.Service) (dataplane.VirtualKey, bool) {
-	var p dataplane.Protocol
-	switch s.Protocol {
-	case ipvs.TCP:
-		p = dataplane.TCP
-	case ipvs.UDP:
-		p = dataplane.UDP
-	case ipvs.SCTP:
-		p = dataplane.SCTP
-	default:
-		return dataplane.VirtualKey{}, false
-	}
-	if s.FirewallMark != 0 {
-		return dataplane.VirtualKey{}, false
-	}
-	return dataplane.VirtualKey{Addr: s.Addr, Port: s.Port, Protocol: p}, true
 }
 
 // Describe and Collect make serviceTraffic a prometheus.Collector of

@@ -68,59 +68,51 @@ func (f SchedulerFlags) String() string {
 	return strings.Join(names, ",")
 }
 
+// namedFlags returns the names a scheduler gives the kernel's bits 1 and
+// 2 (sh-fallback and sh-port for sh), and whether it reads them at all.
+func namedFlags(sched string) ([2]SchedulerFlags, bool) {
+	switch sched {
+	case "sh":
+		return [2]SchedulerFlags{SHFallback, SHPort}, true
+	case "mh":
+		return [2]SchedulerFlags{MHFallback, MHPort}, true
+	}
+	return [2]SchedulerFlags{}, false
+}
+
+// numberedFlags are the kernel's bits 1 and 2, in namedFlags' order.
+const numberedFlags = SchedFlag1 | SchedFlag2
+
 // forScheduler returns the kernel's numbered bits for f under scheduler
 // sched, and the flags of f that sched does not read, which are dropped.
 func (f SchedulerFlags) forScheduler(sched string) (kernel, ignored SchedulerFlags) {
 	kernel = f & SchedFlag3
-	numbered := f & (SchedFlag1 | SchedFlag2)
-	switch sched {
-	case "sh":
-		kernel |= numbered | f.toNumbered(SHFallback, SHPort)
-		ignored = f & (MHFallback | MHPort)
-	case "mh":
-		kernel |= numbered | f.toNumbered(MHFallback, MHPort)
-		ignored = f & (SHFallback | SHPort)
-	default:
-		ignored = f &^ SchedFlag3
+	names, reads := namedFlags(sched)
+	if !reads {
+		return kernel, f &^ SchedFlag3
 	}
-	return kernel, ignored
-}
-
-// toNumbered maps a scheduler's two named flags to bits 1 and 2.
-func (f SchedulerFlags) toNumbered(first, second SchedulerFlags) SchedulerFlags {
-	var n SchedulerFlags
-	if f&first != 0 {
-		n |= SchedFlag1
+	kernel |= f & numberedFlags
+	for i, name := range names {
+		if f&name != 0 {
+			kernel |= SchedFlag1 << i
+		}
 	}
-	if f&second != 0 {
-		n |= SchedFlag2
-	}
-	return n
+	allNamed := SHFallback | SHPort | MHFallback | MHPort
+	return kernel, f & allNamed &^ (names[0] | names[1])
 }
 
 // named returns a virtual server's numbered flags as its scheduler reads
 // them (sh-port, not flag-2), for the printed plan.
 func (f SchedulerFlags) named(sched string) SchedulerFlags {
+	names, reads := namedFlags(sched)
+	if !reads {
+		return f & (SchedFlag3 | numberedFlags)
+	}
 	n := f & SchedFlag3
-	switch sched {
-	case "sh":
-		n |= f.fromNumbered(SHFallback, SHPort)
-	case "mh":
-		n |= f.fromNumbered(MHFallback, MHPort)
-	default:
-		n |= f & (SchedFlag1 | SchedFlag2)
-	}
-	return n
-}
-
-// fromNumbered maps bits 1 and 2 to a scheduler's two named flags.
-func (f SchedulerFlags) fromNumbered(first, second SchedulerFlags) SchedulerFlags {
-	var n SchedulerFlags
-	if f&SchedFlag1 != 0 {
-		n |= first
-	}
-	if f&SchedFlag2 != 0 {
-		n |= second
+	for i, name := range names {
+		if f&(SchedFlag1<<i) != 0 {
+			n |= name
+		}
 	}
 	return n
 }

@@ -237,33 +237,13 @@ func (p *probeNet) serveEndpoints(t *testing.T) {
 				for _, f := range p.env.Families() {
 					for _, local := range []bool{true, false} {
 						for _, a := range p.env.PodAddrs(local)[f] {
-							serveUDPSource(t, p.eps, netip.AddrPortFrom(a, uint16(port)).String())
+							p.eps.ServeUDP(t, netip.AddrPortFrom(a, uint16(port)).String(), "from")
 						}
 					}
 				}
 			}
 		}
 	}
-}
-
-// serveUDPSource answers every datagram with "from" and its sender.
-func serveUDPSource(t *testing.T, ns *testutil.NetNS, addr string) {
-	t.Helper()
-	var pc net.PacketConn
-	if err := ns.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
-		t.Fatalf("listening on udp %s: %v", addr, err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte("from "+from.String()), from)
-		}
-	}()
 }
 
 // probe is one packet exchange: from a client to a service address.

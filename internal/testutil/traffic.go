@@ -36,6 +36,28 @@ func (n *NetNS) ServeTCP(t testing.TB, addr, name string) {
 	}()
 }
 
+// ServeUDP listens on addr inside the namespace and answers every
+// datagram with name and the sender's address it sees, as ServeTCP does
+// for connections. It stops when the test ends.
+func (n *NetNS) ServeUDP(t testing.TB, addr, name string) {
+	t.Helper()
+	var pc net.PacketConn
+	if err := n.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
+		t.Fatalf("listening on udp %s: %v", addr, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo([]byte(name+" "+from.String()), from)
+		}
+	}()
+}
+
 // DialTCP connects from inside the namespace to addr, from the local
 // address from if it is not empty, and returns what the server sent,
 // within timeout.

@@ -17,6 +17,9 @@ import (
 // kube-proxy names it so that a node can move from one to the other.
 const DefaultDevice = "kube-ipvs0"
 
+// DefaultDrainTimeout is Config.DrainTimeout's default.
+const DefaultDrainTimeout = 15 * time.Minute
+
 // Config configures a [Dataplane]. The zero value is usable.
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
@@ -24,8 +27,8 @@ type Config struct {
 	// Device is the dummy device for the virtual IPs; DefaultDevice if empty.
 	Device string
 	// DrainTimeout bounds how long a real server whose endpoint left keeps
-	// draining at weight 0 while it still has connections; 15 minutes if
-	// zero.
+	// draining at weight 0 while it still has connections;
+	// DefaultDrainTimeout if zero.
 	DrainTimeout time.Duration
 	// ResyncInterval makes the dataplane read the kernel again when this
 	// long has passed since the last full read, which repairs whatever
@@ -89,7 +92,7 @@ func New(cfg *Config) (*Dataplane, error) {
 		d.cfg.Device = DefaultDevice
 	}
 	if d.cfg.DrainTimeout == 0 {
-		d.cfg.DrainTimeout = 15 * time.Minute
+		d.cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/spf13/pflag"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
@@ -53,7 +54,7 @@ const (
 
 // defaultDrainTimeout is the drain bound without --drain-timeout, the
 // dataplane's own default.
-const defaultDrainTimeout = 15 * time.Minute
+const defaultDrainTimeout = dataplane.DefaultDrainTimeout
 
 // defaultStateFile is where the daemon records its last sync for
 // `ipvsplane status`.

@@ -5,6 +5,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"os"
 	"runtime"
@@ -53,7 +54,7 @@ func BenchmarkInitialSync(b *testing.B) {
 	testutil.RequireVM(b)
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			state := &State{Node: benchNode(), Services: benchServices(n)}
+			state := &model.State{Node: benchNode(), Services: benchServices(n)}
 			var res *Result
 			for range b.N {
 				b.StopTimer()
@@ -93,13 +94,13 @@ func BenchmarkEndpointChange(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer d.Close()
-			state := &State{Node: benchNode(), Services: benchServices(n)}
+			state := &model.State{Node: benchNode(), Services: benchServices(n)}
 			if _, err := d.Sync(context.Background(), state); err != nil {
 				b.Fatal(err)
 			}
 			// A service without a node port at both sizes: one virtual server.
 			target := &state.Services[n/2+1]
-			extra := Endpoint{Addr: netip.MustParseAddr("10.200.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-z"}
+			extra := model.Endpoint{Addr: netip.MustParseAddr("10.200.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-z"}
 			ops := 0
 			change := func(i int) {
 				if i%2 == 0 {

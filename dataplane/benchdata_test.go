@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -10,12 +11,12 @@ import (
 // benchServices returns n services with 10 endpoints each, spread over 10
 // nodes; one in ten has a node port, as in kube-proxy's own scale tests,
 // up to 2,000 of them (the node-port range holds 2,768).
-func benchServices(n int) []ServicePort {
-	services := make([]ServicePort, n)
+func benchServices(n int) []model.ServicePort {
+	services := make([]model.ServicePort, n)
 	for i := range services {
-		s := ServicePort{
-			Name:       ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Port: "http"},
-			Protocol:   TCP,
+		s := model.ServicePort{
+			Name:       model.ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Port: "http"},
+			Protocol:   model.TCP,
 			Port:       80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)})},
 		}
@@ -23,7 +24,7 @@ func benchServices(n int) []ServicePort {
 			s.NodePort = uint16(30000 + i/10)
 		}
 		for e := range 10 {
-			s.Endpoints = append(s.Endpoints, Endpoint{
+			s.Endpoints = append(s.Endpoints, model.Endpoint{
 				Addr:     netip.AddrFrom4([4]byte{10, 128 + byte(e), byte(i >> 8), byte(i)}),
 				Port:     8080,
 				Ready:    true,
@@ -36,8 +37,8 @@ func benchServices(n int) []ServicePort {
 	return services
 }
 
-func benchNode() Node {
-	return Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}}
+func benchNode() model.Node {
+	return model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")}, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}}
 }
 
 // heapMiB is the live heap after a collection, in MiB.
@@ -55,7 +56,7 @@ func heapMiB() float64 {
 func BenchmarkFirstSyncMemory(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			state := &State{Node: benchNode(), Services: benchServices(n)}
+			state := &model.State{Node: benchNode(), Services: benchServices(n)}
 			for b.Loop() {
 				base := heapMiB()
 				p := NewPlanner()

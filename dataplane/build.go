@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"maps"
 	"slices"
 )
@@ -10,7 +11,7 @@ import (
 type Desired struct {
 	Kernel *KernelState
 	// Services names the service port each virtual server belongs to.
-	Services map[VirtualKey]ServicePortName
+	Services map[VirtualKey]model.ServicePortName
 	// Errors lists the service ports left out as invalid (*FieldError),
 	// the problems of ports that are programmed all the same
 	// (*SchedulerError, *SettingError),
@@ -22,7 +23,7 @@ type Desired struct {
 // Build computes the desired kernel state of a whole model. Which of two
 // service ports claiming one virtual server gets it does not depend on
 // the order of the input (see ConflictError).
-func Build(s *State) *Desired {
+func Build(s *model.State) *Desired {
 	d, failed, err := buildIndex(s, nil)
 	errs := []error{}
 	if err != nil {
@@ -38,9 +39,9 @@ func Build(s *State) *Desired {
 // buildIndex computes the desired state of a whole model: the index, the
 // service ports left out, and the node's own error, if its settings are
 // invalid (then nothing is programmed).
-func buildIndex(s *State, lacking map[string]error) (*desiredIndex, map[ServicePortName]error, error) {
+func buildIndex(s *model.State, lacking map[string]error) (*desiredIndex, map[model.ServicePortName]error, error) {
 	d := newDesiredIndex(cloneNode(s.Node), renderRules(&s.Node), lacking)
-	failed := map[ServicePortName]error{}
+	failed := map[model.ServicePortName]error{}
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err
 	}
@@ -55,7 +56,7 @@ func buildIndex(s *State, lacking map[string]error) (*desiredIndex, map[ServiceP
 
 // put validates a service port and puts it in the index; an invalid port
 // keeps nothing programmed.
-func put(d *desiredIndex, sp *ServicePort, t *touched) error {
+func put(d *desiredIndex, sp *model.ServicePort, t *touched) error {
 	if err := sp.Validate(); err != nil {
 		d.remove(sp.Name, t)
 		return err
@@ -64,12 +65,12 @@ func put(d *desiredIndex, sp *ServicePort, t *touched) error {
 	return nil
 }
 
-func sortedServices(services []ServicePort) []*ServicePort {
-	sorted := make([]*ServicePort, len(services))
+func sortedServices(services []model.ServicePort) []*model.ServicePort {
+	sorted := make([]*model.ServicePort, len(services))
 	for i := range services {
 		sorted[i] = &services[i]
 	}
-	slices.SortStableFunc(sorted, func(a, b *ServicePort) int {
+	slices.SortStableFunc(sorted, func(a, b *model.ServicePort) int {
 		if c := cmp.Compare(servicePriority(a.Name), servicePriority(b.Name)); c != 0 {
 			return c
 		}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"time"
 
 	"github.com/google/nftables"
@@ -72,7 +73,7 @@ type Dataplane struct {
 	reread     *reread
 	background kernelReaders
 	// kernelSysctls are the settings this kernel's release calls for.
-	kernelSysctls []Sysctl
+	kernelSysctls []model.Sysctl
 	// flowTally, during a sync, is its Result's conntrack cleanup tally.
 	flowTally *FlowCleanup
 	// schedulers remembers which schedulers the services name that the

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"maps"
 	"net"
 	"net/netip"
@@ -52,8 +53,8 @@ func setupNet(t *testing.T) *vmNet {
 	return n
 }
 
-func vmNode() Node {
-	return Node{
+func vmNode() model.Node {
+	return model.Node{
 		Name:          "node-a",
 		Addresses:     []netip.Addr{netip.MustParseAddr("192.168.0.1")},
 		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
@@ -61,31 +62,31 @@ func vmNode() Node {
 	}
 }
 
-func webService() ServicePort {
-	s := svc("default", "web", "http", TCP, 80, "10.96.0.10")
+func webService() model.ServicePort {
+	s := svc("default", "web", "http", model.TCP, 80, "10.96.0.10")
 	s.NodePort = 30080
 	s.ExternalIPs = ips("198.51.100.10")
-	s.Endpoints = []Endpoint{ready("10.244.1.2", 8080, "node-a"), ready("10.244.2.2", 8080, "node-b")}
+	s.Endpoints = []model.Endpoint{ready("10.244.1.2", 8080, "node-a"), ready("10.244.2.2", 8080, "node-b")}
 	return s
 }
 
-func vmServices() []ServicePort {
+func vmServices() []model.ServicePort {
 	web := webService()
-	sticky := svc("default", "sticky", "", TCP, 80, "10.96.0.11")
+	sticky := svc("default", "sticky", "", model.TCP, 80, "10.96.0.11")
 	sticky.SessionAffinity = time.Hour
 	sticky.Endpoints = web.Endpoints
-	lb := svc("default", "lb", "", TCP, 80, "10.96.0.12")
+	lb := svc("default", "lb", "", model.TCP, 80, "10.96.0.12")
 	lb.NodePort = 30081
 	lb.LoadBalancerIPs = ips("203.0.113.10")
 	lb.LoadBalancerSourceRanges = prefixes("192.168.0.0/24")
 	lb.Endpoints = web.Endpoints
-	local := svc("default", "local", "", TCP, 80, "10.96.0.13")
+	local := svc("default", "local", "", model.TCP, 80, "10.96.0.13")
 	local.NodePort = 30082
 	local.LoadBalancerIPs = ips("203.0.113.11")
-	local.ExternalPolicy = PolicyLocal
+	local.ExternalPolicy = model.PolicyLocal
 	local.HealthCheckNodePort = 32000
 	local.Endpoints = web.Endpoints
-	return []ServicePort{web, sticky, lb, local}
+	return []model.ServicePort{web, sticky, lb, local}
 }
 
 func newDataplane(t *testing.T, ns *testutil.NetNS) *Dataplane {
@@ -98,7 +99,7 @@ func newDataplane(t *testing.T, ns *testutil.NetNS) *Dataplane {
 	return d
 }
 
-func mustSync(t *testing.T, d *Dataplane, state *State) *Result {
+func mustSync(t *testing.T, d *Dataplane, state *model.State) *Result {
 	t.Helper()
 	res, err := d.Sync(context.Background(), state)
 	if err != nil {
@@ -113,7 +114,7 @@ func mustSync(t *testing.T, d *Dataplane, state *State) *Result {
 func TestDataplaneTraffic(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node)
-	state := &State{Node: vmNode(), Services: vmServices()}
+	state := &model.State{Node: vmNode(), Services: vmServices()}
 	res := mustSync(t, d, state)
 	if !res.Full || len(res.Plan.Ops) == 0 {
 		t.Fatalf("the first sync: full=%v, %d operations", res.Full, len(res.Plan.Ops))
@@ -198,7 +199,7 @@ func TestDataplaneTraffic(t *testing.T) {
 func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node)
-	state := &State{Node: vmNode(), Services: []ServicePort{webService()}}
+	state := &model.State{Node: vmNode(), Services: []model.ServicePort{webService()}}
 	mustSync(t, d, state)
 
 	// A long-lived connection to backend-2.
@@ -226,8 +227,8 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 			fmt.Fprint(c, "echo "+line)
 		}
 	}()
-	long := svc("default", "long", "", TCP, 90, "10.96.0.20")
-	long.Endpoints = []Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
+	long := svc("default", "long", "", model.TCP, 90, "10.96.0.20")
+	long.Endpoints = []model.Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
 	state.Services = append(state.Services, long)
 	mustSync(t, d, state)
 
@@ -296,7 +297,7 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 	n := setupNet(t)
 	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.0.99:80", "-s", "rr")
 	d := newDataplane(t, n.node)
-	state := &State{Node: testNode(), Services: fiftyServices()}
+	state := &model.State{Node: testNode(), Services: fiftyServices()}
 	mustSync(t, d, state)
 	desired := Build(state)
 
@@ -322,7 +323,7 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 		}
 	}
 	node := testNode()
-	for _, table := range node.ruleTables() {
+	for _, table := range nodeTables(&node) {
 		family := "ip"
 		if table.ipv6 {
 			family = "ip6"
@@ -368,13 +369,13 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 
 // fiftyServices returns 50 service ports of every shape, each with its own
 // addresses and node port.
-func fiftyServices() []ServicePort {
+func fiftyServices() []model.ServicePort {
 	all := shapes()
 	names := slices.Sorted(maps.Keys(all))
-	var out []ServicePort
+	var out []model.ServicePort
 	for i := range 50 {
 		s := all[names[i%len(names)]][0]
-		s.Name = ServicePortName{Namespace: "shapes", Name: fmt.Sprintf("%s-%d", names[i%len(names)], i)}
+		s.Name = model.ServicePortName{Namespace: "shapes", Name: fmt.Sprintf("%s-%d", names[i%len(names)], i)}
 		s.ClusterIPs = slices.Clone(s.ClusterIPs)
 		for j, ip := range s.ClusterIPs {
 			if ip.Is4() {
@@ -450,9 +451,9 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	d := newDataplane(t, n.node)
 	serveUDP(t, n.b1, "10.244.1.2:5353", "backend-1")
 	serveUDP(t, n.b2, "10.244.2.2:5353", "backend-2")
-	dns := svc("kube-system", "dns", "", UDP, 53, "10.96.0.53")
-	dns.Endpoints = []Endpoint{ready("10.244.1.2", 5353, "node-a"), ready("10.244.2.2", 5353, "node-b")}
-	state := &State{Node: vmNode(), Services: []ServicePort{dns}}
+	dns := svc("kube-system", "dns", "", model.UDP, 53, "10.96.0.53")
+	dns.Endpoints = []model.Endpoint{ready("10.244.1.2", 5353, "node-a"), ready("10.244.2.2", 5353, "node-b")}
+	state := &model.State{Node: vmNode(), Services: []model.ServicePort{dns}}
 	mustSync(t, d, state)
 
 	var conn net.PacketConn
@@ -489,7 +490,7 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	if first == "backend-2" {
 		keep = dns.Endpoints[0]
 	}
-	state.Services[0].Endpoints = []Endpoint{keep}
+	state.Services[0].Endpoints = []model.Endpoint{keep}
 	res := mustSync(t, d, state)
 	if !strings.Contains(res.Plan.String(), "conntrack flush udp to 10.96.0.53 port 53 answered by") {
 		t.Errorf("no conntrack flush planned:\n%s", res.Plan)
@@ -525,7 +526,7 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	state := &State{Node: vmNode(), Services: vmServices()}
+	state := &model.State{Node: vmNode(), Services: vmServices()}
 	mustSync(t, d, state)
 	for _, flush := range [][]string{
 		{"ipvsadm", "-C"},
@@ -565,7 +566,7 @@ func TestDataplaneLeavesOthersAlone(t *testing.T) {
 	n := setupNet(t)
 	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.1.1:80", "-s", "rr")
 	d := newDataplane(t, n.node)
-	state := &State{Node: vmNode(), Services: []ServicePort{webService()}}
+	state := &model.State{Node: vmNode(), Services: []model.ServicePort{webService()}}
 	mustSync(t, d, state)
 	n.node.Run(t, "ipvsadm", "-A", "-u", "10.96.1.2:53", "-s", "wrr")
 	n.node.Run(t, "ipvsadm", "-a", "-u", "10.96.1.2:53", "-r", "10.244.1.2:53", "-m")
@@ -610,12 +611,12 @@ func TestDataplaneSyncsDuringReread(t *testing.T) {
 	}
 	defer d.Close()
 	const n = 2000
-	state := &State{Node: benchNode(), Services: benchServices(n)}
+	state := &model.State{Node: benchNode(), Services: benchServices(n)}
 	mustSync(t, d, state)
 
 	now = now.Add(time.Minute)
 	readStart := time.Now()
-	extra := Endpoint{Addr: netip.MustParseAddr("10.200.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-z"}
+	extra := model.Endpoint{Addr: netip.MustParseAddr("10.200.0.1"), Port: 8080, Ready: true, Serving: true, NodeName: "node-z"}
 	var during []time.Duration
 	merged := false
 	for i := 0; ; i++ {

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"strings"
 	"testing"
@@ -10,9 +11,9 @@ import (
 // them: a family with no range, or with a range of prefix length 0, is
 // open to every source; only a family with ranges gets the firewall.
 func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
-	lb := svc("default", "lb", "", TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb := svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
 	lb.LoadBalancerIPs = ips("203.0.113.10", "2001:db8::10")
-	lb.Endpoints = []Endpoint{ready("10.244.1.9", 8443, "node-a"), ready("fd00:244::9", 8443, "node-a")}
+	lb.Endpoints = []model.Endpoint{ready("10.244.1.9", 8443, "node-a"), ready("fd00:244::9", 8443, "node-a")}
 	tests := []struct {
 		name         string
 		ranges       []string
@@ -28,25 +29,25 @@ func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := lb
 			s.LoadBalancerSourceRanges = prefixes(tt.ranges...)
-			d := Build(&State{Node: testNode(), Services: []ServicePort{s}})
+			d := Build(&model.State{Node: testNode(), Services: []model.ServicePort{s}})
 			if len(d.Errors) > 0 {
 				t.Fatal(d.Errors)
 			}
 			k := d.Kernel
-			fw4 := k.Entries[SetName(SetLoadBalancerFW, false)]["203.0.113.10,tcp:443"]
-			fw6 := k.Entries[SetName(SetLoadBalancerFW, true)]["2001:db8::10,tcp:443"]
+			fw4 := k.Entries[model.SetName(model.SetLoadBalancerFW, false)]["203.0.113.10,tcp:443"]
+			fw6 := k.Entries[model.SetName(model.SetLoadBalancerFW, true)]["2001:db8::10,tcp:443"]
 			if fw4 != tt.fw4 || fw6 != tt.fw6 {
 				t.Errorf("firewalled: IPv4 %v IPv6 %v, want %v %v", fw4, fw6, tt.fw4, tt.fw6)
 			}
 			for _, ipv6 := range []bool{false, true} {
-				for e := range k.Entries[SetName(SetLoadBalancerSourceNet, ipv6)] {
+				for e := range k.Entries[model.SetName(model.SetLoadBalancerSourceNet, ipv6)] {
 					if strings.HasSuffix(e, "/0") {
 						t.Errorf("a zero-prefix source entry: %q", e)
 					}
 				}
 			}
-			if tt.sourceEntry4 != "" && !k.Entries[SetName(SetLoadBalancerSourceNet, false)][tt.sourceEntry4] {
-				t.Errorf("no source entry %q: %v", tt.sourceEntry4, k.Entries[SetName(SetLoadBalancerSourceNet, false)])
+			if tt.sourceEntry4 != "" && !k.Entries[model.SetName(model.SetLoadBalancerSourceNet, false)][tt.sourceEntry4] {
+				t.Errorf("no source entry %q: %v", tt.sourceEntry4, k.Entries[model.SetName(model.SetLoadBalancerSourceNet, false)])
 			}
 		})
 	}
@@ -75,7 +76,7 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := node
 			n.NodePortAddresses, n.NodePortPrimary = prefixes(tt.prefixes...), tt.primary
-			if got := n.nodePortAddresses(); !slices.Equal(got, ips(tt.want...)) {
+			if got := n.NodePortIPs(); !slices.Equal(got, ips(tt.want...)) {
 				t.Errorf("node ports on %v, want %v", got, tt.want)
 			}
 		})
@@ -127,17 +128,17 @@ func TestHealthCheckAddresses(t *testing.T) {
 // node-port entries and no health-check node port, as kube-proxy skips
 // the rest of such a port.
 func TestNodePortEntriesOnlyWithNodeAddresses(t *testing.T) {
-	lb := svc("default", "lb", "", TCP, 443, "10.96.0.30", "fd00:96::30")
-	lb.NodePort, lb.HealthCheckNodePort, lb.ExternalPolicy = 30443, 32000, PolicyLocal
+	lb := svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb.NodePort, lb.HealthCheckNodePort, lb.ExternalPolicy = 30443, 32000, model.PolicyLocal
 	node := testNode()
 	node.NodePortAddresses = prefixes("127.0.0.0/8")
-	k := Build(&State{Node: node, Services: []ServicePort{lb}}).Kernel
-	for _, set := range []string{SetNodePortTCP, SetNodePortLocalTCP, SetHealthCheckNodePort} {
-		if n := len(k.Entries[SetName(set, false)]); n != 0 {
-			t.Errorf("%s has %d entries with no IPv4 node address", SetName(set, false), n)
+	k := Build(&model.State{Node: node, Services: []model.ServicePort{lb}}).Kernel
+	for _, set := range []string{model.SetNodePortTCP, model.SetNodePortLocalTCP, model.SetHealthCheckNodePort} {
+		if n := len(k.Entries[model.SetName(set, false)]); n != 0 {
+			t.Errorf("%s has %d entries with no IPv4 node address", model.SetName(set, false), n)
 		}
-		if n := len(k.Entries[SetName(set, true)]); n != 1 {
-			t.Errorf("%s has %d entries, want the port's", SetName(set, true), n)
+		if n := len(k.Entries[model.SetName(set, true)]); n != 1 {
+			t.Errorf("%s has %d entries, want the port's", model.SetName(set, true), n)
 		}
 	}
 }

@@ -1,14 +1,17 @@
 package dataplane
 
-import "slices"
+import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"slices"
+)
 
 // selectEndpoints picks the endpoints traffic may use, for each family
 // (index 0 IPv4, 1 IPv6) on its own, as kube-proxy's proxier per family
 // does. cluster serves a Cluster traffic policy, local a Local one. The
 // lists may share eps's array; callers must not change them.
-func (n *Node) selectEndpoints(eps []Endpoint) (cluster, local [2][]Endpoint) {
+func selectEndpoints(n *model.Node, eps []model.Endpoint) (cluster, local [2][]model.Endpoint) {
 	for fam, of := range byFamily(eps) {
-		cluster[fam], local[fam] = n.selectFamily(of)
+		cluster[fam], local[fam] = selectFamily(n, of)
 	}
 	return cluster, local
 }
@@ -19,26 +22,26 @@ func (n *Node) selectEndpoints(eps []Endpoint) (cluster, local [2][]Endpoint) {
 // serving while they terminate (so a rolling update of the last pod does
 // not drop traffic), hints ignored. The Local policy uses this node's
 // ready endpoints, or when it has none, its serving and terminating ones.
-func (n *Node) selectFamily(eps []Endpoint) (cluster, local []Endpoint) {
-	topo := n.topology(eps)
-	cluster = pick(eps, func(ep Endpoint) bool { return ep.Ready && n.hinted(topo, ep) })
+func selectFamily(n *model.Node, eps []model.Endpoint) (cluster, local []model.Endpoint) {
+	topo := topology(n, eps)
+	cluster = pick(eps, func(ep model.Endpoint) bool { return ep.Ready && hinted(n, topo, ep) })
 	if len(cluster) == 0 {
 		cluster = pick(eps, servingTerminating)
 	}
-	local = pick(eps, func(ep Endpoint) bool { return ep.Ready && n.isLocal(ep) })
+	local = pick(eps, func(ep model.Endpoint) bool { return ep.Ready && isLocal(n, ep) })
 	if len(local) == 0 {
-		local = pick(eps, func(ep Endpoint) bool { return servingTerminating(ep) && n.isLocal(ep) })
+		local = pick(eps, func(ep model.Endpoint) bool { return servingTerminating(ep) && isLocal(n, ep) })
 	}
 	return cluster, local
 }
 
-func servingTerminating(ep Endpoint) bool { return ep.Serving && ep.Terminating }
+func servingTerminating(ep model.Endpoint) bool { return ep.Serving && ep.Terminating }
 
-func (n *Node) isLocal(ep Endpoint) bool { return n.Name != "" && ep.NodeName == n.Name }
+func isLocal(n *model.Node, ep model.Endpoint) bool { return n.Name != "" && ep.NodeName == n.Name }
 
 // pick returns the endpoints that match: eps itself when all do, as they
 // mostly do, and nil when none does.
-func pick(eps []Endpoint, match func(Endpoint) bool) []Endpoint {
+func pick(eps []model.Endpoint, match func(model.Endpoint) bool) []model.Endpoint {
 	count := 0
 	for _, ep := range eps {
 		if match(ep) {
@@ -51,7 +54,7 @@ func pick(eps []Endpoint, match func(Endpoint) bool) []Endpoint {
 	case 0:
 		return nil
 	}
-	picked := make([]Endpoint, 0, count)
+	picked := make([]model.Endpoint, 0, count)
 	for _, ep := range eps {
 		if match(ep) {
 			picked = append(picked, ep)
@@ -62,13 +65,13 @@ func pick(eps []Endpoint, match func(Endpoint) bool) []Endpoint {
 
 // byFamily splits endpoints by family. Endpoints with the IPv4 ones
 // first, as the watcher sorts them, are split without a copy.
-func byFamily(eps []Endpoint) (fams [2][]Endpoint) {
-	is6 := func(ep Endpoint) bool { return ep.Addr.Unmap().Is6() }
+func byFamily(eps []model.Endpoint) (fams [2][]model.Endpoint) {
+	is6 := func(ep model.Endpoint) bool { return ep.Addr.Unmap().Is6() }
 	i := slices.IndexFunc(eps, is6)
 	switch {
 	case i < 0:
 		fams[0] = eps
-	case !slices.ContainsFunc(eps[i:], func(ep Endpoint) bool { return !is6(ep) }):
+	case !slices.ContainsFunc(eps[i:], func(ep model.Endpoint) bool { return !is6(ep) }):
 		fams[0], fams[1] = eps[:i], eps[i:]
 	default:
 		for _, ep := range eps {
@@ -102,14 +105,14 @@ const (
 // some and one names this node, else zone hints when every ready endpoint
 // has some and one names this node's zone, else none. So a half-hinted
 // slice never strands traffic.
-func (n *Node) topology(eps []Endpoint) topologyMode {
+func topology(n *model.Node, eps []model.Endpoint) topologyMode {
 	ready, allNode, forNode, allZone, forZone := false, true, false, true, false
 	for _, ep := range eps {
 		if !ep.Ready {
 			continue
 		}
 		ready = true
-		var h Hints
+		var h model.Hints
 		if ep.Hints != nil {
 			h = *ep.Hints
 		}
@@ -137,7 +140,7 @@ func (n *Node) topology(eps []Endpoint) topologyMode {
 
 // hinted reports whether an endpoint serves this node under a topology
 // mode.
-func (n *Node) hinted(mode topologyMode, ep Endpoint) bool {
+func hinted(n *model.Node, mode topologyMode, ep model.Endpoint) bool {
 	switch mode {
 	case topologySameNode:
 		return ep.Hints != nil && slices.Contains(ep.Hints.ForNodes, n.Name)

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"testing"
 
@@ -11,93 +12,93 @@ import (
 // (pkg/proxy/topology.go), run per family as its proxier per family runs
 // it.
 func TestSelectEndpoints(t *testing.T) {
-	terminating := func(addr, node string) Endpoint {
-		return Endpoint{Addr: ip(addr), Port: 80, Serving: true, Terminating: true, NodeName: node}
+	terminating := func(addr, node string) model.Endpoint {
+		return model.Endpoint{Addr: ip(addr), Port: 80, Serving: true, Terminating: true, NodeName: node}
 	}
-	notServing := func(addr, node string) Endpoint {
-		return Endpoint{Addr: ip(addr), Port: 80, Terminating: true, NodeName: node}
+	notServing := func(addr, node string) model.Endpoint {
+		return model.Endpoint{Addr: ip(addr), Port: 80, Terminating: true, NodeName: node}
 	}
-	zones := func(ep Endpoint, z ...string) Endpoint { ep.Hints = &Hints{ForZones: z}; return ep }
-	nodes := func(ep Endpoint, zone string, n ...string) Endpoint {
-		ep.Hints = &Hints{ForZones: []string{zone}, ForNodes: n}
+	zones := func(ep model.Endpoint, z ...string) model.Endpoint { ep.Hints = &model.Hints{ForZones: z}; return ep }
+	nodes := func(ep model.Endpoint, zone string, n ...string) model.Endpoint {
+		ep.Hints = &model.Hints{ForZones: []string{zone}, ForNodes: n}
 		return ep
 	}
-	r := func(addr, node string) Endpoint { return ready(addr, 80, node) }
+	r := func(addr, node string) model.Endpoint { return ready(addr, 80, node) }
 	// Addresses of the endpoints chosen, IPv4 and IPv6 each.
 	type chosen struct{ Cluster, Local [2][]string }
 	tests := []struct {
 		name string
-		eps  []Endpoint
+		eps  []model.Endpoint
 		want chosen
 	}{{
 		name: "ready endpoints; local ones for Local",
-		eps:  []Endpoint{r("10.0.0.1", "node-a"), r("10.0.0.2", "node-b"), terminating("10.0.0.3", "node-a")},
+		eps:  []model.Endpoint{r("10.0.0.1", "node-a"), r("10.0.0.2", "node-b"), terminating("10.0.0.3", "node-a")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1", "10.0.0.2"}}, Local: [2][]string{{"10.0.0.1"}}},
 	}, {
 		name: "no ready endpoint: the serving and terminating ones, not the others",
-		eps:  []Endpoint{terminating("10.0.0.1", "node-b"), notServing("10.0.0.2", "node-a"), terminating("10.0.0.3", "node-a")},
+		eps:  []model.Endpoint{terminating("10.0.0.1", "node-b"), notServing("10.0.0.2", "node-a"), terminating("10.0.0.3", "node-a")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1", "10.0.0.3"}}, Local: [2][]string{{"10.0.0.3"}}},
 	}, {
 		name: "Local falls back to local serving endpoints while remote ones are ready",
-		eps:  []Endpoint{r("10.0.0.1", "node-b"), terminating("10.0.0.2", "node-a")},
+		eps:  []model.Endpoint{r("10.0.0.1", "node-b"), terminating("10.0.0.2", "node-a")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}}, Local: [2][]string{{"10.0.0.2"}}},
 	}, {
 		name: "zone hints narrow the ready endpoints",
-		eps:  []Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), zones(r("10.0.0.2", "node-c"), "zone-b")},
+		eps:  []model.Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), zones(r("10.0.0.2", "node-c"), "zone-b")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}}},
 	}, {
 		// Issue 15 §1.5: kube-proxy decides topology from ready
 		// endpoints only and ignores it for the fallback.
 		name: "the serving-terminating fallback ignores zone hints",
-		eps:  []Endpoint{zones(terminating("10.0.0.1", "node-b"), "zone-a"), zones(terminating("10.0.0.2", "node-c"), "zone-b")},
+		eps:  []model.Endpoint{zones(terminating("10.0.0.1", "node-b"), "zone-a"), zones(terminating("10.0.0.2", "node-c"), "zone-b")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1", "10.0.0.2"}}},
 	}, {
 		name: "hints are read from ready endpoints only",
-		eps: []Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), zones(r("10.0.0.2", "node-c"), "zone-b"),
+		eps: []model.Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), zones(r("10.0.0.2", "node-c"), "zone-b"),
 			{Addr: ip("10.0.0.3"), Port: 80, NodeName: "node-d"}},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}}},
 	}, {
 		name: "an unhinted ready endpoint turns hints off",
-		eps:  []Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), r("10.0.0.2", "node-c")},
+		eps:  []model.Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), r("10.0.0.2", "node-c")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1", "10.0.0.2"}}},
 	}, {
 		name: "no hint for this zone turns hints off",
-		eps:  []Endpoint{zones(r("10.0.0.1", "node-b"), "zone-b"), zones(r("10.0.0.2", "node-c"), "zone-c")},
+		eps:  []model.Endpoint{zones(r("10.0.0.1", "node-b"), "zone-b"), zones(r("10.0.0.2", "node-c"), "zone-c")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1", "10.0.0.2"}}},
 	}, {
 		// Issue 15 §2: trafficDistribution PreferSameNode.
 		name: "node hints naming this node come before zone hints",
-		eps: []Endpoint{nodes(r("10.0.0.1", "node-a"), "zone-a", "node-a"), nodes(r("10.0.0.2", "node-b"), "zone-a", "node-b"),
+		eps: []model.Endpoint{nodes(r("10.0.0.1", "node-a"), "zone-a", "node-a"), nodes(r("10.0.0.2", "node-b"), "zone-a", "node-b"),
 			nodes(r("10.0.0.3", "node-c"), "zone-b", "node-c")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}}, Local: [2][]string{{"10.0.0.1"}}},
 	}, {
 		name: "node hints not naming this node: zone hints",
-		eps:  []Endpoint{nodes(r("10.0.0.2", "node-b"), "zone-a", "node-b"), nodes(r("10.0.0.3", "node-c"), "zone-b", "node-c")},
+		eps:  []model.Endpoint{nodes(r("10.0.0.2", "node-b"), "zone-a", "node-b"), nodes(r("10.0.0.3", "node-c"), "zone-b", "node-c")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.2"}}},
 	}, {
 		name: "node hints on some ready endpoints only: zone hints",
-		eps:  []Endpoint{nodes(r("10.0.0.1", "node-a"), "zone-b", "node-a"), zones(r("10.0.0.2", "node-b"), "zone-a")},
+		eps:  []model.Endpoint{nodes(r("10.0.0.1", "node-a"), "zone-b", "node-a"), zones(r("10.0.0.2", "node-b"), "zone-a")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.2"}}, Local: [2][]string{{"10.0.0.1"}}},
 	}, {
 		// Issue 15 §1.14: kube-proxy runs one proxier per family.
 		name: "dual-stack: each family falls back on its own",
-		eps:  []Endpoint{terminating("10.0.0.1", "node-a"), r("fd00::1", "node-b"), terminating("fd00::2", "node-a")},
+		eps:  []model.Endpoint{terminating("10.0.0.1", "node-a"), r("fd00::1", "node-b"), terminating("fd00::2", "node-a")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}, {"fd00::1"}}, Local: [2][]string{{"10.0.0.1"}, {"fd00::2"}}},
 	}, {
 		name: "dual-stack: each family decides its hints",
-		eps: []Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), zones(r("10.0.0.2", "node-c"), "zone-b"),
+		eps: []model.Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), zones(r("10.0.0.2", "node-c"), "zone-b"),
 			r("fd00::1", "node-b"), r("fd00::2", "node-c")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}, {"fd00::1", "fd00::2"}}},
 	}, {
 		name: "dual-stack, families interleaved",
-		eps:  []Endpoint{r("fd00::1", "node-a"), r("10.0.0.1", "node-a"), r("fd00::2", "node-b")},
+		eps:  []model.Endpoint{r("fd00::1", "node-a"), r("10.0.0.1", "node-a"), r("fd00::2", "node-b")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}, {"fd00::1", "fd00::2"}}, Local: [2][]string{{"10.0.0.1"}, {"fd00::1"}}},
 	}}
 	n := testNode()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cluster, local := n.selectEndpoints(tt.eps)
-			addrs := func(byFamily [2][]Endpoint) (out [2][]string) {
+			cluster, local := selectEndpoints(&n, tt.eps)
+			addrs := func(byFamily [2][]model.Endpoint) (out [2][]string) {
 				for f, eps := range byFamily {
 					for _, ep := range eps {
 						out[f] = append(out[f], ep.Addr.String())
@@ -115,10 +116,10 @@ func TestSelectEndpoints(t *testing.T) {
 
 // The common case, every endpoint ready and no hints, costs no copy.
 func TestSelectEndpointsSharesTheList(t *testing.T) {
-	eps := []Endpoint{ready("10.0.0.1", 80, "node-a"), ready("fd00::1", 80, "node-b")}
+	eps := []model.Endpoint{ready("10.0.0.1", 80, "node-a"), ready("fd00::1", 80, "node-b")}
 	n := testNode()
 	allocs := testing.AllocsPerRun(100, func() {
-		cluster, _ := n.selectEndpoints(eps)
+		cluster, _ := selectEndpoints(&n, eps)
 		if len(cluster[0]) != 1 || len(cluster[1]) != 1 || &cluster[0][0] != &eps[0] {
 			t.Fatal("the list was copied")
 		}
@@ -126,7 +127,7 @@ func TestSelectEndpointsSharesTheList(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations, want 0", allocs)
 	}
-	if !slices.Equal(eps, []Endpoint{ready("10.0.0.1", 80, "node-a"), ready("fd00::1", 80, "node-b")}) {
+	if !slices.Equal(eps, []model.Endpoint{ready("10.0.0.1", 80, "node-a"), ready("fd00::1", 80, "node-b")}) {
 		t.Error("the input was changed")
 	}
 }

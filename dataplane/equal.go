@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"hash/maphash"
 	"net/netip"
 	"slices"
@@ -11,7 +12,7 @@ import (
 // fingerprints, not copies, of the ports it has seen: a copy of a large
 // cluster's model would double its memory. Two different ports hash alike
 // with a chance of one in 2^64.
-func fingerprint(seed maphash.Seed, s *ServicePort) uint64 {
+func fingerprint(seed maphash.Seed, s *model.ServicePort) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
 	str := func(v string) {
@@ -82,7 +83,7 @@ func fingerprint(seed maphash.Seed, s *ServicePort) uint64 {
 
 // equalNode reports whether two nodes' settings are the same; a change of
 // any of them re-plans everything.
-func equalNode(a, b *Node) bool {
+func equalNode(a, b *model.Node) bool {
 	return a.Name == b.Name && a.Zone == b.Zone &&
 		slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.NodeIPs, b.NodeIPs) &&
 		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && a.NodePortPrimary == b.NodePortPrimary &&
@@ -98,7 +99,7 @@ func equalNode(a, b *Node) bool {
 
 // cloneServicePort copies a service port deeply, so the planner's copy of
 // a port it must try again cannot change when the caller reuses its model.
-func cloneServicePort(s *ServicePort) *ServicePort {
+func cloneServicePort(s *model.ServicePort) *model.ServicePort {
 	c := *s
 	c.ClusterIPs = slices.Clone(s.ClusterIPs)
 	c.ExternalIPs = slices.Clone(s.ExternalIPs)
@@ -108,14 +109,14 @@ func cloneServicePort(s *ServicePort) *ServicePort {
 	c.Endpoints = slices.Clone(s.Endpoints)
 	for i := range c.Endpoints {
 		if h := s.Endpoints[i].Hints; h != nil {
-			c.Endpoints[i].Hints = &Hints{ForZones: slices.Clone(h.ForZones), ForNodes: slices.Clone(h.ForNodes)}
+			c.Endpoints[i].Hints = &model.Hints{ForZones: slices.Clone(h.ForZones), ForNodes: slices.Clone(h.ForNodes)}
 		}
 	}
 	return &c
 }
 
 // cloneNode copies a node's settings deeply.
-func cloneNode(n Node) Node {
+func cloneNode(n model.Node) model.Node {
 	n.Addresses = slices.Clone(n.Addresses)
 	n.NodeIPs = slices.Clone(n.NodeIPs)
 	n.NodePortAddresses = slices.Clone(n.NodePortAddresses)

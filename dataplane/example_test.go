@@ -6,20 +6,21 @@ import (
 	"strings"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Plans a NodePort service on an empty node and prints the operations, as
 // a dry run does (the ipset creations are left out here).
 func Example() {
-	state := &dataplane.State{
-		Node: dataplane.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10")}},
-		Services: []dataplane.ServicePort{{
-			Name:       dataplane.ServicePortName{Namespace: "default", Name: "web"},
-			Protocol:   dataplane.TCP,
+	state := &model.State{
+		Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10")}},
+		Services: []model.ServicePort{{
+			Name:       model.ServicePortName{Namespace: "default", Name: "web"},
+			Protocol:   model.TCP,
 			Port:       80,
 			NodePort:   30080,
 			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")},
-			Endpoints: []dataplane.Endpoint{
+			Endpoints: []model.Endpoint{
 				{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080, Ready: true, NodeName: "node-b"},
 			},
 		}},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"math/rand/v2"
 	"net/netip"
@@ -80,12 +81,12 @@ func (f *injector) set(on bool) {
 }
 
 // faultServices is a few hundred services of every shape.
-func faultServices() []ServicePort {
+func faultServices() []model.ServicePort {
 	services := append(vmServices(), fiftyServices()...)
 	for i := range 300 {
-		s := ServicePort{
-			Name:       ServicePortName{Namespace: "faults", Name: fmt.Sprintf("svc-%03d", i), Port: "p"},
-			Protocol:   []Protocol{TCP, UDP}[i%2],
+		s := model.ServicePort{
+			Name:       model.ServicePortName{Namespace: "faults", Name: fmt.Sprintf("svc-%03d", i), Port: "p"},
+			Protocol:   []model.Protocol{model.TCP, model.UDP}[i%2],
 			Port:       80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)})},
 		}
@@ -102,8 +103,8 @@ func faultServices() []ServicePort {
 
 // changedServices removes a third of the services, moves endpoints and
 // adds new services, so that a sync deletes, updates and creates.
-func changedServices() []ServicePort {
-	var out []ServicePort
+func changedServices() []model.ServicePort {
+	var out []model.ServicePort
 	for i, s := range faultServices() {
 		switch {
 		case i%3 == 0:
@@ -114,9 +115,9 @@ func changedServices() []ServicePort {
 		out = append(out, s)
 	}
 	for i := range 40 {
-		s := svc("faults", fmt.Sprintf("new-%d", i), "", TCP, 443, netip.AddrFrom4([4]byte{10, 101, 0, byte(i)}).String())
+		s := svc("faults", fmt.Sprintf("new-%d", i), "", model.TCP, 443, netip.AddrFrom4([4]byte{10, 101, 0, byte(i)}).String())
 		s.ExternalIPs = []netip.Addr{netip.AddrFrom4([4]byte{198, 51, 101, byte(i)})}
-		s.Endpoints = []Endpoint{ready("10.244.9.2", 8443, "node-b")}
+		s.Endpoints = []model.Endpoint{ready("10.244.9.2", 8443, "node-b")}
 		out = append(out, s)
 	}
 	return out
@@ -212,7 +213,7 @@ func TestDataplaneConvergesUnderInjectedFaults(t *testing.T) {
 	const rate = 0.2
 	steps := []struct {
 		name     string
-		services []ServicePort
+		services []model.ServicePort
 	}{
 		{"first sync", faultServices()},
 		{"changes", changedServices()},
@@ -230,7 +231,7 @@ func TestDataplaneConvergesUnderInjectedFaults(t *testing.T) {
 	ctx := fault.With(context.Background(), inj.fault)
 
 	for _, step := range steps {
-		state := &State{Node: vmNode(), Services: step.services}
+		state := &model.State{Node: vmNode(), Services: step.services}
 		mustSync(t, cd, state)
 		// Drained real servers go at the next sync, once their (no)
 		// connections are seen.
@@ -320,18 +321,18 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 	ns := testutil.NewNetNS(t)
 	d := newDataplane(t, ns)
 	services := faultServices()[:100]
-	bad := svc("faults", "bad-scheduler", "", TCP, 80, "10.102.0.1")
+	bad := svc("faults", "bad-scheduler", "", model.TCP, 80, "10.102.0.1")
 	bad.Scheduler = sched
-	bad.Endpoints = []Endpoint{ready("10.244.9.2", 8080, "node-b")}
-	state := &State{Node: vmNode(), Services: append(services, bad)}
-	want := Build(&State{Node: vmNode(), Services: append(slices.Clone(services), svcWithout(bad))})
+	bad.Endpoints = []model.Endpoint{ready("10.244.9.2", 8080, "node-b")}
+	state := &model.State{Node: vmNode(), Services: append(services, bad)}
+	want := Build(&model.State{Node: vmNode(), Services: append(slices.Clone(services), svcWithout(bad))})
 
 	for round := range 2 {
 		res, err := d.Sync(context.Background(), state)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var se *SchedulerError
+		var se *model.SchedulerError
 		if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !errors.Is(se, ErrNoScheduler) || se.Service != bad.Name {
 			t.Fatalf("sync %d: errors %v; want the bad service's scheduler fallback alone", round, res.Errors)
 		}
@@ -340,7 +341,7 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 	if n := strings.Count(out, "-A "); n != len(want.Kernel.Virtual) {
 		t.Errorf("%d virtual servers programmed, want %d", n, len(want.Kernel.Virtual))
 	}
-	if !strings.Contains(out, "-A -t 10.102.0.1:80 -s "+want.Kernel.Virtual[VirtualKey{Addr: ip("10.102.0.1"), Port: 80, Protocol: TCP}].Scheduler) {
+	if !strings.Contains(out, "-A -t 10.102.0.1:80 -s "+want.Kernel.Virtual[VirtualKey{Addr: ip("10.102.0.1"), Port: 80, Protocol: model.TCP}].Scheduler) {
 		t.Errorf("the bad service's virtual server does not have the node's scheduler:\n%s", out)
 	}
 	if strings.Contains(out, "198.51.100.0") {
@@ -349,7 +350,7 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 }
 
 // svcWithout returns a service port without its scheduler.
-func svcWithout(s ServicePort) ServicePort {
+func svcWithout(s model.ServicePort) model.ServicePort {
 	s.Scheduler = ""
 	return s
 }

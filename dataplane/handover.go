@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Handover gives the node back to kube-proxy: it removes ipvsplane's own
@@ -17,7 +18,7 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	for _, ipv6 := range []bool{false, true} {
-		if err := d.destroySet(ctx, SetName(SetOwned, ipv6)); err != nil {
+		if err := d.destroySet(ctx, model.SetName(model.SetOwned, ipv6)); err != nil {
 			errs = append(errs, err)
 		}
 	}

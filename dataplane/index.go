@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"maps"
 	"net/netip"
 	"slices"
@@ -16,14 +17,14 @@ import (
 // and extraAddrs and extraEntries count the others. Most have one, and a
 // count for each would cost a map entry for every one of them.
 type desiredIndex struct {
-	node   Node
+	node   model.Node
 	state  *KernelState
-	owners map[VirtualKey]ServicePortName
+	owners map[VirtualKey]model.ServicePortName
 	// contenders holds, for a virtual server that several service ports
 	// claim, those that do not have it; one takes it over when the owner
 	// goes.
-	contenders   map[VirtualKey][]ServicePortName
-	contribs     map[ServicePortName]*contribution
+	contenders   map[VirtualKey][]model.ServicePortName
+	contribs     map[model.ServicePortName]*contribution
 	extraAddrs   map[netip.Addr]int
 	extraEntries map[SetEntry]int
 	// lacking holds the schedulers the kernel does not have, shared with
@@ -31,13 +32,13 @@ type desiredIndex struct {
 	lacking map[string]error
 	// troubled holds the service ports with problems that do not leave
 	// them out, so reporting them costs what they number.
-	troubled map[ServicePortName]bool
+	troubled map[model.ServicePortName]bool
 	// drains holds the drain bounds of the virtual servers whose owner
 	// overrides the node's.
 	drains map[VirtualKey]time.Duration
 }
 
-func newDesiredIndex(node Node, rules string, lacking map[string]error) *desiredIndex {
+func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *desiredIndex {
 	state := NewKernelState()
 	state.Sets = setSpecs()
 	state.Rules = rules
@@ -47,13 +48,13 @@ func newDesiredIndex(node Node, rules string, lacking map[string]error) *desired
 	return &desiredIndex{
 		node:         node,
 		state:        state,
-		owners:       map[VirtualKey]ServicePortName{},
-		contenders:   map[VirtualKey][]ServicePortName{},
-		contribs:     map[ServicePortName]*contribution{},
+		owners:       map[VirtualKey]model.ServicePortName{},
+		contenders:   map[VirtualKey][]model.ServicePortName{},
+		contribs:     map[model.ServicePortName]*contribution{},
 		extraAddrs:   map[netip.Addr]int{},
 		extraEntries: map[SetEntry]int{},
 		lacking:      lacking,
-		troubled:     map[ServicePortName]bool{},
+		troubled:     map[model.ServicePortName]bool{},
 		drains:       map[VirtualKey]time.Duration{},
 	}
 }
@@ -118,22 +119,22 @@ func (t *touched) add(c *contribution) {
 // s, which must be valid. A virtual server that another service port
 // claims too goes to the better claim (see better), whatever the order
 // they came in; the rest of both is programmed, and conflicts reports it.
-func (d *desiredIndex) put(s *ServicePort, t *touched) {
-	next := d.node.contribution(s, d.lacking)
+func (d *desiredIndex) put(s *model.ServicePort, t *touched) {
+	next := contributionOf(&d.node, s, d.lacking)
 	d.remove(s.Name, t)
 	t.add(next)
 	d.addContribution(s.Name, next)
 }
 
 // remove takes the service port's contribution away, if it has one.
-func (d *desiredIndex) remove(name ServicePortName, t *touched) {
+func (d *desiredIndex) remove(name model.ServicePortName, t *touched) {
 	if prev := d.contribs[name]; prev != nil {
 		t.add(prev)
 		d.subtract(name, prev, t)
 	}
 }
 
-func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
+func (d *desiredIndex) addContribution(name model.ServicePortName, c *contribution) {
 	d.contribs[name] = c
 	if len(c.problems) > 0 {
 		d.troubled[name] = true
@@ -169,7 +170,7 @@ func (d *desiredIndex) addContribution(name ServicePortName, c *contribution) {
 }
 
 // own gives c's virtual server i to the service port.
-func (d *desiredIndex) own(name ServicePortName, c *contribution, i int) {
+func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int) {
 	vk := c.virtual[i].VirtualKey
 	d.owners[vk] = name
 	d.state.Virtual[vk] = c.virtual[i]
@@ -188,7 +189,7 @@ func (d *desiredIndex) own(name ServicePortName, c *contribution, i int) {
 // API server's own service, then the name. kube-proxy has no rule: both
 // program the one virtual server and the last sync decides its real
 // servers.
-func (d *desiredIndex) better(a ServicePortName, kind virtualKind, b ServicePortName, vk VirtualKey) bool {
+func (d *desiredIndex) better(a model.ServicePortName, kind virtualKind, b model.ServicePortName, vk VirtualKey) bool {
 	if bk := d.kindOf(b, vk); kind != bk {
 		return kind < bk
 	}
@@ -199,7 +200,7 @@ func (d *desiredIndex) better(a ServicePortName, kind virtualKind, b ServicePort
 }
 
 // kindOf returns what made service port name claim vk.
-func (d *desiredIndex) kindOf(name ServicePortName, vk VirtualKey) virtualKind {
+func (d *desiredIndex) kindOf(name model.ServicePortName, vk VirtualKey) virtualKind {
 	c := d.contribs[name]
 	return c.kinds[slices.IndexFunc(c.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk })]
 }
@@ -235,7 +236,7 @@ func (d *desiredIndex) problems() []error {
 	return errs
 }
 
-func (d *desiredIndex) subtract(name ServicePortName, c *contribution, t *touched) {
+func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *touched) {
 	delete(d.contribs, name)
 	delete(d.troubled, name)
 	for _, v := range c.virtual {
@@ -268,10 +269,10 @@ func (d *desiredIndex) subtract(name ServicePortName, c *contribution, t *touche
 }
 
 // bestContender returns the best of the claims on vk that lost.
-func (d *desiredIndex) bestContender(vk VirtualKey) (ServicePortName, bool) {
+func (d *desiredIndex) bestContender(vk VirtualKey) (model.ServicePortName, bool) {
 	names := d.contenders[vk]
 	if len(names) == 0 {
-		return ServicePortName{}, false
+		return model.ServicePortName{}, false
 	}
 	best := names[0]
 	for _, n := range names[1:] {
@@ -282,8 +283,8 @@ func (d *desiredIndex) bestContender(vk VirtualKey) (ServicePortName, bool) {
 	return best, true
 }
 
-func (d *desiredIndex) dropContender(vk VirtualKey, name ServicePortName) {
-	names := slices.DeleteFunc(d.contenders[vk], func(n ServicePortName) bool { return n == name })
+func (d *desiredIndex) dropContender(vk VirtualKey, name model.ServicePortName) {
+	names := slices.DeleteFunc(d.contenders[vk], func(n model.ServicePortName) bool { return n == name })
 	if len(names) == 0 {
 		delete(d.contenders, vk)
 	} else {

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -12,7 +13,7 @@ import (
 type VirtualKey struct {
 	Addr     netip.Addr
 	Port     uint16
-	Protocol Protocol
+	Protocol model.Protocol
 }
 
 // String returns "tcp 10.96.0.1:80" or "tcp [fd00::1]:80".
@@ -38,7 +39,7 @@ type VirtualServer struct {
 	Scheduler string
 	// SchedulerFlags are the kernel's numbered scheduler flags
 	// (SchedFlag1-3) only: the kernel keeps nothing else.
-	SchedulerFlags SchedulerFlags
+	SchedulerFlags model.SchedulerFlags
 	// Persistence is the ClientIP affinity timeout; 0 means none. The
 	// persistence netmask is always a single host.
 	Persistence time.Duration
@@ -48,7 +49,7 @@ type VirtualServer struct {
 func (v VirtualServer) String() string {
 	s := v.VirtualKey.String() + " " + v.Scheduler
 	if v.SchedulerFlags != 0 {
-		s += " " + v.SchedulerFlags.named(v.Scheduler).String()
+		s += " " + v.SchedulerFlags.Named(v.Scheduler).String()
 	}
 	if v.Persistence > 0 {
 		s += " persistent " + strconv.Itoa(int(v.Persistence/time.Second)) + "s"
@@ -140,7 +141,7 @@ func NewKernelState() *KernelState {
 	}
 }
 
-func portEntry(ip netip.Addr, p Protocol, port uint16) string {
+func portEntry(ip netip.Addr, p model.Protocol, port uint16) string {
 	return fmt.Sprintf("%s,%s:%d", ip, p, port)
 }
 

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"slices"
 	"testing"
@@ -12,7 +13,7 @@ import (
 // A node taken over from kube-proxy: its chains are removed last, after
 // ipvsplane's rules and everything else, and only then.
 func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
-	state := &State{Node: testNode(), Services: []ServicePort{svc("default", "web", "http", TCP, 80, "10.96.0.20")}}
+	state := &model.State{Node: testNode(), Services: []model.ServicePort{svc("default", "web", "http", model.TCP, 80, "10.96.0.20")}}
 	desired := Build(state)
 	chains := []KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
 	observed := NewKernelState()
@@ -71,7 +72,7 @@ func TestOnlyJumpsTo(t *testing.T) {
 // source ranges let the node through when they hold its primary IP, the
 // Node object's first of the family.
 func TestNodeAddressesAndNodeIPs(t *testing.T) {
-	np := svc("default", "web", "http", TCP, 80, "10.96.0.20")
+	np := svc("default", "web", "http", model.TCP, 80, "10.96.0.20")
 	np.NodePort = 30080
 	np.LoadBalancerIPs = ips("192.0.2.10")
 	np.LoadBalancerSourceRanges = prefixes("10.1.0.0/16")
@@ -90,7 +91,7 @@ func TestNodeAddressesAndNodeIPs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			node := testNode()
 			node.Addresses, node.NodeIPs = tc.addrs, tc.nodeIP
-			d := Build(&State{Node: node, Services: []ServicePort{np}})
+			d := Build(&model.State{Node: node, Services: []model.ServicePort{np}})
 			var got []string
 			for vk := range d.Kernel.Virtual {
 				if vk.Port == 30080 {
@@ -102,7 +103,7 @@ func TestNodeAddressesAndNodeIPs(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("node ports on %v, want %v", got, want)
 			}
-			if has := d.Kernel.Entries[SetLoadBalancerSourceIP]["192.0.2.10,tcp:80,192.0.2.10"]; has != tc.sourceIP {
+			if has := d.Kernel.Entries[model.SetLoadBalancerSourceIP]["192.0.2.10,tcp:80,192.0.2.10"]; has != tc.sourceIP {
 				t.Errorf("KUBE-LOAD-BALANCER-SOURCE-IP entry: %v, want %v", has, tc.sourceIP)
 			}
 		})

@@ -4,6 +4,7 @@ package dataplane
 
 import (
 	"context"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 	testutil.RequireProgram(t, "iptables-save")
 	n := setupNet(t)
 	ctx := context.Background()
-	state := &State{Node: vmNode(), Services: vmServices()}
+	state := &model.State{Node: vmNode(), Services: vmServices()}
 	first := newDataplane(t, n.node)
 	mustSync(t, first, state)
 	if _, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil {
@@ -39,7 +40,7 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 	if out := n.node.Run(t, "nft", "list", "tables"); strings.Contains(out, TableName) {
 		t.Errorf("ipvsplane's tables after the handover:\n%s", out)
 	}
-	if out := n.node.Run(t, "ipset", "list", "-n"); strings.Contains(out, SetOwned) || !strings.Contains(out, SetClusterIP) {
+	if out := n.node.Run(t, "ipset", "list", "-n"); strings.Contains(out, model.SetOwned) || !strings.Contains(out, model.SetClusterIP) {
 		t.Errorf("sets after the handover:\n%s", out)
 	}
 	if err := n.node.Do(func() error { return runWithInput("iptables-restore", kubeProxyIPTables) }); err != nil {

@@ -5,6 +5,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net"
 	"sync"
 	"testing"
@@ -53,13 +54,13 @@ func newMaglevNode(t *testing.T) *maglevNode {
 
 // hashedState is the load balancer with the given backends, its
 // scheduler hashing the client's address and port.
-func hashedState(sched string, flags SchedulerFlags, backends []string) *State {
-	s := svc("default", "dns", "", UDP, 53, maglevVIP)
+func hashedState(sched string, flags model.SchedulerFlags, backends []string) *model.State {
+	s := svc("default", "dns", "", model.UDP, 53, maglevVIP)
 	s.Scheduler, s.SchedulerFlags = sched, flags
 	for _, b := range backends {
 		s.Endpoints = append(s.Endpoints, ready(b, maglevPort, "node-b"))
 	}
-	return &State{Node: vmNode(), Services: []ServicePort{s}}
+	return &model.State{Node: vmNode(), Services: []model.ServicePort{s}}
 }
 
 // backendsOf sends one datagram of each flow (client source ports from
@@ -118,7 +119,7 @@ type hashingRun struct {
 // program the same Service: node a from the start, node b learning the
 // backends in another order over two syncs, then, once a backend left,
 // node a draining it and a fresh node c without it.
-func runHashing(t *testing.T, sched string, flags SchedulerFlags) hashingRun {
+func runHashing(t *testing.T, sched string, flags model.SchedulerFlags) hashingRun {
 	const flows, first = 400, 20000
 	r := hashingRun{share: map[string]int{}}
 	a, b := newMaglevNode(t), newMaglevNode(t)
@@ -169,8 +170,8 @@ func runHashing(t *testing.T, sched string, flags SchedulerFlags) hashingRun {
 // same run, is the baseline.
 func TestMaglevConsistentAcrossNodes(t *testing.T) {
 	testutil.RequireVM(t)
-	mh := runHashing(t, "mh", MHPort)
-	sh := runHashing(t, "sh", SHPort)
+	mh := runHashing(t, "mh", model.MHPort)
+	sh := runHashing(t, "sh", model.SHPort)
 	if len(mh.share) != len(maglevBackends) || mh.across != 0 || mh.afterDrain != 0 {
 		t.Errorf("mh: shares %v, %d flows differ across nodes, %d after the drain; want every backend used and none", mh.share, mh.across, mh.afterDrain)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -224,11 +225,11 @@ func cmpOp(invert bool) expr.CmpOp {
 	return expr.CmpOpEq
 }
 
-func protocolNumber(p Protocol) byte {
+func protocolNumber(p model.Protocol) byte {
 	switch p {
-	case UDP:
+	case model.UDP:
 		return unix.IPPROTO_UDP
-	case SCTP:
+	case model.SCTP:
 		return unix.IPPROTO_SCTP
 	}
 	return unix.IPPROTO_TCP
@@ -266,8 +267,8 @@ func digestComment(t *ruleTable) string {
 
 // tablesCurrent reports whether the kernel holds both of the node's
 // tables as they are now, by the digests their first rules carry.
-func tablesCurrent(conn *nftables.Conn, node *Node) (bool, error) {
-	for _, t := range node.ruleTables() {
+func tablesCurrent(conn *nftables.Conn, node *model.Node) (bool, error) {
+	for _, t := range nodeTables(node) {
 		rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: tableFamily(t.ipv6)}, &nftables.Chain{Name: t.chains[0].name})
 		if errors.Is(err, unix.ENOENT) {
 			return false, nil
@@ -288,8 +289,8 @@ func tablesCurrent(conn *nftables.Conn, node *Node) (bool, error) {
 // WriteRules replaces ipvsplane's tables (ip and ip6 TableName) in conn's
 // namespace with the rules the node's settings call for, in one
 // transaction. index resolves the KUBE-* sets, which must exist.
-func WriteRules(conn *nftables.Conn, node *Node, index SetIndexer) error {
-	for _, t := range node.ruleTables() {
+func WriteRules(conn *nftables.Conn, node *model.Node, index SetIndexer) error {
+	for _, t := range nodeTables(node) {
 		if err := queueTable(conn, t, index); err != nil {
 			return fmt.Errorf("dataplane: rules: %w", err)
 		}

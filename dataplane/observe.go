@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
-	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
@@ -103,7 +103,7 @@ func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRea
 // the desired state names, which it adopts (a node taken over from
 // kube-proxy keeps its virtual servers), and the addresses on its device.
 // The read's maps are taken over, not copied.
-func (k *kernelRead) owned(desired *KernelState, node *Node) (*KernelState, error) {
+func (k *kernelRead) owned(desired *KernelState, node *model.Node) (*KernelState, error) {
 	s := NewKernelState()
 	for name, typ := range k.setTypes {
 		spec, ours := desired.Sets[name]
@@ -117,7 +117,7 @@ func (k *kernelRead) owned(desired *KernelState, node *Node) (*KernelState, erro
 		s.Entries[name] = k.entries[name]
 	}
 	owned := map[string]bool{}
-	for _, set := range []string{SetName(SetOwned, false), SetName(SetOwned, true)} {
+	for _, set := range []string{model.SetName(model.SetOwned, false), model.SetName(model.SetOwned, true)} {
 		for e := range s.Entries[set] {
 			owned[e] = true
 		}
@@ -127,7 +127,7 @@ func (k *kernelRead) owned(desired *KernelState, node *Node) (*KernelState, erro
 		if !owned[portEntry(v.Addr, v.Protocol, v.Port)] && !wanted {
 			continue // another program's
 		}
-		if !wanted && node.excluded(v.Addr) {
+		if !wanted && node.Excluded(v.Addr) {
 			continue // never removed
 		}
 		s.Virtual[vk] = v
@@ -140,7 +140,7 @@ func (k *kernelRead) owned(desired *KernelState, node *Node) (*KernelState, erro
 // observe reads what ipvsplane owns in the kernel (see kernelRead.owned),
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
-func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Node) (*KernelState, error) {
+func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *model.Node) (*KernelState, error) {
 	read, err := readKernel(ctx, d.readers(), d.cfg.Device)
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *Nod
 // ownedWithRules narrows a read to what ipvsplane owns and adds what is
 // read through the sync's own connections: the device, and the rule
 // tables' state, which is small.
-func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *KernelState, node *Node) (*KernelState, error) {
+func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *KernelState, node *model.Node) (*KernelState, error) {
 	k, err := read.owned(desired, node)
 	if err != nil {
 		return nil, err
@@ -181,10 +181,4 @@ func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desire
 // readers returns the sync's own connections as kernel readers.
 func (d *Dataplane) readers() kernelReaders {
 	return kernelReaders{ipvs: d.ipvs, sets: d.sets, links: d.links}
-}
-
-// excluded reports whether addr is in ExcludeCIDRs, whose virtual servers
-// are never removed.
-func (n *Node) excluded(addr netip.Addr) bool {
-	return slices.ContainsFunc(n.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(addr) })
 }

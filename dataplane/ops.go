@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"strings"
 )
@@ -55,13 +56,13 @@ type ReplaceRules struct{ Rules string }
 
 // AddVirtual creates a virtual server.
 type AddVirtual struct {
-	Service ServicePortName
+	Service model.ServicePortName
 	Virtual VirtualServer
 }
 
 // UpdateVirtual changes a virtual server's scheduler or persistence.
 type UpdateVirtual struct {
-	Service ServicePortName
+	Service model.ServicePortName
 	Virtual VirtualServer
 }
 
@@ -100,7 +101,7 @@ type Unbind struct{ Addr netip.Addr }
 // any local address (a node port); a valid Real limits the flush to flows
 // answered by that endpoint.
 type FlushConntrack struct {
-	Protocol Protocol
+	Protocol model.Protocol
 	Addr     netip.Addr
 	Port     uint16
 	Real     RealKey

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"maps"
 	"net/netip"
 	"slices"
@@ -55,7 +56,7 @@ var FullScope = Scope{All: true}
 // desired is removed. Services names the service each desired virtual
 // server belongs to; it orders the plan (the API server's own service
 // first) and labels its lines.
-func Diff(observed, desired *KernelState, services map[VirtualKey]ServicePortName, scope Scope, drain Drain) *Plan {
+func Diff(observed, desired *KernelState, services map[VirtualKey]model.ServicePortName, scope Scope, drain Drain) *Plan {
 	var ops []Op
 	if scope.All {
 		for _, name := range slices.Sorted(maps.Keys(desired.Sets)) {
@@ -149,7 +150,7 @@ func diffAddresses(observed, desired *KernelState, scope Scope) []Op {
 // servicePriority puts the services a node needs to reach its own control
 // plane first, so a node joining a large cluster can talk to the API server
 // through its service IP before the rest is programmed.
-func servicePriority(n ServicePortName) int {
+func servicePriority(n model.ServicePortName) int {
 	switch {
 	case n.Namespace == "default" && n.Name == "kubernetes":
 		return 0
@@ -159,7 +160,7 @@ func servicePriority(n ServicePortName) int {
 	return 2
 }
 
-func diffVirtual(observed, desired *KernelState, services map[VirtualKey]ServicePortName, scope Scope, drain Drain) []Op {
+func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.ServicePortName, scope Scope, drain Drain) []Op {
 	var keys []VirtualKey
 	if scope.All {
 		keys = slices.Collect(maps.Keys(desired.Virtual))
@@ -190,7 +191,7 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]Service
 			ops = append(ops, AddVirtual{Service: services[k], Virtual: want})
 		case !wanted && had:
 			ops = append(ops, DeleteVirtual{Virtual: k})
-			if k.Protocol != TCP {
+			if k.Protocol != model.TCP {
 				ops = append(ops, FlushConntrack{Protocol: k.Protocol, Addr: k.Addr, Port: k.Port})
 			}
 			continue
@@ -240,7 +241,7 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 			continue
 		}
 		switch {
-		case vs.Protocol != TCP:
+		case vs.Protocol != model.TCP:
 			ops = append(ops, DeleteReal{Virtual: vs, Real: rk},
 				FlushConntrack{Protocol: vs.Protocol, Addr: vs.Addr, Port: vs.Port, Real: rk})
 		case h.Weight != 0:

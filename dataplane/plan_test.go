@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"flag"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -30,12 +31,12 @@ func prefixes(s ...string) []netip.Prefix {
 	return out
 }
 
-func ready(addr string, port uint16, node string) Endpoint {
-	return Endpoint{Addr: ip(addr), Port: port, Ready: true, Serving: true, NodeName: node}
+func ready(addr string, port uint16, node string) model.Endpoint {
+	return model.Endpoint{Addr: ip(addr), Port: port, Ready: true, Serving: true, NodeName: node}
 }
 
-func testNode() Node {
-	return Node{
+func testNode() model.Node {
+	return model.Node{
 		Name:          "node-a",
 		Zone:          "zone-a",
 		Addresses:     ips("192.168.0.10", "fd00:1::10"),
@@ -44,9 +45,9 @@ func testNode() Node {
 	}
 }
 
-func svc(ns, name, port string, proto Protocol, svcPort uint16, clusterIPs ...string) ServicePort {
-	return ServicePort{
-		Name:       ServicePortName{Namespace: ns, Name: name, Port: port},
+func svc(ns, name, port string, proto model.Protocol, svcPort uint16, clusterIPs ...string) model.ServicePort {
+	return model.ServicePort{
+		Name:       model.ServicePortName{Namespace: ns, Name: name, Port: port},
 		Protocol:   proto,
 		Port:       svcPort,
 		ClusterIPs: ips(clusterIPs...),
@@ -54,9 +55,9 @@ func svc(ns, name, port string, proto Protocol, svcPort uint16, clusterIPs ...st
 }
 
 // shapes is one model per service shape; each has a golden plan from empty.
-func shapes() map[string][]ServicePort {
-	web := svc("default", "web", "http", TCP, 80, "10.96.0.20")
-	web.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a"), ready("10.244.2.7", 8080, "node-b")}
+func shapes() map[string][]model.ServicePort {
+	web := svc("default", "web", "http", model.TCP, 80, "10.96.0.20")
+	web.Endpoints = []model.Endpoint{ready("10.244.1.5", 8080, "node-a"), ready("10.244.2.7", 8080, "node-b")}
 
 	nodePort := web
 	nodePort.NodePort = 30080
@@ -74,36 +75,36 @@ func shapes() map[string][]ServicePort {
 	affinity.SessionAffinity = 3 * time.Hour
 
 	localLB := lb
-	localLB.ExternalPolicy = PolicyLocal
+	localLB.ExternalPolicy = model.PolicyLocal
 	localLB.HealthCheckNodePort = 32000
 
 	internalLocal := web
-	internalLocal.InternalPolicy = PolicyLocal
+	internalLocal.InternalPolicy = model.PolicyLocal
 
 	terminating := web
-	terminating.Endpoints = []Endpoint{
+	terminating.Endpoints = []model.Endpoint{
 		{Addr: ip("10.244.1.5"), Port: 8080, Serving: true, Terminating: true, NodeName: "node-a"},
 		{Addr: ip("10.244.2.7"), Port: 8080, Terminating: true, NodeName: "node-b"},
 	}
 
-	dual := svc("default", "dual", "", TCP, 443, "10.96.0.30", "fd00:96::30")
+	dual := svc("default", "dual", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
 	dual.NodePort = 30443
-	dual.Endpoints = []Endpoint{ready("10.244.1.9", 8443, "node-a"), ready("fd00:244::9", 8443, "node-a")}
+	dual.Endpoints = []model.Endpoint{ready("10.244.1.9", 8443, "node-a"), ready("fd00:244::9", 8443, "node-a")}
 
-	sctp := svc("default", "signal", "", SCTP, 3868, "10.96.0.40")
+	sctp := svc("default", "signal", "", model.SCTP, 3868, "10.96.0.40")
 	sctp.NodePort = 31868
-	sctp.Endpoints = []Endpoint{ready("10.244.2.3", 3868, "node-b")}
+	sctp.Endpoints = []model.Endpoint{ready("10.244.2.3", 3868, "node-b")}
 
-	udp := svc("kube-system", "kube-dns", "dns", UDP, 53, "10.96.0.10")
+	udp := svc("kube-system", "kube-dns", "dns", model.UDP, 53, "10.96.0.10")
 	udp.NodePort = 30053
-	udp.Endpoints = []Endpoint{ready("10.244.1.2", 53, "node-a")}
+	udp.Endpoints = []model.Endpoint{ready("10.244.1.2", 53, "node-a")}
 
 	hints := web
-	hints.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a"), ready("10.244.2.7", 8080, "node-b")}
-	hints.Endpoints[0].Hints = &Hints{ForZones: []string{"zone-a"}}
-	hints.Endpoints[1].Hints = &Hints{ForZones: []string{"zone-b"}}
+	hints.Endpoints = []model.Endpoint{ready("10.244.1.5", 8080, "node-a"), ready("10.244.2.7", 8080, "node-b")}
+	hints.Endpoints[0].Hints = &model.Hints{ForZones: []string{"zone-a"}}
+	hints.Endpoints[1].Hints = &model.Hints{ForZones: []string{"zone-b"}}
 
-	return map[string][]ServicePort{
+	return map[string][]model.ServicePort{
 		"clusterip":           {web},
 		"nodeport":            {nodePort},
 		"loadbalancer":        {lb},
@@ -123,7 +124,7 @@ func shapes() map[string][]ServicePort {
 func TestGoldenPlans(t *testing.T) {
 	for name, services := range shapes() {
 		t.Run(name, func(t *testing.T) {
-			d := Build(&State{Node: testNode(), Services: services})
+			d := Build(&model.State{Node: testNode(), Services: services})
 			if len(d.Errors) > 0 {
 				t.Fatalf("errors: %v", d.Errors)
 			}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"hash/maphash"
 	"maps"
 	"slices"
@@ -15,12 +16,12 @@ type Planner struct {
 	index *desiredIndex
 	seed  maphash.Seed
 	// seen holds the fingerprint of every service port in the index.
-	seen map[ServicePortName]uint64
+	seen map[model.ServicePortName]uint64
 	// retry holds copies of the ports left out, to try again.
-	retry map[ServicePortName]*ServicePort
+	retry map[model.ServicePortName]*model.ServicePort
 	// failed holds the service ports left out last time; they are tried
 	// again on every update, since a conflict may have gone away.
-	failed map[ServicePortName]error
+	failed map[model.ServicePortName]error
 	// lacking holds the schedulers the kernel does not have.
 	lacking map[string]error
 }
@@ -41,8 +42,8 @@ func (p *Planner) DrainTimeouts() map[VirtualKey]time.Duration { return p.index.
 // Change is a new version of one service port, or with Port nil, its
 // removal.
 type Change struct {
-	Name ServicePortName
-	Port *ServicePort
+	Name model.ServicePortName
+	Port *model.ServicePort
 }
 
 // Update takes the whole model and returns the scope of kernel objects
@@ -50,12 +51,12 @@ type Change struct {
 // when the node's settings changed), and the service ports left out. It
 // compares every service port with its last version; a caller that tracks
 // changes itself can use UpdateChanges instead.
-func (p *Planner) Update(s *State) (Scope, []error) {
+func (p *Planner) Update(s *model.State) (Scope, []error) {
 	if p.index == nil || !equalNode(&p.index.node, &s.Node) {
 		return p.rebuild(s)
 	}
 	var changes []Change
-	present := make(map[ServicePortName]bool, len(s.Services))
+	present := make(map[model.ServicePortName]bool, len(s.Services))
 	for i := range s.Services {
 		sp := &s.Services[i]
 		present[sp.Name] = true
@@ -77,10 +78,10 @@ func (p *Planner) Update(s *State) (Scope, []error) {
 // Update they are the zero Node.
 func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 	if p.index == nil {
-		p.rebuild(&State{})
+		p.rebuild(&model.State{})
 	}
 	// Ports left out before are tried again: a conflict may have gone.
-	changed := make(map[ServicePortName]bool, len(changes))
+	changed := make(map[model.ServicePortName]bool, len(changes))
 	for _, c := range changes {
 		changed[c.Name] = true
 	}
@@ -127,10 +128,10 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 }
 
 // rebuild computes the desired state of a whole model afresh.
-func (p *Planner) rebuild(s *State) (Scope, []error) {
+func (p *Planner) rebuild(s *model.State) (Scope, []error) {
 	index, failed, err := buildIndex(s, p.lacking)
 	p.index, p.failed = index, failed
-	p.seen, p.retry = make(map[ServicePortName]uint64, len(s.Services)), map[ServicePortName]*ServicePort{}
+	p.seen, p.retry = make(map[model.ServicePortName]uint64, len(s.Services)), map[model.ServicePortName]*model.ServicePort{}
 	for i := range s.Services {
 		sp := &s.Services[i]
 		p.seen[sp.Name] = fingerprint(p.seed, sp)
@@ -157,8 +158,8 @@ func (p *Planner) errors() []error {
 
 // Desired returns the desired kernel state and the service each virtual
 // server belongs to. The caller must not change them.
-func (p *Planner) Desired() (*KernelState, map[VirtualKey]ServicePortName) {
+func (p *Planner) Desired() (*KernelState, map[VirtualKey]model.ServicePortName) {
 	return p.index.state, p.index.owners
 }
 
-func compareNames(a, b ServicePortName) int { return cmp.Compare(a.String(), b.String()) }
+func compareNames(a, b model.ServicePortName) int { return cmp.Compare(a.String(), b.String()) }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"hash/maphash"
 	"net/netip"
 	"reflect"
@@ -12,15 +13,15 @@ import (
 )
 
 // manyServices returns n ClusterIP+NodePort services with two endpoints.
-func manyServices(n int) []ServicePort {
-	var out []ServicePort
+func manyServices(n int) []model.ServicePort {
+	var out []model.ServicePort
 	for i := range n {
-		s := svc("ns", fmt.Sprintf("svc-%05d", i), "http", TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
+		s := svc("ns", fmt.Sprintf("svc-%05d", i), "http", model.TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
 		s.NodePort = uint16(30000 + i%2000)
 		if i >= 2000 {
 			s.NodePort = 0
 		}
-		s.Endpoints = []Endpoint{
+		s.Endpoints = []model.Endpoint{
 			ready(fmt.Sprintf("10.244.%d.%d", i/250, i%250+1), 8080, "node-a"),
 			ready(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1), 8080, "node-b"),
 		}
@@ -31,7 +32,7 @@ func manyServices(n int) []ServicePort {
 
 // syncAll plans against the fake kernel and records the plan in it, as a
 // flawless apply would.
-func syncAll(t *testing.T, p *Planner, kernel *KernelState, s *State) *Plan {
+func syncAll(t *testing.T, p *Planner, kernel *KernelState, s *model.State) *Plan {
 	t.Helper()
 	scope, errs := p.Update(s)
 	for _, err := range errs {
@@ -49,14 +50,14 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 	const n = 3000
 	tests := []struct {
 		name   string
-		change func(services []ServicePort) []ServicePort
+		change func(services []model.ServicePort) []model.ServicePort
 		want   []string
 		// thenFull is what a full plan finds after the incremental one.
 		thenFull []string
 	}{
 		{
 			name: "add one endpoint",
-			change: func(s []ServicePort) []ServicePort {
+			change: func(s []model.ServicePort) []model.ServicePort {
 				s[1500].Endpoints = append(s[1500].Endpoints, ready("10.246.0.1", 8080, "node-c"))
 				return s
 			},
@@ -67,7 +68,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		},
 		{
 			name: "remove one endpoint drains it",
-			change: func(s []ServicePort) []ServicePort {
+			change: func(s []model.ServicePort) []model.ServicePort {
 				s[7].Endpoints = s[7].Endpoints[:1]
 				return s
 			},
@@ -83,9 +84,9 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		},
 		{
 			name: "add one service",
-			change: func(s []ServicePort) []ServicePort {
-				extra := svc("ns", "new", "", TCP, 443, "10.97.0.1")
-				extra.Endpoints = []Endpoint{ready("10.247.0.1", 8443, "node-b")}
+			change: func(s []model.ServicePort) []model.ServicePort {
+				extra := svc("ns", "new", "", model.TCP, 443, "10.97.0.1")
+				extra.Endpoints = []model.Endpoint{ready("10.247.0.1", 8443, "node-b")}
 				return append(s, extra)
 			},
 			want: []string{
@@ -99,7 +100,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		},
 		{
 			name: "remove one service",
-			change: func(s []ServicePort) []ServicePort {
+			change: func(s []model.ServicePort) []model.ServicePort {
 				return append(s[:2500], s[2501:]...)
 			},
 			want: []string{
@@ -113,7 +114,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		},
 		{
 			name: "change a port",
-			change: func(s []ServicePort) []ServicePort {
+			change: func(s []model.ServicePort) []model.ServicePort {
 				s[2600].Port = 81
 				return s
 			},
@@ -130,7 +131,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		},
 		{
 			name: "change affinity",
-			change: func(s []ServicePort) []ServicePort {
+			change: func(s []model.ServicePort) []model.ServicePort {
 				s[2700].SessionAffinity = 10800 * time.Second
 				return s
 			},
@@ -142,7 +143,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, kernel := NewPlanner(), NewKernelState()
-			state := &State{Node: testNode(), Services: manyServices(n)}
+			state := &model.State{Node: testNode(), Services: manyServices(n)}
 			if ops := len(syncAll(t, p, kernel, state).Ops); ops < 4*n {
 				t.Fatalf("the first sync planned only %d operations", ops)
 			}
@@ -163,31 +164,31 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 
 func TestUnchangedModelPlansNothing(t *testing.T) {
 	p, kernel := NewPlanner(), NewKernelState()
-	state := &State{Node: testNode(), Services: manyServices(100)}
+	state := &model.State{Node: testNode(), Services: manyServices(100)}
 	syncAll(t, p, kernel, state)
-	if plan := syncAll(t, p, kernel, &State{Node: testNode(), Services: manyServices(100)}); len(plan.Ops) != 0 {
+	if plan := syncAll(t, p, kernel, &model.State{Node: testNode(), Services: manyServices(100)}); len(plan.Ops) != 0 {
 		t.Errorf("an unchanged model planned:\n%s", plan)
 	}
 }
 
 func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
-	good := svc("ns", "good", "", TCP, 80, "10.96.0.1")
-	twin := svc("ns", "twin", "", TCP, 80, "10.96.0.1")
-	badPort := svc("ns", "bad-port", "", TCP, 0, "10.96.0.2")
-	badEndpoint := svc("ns", "bad-endpoint", "", TCP, 80, "10.96.0.3")
-	badEndpoint.Endpoints = []Endpoint{ready("fd00::1", 80, "node-a")}
-	badScheduler := svc("ns", "bad-scheduler", "", UDP, 53, "10.96.0.4")
+	good := svc("ns", "good", "", model.TCP, 80, "10.96.0.1")
+	twin := svc("ns", "twin", "", model.TCP, 80, "10.96.0.1")
+	badPort := svc("ns", "bad-port", "", model.TCP, 0, "10.96.0.2")
+	badEndpoint := svc("ns", "bad-endpoint", "", model.TCP, 80, "10.96.0.3")
+	badEndpoint.Endpoints = []model.Endpoint{ready("fd00::1", 80, "node-a")}
+	badScheduler := svc("ns", "bad-scheduler", "", model.UDP, 53, "10.96.0.4")
 	badScheduler.Scheduler = "fastest"
 
 	p, kernel := NewPlanner(), NewKernelState()
-	state := &State{Node: testNode(), Services: []ServicePort{twin, badPort, good, badEndpoint, badScheduler}}
+	state := &model.State{Node: testNode(), Services: []model.ServicePort{twin, badPort, good, badEndpoint, badScheduler}}
 	scope, errs := p.Update(state)
 	want := []string{
 		"service ns/bad-endpoint: field endpoints[0].addr: fd00::1 has no cluster IP of its family",
 		"service ns/bad-port: field port: must be 1-65535",
 		"service ns/twin: virtual server tcp 10.96.0.1:80 is served by ns/good, which claims it first; the rest of ns/twin is programmed",
 		// An unknown scheduler never leaves a port out.
-		"service ns/bad-scheduler: scheduler \"fastest\": " + ErrUnknownScheduler.Error() + "; it uses the node's scheduler rr",
+		"service ns/bad-scheduler: scheduler \"fastest\": " + model.ErrUnknownScheduler.Error() + "; it uses the node's scheduler rr",
 	}
 	var got []string
 	for _, err := range errs {
@@ -196,7 +197,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if !errors.Is(errs[0], ErrInvalid) {
+	if !errors.Is(errs[0], model.ErrInvalid) {
 		t.Errorf("%v does not match ErrInvalid", errs[0])
 	}
 	desired, owners := p.Desired()
@@ -212,12 +213,12 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	}
 
 	// Once the owner goes, the conflicting port takes over.
-	state.Services = []ServicePort{twin}
+	state.Services = []model.ServicePort{twin}
 	_, errs = p.Update(state)
 	if len(errs) != 0 {
 		t.Errorf("errors after the conflict went away: %v", errs)
 	}
-	if _, owners := p.Desired(); owners[VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}].Name != "twin" {
+	if _, owners := p.Desired(); owners[VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}].Name != "twin" {
 		t.Errorf("the freed virtual server was not taken over")
 	}
 }
@@ -254,7 +255,7 @@ func TestEqualNodeComparesEveryField(t *testing.T) {
 func TestUpdateChangesMatchesUpdate(t *testing.T) {
 	byModel, byChanges := NewPlanner(), NewPlanner()
 	kernelA, kernelB := NewKernelState(), NewKernelState()
-	state := &State{Node: testNode(), Services: manyServices(500)}
+	state := &model.State{Node: testNode(), Services: manyServices(500)}
 	syncAll(t, byModel, kernelA, state)
 	syncAll(t, byChanges, kernelB, state)
 
@@ -263,10 +264,10 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 	next[20].Port = 8080
 	removed := next[30].Name
 	next = append(next[:30], next[31:]...)
-	added := svc("ns", "added", "", UDP, 53, "10.97.0.53")
+	added := svc("ns", "added", "", model.UDP, 53, "10.97.0.53")
 	next = append(next, added)
 
-	planA := syncAll(t, byModel, kernelA, &State{Node: testNode(), Services: next})
+	planA := syncAll(t, byModel, kernelA, &model.State{Node: testNode(), Services: next})
 	scope, errs := byChanges.UpdateChanges([]Change{
 		{Name: next[10].Name, Port: &next[10]},
 		{Name: next[20].Name, Port: &next[20]},
@@ -287,13 +288,13 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 // fingerprint, or the planner would miss it.
 func TestFingerprintCoversEveryField(t *testing.T) {
 	seed := maphash.MakeSeed()
-	base := func() ServicePort {
+	base := func() model.ServicePort {
 		s := shapes()["etp-local"][0]
-		s.Endpoints[0].Hints = &Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-a"}}
+		s.Endpoints[0].Hints = &model.Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-a"}}
 		s.Endpoints[0].Zone = "zone-a"
 		s.ExternalIPs = ips("198.51.100.1")
 		s.LoadBalancerSourceRanges = prefixes("192.0.2.0/24")
-		s.BadSettings = []BadSetting{{Field: "ipvsplane.io/drain-timeout", Value: "soon", Reason: "not a duration"}}
+		s.BadSettings = []model.BadSetting{{Field: "ipvsplane.io/drain-timeout", Value: "soon", Reason: "not a duration"}}
 		return s
 	}
 	b := base()
@@ -320,13 +321,13 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by this test", name, f.Kind())
 		}
 	}
-	typ := reflect.TypeOf(ServicePort{})
+	typ := reflect.TypeOf(model.ServicePort{})
 	for i := range typ.NumField() {
 		name := typ.Field(i).Name
 		if name == "Name" {
-			for j := range reflect.TypeOf(ServicePortName{}).NumField() {
+			for j := range reflect.TypeOf(model.ServicePortName{}).NumField() {
 				s := base()
-				mutate(reflect.ValueOf(&s.Name).Elem().Field(j), "Name."+reflect.TypeOf(ServicePortName{}).Field(j).Name)
+				mutate(reflect.ValueOf(&s.Name).Elem().Field(j), "Name."+reflect.TypeOf(model.ServicePortName{}).Field(j).Name)
 				if fingerprint(seed, &s) == want {
 					t.Errorf("a change of Name field %d leaves the fingerprint", j)
 				}
@@ -339,11 +340,11 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 			t.Errorf("a change of %s leaves the fingerprint", name)
 		}
 	}
-	etyp := reflect.TypeOf(Endpoint{})
+	etyp := reflect.TypeOf(model.Endpoint{})
 	for i := range etyp.NumField() {
 		s := base()
 		if etyp.Field(i).Name == "Hints" {
-			htyp := reflect.TypeOf(Hints{})
+			htyp := reflect.TypeOf(model.Hints{})
 			for j := range htyp.NumField() {
 				s := base()
 				mutate(reflect.ValueOf(s.Endpoints[0].Hints).Elem().Field(j), "Endpoints[0].Hints."+htyp.Field(j).Name)
@@ -363,27 +364,27 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 // An address and a set entry that several service ports put in stay until
 // the last of them goes.
 func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
-	http := svc("ns", "web", "http", TCP, 80, "10.96.0.10")
-	https := svc("ns", "web", "https", TCP, 443, "10.96.0.10")
-	other := svc("ns", "other", "", TCP, 80, "10.96.0.11")
+	http := svc("ns", "web", "http", model.TCP, 80, "10.96.0.10")
+	https := svc("ns", "web", "https", model.TCP, 443, "10.96.0.10")
+	other := svc("ns", "other", "", model.TCP, 80, "10.96.0.11")
 	p, kernel := NewPlanner(), NewKernelState()
-	syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{http, https, other}})
+	syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{http, https, other}})
 	steps := []struct {
 		name     string
-		services []ServicePort
+		services []model.ServicePort
 		want     []string
 	}{
-		{"one of two ports goes", []ServicePort{https, other}, []string{
+		{"one of two ports goes", []model.ServicePort{https, other}, []string{
 			"ipvs del tcp 10.96.0.10:80",
 			"ipset del KUBE-CLUSTER-IP 10.96.0.10,tcp:80",
 			"ipset del KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:80",
 		}},
-		{"the port comes back", []ServicePort{http, https, other}, []string{
+		{"the port comes back", []model.ServicePort{http, https, other}, []string{
 			"ipset add KUBE-CLUSTER-IP 10.96.0.10,tcp:80",
 			"ipset add KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:80",
 			"ipvs add tcp 10.96.0.10:80 rr (ns/web:http)",
 		}},
-		{"both ports go", []ServicePort{other}, []string{
+		{"both ports go", []model.ServicePort{other}, []string{
 			"ipvs del tcp 10.96.0.10:80",
 			"ipvs del tcp 10.96.0.10:443",
 			"addr unbind 10.96.0.10",
@@ -393,11 +394,11 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 		}},
 	}
 	for _, step := range steps {
-		got := strings.Split(strings.TrimSpace(syncAll(t, p, kernel, &State{Node: testNode(), Services: step.services}).String()), "\n")
+		got := strings.Split(strings.TrimSpace(syncAll(t, p, kernel, &model.State{Node: testNode(), Services: step.services}).String()), "\n")
 		if !reflect.DeepEqual(got, step.want) {
 			t.Errorf("%s: plan:\n%s\nwant:\n%s", step.name, strings.Join(got, "\n"), strings.Join(step.want, "\n"))
 		}
-		scratch := Build(&State{Node: testNode(), Services: step.services})
+		scratch := Build(&model.State{Node: testNode(), Services: step.services})
 		if rest := Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}); len(rest.Ops) > 0 {
 			t.Errorf("%s: a full plan afterwards finds:\n%s", step.name, rest)
 		}
@@ -410,20 +411,20 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 // service's external IP naming it, even one whose name sorts first. When
 // the owner goes, the other takes over.
 func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
-	web := svc("zz", "web", "", TCP, 80, "10.96.0.10")
+	web := svc("zz", "web", "", model.TCP, 80, "10.96.0.10")
 	web.NodePort = 30080
-	web.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a")}
-	evil := svc("aa", "evil", "", TCP, 80, "10.96.0.20")
+	web.Endpoints = []model.Endpoint{ready("10.244.1.5", 8080, "node-a")}
+	evil := svc("aa", "evil", "", model.TCP, 80, "10.96.0.20")
 	evil.ExternalIPs = ips("10.96.0.10")
-	evil.Endpoints = []Endpoint{ready("10.244.2.7", 8080, "node-b")}
-	contested := VirtualKey{Addr: ip("10.96.0.10"), Port: 80, Protocol: TCP}
-	evilOwn := VirtualKey{Addr: ip("10.96.0.20"), Port: 80, Protocol: TCP}
-	nodePort := VirtualKey{Addr: ip("192.168.0.10"), Port: 30080, Protocol: TCP}
+	evil.Endpoints = []model.Endpoint{ready("10.244.2.7", 8080, "node-b")}
+	contested := VirtualKey{Addr: ip("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	evilOwn := VirtualKey{Addr: ip("10.96.0.20"), Port: 80, Protocol: model.TCP}
+	nodePort := VirtualKey{Addr: ip("192.168.0.10"), Port: 30080, Protocol: model.TCP}
 	wantErr := "service aa/evil: virtual server tcp 10.96.0.10:80 is served by zz/web, which claims it first; the rest of aa/evil is programmed"
 
-	for _, order := range [][]ServicePort{{web, evil}, {evil, web}} {
+	for _, order := range [][]model.ServicePort{{web, evil}, {evil, web}} {
 		p := NewPlanner()
-		p.Update(&State{Node: testNode()})
+		p.Update(&model.State{Node: testNode()})
 		var errs []error
 		for _, s := range order {
 			_, errs = p.UpdateChanges([]Change{{Name: s.Name, Port: &s}})
@@ -438,7 +439,7 @@ func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
 		if len(errs) != 1 || errs[0].Error() != wantErr {
 			t.Errorf("%s first: errors %v, want %q", order[0].Name, errs, wantErr)
 		}
-		if d := Build(&State{Node: testNode(), Services: order}); d.Services[contested] != web.Name {
+		if d := Build(&model.State{Node: testNode(), Services: order}); d.Services[contested] != web.Name {
 			t.Errorf("Build with %s first gave %s to %v", order[0].Name, contested, d.Services[contested])
 		}
 

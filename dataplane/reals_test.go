@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func realAt(addr string, port uint16, weight int) RealServer {
 }
 
 func TestRealsChanged(t *testing.T) {
-	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}
+	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}
 	base := Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1)}
 	tests := []struct {
 		name string
@@ -49,7 +50,7 @@ func TestRealsChanged(t *testing.T) {
 // A first sync adds a virtual server's whole desired list, and the
 // programmed state then holds that same list, not a copy.
 func TestFirstSyncSharesDesiredReals(t *testing.T) {
-	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}
+	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}
 	desired := NewKernelState()
 	desired.Virtual[vk] = VirtualServer{VirtualKey: vk, Scheduler: "rr"}
 	desired.Reals[vk] = Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
@@ -82,8 +83,8 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 // reports each one that failed on its own, and plans its virtual server
 // again.
 func TestRecordIPVSPartialAddReals(t *testing.T) {
-	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}
-	other := VirtualKey{Addr: ip("10.96.0.2"), Port: 80, Protocol: TCP}
+	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	other := VirtualKey{Addr: ip("10.96.0.2"), Port: 80, Protocol: model.TCP}
 	add := AddReals{vk, Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1)}}
 	ops := []Op{
 		AddVirtual{Virtual: VirtualServer{VirtualKey: vk, Scheduler: "rr"}},

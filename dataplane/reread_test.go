@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"testing"
 )
@@ -10,9 +11,9 @@ import (
 // everywhere else the read.
 func TestMergeRead(t *testing.T) {
 	addr := netip.MustParseAddr
-	added := VirtualKey{Addr: addr("10.96.0.1"), Port: 80, Protocol: TCP}
-	removed := VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: TCP}
-	drifted := VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: TCP}
+	added := VirtualKey{Addr: addr("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	removed := VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: model.TCP}
+	drifted := VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: model.TCP}
 	reals := func(weight int) Reals {
 		return newReals([]RealServer{{RealKey: RealKey{Addr: addr("10.244.0.1"), Port: 8080}, Weight: weight}})
 	}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -84,7 +85,7 @@ func withRetries(ctx context.Context, fn func() error) (int, error) {
 // between rounds. The operations of every round are added to the plan;
 // the failures of the last round are returned, and stay planned for the
 // next sync.
-func (d *Dataplane) applyRetrying(ctx context.Context, plan *Plan, desired *KernelState, owners map[VirtualKey]ServicePortName) ([]error, int) {
+func (d *Dataplane) applyRetrying(ctx context.Context, plan *Plan, desired *KernelState, owners map[VirtualKey]model.ServicePortName) ([]error, int) {
 	errs := d.apply(ctx, plan)
 	rounds := 0
 	for ; rounds < retryAttempts && anyTransient(errs); rounds++ {

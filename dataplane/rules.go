@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"strings"
 )
@@ -69,7 +70,7 @@ type srcNet struct {
 type srcLoopback struct{}
 
 // l4proto matches the transport protocol.
-type l4proto struct{ proto Protocol }
+type l4proto struct{ proto model.Protocol }
 
 // inInterface matches the input interface's name, or with prefix set, its
 // beginning.

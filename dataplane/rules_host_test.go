@@ -4,6 +4,7 @@ package dataplane
 
 import (
 	"errors"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"os"
 	"strings"
 	"syscall"
@@ -38,11 +39,11 @@ func TestRulesOnRealTraffic(t *testing.T) {
 
 	index := createSetsWithCLI(t, node)
 	for _, add := range [][]string{
-		{SetLoadBalancer, "203.0.113.10,tcp:80"},
-		{SetLoadBalancerFW, "203.0.113.10,tcp:80"},
-		{SetLoadBalancerSourceNet, "203.0.113.10,tcp:80,198.51.100.0/24"},
-		{SetIPVSAddresses, "203.0.113.10"},
-		{SetClusterIP, "10.10.0.2,tcp:8080"},
+		{model.SetLoadBalancer, "203.0.113.10,tcp:80"},
+		{model.SetLoadBalancerFW, "203.0.113.10,tcp:80"},
+		{model.SetLoadBalancerSourceNet, "203.0.113.10,tcp:80,198.51.100.0/24"},
+		{model.SetIPVSAddresses, "203.0.113.10"},
+		{model.SetClusterIP, "10.10.0.2,tcp:8080"},
 	} {
 		node.Run(t, "ipset", "add", add[0], add[1])
 	}

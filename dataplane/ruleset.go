@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"strings"
 )
@@ -16,7 +17,7 @@ const (
 )
 
 // masqueradeMark is the fwmark bit that marks packets for masquerade.
-func (n *Node) masqueradeMark() uint32 {
+func masqueradeMark(n *model.Node) uint32 {
 	bit := n.MasqueradeBit
 	if bit == 0 {
 		bit = 14
@@ -24,29 +25,29 @@ func (n *Node) masqueradeMark() uint32 {
 	return 1 << bit
 }
 
-// ruleTables returns the tables of both families.
-func (n *Node) ruleTables() []*ruleTable {
-	return []*ruleTable{n.ruleTable(false), n.ruleTable(true)}
+// nodeTables returns the tables of both families.
+func nodeTables(n *model.Node) []*ruleTable {
+	return []*ruleTable{nodeTable(n, false), nodeTable(n, true)}
 }
 
 // renderRules prints both families' tables; the plan replaces a table when
 // this text changes.
-func renderRules(n *Node) string {
+func renderRules(n *model.Node) string {
 	var b strings.Builder
-	for _, t := range n.ruleTables() {
+	for _, t := range nodeTables(n) {
 		b.WriteString(t.String())
 	}
 	return b.String()
 }
 
-// ruleTable builds one family's table, rule for rule the meaning of
+// nodeTable builds one family's table, rule for rule the meaning of
 // kube-proxy's IPVS-mode iptables rules (docs/kube-proxy-ipvs-semantics.md
 // §3). Rules kube-proxy writes only while a set is non-empty are always
 // present here: matching an empty set costs next to nothing, and the table
 // then depends on the node's settings alone.
-func (n *Node) ruleTable(ipv6 bool) *ruleTable {
-	f := familyRules{ipv6: ipv6, mark: n.masqueradeMark()}
-	return &ruleTable{ipv6: ipv6, chains: slices.Concat(hookChains(), n.natChains(f), f.filterChains())}
+func nodeTable(n *model.Node, ipv6 bool) *ruleTable {
+	f := familyRules{ipv6: ipv6, mark: masqueradeMark(n)}
+	return &ruleTable{ipv6: ipv6, chains: slices.Concat(hookChains(), natChains(n, f), f.filterChains())}
 }
 
 // familyRules is what the rules of one family's table are built from.
@@ -58,7 +59,7 @@ type familyRules struct {
 
 // set matches the family's set of the name.
 func (f familyRules) set(name string, dirs ...string) setMatch {
-	return setMatch{set: SetName(name, f.ipv6), dirs: dirs}
+	return setMatch{set: model.SetName(name, f.ipv6), dirs: dirs}
 }
 
 func jump(chain string) action { return action{verdict: "jump", chain: chain} }
@@ -89,29 +90,29 @@ func hookChains() []ruleChain {
 
 // natChains are the chains that mark service traffic for masquerade and
 // masquerade it.
-func (n *Node) natChains(f familyRules) []ruleChain {
+func natChains(n *model.Node, f familyRules) []ruleChain {
 	services := []rule{
 		newRule(verdict("return"), srcLoopback{}),
-		newRule(jump("KUBE-LOAD-BALANCER"), f.set(SetLoadBalancer, "dst", "dst")),
-		n.clusterIPMasquerade(f.ipv6, f.set(SetClusterIP, "dst", "dst")),
-		newRule(jump("KUBE-MARK-MASQ"), f.set(SetExternalIP, "dst", "dst")),
-		newRule(verdict("accept"), f.set(SetExternalIP, "dst", "dst")),
-		newRule(verdict("accept"), f.set(SetExternalIPLocal, "dst", "dst")),
+		newRule(jump("KUBE-LOAD-BALANCER"), f.set(model.SetLoadBalancer, "dst", "dst")),
+		clusterIPMasquerade(n, f.ipv6, f.set(model.SetClusterIP, "dst", "dst")),
+		newRule(jump("KUBE-MARK-MASQ"), f.set(model.SetExternalIP, "dst", "dst")),
+		newRule(verdict("accept"), f.set(model.SetExternalIP, "dst", "dst")),
+		newRule(verdict("accept"), f.set(model.SetExternalIPLocal, "dst", "dst")),
 		newRule(jump("KUBE-NODE-PORT"), dstLocal{}),
-		newRule(verdict("accept"), f.set(SetClusterIP, "dst", "dst")),
-		newRule(verdict("accept"), f.set(SetLoadBalancer, "dst", "dst")),
+		newRule(verdict("accept"), f.set(model.SetClusterIP, "dst", "dst")),
+		newRule(verdict("accept"), f.set(model.SetLoadBalancer, "dst", "dst")),
 	}
 	snat := newRule(verdict("masquerade fully-random"))
 	snat.comment = "kubernetes service traffic requiring SNAT"
 	return []ruleChain{
 		{name: "KUBE-SERVICES", rules: services},
 		{name: "KUBE-LOAD-BALANCER", rules: []rule{
-			newRule(verdict("return"), f.set(SetLoadBalancerLocal, "dst", "dst")),
+			newRule(verdict("return"), f.set(model.SetLoadBalancerLocal, "dst", "dst")),
 			newRule(jump("KUBE-MARK-MASQ")),
 		}},
 		{name: "KUBE-NODE-PORT", rules: f.nodePortRules()},
 		{name: "KUBE-POSTROUTING", rules: []rule{
-			newRule(verdict("masquerade"), f.set(SetLoopBack, "dst", "dst", "src")),
+			newRule(verdict("masquerade"), f.set(model.SetLoopBack, "dst", "dst", "src")),
 			newRule(verdict("return"), markSet{mark: f.mark, invert: true}),
 			newRule(action{verdict: "mark-xor", mark: f.mark}),
 			snat,
@@ -125,13 +126,13 @@ func (n *Node) natChains(f familyRules) []ruleChain {
 func (f familyRules) nodePortRules() []rule {
 	var rules []rule
 	for _, p := range []struct {
-		proto      Protocol
+		proto      model.Protocol
 		set, local string
 		dirs       []string
 	}{
-		{TCP, SetNodePortTCP, SetNodePortLocalTCP, []string{"dst"}},
-		{UDP, SetNodePortUDP, SetNodePortLocalUDP, []string{"dst"}},
-		{SCTP, SetNodePortSCTP, SetNodePortLocalSCTP, []string{"dst", "dst"}},
+		{model.TCP, model.SetNodePortTCP, model.SetNodePortLocalTCP, []string{"dst"}},
+		{model.UDP, model.SetNodePortUDP, model.SetNodePortLocalUDP, []string{"dst"}},
+		{model.SCTP, model.SetNodePortSCTP, model.SetNodePortLocalSCTP, []string{"dst", "dst"}},
 	} {
 		rules = append(rules,
 			newRule(verdict("return"), l4proto{p.proto}, f.set(p.local, p.dirs...)),
@@ -145,11 +146,11 @@ func (f familyRules) nodePortRules() []rule {
 func (f familyRules) filterChains() []ruleChain {
 	return []ruleChain{
 		{name: "KUBE-PROXY-FIREWALL", rules: []rule{
-			newRule(jump("KUBE-SOURCE-RANGES-FIREWALL"), f.set(SetLoadBalancerFW, "dst", "dst")),
+			newRule(jump("KUBE-SOURCE-RANGES-FIREWALL"), f.set(model.SetLoadBalancerFW, "dst", "dst")),
 		}},
 		{name: "KUBE-SOURCE-RANGES-FIREWALL", rules: []rule{
-			newRule(verdict("return"), f.set(SetLoadBalancerSourceNet, "dst", "dst", "src")),
-			newRule(verdict("return"), f.set(SetLoadBalancerSourceIP, "dst", "dst", "src")),
+			newRule(verdict("return"), f.set(model.SetLoadBalancerSourceNet, "dst", "dst", "src")),
+			newRule(verdict("return"), f.set(model.SetLoadBalancerSourceIP, "dst", "dst", "src")),
 			newRule(verdict("drop")),
 		}},
 		{name: "KUBE-FORWARD", rules: []rule{
@@ -157,18 +158,18 @@ func (f familyRules) filterChains() []ruleChain {
 			newRule(verdict("accept"), ctState{"established,related"}),
 		}},
 		{name: "KUBE-IPVS-FILTER", rules: []rule{
-			newRule(verdict("return"), f.set(SetLoadBalancer, "dst", "dst")),
-			newRule(verdict("return"), f.set(SetClusterIP, "dst", "dst")),
-			newRule(verdict("return"), f.set(SetExternalIP, "dst", "dst")),
-			newRule(verdict("return"), f.set(SetExternalIPLocal, "dst", "dst")),
-			newRule(verdict("return"), f.set(SetHealthCheckNodePort, "dst")),
-			newRule(verdict("reject"), ctState{"new"}, f.set(SetIPVSAddresses, "dst")),
+			newRule(verdict("return"), f.set(model.SetLoadBalancer, "dst", "dst")),
+			newRule(verdict("return"), f.set(model.SetClusterIP, "dst", "dst")),
+			newRule(verdict("return"), f.set(model.SetExternalIP, "dst", "dst")),
+			newRule(verdict("return"), f.set(model.SetExternalIPLocal, "dst", "dst")),
+			newRule(verdict("return"), f.set(model.SetHealthCheckNodePort, "dst")),
+			newRule(verdict("reject"), ctState{"new"}, f.set(model.SetIPVSAddresses, "dst")),
 		}},
 		// Traffic the node itself sends to a load balancer with source
 		// ranges leaves from the virtual address; it passes only where a
 		// range holds a node address (KUBE-LOAD-BALANCER-SOURCE-IP).
 		{name: "KUBE-IPVS-OUT-FILTER", rules: []rule{
-			newRule(jump("KUBE-SOURCE-RANGES-FIREWALL"), f.set(SetLoadBalancerFW, "dst", "dst")),
+			newRule(jump("KUBE-SOURCE-RANGES-FIREWALL"), f.set(model.SetLoadBalancerFW, "dst", "dst")),
 		}},
 	}
 }
@@ -176,7 +177,7 @@ func (f familyRules) filterChains() []ruleChain {
 // clusterIPMasquerade is the rule that marks traffic to cluster IPs for
 // masquerade: all of it, what does not come from a pod, or with no way to
 // tell pods, what leaves from a cluster IP.
-func (n *Node) clusterIPMasquerade(ipv6 bool, clusterIP setMatch) rule {
+func clusterIPMasquerade(n *model.Node, ipv6 bool, clusterIP setMatch) rule {
 	masq := jump("KUBE-MARK-MASQ")
 	var cidrs []match
 	for _, p := range n.ClusterCIDRs {

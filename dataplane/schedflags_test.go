@@ -4,45 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestSchedulerFlagsForScheduler(t *testing.T) {
-	tests := []struct {
-		sched           string
-		flags           SchedulerFlags
-		kernel, ignored SchedulerFlags
-	}{
-		{"sh", SHFallback | SHPort, SchedFlag1 | SchedFlag2, 0},
-		{"mh", MHPort, SchedFlag2, 0},
-		{"mh", SchedFlag1 | SchedFlag2, SchedFlag1 | SchedFlag2, 0},
-		{"mh", SHPort | MHFallback, SchedFlag1, SHPort},
-		{"sh", MHPort, 0, MHPort},
-		{"rr", SHPort | SchedFlag1, 0, SHPort | SchedFlag1},
-		{"rr", SchedFlag3, SchedFlag3, 0},
-	}
-	for _, tt := range tests {
-		kernel, ignored := tt.flags.forScheduler(tt.sched)
-		if kernel != tt.kernel || ignored != tt.ignored {
-			t.Errorf("%s with %s: kernel %s, ignored %s; want %s, %s", tt.sched, tt.flags, kernel, ignored, tt.kernel, tt.ignored)
-		}
-	}
-	for _, n := range schedulerFlagNames {
-		if f, ok := ParseSchedulerFlag(n.name); !ok || f != n.flag || f.String() != n.name {
-			t.Errorf("ParseSchedulerFlag(%q) = %s, %v", n.name, f, ok)
-		}
-	}
-	if _, ok := ParseSchedulerFlag("sh_port"); ok {
-		t.Error("ParseSchedulerFlag took sh_port")
-	}
-}
-
 // planLines syncs state into an empty kernel and returns the plan's lines
 // that add virtual servers, and the errors.
-func planVirtual(t *testing.T, p *Planner, state *State) ([]string, []error) {
+func planVirtual(t *testing.T, p *Planner, state *model.State) ([]string, []error) {
 	t.Helper()
 	scope, errs := p.Update(state)
 	desired, owners := p.Desired()
@@ -56,32 +27,32 @@ func planVirtual(t *testing.T, p *Planner, state *State) ([]string, []error) {
 }
 
 func TestServiceSchedulerAndFlags(t *testing.T) {
-	named := func(name, sched string, flags SchedulerFlags) ServicePort {
-		s := svc("ns", name, "", TCP, 80, fmt.Sprintf("10.96.0.%d", len(name)))
+	named := func(name, sched string, flags model.SchedulerFlags) model.ServicePort {
+		s := svc("ns", name, "", model.TCP, 80, fmt.Sprintf("10.96.0.%d", len(name)))
 		s.Scheduler, s.SchedulerFlags = sched, flags
 		return s
 	}
 	tests := []struct {
 		name      string
 		node      string
-		port      ServicePort
+		port      model.ServicePort
 		want      string
 		wantError string
 	}{
 		{"node default", "", named("a", "", 0), "rr", ""},
 		{"node mh gets mh-port", "mh", named("a", "", 0), "mh mh-port", ""},
-		{"own flags replace the node's", "mh", named("a", "", MHFallback), "mh mh-fallback", ""},
-		{"own scheduler", "rr", named("ab", "sh", SHFallback|SHPort), "sh sh-fallback,sh-port", ""},
+		{"own flags replace the node's", "mh", named("a", "", model.MHFallback), "mh mh-fallback", ""},
+		{"own scheduler", "rr", named("ab", "sh", model.SHFallback|model.SHPort), "sh sh-fallback,sh-port", ""},
 		{"own mh has only its flags", "rr", named("ab", "mh", 0), "mh", ""},
-		{"kube-router's numbered flags", "rr", named("abc", "mh", SchedFlag1|SchedFlag2), "mh mh-fallback,mh-port", ""},
-		{"flag the scheduler does not read", "rr", named("abc", "lc", SHPort), "lc", `schedulerFlags "sh-port" is ignored`},
-		{"unknown scheduler", "wlc", named("abcd", "fastest", SHPort), "wlc", `scheduler "fastest": not an IPVS scheduler`},
+		{"kube-router's numbered flags", "rr", named("abc", "mh", model.SchedFlag1|model.SchedFlag2), "mh mh-fallback,mh-port", ""},
+		{"flag the scheduler does not read", "rr", named("abc", "lc", model.SHPort), "lc", `schedulerFlags "sh-port" is ignored`},
+		{"unknown scheduler", "wlc", named("abcd", "fastest", model.SHPort), "wlc", `scheduler "fastest": not an IPVS scheduler`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			node := testNode()
 			node.Scheduler = tt.node
-			lines, errs := planVirtual(t, NewPlanner(), &State{Node: node, Services: []ServicePort{tt.port}})
+			lines, errs := planVirtual(t, NewPlanner(), &model.State{Node: node, Services: []model.ServicePort{tt.port}})
 			want := fmt.Sprintf("ipvs add tcp %s:80 %s (%s)", tt.port.ClusterIPs[0], tt.want, tt.port.Name)
 			if !slices.Equal(lines, []string{want}) {
 				t.Errorf("plan %q, want %q", lines, want)
@@ -100,13 +71,13 @@ func TestMissingSchedulerFallsBack(t *testing.T) {
 	p := NewPlanner()
 	missing := fmt.Errorf("dataplane: IPVS scheduler %q: %w", "twos", ErrNoScheduler)
 	p.LackScheduler("twos", missing)
-	s := svc("ns", "web", "", TCP, 80, "10.96.0.1")
+	s := svc("ns", "web", "", model.TCP, 80, "10.96.0.1")
 	s.Scheduler = "twos"
-	lines, errs := planVirtual(t, p, &State{Node: testNode(), Services: []ServicePort{s}})
+	lines, errs := planVirtual(t, p, &model.State{Node: testNode(), Services: []model.ServicePort{s}})
 	if want := "ipvs add tcp 10.96.0.1:80 rr (ns/web)"; !slices.Equal(lines, []string{want}) {
 		t.Errorf("plan %q, want %q", lines, want)
 	}
-	var se *SchedulerError
+	var se *model.SchedulerError
 	if len(errs) != 1 || !errors.As(errs[0], &se) || !errors.Is(errs[0], ErrNoScheduler) {
 		t.Fatalf("errors %v, want a SchedulerError matching ErrNoScheduler", errs)
 	}
@@ -115,11 +86,11 @@ func TestMissingSchedulerFallsBack(t *testing.T) {
 	}
 	// The problem is reported on every update while it lasts, and no
 	// more once the service stops asking.
-	if _, errs = p.Update(&State{Node: testNode(), Services: []ServicePort{s}}); len(errs) != 1 {
+	if _, errs = p.Update(&model.State{Node: testNode(), Services: []model.ServicePort{s}}); len(errs) != 1 {
 		t.Errorf("second update: errors %v", errs)
 	}
 	s.Scheduler = ""
-	if _, errs = p.Update(&State{Node: testNode(), Services: []ServicePort{s}}); len(errs) != 0 {
+	if _, errs = p.Update(&model.State{Node: testNode(), Services: []model.ServicePort{s}}); len(errs) != 0 {
 		t.Errorf("after the annotation went: errors %v", errs)
 	}
 }
@@ -160,16 +131,16 @@ func TestSchedulerCacheProbesOnce(t *testing.T) {
 // connections and real servers stay.
 func TestSchedulerChangeEditsInPlace(t *testing.T) {
 	p, kernel := NewPlanner(), NewKernelState()
-	s := svc("ns", "cache", "", TCP, 80, "10.96.0.9")
-	s.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a")}
-	syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{s}})
+	s := svc("ns", "cache", "", model.TCP, 80, "10.96.0.9")
+	s.Endpoints = []model.Endpoint{ready("10.244.1.5", 8080, "node-a")}
+	syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{s}})
 	for _, change := range []struct{ sched, want string }{{"sh", "sh sh-port"}, {"mh", "mh mh-fallback"}, {"", "rr"}} {
 		s.Scheduler = change.sched
-		s.SchedulerFlags = map[string]SchedulerFlags{"sh": SHPort, "mh": MHFallback}[change.sched]
-		plan := syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{s}})
+		s.SchedulerFlags = map[string]model.SchedulerFlags{"sh": model.SHPort, "mh": model.MHFallback}[change.sched]
+		plan := syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{s}})
 		want := []Op{UpdateVirtual{Service: s.Name, Virtual: VirtualServer{
-			VirtualKey: VirtualKey{Addr: ip("10.96.0.9"), Port: 80, Protocol: TCP}, Scheduler: strings.Fields(change.want)[0],
-			SchedulerFlags: (s.SchedulerFlags).kernelOnly(change.sched)}}}
+			VirtualKey: VirtualKey{Addr: ip("10.96.0.9"), Port: 80, Protocol: model.TCP}, Scheduler: strings.Fields(change.want)[0],
+			SchedulerFlags: kernelOnly(s.SchedulerFlags, change.sched)}}}
 		if !slices.Equal(plan.Ops, want) {
 			t.Errorf("to %q: plan\n%swant one edit, no delete", change.want, plan)
 		}
@@ -179,38 +150,38 @@ func TestSchedulerChangeEditsInPlace(t *testing.T) {
 	}
 }
 
-// kernelOnly is forScheduler's kernel bits, for the tests.
-func (f SchedulerFlags) kernelOnly(sched string) SchedulerFlags {
-	k, _ := f.forScheduler(sched)
-	return k
+// kernelOnly is the kernel bits of flags under a scheduler, for the tests.
+func kernelOnly(f model.SchedulerFlags, sched string) model.SchedulerFlags {
+	c, _ := (&model.Node{}).Scheduling(&model.ServicePort{Scheduler: sched, SchedulerFlags: f}, nil)
+	return c.Flags
 }
 
 // A service's drain bound applies to the real servers of its virtual
 // servers; others keep the node's.
 func TestDrainTimeoutOverride(t *testing.T) {
 	p, kernel := NewPlanner(), NewKernelState()
-	quick := svc("ns", "quick", "", TCP, 80, "10.96.0.1")
+	quick := svc("ns", "quick", "", model.TCP, 80, "10.96.0.1")
 	quick.DrainTimeout = time.Minute
-	slow := svc("ns", "slow", "", TCP, 80, "10.96.0.2")
-	state := &State{Node: testNode(), Services: []ServicePort{quick, slow}}
+	slow := svc("ns", "slow", "", model.TCP, 80, "10.96.0.2")
+	state := &model.State{Node: testNode(), Services: []model.ServicePort{quick, slow}}
 	syncAll(t, p, kernel, state)
 	now := time.Now()
 	drain := Drain{Since: map[VirtualKey]map[RealKey]time.Time{}, Timeout: 15 * time.Minute, Timeouts: p.DrainTimeouts(), Now: now}
 	gone := RealServer{RealKey: RealKey{Addr: ip("10.244.1.5"), Port: 8080}, ActiveConns: 3}
 	for _, addr := range []string{"10.96.0.1", "10.96.0.2"} {
-		vk := VirtualKey{Addr: ip(addr), Port: 80, Protocol: TCP}
+		vk := VirtualKey{Addr: ip(addr), Port: 80, Protocol: model.TCP}
 		kernel.Reals[vk] = Reals{gone}
 		drain.Since[vk] = map[RealKey]time.Time{gone.RealKey: now.Add(-5 * time.Minute)}
 	}
 	desired, owners := p.Desired()
 	plan := Diff(kernel, desired, owners, FullScope, drain)
-	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: TCP}, Real: gone.RealKey}}
+	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}, Real: gone.RealKey}}
 	if !slices.Equal(plan.Ops, want) {
 		t.Errorf("plan\n%swant the quick service's real server deleted alone", plan)
 	}
 	// The bound goes with the annotation.
 	quick.DrainTimeout = 0
-	syncAll(t, p, kernel, &State{Node: testNode(), Services: []ServicePort{quick, slow}})
+	syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{quick, slow}})
 	if len(p.DrainTimeouts()) != 0 {
 		t.Errorf("drain bounds %v after the override went", p.DrainTimeouts())
 	}

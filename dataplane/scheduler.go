@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"iter"
 	"net/netip"
 
@@ -28,7 +29,7 @@ var schedulerProbe = ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr(
 // name means the node's default, rr.
 func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 	if name == "" {
-		name = (&Node{}).scheduler()
+		name = (&model.Node{}).EffectiveScheduler()
 	}
 	svcs, err := d.ipvs.Services(ctx)
 	if err != nil {
@@ -67,13 +68,13 @@ type schedulerCache struct {
 // check tries the schedulers that service ports name (names) and that
 // are not known yet,
 // and tells the planner those the kernel lacks. The node's scheduler was
-// checked at start, and an unknown name is never tried (see scheduling).
+// checked at start, and an unknown name is never tried (see Node.Scheduling).
 // A probe that fails otherwise is not remembered: its error is returned,
 // and the scheduler is tried again with the next port that names it.
 func (c *schedulerCache) check(ctx context.Context, p *Planner, node string, names iter.Seq[string]) []error {
 	var errs []error
 	for name := range names {
-		if name == node || !schedulers[name] {
+		if name == node || !model.KnownScheduler(name) {
 			continue
 		}
 		if _, done := c.known[name]; done {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net"
 	"os"
 	"path/filepath"
@@ -79,10 +80,10 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 	d := newDataplane(t, n.node)
 	n.b1.ServeEcho(t, "10.244.1.2:9090")
 	n.b2.ServeEcho(t, "10.244.2.2:9090")
-	s := svc("default", "echo", "", TCP, 90, "10.96.0.90")
-	s.Endpoints = []Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
+	s := svc("default", "echo", "", model.TCP, 90, "10.96.0.90")
+	s.Endpoints = []model.Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
 	s.Scheduler = "rr"
-	state := &State{Node: vmNode(), Services: []ServicePort{s}}
+	state := &model.State{Node: vmNode(), Services: []model.ServicePort{s}}
 	mustSync(t, d, state)
 	conn := dialEcho(t, n.client, "10.96.0.90:90")
 	if err := conn.echo("first"); err != nil {
@@ -91,12 +92,12 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 
 	for i, step := range []struct {
 		sched string
-		flags SchedulerFlags
+		flags model.SchedulerFlags
 		want  string // what ipvsadm -Sn prints after the address
 	}{
-		{"mh", MHFallback | MHPort, "-s mh -b mh-fallback,mh-port"},
-		{"sh", SHPort, "-s sh -b sh-port"},
-		{"sh", SchedFlag1 | SchedFlag2, "-s sh -b sh-fallback,sh-port"},
+		{"mh", model.MHFallback | model.MHPort, "-s mh -b mh-fallback,mh-port"},
+		{"sh", model.SHPort, "-s sh -b sh-port"},
+		{"sh", model.SchedFlag1 | model.SchedFlag2, "-s sh -b sh-fallback,sh-port"},
 		{"lc", 0, "-s lc"},
 	} {
 		state.Services[0].Scheduler, state.Services[0].SchedulerFlags = step.sched, step.flags
@@ -119,7 +120,7 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var se *SchedulerError
+	var se *model.SchedulerError
 	line := virtualLine(t, n.node, "10.96.0.90:90")
 	if hasModule(t, "ip_vs_twos") {
 		if len(res.Errors) > 0 || !strings.HasSuffix(strings.TrimSpace(line), "-s twos") {
@@ -160,13 +161,13 @@ func TestPerServiceDrainTimeout(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node) // the node's bound: 10 s
 	n.b2.ServeEcho(t, "10.244.2.2:9090")
-	short := svc("default", "short", "", TCP, 91, "10.96.0.91")
+	short := svc("default", "short", "", model.TCP, 91, "10.96.0.91")
 	short.DrainTimeout = time.Second
-	long := svc("default", "long", "", TCP, 92, "10.96.0.92")
-	for _, s := range []*ServicePort{&short, &long} {
-		s.Endpoints = []Endpoint{ready("10.244.2.2", 9090, "node-b")}
+	long := svc("default", "long", "", model.TCP, 92, "10.96.0.92")
+	for _, s := range []*model.ServicePort{&short, &long} {
+		s.Endpoints = []model.Endpoint{ready("10.244.2.2", 9090, "node-b")}
 	}
-	state := &State{Node: vmNode(), Services: []ServicePort{short, long}}
+	state := &model.State{Node: vmNode(), Services: []model.ServicePort{short, long}}
 	mustSync(t, d, state)
 	for _, addr := range []string{"10.96.0.91:91", "10.96.0.92:92"} {
 		if err := dialEcho(t, n.client, addr).echo("hold"); err != nil {

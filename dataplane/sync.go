@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"iter"
 	"maps"
 	"runtime"
@@ -47,8 +48,8 @@ type FlowCleanup struct {
 // sync after Resync, reads the kernel once and compares everything; later
 // ones plan only the service ports that changed, the objects whose
 // operations failed before, and the real servers still draining.
-func (d *Dataplane) Sync(ctx context.Context, state *State) (*Result, error) {
-	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.scheduler(), portSchedulers(state.Services))
+func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
+	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
 	scope, modelErrs := d.planner.Update(state)
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
 }
@@ -61,13 +62,13 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []Change) (*Result,
 	if d.planner.index == nil {
 		return nil, errors.New("dataplane: SyncChanges before the first Sync: the node's settings are not known")
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.index.node.scheduler(), changedSchedulers(changes))
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.index.node.EffectiveScheduler(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
 }
 
 // portSchedulers yields the schedulers service ports name.
-func portSchedulers(ports []ServicePort) iter.Seq[string] {
+func portSchedulers(ports []model.ServicePort) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for i := range ports {
 			if ports[i].Scheduler != "" && !yield(ports[i].Scheduler) {
@@ -180,9 +181,9 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 // tables. An outside flush of any of them (ipvsadm -C, ipset flush, a
 // deleted device, nft flush ruleset) makes it false, and the sync reads
 // the kernel again at once instead of at the next full resync.
-func (d *Dataplane) canaryAlive(ctx context.Context, node *Node) bool {
+func (d *Dataplane) canaryAlive(ctx context.Context, node *model.Node) bool {
 	for _, ipv6 := range []bool{false, true} {
-		if !d.setIntact(ctx, SetName(SetOwned, ipv6)) {
+		if !d.setIntact(ctx, model.SetName(model.SetOwned, ipv6)) {
 			return false
 		}
 	}
@@ -228,7 +229,7 @@ func (d *Dataplane) Resync() {
 
 // DryRun returns the plan a first sync of state would carry out against
 // the kernel as it is now, and changes nothing.
-func (d *Dataplane) DryRun(ctx context.Context, state *State) (*Plan, []error, error) {
+func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*Plan, []error, error) {
 	desired := Build(state)
 	observed, err := d.observe(ctx, desired.Kernel, &state.Node)
 	if err != nil {
@@ -342,7 +343,7 @@ func (d *Dataplane) failed(op Op, err error) error {
 }
 
 // applyNodeSettings writes the sysctls and the IPVS timeouts.
-func (d *Dataplane) applyNodeSettings(ctx context.Context, node *Node) []error {
+func (d *Dataplane) applyNodeSettings(ctx context.Context, node *model.Node) []error {
 	var errs []error
 	err := d.inNamespace(func() error {
 		_, err := WriteSysctls("/proc/sys", append(node.Sysctls(), d.kernelSysctls...))
@@ -406,7 +407,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	var errs []error
 	owned := map[string]bool{}
 	for _, ipv6 := range []bool{false, true} {
-		_, entries, err := d.sets.List(ctx, SetName(SetOwned, ipv6))
+		_, entries, err := d.sets.List(ctx, model.SetName(model.SetOwned, ipv6))
 		if err != nil {
 			continue
 		}

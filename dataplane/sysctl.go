@@ -5,37 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 )
-
-// Sysctl is one kernel setting under /proc/sys.
-type Sysctl struct {
-	Name  string // "net/ipv4/vs/conntrack"
-	Value int
-}
-
-// Sysctls returns the settings kube-proxy's IPVS mode makes (see
-// docs/kube-proxy-ipvs-semantics.md §7): IPVS keeps conntrack entries so
-// the masquerade rules see its flows; connections to a deleted real server
-// expire on their next packet, and so do persistence templates of a
-// drained one; the node forwards; with strict ARP it neither answers nor
-// announces ARP for the VIPs on the dummy device. conn_reuse_mode is left
-// as it is: kube-proxy changes it only on kernels before 5.9.
-func (n *Node) Sysctls() []Sysctl {
-	s := []Sysctl{
-		{"net/ipv4/vs/conntrack", 1},
-		{"net/ipv4/vs/expire_nodest_conn", 1},
-		{"net/ipv4/vs/expire_quiescent_template", 1},
-		{"net/ipv4/ip_forward", 1},
-	}
-	if n.StrictARP {
-		s = append(s, Sysctl{"net/ipv4/conf/all/arp_ignore", 1}, Sysctl{"net/ipv4/conf/all/arp_announce", 2})
-	}
-	return s
-}
 
 // ErrNoSysctl is matched by the error of a setting the kernel does not have
 // (the IPVS ones without the ip_vs module).
@@ -44,7 +19,7 @@ var ErrNoSysctl = errors.New("no such kernel setting")
 // WriteSysctls writes each setting below root (normally /proc/sys) whose
 // value differs, and returns the names it changed. It must run in the
 // network namespace the settings are for.
-func WriteSysctls(root string, settings []Sysctl) ([]string, error) {
+func WriteSysctls(root string, settings []model.Sysctl) ([]string, error) {
 	var changed []string
 	for _, s := range settings {
 		path := filepath.Join(root, s.Name)
@@ -73,14 +48,14 @@ func WriteSysctls(root string, settings []Sysctl) ([]string, error) {
 // stalls new connections that reuse the port of an old one for a second
 // (kubernetes issue 81775); nothing on 5.9 and later, which fixed that
 // (kubernetes issue 93297), nor before 4.1, which lacks the setting.
-func KernelSysctls(release string) ([]Sysctl, error) {
+func KernelSysctls(release string) ([]model.Sysctl, error) {
 	major, minor, err := kernelVersion(release)
 	if err != nil {
 		return nil, err
 	}
 	v := major*1000 + minor
 	if v >= 4001 && v < 5009 {
-		return []Sysctl{{"net/ipv4/vs/conn_reuse_mode", 0}}, nil
+		return []model.Sysctl{{Name: "net/ipv4/vs/conn_reuse_mode", Value: 0}}, nil
 	}
 	return nil, nil
 }
@@ -107,6 +82,6 @@ func kernelVersion(release string) (major, minor int, err error) {
 
 // InitNode writes the node's sysctls and IPVS timeouts, as a sync does
 // and as kube-proxy's --init-only does before it exits.
-func (d *Dataplane) InitNode(ctx context.Context, node *Node) error {
+func (d *Dataplane) InitNode(ctx context.Context, node *model.Node) error {
 	return errors.Join(d.applyNodeSettings(ctx, node)...)
 }

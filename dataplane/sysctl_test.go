@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,7 @@ func TestWriteSysctlsChangesOnlyWhatDiffers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n := Node{StrictARP: true}
+	n := model.Node{StrictARP: true}
 	changed, err := WriteSysctls(root, n.Sysctls())
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +51,8 @@ func TestWriteSysctlsChangesOnlyWhatDiffers(t *testing.T) {
 // conn_reuse_mode is set to 0 as kube-proxy sets it: on kernels from 4.1
 // up to before 5.9 only.
 func TestKernelSysctls(t *testing.T) {
-	reuse := []Sysctl{{"net/ipv4/vs/conn_reuse_mode", 0}}
-	for release, want := range map[string][]Sysctl{
+	reuse := []model.Sysctl{{Name: "net/ipv4/vs/conn_reuse_mode", Value: 0}}
+	for release, want := range map[string][]model.Sysctl{
 		"3.10.0-1160.el7.x86_64":   nil,
 		"4.0.9":                    nil,
 		"4.1.0":                    reuse,

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"time"
 
@@ -11,24 +12,26 @@ import (
 
 // Translations between the dataplane's values and the kernel packages'.
 
-func (p Protocol) ipvs() ipvs.Protocol           { return ipvs.Protocol(protocolNumber(p)) }
-func (p Protocol) conntrack() conntrack.Protocol { return conntrack.Protocol(protocolNumber(p)) }
+func ipvsProtocol(p model.Protocol) ipvs.Protocol { return ipvs.Protocol(protocolNumber(p)) }
+func conntrackProtocol(p model.Protocol) conntrack.Protocol {
+	return conntrack.Protocol(protocolNumber(p))
+}
 
-func protocolFromIPVS(p ipvs.Protocol) (Protocol, bool) {
+func protocolFromIPVS(p ipvs.Protocol) (model.Protocol, bool) {
 	switch p {
 	case ipvs.TCP:
-		return TCP, true
+		return model.TCP, true
 	case ipvs.UDP:
-		return UDP, true
+		return model.UDP, true
 	case ipvs.SCTP:
-		return SCTP, true
+		return model.SCTP, true
 	}
 	return 0, false
 }
 
 func (v VirtualServer) ipvsService() ipvs.Service {
-	s := ipvs.Service{Protocol: v.Protocol.ipvs(), Addr: v.Addr, Port: v.Port, Scheduler: ipvs.Scheduler(v.Scheduler)}
-	s.Flags |= v.SchedulerFlags.ipvs()
+	s := ipvs.Service{Protocol: ipvsProtocol(v.Protocol), Addr: v.Addr, Port: v.Port, Scheduler: ipvs.Scheduler(v.Scheduler)}
+	s.Flags |= ipvsSchedulerFlags(v.SchedulerFlags)
 	if v.Persistence > 0 {
 		s.Flags |= ipvs.Persistent
 		s.Timeout = v.Persistence
@@ -39,11 +42,11 @@ func (v VirtualServer) ipvsService() ipvs.Service {
 // kernelSchedulerFlags pairs the numbered scheduler flags with the
 // kernel's bits.
 var kernelSchedulerFlags = [...]struct {
-	flag SchedulerFlags
+	flag model.SchedulerFlags
 	ipvs ipvs.ServiceFlags
-}{{SchedFlag1, ipvs.SHFallback}, {SchedFlag2, ipvs.SHPort}, {SchedFlag3, ipvs.Sched3}}
+}{{model.SchedFlag1, ipvs.SHFallback}, {model.SchedFlag2, ipvs.SHPort}, {model.SchedFlag3, ipvs.Sched3}}
 
-func (f SchedulerFlags) ipvs() ipvs.ServiceFlags {
+func ipvsSchedulerFlags(f model.SchedulerFlags) ipvs.ServiceFlags {
 	var out ipvs.ServiceFlags
 	for _, k := range kernelSchedulerFlags {
 		if f&k.flag != 0 {
@@ -53,8 +56,8 @@ func (f SchedulerFlags) ipvs() ipvs.ServiceFlags {
 	return out
 }
 
-func schedulerFlagsFromIPVS(f ipvs.ServiceFlags) SchedulerFlags {
-	var out SchedulerFlags
+func schedulerFlagsFromIPVS(f ipvs.ServiceFlags) model.SchedulerFlags {
+	var out model.SchedulerFlags
 	for _, k := range kernelSchedulerFlags {
 		if f&k.ipvs != 0 {
 			out |= k.flag
@@ -64,7 +67,7 @@ func schedulerFlagsFromIPVS(f ipvs.ServiceFlags) SchedulerFlags {
 }
 
 func (k VirtualKey) ipvsService() ipvs.Service {
-	return ipvs.Service{Protocol: k.Protocol.ipvs(), Addr: k.Addr, Port: k.Port}
+	return ipvs.Service{Protocol: ipvsProtocol(k.Protocol), Addr: k.Addr, Port: k.Port}
 }
 
 // VirtualKeyOf names a kernel virtual service as the desired state does;
@@ -134,7 +137,7 @@ func (s SetSpec) ipset() ipset.Set {
 // flushFilter is the conntrack filter of a FlushConntrack operation.
 func (o FlushConntrack) flushFilter() conntrack.Filter {
 	if o.Real.Addr.IsValid() {
-		return conntrack.ByEndpoint(o.Protocol.conntrack(), netip.AddrPortFrom(o.Addr, o.Port), netip.AddrPortFrom(o.Real.Addr, o.Real.Port))
+		return conntrack.ByEndpoint(conntrackProtocol(o.Protocol), netip.AddrPortFrom(o.Addr, o.Port), netip.AddrPortFrom(o.Real.Addr, o.Real.Port))
 	}
-	return conntrack.ByDestination(o.Protocol.conntrack(), o.Addr, o.Port)
+	return conntrack.ByDestination(conntrackProtocol(o.Protocol), o.Addr, o.Port)
 }

@@ -1,5 +1,7 @@
 package dataplane
 
+import "github.com/ipvsplane/ipvsplane/dataplane/model"
+
 // VirtualKeys lists the virtual servers a service port asks of this node:
 // its cluster IPs, external and load-balancer addresses in the
 // families it serves, and its node port on each node-port address. It is
@@ -8,7 +10,7 @@ package dataplane
 // work it out again. A virtual server that another service port claims
 // too is listed for both; a port that a sync leaves out as invalid has
 // none.
-func (n *Node) VirtualKeys(s *ServicePort) []VirtualKey {
+func VirtualKeys(n *model.Node, s *model.ServicePort) []VirtualKey {
 	if s.Validate() != nil {
 		return nil
 	}
@@ -16,7 +18,7 @@ func (n *Node) VirtualKeys(s *ServicePort) []VirtualKey {
 	// out, so the cost does not follow a large service's endpoints.
 	bare := *s
 	bare.Endpoints = nil
-	c := n.contribution(&bare, nil)
+	c := contributionOf(n, &bare, nil)
 	keys := make([]VirtualKey, len(c.virtual))
 	for i, v := range c.virtual {
 		keys[i] = v.VirtualKey

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"testing"
 )
@@ -10,19 +11,19 @@ import (
 // families it serves, and its node port on each node address.
 func TestVirtualKeys(t *testing.T) {
 	node := testNode()
-	s := svc("default", "web", "http", TCP, 80, "10.96.0.20", "fd00:96::20")
+	s := svc("default", "web", "http", model.TCP, 80, "10.96.0.20", "fd00:96::20")
 	s.NodePort = 30080
 	s.ExternalIPs = ips("203.0.113.5")
 	s.LoadBalancerIPs = ips("2001:db8::10")
-	s.Endpoints = []Endpoint{ready("10.244.1.5", 8080, "node-a")}
-	got := node.VirtualKeys(&s)
+	s.Endpoints = []model.Endpoint{ready("10.244.1.5", 8080, "node-a")}
+	got := VirtualKeys(&node, &s)
 	want := []VirtualKey{
-		{Addr: ip("10.96.0.20"), Port: 80, Protocol: TCP},
-		{Addr: ip("fd00:96::20"), Port: 80, Protocol: TCP},
-		{Addr: ip("203.0.113.5"), Port: 80, Protocol: TCP},
-		{Addr: ip("2001:db8::10"), Port: 80, Protocol: TCP},
-		{Addr: ip("192.168.0.10"), Port: 30080, Protocol: TCP},
-		{Addr: ip("fd00:1::10"), Port: 30080, Protocol: TCP},
+		{Addr: ip("10.96.0.20"), Port: 80, Protocol: model.TCP},
+		{Addr: ip("fd00:96::20"), Port: 80, Protocol: model.TCP},
+		{Addr: ip("203.0.113.5"), Port: 80, Protocol: model.TCP},
+		{Addr: ip("2001:db8::10"), Port: 80, Protocol: model.TCP},
+		{Addr: ip("192.168.0.10"), Port: 30080, Protocol: model.TCP},
+		{Addr: ip("fd00:1::10"), Port: 30080, Protocol: model.TCP},
 	}
 	slices.SortFunc(got, VirtualKey.Compare)
 	slices.SortFunc(want, VirtualKey.Compare)
@@ -30,7 +31,7 @@ func TestVirtualKeys(t *testing.T) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
 	// The same keys as the whole build programs.
-	d := Build(&State{Node: node, Services: []ServicePort{s}})
+	d := Build(&model.State{Node: node, Services: []model.ServicePort{s}})
 	for _, k := range want {
 		if _, ok := d.Kernel.Virtual[k]; !ok {
 			t.Errorf("%v is listed but not built", k)
@@ -40,7 +41,7 @@ func TestVirtualKeys(t *testing.T) {
 		t.Errorf("built %d virtual servers, listed %d", len(d.Kernel.Virtual), len(want))
 	}
 	s.Port = 0
-	if keys := node.VirtualKeys(&s); keys != nil {
+	if keys := VirtualKeys(&node, &s); keys != nil {
 		t.Errorf("an invalid port has virtual servers %v", keys)
 	}
 }

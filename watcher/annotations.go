@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // The annotations of a Service that tune its IPVS virtual servers.
@@ -31,10 +31,10 @@ const (
 // tuning is what a Service's annotations ask of its virtual servers.
 type tuning struct {
 	scheduler string
-	flags     dataplane.SchedulerFlags
+	flags     model.SchedulerFlags
 	drain     time.Duration
 	// bad are the values that could not be read; the rest applies.
-	bad []dataplane.BadSetting
+	bad []model.BadSetting
 }
 
 // readTuning reads a Service's annotations. A bad value never leaves the
@@ -45,7 +45,7 @@ func readTuning(annotations map[string]string) tuning {
 	if name, value, ok := annotation(annotations, AnnotationScheduler, AnnotationKubeRouterScheduler); ok {
 		t.scheduler = value
 		if value == "" {
-			t.bad = append(t.bad, dataplane.BadSetting{Field: name, Reason: "empty; the node's scheduler is used"})
+			t.bad = append(t.bad, model.BadSetting{Field: name, Reason: "empty; the node's scheduler is used"})
 		}
 	}
 	if name, value, ok := annotation(annotations, AnnotationSchedulerFlags, AnnotationKubeRouterFlags); ok {
@@ -55,9 +55,9 @@ func readTuning(annotations map[string]string) tuning {
 		d, err := time.ParseDuration(strings.TrimSpace(value))
 		switch {
 		case err != nil:
-			t.bad = append(t.bad, dataplane.BadSetting{Field: AnnotationDrainTimeout, Value: value, Reason: "not a duration (such as 30s or 2h); the node's drain bound is used"})
+			t.bad = append(t.bad, model.BadSetting{Field: AnnotationDrainTimeout, Value: value, Reason: "not a duration (such as 30s or 2h); the node's drain bound is used"})
 		case d <= 0:
-			t.bad = append(t.bad, dataplane.BadSetting{Field: AnnotationDrainTimeout, Value: value, Reason: "must be positive; the node's drain bound is used"})
+			t.bad = append(t.bad, model.BadSetting{Field: AnnotationDrainTimeout, Value: value, Reason: "must be positive; the node's drain bound is used"})
 		default:
 			t.drain = d
 		}
@@ -78,16 +78,16 @@ func annotation(annotations map[string]string, names ...string) (name, value str
 
 // readFlags parses a comma-separated list of scheduler flags; an unknown
 // one is reported and the others apply.
-func (t *tuning) readFlags(annotation, value string) dataplane.SchedulerFlags {
-	var flags dataplane.SchedulerFlags
+func (t *tuning) readFlags(annotation, value string) model.SchedulerFlags {
+	var flags model.SchedulerFlags
 	for _, word := range strings.Split(value, ",") {
 		word = strings.TrimSpace(word)
 		if word == "" {
 			continue
 		}
-		f, ok := dataplane.ParseSchedulerFlag(word)
+		f, ok := model.ParseSchedulerFlag(word)
 		if !ok {
-			t.bad = append(t.bad, dataplane.BadSetting{Field: annotation, Value: word,
+			t.bad = append(t.bad, model.BadSetting{Field: annotation, Value: word,
 				Reason: "not a scheduler flag (want sh-fallback, sh-port, mh-fallback, mh-port, flag-1, flag-2 or flag-3)"})
 			continue
 		}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -21,28 +21,28 @@ func TestReadTuning(t *testing.T) {
 	}{
 		{"none", nil, tuning{}},
 		{"ours", map[string]string{ours: "sh", ourFlags: "sh-fallback, sh-port"},
-			tuning{scheduler: "sh", flags: dataplane.SHFallback | dataplane.SHPort}},
+			tuning{scheduler: "sh", flags: model.SHFallback | model.SHPort}},
 		{"kube-router's", map[string]string{kr: "mh", krFlags: "flag-1,flag-2"},
-			tuning{scheduler: "mh", flags: dataplane.SchedFlag1 | dataplane.SchedFlag2}},
+			tuning{scheduler: "mh", flags: model.SchedFlag1 | model.SchedFlag2}},
 		{"kube-router's flag-3", map[string]string{kr: "rr", krFlags: "flag-3"},
-			tuning{scheduler: "rr", flags: dataplane.SchedFlag3}},
+			tuning{scheduler: "rr", flags: model.SchedFlag3}},
 		{"ours win", map[string]string{ours: "lc", kr: "dh", ourFlags: "mh-port", krFlags: "flag-1"},
-			tuning{scheduler: "lc", flags: dataplane.MHPort}},
+			tuning{scheduler: "lc", flags: model.MHPort}},
 		{"each setting on its own", map[string]string{ours: "mh", krFlags: "flag-2"},
-			tuning{scheduler: "mh", flags: dataplane.SchedFlag2}},
+			tuning{scheduler: "mh", flags: model.SchedFlag2}},
 		// Whether the scheduler exists is the dataplane's to say.
 		{"unknown scheduler passed on", map[string]string{ours: " fastest "}, tuning{scheduler: "fastest"}},
 		{"empty scheduler", map[string]string{ours: ""},
-			tuning{bad: []dataplane.BadSetting{{Field: ours, Reason: "empty; the node's scheduler is used"}}}},
+			tuning{bad: []model.BadSetting{{Field: ours, Reason: "empty; the node's scheduler is used"}}}},
 		{"bad flag", map[string]string{ours: "sh", ourFlags: "sh-port,sticky,,"},
-			tuning{scheduler: "sh", flags: dataplane.SHPort, bad: []dataplane.BadSetting{{Field: ourFlags, Value: "sticky",
+			tuning{scheduler: "sh", flags: model.SHPort, bad: []model.BadSetting{{Field: ourFlags, Value: "sticky",
 				Reason: "not a scheduler flag (want sh-fallback, sh-port, mh-fallback, mh-port, flag-1, flag-2 or flag-3)"}}}},
 		{"drain", map[string]string{AnnotationDrainTimeout: "90s"}, tuning{drain: 90 * time.Second}},
 		{"bad drain", map[string]string{AnnotationDrainTimeout: "soon"},
-			tuning{bad: []dataplane.BadSetting{{Field: AnnotationDrainTimeout, Value: "soon",
+			tuning{bad: []model.BadSetting{{Field: AnnotationDrainTimeout, Value: "soon",
 				Reason: "not a duration (such as 30s or 2h); the node's drain bound is used"}}}},
 		{"negative drain", map[string]string{AnnotationDrainTimeout: "-1m"},
-			tuning{bad: []dataplane.BadSetting{{Field: AnnotationDrainTimeout, Value: "-1m",
+			tuning{bad: []model.BadSetting{{Field: AnnotationDrainTimeout, Value: "-1m",
 				Reason: "must be positive; the node's drain bound is used"}}}},
 	}
 	for _, tt := range tests {
@@ -66,7 +66,7 @@ func TestServiceAnnotationsReachEveryPort(t *testing.T) {
 		t.Fatalf("ports %v, error %v", ports, err)
 	}
 	for _, p := range ports {
-		if p.Scheduler != "mh" || p.SchedulerFlags != dataplane.MHPort|dataplane.MHFallback || p.DrainTimeout != 0 ||
+		if p.Scheduler != "mh" || p.SchedulerFlags != model.MHPort|model.MHFallback || p.DrainTimeout != 0 ||
 			len(p.BadSettings) != 1 || p.BadSettings[0].Field != AnnotationDrainTimeout {
 			t.Errorf("port %s: scheduler %q, flags %s, drain %v, bad %v", p.Name, p.Scheduler, p.SchedulerFlags, p.DrainTimeout, p.BadSettings)
 		}

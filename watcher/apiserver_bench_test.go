@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	v1 "k8s.io/api/core/v1"
@@ -115,7 +115,7 @@ func watcherListing(ctx context.Context, b *testing.B, cfg *rest.Config, synced 
 		b.Error(err)
 		return
 	}
-	tr := watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-0"}})
+	tr := watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-0"}})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

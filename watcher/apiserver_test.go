@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/internal/controlplane"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	v1 "k8s.io/api/core/v1"
@@ -68,7 +68,7 @@ func newAPIFixtureFor(t *testing.T, nodeName, contentType string) *apiFixture {
 		t.Fatal(err)
 	}
 	f := &apiFixture{t: t, cp: cp, client: client, ns: ns, ctx: ctx,
-		tracker:      watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: nodeName}}),
+		tracker:      watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: nodeName}}),
 		contentTypes: map[string]int{}}
 	cfg := cp.RESTConfig()
 	cfg.ContentType = contentType
@@ -145,7 +145,7 @@ func (f *apiFixture) expect(what string, want ...string) {
 
 // summarize renders the service ports of namespace ns, one line each:
 // "name:port proto clusterIP:port -> ready endpoints".
-func summarize(s dataplane.State, ns string) []string {
+func summarize(s model.State, ns string) []string {
 	var lines []string
 	for _, p := range s.Services {
 		if p.Name.Namespace != ns {
@@ -291,7 +291,7 @@ func TestAPIServerRestart(t *testing.T) {
 		mu       sync.Mutex
 		samples  int
 		bad      []string
-		changed  []dataplane.ServicePortName
+		changed  []model.ServicePortName
 		sampling = make(chan struct{})
 		stopped  = make(chan struct{})
 	)

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -19,7 +19,7 @@ import (
 // [*InvalidError]s: for an invalid service it returns no ports; a bad
 // external or load-balancer address is left out and the rest programmed;
 // an invalid slice is left out and the other slices are still used.
-func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) ([]dataplane.ServicePort, []error) {
+func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) ([]model.ServicePort, []error) {
 	ports, err := convertService(svc)
 	var errs []error
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
@@ -52,7 +52,7 @@ func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) 
 // ports are served on stay base's, the node's interfaces' (as kube-proxy's
 // IPVS mode serves them on every local address): a Node's ExternalIP is
 // often not on the node at all.
-func ConvertNode(base dataplane.Node, n *v1.Node) (dataplane.Node, error) {
+func ConvertNode(base model.Node, n *v1.Node) (model.Node, error) {
 	fail := objectError("Node", "", n.Name)
 	var addrs []netip.Addr
 	for i, a := range n.Status.Addresses {

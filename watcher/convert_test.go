@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -19,7 +19,7 @@ func TestServicePorts(t *testing.T) {
 		name   string
 		svc    *v1.Service
 		slices []*discoveryv1.EndpointSlice
-		want   []dataplane.ServicePort
+		want   []model.ServicePort
 		// errFields are the fields the errors name, in order.
 		errFields []string
 	}{{
@@ -27,13 +27,13 @@ func TestServicePorts(t *testing.T) {
 		svc:  service(),
 		slices: []*discoveryv1.EndpointSlice{endpointSlice("web-1", withEndpoints(
 			apiEndpoint("10.244.2.7"), apiEndpoint("10.244.1.5")))},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.5", 8080), ep("10.244.2.7", 8080)}
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.Endpoints = []model.Endpoint{ep("10.244.1.5", 8080), ep("10.244.2.7", 8080)}
 		})},
 	}, {
 		name: "no endpoints",
 		svc:  service(),
-		want: []dataplane.ServicePort{servicePort()},
+		want: []model.ServicePort{servicePort()},
 	}, {
 		name: "single unnamed port, clusterIP without clusterIPs, default protocol",
 		svc: service(func(s *v1.Service) {
@@ -43,9 +43,9 @@ func TestServicePorts(t *testing.T) {
 		slices: []*discoveryv1.EndpointSlice{endpointSlice("web-1", func(s *discoveryv1.EndpointSlice) {
 			s.Ports = []discoveryv1.EndpointPort{{Port: ptr(int32(5353))}}
 		}, withEndpoints(apiEndpoint("10.244.1.5")))},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
 			p.Name.Port, p.Port = "", 53
-			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.5", 5353)}
+			p.Endpoints = []model.Endpoint{ep("10.244.1.5", 5353)}
 		})},
 	}, {
 		name: "NodePort with externalTrafficPolicy Local",
@@ -55,8 +55,8 @@ func TestServicePorts(t *testing.T) {
 			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 			s.Spec.HealthCheckNodePort = 32000 // only for load balancers
 		}),
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.NodePort, p.ExternalPolicy = 30080, dataplane.PolicyLocal
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.NodePort, p.ExternalPolicy = 30080, model.PolicyLocal
 		})},
 	}, {
 		name: "LoadBalancer with source ranges, Local policy and health check",
@@ -68,8 +68,8 @@ func TestServicePorts(t *testing.T) {
 			s.Spec.LoadBalancerSourceRanges = []string{" 10.0.0.0/8", "192.168.1.1/24", "2001:db8::/32"}
 			s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "198.51.100.9"}}
 		}),
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.NodePort, p.ExternalPolicy, p.HealthCheckNodePort = 30080, dataplane.PolicyLocal, 32000
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.NodePort, p.ExternalPolicy, p.HealthCheckNodePort = 30080, model.PolicyLocal, 32000
 			p.LoadBalancerIPs = addrs("198.51.100.9")
 			p.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.0/24")}
 		})},
@@ -84,7 +84,7 @@ func TestServicePorts(t *testing.T) {
 				{IP: "198.51.100.3"},
 			}
 		}),
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
 			p.LoadBalancerIPs = addrs("198.51.100.2", "198.51.100.3")
 		})},
 	}, {
@@ -93,32 +93,32 @@ func TestServicePorts(t *testing.T) {
 			s.Spec.ExternalIPs = []string{"203.0.113.7", "2001:db8::7"}
 			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 		}),
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.ExternalIPs, p.ExternalPolicy = addrs("203.0.113.7"), dataplane.PolicyLocal
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.ExternalIPs, p.ExternalPolicy = addrs("203.0.113.7"), model.PolicyLocal
 		})},
 	}, {
 		name: "externalTrafficPolicy Local ignored without external access",
 		svc: service(func(s *v1.Service) {
 			s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
 		}),
-		want: []dataplane.ServicePort{servicePort()},
+		want: []model.ServicePort{servicePort()},
 	}, {
 		name: "internalTrafficPolicy Local",
 		svc: service(func(s *v1.Service) {
 			s.Spec.InternalTrafficPolicy = ptr(v1.ServiceInternalTrafficPolicyLocal)
 		}),
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) { p.InternalPolicy = dataplane.PolicyLocal })},
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) { p.InternalPolicy = model.PolicyLocal })},
 	}, {
 		name: "ClientIP affinity with the default timeout",
 		svc:  service(func(s *v1.Service) { s.Spec.SessionAffinity = v1.ServiceAffinityClientIP }),
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) { p.SessionAffinity = 10800 * time.Second })},
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) { p.SessionAffinity = 10800 * time.Second })},
 	}, {
 		name: "ClientIP affinity with a timeout",
 		svc: service(func(s *v1.Service) {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr(int32(60))}}
 		}),
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) { p.SessionAffinity = time.Minute })},
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) { p.SessionAffinity = time.Minute })},
 	}, {
 		name: "endpoint conditions and their defaults",
 		svc:  service(),
@@ -134,8 +134,8 @@ func TestServicePorts(t *testing.T) {
 				e.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(false), Terminating: ptr(true)}
 			}),
 		))},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.Endpoints = []dataplane.Endpoint{
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.Endpoints = []model.Endpoint{
 				ep("10.244.1.1", 8080),
 				{Addr: netip.MustParseAddr("10.244.1.2"), Port: 8080, Serving: true, Terminating: true, NodeName: "node-b"},
 				// kube-proxy reads a nil serving as true, whatever ready says.
@@ -157,11 +157,11 @@ func TestServicePorts(t *testing.T) {
 			}),
 			apiEndpoint("10.244.1.3", func(e *discoveryv1.Endpoint) { e.Hints = &discoveryv1.EndpointHints{} }),
 		))},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.Endpoints = []dataplane.Endpoint{{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Ready: true, Serving: true,
-				NodeName: "node-a", Zone: "zone-a", Hints: &dataplane.Hints{ForZones: []string{"zone-a", "zone-c"}}},
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.Endpoints = []model.Endpoint{{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Ready: true, Serving: true,
+				NodeName: "node-a", Zone: "zone-a", Hints: &model.Hints{ForZones: []string{"zone-a", "zone-c"}}},
 				{Addr: netip.MustParseAddr("10.244.1.2"), Port: 8080, Ready: true, Serving: true,
-					NodeName: "node-b", Zone: "zone-a", Hints: &dataplane.Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-b"}}},
+					NodeName: "node-b", Zone: "zone-a", Hints: &model.Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-b"}}},
 				{Addr: netip.MustParseAddr("10.244.1.3"), Port: 8080, Ready: true, Serving: true, NodeName: "node-b"}}
 		})},
 	}, {
@@ -175,10 +175,10 @@ func TestServicePorts(t *testing.T) {
 			endpointSlice("web-v6", func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 },
 				withEndpoints(apiEndpoint("fd00:10:244::5"))),
 		},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
 			p.ClusterIPs = addrs("10.96.0.10", "fd00:10:96::a")
 			p.ExternalIPs = addrs("2001:db8::7", "203.0.113.7")
-			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.5", 8080), ep("fd00:10:244::5", 8080)}
+			p.Endpoints = []model.Endpoint{ep("10.244.1.5", 8080), ep("fd00:10:244::5", 8080)}
 		})},
 	}, {
 		name: "IPv6 single-stack leaves IPv4 endpoints out",
@@ -188,9 +188,9 @@ func TestServicePorts(t *testing.T) {
 			endpointSlice("web-v6", func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 },
 				withEndpoints(apiEndpoint("fd00:10:244::5"))),
 		},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
 			p.ClusterIPs = addrs("fd00:10:96::a")
-			p.Endpoints = []dataplane.Endpoint{ep("fd00:10:244::5", 8080)}
+			p.Endpoints = []model.Endpoint{ep("fd00:10:244::5", 8080)}
 		})},
 	}, {
 		name: "ports matched by name and protocol: SCTP, UDP and TCP",
@@ -210,18 +210,18 @@ func TestServicePorts(t *testing.T) {
 				{Name: ptr("dns")}, // no port: all ports, not programmable
 			}
 		}, withEndpoints(apiEndpoint("10.244.1.5")))},
-		want: []dataplane.ServicePort{
-			servicePort(func(p *dataplane.ServicePort) {
-				p.Name.Port, p.Protocol, p.Port = "dns", dataplane.UDP, 53
-				p.Endpoints = []dataplane.Endpoint{ep("10.244.1.5", 5353)}
+		want: []model.ServicePort{
+			servicePort(func(p *model.ServicePort) {
+				p.Name.Port, p.Protocol, p.Port = "dns", model.UDP, 53
+				p.Endpoints = []model.Endpoint{ep("10.244.1.5", 5353)}
 			}),
-			servicePort(func(p *dataplane.ServicePort) {
-				p.Name.Port, p.Protocol, p.Port = "dns-tcp", dataplane.TCP, 53
-				p.Endpoints = []dataplane.Endpoint{ep("10.244.1.5", 5354)}
+			servicePort(func(p *model.ServicePort) {
+				p.Name.Port, p.Protocol, p.Port = "dns-tcp", model.TCP, 53
+				p.Endpoints = []model.Endpoint{ep("10.244.1.5", 5354)}
 			}),
-			servicePort(func(p *dataplane.ServicePort) {
-				p.Name.Port, p.Protocol, p.Port = "sig", dataplane.SCTP, 3868
-				p.Endpoints = []dataplane.Endpoint{ep("10.244.1.5", 3869)}
+			servicePort(func(p *model.ServicePort) {
+				p.Name.Port, p.Protocol, p.Port = "sig", model.SCTP, 3868
+				p.Endpoints = []model.Endpoint{ep("10.244.1.5", 3869)}
 			}),
 		},
 	}, {
@@ -245,8 +245,8 @@ func TestServicePorts(t *testing.T) {
 				apiEndpoint("10.244.1.3"),
 			)),
 		},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.Endpoints = []dataplane.Endpoint{
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.Endpoints = []model.Endpoint{
 				{Addr: netip.MustParseAddr("10.244.1.1"), Port: 8080, Serving: true, NodeName: "node-b"},
 				ep("10.244.1.2", 8080), ep("10.244.1.3", 8080),
 			}
@@ -266,7 +266,7 @@ func TestServicePorts(t *testing.T) {
 			endpointSlice("fqdn", func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeFQDN },
 				withEndpoints(apiEndpoint("backend.example.com"))),
 		},
-		want: []dataplane.ServicePort{servicePort()},
+		want: []model.ServicePort{servicePort()},
 	}, {
 		name: "headless service",
 		svc: service(func(s *v1.Service) {
@@ -292,8 +292,8 @@ func TestServicePorts(t *testing.T) {
 			endpointSlice("proxied", func(s *discoveryv1.EndpointSlice) { s.Labels[LabelServiceProxyName] = "cilium" },
 				withEndpoints(apiEndpoint("10.244.1.1"))),
 		},
-		want: []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-			p.Endpoints = []dataplane.Endpoint{ep("10.244.1.1", 8080)}
+		want: []model.ServicePort{servicePort(func(p *model.ServicePort) {
+			p.Endpoints = []model.Endpoint{ep("10.244.1.1", 8080)}
 		})},
 	}}
 	for _, tt := range tests {
@@ -379,8 +379,8 @@ func TestServicePortsInvalid(t *testing.T) {
 				t.Errorf("invalid service converted to %v", got)
 			}
 			if tt.bad != nil {
-				want := []dataplane.ServicePort{servicePort(func(p *dataplane.ServicePort) {
-					p.Endpoints = []dataplane.Endpoint{modelEndpoint("10.244.1.1", 8080)}
+				want := []model.ServicePort{servicePort(func(p *model.ServicePort) {
+					p.Endpoints = []model.Endpoint{modelEndpoint("10.244.1.1", 8080)}
 				})}
 				if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
 					t.Errorf("other slices not kept (-want +got):\n%s", diff)
@@ -398,8 +398,8 @@ func checkErrors(t *testing.T, errs []error, fields []string) {
 	}
 	for i, err := range errs {
 		var ie *InvalidError
-		if !errors.As(err, &ie) || !errors.Is(err, dataplane.ErrInvalid) {
-			t.Errorf("error %v is not an *InvalidError matching dataplane.ErrInvalid", err)
+		if !errors.As(err, &ie) || !errors.Is(err, model.ErrInvalid) {
+			t.Errorf("error %v is not an *InvalidError matching model.ErrInvalid", err)
 			continue
 		}
 		if ie.Field != fields[i] {
@@ -409,7 +409,7 @@ func checkErrors(t *testing.T, errs []error, fields []string) {
 }
 
 func TestConvertNode(t *testing.T) {
-	base := dataplane.Node{Name: "node-a", Zone: "zone-x", Addresses: addrs("192.0.2.1"), Scheduler: "wrr"}
+	base := model.Node{Name: "node-a", Zone: "zone-x", Addresses: addrs("192.0.2.1"), Scheduler: "wrr"}
 	node := func(changes ...func(*v1.Node)) *v1.Node {
 		n := &v1.Node{}
 		n.Name = "node-a"
@@ -421,7 +421,7 @@ func TestConvertNode(t *testing.T) {
 	tests := []struct {
 		name  string
 		node  *v1.Node
-		want  dataplane.Node
+		want  model.Node
 		field string
 	}{
 		{"nothing known keeps the base", node(), base, ""},
@@ -434,7 +434,7 @@ func TestConvertNode(t *testing.T) {
 				{Type: v1.NodeExternalIP, Address: "203.0.113.5"},
 				{Type: v1.NodeExternalIP, Address: "10.0.0.5"},
 			}
-		}), dataplane.Node{Name: "node-a", Zone: "zone-a", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5", "fd00::5", "203.0.113.5"), Scheduler: "wrr"}, ""},
+		}), model.Node{Name: "node-a", Zone: "zone-a", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5", "fd00::5", "203.0.113.5"), Scheduler: "wrr"}, ""},
 		{"bad address", node(func(n *v1.Node) {
 			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0"}}
 		}), base, "status.addresses[0].address"},

@@ -1,5 +1,5 @@
 // Package watcher turns Kubernetes Services and EndpointSlices into the
-// dataplane model ([dataplane.State]) and decides when to sync, with the
+// dataplane model ([github.com/ipvsplane/ipvsplane/dataplane/model.State]) and decides when to sync, with the
 // rules of kube-proxy's IPVS mode. It is the only ipvsplane package that
 // imports client-go.
 //

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // InvalidError says which object, and which field of it, could not be
 // used. The object is skipped; the others are still programmed. It matches
-// dataplane.ErrInvalid with errors.Is.
+// model.ErrInvalid with errors.Is.
 type InvalidError struct {
 	// File and Line locate the document in a manifest directory; empty and
 	// 0 for objects that came from the API server.
@@ -50,8 +50,8 @@ func (e *InvalidError) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, dataplane.ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == dataplane.ErrInvalid }
+// Is makes errors.Is(err, model.ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == model.ErrInvalid }
 
 func (e *InvalidError) Unwrap() error { return e.Err }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 )
 
@@ -36,7 +36,7 @@ endpoints:
 	for _, err := range errs {
 		fmt.Println(err)
 	}
-	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}})
+	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})
 	for _, o := range objs {
 		if err := tracker.SetObject(o.Object, time.Time{}); err != nil {
 			fmt.Println(err)
@@ -66,7 +66,7 @@ func ExampleRunner() {
 	defer cancel()
 	var runner *watcher.Runner
 	tracker := watcher.NewTracker(watcher.TrackerConfig{
-		Node:     dataplane.Node{Name: "node-a"},
+		Node:     model.Node{Name: "node-a"},
 		OnChange: func() { runner.Request() },
 	})
 	runner = watcher.NewRunner(watcher.RunnerConfig{

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 const apiManifest = `apiVersion: v1
@@ -140,7 +140,7 @@ func TestWatchFiles(t *testing.T) {
 }
 
 func TestWatchFilesMissingDir(t *testing.T) {
-	err := WatchFiles(context.Background(), FilesConfig{Dir: filepath.Join(t.TempDir(), "none"), Tracker: NewTracker(TrackerConfig{Node: dataplane.Node{}})})
+	err := WatchFiles(context.Background(), FilesConfig{Dir: filepath.Join(t.TempDir(), "none"), Tracker: NewTracker(TrackerConfig{Node: model.Node{}})})
 	if err == nil {
 		t.Fatal("no error for a missing directory")
 	}

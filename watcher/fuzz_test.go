@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // FuzzParseManifests feeds arbitrary files to the parser and what it
@@ -22,12 +22,12 @@ func FuzzParseManifests(f *testing.F) {
 				t.Fatalf("error not located in the file's %d lines: %v", lines, err)
 			}
 		}
-		tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a"}})
+		tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}})
 		for _, o := range objs {
 			if o.Line < 1 || o.Line > lines {
 				t.Fatalf("object at line %d of %d", o.Line, lines)
 			}
-			if err := apply(tr, o.Object); err != nil && !errors.Is(err, dataplane.ErrInvalid) {
+			if err := apply(tr, o.Object); err != nil && !errors.Is(err, model.ErrInvalid) {
 				t.Fatalf("conversion error is not an InvalidError: %v", err)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,10 +63,10 @@ func apiEndpoint(addr string, changes ...func(*discoveryv1.Endpoint)) discoveryv
 
 func ptr[T any](v T) *T { return &v }
 
-func servicePort(changes ...func(*dataplane.ServicePort)) dataplane.ServicePort {
-	p := dataplane.ServicePort{
-		Name:       dataplane.ServicePortName{Namespace: "default", Name: "web", Port: "http"},
-		Protocol:   dataplane.TCP,
+func servicePort(changes ...func(*model.ServicePort)) model.ServicePort {
+	p := model.ServicePort{
+		Name:       model.ServicePortName{Namespace: "default", Name: "web", Port: "http"},
+		Protocol:   model.TCP,
 		Port:       80,
 		ClusterIPs: addrs("10.96.0.10"),
 	}
@@ -77,8 +77,8 @@ func servicePort(changes ...func(*dataplane.ServicePort)) dataplane.ServicePort 
 }
 
 // modelEndpoint is a ready, serving endpoint on node-b.
-func modelEndpoint(addr string, port uint16) dataplane.Endpoint {
-	return dataplane.Endpoint{Addr: netip.MustParseAddr(addr), Port: port, Ready: true, Serving: true, NodeName: "node-b"}
+func modelEndpoint(addr string, port uint16) model.Endpoint {
+	return model.Endpoint{Addr: netip.MustParseAddr(addr), Port: port, Ready: true, Serving: true, NodeName: "node-b"}
 }
 
 func addrs(s ...string) []netip.Addr {
@@ -97,7 +97,7 @@ var cmpOpts = []cmp.Option{
 
 // checkValid fails the test if the dataplane would reject a converted
 // port: conversion must never produce one.
-func checkValid(t *testing.T, ports []dataplane.ServicePort) {
+func checkValid(t *testing.T, ports []model.ServicePort) {
 	t.Helper()
 	for i := range ports {
 		if err := ports[i].Validate(); err != nil {

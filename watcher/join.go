@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // join gives each service port the endpoints of the service's slices
@@ -16,8 +16,8 @@ import (
 // terminating. (kube-proxy reads the slices in map order, so which of two
 // copies in different slices it keeps is chance; here it is the one of
 // the slice whose name sorts last.)
-func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServicePort {
-	out := make([]dataplane.ServicePort, len(ports))
+func join(ports []model.ServicePort, from []*sliceInfo) []model.ServicePort {
+	out := make([]model.ServicePort, len(ports))
 	for i, sp := range ports {
 		if eps, ok := shared(sp, from); ok {
 			sp.Endpoints = eps
@@ -35,7 +35,7 @@ func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServiceP
 		}
 		// At most every endpoint once, sized so as not to hold the
 		// spare room of appends for as long as the service lives.
-		eps := make([]dataplane.Endpoint, 0, n)
+		eps := make([]model.Endpoint, 0, n)
 		for _, s := range from {
 			for _, p := range s.ports {
 				if p.name != sp.Name.Port || p.protocol != sp.Protocol {
@@ -61,7 +61,7 @@ func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServiceP
 				}
 			}
 		}
-		slices.SortFunc(eps, func(a, b dataplane.Endpoint) int {
+		slices.SortFunc(eps, func(a, b model.Endpoint) int {
 			return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Port, b.Port))
 		})
 		if len(eps) > 0 {
@@ -75,7 +75,7 @@ func join(ports []dataplane.ServicePort, from []*sliceInfo) []dataplane.ServiceP
 // shared returns, when the service port's endpoints are exactly those of
 // its one slice (see sliceInfo.shareable), that slice's endpoints, which
 // both then hold: a hundred thousand endpoints are kept once, not twice.
-func shared(sp dataplane.ServicePort, from []*sliceInfo) ([]dataplane.Endpoint, bool) {
+func shared(sp model.ServicePort, from []*sliceInfo) ([]model.Endpoint, bool) {
 	if len(from) != 1 || !from[0].shareable || len(from[0].endpoints) == 0 {
 		return nil, false
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/ipvsplane/ipvsplane/watcher/clientset"
 	v1 "k8s.io/api/core/v1"
@@ -46,7 +46,7 @@ func TestWatchKubernetes(t *testing.T) {
 
 	var errs []error
 	var errMu sync.Mutex
-	tr := watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}})
+	tr := watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
@@ -69,9 +69,9 @@ func TestWatchKubernetes(t *testing.T) {
 	})
 
 	var triggers []time.Time
-	expect := func(what string, want []dataplane.ServicePort) {
+	expect := func(what string, want []model.ServicePort) {
 		t.Helper()
-		var last []dataplane.ServicePort
+		var last []model.ServicePort
 		ok := watcher.TestPoll(func() bool {
 			u := tr.Sync()
 			triggers = append(triggers, u.TriggerTimes...)
@@ -82,12 +82,12 @@ func TestWatchKubernetes(t *testing.T) {
 			t.Fatalf("%s: services (-want +got):\n%s", what, cmp.Diff(want, last, watcher.TestCmpOpts...))
 		}
 	}
-	web := func(eps ...dataplane.Endpoint) dataplane.ServicePort {
-		return watcher.TestServicePort(func(p *dataplane.ServicePort) { p.Endpoints = eps })
+	web := func(eps ...model.Endpoint) model.ServicePort {
+		return watcher.TestServicePort(func(p *model.ServicePort) { p.Endpoints = eps })
 	}
 
-	expect("initial list", []dataplane.ServicePort{web(watcher.TestModelEndpoint("10.244.1.5", 8080))})
-	if got, want := tr.Sync().State.Node, (dataplane.Node{Name: "node-a", Zone: "zone-a", NodeIPs: watcher.TestAddrs("10.0.0.5")}); !cmp.Equal(got, want, watcher.TestCmpOpts...) {
+	expect("initial list", []model.ServicePort{web(watcher.TestModelEndpoint("10.244.1.5", 8080))})
+	if got, want := tr.Sync().State.Node, (model.Node{Name: "node-a", Zone: "zone-a", NodeIPs: watcher.TestAddrs("10.0.0.5")}); !cmp.Equal(got, want, watcher.TestCmpOpts...) {
 		t.Errorf("node %+v, want %+v", got, want)
 	}
 
@@ -98,7 +98,7 @@ func TestWatchKubernetes(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctxAPI, slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect("slice updated", []dataplane.ServicePort{web(watcher.TestModelEndpoint("10.244.1.5", 8080), watcher.TestModelEndpoint("10.244.1.6", 8080))})
+	expect("slice updated", []model.ServicePort{web(watcher.TestModelEndpoint("10.244.1.5", 8080), watcher.TestModelEndpoint("10.244.1.6", 8080))})
 	if !slices.Contains(triggers, trigger) {
 		t.Errorf("trigger times %v do not hold the slice's %v", triggers, trigger)
 	}
@@ -112,18 +112,18 @@ func TestWatchKubernetes(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(ctxAPI, apiSlice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	apiPort := watcher.TestServicePort(func(p *dataplane.ServicePort) {
+	apiPort := watcher.TestServicePort(func(p *model.ServicePort) {
 		p.Name.Name, p.ClusterIPs = "api", watcher.TestAddrs("10.96.0.20")
-		p.Endpoints = []dataplane.Endpoint{watcher.TestModelEndpoint("10.244.2.1", 8080)}
+		p.Endpoints = []model.Endpoint{watcher.TestModelEndpoint("10.244.2.1", 8080)}
 	})
-	expect("service and slice added", []dataplane.ServicePort{apiPort, web(watcher.TestModelEndpoint("10.244.1.5", 8080), watcher.TestModelEndpoint("10.244.1.6", 8080))})
+	expect("service and slice added", []model.ServicePort{apiPort, web(watcher.TestModelEndpoint("10.244.1.5", 8080), watcher.TestModelEndpoint("10.244.1.6", 8080))})
 
 	bad := api.DeepCopy()
 	bad.Spec.Ports[0].Port = 0
 	if _, err := client.CoreV1().Services("default").Update(ctxAPI, bad, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect("invalid update skipped", []dataplane.ServicePort{web(watcher.TestModelEndpoint("10.244.1.5", 8080), watcher.TestModelEndpoint("10.244.1.6", 8080))})
+	expect("invalid update skipped", []model.ServicePort{web(watcher.TestModelEndpoint("10.244.1.5", 8080), watcher.TestModelEndpoint("10.244.1.6", 8080))})
 	errMu.Lock()
 	if len(errs) != 1 {
 		t.Errorf("errors reported: %v, want the invalid port", errs)
@@ -139,11 +139,11 @@ func TestWatchKubernetes(t *testing.T) {
 	if _, err := client.CoreV1().Services("default").Update(ctxAPI, api, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect("service fixed", []dataplane.ServicePort{apiPort})
+	expect("service fixed", []model.ServicePort{apiPort})
 	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctxAPI, "api-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect("slice deleted", []dataplane.ServicePort{watcher.TestServicePort(func(p *dataplane.ServicePort) {
+	expect("slice deleted", []model.ServicePort{watcher.TestServicePort(func(p *model.ServicePort) {
 		p.Name.Name, p.ClusterIPs = "api", watcher.TestAddrs("10.96.0.20")
 	})})
 	if err := client.CoreV1().Services("default").Delete(ctxAPI, "api", metav1.DeleteOptions{}); err != nil {
@@ -155,6 +155,6 @@ func TestWatchKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	watcher.TestWaitFor(t, "node deleted", func() bool {
-		return cmp.Equal(tr.Sync().State.Node, dataplane.Node{Name: "node-a"}, watcher.TestCmpOpts...)
+		return cmp.Equal(tr.Sync().State.Node, model.Node{Name: "node-a"}, watcher.TestCmpOpts...)
 	})
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -100,8 +100,8 @@ func TestParseManifests(t *testing.T) {
 			}
 			var gotErrs []string
 			for _, err := range errs {
-				if !errors.Is(err, dataplane.ErrInvalid) {
-					t.Errorf("error %v does not match dataplane.ErrInvalid", err)
+				if !errors.Is(err, model.ErrInvalid) {
+					t.Errorf("error %v does not match model.ErrInvalid", err)
 				}
 				gotErrs = append(gotErrs, err.Error())
 			}
@@ -115,7 +115,7 @@ func TestParseManifests(t *testing.T) {
 // The example manifests in testdata convert without errors into the
 // service ports they describe.
 func TestExampleManifests(t *testing.T) {
-	tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a"}})
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}})
 	files, err := filepath.Glob("testdata/manifests/*")
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -35,7 +35,7 @@ const maxAffinitySeconds = 86400
 // a service kube-proxy does not handle (headless, ExternalName, another
 // proxy's). An error with ports says which addresses were left out; an
 // error without them, why the service was.
-func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
+func convertService(svc *v1.Service) ([]model.ServicePort, error) {
 	if _, other := svc.Labels[LabelServiceProxyName]; other || svc.Spec.Type == v1.ServiceTypeExternalName {
 		return nil, nil
 	}
@@ -70,7 +70,7 @@ func convertService(svc *v1.Service) ([]dataplane.ServicePort, error) {
 		return nil, err
 	}
 	tune := readTuning(svc.Annotations)
-	ports, err := readPorts(svc, dataplane.ServicePort{
+	ports, err := readPorts(svc, model.ServicePort{
 		ClusterIPs:               clusterIPs,
 		ExternalIPs:              externalIPs,
 		LoadBalancerIPs:          lbIPs,
@@ -206,7 +206,7 @@ func readSessionAffinity(svc *v1.Service, fail fieldErrorFunc) (time.Duration, e
 }
 
 // readExternalPolicy returns the service's external traffic policy.
-func readExternalPolicy(svc *v1.Service, fail fieldErrorFunc) (dataplane.TrafficPolicy, error) {
+func readExternalPolicy(svc *v1.Service, fail fieldErrorFunc) (model.TrafficPolicy, error) {
 	var accessible bool
 	switch svc.Spec.Type {
 	case "", v1.ServiceTypeClusterIP:
@@ -214,41 +214,41 @@ func readExternalPolicy(svc *v1.Service, fail fieldErrorFunc) (dataplane.Traffic
 	case v1.ServiceTypeNodePort, v1.ServiceTypeLoadBalancer:
 		accessible = true
 	default:
-		return dataplane.PolicyCluster, fail("spec.type", "unknown service type %q", svc.Spec.Type)
+		return model.PolicyCluster, fail("spec.type", "unknown service type %q", svc.Spec.Type)
 	}
 	switch svc.Spec.ExternalTrafficPolicy {
 	case "", v1.ServiceExternalTrafficPolicyCluster:
-		return dataplane.PolicyCluster, nil
+		return model.PolicyCluster, nil
 	case v1.ServiceExternalTrafficPolicyLocal:
 		// The policy means nothing for a service no one reaches from
 		// outside; kube-proxy ignores it there.
 		if accessible {
-			return dataplane.PolicyLocal, nil
+			return model.PolicyLocal, nil
 		}
-		return dataplane.PolicyCluster, nil
+		return model.PolicyCluster, nil
 	}
-	return dataplane.PolicyCluster, fail("spec.externalTrafficPolicy", "unknown policy %q (want Cluster or Local)", svc.Spec.ExternalTrafficPolicy)
+	return model.PolicyCluster, fail("spec.externalTrafficPolicy", "unknown policy %q (want Cluster or Local)", svc.Spec.ExternalTrafficPolicy)
 }
 
 // readInternalPolicy returns the service's internal traffic policy.
-func readInternalPolicy(svc *v1.Service, fail fieldErrorFunc) (dataplane.TrafficPolicy, error) {
+func readInternalPolicy(svc *v1.Service, fail fieldErrorFunc) (model.TrafficPolicy, error) {
 	p := svc.Spec.InternalTrafficPolicy
 	if p == nil {
-		return dataplane.PolicyCluster, nil
+		return model.PolicyCluster, nil
 	}
 	switch *p {
 	case v1.ServiceInternalTrafficPolicyCluster:
-		return dataplane.PolicyCluster, nil
+		return model.PolicyCluster, nil
 	case v1.ServiceInternalTrafficPolicyLocal:
-		return dataplane.PolicyLocal, nil
+		return model.PolicyLocal, nil
 	}
-	return dataplane.PolicyCluster, fail("spec.internalTrafficPolicy", "unknown policy %q (want Cluster or Local)", *p)
+	return model.PolicyCluster, fail("spec.internalTrafficPolicy", "unknown policy %q (want Cluster or Local)", *p)
 }
 
 // readHealthCheckNodePort returns the node port load balancers check the
 // node's local endpoints on, or 0 when they need not.
-func readHealthCheckNodePort(svc *v1.Service, external dataplane.TrafficPolicy, fail fieldErrorFunc) (uint16, error) {
-	if svc.Spec.Type != v1.ServiceTypeLoadBalancer || external != dataplane.PolicyLocal {
+func readHealthCheckNodePort(svc *v1.Service, external model.TrafficPolicy, fail fieldErrorFunc) (uint16, error) {
+	if svc.Spec.Type != v1.ServiceTypeLoadBalancer || external != model.PolicyLocal {
 		return 0, nil
 	}
 	hc := svc.Spec.HealthCheckNodePort
@@ -260,8 +260,8 @@ func readHealthCheckNodePort(svc *v1.Service, external dataplane.TrafficPolicy, 
 
 // readPorts returns the service's ports, each a copy of shared, which
 // holds what the ports of a service have in common.
-func readPorts(svc *v1.Service, shared dataplane.ServicePort, fail fieldErrorFunc) ([]dataplane.ServicePort, error) {
-	ports := make([]dataplane.ServicePort, 0, len(svc.Spec.Ports))
+func readPorts(svc *v1.Service, shared model.ServicePort, fail fieldErrorFunc) ([]model.ServicePort, error) {
+	ports := make([]model.ServicePort, 0, len(svc.Spec.Ports))
 	for i, p := range svc.Spec.Ports {
 		field := fmt.Sprintf("spec.ports[%d]", i)
 		proto, err := protocol(p.Protocol)
@@ -274,11 +274,11 @@ func readPorts(svc *v1.Service, shared dataplane.ServicePort, fail fieldErrorFun
 		if p.NodePort < 0 || p.NodePort > 65535 {
 			return nil, fail(field+".nodePort", "%d is not from 0 to 65535", p.NodePort)
 		}
-		if slices.ContainsFunc(ports, func(sp dataplane.ServicePort) bool { return sp.Name.Port == p.Name }) {
+		if slices.ContainsFunc(ports, func(sp model.ServicePort) bool { return sp.Name.Port == p.Name }) {
 			return nil, fail(field+".name", "%q names two ports", p.Name)
 		}
 		port := shared
-		port.Name = dataplane.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name}
+		port.Name = model.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name}
 		port.Protocol = proto
 		port.Port = uint16(p.Port)
 		port.NodePort = uint16(p.NodePort)
@@ -288,14 +288,14 @@ func readPorts(svc *v1.Service, shared dataplane.ServicePort, fail fieldErrorFun
 }
 
 // protocol converts an API protocol; empty is the API's default, TCP.
-func protocol(p v1.Protocol) (dataplane.Protocol, error) {
+func protocol(p v1.Protocol) (model.Protocol, error) {
 	switch p {
 	case "", v1.ProtocolTCP:
-		return dataplane.TCP, nil
+		return model.TCP, nil
 	case v1.ProtocolUDP:
-		return dataplane.UDP, nil
+		return model.UDP, nil
 	case v1.ProtocolSCTP:
-		return dataplane.SCTP, nil
+		return model.SCTP, nil
 	}
 	return 0, fmt.Errorf("unknown protocol %q (want TCP, UDP or SCTP)", p)
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"unique"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
@@ -24,13 +24,13 @@ type sliceInfo struct {
 	// it, sorted by address, and, when no address is listed twice,
 	// shareable: a service port joined from this slice alone takes them
 	// as they are instead of a copy.
-	endpoints []dataplane.Endpoint
+	endpoints []model.Endpoint
 	shareable bool
 }
 
 type slicePort struct {
 	name     string
-	protocol dataplane.Protocol
+	protocol model.Protocol
 	port     uint16
 }
 
@@ -59,7 +59,7 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	// Sized exactly: a large cluster holds a hundred thousand endpoints.
 	info := &sliceInfo{name: s.Name, service: service, ports: ports}
 	if len(s.Endpoints) > 0 {
-		info.endpoints = make([]dataplane.Endpoint, 0, len(s.Endpoints))
+		info.endpoints = make([]model.Endpoint, 0, len(s.Endpoints))
 	}
 	var hints hintsCache
 	for i := range s.Endpoints {
@@ -88,7 +88,7 @@ func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]sl
 		if *p.Port < 1 || *p.Port > 65535 {
 			return nil, fail(field+".port", "%d is not from 1 to 65535", *p.Port)
 		}
-		sp := slicePort{port: uint16(*p.Port), protocol: dataplane.TCP}
+		sp := slicePort{port: uint16(*p.Port), protocol: model.TCP}
 		if p.Protocol != nil {
 			proto, err := protocol(*p.Protocol)
 			if err != nil {
@@ -106,28 +106,28 @@ func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]sl
 
 // readEndpoint reads the i-th endpoint of a slice of an IP address type,
 // without its port.
-func readEndpoint(ep *discoveryv1.Endpoint, i int, addressType discoveryv1.AddressType, hints *hintsCache, fail fieldErrorFunc) (dataplane.Endpoint, error) {
+func readEndpoint(ep *discoveryv1.Endpoint, i int, addressType discoveryv1.AddressType, hints *hintsCache, fail fieldErrorFunc) (model.Endpoint, error) {
 	// Only the first address is used: the API keeps the rest for
 	// future use.
 	if len(ep.Addresses) == 0 {
-		return dataplane.Endpoint{}, fail(fmt.Sprintf("endpoints[%d].addresses", i), "no address")
+		return model.Endpoint{}, fail(fmt.Sprintf("endpoints[%d].addresses", i), "no address")
 	}
 	field := fmt.Sprintf("endpoints[%d].addresses[0]", i)
 	ip, err := netip.ParseAddr(ep.Addresses[0])
 	if err != nil {
-		return dataplane.Endpoint{}, fail(field, "%q is not an IP address", ep.Addresses[0])
+		return model.Endpoint{}, fail(field, "%q is not an IP address", ep.Addresses[0])
 	}
 	ip = ip.Unmap()
 	switch {
 	case ip.Is4() != (addressType == discoveryv1.AddressTypeIPv4):
-		return dataplane.Endpoint{}, fail(field, "%s is not of address type %s", ip, addressType)
+		return model.Endpoint{}, fail(field, "%s is not of address type %s", ip, addressType)
 	case ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast():
-		return dataplane.Endpoint{}, fail(field, "%s is not a unicast address", ip)
+		return model.Endpoint{}, fail(field, "%s is not a unicast address", ip)
 	}
 	// As kube-proxy reads the conditions: a nil ready or serving
 	// means true, a nil terminating false.
 	c := ep.Conditions
-	e := dataplane.Endpoint{
+	e := model.Endpoint{
 		Addr:        ip,
 		Ready:       c.Ready == nil || *c.Ready,
 		Serving:     c.Serving == nil || *c.Serving,
@@ -154,7 +154,7 @@ func (info *sliceInfo) carryOnlyPort() {
 	for i := range info.endpoints {
 		info.endpoints[i].Port = info.ports[0].port
 	}
-	slices.SortStableFunc(info.endpoints, func(a, b dataplane.Endpoint) int { return a.Addr.Compare(b.Addr) })
+	slices.SortStableFunc(info.endpoints, func(a, b model.Endpoint) int { return a.Addr.Compare(b.Addr) })
 	info.shareable = true
 	for i := 1; i < len(info.endpoints); i++ {
 		if info.endpoints[i].Addr == info.endpoints[i-1].Addr {
@@ -165,11 +165,11 @@ func (info *sliceInfo) carryOnlyPort() {
 
 // hintsCache gives the endpoints of one slice with the same hints one
 // copy of them: the controller hints most endpoints alike.
-type hintsCache []*dataplane.Hints
+type hintsCache []*model.Hints
 
 // get returns h as the dataplane takes it, or nil when it names no zone
 // and no node.
-func (c *hintsCache) get(h *discoveryv1.EndpointHints) *dataplane.Hints {
+func (c *hintsCache) get(h *discoveryv1.EndpointHints) *model.Hints {
 	if len(h.ForZones) == 0 && len(h.ForNodes) == 0 {
 		return nil
 	}
@@ -180,7 +180,7 @@ func (c *hintsCache) get(h *discoveryv1.EndpointHints) *dataplane.Hints {
 			return have
 		}
 	}
-	out := &dataplane.Hints{ForZones: names(h.ForZones, zones), ForNodes: names(h.ForNodes, nodes)}
+	out := &model.Hints{ForZones: names(h.ForZones, zones), ForNodes: names(h.ForNodes, nodes)}
 	*c = append(*c, out)
 	return out
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -123,7 +123,7 @@ func TestWatchKubernetesStreamedListing(t *testing.T) {
 		return nil, fmt.Errorf("slices listed")
 	})
 	client := &Client{Services: services.listWatch(), EndpointSlices: sliceAPI.listWatch(), WatchList: true}
-	tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a"}})
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- WatchKubernetes(ctx, KubernetesConfig{Client: client, Tracker: tr}) }()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,7 +38,7 @@ func compareKeys(a, b key) int {
 type TrackerConfig struct {
 	// Node holds the node's name and settings. A Node object of that name
 	// adds its IPs and zone (see [ConvertNode]).
-	Node dataplane.Node
+	Node model.Node
 	// OnChange, if set, is called after every change that a sync would
 	// program and when an input becomes synced; typically the runner's
 	// Request. It is called without the tracker's lock held.
@@ -64,9 +65,9 @@ type Tracker struct {
 	podCIDRsFromNode bool
 
 	mu       sync.Mutex
-	base     dataplane.Node
-	node     *dataplane.Node
-	services map[key][]dataplane.ServicePort
+	base     model.Node
+	node     *model.Node
+	services map[key][]model.ServicePort
 	// slices are keyed by the slice; bySvc finds a service's slices, in
 	// slice-name order (a list, not a map: most services have one).
 	slices map[key]*sliceInfo
@@ -74,7 +75,7 @@ type Tracker struct {
 	// synced holds the joined service ports as of the last sync; order
 	// holds its keys sorted and ports counts them, so a sync after a small
 	// change does not sort or grow anything.
-	synced      map[key][]dataplane.ServicePort
+	synced      map[key][]model.ServicePort
 	order       []key
 	ports       int
 	svcDirty    map[key]bool
@@ -91,10 +92,10 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 		onNode:           cfg.OnNode,
 		podCIDRsFromNode: cfg.PodCIDRsFromNode,
 		base:             cfg.Node,
-		services:         map[key][]dataplane.ServicePort{},
+		services:         map[key][]model.ServicePort{},
 		slices:           map[key]*sliceInfo{},
 		bySvc:            map[key][]*sliceInfo{},
-		synced:           map[key][]dataplane.ServicePort{},
+		synced:           map[key][]model.ServicePort{},
 		svcDirty:         map[key]bool{},
 		epDirty:          map[key]bool{},
 	}
@@ -127,7 +128,7 @@ func (t *Tracker) DeleteService(namespace, name string) {
 	t.notify(changed)
 }
 
-func (t *Tracker) setServiceLocked(k key, ports []dataplane.ServicePort) bool {
+func (t *Tracker) setServiceLocked(k key, ports []model.ServicePort) bool {
 	old, ok := t.services[k]
 	if ports == nil {
 		if !ok {
@@ -300,10 +301,10 @@ type Update struct {
 	// State is the desired state: its Node always, its Services whole
 	// from Sync, and from SyncChanges only when NodeChanged. Its slices
 	// are shared with the tracker and must not be modified.
-	State dataplane.State
+	State model.State
 	// Changed lists the service ports added, changed or removed since
 	// the previous sync, in name order.
-	Changed []dataplane.ServicePortName
+	Changed []model.ServicePortName
 	// Changes are the same service ports as the dataplane takes them:
 	// each one's new version, or a nil Port for a removed one. The ports
 	// are shared with the tracker and must not be modified.
@@ -334,7 +335,7 @@ func (t *Tracker) sync(whole bool) *Update {
 	dirty := maps.Clone(t.svcDirty)
 	maps.Copy(dirty, t.epDirty)
 	for k := range dirty {
-		var ports []dataplane.ServicePort
+		var ports []model.ServicePort
 		if svc, ok := t.services[k]; ok {
 			ports = join(svc, t.bySvc[k])
 		}
@@ -370,7 +371,7 @@ func (t *Tracker) sync(whole bool) *Update {
 		return u
 	}
 	if t.ports > 0 {
-		u.State.Services = make([]dataplane.ServicePort, 0, t.ports)
+		u.State.Services = make([]model.ServicePort, 0, t.ports)
 	}
 	for _, k := range t.order {
 		u.State.Services = append(u.State.Services, t.synced[k]...)
@@ -382,10 +383,10 @@ func compareSliceName(s *sliceInfo, name string) int { return strings.Compare(s.
 
 // changedPorts returns the ports that differ between two versions of a
 // service: each one's new version, or a nil Port for one that is gone.
-func changedPorts(old, cur []dataplane.ServicePort) []dataplane.Change {
+func changedPorts(old, cur []model.ServicePort) []dataplane.Change {
 	var changes []dataplane.Change
-	find := func(ports []dataplane.ServicePort, name dataplane.ServicePortName) *dataplane.ServicePort {
-		i := slices.IndexFunc(ports, func(p dataplane.ServicePort) bool { return p.Name == name })
+	find := func(ports []model.ServicePort, name model.ServicePortName) *model.ServicePort {
+		i := slices.IndexFunc(ports, func(p model.ServicePort) bool { return p.Name == name })
 		if i < 0 {
 			return nil
 		}

@@ -10,23 +10,23 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 func TestTracker(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	base := dataplane.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}
+	base := model.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}
 	withNode := func(n string) func(*discoveryv1.EndpointSlice) {
 		return func(s *discoveryv1.EndpointSlice) { s.Endpoints[0].NodeName = &n }
 	}
-	epAt := func(addr string, port uint16) dataplane.Endpoint { return modelEndpoint(addr, port) }
-	web := func(eps ...dataplane.Endpoint) dataplane.ServicePort {
-		return servicePort(func(p *dataplane.ServicePort) { p.Endpoints = eps })
+	epAt := func(addr string, port uint16) model.Endpoint { return modelEndpoint(addr, port) }
+	web := func(eps ...model.Endpoint) model.ServicePort {
+		return servicePort(func(p *model.ServicePort) { p.Endpoints = eps })
 	}
-	name := func(svc, port string) dataplane.ServicePortName {
-		return dataplane.ServicePortName{Namespace: "default", Name: svc, Port: port}
+	name := func(svc, port string) model.ServicePortName {
+		return model.ServicePortName{Namespace: "default", Name: svc, Port: port}
 	}
 	type step struct {
 		name string
@@ -53,8 +53,8 @@ func TestTracker(t *testing.T) {
 		notified:   true,
 		pendingSvc: 1, pendingEps: 1,
 		sync: &Update{
-			State:        dataplane.State{Node: base, Services: []dataplane.ServicePort{web(epAt("10.244.1.5", 8080))}},
-			Changed:      []dataplane.ServicePortName{name("web", "http")},
+			State:        model.State{Node: base, Services: []model.ServicePort{web(epAt("10.244.1.5", 8080))}},
+			Changed:      []model.ServicePortName{name("web", "http")},
 			TriggerTimes: []time.Time{t0},
 		},
 	}, {
@@ -65,7 +65,7 @@ func TestTracker(t *testing.T) {
 		do: func(tr *Tracker) error {
 			return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.5"))), t0.Add(time.Second))
 		},
-		sync: &Update{State: dataplane.State{Node: base, Services: []dataplane.ServicePort{web(epAt("10.244.1.5", 8080))}}},
+		sync: &Update{State: model.State{Node: base, Services: []model.ServicePort{web(epAt("10.244.1.5", 8080))}}},
 	}, {
 		name: "second slice",
 		do: func(tr *Tracker) error {
@@ -81,10 +81,10 @@ func TestTracker(t *testing.T) {
 		notified:   true,
 		pendingEps: 1,
 		sync: &Update{
-			State: dataplane.State{Node: base, Services: []dataplane.ServicePort{web(
-				dataplane.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"},
+			State: model.State{Node: base, Services: []model.ServicePort{web(
+				model.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"},
 				epAt("10.244.2.5", 8080))}},
-			Changed:      []dataplane.ServicePortName{name("web", "http")},
+			Changed:      []model.ServicePortName{name("web", "http")},
 			TriggerTimes: []time.Time{t0.Add(2 * time.Second), t0.Add(3 * time.Second)},
 		},
 	}, {
@@ -102,14 +102,14 @@ func TestTracker(t *testing.T) {
 		notified:   true,
 		pendingSvc: 1, pendingEps: 2,
 		sync: &Update{
-			State: dataplane.State{Node: base, Services: []dataplane.ServicePort{
-				servicePort(func(p *dataplane.ServicePort) {
+			State: model.State{Node: base, Services: []model.ServicePort{
+				servicePort(func(p *model.ServicePort) {
 					p.Name.Name, p.ClusterIPs = "api", addrs("10.96.0.20")
-					p.Endpoints = []dataplane.Endpoint{epAt("10.244.2.5", 8080)}
+					p.Endpoints = []model.Endpoint{epAt("10.244.2.5", 8080)}
 				}),
-				web(dataplane.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"}),
+				web(model.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"}),
 			}},
-			Changed: []dataplane.ServicePortName{name("api", "http"), name("web", "http")},
+			Changed: []model.ServicePortName{name("api", "http"), name("web", "http")},
 		},
 	}, {
 		name: "invalid update removes the service",
@@ -136,13 +136,13 @@ func TestTracker(t *testing.T) {
 		notified:   true,
 		pendingSvc: 1,
 		sync: &Update{
-			State: dataplane.State{Node: dataplane.Node{Name: "node-a", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5")}, Services: []dataplane.ServicePort{
-				servicePort(func(p *dataplane.ServicePort) {
+			State: model.State{Node: model.Node{Name: "node-a", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5")}, Services: []model.ServicePort{
+				servicePort(func(p *model.ServicePort) {
 					p.Name.Name, p.ClusterIPs = "api", addrs("10.96.0.20")
-					p.Endpoints = []dataplane.Endpoint{epAt("10.244.2.5", 8080)}
+					p.Endpoints = []model.Endpoint{epAt("10.244.2.5", 8080)}
 				}),
 			}},
-			Changed:     []dataplane.ServicePortName{name("web", "http")},
+			Changed:     []model.ServicePortName{name("web", "http")},
 			NodeChanged: true,
 		},
 	}, {
@@ -156,8 +156,8 @@ func TestTracker(t *testing.T) {
 		notified:   true,
 		pendingSvc: 1,
 		sync: &Update{
-			State:       dataplane.State{Node: base},
-			Changed:     []dataplane.ServicePortName{name("api", "http")},
+			State:       model.State{Node: base},
+			Changed:     []model.ServicePortName{name("api", "http")},
 			NodeChanged: true,
 		},
 	}, {
@@ -165,7 +165,7 @@ func TestTracker(t *testing.T) {
 		do:         func(tr *Tracker) error { tr.DeleteEndpointSlice("default", "web-1", t0.Add(time.Minute)); return nil },
 		notified:   true,
 		pendingEps: 1,
-		sync:       &Update{State: dataplane.State{Node: base}, TriggerTimes: []time.Time{t0.Add(time.Minute)}},
+		sync:       &Update{State: model.State{Node: base}, TriggerTimes: []time.Time{t0.Add(time.Minute)}},
 	}, {
 		name: "deleting what is not there changes nothing",
 		do: func(tr *Tracker) error {
@@ -221,7 +221,7 @@ func checkChanges(t *testing.T, name string, u *Update) {
 		if c.Name != u.Changed[i] {
 			t.Errorf("%s: change %d is %v, changed %v", name, i, c.Name, u.Changed[i])
 		}
-		j := slices.IndexFunc(u.State.Services, func(p dataplane.ServicePort) bool { return p.Name == c.Name })
+		j := slices.IndexFunc(u.State.Services, func(p model.ServicePort) bool { return p.Name == c.Name })
 		switch {
 		case j < 0 && c.Port != nil:
 			t.Errorf("%s: change of %v carries a port the state lacks", name, c.Name)
@@ -234,7 +234,7 @@ func checkChanges(t *testing.T, name string, u *Update) {
 // SyncChanges hands over the same changes as Sync without the services
 // that did not change, and the whole state again when the node changed.
 func TestTrackerSyncChanges(t *testing.T) {
-	cfg := TrackerConfig{Node: dataplane.Node{Name: "node-a"}}
+	cfg := TrackerConfig{Node: model.Node{Name: "node-a"}}
 	whole, changes := NewTracker(cfg), NewTracker(cfg)
 	both := func(f func(tr *Tracker) error) {
 		t.Helper()
@@ -301,7 +301,7 @@ func TestTrackerInvalidSlice(t *testing.T) {
 	}
 	tr.Sync()
 	err := tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1"))), time.Time{})
-	if !errors.Is(err, dataplane.ErrInvalid) {
+	if !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("invalid slice: got %v", err)
 	}
 	u := tr.Sync()
@@ -313,7 +313,7 @@ func TestTrackerInvalidSlice(t *testing.T) {
 // The node's own addresses read again replace the configured ones, with
 // or without a Node object, and only a change is a node change.
 func TestTrackerSetAddresses(t *testing.T) {
-	tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}})
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}})
 	tr.Sync()
 	tr.SetAddresses(addrs("192.0.2.1"))
 	if u := tr.SyncChanges(); u.NodeChanged {
@@ -340,7 +340,7 @@ func TestTrackerSetAddresses(t *testing.T) {
 // is deleted; other nodes' objects are not passed on.
 func TestTrackerOnNode(t *testing.T) {
 	var seen []*v1.Node
-	tr := NewTracker(TrackerConfig{Node: dataplane.Node{Name: "node-a"}, OnNode: func(n *v1.Node) { seen = append(seen, n) }})
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, OnNode: func(n *v1.Node) { seen = append(seen, n) }})
 	other := &v1.Node{}
 	other.Name = "node-b"
 	tr.SetNode(other)
@@ -361,7 +361,7 @@ func TestTrackerOnNode(t *testing.T) {
 // come from its Node object, the first of each family, and the tracker
 // waits for them as kube-proxy waits at start.
 func TestTrackerPodCIDRsFromNode(t *testing.T) {
-	base := dataplane.Node{Name: "node-a", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
+	base := model.Node{Name: "node-a", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
 	tr := NewTracker(TrackerConfig{Node: base, PodCIDRsFromNode: true})
 	tr.MarkSynced(Services)
 	tr.MarkSynced(EndpointSlices)

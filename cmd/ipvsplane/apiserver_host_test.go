@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -54,7 +54,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	k := &fakeKernel{synced: make(chan []dataplane.ServicePort, 64)}
+	k := &fakeKernel{synced: make(chan []model.ServicePort, 64)}
 	a, _, stderr := testApp(k, nil)
 	root := a.rootCommand()
 	root.SetArgs([]string{"run", "--kubeconfig", path, "--hostname-override=node-a", "--ipvs-min-sync-period=0s",
@@ -63,7 +63,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	go func() { done <- root.ExecuteContext(ctx) }()
 	// web finds the service port among those a sync handed over (the
 	// API server's own "kubernetes" service is there too).
-	web := func(ports []dataplane.ServicePort) *dataplane.ServicePort {
+	web := func(ports []model.ServicePort) *model.ServicePort {
 		for i := range ports {
 			if ports[i].Name.Namespace == "default" && ports[i].Name.Name == "web" {
 				return &ports[i]
@@ -71,7 +71,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor := func(what string, ok func(*dataplane.ServicePort) bool) {
+	waitFor := func(what string, ok func(*model.ServicePort) bool) {
 		t.Helper()
 		deadline := time.After(time.Minute)
 		for {
@@ -87,14 +87,14 @@ func TestRunAgainstAPIServer(t *testing.T) {
 			}
 		}
 	}
-	waitFor("the service", func(p *dataplane.ServicePort) bool {
+	waitFor("the service", func(p *model.ServicePort) bool {
 		return len(p.ClusterIPs) == 1 && p.ClusterIPs[0].String() == svc.Spec.ClusterIP && len(p.Endpoints) == 1
 	})
 	slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.2.10"}, NodeName: new("node-b")})
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the second endpoint", func(p *dataplane.ServicePort) bool { return len(p.Endpoints) == 2 })
+	waitFor("the second endpoint", func(p *model.ServicePort) bool { return len(p.Endpoints) == 2 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("the daemon's exit: %v", err)

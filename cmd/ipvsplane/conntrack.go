@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
@@ -47,10 +48,10 @@ func setConntrack(c *kubeproxy.KubeProxyConntrackConfiguration, cpus int, p conn
 	if err != nil {
 		return changed, nil, err
 	}
-	var set []dataplane.Sysctl
+	var set []model.Sysctl
 	seconds := func(name string, d time.Duration) {
 		if d > 0 {
-			set = append(set, dataplane.Sysctl{Name: "net/netfilter/" + name, Value: int(d / time.Second)})
+			set = append(set, model.Sysctl{Name: "net/netfilter/" + name, Value: int(d / time.Second)})
 		}
 	}
 	if c.TCPEstablishedTimeout != nil {
@@ -60,7 +61,7 @@ func setConntrack(c *kubeproxy.KubeProxyConntrackConfiguration, cpus int, p conn
 		seconds("nf_conntrack_tcp_timeout_close_wait", c.TCPCloseWaitTimeout.Duration)
 	}
 	if c.TCPBeLiberal {
-		set = append(set, dataplane.Sysctl{Name: "net/netfilter/nf_conntrack_tcp_be_liberal", Value: 1})
+		set = append(set, model.Sysctl{Name: "net/netfilter/nf_conntrack_tcp_be_liberal", Value: 1})
 	}
 	seconds("nf_conntrack_udp_timeout", c.UDPTimeout.Duration)
 	seconds("nf_conntrack_udp_timeout_stream", c.UDPStreamTimeout.Duration)

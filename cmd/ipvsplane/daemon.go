@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"go.uber.org/zap"
 )
@@ -16,11 +17,11 @@ import (
 // kernel is what the daemon needs of a *dataplane.Dataplane; tests give
 // it a fake.
 type kernel interface {
-	Sync(ctx context.Context, state *dataplane.State) (*dataplane.Result, error)
+	Sync(ctx context.Context, state *model.State) (*dataplane.Result, error)
 	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
-	DryRun(ctx context.Context, state *dataplane.State) (*dataplane.Plan, []error, error)
+	DryRun(ctx context.Context, state *model.State) (*dataplane.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
-	InitNode(ctx context.Context, node *dataplane.Node) error
+	InitNode(ctx context.Context, node *model.Node) error
 	Cleanup(ctx context.Context) error
 	Handover(ctx context.Context) error
 	Close() error
@@ -53,7 +54,7 @@ type daemon struct {
 	lastFull bool
 	record   syncRecord
 	// names holds each service port's keys in record.Services.
-	names map[dataplane.ServicePortName][]string
+	names map[model.ServicePortName][]string
 	// noLocal holds the service ports with Local policies and no local
 	// endpoint, for their metric.
 	noLocal noLocalTracker
@@ -294,7 +295,7 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []dataplane.Change, res 
 func (d *daemon) updateNames(u *watcher.Update, changes []dataplane.Change) bool {
 	r := &d.record
 	if d.names == nil {
-		d.names = make(map[dataplane.ServicePortName][]string, len(u.State.Services))
+		d.names = make(map[model.ServicePortName][]string, len(u.State.Services))
 		r.Services = serviceNames(u.State.Services)
 		for i := range u.State.Services {
 			d.names[u.State.Services[i].Name] = portKeys(&u.State.Services[i])

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -26,9 +27,9 @@ import (
 type fakeKernel struct {
 	calls   []string
 	changes []dataplane.Change
-	state   *dataplane.State
+	state   *model.State
 	fail    error
-	synced  chan []dataplane.ServicePort
+	synced  chan []model.ServicePort
 	// block, if not nil, holds Sync until it is closed.
 	block chan struct{}
 	// noScheduler fails CheckScheduler.
@@ -37,7 +38,7 @@ type fakeKernel struct {
 	problems []error
 }
 
-func (k *fakeKernel) InitNode(context.Context, *dataplane.Node) error {
+func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
 	k.calls = append(k.calls, "init")
 	return nil
 }
@@ -57,7 +58,7 @@ func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
 	return res, nil
 }
 
-func (k *fakeKernel) Sync(_ context.Context, s *dataplane.State) (*dataplane.Result, error) {
+func (k *fakeKernel) Sync(_ context.Context, s *model.State) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "sync")
 	k.state = s
 	if k.block != nil {
@@ -73,7 +74,7 @@ func (k *fakeKernel) SyncChanges(_ context.Context, c []dataplane.Change) (*data
 	k.calls = append(k.calls, "changes")
 	k.changes = c
 	if k.synced != nil {
-		var ports []dataplane.ServicePort
+		var ports []model.ServicePort
 		for _, ch := range c {
 			if ch.Port != nil {
 				ports = append(ports, *ch.Port)
@@ -84,7 +85,7 @@ func (k *fakeKernel) SyncChanges(_ context.Context, c []dataplane.Change) (*data
 	return k.result(false)
 }
 
-func (k *fakeKernel) DryRun(context.Context, *dataplane.State) (*dataplane.Plan, []error, error) {
+func (k *fakeKernel) DryRun(context.Context, *model.State) (*dataplane.Plan, []error, error) {
 	k.calls = append(k.calls, "dry-run")
 	return &dataplane.Plan{}, nil, nil
 }
@@ -142,7 +143,7 @@ func TestDaemonSync(t *testing.T) {
 	d := &daemon{
 		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, clock.now, false, m),
 		stateFile: stateFile, now: clock.now,
-		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
+		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
 	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
 	var listened []netip.AddrPort

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -79,10 +79,10 @@ func TestHealthCheckPortEvent(t *testing.T) {
 	h.events = r
 	h.listen = func(netip.AddrPort) (net.Listener, error) { return nil, errors.New("address already in use") }
 	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
-	ports := []dataplane.ServicePort{{
-		Name: dataplane.ServicePortName{Namespace: "demo", Name: "lb"}, Protocol: dataplane.TCP, Port: 80,
+	ports := []model.ServicePort{{
+		Name: model.ServicePortName{Namespace: "demo", Name: "lb"}, Protocol: model.TCP, Port: 80,
 		ClusterIPs:     []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-		ExternalPolicy: dataplane.PolicyLocal, HealthCheckNodePort: 32000,
+		ExternalPolicy: model.PolicyLocal, HealthCheckNodePort: 32000,
 	}}
 	h.replace(ports)
 	h.replace(ports)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 )
@@ -27,7 +28,7 @@ import (
 // node, 200 when there are some and 503 when there are none, so the cloud
 // load balancer sends traffic only to nodes that can take it. Like
 // kube-proxy's server per family, each port listens on the node's
-// health-check addresses (see dataplane.Node.HealthCheckAddresses) and
+// health-check addresses (see model.Node.HealthCheckAddresses) and
 // counts the endpoints of the family the request came in on.
 type hcServers struct {
 	log     *zap.Logger
@@ -47,8 +48,8 @@ type hcServers struct {
 	// entries are the service ports that have a health-check port, with
 	// their ready endpoints on this node; byPort indexes them by port (the
 	// ports of one service share it).
-	entries map[dataplane.ServicePortName]hcEntry
-	byPort  map[uint16]map[dataplane.ServicePortName]bool
+	entries map[model.ServicePortName]hcEntry
+	byPort  map[uint16]map[model.ServicePortName]bool
 	// failed are the ports that could not be opened on some address,
 	// tried again at every update.
 	failed map[uint16]bool
@@ -104,7 +105,7 @@ type hcState struct {
 
 func newHCServers(log *zap.Logger, node string, healthy func() bool) *hcServers {
 	return &hcServers{log: log, node: node, healthy: healthy, servers: map[uint16]*hcServer{},
-		entries: map[dataplane.ServicePortName]hcEntry{}, byPort: map[uint16]map[dataplane.ServicePortName]bool{},
+		entries: map[model.ServicePortName]hcEntry{}, byPort: map[uint16]map[model.ServicePortName]bool{},
 		failed: map[uint16]bool{}, listen: listenFamily}
 }
 
@@ -138,8 +139,8 @@ func (h *hcServers) setAddresses(addrs []netip.Addr) {
 
 // entry returns a service port's share of its health-check port, if it
 // has one: its ready endpoints on node.
-func entry(node string, sp *dataplane.ServicePort) (hcEntry, bool) {
-	if sp == nil || sp.ExternalPolicy != dataplane.PolicyLocal || sp.HealthCheckNodePort == 0 {
+func entry(node string, sp *model.ServicePort) (hcEntry, bool) {
+	if sp == nil || sp.ExternalPolicy != model.PolicyLocal || sp.HealthCheckNodePort == 0 {
 		return hcEntry{}, false
 	}
 	e := hcEntry{port: sp.HealthCheckNodePort}
@@ -156,7 +157,7 @@ func entry(node string, sp *dataplane.ServicePort) (hcEntry, bool) {
 
 // replace makes the servers match services, after a sync that handed
 // over the whole state.
-func (h *hcServers) replace(services []dataplane.ServicePort) {
+func (h *hcServers) replace(services []model.ServicePort) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	dirty := map[uint16]bool{}
@@ -185,7 +186,7 @@ func (h *hcServers) apply(changes []dataplane.Change) {
 
 // setLocked records a service port's new version (nil: removed) and marks
 // the ports it was and is on.
-func (h *hcServers) setLocked(name dataplane.ServicePortName, sp *dataplane.ServicePort, dirty map[uint16]bool) {
+func (h *hcServers) setLocked(name model.ServicePortName, sp *model.ServicePort, dirty map[uint16]bool) {
 	if old, ok := h.entries[name]; ok {
 		dirty[old.port] = true
 		delete(h.byPort[old.port], name)
@@ -201,7 +202,7 @@ func (h *hcServers) setLocked(name dataplane.ServicePortName, sp *dataplane.Serv
 	dirty[e.port] = true
 	h.entries[name] = e
 	if h.byPort[e.port] == nil {
-		h.byPort[e.port] = map[dataplane.ServicePortName]bool{}
+		h.byPort[e.port] = map[model.ServicePortName]bool{}
 	}
 	h.byPort[e.port][name] = true
 }
@@ -216,7 +217,7 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 	}
 	var st hcState
 	var seen []netip.Addr
-	for _, name := range slices.SortedFunc(maps.Keys(names), func(a, b dataplane.ServicePortName) int {
+	for _, name := range slices.SortedFunc(maps.Keys(names), func(a, b model.ServicePortName) int {
 		return cmp.Compare(a.String(), b.String())
 	}) {
 		st.Namespace, st.Name = name.Namespace, name.Name

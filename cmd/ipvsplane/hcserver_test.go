@@ -14,20 +14,21 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
-func localService(name string, hc uint16, eps ...dataplane.Endpoint) dataplane.ServicePort {
-	return dataplane.ServicePort{
-		Name: dataplane.ServicePortName{Namespace: "demo", Name: name, Port: "http"}, Protocol: dataplane.TCP, Port: 80,
+func localService(name string, hc uint16, eps ...model.Endpoint) model.ServicePort {
+	return model.ServicePort{
+		Name: model.ServicePortName{Namespace: "demo", Name: name, Port: "http"}, Protocol: model.TCP, Port: 80,
 		ClusterIPs:     []netip.Addr{netip.MustParseAddr("10.96.0.10")},
-		ExternalPolicy: dataplane.PolicyLocal, HealthCheckNodePort: hc, Endpoints: eps,
+		ExternalPolicy: model.PolicyLocal, HealthCheckNodePort: hc, Endpoints: eps,
 	}
 }
 
-func endpoint(addr, node string, ready bool) dataplane.Endpoint {
-	return dataplane.Endpoint{Addr: netip.MustParseAddr(addr), Port: 8080, NodeName: node, Ready: ready, Serving: ready}
+func endpoint(addr, node string, ready bool) model.Endpoint {
+	return model.Endpoint{Addr: netip.MustParseAddr(addr), Port: 8080, NodeName: node, Ready: ready, Serving: ready}
 }
 
 // A health-check port counts the distinct ready endpoints on this node
@@ -39,7 +40,7 @@ func TestLocalEndpoints(t *testing.T) {
 	web2.Endpoints = append(slices.Clone(web2.Endpoints), endpoint("10.0.0.4", "node-a", true))
 	none := localService("none", 32001, endpoint("10.0.0.5", "node-b", true))
 	cluster := localService("cluster", 32002, endpoint("10.0.0.6", "node-a", true))
-	cluster.ExternalPolicy = dataplane.PolicyCluster
+	cluster.ExternalPolicy = model.PolicyCluster
 	states := func(h *hcServers) map[uint16]hcState {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -59,7 +60,7 @@ func TestLocalEndpoints(t *testing.T) {
 	want := map[uint16]hcState{32000: {"demo", "web", [2]int{2, 0}, [2]bool{true, false}}, 32001: {"demo", "none", [2]int{}, [2]bool{true, false}}}
 
 	whole := newServers()
-	whole.replace([]dataplane.ServicePort{web, web2, none, cluster})
+	whole.replace([]model.ServicePort{web, web2, none, cluster})
 	if got := states(whole); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("replace: got %v, want %v", got, want)
 	}
@@ -108,7 +109,7 @@ func TestHealthCheckNodePorts(t *testing.T) {
 		return resp.StatusCode, v
 	}
 
-	h.replace([]dataplane.ServicePort{
+	h.replace([]model.ServicePort{
 		localService("web", 32000, endpoint("10.0.0.1", "node-a", true)),
 		localService("none", 32001, endpoint("10.0.0.2", "node-b", true)),
 	})
@@ -123,7 +124,7 @@ func TestHealthCheckNodePorts(t *testing.T) {
 		t.Errorf("web with the proxy unhealthy: %d", code)
 	}
 	healthy = true
-	h.replace([]dataplane.ServicePort{localService("web", 32000)})
+	h.replace([]model.ServicePort{localService("web", 32000)})
 	if code, _ := get(32000); code != 503 {
 		t.Errorf("web without endpoints: %d", code)
 	}
@@ -143,7 +144,7 @@ func TestHealthCheckNodePortPerFamily(t *testing.T) {
 	h.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 	h.setAddresses([]netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()})
 	defer h.close(context.Background())
-	h.replace([]dataplane.ServicePort{localService("web", 32000,
+	h.replace([]model.ServicePort{localService("web", 32000,
 		endpoint("10.0.0.1", "node-a", true), endpoint("fd00::1", "node-a", true), endpoint("fd00::2", "node-b", true))})
 	for _, tt := range []struct {
 		local string
@@ -212,7 +213,7 @@ func TestHealthCheckNodePortRelisten(t *testing.T) {
 	defer h.close(context.Background())
 	one, two := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	h.setAddresses([]netip.Addr{one})
-	h.replace([]dataplane.ServicePort{
+	h.replace([]model.ServicePort{
 		localService("web", 32000, endpoint("10.0.0.1", "node-a", true)),
 		localService("api", 32001, endpoint("10.0.0.2", "node-a", true)),
 	})
@@ -259,7 +260,7 @@ func TestHealthCheckPortFamilies(t *testing.T) {
 	v6.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:10:96::10")}
 	dual := localService("dual", 32002)
 	dual.ClusterIPs = append(dual.ClusterIPs, netip.MustParseAddr("fd00:10:96::11"))
-	h.replace([]dataplane.ServicePort{v4, v6, dual})
+	h.replace([]model.ServicePort{v4, v6, dual})
 	want := map[uint16][]string{32000: {"0.0.0.0"}, 32001: {"::"}, 32002: {"0.0.0.0", "::"}}
 	if fmt.Sprint(listening) != fmt.Sprint(want) {
 		t.Errorf("listening on %v, want %v", listening, want)

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -186,9 +187,9 @@ func (m *metrics) observeErrors(errs []error) {
 					m.ruleFailures.WithLabelValues(f).Inc()
 				}
 			}
-		case errors.As(err, new(*dataplane.SchedulerError)):
+		case errors.As(err, new(*model.SchedulerError)):
 			fallbacks++
-		case errors.As(err, new(*dataplane.SettingError)):
+		case errors.As(err, new(*model.SettingError)):
 			ignored++
 		default:
 			leftOut++

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -109,11 +110,11 @@ func TestKubeProxyPages(t *testing.T) {
 
 func TestMetricsObserve(t *testing.T) {
 	m := newMetrics()
-	vk := dataplane.VirtualKey{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: dataplane.TCP, Port: 80}
+	vk := dataplane.VirtualKey{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: model.TCP, Port: 80}
 	add := dataplane.AddVirtual{Virtual: dataplane.VirtualServer{VirtualKey: vk}}
 	m.observe(&dataplane.Result{
 		Plan:   &dataplane.Plan{Ops: []dataplane.Op{add, dataplane.Bind{Addr: vk.Addr}}},
-		Errors: []error{&dataplane.OpError{Op: add, Err: errors.New("boom")}, &dataplane.FieldError{}},
+		Errors: []error{&dataplane.OpError{Op: add, Err: errors.New("boom")}, &model.FieldError{}},
 		Flows:  dataplane.FlowCleanup{Ran: [2]bool{false, true}, Deleted: [2]int{0, 2}},
 	})
 	for _, c := range []struct {
@@ -155,7 +156,7 @@ ipvsplane_sync_operations_count 1
 	for _, want := range []float64{1, 0} {
 		res := &dataplane.Result{Plan: &dataplane.Plan{}}
 		if want > 0 {
-			res.Errors = []error{&dataplane.FieldError{}}
+			res.Errors = []error{&model.FieldError{}}
 		}
 		m.observe(res)
 		if got := testutil.ToFloat64(m.leftOut); got != want {
@@ -168,11 +169,11 @@ ipvsplane_sync_operations_count 1
 // setting, are counted apart from those left out, while they last.
 func TestMetricsSchedulerFallbacks(t *testing.T) {
 	m := newMetrics()
-	name := dataplane.ServicePortName{Namespace: "demo", Name: "web"}
+	name := model.ServicePortName{Namespace: "demo", Name: "web"}
 	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}, Errors: []error{
-		&dataplane.SchedulerError{Service: name, Scheduler: "fastest", Fallback: "rr", Err: dataplane.ErrUnknownScheduler},
-		&dataplane.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrNoScheduler},
-		&dataplane.SettingError{Service: name, Field: "schedulerFlags", Value: "sh-port"},
+		&model.SchedulerError{Service: name, Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler},
+		&model.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrNoScheduler},
+		&model.SettingError{Service: name, Field: "schedulerFlags", Value: "sh-port"},
 	}})
 	for _, c := range []struct {
 		got, want float64

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // noLocal marks, per family, the service ports whose Local traffic policy
@@ -19,14 +19,14 @@ const (
 
 // noLocalTracker keeps the marks of the service ports that have any, so
 // that a sync of a few changes costs a few updates.
-type noLocalTracker map[dataplane.ServicePortName]noLocal
+type noLocalTracker map[model.ServicePortName]noLocal
 
 // classify works out a service port's marks as kube-proxy's IPVS mode
 // does: an endpoint counts when ready, or serving and terminating; a
 // family with such endpoints but none on this node is marked for each
 // policy that is Local.
-func classify(p *dataplane.ServicePort, node string) noLocal {
-	if p.InternalPolicy != dataplane.PolicyLocal && p.ExternalPolicy != dataplane.PolicyLocal {
+func classify(p *model.ServicePort, node string) noLocal {
+	if p.InternalPolicy != model.PolicyLocal && p.ExternalPolicy != model.PolicyLocal {
 		return 0
 	}
 	var anyEP, local [2]bool
@@ -46,10 +46,10 @@ func classify(p *dataplane.ServicePort, node string) noLocal {
 		if !anyEP[f] || local[f] {
 			continue
 		}
-		if p.InternalPolicy == dataplane.PolicyLocal {
+		if p.InternalPolicy == model.PolicyLocal {
 			m |= noLocalInternal4 << f
 		}
-		if p.ExternalPolicy == dataplane.PolicyLocal {
+		if p.ExternalPolicy == model.PolicyLocal {
 			m |= noLocalExternal4 << f
 		}
 	}
@@ -57,7 +57,7 @@ func classify(p *dataplane.ServicePort, node string) noLocal {
 }
 
 // set records a service port's marks; nil removes it.
-func (t noLocalTracker) set(name dataplane.ServicePortName, p *dataplane.ServicePort, node string) {
+func (t noLocalTracker) set(name model.ServicePortName, p *model.ServicePort, node string) {
 	var m noLocal
 	if p != nil {
 		m = classify(p, node)

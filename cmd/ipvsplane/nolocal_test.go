@@ -4,24 +4,24 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func noLocalEndpoint(addr, node string, ready, serving, terminating bool) dataplane.Endpoint {
-	return dataplane.Endpoint{Addr: netip.MustParseAddr(addr), Port: 80, NodeName: node, Ready: ready, Serving: serving, Terminating: terminating}
+func noLocalEndpoint(addr, node string, ready, serving, terminating bool) model.Endpoint {
+	return model.Endpoint{Addr: netip.MustParseAddr(addr), Port: 80, NodeName: node, Ready: ready, Serving: serving, Terminating: terminating}
 }
 
 // kubeproxy_sync_proxy_rules_no_local_endpoints_total counts services
 // (not ports), per policy and family, whose Local policy finds endpoints
 // in the cluster but none on this node.
 func TestNoLocalEndpoints(t *testing.T) {
-	port := func(ns, name, p string, internal, external dataplane.TrafficPolicy, eps ...dataplane.Endpoint) dataplane.ServicePort {
-		return dataplane.ServicePort{Name: dataplane.ServicePortName{Namespace: ns, Name: name, Port: p},
+	port := func(ns, name, p string, internal, external model.TrafficPolicy, eps ...model.Endpoint) model.ServicePort {
+		return model.ServicePort{Name: model.ServicePortName{Namespace: ns, Name: name, Port: p},
 			InternalPolicy: internal, ExternalPolicy: external, Endpoints: eps}
 	}
-	L, C := dataplane.PolicyLocal, dataplane.PolicyCluster
-	ports := []dataplane.ServicePort{
+	L, C := model.PolicyLocal, model.PolicyCluster
+	ports := []model.ServicePort{
 		// Two ports of one service count once.
 		port("a", "web", "http", L, C, noLocalEndpoint("10.0.0.1", "node-b", true, true, false)),
 		port("a", "web", "https", L, C, noLocalEndpoint("10.0.0.1", "node-b", true, true, false)),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	v1 "k8s.io/api/core/v1"
 )
@@ -31,15 +32,15 @@ type problemEvents struct {
 	// conflicts, fields, schedulers and settings are the problems the
 	// last sync reported.
 	conflicts  map[dataplane.ConflictError]bool
-	fields     map[dataplane.FieldError]bool
+	fields     map[model.FieldError]bool
 	schedulers map[schedulerProblem]bool
-	settings   map[dataplane.SettingError]bool
+	settings   map[model.SettingError]bool
 }
 
-// schedulerProblem is a dataplane.SchedulerError without its error value,
+// schedulerProblem is a model.SchedulerError without its error value,
 // which is not comparable across syncs.
 type schedulerProblem struct {
-	service             dataplane.ServicePortName
+	service             model.ServicePortName
 	scheduler, fallback string
 	unknown             bool
 }
@@ -47,20 +48,20 @@ type schedulerProblem struct {
 // report records with events the problems among errs that the last sync
 // did not report, and forgets those that went away.
 func (p *problemEvents) report(events eventRecorder, errs []error) {
-	next := problemEvents{conflicts: map[dataplane.ConflictError]bool{}, fields: map[dataplane.FieldError]bool{},
-		schedulers: map[schedulerProblem]bool{}, settings: map[dataplane.SettingError]bool{}}
+	next := problemEvents{conflicts: map[dataplane.ConflictError]bool{}, fields: map[model.FieldError]bool{},
+		schedulers: map[schedulerProblem]bool{}, settings: map[model.SettingError]bool{}}
 	for _, err := range errs {
 		var ce *dataplane.ConflictError
-		var fe *dataplane.FieldError
-		var se *dataplane.SchedulerError
-		var ie *dataplane.SettingError
+		var fe *model.FieldError
+		var se *model.SchedulerError
+		var ie *model.SettingError
 		switch {
 		case errors.As(err, &ce):
 			once(p.conflicts, next.conflicts, *ce, func() { conflict(events, ce) })
 		case errors.As(err, &fe) && fe.Service.Name != "":
 			once(p.fields, next.fields, *fe, func() { field(events, fe) })
 		case errors.As(err, &se):
-			key := schedulerProblem{se.Service, se.Scheduler, se.Fallback, errors.Is(se, dataplane.ErrUnknownScheduler)}
+			key := schedulerProblem{se.Service, se.Scheduler, se.Fallback, errors.Is(se, model.ErrUnknownScheduler)}
 			once(p.schedulers, next.schedulers, key, func() { scheduler(events, se, key.unknown) })
 		case errors.As(err, &ie):
 			once(p.settings, next.settings, *ie, func() { setting(events, ie) })
@@ -94,14 +95,14 @@ func conflict(events eventRecorder, e *dataplane.ConflictError) {
 }
 
 // field records on its Service a service port left out for a bad field.
-func field(events eventRecorder, e *dataplane.FieldError) {
+func field(events eventRecorder, e *model.FieldError) {
 	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonInvalidField, actionSync,
 		"service port %s is not programmed: field %s: %s", e.Service, e.Field, e.Reason)
 }
 
 // scheduler records on its Service a service port programmed with the
 // node's scheduler instead of the one it names.
-func scheduler(events eventRecorder, e *dataplane.SchedulerError, unknown bool) {
+func scheduler(events eventRecorder, e *model.SchedulerError, unknown bool) {
 	ref := serviceRef(e.Service.Namespace, e.Service.Name)
 	if unknown {
 		events.Eventf(ref, v1.EventTypeWarning, reasonUnknownScheduler, actionSync,
@@ -117,9 +118,9 @@ func scheduler(events eventRecorder, e *dataplane.SchedulerError, unknown bool) 
 // setting records on its Service a setting its port is programmed
 // without. The dataplane names scheduler flags by its model's field; the
 // Event names the annotations they come from.
-func setting(events eventRecorder, e *dataplane.SettingError) {
+func setting(events eventRecorder, e *model.SettingError) {
 	where := "annotation " + e.Field
-	if e.Field == dataplane.FieldSchedulerFlags {
+	if e.Field == model.FieldSchedulerFlags {
 		where = fmt.Sprintf("annotation %s (or %s)", watcher.AnnotationSchedulerFlags, watcher.AnnotationKubeRouterFlags)
 	}
 	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonIgnoredSetting, actionSync,

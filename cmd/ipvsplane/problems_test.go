@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -42,14 +43,14 @@ func (r *fakeRecorder) take() []recordedEvent {
 func problemErrors(t *testing.T) []error {
 	t.Helper()
 	ip := netip.MustParseAddr("10.96.0.10")
-	port := func(ns, name string) dataplane.ServicePort {
-		return dataplane.ServicePort{Name: dataplane.ServicePortName{Namespace: ns, Name: name, Port: "http"},
-			Protocol: dataplane.TCP, Port: 80, ClusterIPs: []netip.Addr{ip}}
+	port := func(ns, name string) model.ServicePort {
+		return model.ServicePort{Name: model.ServicePortName{Namespace: ns, Name: name, Port: "http"},
+			Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{ip}}
 	}
 	bad := port("demo", "bad")
 	bad.ClusterIPs, bad.Port = []netip.Addr{netip.MustParseAddr("10.96.0.11")}, 0
-	d := dataplane.Build(&dataplane.State{Node: dataplane.Node{Name: "node-a"},
-		Services: []dataplane.ServicePort{port("demo", "first"), port("other", "second"), bad}})
+	d := dataplane.Build(&model.State{Node: model.Node{Name: "node-a"},
+		Services: []model.ServicePort{port("demo", "first"), port("other", "second"), bad}})
 	if len(d.Errors) != 2 {
 		t.Fatalf("errors %v, want a field error and a conflict", d.Errors)
 	}
@@ -91,11 +92,11 @@ func TestProblemEvents(t *testing.T) {
 func TestProblemEventsOneService(t *testing.T) {
 	rec := &fakeRecorder{}
 	var p problemEvents
-	vk := dataplane.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: dataplane.TCP}
+	vk := dataplane.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: model.TCP}
 	p.report(rec, []error{
-		&dataplane.ConflictError{Service: dataplane.ServicePortName{Namespace: "demo", Name: "web", Port: "b"}, Virtual: vk,
-			Owner: dataplane.ServicePortName{Namespace: "demo", Name: "web", Port: "a"}},
-		&dataplane.FieldError{Object: "node node-a", Field: "scheduler", Reason: "unknown"},
+		&dataplane.ConflictError{Service: model.ServicePortName{Namespace: "demo", Name: "web", Port: "b"}, Virtual: vk,
+			Owner: model.ServicePortName{Namespace: "demo", Name: "web", Port: "a"}},
+		&model.FieldError{Object: "node node-a", Field: "scheduler", Reason: "unknown"},
 		&dataplane.OpError{Op: dataplane.Bind{}, Err: context.Canceled},
 	})
 	if got := rec.take(); len(got) != 1 || got[0].object != "Service demo/web" || !strings.Contains(got[0].note, "demo/web:a") {
@@ -111,12 +112,12 @@ func TestDaemonProblemEvents(t *testing.T) {
 		t.Errorf("conflict log line %q does not name both service ports", msg)
 	}
 	rec := &fakeRecorder{}
-	fallback := &dataplane.SchedulerError{Service: dataplane.ServicePortName{Namespace: "demo", Name: "cache"},
-		Scheduler: "fastest", Fallback: "rr", Err: dataplane.ErrUnknownScheduler}
+	fallback := &model.SchedulerError{Service: model.ServicePortName{Namespace: "demo", Name: "cache"},
+		Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler}
 	k := &fakeKernel{problems: append(errs, fallback)}
 	m := newMetrics()
 	d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
-		events: rec, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}})}
+		events: rec, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
 	defer d.hc.close(context.Background())
 	for range 2 {
@@ -136,15 +137,15 @@ func TestDaemonProblemEvents(t *testing.T) {
 // setting it is programmed without gets a Warning on its Service naming
 // the annotation and value, once while it lasts.
 func TestSchedulerProblemEvents(t *testing.T) {
-	name := func(svc string) dataplane.ServicePortName {
-		return dataplane.ServicePortName{Namespace: "demo", Name: svc, Port: "http"}
+	name := func(svc string) model.ServicePortName {
+		return model.ServicePortName{Namespace: "demo", Name: svc, Port: "http"}
 	}
 	missing := fmt.Errorf("IPVS scheduler %q: %w", "twos", dataplane.ErrNoScheduler)
 	errs := []error{
-		&dataplane.SchedulerError{Service: name("typo"), Scheduler: "fastest", Fallback: "rr", Err: dataplane.ErrUnknownScheduler},
-		&dataplane.SchedulerError{Service: name("twos"), Scheduler: "twos", Fallback: "rr", Err: missing},
-		&dataplane.SettingError{Service: name("flags"), Field: dataplane.FieldSchedulerFlags, Value: "sh-port", Reason: "the lc scheduler does not read them"},
-		&dataplane.SettingError{Service: name("drain"), Field: watcher.AnnotationDrainTimeout, Value: "soon", Reason: "not a duration"},
+		&model.SchedulerError{Service: name("typo"), Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler},
+		&model.SchedulerError{Service: name("twos"), Scheduler: "twos", Fallback: "rr", Err: missing},
+		&model.SettingError{Service: name("flags"), Field: model.FieldSchedulerFlags, Value: "sh-port", Reason: "the lc scheduler does not read them"},
+		&model.SettingError{Service: name("drain"), Field: watcher.AnnotationDrainTimeout, Value: "soon", Reason: "not a duration"},
 	}
 	rec := &fakeRecorder{}
 	var p problemEvents

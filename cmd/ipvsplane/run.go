@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -103,7 +104,7 @@ func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder,
 
 // initKernel is the rest of kube-proxy's --init-only: the scheduler
 // check, the IPVS sysctls and timeouts, then exit.
-func (a *app) initKernel(ctx context.Context, node *dataplane.Node) error {
+func (a *app) initKernel(ctx context.Context, node *model.Node) error {
 	k, err := a.dial(&dataplane.Config{})
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/ipvsplane/ipvsplane/watcher/clientset"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -28,7 +29,7 @@ func TestRunKubernetesSource(t *testing.T) {
 		initial = append(initial, o.Object)
 	}
 	client := fake.NewClientset(initial...)
-	k := &fakeKernel{synced: make(chan []dataplane.ServicePort, 16)}
+	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
 	a, _, stderr := testApp(k, nil)
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
 	sink := &fakeEventSink{}
@@ -47,7 +48,7 @@ func TestRunKubernetesSource(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 
-	next := func() []dataplane.ServicePort {
+	next := func() []model.ServicePort {
 		t.Helper()
 		select {
 		case ports := <-k.synced:

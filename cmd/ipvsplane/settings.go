@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // settings are the resolved settings of a daemon.
 type settings struct {
-	node          dataplane.Node
+	node          model.Node
 	minSyncPeriod time.Duration
 	syncPeriod    time.Duration
 	healthzAddr   string
@@ -58,7 +58,7 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 
 // resolveNode sets the node's name, addresses, scheduler, masquerading,
 // timeouts and excluded ranges.
-func resolveNode(n *dataplane.Node, kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []netip.Addr) error {
+func resolveNode(n *model.Node, kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []netip.Addr) error {
 	n.Name = strings.ToLower(strings.TrimSpace(kp.HostnameOverride))
 	if n.Name == "" {
 		n.Name = strings.ToLower(hostname)
@@ -116,7 +116,7 @@ func (s *settings) resolveLocalDetection(kp *kubeproxy.KubeProxyConfiguration) e
 
 // resolveNodePorts sets the addresses node ports are served on, from
 // nodePortAddresses.
-func resolveNodePorts(n *dataplane.Node, nodePortAddresses []string) error {
+func resolveNodePorts(n *model.Node, nodePortAddresses []string) error {
 	all := false
 	for _, a := range nodePortAddresses {
 		switch a = strings.TrimSpace(a); a {
@@ -146,16 +146,16 @@ func resolveNodePorts(n *dataplane.Node, nodePortAddresses []string) error {
 // validateNode refuses now what the dataplane would refuse at every
 // sync, as kube-proxy refuses an unknown scheduler or a negative timeout
 // at start-up.
-func validateNode(n *dataplane.Node) error {
+func validateNode(n *model.Node) error {
 	err := n.Validate()
 	if err == nil {
 		return nil
 	}
 	// Name the configuration's field, keeping the error a *FieldError
-	// that errors.Is(err, dataplane.ErrInvalid) matches.
-	var fe *dataplane.FieldError
+	// that errors.Is(err, model.ErrInvalid) matches.
+	var fe *model.FieldError
 	if errors.As(err, &fe) && (fe.Field == "scheduler" || fe.Field == "timeouts") {
-		return &dataplane.FieldError{Object: "configuration", Field: "ipvs." + fe.Field, Reason: fe.Reason}
+		return &model.FieldError{Object: "configuration", Field: "ipvs." + fe.Field, Reason: fe.Reason}
 	}
 	return err
 }

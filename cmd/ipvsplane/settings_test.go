@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
@@ -17,7 +17,7 @@ func TestResolve(t *testing.T) {
 	tests := []struct {
 		name      string
 		edit      func(kp *kubeproxy.KubeProxyConfiguration)
-		node      func(n *dataplane.Node)
+		node      func(n *model.Node)
 		wantNotes []string
 		wantErr   string
 		// podCIDRsFromNode is expected with detectLocalMode NodeCIDR.
@@ -37,7 +37,7 @@ func TestResolve(t *testing.T) {
 				}
 				kp.NodePortAddresses = []string{"192.168.0.0/24"}
 			},
-			node: func(n *dataplane.Node) {
+			node: func(n *model.Node) {
 				n.Name = "node-a"
 				n.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
 				n.MasqueradeAll = true
@@ -53,7 +53,7 @@ func TestResolve(t *testing.T) {
 			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
 				kp.ClusterCIDR = "10.244.0.0/16,fd00:10:244::/56,10.245.0.0/16,fd00:10:245::/56"
 			},
-			node: func(n *dataplane.Node) {
+			node: func(n *model.Node) {
 				n.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
 			},
 		},
@@ -64,7 +64,7 @@ func TestResolve(t *testing.T) {
 				kp.DetectLocalMode = "InterfaceNamePrefix"
 				kp.DetectLocal.InterfaceNamePrefix = "veth"
 			},
-			node: func(n *dataplane.Node) { n.PodInterfacePrefix = "veth" },
+			node: func(n *model.Node) { n.PodInterfacePrefix = "veth" },
 		},
 		{
 			name: "bridge",
@@ -72,7 +72,7 @@ func TestResolve(t *testing.T) {
 				kp.DetectLocalMode = "BridgeInterface"
 				kp.DetectLocal.BridgeInterface = "cni0"
 			},
-			node: func(n *dataplane.Node) { n.PodBridge = "cni0" },
+			node: func(n *model.Node) { n.PodBridge = "cni0" },
 		},
 		{
 			name: "all and keywords",
@@ -90,7 +90,7 @@ func TestResolve(t *testing.T) {
 			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
 				kp.NodePortAddresses = []string{"primary", "10.0.0.0/8"}
 			},
-			node: func(n *dataplane.Node) {
+			node: func(n *model.Node) {
 				n.NodePortPrimary = true
 				n.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 			},
@@ -125,7 +125,7 @@ func TestResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := dataplane.Node{Name: "host-1", Addresses: addrs, MasqueradeBit: 14}
+			want := model.Node{Name: "host-1", Addresses: addrs, MasqueradeBit: 14}
 			if tt.node != nil {
 				tt.node(&want)
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -71,7 +72,7 @@ func netipJoin(addr string, port uint16) string {
 
 // portKeys lists the virtual servers of a service port as the state
 // file names them.
-func portKeys(sp *dataplane.ServicePort) []string {
+func portKeys(sp *model.ServicePort) []string {
 	var keys []string
 	proto := sp.Protocol.String()
 	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
@@ -86,7 +87,7 @@ func portKeys(sp *dataplane.ServicePort) []string {
 }
 
 // serviceNames maps the virtual servers of services to their names.
-func serviceNames(services []dataplane.ServicePort) map[string]string {
+func serviceNames(services []model.ServicePort) map[string]string {
 	out := make(map[string]string, 2*len(services))
 	for i := range services {
 		for _, k := range portKeys(&services[i]) {
@@ -186,7 +187,7 @@ func readKernel(ctx context.Context, device string) (*kernelView, error) {
 			return nil, err
 		}
 		v.sets = append(v.sets, h)
-		if name == dataplane.SetName(dataplane.SetOwned, false) || name == dataplane.SetName(dataplane.SetOwned, true) {
+		if name == model.SetName(model.SetOwned, false) || name == model.SetName(model.SetOwned, true) {
 			_, entries, err := sc.List(ctx, name)
 			if err != nil {
 				return nil, err

@@ -11,21 +11,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
-	web := dataplane.ServicePort{
-		Name: dataplane.ServicePortName{Namespace: "demo", Name: "web", Port: "http"}, Protocol: dataplane.TCP, Port: 80,
+	web := model.ServicePort{
+		Name: model.ServicePortName{Namespace: "demo", Name: "web", Port: "http"}, Protocol: model.TCP, Port: 80,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.80")}, NodePort: 30080,
 	}
 	path := filepath.Join(t.TempDir(), "status.json")
 	err := writeRecord(path, &syncRecord{
 		Node: "node-a", Source: "files", PID: 42, Started: now.Add(-time.Hour), LastSync: now.Add(-2 * time.Second),
-		DurationMS: 12.5, FirstSyncMS: 250, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1, Services: serviceNames([]dataplane.ServicePort{web}),
+		DurationMS: 12.5, FirstSyncMS: 250, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1, Services: serviceNames([]model.ServicePort{web}),
 	}, true)
 	if err != nil {
 		t.Fatal(err)

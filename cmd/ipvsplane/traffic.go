@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -67,8 +68,8 @@ func (c *trafficCounters) add(o trafficCounters) {
 // trafficPort is one service port's series: the sum over its virtual
 // servers.
 type trafficPort struct {
-	name     dataplane.ServicePortName
-	protocol dataplane.Protocol
+	name     model.ServicePortName
+	protocol model.Protocol
 	keys     []dataplane.VirtualKey
 	// total is what the port's virtual servers counted while the daemon
 	// read them; last, what the latest reading added.
@@ -96,7 +97,7 @@ type serviceTraffic struct {
 	now    func() time.Time
 
 	mu     sync.Mutex
-	ports  map[dataplane.ServicePortName]*trafficPort
+	ports  map[model.ServicePortName]*trafficPort
 	owners map[dataplane.VirtualKey]*trafficPort
 	// seen holds each counted virtual server's latest reading; spare is
 	// the map the next reading fills, swapped in after it.
@@ -112,7 +113,7 @@ func newServiceTraffic(source serviceLister, now func() time.Time) *serviceTraff
 	withDirection := append(slices.Clone(labels), "direction")
 	return &serviceTraffic{
 		source: source, now: now,
-		ports:  map[dataplane.ServicePortName]*trafficPort{},
+		ports:  map[model.ServicePortName]*trafficPort{},
 		owners: map[dataplane.VirtualKey]*trafficPort{},
 		seen:   map[dataplane.VirtualKey]trafficCounters{},
 		spare:  map[dataplane.VirtualKey]trafficCounters{},
@@ -127,10 +128,10 @@ func newServiceTraffic(source serviceLister, now func() time.Time) *serviceTraff
 
 // replace maps the virtual servers of a whole desired state to their
 // service ports, after a full sync. Ports that stay keep their counters.
-func (t *serviceTraffic) replace(node *dataplane.Node, services []dataplane.ServicePort) {
+func (t *serviceTraffic) replace(node *model.Node, services []model.ServicePort) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	present := make(map[dataplane.ServicePortName]bool, len(services))
+	present := make(map[model.ServicePortName]bool, len(services))
 	for i := range services {
 		present[services[i].Name] = true
 		t.set(node, &services[i])
@@ -143,7 +144,7 @@ func (t *serviceTraffic) replace(node *dataplane.Node, services []dataplane.Serv
 }
 
 // apply follows an incremental sync's changes, in their time.
-func (t *serviceTraffic) apply(node *dataplane.Node, changes []dataplane.Change) {
+func (t *serviceTraffic) apply(node *model.Node, changes []dataplane.Change) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range changes {
@@ -158,14 +159,14 @@ func (t *serviceTraffic) apply(node *dataplane.Node, changes []dataplane.Change)
 // set maps the port's virtual servers to it; t.mu is held. A virtual
 // server two ports claim (a VirtualServerConflict) counts for the one set
 // last.
-func (t *serviceTraffic) set(node *dataplane.Node, sp *dataplane.ServicePort) {
+func (t *serviceTraffic) set(node *model.Node, sp *model.ServicePort) {
 	p := t.ports[sp.Name]
 	if p != nil && p.protocol != sp.Protocol {
 		// Another protocol is another series.
 		t.drop(sp.Name)
 		p = nil
 	}
-	keys := node.VirtualKeys(sp)
+	keys := dataplane.VirtualKeys(node, sp)
 	if p == nil {
 		p = &trafficPort{name: sp.Name, protocol: sp.Protocol}
 		t.ports[sp.Name] = p
@@ -184,7 +185,7 @@ func (t *serviceTraffic) set(node *dataplane.Node, sp *dataplane.ServicePort) {
 }
 
 // drop forgets a removed port and its series; t.mu is held.
-func (t *serviceTraffic) drop(name dataplane.ServicePortName) {
+func (t *serviceTraffic) drop(name model.ServicePortName) {
 	p := t.ports[name]
 	if p == nil {
 		return

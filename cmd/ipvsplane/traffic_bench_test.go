@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,18 +19,18 @@ const benchTrafficPorts = 10000
 // benchTraffic is 10,000 dual-stack NodePort service ports (4 virtual
 // servers each: two cluster IPs, the node port on the node's two
 // addresses), and the kernel's dump of their 40,000 virtual servers.
-func benchTraffic() (*dataplane.Node, []dataplane.ServicePort, []ipvs.Service) {
+func benchTraffic() (*model.Node, []model.ServicePort, []ipvs.Service) {
 	node := trafficNode()
-	ports := make([]dataplane.ServicePort, benchTrafficPorts)
+	ports := make([]model.ServicePort, benchTrafficPorts)
 	var svcs []ipvs.Service
 	for i := range ports {
 		v4 := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
 		v6 := netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x96, 14: byte(i >> 8), 15: byte(i)})
-		ports[i] = dataplane.ServicePort{
-			Name:     dataplane.ServicePortName{Namespace: "ns" + strconv.Itoa(i%100), Name: "svc" + strconv.Itoa(i), Port: "http"},
-			Protocol: dataplane.TCP, Port: 80, ClusterIPs: []netip.Addr{v4, v6}, NodePort: uint16(20000 + i),
+		ports[i] = model.ServicePort{
+			Name:     model.ServicePortName{Namespace: "ns" + strconv.Itoa(i%100), Name: "svc" + strconv.Itoa(i), Port: "http"},
+			Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{v4, v6}, NodePort: uint16(20000 + i),
 		}
-		for _, k := range node.VirtualKeys(&ports[i]) {
+		for _, k := range dataplane.VirtualKeys(node, &ports[i]) {
 			svcs = append(svcs, kernelService(ipvs.TCP, k.Addr.String(), k.Port, stats(uint64(i), 10, 10, 1000, 1000)))
 		}
 	}

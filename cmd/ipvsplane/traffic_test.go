@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,24 +49,24 @@ func kernelService(proto ipvs.Protocol, addr string, port uint16, s ipvs.Stats) 
 	return ipvs.Service{Family: f, Protocol: proto, Addr: a, Port: port, Scheduler: "rr", Stats: s}
 }
 
-func trafficNode() *dataplane.Node {
-	return &dataplane.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10"), netip.MustParseAddr("fd00:1::10")}}
+func trafficNode() *model.Node {
+	return &model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10"), netip.MustParseAddr("fd00:1::10")}}
 }
 
 // webPort has a virtual server of every kind, in both families: cluster
 // IPs, node ports, an external and a load-balancer address.
-func webPort() dataplane.ServicePort {
-	return dataplane.ServicePort{
-		Name: dataplane.ServicePortName{Namespace: "shop", Name: "web", Port: "http"}, Protocol: dataplane.TCP, Port: 80,
+func webPort() model.ServicePort {
+	return model.ServicePort{
+		Name: model.ServicePortName{Namespace: "shop", Name: "web", Port: "http"}, Protocol: model.TCP, Port: 80,
 		ClusterIPs:  []netip.Addr{netip.MustParseAddr("10.96.0.20"), netip.MustParseAddr("fd00:96::20")},
 		NodePort:    30080,
 		ExternalIPs: []netip.Addr{netip.MustParseAddr("203.0.113.5")}, LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("2001:db8::10")},
 	}
 }
 
-func dnsPort() dataplane.ServicePort {
-	return dataplane.ServicePort{
-		Name: dataplane.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"}, Protocol: dataplane.UDP, Port: 53,
+func dnsPort() model.ServicePort {
+	return model.ServicePort{
+		Name: model.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"}, Protocol: model.UDP, Port: 53,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 	}
 }
@@ -108,7 +109,7 @@ func TestServiceTrafficSumsVirtualServers(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := newServiceTraffic(k, clock.now)
-	tr.replace(trafficNode(), []dataplane.ServicePort{web, dns})
+	tr.replace(trafficNode(), []model.ServicePort{web, dns})
 	if err := tr.refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestServiceTrafficOneDumpPerInterval(t *testing.T) {
 	web := webPort()
 	k := &fakeLister{svcs: []ipvs.Service{kernelService(ipvs.TCP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}}
 	tr := newServiceTraffic(k, time.Now)
-	tr.replace(trafficNode(), []dataplane.ServicePort{web})
+	tr.replace(trafficNode(), []model.ServicePort{web})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(tr)
 	if n, err := testutil.GatherAndCount(reg, trafficNames...); err != nil || n != 0 {
@@ -180,7 +181,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := newServiceTraffic(k, clock.now)
-	tr.replace(trafficNode(), []dataplane.ServicePort{web, dns})
+	tr.replace(trafficNode(), []model.ServicePort{web, dns})
 	ctx := context.Background()
 	if err := tr.refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -191,7 +192,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	// Ten seconds on: web counted 20 connections (10 on each of two
 	// virtual servers), dns nothing; a new port appears.
 	clock.advance(10 * time.Second)
-	api := dataplane.ServicePort{Name: dataplane.ServicePortName{Namespace: "default", Name: "api"}, Protocol: dataplane.TCP, Port: 443,
+	api := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "api"}, Protocol: model.TCP, Port: 443,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}
 	tr.apply(trafficNode(), []dataplane.Change{{Name: api.Name, Port: &api}})
 	k.svcs = []ipvs.Service{
@@ -228,7 +229,7 @@ func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	web.NodePort, web.ExternalIPs, web.LoadBalancerIPs = 0, nil, nil
 	k := &fakeLister{svcs: []ipvs.Service{kernelService(ipvs.TCP, "10.96.0.20", 80, stats(100, 100, 100, 100, 100))}}
 	tr := newServiceTraffic(k, time.Now)
-	tr.replace(trafficNode(), []dataplane.ServicePort{web})
+	tr.replace(trafficNode(), []model.ServicePort{web})
 	ctx := context.Background()
 	total := func() trafficCounters {
 		t.Helper()
@@ -270,13 +271,13 @@ func TestServiceTrafficSeriesFollowPorts(t *testing.T) {
 		kernelService(ipvs.UDP, "10.96.0.10", 53, stats(2, 2, 2, 2, 2)),
 	}}
 	tr := newServiceTraffic(k, time.Now)
-	tr.replace(trafficNode(), []dataplane.ServicePort{web, dns})
+	tr.replace(trafficNode(), []model.ServicePort{web, dns})
 	ctx := context.Background()
 	if err := tr.refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	udpWeb := web
-	udpWeb.Protocol = dataplane.UDP
+	udpWeb.Protocol = model.UDP
 	tr.apply(trafficNode(), []dataplane.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}})
 	k.svcs = []ipvs.Service{kernelService(ipvs.UDP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}
 	if err := tr.refresh(ctx); err != nil {
@@ -323,7 +324,7 @@ func TestDaemonKeepsTrafficMap(t *testing.T) {
 	}}
 	d := &daemon{
 		log: zap.NewNop(), kernel: &fakeKernel{}, metrics: m, health: newHealth(30*time.Second, time.Now, false, m), now: time.Now,
-		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
+		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 		traffic: newServiceTraffic(k, time.Now),
 	}
 	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
@@ -372,7 +373,7 @@ func TestStatusShowsTrafficRates(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	tr := newServiceTraffic(k, clock.now)
-	tr.replace(trafficNode(), []dataplane.ServicePort{web, dns})
+	tr.replace(trafficNode(), []model.ServicePort{web, dns})
 	var out strings.Builder
 	show := func(top int) string {
 		t.Helper()

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // description is the file format: a node and its service ports.
@@ -110,7 +111,7 @@ func run(dryRun, cleanup bool, args []string) error {
 	return nil
 }
 
-func load(path string) (*dataplane.State, error) {
+func load(path string) (*model.State, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -121,7 +122,7 @@ func load(path string) (*dataplane.State, error) {
 	if err := dec.Decode(&desc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	state := &dataplane.State{Node: dataplane.Node{
+	state := &model.State{Node: model.Node{
 		Name:         desc.Node.Name,
 		Addresses:    desc.Node.Addresses,
 		ClusterCIDRs: desc.Node.ClusterCIDRs,
@@ -129,12 +130,12 @@ func load(path string) (*dataplane.State, error) {
 		StrictARP:    desc.Node.StrictARP,
 	}}
 	for i, s := range desc.Services {
-		proto, ok := map[string]dataplane.Protocol{"": dataplane.TCP, "TCP": dataplane.TCP, "UDP": dataplane.UDP, "SCTP": dataplane.SCTP}[strings.ToUpper(s.Protocol)]
+		proto, ok := map[string]model.Protocol{"": model.TCP, "TCP": model.TCP, "UDP": model.UDP, "SCTP": model.SCTP}[strings.ToUpper(s.Protocol)]
 		if !ok {
 			return nil, fmt.Errorf("%s: services[%d].protocol: unknown protocol %q", path, i, s.Protocol)
 		}
-		sp := dataplane.ServicePort{
-			Name:                     dataplane.ServicePortName{Namespace: s.Namespace, Name: s.Name, Port: s.PortName},
+		sp := model.ServicePort{
+			Name:                     model.ServicePortName{Namespace: s.Namespace, Name: s.Name, Port: s.PortName},
 			Protocol:                 proto,
 			Port:                     s.Port,
 			ClusterIPs:               s.ClusterIPs,
@@ -145,10 +146,10 @@ func load(path string) (*dataplane.State, error) {
 			SessionAffinity:          time.Duration(s.AffinitySeconds) * time.Second,
 		}
 		if s.ExternalLocal {
-			sp.ExternalPolicy = dataplane.PolicyLocal
+			sp.ExternalPolicy = model.PolicyLocal
 		}
 		for _, e := range s.Endpoints {
-			sp.Endpoints = append(sp.Endpoints, dataplane.Endpoint{
+			sp.Endpoints = append(sp.Endpoints, model.Endpoint{
 				Addr: e.Addr, Port: e.Port, NodeName: e.Node,
 				Ready: !e.Terminating, Serving: true, Terminating: e.Terminating,
 			})

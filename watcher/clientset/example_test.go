@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/ipvsplane/ipvsplane/watcher/clientset"
 	v1 "k8s.io/api/core/v1"
@@ -26,7 +26,7 @@ func Example() {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: dataplane.Node{Name: "node-a"}})
+	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})
 	done := make(chan error)
 	go func() {
 		done <- watcher.WatchKubernetes(ctx, watcher.KubernetesConfig{Client: clientset.New(cs), Tracker: tracker})

@@ -1,6 +1,7 @@
-package dataplane
+package model
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -101,9 +102,9 @@ func (f SchedulerFlags) forScheduler(sched string) (kernel, ignored SchedulerFla
 	return kernel, f & allNamed &^ (names[0] | names[1])
 }
 
-// named returns a virtual server's numbered flags as its scheduler reads
+// Named returns a virtual server's numbered flags as its scheduler reads
 // them (sh-port, not flag-2), for the printed plan.
-func (f SchedulerFlags) named(sched string) SchedulerFlags {
+func (f SchedulerFlags) Named(sched string) SchedulerFlags {
 	names, reads := namedFlags(sched)
 	if !reads {
 		return f & (SchedFlag3 | numberedFlags)
@@ -174,4 +175,40 @@ type BadSetting struct {
 	Field  string
 	Value  string
 	Reason string
+}
+
+// SchedulerChoice is the scheduler and the kernel's flags a service
+// port's virtual servers get.
+type SchedulerChoice struct {
+	Name  string
+	Flags SchedulerFlags
+}
+
+// Scheduling chooses a service port's scheduler: the one it names when
+// the kernel has it, else the node's. A port that names neither scheduler
+// nor flags gets the node's defaults; flags the scheduler does not read
+// are dropped. What the port does not get is returned, to be reported.
+func (n *Node) Scheduling(s *ServicePort, lacking map[string]error) (SchedulerChoice, []error) {
+	node := SchedulerChoice{Name: n.EffectiveScheduler(), Flags: defaultSchedulerFlags(n.EffectiveScheduler())}
+	if s.Scheduler == "" && s.SchedulerFlags == 0 {
+		return node, nil
+	}
+	name := cmp.Or(s.Scheduler, node.Name)
+	fallback := func(err error) (SchedulerChoice, []error) {
+		return node, []error{&SchedulerError{Service: s.Name, Scheduler: name, Fallback: node.Name, Err: err}}
+	}
+	// An unknown name is never tried in the kernel: it would load the
+	// module of any name a Service gives.
+	if !KnownScheduler(name) {
+		return fallback(ErrUnknownScheduler)
+	}
+	if err := lacking[name]; err != nil {
+		return fallback(err)
+	}
+	kernel, ignored := s.SchedulerFlags.forScheduler(name)
+	if ignored == 0 {
+		return SchedulerChoice{Name: name, Flags: kernel}, nil
+	}
+	return SchedulerChoice{Name: name, Flags: kernel}, []error{&SettingError{Service: s.Name, Field: FieldSchedulerFlags,
+		Value: ignored.String(), Reason: fmt.Sprintf("the %s scheduler does not read them", name)}}
 }

@@ -1,4 +1,4 @@
-package dataplane
+package model
 
 import (
 	"errors"
@@ -37,6 +37,10 @@ var schedulers = map[string]bool{
 	"dh": true, "sh": true, "sed": true, "nq": true, "mh": true, "fo": true,
 	"ovf": true, "twos": true,
 }
+
+// KnownScheduler reports whether name is one of the kernel's IPVS
+// schedulers.
+func KnownScheduler(name string) bool { return schedulers[name] }
 
 // maxAffinity is the longest ClientIP affinity Kubernetes allows.
 const maxAffinity = 86400 * time.Second
@@ -112,7 +116,7 @@ func (n *Node) Validate() error {
 		return &FieldError{Object: "node " + n.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case n.Scheduler != "" && !schedulers[n.Scheduler]:
+	case n.Scheduler != "" && !KnownScheduler(n.Scheduler):
 		return fail("scheduler", "unknown IPVS scheduler %q", n.Scheduler)
 	case n.MasqueradeBit > 31:
 		return fail("masqueradeBit", "%d is not a bit of a 32-bit mark", n.MasqueradeBit)

@@ -1,0 +1,141 @@
+package model
+
+import (
+	"net/netip"
+	"slices"
+)
+
+func (n *Node) EffectiveScheduler() string {
+	if n.Scheduler == "" {
+		return "rr"
+	}
+	return n.Scheduler
+}
+
+// PrimaryIPs returns the node's primary IP of a family, as kube-proxy
+// takes it from the Node object, or without one every address of the node.
+func (n *Node) PrimaryIPs(ipv6 bool) []netip.Addr {
+	for _, a := range n.NodeIPs {
+		if a.Is6() == ipv6 {
+			return []netip.Addr{a}
+		}
+	}
+	return n.LocalAddrs()
+}
+
+// LocalAddrs returns the node's addresses, or without them its Node
+// object's.
+func (n *Node) LocalAddrs() []netip.Addr {
+	if len(n.Addresses) == 0 {
+		return n.NodeIPs
+	}
+	return n.Addresses
+}
+
+// nodePortPrefixes returns the prefixes that limit the node-port
+// addresses: NodePortAddresses with, for NodePortPrimary, the primary IPs.
+func (n *Node) nodePortPrefixes() []netip.Prefix {
+	prefixes := n.NodePortAddresses
+	if n.NodePortPrimary {
+		prefixes = slices.Clone(prefixes)
+		for _, ipv6 := range []bool{false, true} {
+			for _, a := range n.NodeIPs {
+				if a.Is6() == ipv6 && !a.IsLoopback() {
+					prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
+					break
+				}
+			}
+		}
+	}
+	return prefixes
+}
+
+// NodePortIPs returns the addresses node ports are served on.
+func (n *Node) NodePortIPs() []netip.Addr {
+	prefixes := n.nodePortPrefixes()
+	var addrs []netip.Addr
+	for _, a := range n.LocalAddrs() {
+		if servesNodePorts(prefixes, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// HealthCheckAddresses returns the addresses health-check node ports
+// listen on, IPv4 first, as kube-proxy's service health servers choose
+// them per family: the family's unspecified address (0.0.0.0 or ::, every
+// address of the family) when its prefixes match all its addresses, else
+// each of its node-port addresses and the loopback address if a prefix
+// holds it. A family that matches all but has no node-port address has
+// none, as it has no node port.
+func (n *Node) HealthCheckAddresses() []netip.Addr {
+	prefixes := n.nodePortPrefixes()
+	served := n.NodePortIPs()
+	var out []netip.Addr
+	for _, wildcard := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		var family []netip.Addr
+		for _, a := range served {
+			if a.Is6() == wildcard.Is6() {
+				family = append(family, a)
+			}
+		}
+		if !matchesAll(prefixes, wildcard.Is6()) {
+			// Node ports leave loopback out in IPVS mode; kube-proxy's
+			// health servers listen on it when a prefix holds it.
+			if lo := loopback(wildcard.Is6()); servesNodePorts(prefixes, lo) {
+				family = append(family, lo)
+			}
+			out = append(out, family...)
+		} else if len(family) > 0 {
+			out = append(out, wildcard)
+		}
+	}
+	return out
+}
+
+// loopback returns the loopback address of a family.
+func loopback(ipv6 bool) netip.Addr {
+	if ipv6 {
+		return netip.IPv6Loopback()
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+// matchesAll reports whether prefixes leave a family's node-port
+// addresses unrestricted: no prefix of the family, or one of length 0.
+func matchesAll(prefixes []netip.Prefix, ipv6 bool) bool {
+	family := false
+	for _, p := range prefixes {
+		if p.Addr().Is6() == ipv6 {
+			family = true
+			if p.Bits() == 0 {
+				return true
+			}
+		}
+	}
+	return !family
+}
+
+// servesNodePorts reports whether node address a serves node ports under
+// prefixes, per family as kube-proxy's NodePortAddresses: a family with no
+// prefix, or with one of length 0, matches all its addresses.
+func servesNodePorts(prefixes []netip.Prefix, a netip.Addr) bool {
+	family := false
+	for _, p := range prefixes {
+		if p.Addr().Is6() != a.Is6() {
+			continue
+		}
+		family = true
+		if p.Bits() == 0 || p.Contains(a) {
+			return true
+		}
+	}
+	return !family
+}
+
+// Excluded reports whether addr is in ExcludeCIDRs, whose virtual servers
+// are never removed.
+func (n *Node) Excluded(addr netip.Addr) bool {
+	return slices.ContainsFunc(n.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(addr) })
+}

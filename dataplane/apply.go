@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -206,7 +207,7 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
 			return err
 		}
-		err := WriteRules(d.rules, &d.planner.index.node, func(name string) (uint16, error) {
+		err := nftrules.Write(d.rules, &d.planner.index.node, func(name string) (uint16, error) {
 			if id, ok := d.setIndex[name]; ok {
 				return id, nil
 			}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"maps"
 	"slices"
 )
@@ -40,7 +41,7 @@ func Build(s *model.State) *Desired {
 // service ports left out, and the node's own error, if its settings are
 // invalid (then nothing is programmed).
 func buildIndex(s *model.State, lacking map[string]error) (*desiredIndex, map[model.ServicePortName]error, error) {
-	d := newDesiredIndex(cloneNode(s.Node), renderRules(&s.Node), lacking)
+	d := newDesiredIndex(cloneNode(s.Node), nftrules.Render(&s.Node), lacking)
 	failed := map[model.ServicePortName]error{}
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"maps"
 	"net"
 	"net/netip"
@@ -323,19 +324,15 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 		}
 	}
 	node := testNode()
-	for _, table := range nodeTables(&node) {
-		family := "ip"
-		if table.ipv6 {
-			family = "ip6"
-		}
-		listed := nftRuleCounts(n.node.Run(t, "nft", "list", "table", family, TableName))
-		for _, c := range table.chains {
-			if got, ok := listed[c.name]; !ok || got != len(c.rules) {
-				t.Errorf("nft lists %s chain %s with %d rules (present %v), want %d", family, c.name, got, ok, len(c.rules))
+	for family, chains := range renderedChains(nftrules.Render(&node)) {
+		listed := nftRuleCounts(n.node.Run(t, "nft", "list", "table", family, nftrules.TableName))
+		for name, rules := range chains {
+			if got, ok := listed[name]; !ok || got != rules {
+				t.Errorf("nft lists %s chain %s with %d rules (present %v), want %d", family, name, got, ok, rules)
 			}
 		}
-		if len(listed) != len(table.chains) {
-			t.Errorf("nft lists %d %s chains, want %d", len(listed), family, len(table.chains))
+		if len(listed) != len(chains) {
+			t.Errorf("nft lists %d %s chains, want %d", len(listed), family, len(chains))
 		}
 	}
 	addrs := n.node.Run(t, "ip", "-o", "addr", "show", "dev", DefaultDevice)
@@ -677,4 +674,25 @@ func TestDataplaneSyncsDuringReread(t *testing.T) {
 	if len(res.Plan.Ops) != 0 {
 		t.Errorf("merging the reread planned operations:\n%s", res.Plan)
 	}
+}
+
+// renderedChains counts the rules of each chain of the printed tables, per
+// family ("ip", "ip6").
+func renderedChains(rendered string) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	var family, chain string
+	for _, line := range strings.Split(rendered, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 4 && f[0] == "table":
+			family = f[1]
+			out[family] = map[string]int{}
+		case len(f) == 3 && f[0] == "chain":
+			chain = f[1]
+			out[family][chain] = 0
+		case strings.HasPrefix(line, "    ") && f[0] != "type":
+			out[family][chain]++
+		}
+	}
+	return out
 }

@@ -1,5 +1,5 @@
 // Package dataplane turns the desired state of a node's services (its own
-// small model: service ports, endpoints, node settings) into the kernel
+// small model, package [model]: service ports, endpoints, node settings) into the kernel
 // state of kube-proxy's IPVS mode, as a plan of kernel operations that
 // prints as text and applies incrementally.
 //
@@ -18,7 +18,7 @@
 //   - [Planner] keeps the desired state between syncs, so that a change to
 //     one service plans that service alone, whatever the number of
 //     services.
-//   - [WriteRules] replaces ipvsplane's nftables tables in one transaction;
+//   - [nftrules.Write] replaces ipvsplane's nftables tables in one transaction;
 //     the rules match the ipsets through the kernel's xt set match, so
 //     there are as many rules for ten services as for fifty thousand.
 //
@@ -48,7 +48,7 @@
 // which is how a node programmed by kube-proxy is taken over without
 // recreating its servers. Virtual servers inside Node.ExcludeCIDRs are
 // never deleted. The dummy device, the KUBE-* sets and the nftables tables
-// named [TableName] are ipvsplane's by name.
+// named [nftrules.TableName] are ipvsplane's by name.
 //
 // # Taking over from kube-proxy, and handing back
 //

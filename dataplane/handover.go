@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 )
 
 // Handover gives the node back to kube-proxy: it removes ipvsplane's own
@@ -14,7 +15,7 @@ import (
 // ipvsplane's rules are the node's only ones.
 func (d *Dataplane) Handover(ctx context.Context) error {
 	var errs []error
-	if err := DeleteRules(d.rules); err != nil {
+	if err := nftrules.Delete(d.rules); err != nil {
 		errs = append(errs, err)
 	}
 	for _, ipv6 := range []bool{false, true} {

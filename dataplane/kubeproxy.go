@@ -33,6 +33,10 @@ func (c KubeProxyChain) Compare(o KubeProxyChain) int {
 	return strings.Compare(c.String(), o.String())
 }
 
+// nftFamilies are the nftables families of kube-proxy's iptables-nft
+// tables.
+var nftFamilies = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6}
+
 // kubeProxyChains names, per table, the chains kube-proxy's IPVS mode makes
 // (docs/kube-proxy-ipvs-semantics.md §3.1). ipvsplane removes exactly
 // these, and the rules that do nothing but jump to them; chains of the same
@@ -47,8 +51,9 @@ var kubeProxyChains = map[string][]string{
 // iptables-nft tables of both families.
 func findKubeProxyChains(conn *nftables.Conn) ([]KubeProxyChain, error) {
 	var found []KubeProxyChain
-	for _, ipv6 := range []bool{false, true} {
-		chains, err := conn.ListChainsOfTableFamily(tableFamily(ipv6))
+	for _, family := range nftFamilies {
+		ipv6 := family == nftables.TableFamilyIPv6
+		chains, err := conn.ListChainsOfTableFamily(family)
 		if err != nil {
 			return nil, fmt.Errorf("listing the nftables chains: %w", err)
 		}
@@ -76,8 +81,9 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []KubeProxyChain) error {
 		tables[KubeProxyChain{IPv6: c.IPv6, Table: c.Table}] = true
 	}
 	var kube []*nftables.Chain
-	for _, ipv6 := range []bool{false, true} {
-		chains, err := conn.ListChainsOfTableFamily(tableFamily(ipv6))
+	for _, family := range nftFamilies {
+		ipv6 := family == nftables.TableFamilyIPv6
+		chains, err := conn.ListChainsOfTableFamily(family)
 		if err != nil {
 			return fmt.Errorf("listing the nftables chains: %w", err)
 		}

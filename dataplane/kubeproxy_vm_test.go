@@ -5,6 +5,7 @@ package dataplane
 import (
 	"context"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"net/netip"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 	if err := first.Handover(ctx); err != nil {
 		t.Fatalf("handover: %v", err)
 	}
-	if out := n.node.Run(t, "nft", "list", "tables"); strings.Contains(out, TableName) {
+	if out := n.node.Run(t, "nft", "list", "tables"); strings.Contains(out, nftrules.TableName) {
 		t.Errorf("ipvsplane's tables after the handover:\n%s", out)
 	}
 	if out := n.node.Run(t, "ipset", "list", "-n"); strings.Contains(out, model.SetOwned) || !strings.Contains(out, model.SetClusterIP) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -45,12 +46,12 @@ func TestRuleTablesLoadIntoTheKernel(t *testing.T) {
 	}
 	node := testNode()
 	for round := range 2 {
-		if err := WriteRules(conn, &node, func(name string) (uint16, error) { return index[name], nil }); err != nil {
+		if err := nftrules.Write(conn, &node, func(name string) (uint16, error) { return index[name], nil }); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}
 	for _, family := range []string{"ip", "ip6"} {
-		out := ns.Run(t, "nft", "list", "table", family, TableName)
+		out := ns.Run(t, "nft", "list", "table", family, nftrules.TableName)
 		for _, want := range []string{
 			"chain KUBE-SERVICES", "chain KUBE-POSTROUTING", "chain KUBE-MARK-MASQ",
 			"type nat hook prerouting priority dstnat", "type filter hook output priority mangle",
@@ -58,16 +59,16 @@ func TestRuleTablesLoadIntoTheKernel(t *testing.T) {
 			"fib daddr type local", "reject", `comment "kubernetes service traffic requiring SNAT"`,
 		} {
 			if !strings.Contains(out, want) {
-				t.Errorf("nft list table %s %s lacks %q:\n%s", family, TableName, want, out)
+				t.Errorf("nft list table %s %s lacks %q:\n%s", family, nftrules.TableName, want, out)
 			}
 		}
 	}
 	// Each table replaced twice, never doubled.
 	ns.Run(t, "nft", "add", "table", "ip", "someone-else")
-	if out := ns.Run(t, "nft", "list", "tables"); strings.Count(out, TableName) != 2 {
+	if out := ns.Run(t, "nft", "list", "tables"); strings.Count(out, nftrules.TableName) != 2 {
 		t.Errorf("nft list tables:\n%s", out)
 	}
-	if err := DeleteRules(conn); err != nil {
+	if err := nftrules.Delete(conn); err != nil {
 		t.Fatal(err)
 	}
 	if out := ns.Run(t, "nft", "list", "tables"); out != "table ip someone-else\n" {

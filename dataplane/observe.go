@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/dummy"
@@ -165,12 +166,12 @@ func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desire
 			return nil, err
 		}
 	}
-	current, err := tablesCurrent(d.rules, node)
+	current, err := nftrules.Current(d.rules, node)
 	if err != nil {
 		return nil, err
 	}
 	if current {
-		k.Rules = renderRules(node)
+		k.Rules = nftrules.Render(node)
 	}
 	if k.KubeProxyChains, err = findKubeProxyChains(d.rules); err != nil {
 		return nil, err

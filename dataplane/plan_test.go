@@ -153,21 +153,3 @@ func TestGoldenPlans(t *testing.T) {
 		})
 	}
 }
-
-func TestRuleTableGolden(t *testing.T) {
-	n := testNode()
-	got := renderRules(&n)
-	golden := filepath.Join("testdata", "rules.txt")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("rules differ from %s:\n%s", golden, got)
-	}
-}

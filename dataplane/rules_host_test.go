@@ -5,6 +5,7 @@ package dataplane
 import (
 	"errors"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"os"
 	"strings"
 	"syscall"
@@ -52,7 +53,7 @@ func TestRulesOnRealTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := testNode()
-	if err := WriteRules(conn, &n, func(name string) (uint16, error) { return index[name], nil }); err != nil {
+	if err := nftrules.Write(conn, &n, func(name string) (uint16, error) { return index[name], nil }); err != nil {
 		t.Fatal(err)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"iter"
 	"maps"
 	"runtime"
@@ -198,7 +199,7 @@ func (d *Dataplane) canaryAlive(ctx context.Context, node *model.Node) bool {
 			return false
 		}
 	}
-	current, err := tablesCurrent(d.rules, node)
+	current, err := nftrules.Current(d.rules, node)
 	return err == nil && current
 }
 
@@ -431,7 +432,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	if err := d.links.Delete(ctx, d.cfg.Device); err != nil {
 		errs = append(errs, err)
 	}
-	if err := DeleteRules(d.rules); err != nil {
+	if err := nftrules.Delete(d.rules); err != nil {
 		errs = append(errs, err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(setSpecs())) {

@@ -12,9 +12,9 @@ import (
 
 // Translations between the dataplane's values and the kernel packages'.
 
-func ipvsProtocol(p model.Protocol) ipvs.Protocol { return ipvs.Protocol(protocolNumber(p)) }
+func ipvsProtocol(p model.Protocol) ipvs.Protocol { return ipvs.Protocol(p.Number()) }
 func conntrackProtocol(p model.Protocol) conntrack.Protocol {
-	return conntrack.Protocol(protocolNumber(p))
+	return conntrack.Protocol(p.Number())
 }
 
 func protocolFromIPVS(p ipvs.Protocol) (model.Protocol, bool) {

@@ -29,6 +29,18 @@ func (p Protocol) String() string {
 	return fmt.Sprintf("protocol(%d)", uint8(p))
 }
 
+// Number returns the protocol's IP protocol number (IPPROTO_TCP,
+// IPPROTO_UDP, IPPROTO_SCTP), as netlink carries it.
+func (p Protocol) Number() uint8 {
+	switch p {
+	case UDP:
+		return 17
+	case SCTP:
+		return 132
+	}
+	return 6
+}
+
 // TrafficPolicy says which endpoints traffic may reach: any in the cluster,
 // or only those on this node.
 type TrafficPolicy uint8

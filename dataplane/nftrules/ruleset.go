@@ -1,4 +1,4 @@
-package dataplane
+package nftrules
 
 import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -30,9 +30,9 @@ func nodeTables(n *model.Node) []*ruleTable {
 	return []*ruleTable{nodeTable(n, false), nodeTable(n, true)}
 }
 
-// renderRules prints both families' tables; the plan replaces a table when
+// Render prints both families' tables; the plan replaces a table when
 // this text changes.
-func renderRules(n *model.Node) string {
+func Render(n *model.Node) string {
 	var b strings.Builder
 	for _, t := range nodeTables(n) {
 		b.WriteString(t.String())

@@ -1,4 +1,4 @@
-package dataplane
+package nftrules
 
 import (
 	"crypto/sha256"
@@ -114,7 +114,7 @@ func matchExprs(m match, ipv6 bool, index SetIndexer) ([]expr.Any, error) {
 	case l4proto:
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{protocolNumber(m.proto)}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{m.proto.Number()}},
 		}, nil
 	case inInterface:
 		data := []byte(m.name)
@@ -188,7 +188,7 @@ func actionExprs(a action, ipv6 bool) []expr.Any {
 			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
 		}
 	}
-	panic("dataplane: unknown rule action " + a.verdict)
+	panic("nftrules: unknown rule action " + a.verdict)
 }
 
 // prefixExprs matches the source address against addr/bits.
@@ -225,16 +225,6 @@ func cmpOp(invert bool) expr.CmpOp {
 	return expr.CmpOpEq
 }
 
-func protocolNumber(p model.Protocol) byte {
-	switch p {
-	case model.UDP:
-		return unix.IPPROTO_UDP
-	case model.SCTP:
-		return unix.IPPROTO_SCTP
-	}
-	return unix.IPPROTO_TCP
-}
-
 // setMatchInfo encodes struct xt_set_info_match_v4
 // (include/uapi/linux/netfilter/xt_set.h) in the host's byte order:
 // the set's index, the number of dimensions and a bit per dimension that
@@ -265,9 +255,9 @@ func digestComment(t *ruleTable) string {
 	return "ipvsplane " + hex.EncodeToString(sum[:12])
 }
 
-// tablesCurrent reports whether the kernel holds both of the node's
+// Current reports whether the kernel holds both of the node's
 // tables as they are now, by the digests their first rules carry.
-func tablesCurrent(conn *nftables.Conn, node *model.Node) (bool, error) {
+func Current(conn *nftables.Conn, node *model.Node) (bool, error) {
 	for _, t := range nodeTables(node) {
 		rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: tableFamily(t.ipv6)}, &nftables.Chain{Name: t.chains[0].name})
 		if errors.Is(err, unix.ENOENT) {
@@ -286,26 +276,26 @@ func tablesCurrent(conn *nftables.Conn, node *model.Node) (bool, error) {
 	return true, nil
 }
 
-// WriteRules replaces ipvsplane's tables (ip and ip6 TableName) in conn's
+// Write replaces ipvsplane's tables (ip and ip6 TableName) in conn's
 // namespace with the rules the node's settings call for, in one
 // transaction. index resolves the KUBE-* sets, which must exist.
-func WriteRules(conn *nftables.Conn, node *model.Node, index SetIndexer) error {
+func Write(conn *nftables.Conn, node *model.Node, index SetIndexer) error {
 	for _, t := range nodeTables(node) {
 		if err := queueTable(conn, t, index); err != nil {
-			return fmt.Errorf("dataplane: rules: %w", err)
+			return fmt.Errorf("nftrules: rules: %w", err)
 		}
 	}
 	if err := conn.Flush(); err != nil {
-		return fmt.Errorf("dataplane: replacing the nftables tables %s: %w", TableName, err)
+		return fmt.Errorf("nftrules: replacing the nftables tables %s: %w", TableName, err)
 	}
 	return nil
 }
 
-// DeleteRules removes ipvsplane's tables, if they exist, and nothing else.
-func DeleteRules(conn *nftables.Conn) error {
+// Delete removes ipvsplane's tables, if they exist, and nothing else.
+func Delete(conn *nftables.Conn) error {
 	tables, err := conn.ListTables()
 	if err != nil {
-		return fmt.Errorf("dataplane: listing nftables tables: %w", err)
+		return fmt.Errorf("nftrules: listing nftables tables: %w", err)
 	}
 	for _, t := range tables {
 		if t.Name == TableName && (t.Family == nftables.TableFamilyIPv4 || t.Family == nftables.TableFamilyIPv6) {
@@ -313,7 +303,7 @@ func DeleteRules(conn *nftables.Conn) error {
 		}
 	}
 	if err := conn.Flush(); err != nil {
-		return fmt.Errorf("dataplane: deleting the nftables tables %s: %w", TableName, err)
+		return fmt.Errorf("nftrules: deleting the nftables tables %s: %w", TableName, err)
 	}
 	return nil
 }

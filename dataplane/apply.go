@@ -4,19 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"net/netip"
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 // OpError is the failure of one planned operation.
 type OpError struct {
-	Op  Op
+	Op  plan.Op
 	Err error
 }
 
@@ -27,12 +28,12 @@ func (e *OpError) Unwrap() error { return e.Err }
 // kernel as one batch, and so do consecutive binds or unbinds; the rest go
 // one by one (ipset operations are bulk already). Each success is recorded in the programmed state; each failure
 // is returned and its objects are planned again on the next sync.
-func (d *Dataplane) apply(ctx context.Context, plan *Plan) []error {
+func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan) []error {
 	var errs []error
-	ops := plan.Ops
+	ops := pl.Ops
 	for i := 0; i < len(ops); {
 		switch ops[i].(type) {
-		case Bind, Unbind:
+		case plan.Bind, plan.Unbind:
 			n := sameKindRun(ops[i:])
 			errs = append(errs, d.applyAddresses(ctx, ops[i:i+n])...)
 			i += n
@@ -64,7 +65,7 @@ const ipvsBatchRequests = 2048
 
 // ipvsPiece returns how many of the IPVS operations ops go in one batch:
 // as many as fit in ipvsBatchRequests requests, and at least one.
-func ipvsPiece(ops []Op) int {
+func ipvsPiece(ops []plan.Op) int {
 	requests := 0
 	for i, op := range ops {
 		if requests += ipvsRequests(op); requests > ipvsBatchRequests && i > 0 {
@@ -76,8 +77,8 @@ func ipvsPiece(ops []Op) int {
 
 // ipvsRequests counts the requests an IPVS operation takes: one, or one
 // per real server of an AddReals.
-func ipvsRequests(op Op) int {
-	if o, ok := op.(AddReals); ok {
+func ipvsRequests(op plan.Op) int {
+	if o, ok := op.(plan.AddReals); ok {
 		return len(o.Reals)
 	}
 	return 1
@@ -85,14 +86,14 @@ func ipvsRequests(op Op) int {
 
 // sameKindRun returns how many operations from the first on go to the
 // kernel together: IPVS operations, or binds, or unbinds.
-func sameKindRun(ops []Op) int {
+func sameKindRun(ops []plan.Op) int {
 	n := 1
 	switch ops[0].(type) {
-	case Bind:
+	case plan.Bind:
 		for n < len(ops) && isBind(ops[n]) {
 			n++
 		}
-	case Unbind:
+	case plan.Unbind:
 		for n < len(ops) && isUnbind(ops[n]) {
 			n++
 		}
@@ -104,18 +105,18 @@ func sameKindRun(ops []Op) int {
 	return n
 }
 
-func isBind(op Op) bool   { _, ok := op.(Bind); return ok }
-func isUnbind(op Op) bool { _, ok := op.(Unbind); return ok }
+func isBind(op plan.Op) bool   { _, ok := op.(plan.Bind); return ok }
+func isUnbind(op plan.Op) bool { _, ok := op.(plan.Unbind); return ok }
 
 // applyAddresses binds or unbinds many addresses in few writes.
-func (d *Dataplane) applyAddresses(ctx context.Context, ops []Op) []error {
+func (d *Dataplane) applyAddresses(ctx context.Context, ops []plan.Op) []error {
 	addrs := make([]netip.Addr, len(ops))
 	bind := isBind(ops[0])
 	for i, op := range ops {
 		if bind {
-			addrs[i] = op.(Bind).Addr
+			addrs[i] = op.(plan.Bind).Addr
 		} else {
-			addrs[i] = op.(Unbind).Addr
+			addrs[i] = op.(plan.Unbind).Addr
 		}
 	}
 	var err error
@@ -175,39 +176,39 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 	return err
 }
 
-func isIPVSOp(op Op) bool {
+func isIPVSOp(op plan.Op) bool {
 	switch op.(type) {
-	case AddVirtual, UpdateVirtual, DeleteVirtual, AddReals, UpdateReal, DeleteReal:
+	case plan.AddVirtual, plan.UpdateVirtual, plan.DeleteVirtual, plan.AddReals, plan.UpdateReal, plan.DeleteReal:
 		return true
 	}
 	return false
 }
 
-func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
+func (d *Dataplane) applyOne(ctx context.Context, op plan.Op) error {
 	switch o := op.(type) {
-	case CreateSet:
-		err := d.sets.Create(ctx, o.Spec.ipset(), ipset.ExistOK)
+	case plan.CreateSet:
+		err := d.sets.Create(ctx, ipsetSet(o.Spec), ipset.ExistOK)
 		if err == nil {
 			d.setIndex[o.Spec.Name], err = d.sets.Index(ctx, o.Spec.Name)
 		}
 		return err
-	case AddEntries:
+	case plan.AddEntries:
 		entries, err := d.parseEntries(o.Set, o.Entries)
 		if err != nil {
 			return err
 		}
 		return d.sets.AddEntries(ctx, o.Set, entries, ipset.ExistOK)
-	case DelEntries:
+	case plan.DelEntries:
 		entries, err := d.parseEntries(o.Set, o.Entries)
 		if err != nil {
 			return err
 		}
 		return d.sets.DeleteEntries(ctx, o.Set, entries, ipset.ExistOK)
-	case ReplaceRules:
+	case plan.ReplaceRules:
 		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
 			return err
 		}
-		err := nftrules.Write(d.rules, &d.planner.index.node, func(name string) (uint16, error) {
+		err := nftrules.Write(d.rules, d.planner.Node(), func(name string) (uint16, error) {
 			if id, ok := d.setIndex[name]; ok {
 				return id, nil
 			}
@@ -230,8 +231,8 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 			d.rules = rules
 		}
 		return err
-	case FlushConntrack:
-		f := o.flushFilter()
+	case plan.FlushConntrack:
+		f := flushFilter(o)
 		start := d.cfg.Now()
 		n, err := d.flows.DeleteMatching(ctx, f)
 		if t := d.flowTally; t != nil {
@@ -244,9 +245,9 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 			t.Took[i] += d.cfg.Now().Sub(start)
 		}
 		return err
-	case RemoveKubeProxyRules:
+	case plan.RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.
-		if d.programmed.Rules != d.planner.index.state.Rules {
+		if d.programmed.Rules != d.desired().Rules {
 			return errors.New("ipvsplane's own rules are not in place")
 		}
 		return removeKubeProxyChains(d.rules, o.Chains)
@@ -254,8 +255,14 @@ func (d *Dataplane) applyOne(ctx context.Context, op Op) error {
 	return fmt.Errorf("no kernel operation for %T", op)
 }
 
+// desired returns the planner's desired state.
+func (d *Dataplane) desired() *plan.KernelState {
+	k, _ := d.planner.Desired()
+	return k
+}
+
 func (d *Dataplane) parseEntries(set string, entries []string) ([]ipset.Entry, error) {
-	spec, ok := d.planner.index.state.Sets[set]
+	spec, ok := d.desired().Sets[set]
 	if !ok {
 		return nil, fmt.Errorf("unknown set %s", set)
 	}
@@ -280,7 +287,7 @@ type ipvsRequest struct {
 // earlier run, or adopted) becomes an update, and a deletion that finds
 // nothing has nothing to do. Each failure is returned per request, so a
 // real server that failed is named alone.
-func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
+func (d *Dataplane) applyIPVS(ctx context.Context, ops []plan.Op) []error {
 	n := 0
 	for _, op := range ops {
 		n += ipvsRequests(op)
@@ -289,11 +296,11 @@ func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
 	var b ipvs.Batch
 	b.Grow(n)
 	for i, op := range ops {
-		if o, ok := op.(AddReals); ok {
-			svc := o.Virtual.ipvsService()
+		if o, ok := op.(plan.AddReals); ok {
+			svc := ipvsKey(o.Virtual)
 			for j, r := range o.Reals {
 				reqs = append(reqs, ipvsRequest{op: i, real: j})
-				b.CreateDestination(svc, r.ipvsDestination())
+				b.CreateDestination(svc, ipvsDestination(r))
 			}
 			continue
 		}
@@ -317,10 +324,10 @@ func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
 		b.Reset()
 		for _, i := range retry {
 			switch o := ops[reqs[i].op].(type) {
-			case AddReals:
-				b.UpdateDestination(o.Virtual.ipvsService(), o.Reals[reqs[i].real].ipvsDestination())
-			case AddVirtual:
-				b.UpdateService(o.Virtual.ipvsService())
+			case plan.AddReals:
+				b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(o.Reals[reqs[i].real]))
+			case plan.AddVirtual:
+				b.UpdateService(ipvsService(o.Virtual))
 			}
 		}
 		retried := d.sendIPVS(ctx, &b)
@@ -355,15 +362,15 @@ func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
 // recordIPVS records what a batch did and returns its failures. The real
 // server changes to one virtual server are recorded together, so its list
 // is copied once per batch, not once per real server.
-func (d *Dataplane) recordIPVS(ops []Op, reqs []ipvsRequest, failures map[int]error) []error {
+func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[int]error) []error {
 	var errs []error
-	realOps := map[VirtualKey][]Op{}
-	var order []VirtualKey
+	realOps := map[plan.VirtualKey][]plan.Op{}
+	var order []plan.VirtualKey
 	for i := 0; i < len(reqs); {
 		op := ops[reqs[i].op]
-		if o, ok := op.(AddReals); ok {
+		if o, ok := op.(plan.AddReals); ok {
 			// Its requests are the next len(o.Reals), one per real server.
-			var kept Reals
+			var kept plan.Reals
 			failed := 0
 			for j, r := range o.Reals {
 				err, bad := failures[i+j]
@@ -373,7 +380,7 @@ func (d *Dataplane) recordIPVS(ops []Op, reqs []ipvsRequest, failures map[int]er
 						kept = slices.Clone(o.Reals[:j])
 					}
 					failed++
-					errs = append(errs, d.failed(AddReals{Virtual: o.Virtual, Reals: o.Reals[j : j+1]}, err))
+					errs = append(errs, d.failed(plan.AddReals{Virtual: o.Virtual, Reals: o.Reals[j : j+1]}, err))
 				case failed > 0:
 					kept = append(kept, r)
 				}
@@ -383,7 +390,7 @@ func (d *Dataplane) recordIPVS(ops []Op, reqs []ipvsRequest, failures map[int]er
 				continue
 			}
 			if failed > 0 {
-				op = AddReals{Virtual: o.Virtual, Reals: kept}
+				op = plan.AddReals{Virtual: o.Virtual, Reals: kept}
 			}
 		} else {
 			err, bad := failures[i]
@@ -393,7 +400,7 @@ func (d *Dataplane) recordIPVS(ops []Op, reqs []ipvsRequest, failures map[int]er
 				continue
 			}
 		}
-		vk, changesReals := realsTarget(op)
+		vk, changesReals := plan.RealsTarget(op)
 		if !changesReals {
 			d.succeeded(op)
 			continue
@@ -409,26 +416,26 @@ func (d *Dataplane) recordIPVS(ops []Op, reqs []ipvsRequest, failures map[int]er
 	return errs
 }
 
-func addIPVS(b *ipvs.Batch, op Op) {
+func addIPVS(b *ipvs.Batch, op plan.Op) {
 	switch o := op.(type) {
-	case AddVirtual:
-		b.CreateService(o.Virtual.ipvsService())
-	case UpdateVirtual:
-		b.UpdateService(o.Virtual.ipvsService())
-	case DeleteVirtual:
-		b.DeleteService(o.Virtual.ipvsService())
-	case UpdateReal:
-		b.UpdateDestination(o.Virtual.ipvsService(), o.Real.ipvsDestination())
-	case DeleteReal:
-		b.DeleteDestination(o.Virtual.ipvsService(), RealServer{RealKey: o.Real}.ipvsDestination())
+	case plan.AddVirtual:
+		b.CreateService(ipvsService(o.Virtual))
+	case plan.UpdateVirtual:
+		b.UpdateService(ipvsService(o.Virtual))
+	case plan.DeleteVirtual:
+		b.DeleteService(ipvsKey(o.Virtual))
+	case plan.UpdateReal:
+		b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(o.Real))
+	case plan.DeleteReal:
+		b.DeleteDestination(ipvsKey(o.Virtual), ipvsDestination(plan.RealServer{RealKey: o.Real}))
 	}
 }
 
-func isDelete(op Op, virtual bool) bool {
+func isDelete(op plan.Op, virtual bool) bool {
 	switch op.(type) {
-	case DeleteVirtual:
+	case plan.DeleteVirtual:
 		return virtual
-	case DeleteReal:
+	case plan.DeleteReal:
 		return !virtual
 	}
 	return false

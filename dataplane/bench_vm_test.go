@@ -5,7 +5,6 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"os"
 	"runtime"
@@ -13,21 +12,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // kernelOps counts the kernel objects a plan touches: one per IPVS
 // request (an AddReals makes one per real server), set entry, address and
 // flush.
-func kernelOps(p *Plan) int {
+func kernelOps(p *plan.Plan) int {
 	n := 0
 	for _, op := range p.Ops {
 		switch o := op.(type) {
-		case AddEntries:
+		case plan.AddEntries:
 			n += len(o.Entries)
-		case DelEntries:
+		case plan.DelEntries:
 			n += len(o.Entries)
-		case AddReals:
+		case plan.AddReals:
 			n += len(o.Reals)
 		default:
 			n++
@@ -108,7 +109,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 				} else {
 					target.Endpoints = target.Endpoints[:10]
 				}
-				res, err := d.SyncChanges(context.Background(), []Change{{Name: target.Name, Port: target}})
+				res, err := d.SyncChanges(context.Background(), []plan.Change{{Name: target.Name, Port: target}})
 				if err != nil {
 					b.Fatal(err)
 				}

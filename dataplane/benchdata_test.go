@@ -2,10 +2,13 @@ package dataplane
 
 import (
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"runtime"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 )
 
 // benchServices returns n services with 10 endpoints each, spread over 10
@@ -59,23 +62,23 @@ func BenchmarkFirstSyncMemory(b *testing.B) {
 			state := &model.State{Node: benchNode(), Services: benchServices(n)}
 			for b.Loop() {
 				base := heapMiB()
-				p := NewPlanner()
+				p := plan.NewPlanner(nftrules.Render)
 				p.Update(state)
 				desired, owners := p.Desired()
 				planned := heapMiB()
-				plan := Diff(NewKernelState(), desired, owners, FullScope, Drain{})
+				pl := plan.Diff(plan.NewKernelState(), desired, owners, plan.FullScope, plan.Drain{})
 				diffed := heapMiB()
-				programmed := NewKernelState()
-				for _, op := range plan.Ops {
+				programmed := plan.NewKernelState()
+				for _, op := range pl.Ops {
 					programmed.Record(op)
 				}
 				recorded := heapMiB()
 				b.ReportMetric(planned-base, "desired-MiB")
 				b.ReportMetric(diffed-planned, "plan-MiB")
 				b.ReportMetric(recorded-diffed, "programmed-MiB")
-				b.ReportMetric(float64(len(plan.Ops)), "plan-ops")
+				b.ReportMetric(float64(len(pl.Ops)), "plan-ops")
 				runtime.KeepAlive(p)
-				runtime.KeepAlive(plan)
+				runtime.KeepAlive(pl)
 				runtime.KeepAlive(programmed)
 			}
 		})

@@ -3,11 +3,13 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"time"
 
 	"github.com/google/nftables"
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -57,14 +59,14 @@ type Dataplane struct {
 	links   *dummy.Conn
 	rules   *nftables.Conn
 	flows   *conntrack.Conn
-	planner *Planner
+	planner *plan.Planner
 	// programmed is what the kernel holds, as far as the dataplane knows;
 	// nil until the first sync reads the kernel.
-	programmed *KernelState
+	programmed *plan.KernelState
 	// retry holds the objects whose operations failed, planned again on
 	// the next sync.
-	retry    *touched
-	draining map[VirtualKey]map[RealKey]time.Time
+	retry    *plan.Scope
+	draining map[plan.VirtualKey]map[plan.RealKey]time.Time
 	setIndex map[string]uint16
 	device   *dummy.Device
 	lastFull time.Time
@@ -84,7 +86,7 @@ type Dataplane struct {
 // New opens the netlink connections. It fails with an error matching
 // ipvs.ErrNotAvailable when the kernel has no IPVS.
 func New(cfg *Config) (*Dataplane, error) {
-	d := &Dataplane{planner: NewPlanner(), retry: newTouched(), draining: map[VirtualKey]map[RealKey]time.Time{}, setIndex: map[string]uint16{}}
+	d := &Dataplane{planner: plan.NewPlanner(nftrules.Render), retry: plan.NewScope(), draining: map[plan.VirtualKey]map[plan.RealKey]time.Time{}, setIndex: map[string]uint16{}}
 	d.schedulers = schedulerCache{probe: d.CheckScheduler, known: map[string]error{}}
 	if cfg != nil {
 		d.cfg = *cfg

@@ -6,8 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"maps"
 	"net"
 	"net/netip"
@@ -16,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -64,26 +66,26 @@ func vmNode() model.Node {
 }
 
 func webService() model.ServicePort {
-	s := svc("default", "web", "http", model.TCP, 80, "10.96.0.10")
+	s := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.10")
 	s.NodePort = 30080
-	s.ExternalIPs = ips("198.51.100.10")
-	s.Endpoints = []model.Endpoint{ready("10.244.1.2", 8080, "node-a"), ready("10.244.2.2", 8080, "node-b")}
+	s.ExternalIPs = fixture.IPs("198.51.100.10")
+	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a"), fixture.Ready("10.244.2.2", 8080, "node-b")}
 	return s
 }
 
 func vmServices() []model.ServicePort {
 	web := webService()
-	sticky := svc("default", "sticky", "", model.TCP, 80, "10.96.0.11")
+	sticky := fixture.Svc("default", "sticky", "", model.TCP, 80, "10.96.0.11")
 	sticky.SessionAffinity = time.Hour
 	sticky.Endpoints = web.Endpoints
-	lb := svc("default", "lb", "", model.TCP, 80, "10.96.0.12")
+	lb := fixture.Svc("default", "lb", "", model.TCP, 80, "10.96.0.12")
 	lb.NodePort = 30081
-	lb.LoadBalancerIPs = ips("203.0.113.10")
-	lb.LoadBalancerSourceRanges = prefixes("192.168.0.0/24")
+	lb.LoadBalancerIPs = fixture.IPs("203.0.113.10")
+	lb.LoadBalancerSourceRanges = fixture.Prefixes("192.168.0.0/24")
 	lb.Endpoints = web.Endpoints
-	local := svc("default", "local", "", model.TCP, 80, "10.96.0.13")
+	local := fixture.Svc("default", "local", "", model.TCP, 80, "10.96.0.13")
 	local.NodePort = 30082
-	local.LoadBalancerIPs = ips("203.0.113.11")
+	local.LoadBalancerIPs = fixture.IPs("203.0.113.11")
 	local.ExternalPolicy = model.PolicyLocal
 	local.HealthCheckNodePort = 32000
 	local.Endpoints = web.Endpoints
@@ -228,8 +230,8 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 			fmt.Fprint(c, "echo "+line)
 		}
 	}()
-	long := svc("default", "long", "", model.TCP, 90, "10.96.0.20")
-	long.Endpoints = []model.Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
+	long := fixture.Svc("default", "long", "", model.TCP, 90, "10.96.0.20")
+	long.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 9090, "node-a"), fixture.Ready("10.244.2.2", 9090, "node-b")}
 	state.Services = append(state.Services, long)
 	mustSync(t, d, state)
 
@@ -298,9 +300,9 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 	n := setupNet(t)
 	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.0.99:80", "-s", "rr")
 	d := newDataplane(t, n.node)
-	state := &model.State{Node: testNode(), Services: fiftyServices()}
+	state := &model.State{Node: fixture.Node(), Services: fiftyServices()}
 	mustSync(t, d, state)
-	desired := Build(state)
+	desired := plan.Build(state, nftrules.Render)
 
 	listed := map[string]bool{}
 	for _, line := range strings.Split(n.node.Run(t, "ipvsadm", "-Ln"), "\n") {
@@ -323,7 +325,7 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 			}
 		}
 	}
-	node := testNode()
+	node := fixture.Node()
 	for family, chains := range renderedChains(nftrules.Render(&node)) {
 		listed := nftRuleCounts(n.node.Run(t, "nft", "list", "table", family, nftrules.TableName))
 		for name, rules := range chains {
@@ -367,7 +369,7 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 // fiftyServices returns 50 service ports of every shape, each with its own
 // addresses and node port.
 func fiftyServices() []model.ServicePort {
-	all := shapes()
+	all := fixture.Shapes()
 	names := slices.Sorted(maps.Keys(all))
 	var out []model.ServicePort
 	for i := range 50 {
@@ -448,8 +450,8 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	d := newDataplane(t, n.node)
 	serveUDP(t, n.b1, "10.244.1.2:5353", "backend-1")
 	serveUDP(t, n.b2, "10.244.2.2:5353", "backend-2")
-	dns := svc("kube-system", "dns", "", model.UDP, 53, "10.96.0.53")
-	dns.Endpoints = []model.Endpoint{ready("10.244.1.2", 5353, "node-a"), ready("10.244.2.2", 5353, "node-b")}
+	dns := fixture.Svc("kube-system", "dns", "", model.UDP, 53, "10.96.0.53")
+	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 5353, "node-a"), fixture.Ready("10.244.2.2", 5353, "node-b")}
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{dns}}
 	mustSync(t, d, state)
 
@@ -624,7 +626,7 @@ func TestDataplaneSyncsDuringReread(t *testing.T) {
 			target.Endpoints = target.Endpoints[:10]
 		}
 		start := time.Now()
-		res, err := d.SyncChanges(context.Background(), []Change{{Name: target.Name, Port: target}})
+		res, err := d.SyncChanges(context.Background(), []plan.Change{{Name: target.Name, Port: target}})
 		if err != nil || len(res.Errors) > 0 {
 			t.Fatalf("change %d: %v %v", i, err, res.Errors)
 		}

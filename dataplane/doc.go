@@ -1,26 +1,27 @@
-// Package dataplane turns the desired state of a node's services (its own
-// small model, package [model]: service ports, endpoints, node settings) into the kernel
-// state of kube-proxy's IPVS mode, as a plan of kernel operations that
-// prints as text and applies incrementally.
+// Package dataplane turns the desired state of a node's services into the
+// kernel state of kube-proxy's IPVS mode, as a plan of kernel operations
+// that prints as text and applies incrementally. It is the top of three
+// layers, and the only one that touches the kernel:
 //
-// The pieces, each usable alone:
+//   - [model] is what the dataplane is asked to program (service ports,
+//     endpoints, node settings) and its validation. Invalid service ports
+//     are reported with [model.FieldError] (object and field) and left
+//     out; the others are still programmed.
+//   - [plan] computes the desired kernel state of a model ([plan.Build],
+//     and [plan.Planner], which keeps it between syncs so that a change to
+//     one service plans that service alone) and the operations that turn
+//     an observed state into it ([plan.Diff]), in an order that never
+//     sends traffic where nothing handles it: sets and rules first, then
+//     virtual and real servers, then the addresses that draw traffic;
+//     removals in reverse; conntrack cleanup last. Real servers whose
+//     endpoint left drain at weight 0.
+//   - [nftrules] compiles the node's settings into ipvsplane's nftables
+//     tables and replaces them in one transaction; the rules match the
+//     ipsets through the kernel's xt set match, so there are as many rules
+//     for ten services as for fifty thousand.
 //
-//   - [Build] computes the desired [KernelState] of a model: IPVS virtual
-//     and real servers, the addresses bound to the dummy device, the
-//     contents of the KUBE-* ipsets and the packet-rule tables. Invalid
-//     service ports are reported with [FieldError] (object and field) and
-//     left out; the others are still programmed.
-//   - [Diff] plans the operations that turn an observed state into a
-//     desired one, in an order that never sends traffic where nothing
-//     handles it: sets and rules first, then virtual and real servers,
-//     then the addresses that draw traffic; removals in reverse; conntrack
-//     cleanup last. Real servers whose endpoint left drain at weight 0.
-//   - [Planner] keeps the desired state between syncs, so that a change to
-//     one service plans that service alone, whatever the number of
-//     services.
-//   - [nftrules.Write] replaces ipvsplane's nftables tables in one transaction;
-//     the rules match the ipsets through the kernel's xt set match, so
-//     there are as many rules for ten services as for fifty thousand.
+// model and plan import no kernel package and no google/nftables; a
+// controller or a CNI can compute and print plans with them alone.
 //
 // [Dataplane] carries plans out against the kernel of a network namespace
 // through the ipvs, ipset, dummy and conntrack packages and google/nftables:
@@ -46,7 +47,7 @@
 // deleted, unless the desired state wants one at the same address, port
 // and protocol: then it is adopted (its real servers are made to match),
 // which is how a node programmed by kube-proxy is taken over without
-// recreating its servers. Virtual servers inside Node.ExcludeCIDRs are
+// recreating its servers. Virtual servers inside model.Node.ExcludeCIDRs are
 // never deleted. The dummy device, the KUBE-* sets and the nftables tables
 // named [nftrules.TableName] are ipvsplane's by name.
 //
@@ -54,7 +55,7 @@
 //
 // A full sync also looks for the chains kube-proxy's IPVS mode makes with
 // iptables-nft (KUBE-SERVICES, KUBE-POSTROUTING, ... in the ip and ip6 nat
-// and filter tables). The last operation of its plan, [RemoveKubeProxyRules],
+// and filter tables). The last operation of its plan, [plan.RemoveKubeProxyRules],
 // deletes them and the rules that do nothing but jump to them, in one
 // nftables transaction, and only once ipvsplane's own tables are in place;
 // other chains and rules of those tables are never touched. With the

@@ -5,8 +5,9 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 )
 
 // Plans a NodePort service on an empty node and prints the operations, as
@@ -25,8 +26,8 @@ func Example() {
 			},
 		}},
 	}
-	desired := dataplane.Build(state)
-	plan := dataplane.Diff(dataplane.NewKernelState(), desired.Kernel, desired.Services, dataplane.FullScope, dataplane.Drain{})
+	desired := plan.Build(state, nftrules.Render)
+	plan := plan.Diff(plan.NewKernelState(), desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
 	for _, op := range plan.Ops {
 		if !strings.HasPrefix(op.String(), "ipset create") {
 			fmt.Println(op)

@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -19,6 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -94,7 +97,7 @@ func faultServices() []model.ServicePort {
 			s.NodePort = uint16(31000 + i)
 		}
 		for e := range 3 {
-			s.Endpoints = append(s.Endpoints, ready(netip.AddrFrom4([4]byte{10, 244, byte(10 + e), byte(i)}).String(), 8080, "node-b"))
+			s.Endpoints = append(s.Endpoints, fixture.Ready(netip.AddrFrom4([4]byte{10, 244, byte(10 + e), byte(i)}).String(), 8080, "node-b"))
 		}
 		services = append(services, s)
 	}
@@ -115,9 +118,9 @@ func changedServices() []model.ServicePort {
 		out = append(out, s)
 	}
 	for i := range 40 {
-		s := svc("faults", fmt.Sprintf("new-%d", i), "", model.TCP, 443, netip.AddrFrom4([4]byte{10, 101, 0, byte(i)}).String())
+		s := fixture.Svc("faults", fmt.Sprintf("new-%d", i), "", model.TCP, 443, netip.AddrFrom4([4]byte{10, 101, 0, byte(i)}).String())
 		s.ExternalIPs = []netip.Addr{netip.AddrFrom4([4]byte{198, 51, 101, byte(i)})}
-		s.Endpoints = []model.Endpoint{ready("10.244.9.2", 8443, "node-b")}
+		s.Endpoints = []model.Endpoint{fixture.Ready("10.244.9.2", 8443, "node-b")}
 		out = append(out, s)
 	}
 	return out
@@ -321,11 +324,11 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 	ns := testutil.NewNetNS(t)
 	d := newDataplane(t, ns)
 	services := faultServices()[:100]
-	bad := svc("faults", "bad-scheduler", "", model.TCP, 80, "10.102.0.1")
+	bad := fixture.Svc("faults", "bad-scheduler", "", model.TCP, 80, "10.102.0.1")
 	bad.Scheduler = sched
-	bad.Endpoints = []model.Endpoint{ready("10.244.9.2", 8080, "node-b")}
+	bad.Endpoints = []model.Endpoint{fixture.Ready("10.244.9.2", 8080, "node-b")}
 	state := &model.State{Node: vmNode(), Services: append(services, bad)}
-	want := Build(&model.State{Node: vmNode(), Services: append(slices.Clone(services), svcWithout(bad))})
+	want := plan.Build(&model.State{Node: vmNode(), Services: append(slices.Clone(services), svcWithout(bad))}, nftrules.Render)
 
 	for round := range 2 {
 		res, err := d.Sync(context.Background(), state)
@@ -341,7 +344,7 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 	if n := strings.Count(out, "-A "); n != len(want.Kernel.Virtual) {
 		t.Errorf("%d virtual servers programmed, want %d", n, len(want.Kernel.Virtual))
 	}
-	if !strings.Contains(out, "-A -t 10.102.0.1:80 -s "+want.Kernel.Virtual[VirtualKey{Addr: ip("10.102.0.1"), Port: 80, Protocol: model.TCP}].Scheduler) {
+	if !strings.Contains(out, "-A -t 10.102.0.1:80 -s "+want.Kernel.Virtual[plan.VirtualKey{Addr: fixture.IP("10.102.0.1"), Port: 80, Protocol: model.TCP}].Scheduler) {
 		t.Errorf("the bad service's virtual server does not have the node's scheduler:\n%s", out)
 	}
 	if strings.Contains(out, "198.51.100.0") {

@@ -3,8 +3,10 @@ package dataplane
 import (
 	"context"
 	"errors"
+
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 )
 
 // Handover gives the node back to kube-proxy: it removes ipvsplane's own
@@ -25,6 +27,6 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 	}
 	d.stopReread()
 	d.programmed, d.device = nil, nil
-	d.planner = NewPlanner()
+	d.planner = plan.NewPlanner(nftrules.Render)
 	return errors.Join(errs...)
 }

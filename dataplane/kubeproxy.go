@@ -4,34 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"golang.org/x/sys/unix"
 )
-
-// KubeProxyChain is a chain that kube-proxy's IPVS mode made with
-// iptables-nft, in the nftables table (nat or filter) of one family.
-type KubeProxyChain struct {
-	IPv6  bool
-	Table string
-	Chain string
-}
-
-// String returns "ip nat KUBE-SERVICES" or "ip6 filter KUBE-FORWARD".
-func (c KubeProxyChain) String() string {
-	family := "ip"
-	if c.IPv6 {
-		family = "ip6"
-	}
-	return family + " " + c.Table + " " + c.Chain
-}
-
-// Compare orders chains by family, table and name.
-func (c KubeProxyChain) Compare(o KubeProxyChain) int {
-	return strings.Compare(c.String(), o.String())
-}
 
 // nftFamilies are the nftables families of kube-proxy's iptables-nft
 // tables.
@@ -49,8 +27,8 @@ var kubeProxyChains = map[string][]string{
 
 // findKubeProxyChains lists the chains of kubeProxyChains present in the
 // iptables-nft tables of both families.
-func findKubeProxyChains(conn *nftables.Conn) ([]KubeProxyChain, error) {
-	var found []KubeProxyChain
+func findKubeProxyChains(conn *nftables.Conn) ([]plan.KubeProxyChain, error) {
+	var found []plan.KubeProxyChain
 	for _, family := range nftFamilies {
 		ipv6 := family == nftables.TableFamilyIPv6
 		chains, err := conn.ListChainsOfTableFamily(family)
@@ -59,11 +37,11 @@ func findKubeProxyChains(conn *nftables.Conn) ([]KubeProxyChain, error) {
 		}
 		for _, c := range chains {
 			if slices.Contains(kubeProxyChains[c.Table.Name], c.Name) {
-				found = append(found, KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name})
+				found = append(found, plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name})
 			}
 		}
 	}
-	slices.SortFunc(found, KubeProxyChain.Compare)
+	slices.SortFunc(found, plan.KubeProxyChain.Compare)
 	return found, nil
 }
 
@@ -73,12 +51,12 @@ func findKubeProxyChains(conn *nftables.Conn) ([]KubeProxyChain, error) {
 // the chains' rules, then the chains. A rule of another program that
 // refers to one of them is not touched: the kernel then refuses to delete
 // that chain (EBUSY), and the error names it.
-func removeKubeProxyChains(conn *nftables.Conn, remove []KubeProxyChain) error {
-	doomed := make(map[KubeProxyChain]bool, len(remove))
-	tables := map[KubeProxyChain]bool{} // the tables they are in, Chain empty
+func removeKubeProxyChains(conn *nftables.Conn, remove []plan.KubeProxyChain) error {
+	doomed := make(map[plan.KubeProxyChain]bool, len(remove))
+	tables := map[plan.KubeProxyChain]bool{} // the tables they are in, Chain empty
 	for _, c := range remove {
 		doomed[c] = true
-		tables[KubeProxyChain{IPv6: c.IPv6, Table: c.Table}] = true
+		tables[plan.KubeProxyChain{IPv6: c.IPv6, Table: c.Table}] = true
 	}
 	var kube []*nftables.Chain
 	for _, family := range nftFamilies {
@@ -88,23 +66,23 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []KubeProxyChain) error {
 			return fmt.Errorf("listing the nftables chains: %w", err)
 		}
 		for _, c := range chains {
-			if !tables[KubeProxyChain{IPv6: ipv6, Table: c.Table.Name}] {
+			if !tables[plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name}] {
 				continue
 			}
-			if doomed[KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}] {
+			if doomed[plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}] {
 				kube = append(kube, c)
 				continue
 			}
 			rules, err := conn.GetRules(c.Table, c)
 			if err != nil {
-				return fmt.Errorf("reading the rules of %s: %w", KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
+				return fmt.Errorf("reading the rules of %s: %w", plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
 			}
 			for _, r := range rules {
 				if onlyJumpsTo(r, func(target string) bool {
-					return doomed[KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: target}]
+					return doomed[plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: target}]
 				}) {
 					if err := conn.DelRule(r); err != nil {
-						return fmt.Errorf("deleting a jump to kube-proxy's chains from %s: %w", KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
+						return fmt.Errorf("deleting a jump to kube-proxy's chains from %s: %w", plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
 					}
 				}
 			}

@@ -1,31 +1,34 @@
 package dataplane
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 )
 
 // A node taken over from kube-proxy: its chains are removed last, after
 // ipvsplane's rules and everything else, and only then.
 func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
-	state := &model.State{Node: testNode(), Services: []model.ServicePort{svc("default", "web", "http", model.TCP, 80, "10.96.0.20")}}
-	desired := Build(state)
-	chains := []KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
-	observed := NewKernelState()
+	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.20")}}
+	desired := plan.Build(state, nftrules.Render)
+	chains := []plan.KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
+	observed := plan.NewKernelState()
 	observed.KubeProxyChains = chains
-	plan := Diff(observed, desired.Kernel, desired.Services, FullScope, Drain{})
-	last := plan.Ops[len(plan.Ops)-1]
+	pl := plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
+	last := pl.Ops[len(pl.Ops)-1]
 	if got, want := last.String(), "kube-proxy remove ip nat KUBE-SERVICES, ip6 filter KUBE-FORWARD"; got != want {
-		t.Fatalf("last op %q, want %q\n%s", got, want, plan)
+		t.Fatalf("last op %q, want %q\n%s", got, want, pl)
 	}
-	for _, op := range plan.Ops[:len(plan.Ops)-1] {
-		if _, ok := op.(RemoveKubeProxyRules); ok {
-			t.Fatalf("removed twice:\n%s", plan)
+	for _, op := range pl.Ops[:len(pl.Ops)-1] {
+		if _, ok := op.(plan.RemoveKubeProxyRules); ok {
+			t.Fatalf("removed twice:\n%s", pl)
 		}
 	}
 	observed.Record(last)
@@ -34,9 +37,9 @@ func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
 	}
 	// Only a full plan looks for them.
 	observed.KubeProxyChains = chains
-	partial := Diff(observed, desired.Kernel, desired.Services, Scope{}, Drain{})
+	partial := plan.Diff(observed, desired.Kernel, desired.Services, plan.Scope{}, plan.Drain{})
 	for _, op := range partial.Ops {
-		if _, ok := op.(RemoveKubeProxyRules); ok {
+		if _, ok := op.(plan.RemoveKubeProxyRules); ok {
 			t.Errorf("an incremental plan removes kube-proxy's chains:\n%s", partial)
 		}
 	}
@@ -72,26 +75,26 @@ func TestOnlyJumpsTo(t *testing.T) {
 // source ranges let the node through when they hold its primary IP, the
 // Node object's first of the family.
 func TestNodeAddressesAndNodeIPs(t *testing.T) {
-	np := svc("default", "web", "http", model.TCP, 80, "10.96.0.20")
+	np := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.20")
 	np.NodePort = 30080
-	np.LoadBalancerIPs = ips("192.0.2.10")
-	np.LoadBalancerSourceRanges = prefixes("10.1.0.0/16")
+	np.LoadBalancerIPs = fixture.IPs("192.0.2.10")
+	np.LoadBalancerSourceRanges = fixture.Prefixes("10.1.0.0/16")
 	for _, tc := range []struct {
 		name          string
 		addrs, nodeIP []netip.Addr
 		nodePorts     []string
 		sourceIP      bool
 	}{
-		{"interfaces", ips("192.168.0.10", "10.1.0.1"), nil, []string{"192.168.0.10", "10.1.0.1"}, true},
-		{"primary outside the range", ips("192.168.0.10", "10.1.0.1"), ips("192.168.0.10", "10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, false},
-		{"primary inside the range", ips("192.168.0.10", "10.1.0.1"), ips("10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, true},
-		{"an ExternalIP not on the node", ips("192.168.0.10"), ips("192.168.0.10", "203.0.113.5"), []string{"192.168.0.10"}, false},
-		{"no interface addresses", nil, ips("10.1.0.1"), []string{"10.1.0.1"}, true},
+		{"interfaces", fixture.IPs("192.168.0.10", "10.1.0.1"), nil, []string{"192.168.0.10", "10.1.0.1"}, true},
+		{"primary outside the range", fixture.IPs("192.168.0.10", "10.1.0.1"), fixture.IPs("192.168.0.10", "10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, false},
+		{"primary inside the range", fixture.IPs("192.168.0.10", "10.1.0.1"), fixture.IPs("10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, true},
+		{"an ExternalIP not on the node", fixture.IPs("192.168.0.10"), fixture.IPs("192.168.0.10", "203.0.113.5"), []string{"192.168.0.10"}, false},
+		{"no interface addresses", nil, fixture.IPs("10.1.0.1"), []string{"10.1.0.1"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node := testNode()
+			node := fixture.Node()
 			node.Addresses, node.NodeIPs = tc.addrs, tc.nodeIP
-			d := Build(&model.State{Node: node, Services: []model.ServicePort{np}})
+			d := plan.Build(&model.State{Node: node, Services: []model.ServicePort{np}}, nftrules.Render)
 			var got []string
 			for vk := range d.Kernel.Virtual {
 				if vk.Port == 30080 {

@@ -4,13 +4,14 @@ package dataplane
 
 import (
 	"context"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -55,13 +56,13 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 		kind := strings.Fields(op.String())[0] + " " + strings.Fields(op.String())[1]
 		kinds[kind]++
 		switch op.(type) {
-		case CreateSet, AddEntries, ReplaceRules, RemoveKubeProxyRules:
+		case plan.CreateSet, plan.AddEntries, plan.ReplaceRules, plan.RemoveKubeProxyRules:
 		default:
 			t.Errorf("the takeover plan holds %s", op)
 		}
 	}
 	t.Logf("takeover plan: %v", kinds)
-	if _, ok := res.Plan.Ops[len(res.Plan.Ops)-1].(RemoveKubeProxyRules); !ok {
+	if _, ok := res.Plan.Ops[len(res.Plan.Ops)-1].(plan.RemoveKubeProxyRules); !ok {
 		t.Errorf("kube-proxy's chains are not removed last:\n%s", res.Plan)
 	}
 	saved := n.node.Run(t, "iptables-save")

@@ -5,12 +5,13 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -55,10 +56,10 @@ func newMaglevNode(t *testing.T) *maglevNode {
 // hashedState is the load balancer with the given backends, its
 // scheduler hashing the client's address and port.
 func hashedState(sched string, flags model.SchedulerFlags, backends []string) *model.State {
-	s := svc("default", "dns", "", model.UDP, 53, maglevVIP)
+	s := fixture.Svc("default", "dns", "", model.UDP, 53, maglevVIP)
 	s.Scheduler, s.SchedulerFlags = sched, flags
 	for _, b := range backends {
-		s.Endpoints = append(s.Endpoints, ready(b, maglevPort, "node-b"))
+		s.Endpoints = append(s.Endpoints, fixture.Ready(b, maglevPort, "node-b"))
 	}
 	return &model.State{Node: vmNode(), Services: []model.ServicePort{s}}
 }

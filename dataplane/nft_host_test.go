@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -19,13 +21,13 @@ import (
 func createSetsWithCLI(t *testing.T, ns *testutil.NetNS) map[string]uint16 {
 	t.Helper()
 	testutil.RequireProgram(t, "ipset")
-	specs := setSpecs()
+	specs := plan.SetSpecs()
 	index := map[string]uint16{}
 	for i, name := range slices.Sorted(maps.Keys(specs)) {
 		spec := specs[name]
 		args := []string{"create", name, string(spec.Type)}
 		switch {
-		case spec.Type == BitmapPort:
+		case spec.Type == plan.BitmapPort:
 			args = append(args, "range", "0-65535")
 		case spec.IPv6:
 			args = append(args, "family", "inet6")
@@ -44,7 +46,7 @@ func TestRuleTablesLoadIntoTheKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := testNode()
+	node := fixture.Node()
 	for round := range 2 {
 		if err := nftrules.Write(conn, &node, func(name string) (uint16, error) { return index[name], nil }); err != nil {
 			t.Fatalf("round %d: %v", round, err)

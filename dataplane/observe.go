@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -29,8 +30,8 @@ type kernelReaders struct {
 type kernelRead struct {
 	setTypes map[string]ipset.Type
 	entries  map[string]map[string]bool
-	virtual  map[VirtualKey]VirtualServer
-	reals    map[VirtualKey]Reals
+	virtual  map[plan.VirtualKey]plan.VirtualServer
+	reals    map[plan.VirtualKey]plan.Reals
 	// device is false when the dummy device is missing.
 	device bool
 	addrs  map[netip.Addr]bool
@@ -42,15 +43,15 @@ func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRea
 	k := &kernelRead{
 		setTypes: map[string]ipset.Type{},
 		entries:  map[string]map[string]bool{},
-		virtual:  map[VirtualKey]VirtualServer{},
-		reals:    map[VirtualKey]Reals{},
+		virtual:  map[plan.VirtualKey]plan.VirtualServer{},
+		reals:    map[plan.VirtualKey]plan.Reals{},
 		addrs:    map[netip.Addr]bool{},
 	}
 	names, err := r.sets.Names(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing ipsets: %w", err)
 	}
-	specs := setSpecs()
+	specs := plan.SetSpecs()
 	for _, name := range names {
 		if _, ours := specs[name]; !ours {
 			continue
@@ -104,8 +105,8 @@ func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRea
 // the desired state names, which it adopts (a node taken over from
 // kube-proxy keeps its virtual servers), and the addresses on its device.
 // The read's maps are taken over, not copied.
-func (k *kernelRead) owned(desired *KernelState, node *model.Node) (*KernelState, error) {
-	s := NewKernelState()
+func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
+	s := plan.NewKernelState()
 	for name, typ := range k.setTypes {
 		spec, ours := desired.Sets[name]
 		if !ours {
@@ -125,7 +126,7 @@ func (k *kernelRead) owned(desired *KernelState, node *model.Node) (*KernelState
 	}
 	for vk, v := range k.virtual {
 		_, wanted := desired.Virtual[vk]
-		if !owned[portEntry(v.Addr, v.Protocol, v.Port)] && !wanted {
+		if !owned[plan.PortEntry(v.Addr, v.Protocol, v.Port)] && !wanted {
 			continue // another program's
 		}
 		if !wanted && node.Excluded(v.Addr) {
@@ -141,7 +142,7 @@ func (k *kernelRead) owned(desired *KernelState, node *model.Node) (*KernelState
 // observe reads what ipvsplane owns in the kernel (see kernelRead.owned),
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
-func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *model.Node) (*KernelState, error) {
+func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
 	read, err := readKernel(ctx, d.readers(), d.cfg.Device)
 	if err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (d *Dataplane) observe(ctx context.Context, desired *KernelState, node *mod
 // ownedWithRules narrows a read to what ipvsplane owns and adds what is
 // read through the sync's own connections: the device, and the rule
 // tables' state, which is small.
-func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *KernelState, node *model.Node) (*KernelState, error) {
+func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
 	k, err := read.owned(desired, node)
 	if err != nil {
 		return nil, err

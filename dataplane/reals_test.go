@@ -2,41 +2,43 @@ package dataplane
 
 import (
 	"errors"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"golang.org/x/sys/unix"
 )
 
-func realAt(addr string, port uint16, weight int) RealServer {
-	return RealServer{RealKey: RealKey{Addr: ip(addr), Port: port}, Weight: weight}
+func realAt(addr string, port uint16, weight int) plan.RealServer {
+	return plan.RealServer{RealKey: plan.RealKey{Addr: fixture.IP(addr), Port: port}, Weight: weight}
 }
 
 func TestRealsChanged(t *testing.T) {
-	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	base := Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1)}
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	base := plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1)}
 	tests := []struct {
 		name string
-		ops  []Op
-		want Reals
+		ops  []plan.Op
+		want plan.Reals
 	}{
-		{"add between and after", []Op{AddReals{vk, Reals{realAt("10.0.0.2", 80, 1), realAt("10.0.0.9", 80, 1)}}},
-			Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1), realAt("10.0.0.9", 80, 1)}},
-		{"add one already there replaces it", []Op{AddReals{vk, Reals{realAt("10.0.0.3", 80, 0)}}},
-			Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 0), realAt("10.0.0.5", 80, 1)}},
-		{"reweight and delete in one pass", []Op{
-			UpdateReal{vk, realAt("10.0.0.1", 80, 0)},
-			DeleteReal{vk, RealKey{Addr: ip("10.0.0.5"), Port: 80}},
-			UpdateReal{vk, realAt("10.0.0.7", 80, 1)},
-		}, Reals{realAt("10.0.0.1", 80, 0), realAt("10.0.0.3", 80, 1)}},
-		{"delete what is not there", []Op{DeleteReal{vk, RealKey{Addr: ip("10.0.0.2"), Port: 80}}}, base},
+		{"add between and after", []plan.Op{plan.AddReals{Virtual: vk, Reals: plan.Reals{realAt("10.0.0.2", 80, 1), realAt("10.0.0.9", 80, 1)}}},
+			plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1), realAt("10.0.0.9", 80, 1)}},
+		{"add one already there replaces it", []plan.Op{plan.AddReals{Virtual: vk, Reals: plan.Reals{realAt("10.0.0.3", 80, 0)}}},
+			plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 0), realAt("10.0.0.5", 80, 1)}},
+		{"reweight and delete in one pass", []plan.Op{
+			plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.1", 80, 0)},
+			plan.DeleteReal{Virtual: vk, Real: plan.RealKey{Addr: fixture.IP("10.0.0.5"), Port: 80}},
+			plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.7", 80, 1)},
+		}, plan.Reals{realAt("10.0.0.1", 80, 0), realAt("10.0.0.3", 80, 1)}},
+		{"delete what is not there", []plan.Op{plan.DeleteReal{Virtual: vk, Real: plan.RealKey{Addr: fixture.IP("10.0.0.2"), Port: 80}}}, base},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := slices.Clone(base)
-			got := base.changed(tt.ops...)
+			got := base.Changed(tt.ops...)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
@@ -50,22 +52,22 @@ func TestRealsChanged(t *testing.T) {
 // A first sync adds a virtual server's whole desired list, and the
 // programmed state then holds that same list, not a copy.
 func TestFirstSyncSharesDesiredReals(t *testing.T) {
-	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	desired := NewKernelState()
-	desired.Virtual[vk] = VirtualServer{VirtualKey: vk, Scheduler: "rr"}
-	desired.Reals[vk] = Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
-	plan := Diff(NewKernelState(), desired, nil, FullScope, Drain{})
-	var add AddReals
-	for _, op := range plan.Ops {
-		if o, ok := op.(AddReals); ok {
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	desired := plan.NewKernelState()
+	desired.Virtual[vk] = plan.VirtualServer{VirtualKey: vk, Scheduler: "rr"}
+	desired.Reals[vk] = plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
+	pl := plan.Diff(plan.NewKernelState(), desired, nil, plan.FullScope, plan.Drain{})
+	var add plan.AddReals
+	for _, op := range pl.Ops {
+		if o, ok := op.(plan.AddReals); ok {
 			add = o
 		}
 	}
 	if len(add.Reals) != 2 || &add.Reals[0] != &desired.Reals[vk][0] {
 		t.Fatalf("the plan's AddReals %v is not the desired list %v", add, desired.Reals[vk])
 	}
-	programmed := NewKernelState()
-	for _, op := range plan.Ops {
+	programmed := plan.NewKernelState()
+	for _, op := range pl.Ops {
 		programmed.Record(op)
 	}
 	if &programmed.Reals[vk][0] != &desired.Reals[vk][0] {
@@ -73,7 +75,7 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 	}
 	// A later change replaces the programmed list and leaves the
 	// desired one as it was.
-	programmed.Record(UpdateReal{vk, realAt("10.0.0.1", 80, 0)})
+	programmed.Record(plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.1", 80, 0)})
 	if desired.Reals[vk][0].Weight != 1 || programmed.Reals[vk][0].Weight != 0 {
 		t.Errorf("desired %v, programmed %v after a reweight", desired.Reals[vk], programmed.Reals[vk])
 	}
@@ -83,23 +85,23 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 // reports each one that failed on its own, and plans its virtual server
 // again.
 func TestRecordIPVSPartialAddReals(t *testing.T) {
-	vk := VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	other := VirtualKey{Addr: ip("10.96.0.2"), Port: 80, Protocol: model.TCP}
-	add := AddReals{vk, Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1)}}
-	ops := []Op{
-		AddVirtual{Virtual: VirtualServer{VirtualKey: vk, Scheduler: "rr"}},
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	other := plan.VirtualKey{Addr: fixture.IP("10.96.0.2"), Port: 80, Protocol: model.TCP}
+	add := plan.AddReals{Virtual: vk, Reals: plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1)}}
+	ops := []plan.Op{
+		plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk, Scheduler: "rr"}},
 		add,
-		AddReals{other, Reals{realAt("10.0.1.1", 80, 1)}},
-		UpdateReal{vk, realAt("10.0.0.9", 80, 0)},
+		plan.AddReals{Virtual: other, Reals: plan.Reals{realAt("10.0.1.1", 80, 1)}},
+		plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.9", 80, 0)},
 	}
 	reqs := []ipvsRequest{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {3, 0}}
 	d := &Dataplane{
 		cfg:        Config{Now: time.Now},
-		programmed: NewKernelState(),
-		retry:      newTouched(),
-		draining:   map[VirtualKey]map[RealKey]time.Time{},
+		programmed: plan.NewKernelState(),
+		retry:      plan.NewScope(),
+		draining:   map[plan.VirtualKey]map[plan.RealKey]time.Time{},
 	}
-	d.programmed.Reals[vk] = Reals{realAt("10.0.0.9", 80, 1)}
+	d.programmed.Reals[vk] = plan.Reals{realAt("10.0.0.9", 80, 1)}
 	errs := d.recordIPVS(ops, reqs, map[int]error{2: unix.ENOMEM, 4: unix.EBUSY})
 
 	if len(errs) != 2 {
@@ -109,7 +111,7 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 	if !errors.As(errs[0], &oe) || !errors.Is(errs[0], unix.ENOMEM) || oe.Op.String() != "ipvs add tcp 10.96.0.1:80 -> 10.0.0.2:80 weight 1" {
 		t.Errorf("first error %v does not name the one failed real server", errs[0])
 	}
-	want := Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.9", 80, 0)}
+	want := plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.9", 80, 0)}
 	if got := d.programmed.Reals[vk]; !slices.Equal(got, want) {
 		t.Errorf("programmed %v, want %v", got, want)
 	}
@@ -119,10 +121,10 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 	if _, ok := d.programmed.Virtual[vk]; !ok {
 		t.Error("the added virtual server is not recorded")
 	}
-	if !d.retry.scope.Virtual[vk] || !d.retry.scope.Virtual[other] {
-		t.Errorf("virtual servers to plan again: %v", d.retry.scope.Virtual)
+	if !d.retry.Virtual[vk] || !d.retry.Virtual[other] {
+		t.Errorf("virtual servers to plan again: %v", d.retry.Virtual)
 	}
-	if _, ok := d.draining[vk][RealKey{Addr: ip("10.0.0.9"), Port: 80}]; !ok {
+	if _, ok := d.draining[vk][plan.RealKey{Addr: fixture.IP("10.0.0.9"), Port: 80}]; !ok {
 		t.Error("the real server set to weight 0 is not draining")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -25,7 +26,7 @@ type reread struct {
 	// since holds what the syncs planned while the read ran. There the
 	// reader may have seen the kernel before or after a change, so the
 	// programmed state is believed instead.
-	since *touched
+	since *plan.Scope
 }
 
 // startReread starts reading the kernel in the background, through
@@ -42,7 +43,7 @@ func (d *Dataplane) startReread(ctx context.Context) error {
 		d.background = r
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &reread{cancel: cancel, done: make(chan struct{}), since: newTouched()}
+	r := &reread{cancel: cancel, done: make(chan struct{}), since: plan.NewScope()}
 	readers, device, notify := d.background, d.cfg.Device, d.cfg.KernelRead
 	go func() {
 		r.retries, r.err = withRetries(ctx, func() (err error) {
@@ -88,7 +89,7 @@ func (d *Dataplane) stopReread() {
 // mergeRead returns what the kernel holds according to a background read,
 // except where the syncs planned changes while it ran: there the
 // programmed state stands. Both inputs are taken over.
-func mergeRead(observed, programmed *KernelState, since Scope) *KernelState {
+func mergeRead(observed, programmed *plan.KernelState, since plan.Scope) *plan.KernelState {
 	for vk := range since.Virtual {
 		if v, ok := programmed.Virtual[vk]; ok {
 			observed.Virtual[vk], observed.Reals[vk] = v, programmed.Reals[vk]

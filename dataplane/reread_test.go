@@ -1,9 +1,11 @@
 package dataplane
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 )
 
 // A background read may have seen what the syncs changed while it ran
@@ -11,38 +13,38 @@ import (
 // everywhere else the read.
 func TestMergeRead(t *testing.T) {
 	addr := netip.MustParseAddr
-	added := VirtualKey{Addr: addr("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	removed := VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: model.TCP}
-	drifted := VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: model.TCP}
-	reals := func(weight int) Reals {
-		return newReals([]RealServer{{RealKey: RealKey{Addr: addr("10.244.0.1"), Port: 8080}, Weight: weight}})
+	added := plan.VirtualKey{Addr: addr("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	removed := plan.VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: model.TCP}
+	drifted := plan.VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: model.TCP}
+	reals := func(weight int) plan.Reals {
+		return plan.NewReals([]plan.RealServer{{RealKey: plan.RealKey{Addr: addr("10.244.0.1"), Port: 8080}, Weight: weight}})
 	}
-	programmed := NewKernelState()
-	programmed.Virtual[added] = VirtualServer{VirtualKey: added, Scheduler: "rr"}
+	programmed := plan.NewKernelState()
+	programmed.Virtual[added] = plan.VirtualServer{VirtualKey: added, Scheduler: "rr"}
 	programmed.Reals[added] = reals(1)
-	programmed.Virtual[drifted] = VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
+	programmed.Virtual[drifted] = plan.VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
 	programmed.Reals[drifted] = reals(1)
 	programmed.Addresses[addr("10.96.0.1")] = true
 	programmed.Entries["KUBE-CLUSTER-IP"] = map[string]bool{"10.96.0.1,tcp:80": true}
 
 	// The reader saw the kernel before the syncs added one service and
 	// removed another, and a weight changed behind the dataplane's back.
-	observed := NewKernelState()
-	observed.Virtual[removed] = VirtualServer{VirtualKey: removed, Scheduler: "rr"}
+	observed := plan.NewKernelState()
+	observed.Virtual[removed] = plan.VirtualServer{VirtualKey: removed, Scheduler: "rr"}
 	observed.Reals[removed] = reals(1)
-	observed.Virtual[drifted] = VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
+	observed.Virtual[drifted] = plan.VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
 	observed.Reals[drifted] = reals(7)
 	observed.Addresses[addr("10.96.0.2")] = true
 	observed.Entries["KUBE-CLUSTER-IP"] = map[string]bool{"10.96.0.2,tcp:80": true, "10.96.0.3,tcp:80": true}
 
-	since := newTouched()
-	since.scope.Virtual[added] = true
-	since.scope.Virtual[removed] = true
-	since.scope.Addresses[addr("10.96.0.1")] = true
-	since.scope.Addresses[addr("10.96.0.2")] = true
-	since.addEntries("KUBE-CLUSTER-IP", []string{"10.96.0.1,tcp:80", "10.96.0.2,tcp:80"})
+	since := plan.NewScope()
+	since.Virtual[added] = true
+	since.Virtual[removed] = true
+	since.Addresses[addr("10.96.0.1")] = true
+	since.Addresses[addr("10.96.0.2")] = true
+	since.AddEntries("KUBE-CLUSTER-IP", []string{"10.96.0.1,tcp:80", "10.96.0.2,tcp:80"})
 
-	got := mergeRead(observed, programmed, since.scope)
+	got := mergeRead(observed, programmed, *since)
 	if _, ok := got.Virtual[added]; !ok || len(got.Reals[added]) != 1 {
 		t.Errorf("the virtual server a sync added meanwhile is missing: %v", got.Virtual)
 	}

@@ -3,9 +3,10 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,20 +86,20 @@ func withRetries(ctx context.Context, fn func() error) (int, error) {
 // between rounds. The operations of every round are added to the plan;
 // the failures of the last round are returned, and stay planned for the
 // next sync.
-func (d *Dataplane) applyRetrying(ctx context.Context, plan *Plan, desired *KernelState, owners map[VirtualKey]model.ServicePortName) ([]error, int) {
-	errs := d.apply(ctx, plan)
+func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName) ([]error, int) {
+	errs := d.apply(ctx, pl)
 	rounds := 0
 	for ; rounds < retryAttempts && anyTransient(errs); rounds++ {
 		if sleep(ctx, backoff(rounds)) != nil {
 			break
 		}
-		scope := d.retry.scope
-		if d.retry.all {
-			scope = FullScope
+		scope := *d.retry
+		if d.retry.All {
+			scope = plan.FullScope
 		}
-		d.retry = newTouched()
-		again := Diff(d.programmed, desired, owners, scope, d.drain())
-		plan.Ops = append(plan.Ops, again.Ops...)
+		d.retry = plan.NewScope()
+		again := plan.Diff(d.programmed, desired, owners, scope, d.drain())
+		pl.Ops = append(pl.Ops, again.Ops...)
 		errs = d.apply(ctx, again)
 	}
 	return errs, rounds

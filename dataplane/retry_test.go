@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
@@ -30,7 +31,7 @@ func TestTransient(t *testing.T) {
 		{"wrapped in an ipvs error", &ipvs.OpError{Op: "create service", Err: unix.ENOMEM}, true},
 		{"an unknown scheduler", &ipvs.OpError{Op: "create service", Err: unix.ENOENT}, false},
 		{"in a dummy batch", &dummy.BatchError{Failed: []*dummy.Error{{Op: "bind", Addr: netip.MustParseAddr("10.96.0.1"), Err: unix.ENOBUFS}}}, true},
-		{"in an operation's error", &OpError{Op: Bind{Addr: netip.MustParseAddr("10.96.0.1")}, Err: fmt.Errorf("x: %w", unix.EBUSY)}, true},
+		{"in an operation's error", &OpError{Op: plan.Bind{Addr: netip.MustParseAddr("10.96.0.1")}, Err: fmt.Errorf("x: %w", unix.EBUSY)}, true},
 		{"no errno", errors.New("broken"), false},
 	}
 	for _, tt := range tests {

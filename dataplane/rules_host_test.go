@@ -4,8 +4,6 @@ package dataplane
 
 import (
 	"errors"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"os"
 	"strings"
 	"syscall"
@@ -13,6 +11,9 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -52,7 +53,7 @@ func TestRulesOnRealTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := testNode()
+	n := fixture.Node()
 	if err := nftrules.Write(conn, &n, func(name string) (uint16, error) { return index[name], nil }); err != nil {
 		t.Fatal(err)
 	}

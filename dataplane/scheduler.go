@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"iter"
 	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +72,7 @@ type schedulerCache struct {
 // checked at start, and an unknown name is never tried (see Node.Scheduling).
 // A probe that fails otherwise is not remembered: its error is returned,
 // and the scheduler is tried again with the next port that names it.
-func (c *schedulerCache) check(ctx context.Context, p *Planner, node string, names iter.Seq[string]) []error {
+func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node string, names iter.Seq[string]) []error {
 	var errs []error
 	for name := range names {
 		if name == node || !model.KnownScheduler(name) {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -80,8 +81,8 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 	d := newDataplane(t, n.node)
 	n.b1.ServeEcho(t, "10.244.1.2:9090")
 	n.b2.ServeEcho(t, "10.244.2.2:9090")
-	s := svc("default", "echo", "", model.TCP, 90, "10.96.0.90")
-	s.Endpoints = []model.Endpoint{ready("10.244.1.2", 9090, "node-a"), ready("10.244.2.2", 9090, "node-b")}
+	s := fixture.Svc("default", "echo", "", model.TCP, 90, "10.96.0.90")
+	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 9090, "node-a"), fixture.Ready("10.244.2.2", 9090, "node-b")}
 	s.Scheduler = "rr"
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{s}}
 	mustSync(t, d, state)
@@ -161,11 +162,11 @@ func TestPerServiceDrainTimeout(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node) // the node's bound: 10 s
 	n.b2.ServeEcho(t, "10.244.2.2:9090")
-	short := svc("default", "short", "", model.TCP, 91, "10.96.0.91")
+	short := fixture.Svc("default", "short", "", model.TCP, 91, "10.96.0.91")
 	short.DrainTimeout = time.Second
-	long := svc("default", "long", "", model.TCP, 92, "10.96.0.92")
+	long := fixture.Svc("default", "long", "", model.TCP, 92, "10.96.0.92")
 	for _, s := range []*model.ServicePort{&short, &long} {
-		s.Endpoints = []model.Endpoint{ready("10.244.2.2", 9090, "node-b")}
+		s.Endpoints = []model.Endpoint{fixture.Ready("10.244.2.2", 9090, "node-b")}
 	}
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{short, long}}
 	mustSync(t, d, state)

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"iter"
 	"maps"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
@@ -20,7 +21,7 @@ import (
 // Result is what a sync did.
 type Result struct {
 	// Plan holds the operations the sync carried out (or tried to).
-	Plan *Plan
+	Plan *plan.Plan
 	// Full is true when the sync read the kernel and compared everything.
 	Full bool
 	// Errors lists the service ports left out (*FieldError,
@@ -59,11 +60,11 @@ func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, erro
 // (a watcher does): it costs what the changes cost, whatever the number of
 // services. The node's settings stay those of the last Sync, which must
 // have come first.
-func (d *Dataplane) SyncChanges(ctx context.Context, changes []Change) (*Result, error) {
-	if d.planner.index == nil {
+func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Result, error) {
+	if d.planner.Node() == nil {
 		return nil, errors.New("dataplane: SyncChanges before the first Sync: the node's settings are not known")
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.index.node.EffectiveScheduler(), changedSchedulers(changes))
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
 }
@@ -80,7 +81,7 @@ func portSchedulers(ports []model.ServicePort) iter.Seq[string] {
 }
 
 // changedSchedulers yields the schedulers the changed service ports name.
-func changedSchedulers(changes []Change) iter.Seq[string] {
+func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for _, c := range changes {
 			if c.Port != nil && c.Port.Scheduler != "" && !yield(c.Port.Scheduler) {
@@ -91,13 +92,13 @@ func changedSchedulers(changes []Change) iter.Seq[string] {
 }
 
 // drain returns the drain settings of a plan made now.
-func (d *Dataplane) drain() Drain {
-	return Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
+func (d *Dataplane) drain() plan.Drain {
+	return plan.Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
 }
 
-func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*Result, error) {
+func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
 	desired, owners := d.planner.Desired()
-	node := &d.planner.index.node
+	node := d.planner.Node()
 	res := &Result{}
 	d.flowTally = &res.Flows
 	defer func() { d.flowTally = nil }()
@@ -110,15 +111,15 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	case reread.err != nil:
 		res.Errors = append(res.Errors, fmt.Errorf("dataplane: rereading the kernel: %w", reread.err))
 		reread = nil
-	case reread.since.all:
+	case reread.since.All:
 		// Everything was compared with the programmed state meanwhile;
 		// read again at once.
 		d.lastFull, reread = time.Time{}, nil
 	}
 	switch {
-	case d.programmed == nil || (!d.retry.all && !d.canaryAlive(ctx, node)):
+	case d.programmed == nil || (!d.retry.All && !d.canaryAlive(ctx, node)):
 		d.stopReread()
-		var observed *KernelState
+		var observed *plan.KernelState
 		n, err := withRetries(ctx, func() (err error) {
 			observed, err = d.observe(ctx, desired, node)
 			return err
@@ -128,7 +129,7 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 			d.programmed = nil
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed, scope, res.Full = observed, FullScope, true
+		d.programmed, scope, res.Full = observed, plan.FullScope, true
 		d.lastFull = d.cfg.Now()
 	case reread != nil:
 		res.Retries += reread.retries
@@ -136,23 +137,23 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 		if err != nil {
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed = mergeRead(observed, d.programmed, reread.since.scope)
-		scope, res.Full = FullScope, true
-	case d.retry.all:
-		scope = FullScope
+		d.programmed = mergeRead(observed, d.programmed, *reread.since)
+		scope, res.Full = plan.FullScope, true
+	case d.retry.All:
+		scope = plan.FullScope
 	default:
-		d.retry.merge(scope)
+		d.retry.Merge(scope)
 		n, err := withRetries(ctx, func() error { return d.refreshDraining(ctx) })
 		res.Retries += n
 		if err != nil {
 			return nil, err
 		}
 		for vk := range d.draining {
-			d.retry.scope.Virtual[vk] = true
+			d.retry.Virtual[vk] = true
 		}
-		scope = d.retry.scope
+		scope = *d.retry
 	}
-	d.retry = newTouched()
+	d.retry = plan.NewScope()
 	if !res.Full && d.resyncDue() {
 		if err := d.startReread(ctx); err != nil {
 			res.Errors = append(res.Errors, err)
@@ -161,12 +162,12 @@ func (d *Dataplane) sync(ctx context.Context, scope Scope, modelErrs []error) (*
 	}
 	if d.reread != nil {
 		// What this sync changes, the reader may or may not see.
-		d.reread.since.merge(scope)
+		d.reread.since.Merge(scope)
 	}
 	if scope.All {
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
-	res.Plan = Diff(d.programmed, desired, owners, scope, d.drain())
+	res.Plan = plan.Diff(d.programmed, desired, owners, scope, d.drain())
 	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners)
 	if res.Full {
 		d.shareReals(desired)
@@ -189,7 +190,7 @@ func (d *Dataplane) canaryAlive(ctx context.Context, node *model.Node) bool {
 		}
 	}
 	for vk := range d.programmed.Virtual {
-		if _, err := d.ipvs.GetService(ctx, vk.ipvsService()); err != nil {
+		if _, err := d.ipvs.GetService(ctx, ipvsKey(vk)); err != nil {
 			return false
 		}
 		break
@@ -230,13 +231,13 @@ func (d *Dataplane) Resync() {
 
 // DryRun returns the plan a first sync of state would carry out against
 // the kernel as it is now, and changes nothing.
-func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*Plan, []error, error) {
-	desired := Build(state)
+func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error) {
+	desired := plan.Build(state, nftrules.Render)
 	observed, err := d.observe(ctx, desired.Kernel, &state.Node)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}
-	return Diff(observed, desired.Kernel, desired.Services, FullScope, Drain{}), desired.Errors, nil
+	return plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{}), desired.Errors, nil
 }
 
 // refreshDraining reads the connection counts of the real servers that
@@ -244,7 +245,7 @@ func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*Plan, []er
 // those whose connections ended.
 func (d *Dataplane) refreshDraining(ctx context.Context) error {
 	for vk := range d.draining {
-		dests, err := d.ipvs.Destinations(ctx, vk.ipvsService())
+		dests, err := d.ipvs.Destinations(ctx, ipvsKey(vk))
 		if err != nil {
 			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
 		}
@@ -265,35 +266,35 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 }
 
 // succeeded records a carried-out operation.
-func (d *Dataplane) succeeded(op Op) {
+func (d *Dataplane) succeeded(op plan.Op) {
 	d.programmed.Record(op)
 	d.trackDraining(op)
 }
 
 // succeededReals records the carried-out changes to one virtual server's
 // real servers, copying its list once for all of them.
-func (d *Dataplane) succeededReals(vk VirtualKey, ops []Op) {
-	d.programmed.Reals[vk] = d.programmed.Reals[vk].changed(ops...)
+func (d *Dataplane) succeededReals(vk plan.VirtualKey, ops []plan.Op) {
+	d.programmed.Reals[vk] = d.programmed.Reals[vk].Changed(ops...)
 	for _, op := range ops {
 		d.trackDraining(op)
 	}
 }
 
 // trackDraining notes when real servers start and stop draining.
-func (d *Dataplane) trackDraining(op Op) {
+func (d *Dataplane) trackDraining(op plan.Op) {
 	switch o := op.(type) {
-	case UpdateReal:
+	case plan.UpdateReal:
 		if o.Real.Weight == 0 {
 			if d.draining[o.Virtual] == nil {
-				d.draining[o.Virtual] = map[RealKey]time.Time{}
+				d.draining[o.Virtual] = map[plan.RealKey]time.Time{}
 			}
 			d.draining[o.Virtual][o.Real.RealKey] = d.cfg.Now()
 		} else {
 			d.stopDraining(o.Virtual, o.Real.RealKey)
 		}
-	case DeleteReal:
+	case plan.DeleteReal:
 		d.stopDraining(o.Virtual, o.Real)
-	case DeleteVirtual:
+	case plan.DeleteVirtual:
 		delete(d.draining, o.Virtual)
 	}
 }
@@ -301,7 +302,7 @@ func (d *Dataplane) trackDraining(op Op) {
 // shareReals makes the programmed real server lists that equal the
 // desired ones the desired ones: after the kernel was read, the
 // programmed state would otherwise hold a second copy of every list.
-func (d *Dataplane) shareReals(desired *KernelState) {
+func (d *Dataplane) shareReals(desired *plan.KernelState) {
 	for vk, have := range d.programmed.Reals {
 		if want, ok := desired.Reals[vk]; ok && slices.Equal(have, want) {
 			d.programmed.Reals[vk] = want
@@ -309,7 +310,7 @@ func (d *Dataplane) shareReals(desired *KernelState) {
 	}
 }
 
-func (d *Dataplane) stopDraining(vk VirtualKey, rk RealKey) {
+func (d *Dataplane) stopDraining(vk plan.VirtualKey, rk plan.RealKey) {
 	delete(d.draining[vk], rk)
 	if len(d.draining[vk]) == 0 {
 		delete(d.draining, vk)
@@ -317,27 +318,27 @@ func (d *Dataplane) stopDraining(vk VirtualKey, rk RealKey) {
 }
 
 // failed remembers what a failed operation touched, to plan it again.
-func (d *Dataplane) failed(op Op, err error) error {
-	s := d.retry.scope
+func (d *Dataplane) failed(op plan.Op, err error) error {
+	s := d.retry
 	switch o := op.(type) {
-	case CreateSet, ReplaceRules, RemoveKubeProxyRules:
-		d.retry.all = true
-	case AddEntries:
-		d.retry.addEntries(o.Set, o.Entries)
-	case DelEntries:
-		d.retry.addEntries(o.Set, o.Entries)
-	case AddVirtual:
+	case plan.CreateSet, plan.ReplaceRules, plan.RemoveKubeProxyRules:
+		d.retry.All = true
+	case plan.AddEntries:
+		d.retry.AddEntries(o.Set, o.Entries)
+	case plan.DelEntries:
+		d.retry.AddEntries(o.Set, o.Entries)
+	case plan.AddVirtual:
 		s.Virtual[o.Virtual.VirtualKey] = true
-	case UpdateVirtual:
+	case plan.UpdateVirtual:
 		s.Virtual[o.Virtual.VirtualKey] = true
-	case DeleteVirtual:
+	case plan.DeleteVirtual:
 		s.Virtual[o.Virtual] = true
-	case Bind:
+	case plan.Bind:
 		s.Addresses[o.Addr] = true
-	case Unbind:
+	case plan.Unbind:
 		s.Addresses[o.Addr] = true
 	}
-	if vk, ok := realsTarget(op); ok {
+	if vk, ok := plan.RealsTarget(op); ok {
 		s.Virtual[vk] = true
 	}
 	return &OpError{Op: op, Err: err}
@@ -422,7 +423,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	}
 	var b ipvs.Batch
 	for _, vs := range table {
-		if v, ok := virtualFromIPVS(vs.Service); ok && owned[portEntry(v.Addr, v.Protocol, v.Port)] {
+		if v, ok := virtualFromIPVS(vs.Service); ok && owned[plan.PortEntry(v.Addr, v.Protocol, v.Port)] {
 			b.DeleteService(vs.Service)
 		}
 	}
@@ -435,13 +436,13 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	if err := nftrules.Delete(d.rules); err != nil {
 		errs = append(errs, err)
 	}
-	for _, name := range slices.Sorted(maps.Keys(setSpecs())) {
+	for _, name := range slices.Sorted(maps.Keys(plan.SetSpecs())) {
 		if err := d.destroySet(ctx, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	d.stopReread()
 	d.programmed, d.device = nil, nil
-	d.planner = NewPlanner()
+	d.planner = plan.NewPlanner(nftrules.Render)
 	return errors.Join(errs...)
 }

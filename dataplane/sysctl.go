@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // ErrNoSysctl is matched by the error of a setting the kernel does not have

@@ -2,11 +2,12 @@ package dataplane
 
 import (
 	"errors"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 func TestWriteSysctlsChangesOnlyWhatDiffers(t *testing.T) {

@@ -1,11 +1,12 @@
 package dataplane
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -29,7 +30,7 @@ func protocolFromIPVS(p ipvs.Protocol) (model.Protocol, bool) {
 	return 0, false
 }
 
-func (v VirtualServer) ipvsService() ipvs.Service {
+func ipvsService(v plan.VirtualServer) ipvs.Service {
 	s := ipvs.Service{Protocol: ipvsProtocol(v.Protocol), Addr: v.Addr, Port: v.Port, Scheduler: ipvs.Scheduler(v.Scheduler)}
 	s.Flags |= ipvsSchedulerFlags(v.SchedulerFlags)
 	if v.Persistence > 0 {
@@ -66,29 +67,29 @@ func schedulerFlagsFromIPVS(f ipvs.ServiceFlags) model.SchedulerFlags {
 	return out
 }
 
-func (k VirtualKey) ipvsService() ipvs.Service {
+func ipvsKey(k plan.VirtualKey) ipvs.Service {
 	return ipvs.Service{Protocol: ipvsProtocol(k.Protocol), Addr: k.Addr, Port: k.Port}
 }
 
 // VirtualKeyOf names a kernel virtual service as the desired state does;
 // false for a firewall-mark service or a protocol services do not use,
 // which are not ipvsplane's.
-func VirtualKeyOf(s ipvs.Service) (VirtualKey, bool) {
+func VirtualKeyOf(s ipvs.Service) (plan.VirtualKey, bool) {
 	p, ok := protocolFromIPVS(s.Protocol)
 	if !ok || s.FirewallMark != 0 {
-		return VirtualKey{}, false
+		return plan.VirtualKey{}, false
 	}
-	return VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p}, true
+	return plan.VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p}, true
 }
 
 // virtualFromIPVS reads a kernel service; see VirtualKeyOf for those that
 // are not ipvsplane's.
-func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
+func virtualFromIPVS(s ipvs.Service) (plan.VirtualServer, bool) {
 	k, ok := VirtualKeyOf(s)
 	if !ok {
-		return VirtualServer{}, false
+		return plan.VirtualServer{}, false
 	}
-	v := VirtualServer{
+	v := plan.VirtualServer{
 		VirtualKey:     k,
 		Scheduler:      string(s.Scheduler),
 		SchedulerFlags: schedulerFlagsFromIPVS(s.Flags),
@@ -99,32 +100,32 @@ func virtualFromIPVS(s ipvs.Service) (VirtualServer, bool) {
 	return v, true
 }
 
-func (r RealServer) ipvsDestination() ipvs.Destination {
+func ipvsDestination(r plan.RealServer) ipvs.Destination {
 	return ipvs.Destination{Addr: r.Addr, Port: r.Port, Forward: ipvs.Masquerade, Weight: r.Weight, Drained: r.Weight == 0}
 }
 
 // realsFromIPVS reads a kernel service's destinations.
-func realsFromIPVS(dests []ipvs.Destination) Reals {
-	reals := make([]RealServer, len(dests))
+func realsFromIPVS(dests []ipvs.Destination) plan.Reals {
+	reals := make([]plan.RealServer, len(dests))
 	for i, dst := range dests {
 		reals[i] = realFromIPVS(dst)
 	}
-	return newReals(reals)
+	return plan.NewReals(reals)
 }
 
-func realFromIPVS(d ipvs.Destination) RealServer {
-	return RealServer{
-		RealKey:       RealKey{Addr: d.Addr.Unmap(), Port: d.Port},
+func realFromIPVS(d ipvs.Destination) plan.RealServer {
+	return plan.RealServer{
+		RealKey:       plan.RealKey{Addr: d.Addr.Unmap(), Port: d.Port},
 		Weight:        d.Weight,
 		ActiveConns:   d.ActiveConnections,
 		InactiveConns: d.InactiveConnections,
 	}
 }
 
-func (s SetSpec) ipset() ipset.Set {
+func ipsetSet(s plan.SetSpec) ipset.Set {
 	set := ipset.Set{Name: s.Name, Type: ipset.Type(s.Type), HashSize: s.HashSize, MaxElem: s.MaxElem}
 	switch {
-	case s.Type == BitmapPort:
+	case s.Type == plan.BitmapPort:
 		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
 	case s.IPv6:
 		set.Family = ipset.FamilyINET6
@@ -135,7 +136,7 @@ func (s SetSpec) ipset() ipset.Set {
 }
 
 // flushFilter is the conntrack filter of a FlushConntrack operation.
-func (o FlushConntrack) flushFilter() conntrack.Filter {
+func flushFilter(o plan.FlushConntrack) conntrack.Filter {
 	if o.Real.Addr.IsValid() {
 		return conntrack.ByEndpoint(conntrackProtocol(o.Protocol), netip.AddrPortFrom(o.Addr, o.Port), netip.AddrPortFrom(o.Real.Addr, o.Real.Port))
 	}

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -308,7 +308,7 @@ type Update struct {
 	// Changes are the same service ports as the dataplane takes them:
 	// each one's new version, or a nil Port for a removed one. The ports
 	// are shared with the tracker and must not be modified.
-	Changes []dataplane.Change
+	Changes []plan.Change
 	// ServicePorts is the number of service ports in the desired state.
 	ServicePorts int
 	// NodeChanged is true when the node's addresses or zone changed.
@@ -354,7 +354,7 @@ func (t *Tracker) sync(whole bool) *Update {
 			t.synced[k] = ports
 		}
 	}
-	slices.SortFunc(u.Changes, func(a, b dataplane.Change) int { return cmp.Compare(a.Name.String(), b.Name.String()) })
+	slices.SortFunc(u.Changes, func(a, b plan.Change) int { return cmp.Compare(a.Name.String(), b.Name.String()) })
 	for _, c := range u.Changes {
 		u.Changed = append(u.Changed, c.Name)
 	}
@@ -383,8 +383,8 @@ func compareSliceName(s *sliceInfo, name string) int { return strings.Compare(s.
 
 // changedPorts returns the ports that differ between two versions of a
 // service: each one's new version, or a nil Port for one that is gone.
-func changedPorts(old, cur []model.ServicePort) []dataplane.Change {
-	var changes []dataplane.Change
+func changedPorts(old, cur []model.ServicePort) []plan.Change {
+	var changes []plan.Change
 	find := func(ports []model.ServicePort, name model.ServicePortName) *model.ServicePort {
 		i := slices.IndexFunc(ports, func(p model.ServicePort) bool { return p.Name == name })
 		if i < 0 {
@@ -394,12 +394,12 @@ func changedPorts(old, cur []model.ServicePort) []dataplane.Change {
 	}
 	for i := range cur {
 		if o := find(old, cur[i].Name); o == nil || !reflect.DeepEqual(*o, cur[i]) {
-			changes = append(changes, dataplane.Change{Name: cur[i].Name, Port: &cur[i]})
+			changes = append(changes, plan.Change{Name: cur[i].Name, Port: &cur[i]})
 		}
 	}
 	for _, o := range old {
 		if find(cur, o.Name) == nil {
-			changes = append(changes, dataplane.Change{Name: o.Name})
+			changes = append(changes, plan.Change{Name: o.Name})
 		}
 	}
 	return changes

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"go.uber.org/zap"
 )
@@ -18,8 +19,8 @@ import (
 // it a fake.
 type kernel interface {
 	Sync(ctx context.Context, state *model.State) (*dataplane.Result, error)
-	SyncChanges(ctx context.Context, changes []dataplane.Change) (*dataplane.Result, error)
-	DryRun(ctx context.Context, state *model.State) (*dataplane.Plan, []error, error)
+	SyncChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
+	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
 	InitNode(ctx context.Context, node *model.Node) error
 	Cleanup(ctx context.Context) error
@@ -263,7 +264,7 @@ func (d *daemon) waitListed(ctx context.Context) {
 	}
 }
 
-func (d *daemon) writeRecord(u *watcher.Update, changes []dataplane.Change, res *dataplane.Result, start time.Time, took time.Duration) {
+func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *dataplane.Result, start time.Time, took time.Duration) {
 	if d.stateFile == "" {
 		return
 	}
@@ -292,7 +293,7 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []dataplane.Change, res 
 // updateNames keeps the record's map of virtual servers to service names
 // up to date, in the time the changes take, and reports whether it
 // changed: endpoint changes leave it as it is.
-func (d *daemon) updateNames(u *watcher.Update, changes []dataplane.Change) bool {
+func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
 	r := &d.record
 	if d.names == nil {
 		d.names = make(map[model.ServicePortName][]string, len(u.State.Services))

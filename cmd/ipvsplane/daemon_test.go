@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -26,7 +27,7 @@ import (
 // sync sends its service ports on it.
 type fakeKernel struct {
 	calls   []string
-	changes []dataplane.Change
+	changes []plan.Change
 	state   *model.State
 	fail    error
 	synced  chan []model.ServicePort
@@ -51,9 +52,9 @@ func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
-	res := &dataplane.Result{Plan: &dataplane.Plan{}, Full: full, Errors: slices.Clone(k.problems)}
+	res := &dataplane.Result{Plan: &plan.Plan{}, Full: full, Errors: slices.Clone(k.problems)}
 	if k.fail != nil {
-		res.Errors = append(res.Errors, &dataplane.OpError{Op: dataplane.Bind{}, Err: k.fail})
+		res.Errors = append(res.Errors, &dataplane.OpError{Op: plan.Bind{}, Err: k.fail})
 	}
 	return res, nil
 }
@@ -70,7 +71,7 @@ func (k *fakeKernel) Sync(_ context.Context, s *model.State) (*dataplane.Result,
 	return k.result(len(k.calls) == 1)
 }
 
-func (k *fakeKernel) SyncChanges(_ context.Context, c []dataplane.Change) (*dataplane.Result, error) {
+func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "changes")
 	k.changes = c
 	if k.synced != nil {
@@ -85,9 +86,9 @@ func (k *fakeKernel) SyncChanges(_ context.Context, c []dataplane.Change) (*data
 	return k.result(false)
 }
 
-func (k *fakeKernel) DryRun(context.Context, *model.State) (*dataplane.Plan, []error, error) {
+func (k *fakeKernel) DryRun(context.Context, *model.State) (*plan.Plan, []error, error) {
 	k.calls = append(k.calls, "dry-run")
-	return &dataplane.Plan{}, nil, nil
+	return &plan.Plan{}, nil, nil
 }
 
 func (k *fakeKernel) Handover(context.Context) error {

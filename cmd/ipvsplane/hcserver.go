@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 )
@@ -174,7 +174,7 @@ func (h *hcServers) replace(services []model.ServicePort) {
 
 // apply updates the servers for the service ports that changed; its cost
 // follows the changes, not the number of services.
-func (h *hcServers) apply(changes []dataplane.Change) {
+func (h *hcServers) apply(changes []plan.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	dirty := map[uint16]bool{}

@@ -13,8 +13,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -65,12 +65,12 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Errorf("replace: got %v, want %v", got, want)
 	}
 	changes := newServers()
-	changes.apply([]dataplane.Change{{Name: web.Name, Port: &web}, {Name: none.Name, Port: &none}})
-	changes.apply([]dataplane.Change{{Name: web2.Name, Port: &web2}, {Name: cluster.Name, Port: &cluster}})
+	changes.apply([]plan.Change{{Name: web.Name, Port: &web}, {Name: none.Name, Port: &none}})
+	changes.apply([]plan.Change{{Name: web2.Name, Port: &web2}, {Name: cluster.Name, Port: &cluster}})
 	if got := states(changes); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("apply: got %v, want %v", got, want)
 	}
-	changes.apply([]dataplane.Change{{Name: web2.Name}, {Name: none.Name}})
+	changes.apply([]plan.Change{{Name: web2.Name}, {Name: none.Name}})
 	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", [2]int{1, 0}, [2]bool{true, false}}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after removals: got %v, want %v", got, want)
 	}
@@ -182,7 +182,7 @@ func TestHealthCheckNodePortRetried(t *testing.T) {
 	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
 	defer h.close(context.Background())
 	web := localService("web", 32000, endpoint("10.0.0.1", "node-a", true))
-	h.apply([]dataplane.Change{{Name: web.Name, Port: &web}})
+	h.apply([]plan.Change{{Name: web.Name, Port: &web}})
 	if got := h.ports(); len(got) != 0 {
 		t.Fatalf("ports while busy: %v", got)
 	}

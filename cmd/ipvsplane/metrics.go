@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -157,7 +158,7 @@ func (m *metrics) observe(res *dataplane.Result) {
 			// One operation adds all of a virtual server's new real
 			// servers; the kernel sees one request for each.
 			n := 1
-			if o, ok := op.(dataplane.AddReals); ok {
+			if o, ok := op.(plan.AddReals); ok {
 				n = len(o.Reals)
 			}
 			m.operations.WithLabelValues(opKind(op)).Add(float64(n))
@@ -182,7 +183,7 @@ func (m *metrics) observeErrors(errs []error) {
 		switch {
 		case errors.As(err, &oe):
 			m.netlinkErrors.WithLabelValues(opKind(oe.Op)).Inc()
-			if _, ok := oe.Op.(dataplane.ReplaceRules); ok {
+			if _, ok := oe.Op.(plan.ReplaceRules); ok {
 				for _, f := range ipFamilies {
 					m.ruleFailures.WithLabelValues(f).Inc()
 				}
@@ -207,35 +208,35 @@ func (m *metrics) handler() http.Handler {
 }
 
 // opKind names an operation's kind for the metrics' op label.
-func opKind(op dataplane.Op) string {
+func opKind(op plan.Op) string {
 	switch op.(type) {
-	case dataplane.CreateSet:
+	case plan.CreateSet:
 		return "create_set"
-	case dataplane.AddEntries:
+	case plan.AddEntries:
 		return "add_entries"
-	case dataplane.DelEntries:
+	case plan.DelEntries:
 		return "del_entries"
-	case dataplane.ReplaceRules:
+	case plan.ReplaceRules:
 		return "replace_rules"
-	case dataplane.AddVirtual:
+	case plan.AddVirtual:
 		return "add_virtual"
-	case dataplane.UpdateVirtual:
+	case plan.UpdateVirtual:
 		return "update_virtual"
-	case dataplane.DeleteVirtual:
+	case plan.DeleteVirtual:
 		return "delete_virtual"
-	case dataplane.AddReals:
+	case plan.AddReals:
 		return "add_real"
-	case dataplane.UpdateReal:
+	case plan.UpdateReal:
 		return "update_real"
-	case dataplane.DeleteReal:
+	case plan.DeleteReal:
 		return "delete_real"
-	case dataplane.Bind:
+	case plan.Bind:
 		return "bind"
-	case dataplane.Unbind:
+	case plan.Unbind:
 		return "unbind"
-	case dataplane.FlushConntrack:
+	case plan.FlushConntrack:
 		return "flush_conntrack"
-	case dataplane.RemoveKubeProxyRules:
+	case plan.RemoveKubeProxyRules:
 		return "remove_kube_proxy_rules"
 	}
 	return "other"

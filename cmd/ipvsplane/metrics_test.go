@@ -12,6 +12,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -31,7 +32,7 @@ func TestMetricNames(t *testing.T) {
 	setFamilies(m.lastSync, 1)
 	setFamilies(m.lastQueued, 1)
 	m.observeNoLocal(noLocalTracker{})
-	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, false}, Deleted: [2]int{3, 0}}})
+	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, false}, Deleted: [2]int{3, 0}}})
 	families, err := m.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -110,10 +111,10 @@ func TestKubeProxyPages(t *testing.T) {
 
 func TestMetricsObserve(t *testing.T) {
 	m := newMetrics()
-	vk := dataplane.VirtualKey{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: model.TCP, Port: 80}
-	add := dataplane.AddVirtual{Virtual: dataplane.VirtualServer{VirtualKey: vk}}
+	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: model.TCP, Port: 80}
+	add := plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk}}
 	m.observe(&dataplane.Result{
-		Plan:   &dataplane.Plan{Ops: []dataplane.Op{add, dataplane.Bind{Addr: vk.Addr}}},
+		Plan:   &plan.Plan{Ops: []plan.Op{add, plan.Bind{Addr: vk.Addr}}},
 		Errors: []error{&dataplane.OpError{Op: add, Err: errors.New("boom")}, &model.FieldError{}},
 		Flows:  dataplane.FlowCleanup{Ran: [2]bool{false, true}, Deleted: [2]int{0, 2}},
 	})
@@ -154,7 +155,7 @@ ipvsplane_sync_operations_count 1
 	}
 	// The next syncs report the same port left out, then none.
 	for _, want := range []float64{1, 0} {
-		res := &dataplane.Result{Plan: &dataplane.Plan{}}
+		res := &dataplane.Result{Plan: &plan.Plan{}}
 		if want > 0 {
 			res.Errors = []error{&model.FieldError{}}
 		}
@@ -170,7 +171,7 @@ ipvsplane_sync_operations_count 1
 func TestMetricsSchedulerFallbacks(t *testing.T) {
 	m := newMetrics()
 	name := model.ServicePortName{Namespace: "demo", Name: "web"}
-	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}, Errors: []error{
+	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Errors: []error{
 		&model.SchedulerError{Service: name, Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler},
 		&model.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrNoScheduler},
 		&model.SettingError{Service: name, Field: "schedulerFlags", Value: "sh-port"},
@@ -187,7 +188,7 @@ func TestMetricsSchedulerFallbacks(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
 		}
 	}
-	m.observe(&dataplane.Result{Plan: &dataplane.Plan{}})
+	m.observe(&dataplane.Result{Plan: &plan.Plan{}})
 	if got := testutil.ToFloat64(m.schedulerFallbacks); got != 0 {
 		t.Errorf("scheduler fallbacks after they went: %v", got)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -150,8 +152,8 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 	if len(state.Node.Addresses) == 0 {
 		state.Node.Addresses = state.Node.NodeIPs
 	}
-	desired := dataplane.Build(&state)
-	p := dataplane.Diff(dataplane.NewKernelState(), desired.Kernel, desired.Services, dataplane.FullScope, dataplane.Drain{})
+	desired := plan.Build(&state, nftrules.Render)
+	p := plan.Diff(plan.NewKernelState(), desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
 	for _, e := range append(problems, desired.Errors...) {
 		log.Warn("problem", zap.Error(e))
 	}
@@ -170,15 +172,15 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 
 // printFullPlan prints a plan for review: as Plan.String, but with every
 // set entry (one line each) and the rules table in full, indented.
-func printFullPlan(w io.Writer, p *dataplane.Plan) error {
+func printFullPlan(w io.Writer, p *plan.Plan) error {
 	var b strings.Builder
 	for _, op := range p.Ops {
 		switch o := op.(type) {
-		case dataplane.AddEntries:
+		case plan.AddEntries:
 			for _, e := range o.Entries {
 				fmt.Fprintf(&b, "ipset add %s %s\n", o.Set, e)
 			}
-		case dataplane.ReplaceRules:
+		case plan.ReplaceRules:
 			fmt.Fprintf(&b, "%s:\n", o)
 			for line := range strings.Lines(o.Rules) {
 				b.WriteString("  " + line)

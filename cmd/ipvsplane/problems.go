@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	v1 "k8s.io/api/core/v1"
 )
@@ -31,7 +31,7 @@ const (
 type problemEvents struct {
 	// conflicts, fields, schedulers and settings are the problems the
 	// last sync reported.
-	conflicts  map[dataplane.ConflictError]bool
+	conflicts  map[plan.ConflictError]bool
 	fields     map[model.FieldError]bool
 	schedulers map[schedulerProblem]bool
 	settings   map[model.SettingError]bool
@@ -48,10 +48,10 @@ type schedulerProblem struct {
 // report records with events the problems among errs that the last sync
 // did not report, and forgets those that went away.
 func (p *problemEvents) report(events eventRecorder, errs []error) {
-	next := problemEvents{conflicts: map[dataplane.ConflictError]bool{}, fields: map[model.FieldError]bool{},
+	next := problemEvents{conflicts: map[plan.ConflictError]bool{}, fields: map[model.FieldError]bool{},
 		schedulers: map[schedulerProblem]bool{}, settings: map[model.SettingError]bool{}}
 	for _, err := range errs {
-		var ce *dataplane.ConflictError
+		var ce *plan.ConflictError
 		var fe *model.FieldError
 		var se *model.SchedulerError
 		var ie *model.SettingError
@@ -82,7 +82,7 @@ func once[K comparable](last, now map[K]bool, k K, record func()) {
 // conflict records a lost claim on both Services: the one that does not
 // get the virtual server, and the one that keeps it, whose operator may be
 // the one to change.
-func conflict(events eventRecorder, e *dataplane.ConflictError) {
+func conflict(events eventRecorder, e *plan.ConflictError) {
 	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonConflict, actionSync,
 		"virtual server %s of service port %s is not programmed: service port %s claims it first; the rest of %s is programmed",
 		e.Virtual, e.Service, e.Owner, e.Service)

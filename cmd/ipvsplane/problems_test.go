@@ -11,6 +11,8 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -49,8 +51,8 @@ func problemErrors(t *testing.T) []error {
 	}
 	bad := port("demo", "bad")
 	bad.ClusterIPs, bad.Port = []netip.Addr{netip.MustParseAddr("10.96.0.11")}, 0
-	d := dataplane.Build(&model.State{Node: model.Node{Name: "node-a"},
-		Services: []model.ServicePort{port("demo", "first"), port("other", "second"), bad}})
+	d := plan.Build(&model.State{Node: model.Node{Name: "node-a"},
+		Services: []model.ServicePort{port("demo", "first"), port("other", "second"), bad}}, nftrules.Render)
 	if len(d.Errors) != 2 {
 		t.Fatalf("errors %v, want a field error and a conflict", d.Errors)
 	}
@@ -92,12 +94,12 @@ func TestProblemEvents(t *testing.T) {
 func TestProblemEventsOneService(t *testing.T) {
 	rec := &fakeRecorder{}
 	var p problemEvents
-	vk := dataplane.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: model.TCP}
 	p.report(rec, []error{
-		&dataplane.ConflictError{Service: model.ServicePortName{Namespace: "demo", Name: "web", Port: "b"}, Virtual: vk,
+		&plan.ConflictError{Service: model.ServicePortName{Namespace: "demo", Name: "web", Port: "b"}, Virtual: vk,
 			Owner: model.ServicePortName{Namespace: "demo", Name: "web", Port: "a"}},
 		&model.FieldError{Object: "node node-a", Field: "scheduler", Reason: "unknown"},
-		&dataplane.OpError{Op: dataplane.Bind{}, Err: context.Canceled},
+		&dataplane.OpError{Op: plan.Bind{}, Err: context.Canceled},
 	})
 	if got := rec.take(); len(got) != 1 || got[0].object != "Service demo/web" || !strings.Contains(got[0].note, "demo/web:a") {
 		t.Errorf("events %v, want one on demo/web naming both ports", got)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -70,7 +71,7 @@ func (c *trafficCounters) add(o trafficCounters) {
 type trafficPort struct {
 	name     model.ServicePortName
 	protocol model.Protocol
-	keys     []dataplane.VirtualKey
+	keys     []plan.VirtualKey
 	// total is what the port's virtual servers counted while the daemon
 	// read them; last, what the latest reading added.
 	total, last trafficCounters
@@ -98,10 +99,10 @@ type serviceTraffic struct {
 
 	mu     sync.Mutex
 	ports  map[model.ServicePortName]*trafficPort
-	owners map[dataplane.VirtualKey]*trafficPort
+	owners map[plan.VirtualKey]*trafficPort
 	// seen holds each counted virtual server's latest reading; spare is
 	// the map the next reading fills, swapped in after it.
-	seen, spare map[dataplane.VirtualKey]trafficCounters
+	seen, spare map[plan.VirtualKey]trafficCounters
 	// at and prevAt are the times of the last two readings.
 	at, prevAt time.Time
 
@@ -114,9 +115,9 @@ func newServiceTraffic(source serviceLister, now func() time.Time) *serviceTraff
 	return &serviceTraffic{
 		source: source, now: now,
 		ports:  map[model.ServicePortName]*trafficPort{},
-		owners: map[dataplane.VirtualKey]*trafficPort{},
-		seen:   map[dataplane.VirtualKey]trafficCounters{},
-		spare:  map[dataplane.VirtualKey]trafficCounters{},
+		owners: map[plan.VirtualKey]*trafficPort{},
+		seen:   map[plan.VirtualKey]trafficCounters{},
+		spare:  map[plan.VirtualKey]trafficCounters{},
 		connections: prometheus.NewDesc("ipvsplane_service_connections_total",
 			"Connections IPVS scheduled to the service port's virtual servers (all its addresses and node ports).", labels, nil),
 		packets: prometheus.NewDesc("ipvsplane_service_packets_total",
@@ -144,7 +145,7 @@ func (t *serviceTraffic) replace(node *model.Node, services []model.ServicePort)
 }
 
 // apply follows an incremental sync's changes, in their time.
-func (t *serviceTraffic) apply(node *model.Node, changes []dataplane.Change) {
+func (t *serviceTraffic) apply(node *model.Node, changes []plan.Change) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range changes {
@@ -166,7 +167,7 @@ func (t *serviceTraffic) set(node *model.Node, sp *model.ServicePort) {
 		t.drop(sp.Name)
 		p = nil
 	}
-	keys := dataplane.VirtualKeys(node, sp)
+	keys := plan.VirtualKeys(node, sp)
 	if p == nil {
 		p = &trafficPort{name: sp.Name, protocol: sp.Protocol}
 		t.ports[sp.Name] = p
@@ -199,7 +200,7 @@ func (t *serviceTraffic) drop(name model.ServicePortName) {
 // release unmaps one of p's virtual servers. Its last reading goes too:
 // if it comes back, it is a new virtual server whose counters start from
 // zero.
-func (t *serviceTraffic) release(p *trafficPort, k dataplane.VirtualKey) {
+func (t *serviceTraffic) release(p *trafficPort, k plan.VirtualKey) {
 	if t.owners[k] == p {
 		delete(t.owners, k)
 		delete(t.seen, k)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -30,7 +30,7 @@ func benchTraffic() (*model.Node, []model.ServicePort, []ipvs.Service) {
 			Name:     model.ServicePortName{Namespace: "ns" + strconv.Itoa(i%100), Name: "svc" + strconv.Itoa(i), Port: "http"},
 			Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{v4, v6}, NodePort: uint16(20000 + i),
 		}
-		for _, k := range dataplane.VirtualKeys(node, &ports[i]) {
+		for _, k := range plan.VirtualKeys(node, &ports[i]) {
 			svcs = append(svcs, kernelService(ipvs.TCP, k.Addr.String(), k.Port, stats(uint64(i), 10, 10, 1000, 1000)))
 		}
 	}

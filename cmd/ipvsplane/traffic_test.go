@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/watcher"
 	"github.com/prometheus/client_golang/prometheus"
@@ -194,7 +194,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	clock.advance(10 * time.Second)
 	api := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "api"}, Protocol: model.TCP, Port: 443,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}
-	tr.apply(trafficNode(), []dataplane.Change{{Name: api.Name, Port: &api}})
+	tr.apply(trafficNode(), []plan.Change{{Name: api.Name, Port: &api}})
 	k.svcs = []ipvs.Service{
 		kernelService(ipvs.TCP, "10.96.0.20", 80, stats(20, 200, 150, 3000, 2000)),
 		kernelService(ipvs.TCP, "192.168.0.10", 30080, stats(20, 200, 150, 3000, 2000)),
@@ -253,8 +253,8 @@ func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	// counted more than the old one's last reading.
 	moved := web
 	moved.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:96::20")}
-	tr.apply(trafficNode(), []dataplane.Change{{Name: web.Name, Port: &moved}})
-	tr.apply(trafficNode(), []dataplane.Change{{Name: web.Name, Port: &web}})
+	tr.apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &moved}})
+	tr.apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &web}})
 	k.svcs[0].Stats = stats(50, 50, 50, 50, 50)
 	if got := total(); got.Connections != 190 {
 		t.Errorf("after the virtual server came back with 50: %+v, want 190", got)
@@ -278,7 +278,7 @@ func TestServiceTrafficSeriesFollowPorts(t *testing.T) {
 	}
 	udpWeb := web
 	udpWeb.Protocol = model.UDP
-	tr.apply(trafficNode(), []dataplane.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}})
+	tr.apply(trafficNode(), []plan.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}})
 	k.svcs = []ipvs.Service{kernelService(ipvs.UDP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}
 	if err := tr.refresh(ctx); err != nil {
 		t.Fatal(err)

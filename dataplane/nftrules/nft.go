@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/google/nftables/xt"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"golang.org/x/sys/unix"
 )
 

@@ -2,9 +2,10 @@ package nftrules
 
 import (
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"strings"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // The packet rules of kube-proxy's IPVS mode, as one nftables table per

@@ -1,9 +1,10 @@
 package nftrules
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"strings"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Priorities of the base chains. IPVS takes packets in LOCAL_IN at 98 and

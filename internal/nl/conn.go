@@ -3,11 +3,11 @@ package nl
 import (
 	"context"
 	"errors"
-	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )

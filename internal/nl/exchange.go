@@ -2,8 +2,8 @@ package nl
 
 import (
 	"errors"
-	"github.com/ipvsplane/ipvsplane/internal/fault"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )

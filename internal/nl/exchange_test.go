@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )

@@ -1,12 +1,13 @@
-package dataplane
+package plan
 
 import (
 	"cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"maps"
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // desiredIndex keeps the desired kernel state as the sum of every service
@@ -40,7 +41,7 @@ type desiredIndex struct {
 
 func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *desiredIndex {
 	state := NewKernelState()
-	state.Sets = setSpecs()
+	state.Sets = SetSpecs()
 	state.Rules = rules
 	for name := range state.Sets {
 		state.Entries[name] = map[string]bool{}
@@ -59,59 +60,55 @@ func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *d
 	}
 }
 
-// touched accumulates the objects a set of changes affected; all means
-// everything.
-type touched struct {
-	scope Scope
-	all   bool
-}
-
-// merge adds the objects of another scope.
-func (t *touched) merge(s Scope) {
-	if s.All {
-		t.all = true
-		return
-	}
-	for k := range s.Virtual {
-		t.scope.Virtual[k] = true
-	}
-	for a := range s.Addresses {
-		t.scope.Addresses[a] = true
-	}
-	for set, entries := range s.Entries {
-		t.addEntries(set, slices.Collect(maps.Keys(entries)))
-	}
-}
-
-func (t *touched) addEntries(set string, entries []string) {
-	if t.scope.Entries[set] == nil {
-		t.scope.Entries[set] = map[string]bool{}
-	}
-	for _, e := range entries {
-		t.scope.Entries[set][e] = true
-	}
-}
-
-func newTouched() *touched {
-	return &touched{scope: Scope{
+// NewScope returns an empty scope, to add objects to.
+func NewScope() *Scope {
+	return &Scope{
 		Virtual:   map[VirtualKey]bool{},
 		Addresses: map[netip.Addr]bool{},
 		Entries:   map[string]map[string]bool{},
-	}}
+	}
 }
 
-func (t *touched) add(c *contribution) {
+// Merge adds the objects of another scope; a scope of everything makes
+// this one everything.
+func (t *Scope) Merge(s Scope) {
+	if s.All {
+		t.All = true
+		return
+	}
+	for k := range s.Virtual {
+		t.Virtual[k] = true
+	}
+	for a := range s.Addresses {
+		t.Addresses[a] = true
+	}
+	for set, entries := range s.Entries {
+		t.AddEntries(set, slices.Collect(maps.Keys(entries)))
+	}
+}
+
+// AddEntries adds entries of a set.
+func (t *Scope) AddEntries(set string, entries []string) {
+	if t.Entries[set] == nil {
+		t.Entries[set] = map[string]bool{}
+	}
+	for _, e := range entries {
+		t.Entries[set][e] = true
+	}
+}
+
+func (t *Scope) add(c *contribution) {
 	for _, v := range c.virtual {
-		t.scope.Virtual[v.VirtualKey] = true
+		t.Virtual[v.VirtualKey] = true
 	}
 	for _, a := range c.addrs {
-		t.scope.Addresses[a] = true
+		t.Addresses[a] = true
 	}
 	for _, e := range c.entries {
-		if t.scope.Entries[e.Set] == nil {
-			t.scope.Entries[e.Set] = map[string]bool{}
+		if t.Entries[e.Set] == nil {
+			t.Entries[e.Set] = map[string]bool{}
 		}
-		t.scope.Entries[e.Set][e.Entry] = true
+		t.Entries[e.Set][e.Entry] = true
 	}
 }
 
@@ -119,7 +116,7 @@ func (t *touched) add(c *contribution) {
 // s, which must be valid. A virtual server that another service port
 // claims too goes to the better claim (see better), whatever the order
 // they came in; the rest of both is programmed, and conflicts reports it.
-func (d *desiredIndex) put(s *model.ServicePort, t *touched) {
+func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
 	next := contributionOf(&d.node, s, d.lacking)
 	d.remove(s.Name, t)
 	t.add(next)
@@ -127,7 +124,7 @@ func (d *desiredIndex) put(s *model.ServicePort, t *touched) {
 }
 
 // remove takes the service port's contribution away, if it has one.
-func (d *desiredIndex) remove(name model.ServicePortName, t *touched) {
+func (d *desiredIndex) remove(name model.ServicePortName, t *Scope) {
 	if prev := d.contribs[name]; prev != nil {
 		t.add(prev)
 		d.subtract(name, prev, t)
@@ -236,7 +233,7 @@ func (d *desiredIndex) problems() []error {
 	return errs
 }
 
-func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *touched) {
+func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *Scope) {
 	delete(d.contribs, name)
 	delete(d.troubled, name)
 	for _, v := range c.virtual {
@@ -253,7 +250,7 @@ func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *
 			d.dropContender(vk, next)
 			nc := d.contribs[next]
 			d.own(next, nc, slices.IndexFunc(nc.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk }))
-			t.scope.Virtual[vk] = true
+			t.Virtual[vk] = true
 		}
 	}
 	for _, a := range c.addrs {

@@ -1,8 +1,9 @@
-package dataplane
+package plan
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // selectEndpoints picks the endpoints traffic may use, for each family

@@ -1,4 +1,4 @@
-package dataplane
+package plan
 
 import "github.com/ipvsplane/ipvsplane/dataplane/model"
 
@@ -38,8 +38,8 @@ const (
 	ownedMaxElem = 1 << 20
 )
 
-// setSpecs returns every set of both families.
-func setSpecs() map[string]SetSpec {
+// SetSpecs returns every set of both families.
+func SetSpecs() map[string]SetSpec {
 	specs := map[string]SetSpec{}
 	for _, ipv6 := range []bool{false, true} {
 		for _, s := range setTypes {

@@ -1,11 +1,12 @@
-package dataplane
+package plan
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Endpoint selection follows kube-proxy's CategorizeEndpoints
@@ -13,17 +14,17 @@ import (
 // it.
 func TestSelectEndpoints(t *testing.T) {
 	terminating := func(addr, node string) model.Endpoint {
-		return model.Endpoint{Addr: ip(addr), Port: 80, Serving: true, Terminating: true, NodeName: node}
+		return model.Endpoint{Addr: fixture.IP(addr), Port: 80, Serving: true, Terminating: true, NodeName: node}
 	}
 	notServing := func(addr, node string) model.Endpoint {
-		return model.Endpoint{Addr: ip(addr), Port: 80, Terminating: true, NodeName: node}
+		return model.Endpoint{Addr: fixture.IP(addr), Port: 80, Terminating: true, NodeName: node}
 	}
 	zones := func(ep model.Endpoint, z ...string) model.Endpoint { ep.Hints = &model.Hints{ForZones: z}; return ep }
 	nodes := func(ep model.Endpoint, zone string, n ...string) model.Endpoint {
 		ep.Hints = &model.Hints{ForZones: []string{zone}, ForNodes: n}
 		return ep
 	}
-	r := func(addr, node string) model.Endpoint { return ready(addr, 80, node) }
+	r := func(addr, node string) model.Endpoint { return fixture.Ready(addr, 80, node) }
 	// Addresses of the endpoints chosen, IPv4 and IPv6 each.
 	type chosen struct{ Cluster, Local [2][]string }
 	tests := []struct {
@@ -55,7 +56,7 @@ func TestSelectEndpoints(t *testing.T) {
 	}, {
 		name: "hints are read from ready endpoints only",
 		eps: []model.Endpoint{zones(r("10.0.0.1", "node-b"), "zone-a"), zones(r("10.0.0.2", "node-c"), "zone-b"),
-			{Addr: ip("10.0.0.3"), Port: 80, NodeName: "node-d"}},
+			{Addr: fixture.IP("10.0.0.3"), Port: 80, NodeName: "node-d"}},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}}},
 	}, {
 		name: "an unhinted ready endpoint turns hints off",
@@ -94,7 +95,7 @@ func TestSelectEndpoints(t *testing.T) {
 		eps:  []model.Endpoint{r("fd00::1", "node-a"), r("10.0.0.1", "node-a"), r("fd00::2", "node-b")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}, {"fd00::1", "fd00::2"}}, Local: [2][]string{{"10.0.0.1"}, {"fd00::1"}}},
 	}}
-	n := testNode()
+	n := fixture.Node()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cluster, local := selectEndpoints(&n, tt.eps)
@@ -116,8 +117,8 @@ func TestSelectEndpoints(t *testing.T) {
 
 // The common case, every endpoint ready and no hints, costs no copy.
 func TestSelectEndpointsSharesTheList(t *testing.T) {
-	eps := []model.Endpoint{ready("10.0.0.1", 80, "node-a"), ready("fd00::1", 80, "node-b")}
-	n := testNode()
+	eps := []model.Endpoint{fixture.Ready("10.0.0.1", 80, "node-a"), fixture.Ready("fd00::1", 80, "node-b")}
+	n := fixture.Node()
 	allocs := testing.AllocsPerRun(100, func() {
 		cluster, _ := selectEndpoints(&n, eps)
 		if len(cluster[0]) != 1 || len(cluster[1]) != 1 || &cluster[0][0] != &eps[0] {
@@ -127,7 +128,7 @@ func TestSelectEndpointsSharesTheList(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations, want 0", allocs)
 	}
-	if !slices.Equal(eps, []model.Endpoint{ready("10.0.0.1", 80, "node-a"), ready("fd00::1", 80, "node-b")}) {
+	if !slices.Equal(eps, []model.Endpoint{fixture.Ready("10.0.0.1", 80, "node-a"), fixture.Ready("fd00::1", 80, "node-b")}) {
 		t.Error("the input was changed")
 	}
 }

@@ -1,12 +1,13 @@
-package dataplane
+package plan
 
 import (
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // VirtualKey identifies an IPVS virtual server.
@@ -141,7 +142,7 @@ func NewKernelState() *KernelState {
 	}
 }
 
-func portEntry(ip netip.Addr, p model.Protocol, port uint16) string {
+func PortEntry(ip netip.Addr, p model.Protocol, port uint16) string {
 	return fmt.Sprintf("%s,%s:%d", ip, p, port)
 }
 
@@ -150,8 +151,8 @@ func portEntry(ip netip.Addr, p model.Protocol, port uint16) string {
 // service has, and a cluster has hundreds of thousands of them.
 type Reals []RealServer
 
-// newReals sorts rs and keeps the last of any duplicates.
-func newReals(rs []RealServer) Reals {
+// NewReals sorts rs and keeps the last of any duplicates.
+func NewReals(rs []RealServer) Reals {
 	slices.SortStableFunc(rs, func(a, b RealServer) int { return a.RealKey.Compare(b.RealKey) })
 	out := rs[:0]
 	for _, r := range rs {
@@ -176,11 +177,11 @@ func (rs Reals) Get(k RealKey) (RealServer, bool) {
 	return RealServer{}, false
 }
 
-// changed returns the real servers after ops, the operations on rs's
+// Changed returns the real servers after ops, the operations on rs's
 // virtual server (AddReals, UpdateReal, DeleteReal), in one pass. It never
 // changes rs: a Reals, once made, is shared by the desired state, the
 // programmed state and the plans between them, and only replaced.
-func (rs Reals) changed(ops ...Op) Reals {
+func (rs Reals) Changed(ops ...Op) Reals {
 	if len(rs) == 0 && len(ops) == 1 {
 		if o, ok := ops[0].(AddReals); ok {
 			return o.Reals

@@ -1,11 +1,11 @@
-package dataplane
+package plan
 
 import (
 	"cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"maps"
 	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Desired is the desired kernel state of a model.
@@ -21,11 +21,17 @@ type Desired struct {
 	Errors []error
 }
 
-// Build computes the desired kernel state of a whole model. Which of two
+// Rules renders the packet rules a node's settings call for. The desired
+// state holds them in this printed form, and a plan replaces the rules
+// when it changes; the dataplane's are nftrules.Render.
+type Rules func(*model.Node) string
+
+// Build computes the desired kernel state of a whole model, its rules
+// rendered by rules. Which of two
 // service ports claiming one virtual server gets it does not depend on
 // the order of the input (see ConflictError).
-func Build(s *model.State) *Desired {
-	d, failed, err := buildIndex(s, nil)
+func Build(s *model.State, rules Rules) *Desired {
+	d, failed, err := buildIndex(s, rules, nil)
 	errs := []error{}
 	if err != nil {
 		errs = append(errs, err)
@@ -40,13 +46,13 @@ func Build(s *model.State) *Desired {
 // buildIndex computes the desired state of a whole model: the index, the
 // service ports left out, and the node's own error, if its settings are
 // invalid (then nothing is programmed).
-func buildIndex(s *model.State, lacking map[string]error) (*desiredIndex, map[model.ServicePortName]error, error) {
-	d := newDesiredIndex(cloneNode(s.Node), nftrules.Render(&s.Node), lacking)
+func buildIndex(s *model.State, rules Rules, lacking map[string]error) (*desiredIndex, map[model.ServicePortName]error, error) {
+	d := newDesiredIndex(cloneNode(s.Node), rules(&s.Node), lacking)
 	failed := map[model.ServicePortName]error{}
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err
 	}
-	t := newTouched()
+	t := NewScope()
 	for _, sp := range sortedServices(s.Services) {
 		if err := put(d, sp, t); err != nil {
 			failed[sp.Name] = err
@@ -57,7 +63,7 @@ func buildIndex(s *model.State, lacking map[string]error) (*desiredIndex, map[mo
 
 // put validates a service port and puts it in the index; an invalid port
 // keeps nothing programmed.
-func put(d *desiredIndex, sp *model.ServicePort, t *touched) error {
+func put(d *desiredIndex, sp *model.ServicePort, t *Scope) error {
 	if err := sp.Validate(); err != nil {
 		d.remove(sp.Name, t)
 		return err

@@ -1,10 +1,11 @@
-package dataplane
+package plan
 
 import (
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"strings"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Op is one kernel operation of a plan. Its String form is one line of the
@@ -170,9 +171,9 @@ func (o RemoveKubeProxyRules) String() string {
 	return "kube-proxy remove " + strings.Join(names, ", ")
 }
 
-// realsTarget returns the virtual server whose real servers op changes,
+// RealsTarget returns the virtual server whose real servers op changes,
 // if it changes some.
-func realsTarget(op Op) (VirtualKey, bool) {
+func RealsTarget(op Op) (VirtualKey, bool) {
 	switch o := op.(type) {
 	case AddReals:
 		return o.Virtual, true

@@ -1,13 +1,14 @@
-package dataplane
+package plan
 
 import (
 	"cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Plan is an ordered list of kernel operations.

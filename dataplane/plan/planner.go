@@ -1,12 +1,13 @@
-package dataplane
+package plan
 
 import (
 	"cmp"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"hash/maphash"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // Planner holds the desired kernel state between syncs and works out which
@@ -24,10 +25,23 @@ type Planner struct {
 	failed map[model.ServicePortName]error
 	// lacking holds the schedulers the kernel does not have.
 	lacking map[string]error
+	rules   Rules
 }
 
-// NewPlanner returns a planner with an empty desired state.
-func NewPlanner() *Planner { return &Planner{seed: maphash.MakeSeed(), lacking: map[string]error{}} }
+// NewPlanner returns a planner with an empty desired state, whose rules
+// rules renders.
+func NewPlanner(rules Rules) *Planner {
+	return &Planner{seed: maphash.MakeSeed(), lacking: map[string]error{}, rules: rules}
+}
+
+// Node returns the node's settings of the last Update, nil before the
+// first. The caller must not change them.
+func (p *Planner) Node() *model.Node {
+	if p.index == nil {
+		return nil
+	}
+	return &p.index.node
+}
 
 // LackScheduler tells the planner that the kernel does not have an IPVS
 // scheduler (err says why): service ports that name it get the node's.
@@ -105,7 +119,7 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 		}
 		return compareNames(a.Name, b.Name)
 	})
-	t := newTouched()
+	t := NewScope()
 	for _, c := range changes {
 		delete(p.failed, c.Name)
 		if c.Port == nil {
@@ -124,12 +138,12 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 			delete(p.retry, c.Name)
 		}
 	}
-	return t.scope, p.errors()
+	return *t, p.errors()
 }
 
 // rebuild computes the desired state of a whole model afresh.
 func (p *Planner) rebuild(s *model.State) (Scope, []error) {
-	index, failed, err := buildIndex(s, p.lacking)
+	index, failed, err := buildIndex(s, p.rules, p.lacking)
 	p.index, p.failed = index, failed
 	p.seen, p.retry = make(map[model.ServicePortName]uint64, len(s.Services)), map[model.ServicePortName]*model.ServicePort{}
 	for i := range s.Services {

@@ -1,19 +1,22 @@
-package dataplane
+package plan
 
 import (
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 )
 
 // Load balancer source ranges are read per family, as kube-proxy reads
 // them: a family with no range, or with a range of prefix length 0, is
 // open to every source; only a family with ranges gets the firewall.
 func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
-	lb := svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
-	lb.LoadBalancerIPs = ips("203.0.113.10", "2001:db8::10")
-	lb.Endpoints = []model.Endpoint{ready("10.244.1.9", 8443, "node-a"), ready("fd00:244::9", 8443, "node-a")}
+	lb := fixture.Svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb.LoadBalancerIPs = fixture.IPs("203.0.113.10", "2001:db8::10")
+	lb.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.9", 8443, "node-a"), fixture.Ready("fd00:244::9", 8443, "node-a")}
 	tests := []struct {
 		name         string
 		ranges       []string
@@ -28,8 +31,8 @@ func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := lb
-			s.LoadBalancerSourceRanges = prefixes(tt.ranges...)
-			d := Build(&model.State{Node: testNode(), Services: []model.ServicePort{s}})
+			s.LoadBalancerSourceRanges = fixture.Prefixes(tt.ranges...)
+			d := Build(&model.State{Node: fixture.Node(), Services: []model.ServicePort{s}}, nftrules.Render)
 			if len(d.Errors) > 0 {
 				t.Fatal(d.Errors)
 			}
@@ -57,9 +60,9 @@ func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
 // per family as kube-proxy reads it: a family without a prefix serves
 // them on all its addresses; "primary" adds the node's IPs.
 func TestNodePortAddressesPerFamily(t *testing.T) {
-	node := testNode()
-	node.Addresses = ips("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
-	node.NodeIPs = ips("10.0.0.5", "2001:db8::5")
+	node := fixture.Node()
+	node.Addresses = fixture.IPs("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
+	node.NodeIPs = fixture.IPs("10.0.0.5", "2001:db8::5")
 	tests := []struct {
 		name     string
 		prefixes []string
@@ -75,8 +78,8 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := node
-			n.NodePortAddresses, n.NodePortPrimary = prefixes(tt.prefixes...), tt.primary
-			if got := n.NodePortIPs(); !slices.Equal(got, ips(tt.want...)) {
+			n.NodePortAddresses, n.NodePortPrimary = fixture.Prefixes(tt.prefixes...), tt.primary
+			if got := n.NodePortIPs(); !slices.Equal(got, fixture.IPs(tt.want...)) {
 				t.Errorf("node ports on %v, want %v", got, tt.want)
 			}
 		})
@@ -89,9 +92,9 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 // if a range holds it (node ports leave loopback out, health checks do
 // not), and not at all in a family without one.
 func TestHealthCheckAddresses(t *testing.T) {
-	node := testNode()
-	node.Addresses = ips("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
-	node.NodeIPs = ips("10.0.0.5", "2001:db8::5")
+	node := fixture.Node()
+	node.Addresses = fixture.IPs("192.168.0.10", "10.0.0.5", "fd00:1::10", "2001:db8::5")
+	node.NodeIPs = fixture.IPs("10.0.0.5", "2001:db8::5")
 	tests := []struct {
 		name      string
 		addresses []string
@@ -113,10 +116,10 @@ func TestHealthCheckAddresses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := node
 			if tt.addresses != nil {
-				n.Addresses = ips(tt.addresses...)
+				n.Addresses = fixture.IPs(tt.addresses...)
 			}
-			n.NodePortAddresses, n.NodePortPrimary = prefixes(tt.prefixes...), tt.primary
-			if got := n.HealthCheckAddresses(); !slices.Equal(got, ips(tt.want...)) {
+			n.NodePortAddresses, n.NodePortPrimary = fixture.Prefixes(tt.prefixes...), tt.primary
+			if got := n.HealthCheckAddresses(); !slices.Equal(got, fixture.IPs(tt.want...)) {
 				t.Errorf("health-check ports on %v, want %v", got, tt.want)
 			}
 		})
@@ -128,11 +131,11 @@ func TestHealthCheckAddresses(t *testing.T) {
 // node-port entries and no health-check node port, as kube-proxy skips
 // the rest of such a port.
 func TestNodePortEntriesOnlyWithNodeAddresses(t *testing.T) {
-	lb := svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb := fixture.Svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
 	lb.NodePort, lb.HealthCheckNodePort, lb.ExternalPolicy = 30443, 32000, model.PolicyLocal
-	node := testNode()
-	node.NodePortAddresses = prefixes("127.0.0.0/8")
-	k := Build(&model.State{Node: node, Services: []model.ServicePort{lb}}).Kernel
+	node := fixture.Node()
+	node.NodePortAddresses = fixture.Prefixes("127.0.0.0/8")
+	k := Build(&model.State{Node: node, Services: []model.ServicePort{lb}}, nftrules.Render).Kernel
 	for _, set := range []string{model.SetNodePortTCP, model.SetNodePortLocalTCP, model.SetHealthCheckNodePort} {
 		if n := len(k.Entries[model.SetName(set, false)]); n != 0 {
 			t.Errorf("%s has %d entries with no IPv4 node address", model.SetName(set, false), n)

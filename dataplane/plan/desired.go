@@ -1,12 +1,13 @@
-package dataplane
+package plan
 
 import (
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"net/netip"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // contributionOf is what one service port puts into the kernel.
@@ -101,7 +102,7 @@ func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port
 	k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
 	b.virtual = append(b.virtual, VirtualServer{VirtualKey: k, Scheduler: b.sched.Name, SchedulerFlags: b.sched.Flags, Persistence: s.SessionAffinity})
 	b.kinds = append(b.kinds, kind)
-	b.addEntry(model.SetOwned, addr.Is6(), portEntry(addr, s.Protocol, port))
+	b.addEntry(model.SetOwned, addr.Is6(), PortEntry(addr, s.Protocol, port))
 	b.reals = append(b.reals, realServers(addr.Is6(), eps))
 	// An address the node already has elsewhere is local without
 	// being bound, and stays out of KUBE-IPVS-IPS.
@@ -120,7 +121,7 @@ func (b *contributionBuilder) addClusterIPs() {
 	s := b.svc
 	for _, ip := range s.ClusterIPs {
 		b.addVirtual(kindClusterIP, ip, s.Port, b.internal, true)
-		b.addEntry(model.SetClusterIP, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+		b.addEntry(model.SetClusterIP, ip.Is6(), PortEntry(ip, s.Protocol, s.Port))
 	}
 }
 
@@ -131,7 +132,7 @@ func (b *contributionBuilder) addLoopBack() {
 	for _, ep := range s.Endpoints {
 		if b.node.Name != "" && ep.NodeName == b.node.Name {
 			ip := ep.Addr.Unmap()
-			b.addEntry(model.SetLoopBack, ip.Is6(), portEntry(ip, s.Protocol, ep.Port)+","+ip.String())
+			b.addEntry(model.SetLoopBack, ip.Is6(), PortEntry(ip, s.Protocol, ep.Port)+","+ip.String())
 		}
 	}
 }
@@ -144,7 +145,7 @@ func (b *contributionBuilder) addExternalIPs() {
 		if s.ExternalPolicy == model.PolicyLocal {
 			set = model.SetExternalIPLocal
 		}
-		b.addEntry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+		b.addEntry(set, ip.Is6(), PortEntry(ip, s.Protocol, s.Port))
 	}
 }
 
@@ -153,7 +154,7 @@ func (b *contributionBuilder) addExternalIPs() {
 func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	s := b.svc
 	b.addVirtual(kindLoadBalancer, ip, s.Port, b.external, true)
-	e := portEntry(ip, s.Protocol, s.Port)
+	e := PortEntry(ip, s.Protocol, s.Port)
 	b.addEntry(model.SetLoadBalancer, ip.Is6(), e)
 	if s.ExternalPolicy == model.PolicyLocal {
 		b.addEntry(model.SetLoadBalancerLocal, ip.Is6(), e)
@@ -254,9 +255,9 @@ func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, 
 		}
 	case model.SCTP:
 		for _, ip := range nodeAddrs {
-			entry(model.SetNodePortSCTP, ip.Is6(), portEntry(ip, model.SCTP, s.NodePort))
+			entry(model.SetNodePortSCTP, ip.Is6(), PortEntry(ip, model.SCTP, s.NodePort))
 			if local {
-				entry(model.SetNodePortLocalSCTP, ip.Is6(), portEntry(ip, model.SCTP, s.NodePort))
+				entry(model.SetNodePortLocalSCTP, ip.Is6(), PortEntry(ip, model.SCTP, s.NodePort))
 			}
 		}
 	}
@@ -272,7 +273,7 @@ func realServers(ipv6 bool, chosen []model.Endpoint) Reals {
 			reals = append(reals, RealServer{RealKey: RealKey{Addr: ip, Port: ep.Port}, Weight: 1})
 		}
 	}
-	return newReals(reals)
+	return NewReals(reals)
 }
 
 // families returns the families of addrs, IPv4 (false) first.

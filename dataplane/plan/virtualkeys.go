@@ -1,4 +1,4 @@
-package dataplane
+package plan
 
 import "github.com/ipvsplane/ipvsplane/dataplane/model"
 

@@ -1,11 +1,12 @@
-package dataplane
+package plan
 
 import (
 	"encoding/binary"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"hash/maphash"
 	"net/netip"
 	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
 // fingerprint hashes every field of a service port. The planner keeps

@@ -1,29 +1,32 @@
-package dataplane
+package plan
 
 import (
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"hash/maphash"
 	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 )
 
 // manyServices returns n ClusterIP+NodePort services with two endpoints.
 func manyServices(n int) []model.ServicePort {
 	var out []model.ServicePort
 	for i := range n {
-		s := svc("ns", fmt.Sprintf("svc-%05d", i), "http", model.TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
+		s := fixture.Svc("ns", fmt.Sprintf("svc-%05d", i), "http", model.TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
 		s.NodePort = uint16(30000 + i%2000)
 		if i >= 2000 {
 			s.NodePort = 0
 		}
 		s.Endpoints = []model.Endpoint{
-			ready(fmt.Sprintf("10.244.%d.%d", i/250, i%250+1), 8080, "node-a"),
-			ready(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1), 8080, "node-b"),
+			fixture.Ready(fmt.Sprintf("10.244.%d.%d", i/250, i%250+1), 8080, "node-a"),
+			fixture.Ready(fmt.Sprintf("10.245.%d.%d", i/250, i%250+1), 8080, "node-b"),
 		}
 		out = append(out, s)
 	}
@@ -58,7 +61,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		{
 			name: "add one endpoint",
 			change: func(s []model.ServicePort) []model.ServicePort {
-				s[1500].Endpoints = append(s[1500].Endpoints, ready("10.246.0.1", 8080, "node-c"))
+				s[1500].Endpoints = append(s[1500].Endpoints, fixture.Ready("10.246.0.1", 8080, "node-c"))
 				return s
 			},
 			want: []string{
@@ -85,8 +88,8 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		{
 			name: "add one service",
 			change: func(s []model.ServicePort) []model.ServicePort {
-				extra := svc("ns", "new", "", model.TCP, 443, "10.97.0.1")
-				extra.Endpoints = []model.Endpoint{ready("10.247.0.1", 8443, "node-b")}
+				extra := fixture.Svc("ns", "new", "", model.TCP, 443, "10.97.0.1")
+				extra.Endpoints = []model.Endpoint{fixture.Ready("10.247.0.1", 8443, "node-b")}
 				return append(s, extra)
 			},
 			want: []string{
@@ -142,8 +145,8 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, kernel := NewPlanner(), NewKernelState()
-			state := &model.State{Node: testNode(), Services: manyServices(n)}
+			p, kernel := NewPlanner(nftrules.Render), NewKernelState()
+			state := &model.State{Node: fixture.Node(), Services: manyServices(n)}
 			if ops := len(syncAll(t, p, kernel, state).Ops); ops < 4*n {
 				t.Fatalf("the first sync planned only %d operations", ops)
 			}
@@ -153,7 +156,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 				t.Errorf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 			// The incremental result must match a from-scratch build.
-			scratch := Build(state)
+			scratch := Build(state, nftrules.Render)
 			rest := strings.Fields(Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}).String())
 			if want := strings.Fields(strings.Join(tt.thenFull, "\n")); !reflect.DeepEqual(rest, want) {
 				t.Errorf("after the incremental sync, a full plan finds:\n%s\nwant:\n%s", rest, want)
@@ -163,25 +166,25 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 }
 
 func TestUnchangedModelPlansNothing(t *testing.T) {
-	p, kernel := NewPlanner(), NewKernelState()
-	state := &model.State{Node: testNode(), Services: manyServices(100)}
+	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
+	state := &model.State{Node: fixture.Node(), Services: manyServices(100)}
 	syncAll(t, p, kernel, state)
-	if plan := syncAll(t, p, kernel, &model.State{Node: testNode(), Services: manyServices(100)}); len(plan.Ops) != 0 {
+	if plan := syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: manyServices(100)}); len(plan.Ops) != 0 {
 		t.Errorf("an unchanged model planned:\n%s", plan)
 	}
 }
 
 func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
-	good := svc("ns", "good", "", model.TCP, 80, "10.96.0.1")
-	twin := svc("ns", "twin", "", model.TCP, 80, "10.96.0.1")
-	badPort := svc("ns", "bad-port", "", model.TCP, 0, "10.96.0.2")
-	badEndpoint := svc("ns", "bad-endpoint", "", model.TCP, 80, "10.96.0.3")
-	badEndpoint.Endpoints = []model.Endpoint{ready("fd00::1", 80, "node-a")}
-	badScheduler := svc("ns", "bad-scheduler", "", model.UDP, 53, "10.96.0.4")
+	good := fixture.Svc("ns", "good", "", model.TCP, 80, "10.96.0.1")
+	twin := fixture.Svc("ns", "twin", "", model.TCP, 80, "10.96.0.1")
+	badPort := fixture.Svc("ns", "bad-port", "", model.TCP, 0, "10.96.0.2")
+	badEndpoint := fixture.Svc("ns", "bad-endpoint", "", model.TCP, 80, "10.96.0.3")
+	badEndpoint.Endpoints = []model.Endpoint{fixture.Ready("fd00::1", 80, "node-a")}
+	badScheduler := fixture.Svc("ns", "bad-scheduler", "", model.UDP, 53, "10.96.0.4")
 	badScheduler.Scheduler = "fastest"
 
-	p, kernel := NewPlanner(), NewKernelState()
-	state := &model.State{Node: testNode(), Services: []model.ServicePort{twin, badPort, good, badEndpoint, badScheduler}}
+	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
+	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{twin, badPort, good, badEndpoint, badScheduler}}
 	scope, errs := p.Update(state)
 	want := []string{
 		"service ns/bad-endpoint: field endpoints[0].addr: fd00::1 has no cluster IP of its family",
@@ -218,7 +221,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	if len(errs) != 0 {
 		t.Errorf("errors after the conflict went away: %v", errs)
 	}
-	if _, owners := p.Desired(); owners[VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}].Name != "twin" {
+	if _, owners := p.Desired(); owners[VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}].Name != "twin" {
 		t.Errorf("the freed virtual server was not taken over")
 	}
 }
@@ -226,10 +229,10 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 // equalNode must compare every field, or a settings change would go
 // unnoticed.
 func TestEqualNodeComparesEveryField(t *testing.T) {
-	base := testNode()
+	base := fixture.Node()
 	typ := reflect.TypeOf(base)
 	for i := range typ.NumField() {
-		changed := testNode()
+		changed := fixture.Node()
 		f := reflect.ValueOf(&changed).Elem().Field(i)
 		switch f.Kind() {
 		case reflect.String:
@@ -253,9 +256,9 @@ func TestEqualNodeComparesEveryField(t *testing.T) {
 
 // Tracked changes plan exactly what comparing whole models does.
 func TestUpdateChangesMatchesUpdate(t *testing.T) {
-	byModel, byChanges := NewPlanner(), NewPlanner()
+	byModel, byChanges := NewPlanner(nftrules.Render), NewPlanner(nftrules.Render)
 	kernelA, kernelB := NewKernelState(), NewKernelState()
-	state := &model.State{Node: testNode(), Services: manyServices(500)}
+	state := &model.State{Node: fixture.Node(), Services: manyServices(500)}
 	syncAll(t, byModel, kernelA, state)
 	syncAll(t, byChanges, kernelB, state)
 
@@ -264,10 +267,10 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 	next[20].Port = 8080
 	removed := next[30].Name
 	next = append(next[:30], next[31:]...)
-	added := svc("ns", "added", "", model.UDP, 53, "10.97.0.53")
+	added := fixture.Svc("ns", "added", "", model.UDP, 53, "10.97.0.53")
 	next = append(next, added)
 
-	planA := syncAll(t, byModel, kernelA, &model.State{Node: testNode(), Services: next})
+	planA := syncAll(t, byModel, kernelA, &model.State{Node: fixture.Node(), Services: next})
 	scope, errs := byChanges.UpdateChanges([]Change{
 		{Name: next[10].Name, Port: &next[10]},
 		{Name: next[20].Name, Port: &next[20]},
@@ -289,11 +292,11 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 func TestFingerprintCoversEveryField(t *testing.T) {
 	seed := maphash.MakeSeed()
 	base := func() model.ServicePort {
-		s := shapes()["etp-local"][0]
+		s := fixture.Shapes()["etp-local"][0]
 		s.Endpoints[0].Hints = &model.Hints{ForZones: []string{"zone-a"}, ForNodes: []string{"node-a"}}
 		s.Endpoints[0].Zone = "zone-a"
-		s.ExternalIPs = ips("198.51.100.1")
-		s.LoadBalancerSourceRanges = prefixes("192.0.2.0/24")
+		s.ExternalIPs = fixture.IPs("198.51.100.1")
+		s.LoadBalancerSourceRanges = fixture.Prefixes("192.0.2.0/24")
 		s.BadSettings = []model.BadSetting{{Field: "ipvsplane.io/drain-timeout", Value: "soon", Reason: "not a duration"}}
 		return s
 	}
@@ -364,11 +367,11 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 // An address and a set entry that several service ports put in stay until
 // the last of them goes.
 func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
-	http := svc("ns", "web", "http", model.TCP, 80, "10.96.0.10")
-	https := svc("ns", "web", "https", model.TCP, 443, "10.96.0.10")
-	other := svc("ns", "other", "", model.TCP, 80, "10.96.0.11")
-	p, kernel := NewPlanner(), NewKernelState()
-	syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{http, https, other}})
+	http := fixture.Svc("ns", "web", "http", model.TCP, 80, "10.96.0.10")
+	https := fixture.Svc("ns", "web", "https", model.TCP, 443, "10.96.0.10")
+	other := fixture.Svc("ns", "other", "", model.TCP, 80, "10.96.0.11")
+	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
+	syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: []model.ServicePort{http, https, other}})
 	steps := []struct {
 		name     string
 		services []model.ServicePort
@@ -394,11 +397,11 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 		}},
 	}
 	for _, step := range steps {
-		got := strings.Split(strings.TrimSpace(syncAll(t, p, kernel, &model.State{Node: testNode(), Services: step.services}).String()), "\n")
+		got := strings.Split(strings.TrimSpace(syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: step.services}).String()), "\n")
 		if !reflect.DeepEqual(got, step.want) {
 			t.Errorf("%s: plan:\n%s\nwant:\n%s", step.name, strings.Join(got, "\n"), strings.Join(step.want, "\n"))
 		}
-		scratch := Build(&model.State{Node: testNode(), Services: step.services})
+		scratch := Build(&model.State{Node: fixture.Node(), Services: step.services}, nftrules.Render)
 		if rest := Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}); len(rest.Ops) > 0 {
 			t.Errorf("%s: a full plan afterwards finds:\n%s", step.name, rest)
 		}
@@ -411,26 +414,26 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 // service's external IP naming it, even one whose name sorts first. When
 // the owner goes, the other takes over.
 func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
-	web := svc("zz", "web", "", model.TCP, 80, "10.96.0.10")
+	web := fixture.Svc("zz", "web", "", model.TCP, 80, "10.96.0.10")
 	web.NodePort = 30080
-	web.Endpoints = []model.Endpoint{ready("10.244.1.5", 8080, "node-a")}
-	evil := svc("aa", "evil", "", model.TCP, 80, "10.96.0.20")
-	evil.ExternalIPs = ips("10.96.0.10")
-	evil.Endpoints = []model.Endpoint{ready("10.244.2.7", 8080, "node-b")}
-	contested := VirtualKey{Addr: ip("10.96.0.10"), Port: 80, Protocol: model.TCP}
-	evilOwn := VirtualKey{Addr: ip("10.96.0.20"), Port: 80, Protocol: model.TCP}
-	nodePort := VirtualKey{Addr: ip("192.168.0.10"), Port: 30080, Protocol: model.TCP}
+	web.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 8080, "node-a")}
+	evil := fixture.Svc("aa", "evil", "", model.TCP, 80, "10.96.0.20")
+	evil.ExternalIPs = fixture.IPs("10.96.0.10")
+	evil.Endpoints = []model.Endpoint{fixture.Ready("10.244.2.7", 8080, "node-b")}
+	contested := VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	evilOwn := VirtualKey{Addr: fixture.IP("10.96.0.20"), Port: 80, Protocol: model.TCP}
+	nodePort := VirtualKey{Addr: fixture.IP("192.168.0.10"), Port: 30080, Protocol: model.TCP}
 	wantErr := "service aa/evil: virtual server tcp 10.96.0.10:80 is served by zz/web, which claims it first; the rest of aa/evil is programmed"
 
 	for _, order := range [][]model.ServicePort{{web, evil}, {evil, web}} {
-		p := NewPlanner()
-		p.Update(&model.State{Node: testNode()})
+		p := NewPlanner(nftrules.Render)
+		p.Update(&model.State{Node: fixture.Node()})
 		var errs []error
 		for _, s := range order {
 			_, errs = p.UpdateChanges([]Change{{Name: s.Name, Port: &s}})
 		}
 		desired, owners := p.Desired()
-		if owners[contested] != web.Name || desired.Reals[contested][0].Addr != ip("10.244.1.5") {
+		if owners[contested] != web.Name || desired.Reals[contested][0].Addr != fixture.IP("10.244.1.5") {
 			t.Errorf("%s first: %s is %v's, real servers %v", order[0].Name, contested, owners[contested], desired.Reals[contested])
 		}
 		if owners[evilOwn] != evil.Name || owners[nodePort] != web.Name {
@@ -439,13 +442,13 @@ func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
 		if len(errs) != 1 || errs[0].Error() != wantErr {
 			t.Errorf("%s first: errors %v, want %q", order[0].Name, errs, wantErr)
 		}
-		if d := Build(&model.State{Node: testNode(), Services: order}); d.Services[contested] != web.Name {
+		if d := Build(&model.State{Node: fixture.Node(), Services: order}, nftrules.Render); d.Services[contested] != web.Name {
 			t.Errorf("Build with %s first gave %s to %v", order[0].Name, contested, d.Services[contested])
 		}
 
 		scope, errs := p.UpdateChanges([]Change{{Name: web.Name}})
 		desired, owners = p.Desired()
-		if owners[contested] != evil.Name || desired.Reals[contested][0].Addr != ip("10.244.2.7") || !scope.Virtual[contested] || len(errs) != 0 {
+		if owners[contested] != evil.Name || desired.Reals[contested][0].Addr != fixture.IP("10.244.2.7") || !scope.Virtual[contested] || len(errs) != 0 {
 			t.Errorf("%s first: after the owner left, %s is %v's (in scope %v), errors %v", order[0].Name, contested, owners[contested], scope.Virtual[contested], errs)
 		}
 	}

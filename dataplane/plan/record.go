@@ -1,4 +1,4 @@
-package dataplane
+package plan
 
 // Record changes the state as a successful op changes the kernel. The
 // dataplane keeps its memory of what it programmed this way, and tests use
@@ -31,8 +31,8 @@ func (k *KernelState) Record(op Op) {
 		delete(k.Virtual, o.Virtual)
 		delete(k.Reals, o.Virtual)
 	case AddReals, UpdateReal, DeleteReal:
-		vk, _ := realsTarget(op)
-		k.Reals[vk] = k.Reals[vk].changed(op)
+		vk, _ := RealsTarget(op)
+		k.Reals[vk] = k.Reals[vk].Changed(op)
 	case Bind:
 		k.Addresses[o.Addr] = true
 	case Unbind:

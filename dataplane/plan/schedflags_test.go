@@ -1,14 +1,16 @@
-package dataplane
+package plan
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 )
 
 // planLines syncs state into an empty kernel and returns the plan's lines
@@ -28,7 +30,7 @@ func planVirtual(t *testing.T, p *Planner, state *model.State) ([]string, []erro
 
 func TestServiceSchedulerAndFlags(t *testing.T) {
 	named := func(name, sched string, flags model.SchedulerFlags) model.ServicePort {
-		s := svc("ns", name, "", model.TCP, 80, fmt.Sprintf("10.96.0.%d", len(name)))
+		s := fixture.Svc("ns", name, "", model.TCP, 80, fmt.Sprintf("10.96.0.%d", len(name)))
 		s.Scheduler, s.SchedulerFlags = sched, flags
 		return s
 	}
@@ -50,9 +52,9 @@ func TestServiceSchedulerAndFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			node := testNode()
+			node := fixture.Node()
 			node.Scheduler = tt.node
-			lines, errs := planVirtual(t, NewPlanner(), &model.State{Node: node, Services: []model.ServicePort{tt.port}})
+			lines, errs := planVirtual(t, NewPlanner(nftrules.Render), &model.State{Node: node, Services: []model.ServicePort{tt.port}})
 			want := fmt.Sprintf("ipvs add tcp %s:80 %s (%s)", tt.port.ClusterIPs[0], tt.want, tt.port.Name)
 			if !slices.Equal(lines, []string{want}) {
 				t.Errorf("plan %q, want %q", lines, want)
@@ -68,78 +70,44 @@ func TestServiceSchedulerAndFlags(t *testing.T) {
 }
 
 func TestMissingSchedulerFallsBack(t *testing.T) {
-	p := NewPlanner()
-	missing := fmt.Errorf("dataplane: IPVS scheduler %q: %w", "twos", ErrNoScheduler)
+	p := NewPlanner(nftrules.Render)
+	missing := fmt.Errorf("dataplane: IPVS scheduler %q: %w", "twos", errNoScheduler)
 	p.LackScheduler("twos", missing)
-	s := svc("ns", "web", "", model.TCP, 80, "10.96.0.1")
+	s := fixture.Svc("ns", "web", "", model.TCP, 80, "10.96.0.1")
 	s.Scheduler = "twos"
-	lines, errs := planVirtual(t, p, &model.State{Node: testNode(), Services: []model.ServicePort{s}})
+	lines, errs := planVirtual(t, p, &model.State{Node: fixture.Node(), Services: []model.ServicePort{s}})
 	if want := "ipvs add tcp 10.96.0.1:80 rr (ns/web)"; !slices.Equal(lines, []string{want}) {
 		t.Errorf("plan %q, want %q", lines, want)
 	}
 	var se *model.SchedulerError
-	if len(errs) != 1 || !errors.As(errs[0], &se) || !errors.Is(errs[0], ErrNoScheduler) {
-		t.Fatalf("errors %v, want a SchedulerError matching ErrNoScheduler", errs)
+	if len(errs) != 1 || !errors.As(errs[0], &se) || !errors.Is(errs[0], errNoScheduler) {
+		t.Fatalf("errors %v, want a SchedulerError matching errNoScheduler", errs)
 	}
 	if se.Service != s.Name || se.Scheduler != "twos" || se.Fallback != "rr" {
 		t.Errorf("error %+v", se)
 	}
 	// The problem is reported on every update while it lasts, and no
 	// more once the service stops asking.
-	if _, errs = p.Update(&model.State{Node: testNode(), Services: []model.ServicePort{s}}); len(errs) != 1 {
+	if _, errs = p.Update(&model.State{Node: fixture.Node(), Services: []model.ServicePort{s}}); len(errs) != 1 {
 		t.Errorf("second update: errors %v", errs)
 	}
 	s.Scheduler = ""
-	if _, errs = p.Update(&model.State{Node: testNode(), Services: []model.ServicePort{s}}); len(errs) != 0 {
+	if _, errs = p.Update(&model.State{Node: fixture.Node(), Services: []model.ServicePort{s}}); len(errs) != 0 {
 		t.Errorf("after the annotation went: errors %v", errs)
 	}
 }
 
-func TestSchedulerCacheProbesOnce(t *testing.T) {
-	var probed []string
-	transient := errors.New("netlink: busy")
-	c := schedulerCache{known: map[string]error{}, probe: func(_ context.Context, name string) error {
-		probed = append(probed, name)
-		switch name {
-		case "twos":
-			return fmt.Errorf("scheduler %q: %w", name, ErrNoScheduler)
-		case "ovf":
-			return transient
-		}
-		return nil
-	}}
-	p := NewPlanner()
-	names := []string{"sh", "twos", "sh", "wlc", "fastest", "ovf", "twos"}
-	errs := c.check(context.Background(), p, "wlc", slices.Values(names))
-	if want := []string{"sh", "twos", "ovf"}; !slices.Equal(probed, want) {
-		t.Errorf("probed %q, want %q (not the node's, not an unknown name, each once)", probed, want)
-	}
-	if len(errs) != 1 || !errors.Is(errs[0], transient) {
-		t.Errorf("errors %v, want the failed probe's", errs)
-	}
-	if !errors.Is(p.lacking["twos"], ErrNoScheduler) || len(p.lacking) != 1 {
-		t.Errorf("the planner lacks %v, want twos alone", p.lacking)
-	}
-	probed = nil
-	c.check(context.Background(), p, "wlc", slices.Values(names))
-	if want := []string{"ovf"}; !slices.Equal(probed, want) {
-		t.Errorf("second check probed %q, want only the one that could not tell, %q", probed, want)
-	}
-}
-
-// A change of scheduler or flags edits the virtual server in place: its
-// connections and real servers stay.
 func TestSchedulerChangeEditsInPlace(t *testing.T) {
-	p, kernel := NewPlanner(), NewKernelState()
-	s := svc("ns", "cache", "", model.TCP, 80, "10.96.0.9")
-	s.Endpoints = []model.Endpoint{ready("10.244.1.5", 8080, "node-a")}
-	syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{s}})
+	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
+	s := fixture.Svc("ns", "cache", "", model.TCP, 80, "10.96.0.9")
+	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 8080, "node-a")}
+	syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: []model.ServicePort{s}})
 	for _, change := range []struct{ sched, want string }{{"sh", "sh sh-port"}, {"mh", "mh mh-fallback"}, {"", "rr"}} {
 		s.Scheduler = change.sched
 		s.SchedulerFlags = map[string]model.SchedulerFlags{"sh": model.SHPort, "mh": model.MHFallback}[change.sched]
-		plan := syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{s}})
+		plan := syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: []model.ServicePort{s}})
 		want := []Op{UpdateVirtual{Service: s.Name, Virtual: VirtualServer{
-			VirtualKey: VirtualKey{Addr: ip("10.96.0.9"), Port: 80, Protocol: model.TCP}, Scheduler: strings.Fields(change.want)[0],
+			VirtualKey: VirtualKey{Addr: fixture.IP("10.96.0.9"), Port: 80, Protocol: model.TCP}, Scheduler: strings.Fields(change.want)[0],
 			SchedulerFlags: kernelOnly(s.SchedulerFlags, change.sched)}}}
 		if !slices.Equal(plan.Ops, want) {
 			t.Errorf("to %q: plan\n%swant one edit, no delete", change.want, plan)
@@ -159,30 +127,34 @@ func kernelOnly(f model.SchedulerFlags, sched string) model.SchedulerFlags {
 // A service's drain bound applies to the real servers of its virtual
 // servers; others keep the node's.
 func TestDrainTimeoutOverride(t *testing.T) {
-	p, kernel := NewPlanner(), NewKernelState()
-	quick := svc("ns", "quick", "", model.TCP, 80, "10.96.0.1")
+	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
+	quick := fixture.Svc("ns", "quick", "", model.TCP, 80, "10.96.0.1")
 	quick.DrainTimeout = time.Minute
-	slow := svc("ns", "slow", "", model.TCP, 80, "10.96.0.2")
-	state := &model.State{Node: testNode(), Services: []model.ServicePort{quick, slow}}
+	slow := fixture.Svc("ns", "slow", "", model.TCP, 80, "10.96.0.2")
+	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{quick, slow}}
 	syncAll(t, p, kernel, state)
 	now := time.Now()
 	drain := Drain{Since: map[VirtualKey]map[RealKey]time.Time{}, Timeout: 15 * time.Minute, Timeouts: p.DrainTimeouts(), Now: now}
-	gone := RealServer{RealKey: RealKey{Addr: ip("10.244.1.5"), Port: 8080}, ActiveConns: 3}
+	gone := RealServer{RealKey: RealKey{Addr: fixture.IP("10.244.1.5"), Port: 8080}, ActiveConns: 3}
 	for _, addr := range []string{"10.96.0.1", "10.96.0.2"} {
-		vk := VirtualKey{Addr: ip(addr), Port: 80, Protocol: model.TCP}
+		vk := VirtualKey{Addr: fixture.IP(addr), Port: 80, Protocol: model.TCP}
 		kernel.Reals[vk] = Reals{gone}
 		drain.Since[vk] = map[RealKey]time.Time{gone.RealKey: now.Add(-5 * time.Minute)}
 	}
 	desired, owners := p.Desired()
 	plan := Diff(kernel, desired, owners, FullScope, drain)
-	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: ip("10.96.0.1"), Port: 80, Protocol: model.TCP}, Real: gone.RealKey}}
+	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}, Real: gone.RealKey}}
 	if !slices.Equal(plan.Ops, want) {
 		t.Errorf("plan\n%swant the quick service's real server deleted alone", plan)
 	}
 	// The bound goes with the annotation.
 	quick.DrainTimeout = 0
-	syncAll(t, p, kernel, &model.State{Node: testNode(), Services: []model.ServicePort{quick, slow}})
+	syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: []model.ServicePort{quick, slow}})
 	if len(p.DrainTimeouts()) != 0 {
 		t.Errorf("drain bounds %v after the override went", p.DrainTimeouts())
 	}
 }
+
+// errNoScheduler stands for the dataplane's probe finding a scheduler
+// missing.
+var errNoScheduler = errors.New("the kernel has no such IPVS scheduler")

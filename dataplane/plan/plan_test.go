@@ -1,0 +1,48 @@
+package plan
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden plans under testdata/plans")
+
+func TestGoldenPlans(t *testing.T) {
+	for name, services := range fixture.Shapes() {
+		t.Run(name, func(t *testing.T) {
+			d := Build(&model.State{Node: fixture.Node(), Services: services}, nftrules.Render)
+			if len(d.Errors) > 0 {
+				t.Fatalf("errors: %v", d.Errors)
+			}
+			got := Diff(NewKernelState(), d.Kernel, d.Services, FullScope, Drain{}).String()
+			// The sets are the same for every model; leave them out.
+			var lines []string
+			for _, l := range strings.SplitAfter(got, "\n") {
+				if !strings.HasPrefix(l, "ipset create ") {
+					lines = append(lines, l)
+				}
+			}
+			got = strings.Join(lines, "")
+			golden := filepath.Join("testdata", "plans", name+".txt")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./dataplane -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("plan differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
+			}
+		})
+	}
+}

@@ -193,17 +193,9 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op) error {
 		}
 		return err
 	case plan.AddEntries:
-		entries, err := d.parseEntries(o.Set, o.Entries)
-		if err != nil {
-			return err
-		}
-		return d.sets.AddEntries(ctx, o.Set, entries, ipset.ExistOK)
+		return d.sets.AddEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
 	case plan.DelEntries:
-		entries, err := d.parseEntries(o.Set, o.Entries)
-		if err != nil {
-			return err
-		}
-		return d.sets.DeleteEntries(ctx, o.Set, entries, ipset.ExistOK)
+		return d.sets.DeleteEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
 	case plan.ReplaceRules:
 		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
 			return err
@@ -259,21 +251,6 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op) error {
 func (d *Dataplane) desired() *plan.KernelState {
 	k, _ := d.planner.Desired()
 	return k
-}
-
-func (d *Dataplane) parseEntries(set string, entries []string) ([]ipset.Entry, error) {
-	spec, ok := d.desired().Sets[set]
-	if !ok {
-		return nil, fmt.Errorf("unknown set %s", set)
-	}
-	parsed := make([]ipset.Entry, len(entries))
-	for i, e := range entries {
-		var err error
-		if parsed[i], err = ipset.ParseEntry(ipset.Type(spec.Type), e); err != nil {
-			return nil, err
-		}
-	}
-	return parsed, nil
 }
 
 // ipvsRequest is one request of an IPVS batch: operation op of the

@@ -106,7 +106,7 @@ func TestNodeAddressesAndNodeIPs(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("node ports on %v, want %v", got, want)
 			}
-			if has := d.Kernel.Entries[model.SetLoadBalancerSourceIP]["192.0.2.10,tcp:80,192.0.2.10"]; has != tc.sourceIP {
+			if has := d.Kernel.Entries[model.SetLoadBalancerSourceIP][plan.Entry{Addr: fixture.IP("192.0.2.10"), Protocol: model.TCP, Port: 80, Addr2: fixture.IP("192.0.2.10")}]; has != tc.sourceIP {
 				t.Errorf("KUBE-LOAD-BALANCER-SOURCE-IP entry: %v, want %v", has, tc.sourceIP)
 			}
 		})

@@ -29,7 +29,7 @@ type kernelReaders struct {
 // sync's goroutine may look at, so a background read stops here.
 type kernelRead struct {
 	setTypes map[string]ipset.Type
-	entries  map[string]map[string]bool
+	entries  map[string]map[plan.Entry]bool
 	virtual  map[plan.VirtualKey]plan.VirtualServer
 	reals    map[plan.VirtualKey]plan.Reals
 	// device is false when the dummy device is missing.
@@ -42,7 +42,7 @@ type kernelRead struct {
 func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRead, error) {
 	k := &kernelRead{
 		setTypes: map[string]ipset.Type{},
-		entries:  map[string]map[string]bool{},
+		entries:  map[string]map[plan.Entry]bool{},
 		virtual:  map[plan.VirtualKey]plan.VirtualServer{},
 		reals:    map[plan.VirtualKey]plan.Reals{},
 		addrs:    map[netip.Addr]bool{},
@@ -64,9 +64,9 @@ func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRea
 			return nil, fmt.Errorf("reading ipset %s: %w", name, err)
 		}
 		k.setTypes[name] = h.Type
-		k.entries[name] = make(map[string]bool, len(entries))
+		k.entries[name] = make(map[plan.Entry]bool, len(entries))
 		for _, e := range entries {
-			k.entries[name][e.String()] = true
+			k.entries[name][entryFromIPSet(e)] = true
 		}
 	}
 	table, err := r.ipvs.Table(ctx)
@@ -118,7 +118,7 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.K
 		s.Sets[name] = spec
 		s.Entries[name] = k.entries[name]
 	}
-	owned := map[string]bool{}
+	owned := map[plan.Entry]bool{}
 	for _, set := range []string{model.SetName(model.SetOwned, false), model.SetName(model.SetOwned, true)} {
 		for e := range s.Entries[set] {
 			owned[e] = true
@@ -126,7 +126,7 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.K
 	}
 	for vk, v := range k.virtual {
 		_, wanted := desired.Virtual[vk]
-		if !owned[plan.PortEntry(v.Addr, v.Protocol, v.Port)] && !wanted {
+		if !owned[v.OwnedEntry()] && !wanted {
 			continue // another program's
 		}
 		if !wanted && node.Excluded(v.Addr) {

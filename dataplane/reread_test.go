@@ -25,7 +25,7 @@ func TestMergeRead(t *testing.T) {
 	programmed.Virtual[drifted] = plan.VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
 	programmed.Reals[drifted] = reals(1)
 	programmed.Addresses[addr("10.96.0.1")] = true
-	programmed.Entries["KUBE-CLUSTER-IP"] = map[string]bool{"10.96.0.1,tcp:80": true}
+	programmed.Entries["KUBE-CLUSTER-IP"] = map[plan.Entry]bool{ce("10.96.0.1"): true}
 
 	// The reader saw the kernel before the syncs added one service and
 	// removed another, and a weight changed behind the dataplane's back.
@@ -35,14 +35,14 @@ func TestMergeRead(t *testing.T) {
 	observed.Virtual[drifted] = plan.VirtualServer{VirtualKey: drifted, Scheduler: "rr"}
 	observed.Reals[drifted] = reals(7)
 	observed.Addresses[addr("10.96.0.2")] = true
-	observed.Entries["KUBE-CLUSTER-IP"] = map[string]bool{"10.96.0.2,tcp:80": true, "10.96.0.3,tcp:80": true}
+	observed.Entries["KUBE-CLUSTER-IP"] = map[plan.Entry]bool{ce("10.96.0.2"): true, ce("10.96.0.3"): true}
 
 	since := plan.NewScope()
 	since.Virtual[added] = true
 	since.Virtual[removed] = true
 	since.Addresses[addr("10.96.0.1")] = true
 	since.Addresses[addr("10.96.0.2")] = true
-	since.AddEntries("KUBE-CLUSTER-IP", []string{"10.96.0.1,tcp:80", "10.96.0.2,tcp:80"})
+	since.AddEntries("KUBE-CLUSTER-IP", []plan.Entry{ce("10.96.0.1"), ce("10.96.0.2")})
 
 	got := mergeRead(observed, programmed, *since)
 	if _, ok := got.Virtual[added]; !ok || len(got.Reals[added]) != 1 {
@@ -60,8 +60,13 @@ func TestMergeRead(t *testing.T) {
 	if !got.Addresses[addr("10.96.0.1")] || got.Addresses[addr("10.96.0.2")] {
 		t.Errorf("addresses: %v", got.Addresses)
 	}
-	want := map[string]bool{"10.96.0.1,tcp:80": true, "10.96.0.3,tcp:80": true}
-	if e := got.Entries["KUBE-CLUSTER-IP"]; len(e) != len(want) || !e["10.96.0.1,tcp:80"] || !e["10.96.0.3,tcp:80"] {
+	want := map[plan.Entry]bool{ce("10.96.0.1"): true, ce("10.96.0.3"): true}
+	if e := got.Entries["KUBE-CLUSTER-IP"]; len(e) != len(want) || !e[ce("10.96.0.1")] || !e[ce("10.96.0.3")] {
 		t.Errorf("entries: %v, want %v", e, want)
 	}
+}
+
+// ce is the KUBE-CLUSTER-IP entry of an address's TCP port 80.
+func ce(a string) plan.Entry {
+	return plan.Entry{Addr: netip.MustParseAddr(a), Protocol: model.TCP, Port: 80}
 }

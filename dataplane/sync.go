@@ -211,11 +211,7 @@ func (d *Dataplane) canaryAlive(ctx context.Context, node *model.Node) bool {
 // sync.
 func (d *Dataplane) setIntact(ctx context.Context, name string) bool {
 	for e := range d.programmed.Entries[name] {
-		parsed, err := d.parseEntries(name, []string{e})
-		if err != nil {
-			return false
-		}
-		in, err := d.sets.Test(ctx, name, parsed[0])
+		in, err := d.sets.Test(ctx, name, ipsetEntry(e))
 		return err == nil && in
 	}
 	h, err := d.sets.Header(ctx, name)
@@ -407,14 +403,14 @@ func (d *Dataplane) destroySet(ctx context.Context, name string) error {
 // rule tables and its sets.
 func (d *Dataplane) Cleanup(ctx context.Context) error {
 	var errs []error
-	owned := map[string]bool{}
+	owned := map[plan.Entry]bool{}
 	for _, ipv6 := range []bool{false, true} {
 		_, entries, err := d.sets.List(ctx, model.SetName(model.SetOwned, ipv6))
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
-			owned[e.String()] = true
+			owned[entryFromIPSet(e)] = true
 		}
 	}
 	table, err := d.ipvs.Table(ctx)
@@ -423,7 +419,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	}
 	var b ipvs.Batch
 	for _, vs := range table {
-		if v, ok := virtualFromIPVS(vs.Service); ok && owned[plan.PortEntry(v.Addr, v.Protocol, v.Port)] {
+		if v, ok := virtualFromIPVS(vs.Service); ok && owned[v.OwnedEntry()] {
 			b.DeleteService(vs.Service)
 		}
 	}

@@ -142,3 +142,45 @@ func flushFilter(o plan.FlushConntrack) conntrack.Filter {
 	}
 	return conntrack.ByDestination(conntrackProtocol(o.Protocol), o.Addr, o.Port)
 }
+
+// protocolFromNumber returns the protocol of an IP protocol number, or 0
+// for one services do not use.
+func protocolFromNumber(n uint8) model.Protocol {
+	for _, p := range []model.Protocol{model.TCP, model.UDP, model.SCTP} {
+		if p.Number() == n {
+			return p
+		}
+	}
+	return 0
+}
+
+func ipsetEntry(e plan.Entry) ipset.Entry {
+	out := ipset.Entry{Addr: e.Addr, Port: e.Port, Addr2: e.Addr2}
+	if e.Protocol != 0 {
+		out.Proto = ipset.Proto(e.Protocol.Number())
+	}
+	if net, ok := e.Net2(); ok {
+		out.Addr2, out.Net2 = netip.Addr{}, net
+	}
+	return out
+}
+
+func ipsetEntries(entries []plan.Entry) []ipset.Entry {
+	out := make([]ipset.Entry, len(entries))
+	for i, e := range entries {
+		out[i] = ipsetEntry(e)
+	}
+	return out
+}
+
+// entryFromIPSet reads a kernel entry of one of ipvsplane's sets.
+func entryFromIPSet(e ipset.Entry) plan.Entry {
+	out := plan.Entry{Addr: e.Addr, Port: e.Port, Addr2: e.Addr2}
+	if e.Proto != 0 {
+		out.Protocol = protocolFromNumber(uint8(e.Proto))
+	}
+	if e.Net2.IsValid() {
+		out.Addr2, out.Bits2 = e.Net2.Addr(), uint8(e.Net2.Bits())
+	}
+	return out
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -102,18 +101,18 @@ func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port
 	k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
 	b.virtual = append(b.virtual, VirtualServer{VirtualKey: k, Scheduler: b.sched.Name, SchedulerFlags: b.sched.Flags, Persistence: s.SessionAffinity})
 	b.kinds = append(b.kinds, kind)
-	b.addEntry(model.SetOwned, addr.Is6(), PortEntry(addr, s.Protocol, port))
+	b.addEntry(model.SetOwned, addr.Is6(), portEntry(addr, s.Protocol, port))
 	b.reals = append(b.reals, realServers(addr.Is6(), eps))
 	// An address the node already has elsewhere is local without
 	// being bound, and stays out of KUBE-IPVS-IPS.
 	if bind && !slices.Contains(b.node.LocalAddrs(), addr) {
 		b.addrs = append(b.addrs, addr)
-		b.addEntry(model.SetIPVSAddresses, addr.Is6(), addr.String())
+		b.addEntry(model.SetIPVSAddresses, addr.Is6(), Entry{Addr: addr})
 	}
 }
 
 // addEntry adds e to the family's set of the name.
-func (b *contributionBuilder) addEntry(set string, ipv6 bool, e string) {
+func (b *contributionBuilder) addEntry(set string, ipv6 bool, e Entry) {
 	b.entries = append(b.entries, SetEntry{Set: model.SetName(set, ipv6), Entry: e})
 }
 
@@ -121,7 +120,7 @@ func (b *contributionBuilder) addClusterIPs() {
 	s := b.svc
 	for _, ip := range s.ClusterIPs {
 		b.addVirtual(kindClusterIP, ip, s.Port, b.internal, true)
-		b.addEntry(model.SetClusterIP, ip.Is6(), PortEntry(ip, s.Protocol, s.Port))
+		b.addEntry(model.SetClusterIP, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
 }
 
@@ -132,7 +131,7 @@ func (b *contributionBuilder) addLoopBack() {
 	for _, ep := range s.Endpoints {
 		if b.node.Name != "" && ep.NodeName == b.node.Name {
 			ip := ep.Addr.Unmap()
-			b.addEntry(model.SetLoopBack, ip.Is6(), PortEntry(ip, s.Protocol, ep.Port)+","+ip.String())
+			b.addEntry(model.SetLoopBack, ip.Is6(), Entry{Addr: ip, Protocol: s.Protocol, Port: ep.Port, Addr2: ip})
 		}
 	}
 }
@@ -145,7 +144,7 @@ func (b *contributionBuilder) addExternalIPs() {
 		if s.ExternalPolicy == model.PolicyLocal {
 			set = model.SetExternalIPLocal
 		}
-		b.addEntry(set, ip.Is6(), PortEntry(ip, s.Protocol, s.Port))
+		b.addEntry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
 }
 
@@ -154,7 +153,7 @@ func (b *contributionBuilder) addExternalIPs() {
 func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	s := b.svc
 	b.addVirtual(kindLoadBalancer, ip, s.Port, b.external, true)
-	e := PortEntry(ip, s.Protocol, s.Port)
+	e := portEntry(ip, s.Protocol, s.Port)
 	b.addEntry(model.SetLoadBalancer, ip.Is6(), e)
 	if s.ExternalPolicy == model.PolicyLocal {
 		b.addEntry(model.SetLoadBalancerLocal, ip.Is6(), e)
@@ -166,7 +165,9 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	b.addEntry(model.SetLoadBalancerFW, ip.Is6(), e)
 	allowFromNode := false
 	for _, src := range ranges {
-		b.addEntry(model.SetLoadBalancerSourceNet, ip.Is6(), e+","+src.Masked().String())
+		net := e
+		net.Addr2, net.Bits2 = src.Masked().Addr(), uint8(src.Bits())
+		b.addEntry(model.SetLoadBalancerSourceNet, ip.Is6(), net)
 		for _, a := range b.node.PrimaryIPs(ip.Is6()) {
 			allowFromNode = allowFromNode || src.Contains(a)
 		}
@@ -175,7 +176,9 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	// back without leaving the node; let it through when the node is
 	// inside an allowed range.
 	if allowFromNode {
-		b.addEntry(model.SetLoadBalancerSourceIP, ip.Is6(), e+","+ip.String())
+		self := e
+		self.Addr2 = ip
+		b.addEntry(model.SetLoadBalancerSourceIP, ip.Is6(), self)
 	}
 }
 
@@ -203,7 +206,7 @@ func (b *contributionBuilder) addHealthCheckNodePort(fams []bool) {
 		return
 	}
 	for _, fam := range fams {
-		b.addEntry(model.SetHealthCheckNodePort, fam, strconv.Itoa(int(b.svc.HealthCheckNodePort)))
+		b.addEntry(model.SetHealthCheckNodePort, fam, Entry{Port: b.svc.HealthCheckNodePort})
 	}
 }
 
@@ -237,7 +240,7 @@ func sourceRanges(all []netip.Prefix, ipv6 bool) []netip.Prefix {
 // nodePortEntries fills the node-port sets: a bitmap of ports for TCP and
 // UDP, address and port pairs for SCTP (whose packets the bitmap type
 // cannot tell apart by protocol).
-func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, entry func(set string, ipv6 bool, e string)) {
+func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, entry func(set string, ipv6 bool, e Entry)) {
 	local := s.ExternalPolicy == model.PolicyLocal
 	// An ExternalPolicy Local port is in both sets; the rules look at the
 	// -LOCAL set first and skip masquerade for it.
@@ -248,16 +251,16 @@ func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, 
 			set, localSet = model.SetNodePortUDP, model.SetNodePortLocalUDP
 		}
 		for _, fam := range fams {
-			entry(set, fam, strconv.Itoa(int(s.NodePort)))
+			entry(set, fam, Entry{Port: s.NodePort})
 			if local {
-				entry(localSet, fam, strconv.Itoa(int(s.NodePort)))
+				entry(localSet, fam, Entry{Port: s.NodePort})
 			}
 		}
 	case model.SCTP:
 		for _, ip := range nodeAddrs {
-			entry(model.SetNodePortSCTP, ip.Is6(), PortEntry(ip, model.SCTP, s.NodePort))
+			entry(model.SetNodePortSCTP, ip.Is6(), portEntry(ip, model.SCTP, s.NodePort))
 			if local {
-				entry(model.SetNodePortLocalSCTP, ip.Is6(), PortEntry(ip, model.SCTP, s.NodePort))
+				entry(model.SetNodePortLocalSCTP, ip.Is6(), portEntry(ip, model.SCTP, s.NodePort))
 			}
 		}
 	}

@@ -44,7 +44,7 @@ func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *d
 	state.Sets = SetSpecs()
 	state.Rules = rules
 	for name := range state.Sets {
-		state.Entries[name] = map[string]bool{}
+		state.Entries[name] = map[Entry]bool{}
 	}
 	return &desiredIndex{
 		node:         node,
@@ -65,7 +65,7 @@ func NewScope() *Scope {
 	return &Scope{
 		Virtual:   map[VirtualKey]bool{},
 		Addresses: map[netip.Addr]bool{},
-		Entries:   map[string]map[string]bool{},
+		Entries:   map[string]map[Entry]bool{},
 	}
 }
 
@@ -88,9 +88,9 @@ func (t *Scope) Merge(s Scope) {
 }
 
 // AddEntries adds entries of a set.
-func (t *Scope) AddEntries(set string, entries []string) {
+func (t *Scope) AddEntries(set string, entries []Entry) {
 	if t.Entries[set] == nil {
-		t.Entries[set] = map[string]bool{}
+		t.Entries[set] = map[Entry]bool{}
 	}
 	for _, e := range entries {
 		t.Entries[set][e] = true
@@ -106,7 +106,7 @@ func (t *Scope) add(c *contribution) {
 	}
 	for _, e := range c.entries {
 		if t.Entries[e.Set] == nil {
-			t.Entries[e.Set] = map[string]bool{}
+			t.Entries[e.Set] = map[Entry]bool{}
 		}
 		t.Entries[e.Set][e.Entry] = true
 	}

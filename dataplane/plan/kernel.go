@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -106,11 +105,10 @@ type SetSpec struct {
 	MaxElem  uint32 // hash types only
 }
 
-// SetEntry is one member of an ipset, in `ipset save` syntax
-// ("10.96.0.1,tcp:80", "30080").
+// SetEntry is one member of a named ipset.
 type SetEntry struct {
 	Set   string
-	Entry string
+	Entry Entry
 }
 
 // KernelState is what the dataplane owns in the kernel, observed or
@@ -121,7 +119,7 @@ type KernelState struct {
 	Reals     map[VirtualKey]Reals
 	Addresses map[netip.Addr]bool
 	Sets      map[string]SetSpec
-	Entries   map[string]map[string]bool
+	Entries   map[string]map[Entry]bool
 	// Rules is the packet-rule table in its printed form; the table is
 	// replaced whole when this differs.
 	Rules string
@@ -138,12 +136,8 @@ func NewKernelState() *KernelState {
 		Reals:     map[VirtualKey]Reals{},
 		Addresses: map[netip.Addr]bool{},
 		Sets:      map[string]SetSpec{},
-		Entries:   map[string]map[string]bool{},
+		Entries:   map[string]map[Entry]bool{},
 	}
-}
-
-func PortEntry(ip netip.Addr, p model.Protocol, port uint16) string {
-	return fmt.Sprintf("%s,%s:%d", ip, p, port)
 }
 
 // Reals is a virtual server's real servers, sorted by address and port. A

@@ -43,13 +43,13 @@ type CreateSet struct{ Spec SetSpec }
 // AddEntries adds members to an ipset.
 type AddEntries struct {
 	Set     string
-	Entries []string
+	Entries []Entry
 }
 
 // DelEntries removes members from an ipset.
 type DelEntries struct {
 	Set     string
-	Entries []string
+	Entries []Entry
 }
 
 // ReplaceRules replaces the packet-rule table with Rules.
@@ -185,12 +185,17 @@ func RealsTarget(op Op) (VirtualKey, bool) {
 	return VirtualKey{}, false
 }
 
-func entriesString(verb, set string, entries []string) string {
+func entriesString(verb, set string, entries []Entry) string {
 	const shown = 4
-	if len(entries) <= shown {
-		return fmt.Sprintf("ipset %s %s %s", verb, set, strings.Join(entries, " "))
+	var b strings.Builder
+	fmt.Fprintf(&b, "ipset %s %s", verb, set)
+	for _, e := range entries[:min(shown, len(entries))] {
+		b.WriteString(" " + e.String())
 	}
-	return fmt.Sprintf("ipset %s %s %s ... (%d entries)", verb, set, strings.Join(entries[:shown], " "), len(entries))
+	if len(entries) > shown {
+		fmt.Fprintf(&b, " ... (%d entries)", len(entries))
+	}
+	return b.String()
 }
 
 func (CreateSet) phase() phase     { return phaseCreateSet }

@@ -46,7 +46,7 @@ type Scope struct {
 	Virtual   map[VirtualKey]bool
 	Addresses map[netip.Addr]bool
 	// Entries holds the touched entries per set.
-	Entries map[string]map[string]bool
+	Entries map[string]map[Entry]bool
 }
 
 // FullScope covers every object.
@@ -90,7 +90,7 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 	}
 	for _, set := range slices.Sorted(maps.Keys(sets)) {
 		want, have := desired.Entries[set], observed.Entries[set]
-		var candidates []string
+		var candidates []Entry
 		if scope.All {
 			candidates = slices.Collect(maps.Keys(want))
 			for e := range have {
@@ -101,8 +101,8 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 		} else {
 			candidates = slices.Collect(maps.Keys(scope.Entries[set]))
 		}
-		slices.Sort(candidates)
-		var add, del []string
+		slices.SortFunc(candidates, Entry.Compare)
+		var add, del []Entry
 		for _, e := range candidates {
 			switch {
 			case want[e] && !have[e]:

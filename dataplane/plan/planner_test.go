@@ -391,9 +391,9 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 			"ipvs del tcp 10.96.0.10:80",
 			"ipvs del tcp 10.96.0.10:443",
 			"addr unbind 10.96.0.10",
-			"ipset del KUBE-CLUSTER-IP 10.96.0.10,tcp:443 10.96.0.10,tcp:80",
+			"ipset del KUBE-CLUSTER-IP 10.96.0.10,tcp:80 10.96.0.10,tcp:443",
 			"ipset del KUBE-IPVS-IPS 10.96.0.10",
-			"ipset del KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:443 10.96.0.10,tcp:80",
+			"ipset del KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:80 10.96.0.10,tcp:443",
 		}},
 	}
 	for _, step := range steps {

@@ -8,11 +8,11 @@ func (k *KernelState) Record(op Op) {
 	case CreateSet:
 		k.Sets[o.Spec.Name] = o.Spec
 		if k.Entries[o.Spec.Name] == nil {
-			k.Entries[o.Spec.Name] = map[string]bool{}
+			k.Entries[o.Spec.Name] = map[Entry]bool{}
 		}
 	case AddEntries:
 		if k.Entries[o.Set] == nil {
-			k.Entries[o.Set] = map[string]bool{}
+			k.Entries[o.Set] = map[Entry]bool{}
 		}
 		for _, e := range o.Entries {
 			k.Entries[o.Set][e] = true

@@ -24,94 +24,43 @@ type OpError struct {
 func (e *OpError) Error() string { return fmt.Sprintf("%s: %v", e.Op, e.Err) }
 func (e *OpError) Unwrap() error { return e.Err }
 
-// apply carries out a plan in order. Consecutive IPVS operations go to the
-// kernel as one batch, and so do consecutive binds or unbinds; the rest go
-// one by one (ipset operations are bulk already). Each success is recorded in the programmed state; each failure
-// is returned and its objects are planned again on the next sync.
+// apply carries out a plan batch by batch, in order (see plan.BatchKind).
+// Each success is recorded in the programmed state; each failure is
+// returned and its objects are planned again on the next sync.
 func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan) []error {
 	var errs []error
-	ops := pl.Ops
-	for i := 0; i < len(ops); {
-		switch ops[i].(type) {
-		case plan.Bind, plan.Unbind:
-			n := sameKindRun(ops[i:])
-			errs = append(errs, d.applyAddresses(ctx, ops[i:i+n])...)
-			i += n
-			continue
+	for _, ph := range pl.Phases {
+		for _, b := range ph.Batches {
+			switch b.Kind {
+			case plan.AddressBatch:
+				errs = append(errs, d.applyAddresses(ctx, b.Ops)...)
+			case plan.IPVSBatch:
+				errs = append(errs, d.applyIPVS(ctx, b)...)
+			default:
+				errs = append(errs, d.applyEach(ctx, b.Ops)...)
+			}
 		}
-		if isIPVSOp(ops[i]) {
-			// In pieces, so a first sync of a large cluster does not
-			// encode every request at once.
-			n := ipvsPiece(ops[i : i+sameKindRun(ops[i:])])
-			errs = append(errs, d.applyIPVS(ctx, ops[i:i+n])...)
-			i += n
-			continue
-		}
-		if err := d.applyOne(ctx, ops[i]); err != nil {
-			errs = append(errs, d.failed(ops[i], err))
-		} else {
-			d.succeeded(ops[i])
-		}
-		i++
 	}
 	return errs
 }
 
-// ipvsBatchRequests bounds the requests of one IPVS batch. The batch
-// holds each request whole until the kernel has answered them all (some
-// 400 bytes each), and its writes are cut to the socket's buffers anyway,
-// so a larger batch costs memory and saves nothing.
-const ipvsBatchRequests = 2048
-
-// ipvsPiece returns how many of the IPVS operations ops go in one batch:
-// as many as fit in ipvsBatchRequests requests, and at least one.
-func ipvsPiece(ops []plan.Op) int {
-	requests := 0
-	for i, op := range ops {
-		if requests += ipvsRequests(op); requests > ipvsBatchRequests && i > 0 {
-			return i
+// applyEach carries out operations one by one.
+func (d *Dataplane) applyEach(ctx context.Context, ops []plan.Op) []error {
+	var errs []error
+	for _, op := range ops {
+		if err := d.applyOne(ctx, op); err != nil {
+			errs = append(errs, d.failed(op, err))
+		} else {
+			d.succeeded(op)
 		}
 	}
-	return len(ops)
+	return errs
 }
-
-// ipvsRequests counts the requests an IPVS operation takes: one, or one
-// per real server of an AddReals.
-func ipvsRequests(op plan.Op) int {
-	if o, ok := op.(plan.AddReals); ok {
-		return len(o.Reals)
-	}
-	return 1
-}
-
-// sameKindRun returns how many operations from the first on go to the
-// kernel together: IPVS operations, or binds, or unbinds.
-func sameKindRun(ops []plan.Op) int {
-	n := 1
-	switch ops[0].(type) {
-	case plan.Bind:
-		for n < len(ops) && isBind(ops[n]) {
-			n++
-		}
-	case plan.Unbind:
-		for n < len(ops) && isUnbind(ops[n]) {
-			n++
-		}
-	default:
-		for isIPVSOp(ops[0]) && n < len(ops) && isIPVSOp(ops[n]) {
-			n++
-		}
-	}
-	return n
-}
-
-func isBind(op plan.Op) bool   { _, ok := op.(plan.Bind); return ok }
-func isUnbind(op plan.Op) bool { _, ok := op.(plan.Unbind); return ok }
 
 // applyAddresses binds or unbinds many addresses in few writes.
 func (d *Dataplane) applyAddresses(ctx context.Context, ops []plan.Op) []error {
 	addrs := make([]netip.Addr, len(ops))
-	bind := isBind(ops[0])
+	_, bind := ops[0].(plan.Bind)
 	for i, op := range ops {
 		if bind {
 			addrs[i] = op.(plan.Bind).Addr
@@ -174,14 +123,6 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 		d.device = dev
 	}
 	return err
-}
-
-func isIPVSOp(op plan.Op) bool {
-	switch op.(type) {
-	case plan.AddVirtual, plan.UpdateVirtual, plan.DeleteVirtual, plan.AddReals, plan.UpdateReal, plan.DeleteReal:
-		return true
-	}
-	return false
 }
 
 func (d *Dataplane) applyOne(ctx context.Context, op plan.Op) error {
@@ -264,11 +205,8 @@ type ipvsRequest struct {
 // earlier run, or adopted) becomes an update, and a deletion that finds
 // nothing has nothing to do. Each failure is returned per request, so a
 // real server that failed is named alone.
-func (d *Dataplane) applyIPVS(ctx context.Context, ops []plan.Op) []error {
-	n := 0
-	for _, op := range ops {
-		n += ipvsRequests(op)
-	}
+func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
+	ops, n := batch.Ops, batch.Requests()
 	reqs := make([]ipvsRequest, 0, n)
 	var b ipvs.Batch
 	b.Grow(n)

@@ -22,7 +22,7 @@ import (
 // flush.
 func kernelOps(p *plan.Plan) int {
 	n := 0
-	for _, op := range p.Ops {
+	for op := range p.All() {
 		switch o := op.(type) {
 		case plan.AddEntries:
 			n += len(o.Entries)
@@ -76,7 +76,7 @@ func BenchmarkInitialSync(b *testing.B) {
 				b.ReportMetric(heapMiB(), "heap-MiB")
 				d.Close()
 			}
-			b.ReportMetric(float64(len(res.Plan.Ops)), "plan-ops")
+			b.ReportMetric(float64(res.Plan.Len()), "plan-ops")
 			b.ReportMetric(float64(kernelOps(res.Plan)), "kernel-ops")
 			b.ReportMetric(peakRSS(), "peak-RSS-MiB")
 		})

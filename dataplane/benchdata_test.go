@@ -69,14 +69,14 @@ func BenchmarkFirstSyncMemory(b *testing.B) {
 				pl := plan.Diff(plan.NewKernelState(), desired, owners, plan.FullScope, plan.Drain{})
 				diffed := heapMiB()
 				programmed := plan.NewKernelState()
-				for _, op := range pl.Ops {
+				for op := range pl.All() {
 					programmed.Record(op)
 				}
 				recorded := heapMiB()
 				b.ReportMetric(planned-base, "desired-MiB")
 				b.ReportMetric(diffed-planned, "plan-MiB")
 				b.ReportMetric(recorded-diffed, "programmed-MiB")
-				b.ReportMetric(float64(len(pl.Ops)), "plan-ops")
+				b.ReportMetric(float64(pl.Len()), "plan-ops")
 				runtime.KeepAlive(p)
 				runtime.KeepAlive(pl)
 				runtime.KeepAlive(programmed)

@@ -119,10 +119,10 @@ func TestDataplaneTraffic(t *testing.T) {
 	d := newDataplane(t, n.node)
 	state := &model.State{Node: vmNode(), Services: vmServices()}
 	res := mustSync(t, d, state)
-	if !res.Full || len(res.Plan.Ops) == 0 {
-		t.Fatalf("the first sync: full=%v, %d operations", res.Full, len(res.Plan.Ops))
+	if !res.Full || res.Plan.Len() == 0 {
+		t.Fatalf("the first sync: full=%v, %d operations", res.Full, res.Plan.Len())
 	}
-	if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 {
+	if res := mustSync(t, d, state); res.Plan.Len() != 0 {
 		t.Errorf("a second sync of the same state planned:\n%s", res.Plan)
 	}
 
@@ -345,7 +345,7 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 	}
 	// A fresh dataplane (a restart) finds nothing to do.
 	d2 := newDataplane(t, n.node)
-	if res := mustSync(t, d2, state); len(res.Plan.Ops) != 0 {
+	if res := mustSync(t, d2, state); res.Plan.Len() != 0 {
 		t.Errorf("after a restart the first sync planned:\n%s", res.Plan)
 	}
 
@@ -534,10 +534,10 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 		{"nft", "flush", "ruleset"},
 	} {
 		n.node.Run(t, flush[0], flush[1:]...)
-		if res := mustSync(t, d, state); !res.Full || len(res.Plan.Ops) == 0 {
-			t.Errorf("after %v the next sync was full=%v with %d operations", flush, res.Full, len(res.Plan.Ops))
+		if res := mustSync(t, d, state); !res.Full || res.Plan.Len() == 0 {
+			t.Errorf("after %v the next sync was full=%v with %d operations", flush, res.Full, res.Plan.Len())
 		}
-		if res := mustSync(t, d, state); len(res.Plan.Ops) != 0 || res.Full {
+		if res := mustSync(t, d, state); res.Plan.Len() != 0 || res.Full {
 			t.Errorf("after repairing %v a sync still planned (full=%v):\n%s", flush, res.Full, res.Plan)
 		}
 		if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
@@ -673,7 +673,7 @@ func TestDataplaneSyncsDuringReread(t *testing.T) {
 	if !res.Full {
 		t.Fatal("the sync after the reread did not compare everything")
 	}
-	if len(res.Plan.Ops) != 0 {
+	if res.Plan.Len() != 0 {
 		t.Errorf("merging the reread planned operations:\n%s", res.Plan)
 	}
 }

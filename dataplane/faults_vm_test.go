@@ -252,9 +252,9 @@ func TestDataplaneConvergesUnderInjectedFaults(t *testing.T) {
 				continue
 			}
 			retries += res.Retries
-			ops += len(res.Plan.Ops)
+			ops += res.Plan.Len()
 			failed = len(res.Errors)
-			if failed == 0 && len(res.Plan.Ops) == 0 {
+			if failed == 0 && res.Plan.Len() == 0 {
 				break
 			}
 		}
@@ -271,7 +271,7 @@ func TestDataplaneConvergesUnderInjectedFaults(t *testing.T) {
 
 		// A full read of the kernel without faults finds nothing to do.
 		fd.Resync()
-		if res := mustSync(t, fd, state); len(res.Plan.Ops) != 0 {
+		if res := mustSync(t, fd, state); res.Plan.Len() != 0 {
 			t.Errorf("%s: after converging, a full sync still plans:\n%s", step.name, res.Plan)
 		}
 		got := kernelSnapshot(t, faulty)

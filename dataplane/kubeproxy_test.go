@@ -22,11 +22,12 @@ func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
 	observed := plan.NewKernelState()
 	observed.KubeProxyChains = chains
 	pl := plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
-	last := pl.Ops[len(pl.Ops)-1]
+	ops := slices.Collect(pl.All())
+	last := ops[len(ops)-1]
 	if got, want := last.String(), "kube-proxy remove ip nat KUBE-SERVICES, ip6 filter KUBE-FORWARD"; got != want {
 		t.Fatalf("last op %q, want %q\n%s", got, want, pl)
 	}
-	for _, op := range pl.Ops[:len(pl.Ops)-1] {
+	for _, op := range ops[:len(ops)-1] {
 		if _, ok := op.(plan.RemoveKubeProxyRules); ok {
 			t.Fatalf("removed twice:\n%s", pl)
 		}
@@ -38,7 +39,7 @@ func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
 	// Only a full plan looks for them.
 	observed.KubeProxyChains = chains
 	partial := plan.Diff(observed, desired.Kernel, desired.Services, plan.Scope{}, plan.Drain{})
-	for _, op := range partial.Ops {
+	for op := range partial.All() {
 		if _, ok := op.(plan.RemoveKubeProxyRules); ok {
 			t.Errorf("an incremental plan removes kube-proxy's chains:\n%s", partial)
 		}

@@ -5,6 +5,7 @@ package dataplane
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 	second := newDataplane(t, n.node)
 	res := mustSync(t, second, state)
 	kinds := map[string]int{}
-	for _, op := range res.Plan.Ops {
+	for op := range res.Plan.All() {
 		kind := strings.Fields(op.String())[0] + " " + strings.Fields(op.String())[1]
 		kinds[kind]++
 		switch op.(type) {
@@ -62,7 +63,7 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 		}
 	}
 	t.Logf("takeover plan: %v", kinds)
-	if _, ok := res.Plan.Ops[len(res.Plan.Ops)-1].(plan.RemoveKubeProxyRules); !ok {
+	if ops := slices.Collect(res.Plan.All()); len(ops) == 0 || !isRemoveKubeProxy(ops[len(ops)-1]) {
 		t.Errorf("kube-proxy's chains are not removed last:\n%s", res.Plan)
 	}
 	saved := n.node.Run(t, "iptables-save")
@@ -85,7 +86,7 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 	if _, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil {
 		t.Errorf("after the takeover: %v", err)
 	}
-	if res := mustSync(t, second, state); len(res.Plan.Ops) != 0 {
+	if res := mustSync(t, second, state); res.Plan.Len() != 0 {
 		t.Errorf("the sync after the takeover plans:\n%s", res.Plan)
 	}
 }
@@ -110,4 +111,9 @@ func realServerConnections(t *testing.T, d *Dataplane) map[string]uint64 {
 func vsKey(s ipvs.Service) string {
 	v, _ := virtualFromIPVS(s)
 	return v.VirtualKey.String()
+}
+
+func isRemoveKubeProxy(op plan.Op) bool {
+	_, ok := op.(plan.RemoveKubeProxyRules)
+	return ok
 }

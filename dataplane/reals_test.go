@@ -58,7 +58,7 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 	desired.Reals[vk] = plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
 	pl := plan.Diff(plan.NewKernelState(), desired, nil, plan.FullScope, plan.Drain{})
 	var add plan.AddReals
-	for _, op := range pl.Ops {
+	for op := range pl.All() {
 		if o, ok := op.(plan.AddReals); ok {
 			add = o
 		}
@@ -67,7 +67,7 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 		t.Fatalf("the plan's AddReals %v is not the desired list %v", add, desired.Reals[vk])
 	}
 	programmed := plan.NewKernelState()
-	for _, op := range pl.Ops {
+	for op := range pl.All() {
 		programmed.Record(op)
 	}
 	if &programmed.Reals[vk][0] != &desired.Reals[vk][0] {

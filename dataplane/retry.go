@@ -99,7 +99,7 @@ func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *p
 		}
 		d.retry = plan.NewScope()
 		again := plan.Diff(d.programmed, desired, owners, scope, d.drain())
-		pl.Ops = append(pl.Ops, again.Ops...)
+		pl.Append(again)
 		errs = d.apply(ctx, again)
 	}
 	return errs, rounds

@@ -104,7 +104,7 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 		state.Services[0].Scheduler, state.Services[0].SchedulerFlags = step.sched, step.flags
 		res := mustSync(t, d, state)
 		plan := res.Plan.String()
-		if len(res.Plan.Ops) != 1 || !strings.Contains(plan, "edit") {
+		if res.Plan.Len() != 1 || !strings.Contains(plan, "edit") {
 			t.Errorf("step %d (%s): want one in-place edit, got:\n%s", i, step.want, plan)
 		}
 		if l := virtualLine(t, n.node, "10.96.0.90:90"); !strings.HasSuffix(strings.TrimSpace(l), step.want) {

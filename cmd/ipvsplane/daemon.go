@@ -200,10 +200,10 @@ func (d *daemon) reportProblems(res *dataplane.Result) int {
 // something, at debug level when it had nothing to do.
 func (d *daemon) logSynced(u *watcher.Update, res *dataplane.Result, took time.Duration) {
 	level := zap.DebugLevel
-	if res.Full || len(res.Plan.Ops) > 0 || len(res.Errors) > 0 {
+	if res.Full || res.Plan.Len() > 0 || len(res.Errors) > 0 {
 		level = zap.InfoLevel
 	}
-	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", len(res.Plan.Ops)),
+	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", res.Plan.Len()),
 		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", u.ServicePorts),
 		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
 }
@@ -273,7 +273,7 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 	r.LastSync = start.Add(took)
 	r.DurationMS = float64(took) / float64(time.Millisecond)
 	r.Full = res.Full
-	r.Operations = len(res.Plan.Ops)
+	r.Operations = res.Plan.Len()
 	r.Syncs++
 	if r.Syncs == 1 {
 		r.FirstSyncMS = r.DurationMS

@@ -153,8 +153,8 @@ func newMetrics() *metrics {
 // observe records a sync's result.
 func (m *metrics) observe(res *dataplane.Result) {
 	if res.Plan != nil {
-		m.opsPerSync.Observe(float64(len(res.Plan.Ops)))
-		for _, op := range res.Plan.Ops {
+		m.opsPerSync.Observe(float64(res.Plan.Len()))
+		for op := range res.Plan.All() {
 			// One operation adds all of a virtual server's new real
 			// servers; the kernel sees one request for each.
 			n := 1

@@ -114,7 +114,7 @@ func TestMetricsObserve(t *testing.T) {
 	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: model.TCP, Port: 80}
 	add := plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk}}
 	m.observe(&dataplane.Result{
-		Plan:   &plan.Plan{Ops: []plan.Op{add, plan.Bind{Addr: vk.Addr}}},
+		Plan:   plan.New(add, plan.Bind{Addr: vk.Addr}),
 		Errors: []error{&dataplane.OpError{Op: add, Err: errors.New("boom")}, &model.FieldError{}},
 		Flows:  dataplane.FlowCleanup{Ran: [2]bool{false, true}, Deleted: [2]int{0, 2}},
 	})

@@ -100,7 +100,7 @@ func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra
 			log.Error("sync problem", zap.Error(p))
 		}
 		problems = append(problems, res.Errors...)
-		log.Info("synced", zap.Int("operations", len(res.Plan.Ops)), zap.Int("servicePorts", len(u.State.Services)),
+		log.Info("synced", zap.Int("operations", res.Plan.Len()), zap.Int("servicePorts", len(u.State.Services)),
 			zap.Int("errors", len(problems)), zap.Duration("took", a.now().Sub(start)))
 		if len(problems) > 0 {
 			return fmt.Errorf("%d problems (logged above)", len(problems))
@@ -125,7 +125,7 @@ func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.
 		for _, e := range append(problems, left...) {
 			log.Warn("problem", zap.Error(e))
 		}
-		if len(p.Ops) == 0 {
+		if p.Len() == 0 {
 			fmt.Fprintln(a.stderr, "no changes: the kernel holds the desired state")
 			return nil
 		}
@@ -174,7 +174,7 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 // set entry (one line each) and the rules table in full, indented.
 func printFullPlan(w io.Writer, p *plan.Plan) error {
 	var b strings.Builder
-	for _, op := range p.Ops {
+	for op := range p.All() {
 		switch o := op.(type) {
 		case plan.AddEntries:
 			for _, e := range o.Entries {

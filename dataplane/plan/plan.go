@@ -5,26 +5,10 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
-
-// Plan is an ordered list of kernel operations.
-type Plan struct {
-	Ops []Op
-}
-
-// String prints the plan one operation per line: the dry-run output.
-func (p *Plan) String() string {
-	var b strings.Builder
-	for _, op := range p.Ops {
-		b.WriteString(op.String())
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
 
 // Drain settings for real servers whose endpoint went away.
 type Drain struct {
@@ -75,8 +59,7 @@ func Diff(observed, desired *KernelState, services map[VirtualKey]model.ServiceP
 	ops = append(ops, diffEntries(observed, desired, scope)...)
 	ops = append(ops, diffVirtual(observed, desired, services, scope, drain)...)
 	ops = append(ops, diffAddresses(observed, desired, scope)...)
-	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.phase(), b.phase()) })
-	return &Plan{Ops: ops}
+	return New(ops...)
 }
 
 func diffEntries(observed, desired *KernelState, scope Scope) []Op {

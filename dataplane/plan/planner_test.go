@@ -43,7 +43,7 @@ func syncAll(t *testing.T, p *Planner, kernel *KernelState, s *model.State) *Pla
 	}
 	desired, owners := p.Desired()
 	plan := Diff(kernel, desired, owners, scope, Drain{})
-	for _, op := range plan.Ops {
+	for op := range plan.All() {
 		kernel.Record(op)
 	}
 	return plan
@@ -147,7 +147,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, kernel := NewPlanner(nftrules.Render), NewKernelState()
 			state := &model.State{Node: fixture.Node(), Services: manyServices(n)}
-			if ops := len(syncAll(t, p, kernel, state).Ops); ops < 4*n {
+			if ops := syncAll(t, p, kernel, state).Len(); ops < 4*n {
 				t.Fatalf("the first sync planned only %d operations", ops)
 			}
 			state.Services = tt.change(manyServices(n))
@@ -169,7 +169,7 @@ func TestUnchangedModelPlansNothing(t *testing.T) {
 	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
 	state := &model.State{Node: fixture.Node(), Services: manyServices(100)}
 	syncAll(t, p, kernel, state)
-	if plan := syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: manyServices(100)}); len(plan.Ops) != 0 {
+	if plan := syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: manyServices(100)}); plan.Len() != 0 {
 		t.Errorf("an unchanged model planned:\n%s", plan)
 	}
 }
@@ -205,7 +205,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	}
 	desired, owners := p.Desired()
 	plan := Diff(kernel, desired, owners, scope, Drain{})
-	for _, op := range plan.Ops {
+	for op := range plan.All() {
 		kernel.Record(op)
 	}
 	if !strings.Contains(plan.String(), "ipvs add tcp 10.96.0.1:80 rr (ns/good)") {
@@ -402,7 +402,7 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 			t.Errorf("%s: plan:\n%s\nwant:\n%s", step.name, strings.Join(got, "\n"), strings.Join(step.want, "\n"))
 		}
 		scratch := Build(&model.State{Node: fixture.Node(), Services: step.services}, nftrules.Render)
-		if rest := Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}); len(rest.Ops) > 0 {
+		if rest := Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}); rest.Len() > 0 {
 			t.Errorf("%s: a full plan afterwards finds:\n%s", step.name, rest)
 		}
 	}

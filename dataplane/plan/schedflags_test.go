@@ -109,7 +109,7 @@ func TestSchedulerChangeEditsInPlace(t *testing.T) {
 		want := []Op{UpdateVirtual{Service: s.Name, Virtual: VirtualServer{
 			VirtualKey: VirtualKey{Addr: fixture.IP("10.96.0.9"), Port: 80, Protocol: model.TCP}, Scheduler: strings.Fields(change.want)[0],
 			SchedulerFlags: kernelOnly(s.SchedulerFlags, change.sched)}}}
-		if !slices.Equal(plan.Ops, want) {
+		if !slices.Equal(slices.Collect(plan.All()), want) {
 			t.Errorf("to %q: plan\n%swant one edit, no delete", change.want, plan)
 		}
 		if got := plan.String(); !strings.Contains(got, "ipvs edit tcp 10.96.0.9:80 "+change.want+" ") {
@@ -144,7 +144,7 @@ func TestDrainTimeoutOverride(t *testing.T) {
 	desired, owners := p.Desired()
 	plan := Diff(kernel, desired, owners, FullScope, drain)
 	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}, Real: gone.RealKey}}
-	if !slices.Equal(plan.Ops, want) {
+	if !slices.Equal(slices.Collect(plan.All()), want) {
 		t.Errorf("plan\n%swant the quick service's real server deleted alone", plan)
 	}
 	// The bound goes with the annotation.

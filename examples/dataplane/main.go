@@ -107,7 +107,7 @@ func run(dryRun, cleanup bool, args []string) error {
 	for _, e := range res.Errors {
 		fmt.Fprintln(os.Stderr, "error:", e)
 	}
-	fmt.Printf("%d operations applied, %d errors\n", len(res.Plan.Ops), len(res.Errors))
+	fmt.Printf("%d operations applied, %d errors\n", res.Plan.Len(), len(res.Errors))
 	return nil
 }
 

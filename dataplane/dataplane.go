@@ -105,7 +105,7 @@ func New(cfg *Config) (*Dataplane, error) {
 		return nil, fmt.Errorf("dataplane: uname: %w", err)
 	}
 	var err error
-	if d.kernelSysctls, err = KernelSysctls(unix.ByteSliceToString(uts.Release[:])); err != nil {
+	if d.kernelSysctls, err = kernelSysctls(unix.ByteSliceToString(uts.Release[:])); err != nil {
 		return nil, err
 	}
 	r, err := dialReaders(&d.cfg)

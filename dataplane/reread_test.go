@@ -42,7 +42,7 @@ func TestMergeRead(t *testing.T) {
 	since.Virtual[removed] = true
 	since.Addresses[addr("10.96.0.1")] = true
 	since.Addresses[addr("10.96.0.2")] = true
-	since.AddEntries("KUBE-CLUSTER-IP", []plan.Entry{ce("10.96.0.1"), ce("10.96.0.2")})
+	since.Touch(plan.AddEntries{Set: "KUBE-CLUSTER-IP", Entries: []plan.Entry{ce("10.96.0.1"), ce("10.96.0.2")}})
 
 	got := mergeRead(observed, programmed, *since)
 	if _, ok := got.Virtual[added]; !ok || len(got.Reals[added]) != 1 {

@@ -43,13 +43,13 @@ func WriteSysctls(root string, settings []model.Sysctl) ([]string, error) {
 	return changed, nil
 }
 
-// KernelSysctls returns the settings kube-proxy's IPVS mode makes that
+// kernelSysctls returns the settings kube-proxy's IPVS mode makes that
 // depend on the kernel's release (uname -r, such as "4.18.0-553.el8"):
 // conn_reuse_mode 0 from 4.1 up to before 5.9, where its default of 1
 // stalls new connections that reuse the port of an old one for a second
 // (kubernetes issue 81775); nothing on 5.9 and later, which fixed that
 // (kubernetes issue 93297), nor before 4.1, which lacks the setting.
-func KernelSysctls(release string) ([]model.Sysctl, error) {
+func kernelSysctls(release string) ([]model.Sysctl, error) {
 	major, minor, err := kernelVersion(release)
 	if err != nil {
 		return nil, err

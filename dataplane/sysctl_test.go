@@ -66,13 +66,13 @@ func TestKernelSysctls(t *testing.T) {
 		"10.2":                     nil,
 		"4.19-rc1":                 reuse,
 	} {
-		got, err := KernelSysctls(release)
+		got, err := kernelSysctls(release)
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("%s: %v, %v; want %v", release, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "6", "linux", "x.1", "6.x"} {
-		if _, err := KernelSysctls(bad); err == nil {
+		if _, err := kernelSysctls(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

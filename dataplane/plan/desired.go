@@ -16,7 +16,7 @@ type contribution struct {
 	reals   []Reals
 	kinds   []virtualKind
 	addrs   []netip.Addr
-	entries []SetEntry
+	entries []setEntry
 	// drain is the port's drain bound; 0 (or less) keeps the node's.
 	drain time.Duration
 	// problems are what the port asked for and does not get: a
@@ -113,7 +113,7 @@ func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port
 
 // addEntry adds e to the family's set of the name.
 func (b *contributionBuilder) addEntry(set string, ipv6 bool, e Entry) {
-	b.entries = append(b.entries, SetEntry{Set: model.SetName(set, ipv6), Entry: e})
+	b.entries = append(b.entries, setEntry{Set: model.SetName(set, ipv6), Entry: e})
 }
 
 func (b *contributionBuilder) addClusterIPs() {

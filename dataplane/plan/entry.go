@@ -61,8 +61,8 @@ func (e Entry) String() string {
 	return s
 }
 
-// Compare orders entries by address, protocol, port and third dimension.
-func (e Entry) Compare(o Entry) int {
+// compare orders entries by address, protocol, port and third dimension.
+func (e Entry) compare(o Entry) int {
 	if c := e.Addr.Compare(o.Addr); c != 0 {
 		return c
 	}

@@ -27,7 +27,7 @@ type desiredIndex struct {
 	contenders   map[VirtualKey][]model.ServicePortName
 	contribs     map[model.ServicePortName]*contribution
 	extraAddrs   map[netip.Addr]int
-	extraEntries map[SetEntry]int
+	extraEntries map[setEntry]int
 	// lacking holds the schedulers the kernel does not have, shared with
 	// the planner, which learns them.
 	lacking map[string]error
@@ -53,7 +53,7 @@ func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *d
 		contenders:   map[VirtualKey][]model.ServicePortName{},
 		contribs:     map[model.ServicePortName]*contribution{},
 		extraAddrs:   map[netip.Addr]int{},
-		extraEntries: map[SetEntry]int{},
+		extraEntries: map[setEntry]int{},
 		lacking:      lacking,
 		troubled:     map[model.ServicePortName]bool{},
 		drains:       map[VirtualKey]time.Duration{},
@@ -83,12 +83,38 @@ func (t *Scope) Merge(s Scope) {
 		t.Addresses[a] = true
 	}
 	for set, entries := range s.Entries {
-		t.AddEntries(set, slices.Collect(maps.Keys(entries)))
+		t.addEntries(set, slices.Collect(maps.Keys(entries)))
 	}
 }
 
-// AddEntries adds entries of a set.
-func (t *Scope) AddEntries(set string, entries []Entry) {
+// Touch adds the objects an operation changes; an operation on the sets
+// themselves or the rules makes the scope everything.
+func (t *Scope) Touch(op Op) {
+	switch o := op.(type) {
+	case CreateSet, ReplaceRules, RemoveKubeProxyRules:
+		t.All = true
+	case AddEntries:
+		t.addEntries(o.Set, o.Entries)
+	case DelEntries:
+		t.addEntries(o.Set, o.Entries)
+	case AddVirtual:
+		t.Virtual[o.Virtual.VirtualKey] = true
+	case UpdateVirtual:
+		t.Virtual[o.Virtual.VirtualKey] = true
+	case DeleteVirtual:
+		t.Virtual[o.Virtual] = true
+	case Bind:
+		t.Addresses[o.Addr] = true
+	case Unbind:
+		t.Addresses[o.Addr] = true
+	}
+	if vk, ok := RealsTarget(op); ok {
+		t.Virtual[vk] = true
+	}
+}
+
+// addEntries adds entries of a set.
+func (t *Scope) addEntries(set string, entries []Entry) {
 	if t.Entries[set] == nil {
 		t.Entries[set] = map[Entry]bool{}
 	}

@@ -21,8 +21,8 @@ func (k VirtualKey) String() string {
 	return k.Protocol.String() + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
 }
 
-// Compare orders keys by family, address, port and protocol.
-func (k VirtualKey) Compare(o VirtualKey) int {
+// compare orders keys by family, address, port and protocol.
+func (k VirtualKey) compare(o VirtualKey) int {
 	if c := k.Addr.Compare(o.Addr); c != 0 {
 		return c
 	}
@@ -65,8 +65,8 @@ type RealKey struct {
 
 func (k RealKey) String() string { return netip.AddrPortFrom(k.Addr, k.Port).String() }
 
-// Compare orders real servers by address and port.
-func (k RealKey) Compare(o RealKey) int {
+// compare orders real servers by address and port.
+func (k RealKey) compare(o RealKey) int {
 	if c := k.Addr.Compare(o.Addr); c != 0 {
 		return c
 	}
@@ -105,8 +105,8 @@ type SetSpec struct {
 	MaxElem  uint32 // hash types only
 }
 
-// SetEntry is one member of a named ipset.
-type SetEntry struct {
+// setEntry is one member of a named ipset.
+type setEntry struct {
 	Set   string
 	Entry Entry
 }
@@ -147,7 +147,7 @@ type Reals []RealServer
 
 // NewReals sorts rs and keeps the last of any duplicates.
 func NewReals(rs []RealServer) Reals {
-	slices.SortStableFunc(rs, func(a, b RealServer) int { return a.RealKey.Compare(b.RealKey) })
+	slices.SortStableFunc(rs, func(a, b RealServer) int { return a.RealKey.compare(b.RealKey) })
 	out := rs[:0]
 	for _, r := range rs {
 		if n := len(out); n > 0 && out[n-1].RealKey == r.RealKey {
@@ -160,7 +160,7 @@ func NewReals(rs []RealServer) Reals {
 }
 
 func (rs Reals) index(k RealKey) (int, bool) {
-	return slices.BinarySearchFunc(rs, k, func(r RealServer, k RealKey) int { return r.RealKey.Compare(k) })
+	return slices.BinarySearchFunc(rs, k, func(r RealServer, k RealKey) int { return r.RealKey.compare(k) })
 }
 
 // Get returns the real server with key k.
@@ -204,7 +204,7 @@ func (rs Reals) Changed(ops ...Op) Reals {
 func mergeReals(a, b Reals) Reals {
 	out := make(Reals, 0, len(a)+len(b))
 	for len(a) > 0 && len(b) > 0 {
-		switch c := a[0].RealKey.Compare(b[0].RealKey); {
+		switch c := a[0].RealKey.compare(b[0].RealKey); {
 		case c < 0:
 			out, a = append(out, a[0]), a[1:]
 		case c > 0:

@@ -84,7 +84,7 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 		} else {
 			candidates = slices.Collect(maps.Keys(scope.Entries[set]))
 		}
-		slices.SortFunc(candidates, Entry.Compare)
+		slices.SortFunc(candidates, Entry.compare)
 		var add, del []Entry
 		for _, e := range candidates {
 			switch {
@@ -164,7 +164,7 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 		if c := cmp.Compare(sa.String(), sb.String()); c != 0 {
 			return c
 		}
-		return a.Compare(b)
+		return a.compare(b)
 	})
 	var ops []Op
 	for _, k := range keys {

@@ -28,8 +28,8 @@ func TestVirtualKeys(t *testing.T) {
 		{Addr: fixture.IP("192.168.0.10"), Port: 30080, Protocol: model.TCP},
 		{Addr: fixture.IP("fd00:1::10"), Port: 30080, Protocol: model.TCP},
 	}
-	slices.SortFunc(got, VirtualKey.Compare)
-	slices.SortFunc(want, VirtualKey.Compare)
+	slices.SortFunc(got, VirtualKey.compare)
+	slices.SortFunc(want, VirtualKey.compare)
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}

@@ -1,0 +1,102 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// destroySet destroys a set, waiting out the references the deleted rules
+// held: the kernel releases them after the rule transaction, not within it.
+func (d *Dataplane) destroySet(ctx context.Context, name string) error {
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		err := d.sets.Destroy(ctx, name)
+		if !errors.Is(err, ipset.ErrSetInUse) || wait > 5*time.Second {
+			if errors.Is(err, ipset.ErrSetNotExist) {
+				return nil
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Cleanup removes everything ipvsplane owns in the kernel, and nothing
+// else: the virtual servers in its ownership sets, the dummy device, its
+// rule tables and its sets.
+func (d *Dataplane) Cleanup(ctx context.Context) error {
+	var errs []error
+	owned := map[plan.Entry]bool{}
+	for _, ipv6 := range []bool{false, true} {
+		_, entries, err := d.sets.List(ctx, model.SetName(model.SetOwned, ipv6))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			owned[entryFromIPSet(e)] = true
+		}
+	}
+	table, err := d.ipvs.Table(ctx)
+	if err != nil {
+		return fmt.Errorf("dataplane: reading the IPVS table: %w", err)
+	}
+	var b ipvs.Batch
+	for _, vs := range table {
+		if v, ok := virtualFromIPVS(vs.Service); ok && owned[v.OwnedEntry()] {
+			b.DeleteService(vs.Service)
+		}
+	}
+	if err := d.ipvs.Apply(ctx, &b); err != nil && !errors.Is(err, ipvs.ErrServiceNotExist) {
+		errs = append(errs, err)
+	}
+	if err := d.links.Delete(ctx, d.cfg.Device); err != nil {
+		errs = append(errs, err)
+	}
+	if err := nftrules.Delete(d.rules); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(plan.SetSpecs())) {
+		if err := d.destroySet(ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.stopReread()
+	d.programmed, d.device = nil, nil
+	d.planner = plan.NewPlanner(nftrules.Render)
+	return errors.Join(errs...)
+}
+
+// Handover gives the node back to kube-proxy: it removes ipvsplane's own
+// rule tables and its ownership sets, and leaves the virtual and real
+// servers, the dummy device with its addresses and the KUBE-* sets, which
+// kube-proxy adopts as they are, so open connections survive. Run it once
+// kube-proxy's rules are in place (its first sync is done): until then
+// ipvsplane's rules are the node's only ones.
+func (d *Dataplane) Handover(ctx context.Context) error {
+	var errs []error
+	if err := nftrules.Delete(d.rules); err != nil {
+		errs = append(errs, err)
+	}
+	for _, ipv6 := range []bool{false, true} {
+		if err := d.destroySet(ctx, model.SetName(model.SetOwned, ipv6)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.stopReread()
+	d.programmed, d.device = nil, nil
+	d.planner = plan.NewPlanner(nftrules.Render)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,92 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+)
+
+// drain returns the drain settings of a plan made now.
+func (d *Dataplane) drain() plan.Drain {
+	return plan.Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
+}
+
+// refreshDraining reads the connection counts of the real servers that
+// drain, one dump per virtual server that has some, so the plan can delete
+// those whose connections ended.
+func (d *Dataplane) refreshDraining(ctx context.Context) error {
+	for vk := range d.draining {
+		dests, err := d.ipvs.Destinations(ctx, ipvsKey(vk))
+		if err != nil {
+			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
+		}
+		current := realsFromIPVS(dests)
+		if _, ok := d.programmed.Virtual[vk]; ok {
+			d.programmed.Reals[vk] = current
+		}
+		for rk := range d.draining[vk] {
+			if _, ok := current.Get(rk); !ok {
+				delete(d.draining[vk], rk)
+			}
+		}
+		if len(d.draining[vk]) == 0 {
+			delete(d.draining, vk)
+		}
+	}
+	return nil
+}
+
+// succeeded records a carried-out operation.
+func (d *Dataplane) succeeded(op plan.Op) {
+	d.programmed.Record(op)
+	d.trackDraining(op)
+}
+
+// succeededReals records the carried-out changes to one virtual server's
+// real servers, copying its list once for all of them.
+func (d *Dataplane) succeededReals(vk plan.VirtualKey, ops []plan.Op) {
+	d.programmed.Reals[vk] = d.programmed.Reals[vk].Changed(ops...)
+	for _, op := range ops {
+		d.trackDraining(op)
+	}
+}
+
+// trackDraining notes when real servers start and stop draining.
+func (d *Dataplane) trackDraining(op plan.Op) {
+	switch o := op.(type) {
+	case plan.UpdateReal:
+		if o.Real.Weight == 0 {
+			if d.draining[o.Virtual] == nil {
+				d.draining[o.Virtual] = map[plan.RealKey]time.Time{}
+			}
+			d.draining[o.Virtual][o.Real.RealKey] = d.cfg.Now()
+		} else {
+			d.stopDraining(o.Virtual, o.Real.RealKey)
+		}
+	case plan.DeleteReal:
+		d.stopDraining(o.Virtual, o.Real)
+	case plan.DeleteVirtual:
+		delete(d.draining, o.Virtual)
+	}
+}
+
+// shareReals makes the programmed real server lists that equal the
+// desired ones the desired ones: after the kernel was read, the
+// programmed state would otherwise hold a second copy of every list.
+func (d *Dataplane) shareReals(desired *plan.KernelState) {
+	for vk, have := range d.programmed.Reals {
+		if want, ok := desired.Reals[vk]; ok && slices.Equal(have, want) {
+			d.programmed.Reals[vk] = want
+		}
+	}
+}
+
+func (d *Dataplane) stopDraining(vk plan.VirtualKey, rk plan.RealKey) {
+	delete(d.draining[vk], rk)
+	if len(d.draining[vk]) == 0 {
+		delete(d.draining, vk)
+	}
+}

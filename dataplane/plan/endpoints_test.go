@@ -12,7 +12,17 @@ import (
 // Endpoint selection follows kube-proxy's CategorizeEndpoints
 // (pkg/proxy/topology.go), run per family as its proxier per family runs
 // it.
-func TestSelectEndpoints(t *testing.T) {
+// chosen is the addresses of the endpoints chosen, IPv4 and IPv6 each.
+type chosen struct{ Cluster, Local [2][]string }
+
+// endpointsCase is endpoints and those chosen for node-a in zone-a.
+type endpointsCase struct {
+	name string
+	eps  []model.Endpoint
+	want chosen
+}
+
+func endpointsCases() []endpointsCase {
 	terminating := func(addr, node string) model.Endpoint {
 		return model.Endpoint{Addr: fixture.IP(addr), Port: 80, Serving: true, Terminating: true, NodeName: node}
 	}
@@ -25,13 +35,7 @@ func TestSelectEndpoints(t *testing.T) {
 		return ep
 	}
 	r := func(addr, node string) model.Endpoint { return fixture.Ready(addr, 80, node) }
-	// Addresses of the endpoints chosen, IPv4 and IPv6 each.
-	type chosen struct{ Cluster, Local [2][]string }
-	tests := []struct {
-		name string
-		eps  []model.Endpoint
-		want chosen
-	}{{
+	return []endpointsCase{{
 		name: "ready endpoints; local ones for Local",
 		eps:  []model.Endpoint{r("10.0.0.1", "node-a"), r("10.0.0.2", "node-b"), terminating("10.0.0.3", "node-a")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1", "10.0.0.2"}}, Local: [2][]string{{"10.0.0.1"}}},
@@ -95,8 +99,11 @@ func TestSelectEndpoints(t *testing.T) {
 		eps:  []model.Endpoint{r("fd00::1", "node-a"), r("10.0.0.1", "node-a"), r("fd00::2", "node-b")},
 		want: chosen{Cluster: [2][]string{{"10.0.0.1"}, {"fd00::1", "fd00::2"}}, Local: [2][]string{{"10.0.0.1"}, {"fd00::1"}}},
 	}}
+}
+
+func TestSelectEndpoints(t *testing.T) {
 	n := fixture.Node()
-	for _, tt := range tests {
+	for _, tt := range endpointsCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			cluster, local := selectEndpoints(&n, tt.eps)
 			addrs := func(byFamily [2][]model.Endpoint) (out [2][]string) {

@@ -49,15 +49,25 @@ func syncAll(t *testing.T, p *Planner, kernel *KernelState, s *model.State) *Pla
 	return plan
 }
 
-func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
-	const n = 3000
-	tests := []struct {
-		name   string
-		change func(services []model.ServicePort) []model.ServicePort
-		want   []string
-		// thenFull is what a full plan finds after the incremental one.
-		thenFull []string
-	}{
+// incrementalChange is a change to manyServices(3000) and the plan it
+// makes.
+type incrementalChange struct {
+	name   string
+	change func(services []model.ServicePort) []model.ServicePort
+	want   []string
+	// thenFull is what a full plan finds after the incremental one.
+	thenFull []string
+}
+
+// incrementalChanges are the changes TestIncrementalPlansTouchOnlyTheChange
+// makes, one at a time.
+func incrementalChanges() []incrementalChange {
+	return append(endpointChanges(), serviceChanges()...)
+}
+
+// endpointChanges are the incremental changes to endpoints.
+func endpointChanges() []incrementalChange {
+	return []incrementalChange{
 		{
 			name: "add one endpoint",
 			change: func(s []model.ServicePort) []model.ServicePort {
@@ -85,6 +95,12 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 				"ipvs del tcp 192.168.0.10:30007 -> 10.245.0.8:8080",
 			},
 		},
+	}
+}
+
+// serviceChanges are the incremental changes to whole service ports.
+func serviceChanges() []incrementalChange {
+	return []incrementalChange{
 		{
 			name: "add one service",
 			change: func(s []model.ServicePort) []model.ServicePort {
@@ -143,7 +159,11 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 			},
 		},
 	}
-	for _, tt := range tests {
+}
+
+func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
+	const n = 3000
+	for _, tt := range incrementalChanges() {
 		t.Run(tt.name, func(t *testing.T) {
 			p, kernel := NewPlanner(nftrules.Render), NewKernelState()
 			state := &model.State{Node: fixture.Node(), Services: manyServices(n)}

@@ -124,9 +124,9 @@ func (s SetSpec) ipset() ipset.Set {
 	case s.Type == BitmapPort:
 		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
 	case s.IPv6:
-		set.Family = ipset.FamilyINET6
+		set.Family = ipset.IPv6
 	default:
-		set.Family = ipset.FamilyINET
+		set.Family = ipset.IPv4
 	}
 	return set
 }

@@ -37,8 +37,8 @@ func dial(t *testing.T) (*ipsettest.Kernel, *ipset.Conn) {
 	return k, c
 }
 
-func ipPort(a string, p ipset.Proto, port uint16) ipset.Entry {
-	return ipset.Entry{Addr: netip.MustParseAddr(a), Proto: p, Port: port}
+func ipPort(a string, p ipset.Protocol, port uint16) ipset.Entry {
+	return ipset.Entry{Addr: netip.MustParseAddr(a), Protocol: p, Port: port}
 }
 
 // must fails the test at the first error of a setup step.
@@ -218,7 +218,7 @@ func TestListing(t *testing.T) {
 	must(t, c.Create(ctx, ipset.Set{Name: "a", Type: ipset.HashIP}, ipset.Exclusive),
 		c.Create(ctx, ipset.Set{Name: "b", Type: ipset.BitmapPort, PortFrom: 1, PortTo: 1024}, ipset.Exclusive),
 		c.Destroy(ctx, "a"),
-		c.Create(ctx, ipset.Set{Name: "c", Type: ipset.HashNet, Family: ipset.FamilyINET6, HashSize: 100}, ipset.Exclusive))
+		c.Create(ctx, ipset.Set{Name: "c", Type: ipset.HashNet, Family: ipset.IPv6, HashSize: 100}, ipset.Exclusive))
 	names, err := c.Names(ctx)
 	if err != nil || !slices.Equal(names, []string{"c", "b"}) {
 		t.Fatalf("Names: %v, %v", names, err)
@@ -227,7 +227,7 @@ func TestListing(t *testing.T) {
 		t.Errorf("Index c: %d, %v; want the freed 0", idx, err)
 	}
 	h, err := c.Header(ctx, "c")
-	if err != nil || h.Type != ipset.HashNet || h.Family != ipset.FamilyINET6 {
+	if err != nil || h.Type != ipset.HashNet || h.Family != ipset.IPv6 {
 		t.Errorf("Header c: %+v, %v", h, err)
 	}
 	h, _, err = c.List(ctx, "c")

@@ -64,7 +64,7 @@ func TestHostSetOperations(t *testing.T) {
 		t.Errorf("after rename, Index(c) = %d, %v; want 1", idx, err)
 	}
 	h, err := c.Header(ctx, "c")
-	if err != nil || h.Entries != 1 || h.Type != HashIP || h.Family != FamilyINET || h.Revision == 0 {
+	if err != nil || h.Entries != 1 || h.Type != HashIP || h.Family != IPv4 || h.Revision == 0 {
 		t.Errorf("Header = %+v, %v", h, err)
 	}
 	if err := c.Flush(ctx, "c"); err != nil {
@@ -120,7 +120,7 @@ func TestHostErrors(t *testing.T) {
 		{"IPv6 entry in IPv4 set", c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("fd00::1")}, ExistOK), ErrProtocol, errProtocol},
 		// Not hash:mac, which the host's kernel lacks but the VM's has.
 		{"type the kernel lacks", func() error {
-			_, err := c.revision(ctx, "hash:nosuchtype", FamilyINET)
+			_, err := c.revision(ctx, "hash:nosuchtype", IPv4)
 			return opError("create", "m", "", err)
 		}(), ErrTypeNotSupported, errFindType},
 	}

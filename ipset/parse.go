@@ -55,7 +55,7 @@ func parseElem(l layout, s string) (Entry, error) {
 		parts = parts[1:]
 	}
 	if l.port || l.bitmap {
-		if e.Proto, e.Port, err = parsePort(parts[0], l.bitmap); err != nil {
+		if e.Protocol, e.Port, err = parsePort(parts[0], l.bitmap); err != nil {
 			return e, err
 		}
 		parts = parts[1:]
@@ -92,7 +92,7 @@ func parsePart(p part, s string) (netip.Addr, netip.Prefix, error) {
 
 // parsePort reads "proto:port"; a bitmap takes a bare port and ignores the
 // protocol, as the kernel does.
-func parsePort(s string, bitmap bool) (Proto, uint16, error) {
+func parsePort(s string, bitmap bool) (Protocol, uint16, error) {
 	name, num, found := strings.Cut(s, ":")
 	if !found {
 		if !bitmap {
@@ -106,13 +106,13 @@ func parsePort(s string, bitmap bool) (Proto, uint16, error) {
 	}
 	if bitmap {
 		if found {
-			if _, err := parseProto(name); err != nil {
+			if _, err := parseProtocol(name); err != nil {
 				return 0, 0, err
 			}
 		}
 		return 0, uint16(port), nil
 	}
-	proto, err := parseProto(name)
+	proto, err := parseProtocol(name)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -103,7 +103,7 @@ func queryError(what, object string, err error) error {
 	if ke, ok := err.(*nl.Error); ok {
 		oe.Err, oe.Message = ke.Errno, ke.Message
 		if ke.Errno == unix.ESRCH && object != "" {
-			oe.kind = ErrServiceNotExist
+			oe.sentinel = ErrServiceNotExist
 		}
 	}
 	return oe
@@ -229,7 +229,7 @@ func (c *Conn) GetDestination(ctx context.Context, s Service, d Destination) (De
 	}
 	return Destination{}, &OpError{
 		Op: "get destination", Object: s.String() + " -> " + d.String(),
-		Err: unix.ENOENT, kind: ErrDestinationNotExist,
+		Err: unix.ENOENT, sentinel: ErrDestinationNotExist,
 	}
 }
 

@@ -101,7 +101,7 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 		{"add out of bitmap range", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
 			must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.BitmapPort, PortFrom: 10, PortTo: 20}, ipset.Exclusive))
 			return c.Add(ctx, "s", ipset.Entry{Port: 9}, ipset.ExistOK)
-		}, ipset.ErrOutOfRange, errBitmapRange},
+		}, ipset.ErrEntryOutOfRange, errBitmapRange},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,7 +111,7 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 				t.Errorf("error %v: want %v and errno %d", err, tt.sentinel, int(tt.errno))
 			}
 			var oerr *ipset.OpError
-			if !errors.As(err, &oerr) || oerr.Set == "" {
+			if !errors.As(err, &oerr) || oerr.Object == "" {
 				t.Errorf("error %#v names no set", err)
 			}
 		})
@@ -175,8 +175,8 @@ func TestBulkFailures(t *testing.T) {
 		entries = append(entries, ipPort(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}).String(), ipset.TCP, 80))
 	}
 	err := c.AddEntries(ctx, "s", entries, ipset.Exclusive)
-	var be *ipset.BulkError
-	if !errors.As(err, &be) || len(be.Entries) != 1 || be.Entries[0].Index != 5 || !errors.Is(err, ipset.ErrEntryExist) {
+	var be *ipset.BatchError
+	if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != 5 || be.Total != 2000 || !errors.Is(err, ipset.ErrEntryExist) {
 		t.Fatalf("AddEntries: %v, want entry 5 to exist", err)
 	}
 	if _, got, _ := k.Set("s"); len(got) != 2000 {

@@ -150,7 +150,7 @@ func encodeBulk(protocol, cmd uint8, name string, firstLine uint32, adt []byte, 
 // checkName is the validation every request naming a set shares.
 func checkName(op, name string) error {
 	if err := validName(name); err != nil {
-		return &OpError{Op: op, Set: name, Err: err}
+		return &OpError{Op: op, Object: name, Err: err}
 	}
 	return nil
 }

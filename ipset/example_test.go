@@ -66,11 +66,11 @@ func ExampleConn_AddEntries() {
 		{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: ipset.TCP, Port: 80},
 	}
 	err = c.AddEntries(ctx, "KUBE-LOOP-BACK", entries, ipset.Exclusive)
-	var bulk *ipset.BulkError
+	var batch *ipset.BatchError
 	switch {
-	case errors.As(err, &bulk):
-		for _, e := range bulk.Entries {
-			fmt.Printf("entry %d (%s): %v\n", e.Index, e.Entry, e.Err)
+	case errors.As(err, &batch):
+		for _, e := range batch.Failed {
+			fmt.Printf("entry %d (%s): %v\n", e.Index, entries[e.Index], e.Err)
 		}
 	case errors.Is(err, ipset.ErrSetNotExist):
 		fmt.Println("create the set first")

@@ -100,7 +100,7 @@ func TestHostReplace(t *testing.T) {
 	}
 	// A failing entry leaves the set as it was.
 	bad := append(ipPortEntries(2, 500), Entry{Addr: netip.MustParseAddr("fd00::1"), Protocol: TCP, Port: 1})
-	if err := c.Replace(ctx, s, bad); !errors.Is(err, ErrInvalidEntry) {
+	if err := c.Replace(ctx, s, bad); !errors.Is(err, ErrEntryInvalid) {
 		t.Errorf("Replace with an IPv6 entry: %v", err)
 	}
 	crossCheck(t, ns, c, s.Name, entryStrings(second))

@@ -13,7 +13,7 @@ import (
 func ParseEntry(t Type, s string) (Entry, error) {
 	l, ok := t.layout()
 	if !ok {
-		return Entry{}, fmt.Errorf("set type %q: %w", t, ErrTypeNotSupported)
+		return Entry{}, fmt.Errorf("%w: %q", ErrTypeNotSupported, t)
 	}
 	fields, err := splitFields(s)
 	if err != nil {

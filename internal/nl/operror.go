@@ -16,8 +16,9 @@ import (
 //
 //	pkg: op object: what the sentinel says (cause): the kernel's message
 //
-// The sentinel's own "pkg: " prefix is dropped. Without a sentinel the
-// cause stands alone; with a sentinel but no cause, the sentinel does.
+// The "pkg: " prefix that the sentinel, or a cause made from one, starts
+// with is dropped. Without a sentinel the cause stands alone; with a
+// sentinel but no cause, the sentinel does.
 func OpErrorText(pkg, op, object string, sentinel, cause error, message string) string {
 	var b strings.Builder
 	b.WriteString(pkg + ": " + op)
@@ -25,13 +26,14 @@ func OpErrorText(pkg, op, object string, sentinel, cause error, message string) 
 		b.WriteString(" " + object)
 	}
 	b.WriteString(": ")
+	trim := func(err error) string { return strings.TrimPrefix(fmt.Sprint(err), pkg+": ") }
 	switch {
 	case sentinel == nil:
-		fmt.Fprint(&b, cause)
+		b.WriteString(trim(cause))
 	case cause == nil:
-		b.WriteString(strings.TrimPrefix(sentinel.Error(), pkg+": "))
+		b.WriteString(trim(sentinel))
 	default:
-		fmt.Fprintf(&b, "%s (%v)", strings.TrimPrefix(sentinel.Error(), pkg+": "), cause)
+		b.WriteString(trim(sentinel) + " (" + trim(cause) + ")")
 	}
 	if message != "" {
 		b.WriteString(": " + message)
@@ -88,7 +90,7 @@ func BatchErrorUnwrap[E error](failed []E) []error {
 // (the errno, for a kernel refusal) and the kernel's extended-ack message.
 func ErrorDetail(err error) (cause error, message string) {
 	var ke *Error
-	if errors.As(err, &ke) && ke == err {
+	if errors.As(err, &ke) {
 		return ke.Errno, ke.Message
 	}
 	return err, ""

@@ -32,15 +32,15 @@
 // asked which (TestKernelIPv6DumpFilter).
 //
 // Dumps the kernel marks interrupted (NLM_F_DUMP_INTR) are restarted, a few
-// times, rather than returned partial; then [ErrInterrupted]. An entry that
+// times, rather than returned partial; then [ErrDumpInterrupted]. An entry that
 // expires between the dump and its delete is neither an error nor counted.
 //
 // # Errors
 //
 // Errors are [*OpError] values naming the operation and the object. They
 // wrap the kernel's errno (errors.Is(err, unix.ENOENT)), with the kernel's
-// extended-ack text when it gave one, and the sentinels [ErrNotExist] and
-// [ErrExist].
+// extended-ack text when it gave one, and the sentinels [ErrFlowNotExist] and
+// [ErrFlowExist].
 //
 // # Privileges and namespaces
 //

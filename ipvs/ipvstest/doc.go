@@ -18,8 +18,8 @@
 //     address and port; creating one that exists is EEXIST
 //     (ipvs.ErrServiceExist), naming a missing one ESRCH
 //     (ipvs.ErrServiceNotExist), a scheduler or persistence engine a stock
-//     kernel lacks ENOENT (ipvs.ErrSchedulerNotSupported); services read back with
-//     the Hashed flag the kernel adds;
+//     kernel lacks ENOENT (ipvs.ErrSchedulerNotSupported); services read
+//     back with the Hashed flag the kernel adds;
 //   - destinations keyed by address and port within their service: EEXIST
 //     (ipvs.ErrDestinationExist) and ENOENT (ipvs.ErrDestinationNotExist);
 //     a negative weight or a lower threshold above the upper is ERANGE, a

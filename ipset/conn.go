@@ -76,8 +76,9 @@ func (c *Conn) Close() error {
 	return c.nl.Close()
 }
 
-// Protocol returns the ipset protocol version in use.
-func (c *Conn) Protocol() int {
+// ProtocolVersion returns the version of the ipset netlink protocol in use
+// (not to be confused with an entry's IP Protocol).
+func (c *Conn) ProtocolVersion() int {
 	return int(c.protocol)
 }
 

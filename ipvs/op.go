@@ -1,8 +1,6 @@
 package ipvs
 
 import (
-	"errors"
-
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
@@ -157,11 +155,10 @@ func (o op) sentinel(errno unix.Errno) error {
 
 // opError turns a request's failure into the op's error.
 func (o op) opError(index int, err error) *OpError {
-	oe := &OpError{Op: o.name(), Object: o.object(), Index: index, Err: err}
-	var ke *nl.Error
-	if errors.As(err, &ke) {
-		oe.Err, oe.Message = ke.Errno, ke.Message
-		oe.sentinel = o.sentinel(ke.Errno)
+	oe := &OpError{Op: o.name(), Object: o.object(), Index: index}
+	oe.Err, oe.Message = nl.ErrorDetail(err)
+	if errno, ok := oe.Err.(unix.Errno); ok {
+		oe.sentinel = o.sentinel(errno)
 	}
 	return oe
 }

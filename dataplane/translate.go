@@ -9,19 +9,17 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-// Translations between the dataplane's values and the kernel packages'.
+// Translations between the dataplane's values and the kernel packages',
+// which all name a protocol by its IP protocol number.
 
 func (p Protocol) ipvs() ipvs.Protocol           { return ipvs.Protocol(protocolNumber(p)) }
 func (p Protocol) conntrack() conntrack.Protocol { return conntrack.Protocol(protocolNumber(p)) }
 
-func protocolFromIPVS(p ipvs.Protocol) (Protocol, bool) {
-	switch p {
-	case ipvs.TCP:
-		return TCP, true
-	case ipvs.UDP:
-		return UDP, true
-	case ipvs.SCTP:
-		return SCTP, true
+func protocolFromIPVS(n ipvs.Protocol) (Protocol, bool) {
+	for _, p := range [...]Protocol{TCP, UDP, SCTP} {
+		if p.ipvs() == n {
+			return p, true
+		}
 	}
 	return 0, false
 }

@@ -59,7 +59,7 @@ func opError(op, object string, err error) error {
 		return nil
 	}
 	oe := &OpError{Op: op, Object: object}
-	oe.Err, oe.Message = nl.ErrorDetail(err)
+	oe.Message, oe.Err = nl.ErrorDetail(err)
 	switch {
 	case errors.Is(oe.Err, unix.ENOENT):
 		oe.sentinel = ErrFlowNotExist

@@ -82,6 +82,6 @@ func opError(op, link string, addr netip.Addr, err error) *OpError {
 	if errors.As(err, &se) {
 		e.sentinel, err = se.sentinel, se.err
 	}
-	e.Err, e.Message = nl.ErrorDetail(err)
+	e.Message, e.Err = nl.ErrorDetail(err)
 	return e
 }

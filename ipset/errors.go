@@ -76,7 +76,7 @@ func opError(op, object string, typ Type, err error) error {
 		return nil
 	}
 	oe := &OpError{Op: op, Object: object}
-	oe.Err, oe.Message = nl.ErrorDetail(err)
+	oe.Message, oe.Err = nl.ErrorDetail(err)
 	if errno, ok := oe.Err.(unix.Errno); ok {
 		oe.sentinel = sentinel(op, typ, errno)
 	}

@@ -156,7 +156,7 @@ func (o op) sentinel(errno unix.Errno) error {
 // opError turns a request's failure into the op's error.
 func (o op) opError(index int, err error) *OpError {
 	oe := &OpError{Op: o.name(), Object: o.object(), Index: index}
-	oe.Err, oe.Message = nl.ErrorDetail(err)
+	oe.Message, oe.Err = nl.ErrorDetail(err)
 	if errno, ok := oe.Err.(unix.Errno); ok {
 		oe.sentinel = o.sentinel(errno)
 	}

@@ -100,7 +100,7 @@ func genlPayloads(replies []netlink.Message) ([][]byte, error) {
 // when the query names a service.
 func queryError(what, object string, err error) error {
 	oe := &OpError{Op: what, Object: object}
-	oe.Err, oe.Message = nl.ErrorDetail(err)
+	oe.Message, oe.Err = nl.ErrorDetail(err)
 	if oe.Err == unix.ESRCH && object != "" {
 		oe.sentinel = ErrServiceNotExist
 	}

@@ -86,12 +86,12 @@ func BatchErrorUnwrap[E error](failed []E) []error {
 	return errs
 }
 
-// ErrorDetail splits an exchange's error into the cause an OpError holds
-// (the errno, for a kernel refusal) and the kernel's extended-ack message.
-func ErrorDetail(err error) (cause error, message string) {
+// ErrorDetail splits an exchange's error into the kernel's extended-ack
+// message and the cause an OpError holds: the errno, for a kernel refusal.
+func ErrorDetail(err error) (message string, cause error) {
 	var ke *Error
 	if errors.As(err, &ke) {
-		return ke.Errno, ke.Message
+		return ke.Message, ke.Errno
 	}
-	return err, ""
+	return "", err
 }

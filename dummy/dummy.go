@@ -34,7 +34,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	}
 	c, err := nl.Dial(unix.NETLINK_ROUTE, ns)
 	if err != nil {
-		return nil, fmt.Errorf("dummy: opening rtnetlink: %w", err)
+		return nil, &OpError{Op: "dial", Object: "rtnetlink", Err: err}
 	}
 	return newConn(c), nil
 }

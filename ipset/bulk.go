@@ -3,7 +3,6 @@ package ipset
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
@@ -51,7 +50,7 @@ type chunk struct {
 func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, fam Family, name string, entries []Entry, exclusive bool) error {
 	l, ok := typ.layout()
 	if !ok {
-		return &OpError{Op: op, Object: name, Err: fmt.Errorf("set type %q", typ), sentinel: ErrTypeNotSupported}
+		return &OpError{Op: op, Object: name, Err: typeError(typ)}
 	}
 	bulkErr := &BatchError{Total: len(entries)}
 	pending := make([]int, 0, len(entries))

@@ -117,7 +117,7 @@ func prefixKey(p netip.Prefix) ([16]byte, uint8, bool) {
 func (e Entry) check(t Type) error {
 	l, ok := t.layout()
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrTypeNotSupported, t)
+		return typeError(t)
 	}
 	return e.checkLayout(t, l)
 }

@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
@@ -16,7 +17,7 @@ var (
 	ErrEntryExist       = errors.New("ipset: entry already in the set")
 	ErrEntryNotExist    = errors.New("ipset: entry not in the set")
 	ErrSetFull          = errors.New("ipset: set is full")
-	ErrTypeNotSupported = errors.New("ipset: set type not supported by this kernel")
+	ErrTypeNotSupported = errors.New("ipset: set type not supported")
 	ErrTypeMismatch     = errors.New("ipset: sets have different types or families")
 	ErrSetInUse         = errors.New("ipset: set is in use")
 	ErrEntryOutOfRange  = errors.New("ipset: entry is out of the set's range")
@@ -68,6 +69,17 @@ func (e *BatchError) Error() string { return nl.BatchErrorText("ipset", e.Failed
 // Unwrap returns every failure, so errors.Is finds a sentinel that any of
 // them carries.
 func (e *BatchError) Unwrap() []error { return nl.BatchErrorUnwrap(e.Failed) }
+
+// typeError is a set type this package cannot encode. It matches
+// ErrTypeNotSupported; its text has no "ipset: " of its own, as the error
+// that wraps it starts so.
+type typeError Type
+
+func (t typeError) Error() string {
+	return fmt.Sprintf("set type %q not supported by this package", string(t))
+}
+
+func (t typeError) Is(target error) bool { return target == ErrTypeNotSupported }
 
 // opError wraps err from the kernel for the operation op on object. typ,
 // when known, tells the type-specific error numbers apart.

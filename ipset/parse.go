@@ -1,6 +1,7 @@
 package ipset
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -11,16 +12,24 @@ import (
 // ParseEntry parses an entry of a set of type t in the syntax of
 // `ipset save` (the part after "add NAME "), extensions included.
 func ParseEntry(t Type, s string) (Entry, error) {
+	e, err := parseEntry(t, s)
+	if err != nil {
+		return Entry{}, fmt.Errorf("ipset: %w", err)
+	}
+	return e, nil
+}
+
+func parseEntry(t Type, s string) (Entry, error) {
 	l, ok := t.layout()
 	if !ok {
-		return Entry{}, fmt.Errorf("%w: %q", ErrTypeNotSupported, t)
+		return Entry{}, typeError(t)
 	}
 	fields, err := splitFields(s)
 	if err != nil {
 		return Entry{}, fmt.Errorf("entry %q: %w", s, err)
 	}
 	if len(fields) == 0 {
-		return Entry{}, fmt.Errorf("empty entry")
+		return Entry{}, errors.New("empty entry")
 	}
 	e, err := parseElem(l, fields[0])
 	if err != nil {

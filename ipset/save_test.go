@@ -60,7 +60,7 @@ func TestParseSaveErrors(t *testing.T) {
 	for name, in := range tests {
 		if _, err := ParseSave(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: no error", name)
-		} else if !strings.HasPrefix(err.Error(), "line ") {
+		} else if !strings.HasPrefix(err.Error(), "ipset: line ") {
 			t.Errorf("%s: error %q names no line", name, err)
 		}
 	}

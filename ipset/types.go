@@ -130,7 +130,7 @@ func (s Set) validate() error {
 		return err
 	}
 	if _, ok := s.Type.layout(); !ok {
-		return fmt.Errorf("%w: %q", ErrTypeNotSupported, s.Type)
+		return typeError(s.Type)
 	}
 	if f := s.family(); s.Type != BitmapPort && f != IPv4 && f != IPv6 {
 		return fmt.Errorf("set %s: family %v is not inet or inet6", s.Name, f)

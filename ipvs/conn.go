@@ -38,7 +38,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	}
 	c, err := nl.Dial(unix.NETLINK_GENERIC, ns)
 	if err != nil {
-		return nil, fmt.Errorf("ipvs: dial generic netlink: %w", err)
+		return nil, &OpError{Op: "dial", Object: "generic netlink", Err: err}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), familyTimeout)
 	defer cancel()

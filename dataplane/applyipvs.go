@@ -45,7 +45,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 		case errors.Is(err, ipvs.ErrServiceNotExist) && isDelete(op, true),
 			errors.Is(err, ipvs.ErrDestinationNotExist) && isDelete(op, false):
 			delete(failures, i)
-		case errors.Is(err, ipvs.ErrServiceExists) || errors.Is(err, ipvs.ErrDestinationExists):
+		case errors.Is(err, ipvs.ErrServiceExist) || errors.Is(err, ipvs.ErrDestinationExist):
 			retry = append(retry, i)
 		}
 	}

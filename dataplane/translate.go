@@ -11,23 +11,17 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-// Translations between the dataplane's values and the kernel packages'.
+// Translations between the dataplane's values and the kernel packages',
+// which all name a protocol by its IP protocol number.
 
 func ipvsProtocol(p model.Protocol) ipvs.Protocol { return ipvs.Protocol(p.Number()) }
 func conntrackProtocol(p model.Protocol) conntrack.Protocol {
 	return conntrack.Protocol(p.Number())
 }
 
-func protocolFromIPVS(p ipvs.Protocol) (model.Protocol, bool) {
-	switch p {
-	case ipvs.TCP:
-		return model.TCP, true
-	case ipvs.UDP:
-		return model.UDP, true
-	case ipvs.SCTP:
-		return model.SCTP, true
-	}
-	return 0, false
+func protocolFromIPVS(n ipvs.Protocol) (model.Protocol, bool) {
+	p := protocolFromNumber(uint8(n))
+	return p, p != 0
 }
 
 func ipvsService(v plan.VirtualServer) ipvs.Service {
@@ -128,9 +122,9 @@ func ipsetSet(s plan.SetSpec) ipset.Set {
 	case s.Type == plan.BitmapPort:
 		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
 	case s.IPv6:
-		set.Family = ipset.FamilyINET6
+		set.Family = ipset.IPv6
 	default:
-		set.Family = ipset.FamilyINET
+		set.Family = ipset.IPv4
 	}
 	return set
 }
@@ -157,7 +151,7 @@ func protocolFromNumber(n uint8) model.Protocol {
 func ipsetEntry(e plan.Entry) ipset.Entry {
 	out := ipset.Entry{Addr: e.Addr, Port: e.Port, Addr2: e.Addr2}
 	if e.Protocol != 0 {
-		out.Proto = ipset.Proto(e.Protocol.Number())
+		out.Protocol = ipset.Protocol(e.Protocol.Number())
 	}
 	if net, ok := e.Net2(); ok {
 		out.Addr2, out.Net2 = netip.Addr{}, net
@@ -176,8 +170,8 @@ func ipsetEntries(entries []plan.Entry) []ipset.Entry {
 // entryFromIPSet reads a kernel entry of one of ipvsplane's sets.
 func entryFromIPSet(e ipset.Entry) plan.Entry {
 	out := plan.Entry{Addr: e.Addr, Port: e.Port, Addr2: e.Addr2}
-	if e.Proto != 0 {
-		out.Protocol = protocolFromNumber(uint8(e.Proto))
+	if e.Protocol != 0 {
+		out.Protocol = protocolFromNumber(uint8(e.Protocol))
 	}
 	if e.Net2.IsValid() {
 		out.Addr2, out.Bits2 = e.Net2.Addr(), uint8(e.Net2.Bits())

@@ -63,7 +63,7 @@ func benchmarkLoad(b *testing.B, n int) {
 		defer h.Close()
 		ventries := make([]*vnl.IPSetEntry, n)
 		for i, e := range entries {
-			proto, port := uint8(e.Proto), e.Port
+			proto, port := uint8(e.Protocol), e.Port
 			ventries[i] = &vnl.IPSetEntry{IP: net.IP(e.Addr.AsSlice()), Protocol: &proto, Port: &port}
 		}
 		runLoads(b, c, s, n, func() error {

@@ -21,7 +21,7 @@ func ipPortEntries(n, offset int) []Entry {
 	for i := range entries {
 		k := i + offset
 		a := netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)})
-		entries[i] = Entry{Addr: a, Proto: TCP, Port: uint16(1 + k%3)}
+		entries[i] = Entry{Addr: a, Protocol: TCP, Port: uint16(1 + k%3)}
 	}
 	return entries
 }
@@ -99,8 +99,8 @@ func TestHostReplace(t *testing.T) {
 		t.Errorf("sets after Replace: %q; the temporary set must go", out)
 	}
 	// A failing entry leaves the set as it was.
-	bad := append(ipPortEntries(2, 500), Entry{Addr: netip.MustParseAddr("fd00::1"), Proto: TCP, Port: 1})
-	if err := c.Replace(ctx, s, bad); !errors.Is(err, ErrInvalidEntry) {
+	bad := append(ipPortEntries(2, 500), Entry{Addr: netip.MustParseAddr("fd00::1"), Protocol: TCP, Port: 1})
+	if err := c.Replace(ctx, s, bad); !errors.Is(err, ErrEntryInvalid) {
 		t.Errorf("Replace with an IPv6 entry: %v", err)
 	}
 	crossCheck(t, ns, c, s.Name, entryStrings(second))

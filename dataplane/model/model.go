@@ -108,8 +108,8 @@ type ServicePort struct {
 	// SchedulerFlags replace the scheduler's default flags when set; those
 	// the scheduler does not read are dropped (SettingError).
 	SchedulerFlags SchedulerFlags
-	// DrainTimeout overrides Config.DrainTimeout for the real servers of
-	// this port's virtual servers; 0 keeps the node's bound.
+	// DrainTimeout overrides dataplane.Config.DrainTimeout for the real
+	// servers of this port's virtual servers; 0 keeps the node's bound.
 	DrainTimeout time.Duration
 	// BadSettings are the settings the source could not read: the port is
 	// programmed without them, and each is reported.

@@ -38,7 +38,7 @@ func TestGoldenPlans(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./dataplane -update)", err)
+				t.Fatalf("%v (run go test ./dataplane/plan -update)", err)
 			}
 			if got != string(want) {
 				t.Errorf("plan differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)

@@ -206,30 +206,8 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 	mustSync(t, d, state)
 
 	// A long-lived connection to backend-2.
-	var ln net.Listener
-	if err := n.b2.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp", "10.244.2.2:9090")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ln := serveEcho(t, n.b2, "10.244.2.2:9090")
 	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "echo "+line)
-		}
-	}()
 	long := fixture.Svc("default", "long", "", model.TCP, 90, "10.96.0.20")
 	long.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 9090, "node-a"), fixture.Ready("10.244.2.2", 9090, "node-b")}
 	state.Services = append(state.Services, long)
@@ -291,6 +269,36 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
+}
+
+// serveEcho listens on addr in ns and answers each line of the first
+// connection with the line after "echo ".
+func serveEcho(t *testing.T, ns *testutil.NetNS, addr string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := ns.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "echo "+line)
+		}
+	}()
+	return ln
 }
 
 // Cross-checks the kernel with the real programs after a sync of many

@@ -275,14 +275,7 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 // connection with the line after "echo ".
 func serveEcho(t *testing.T, ns *testutil.NetNS, addr string) net.Listener {
 	t.Helper()
-	var ln net.Listener
-	if err := ns.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp", addr)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ln := inNS(t, ns, func() (net.Listener, error) { return net.Listen("tcp", addr) })
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
@@ -427,17 +420,24 @@ func nftRuleCounts(out string) map[string]int {
 	return counts
 }
 
-// serveUDP answers every datagram with name.
-func serveUDP(t *testing.T, ns *testutil.NetNS, addr, name string) {
+// inNS returns what fn makes in ns, failing the test on its error.
+func inNS[T any](t *testing.T, ns *testutil.NetNS, fn func() (T, error)) T {
 	t.Helper()
-	var pc net.PacketConn
+	var v T
 	if err := ns.Do(func() error {
 		var err error
-		pc, err = net.ListenPacket("udp", addr)
+		v, err = fn()
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return v
+}
+
+// serveUDP answers every datagram with name.
+func serveUDP(t *testing.T, ns *testutil.NetNS, addr, name string) {
+	t.Helper()
+	pc := inNS(t, ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", addr) })
 	t.Cleanup(func() { pc.Close() })
 	go func() {
 		buf := make([]byte, 1500)

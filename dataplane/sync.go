@@ -18,9 +18,11 @@ type Result struct {
 	Plan *plan.Plan
 	// Full is true when the sync read the kernel and compared everything.
 	Full bool
-	// Errors lists the service ports left out (*FieldError,
-	// *ConflictError) and the operations that failed (*OpError). Failed
-	// operations are tried again on the next sync.
+	// Errors lists the service ports left out (*model.FieldError,
+	// *plan.ConflictError), those programmed without what they ask
+	// (*model.SchedulerError, *model.SettingError), and the operations
+	// that failed (*OpError). Failed operations are tried again on the
+	// next sync.
 	Errors []error
 	// Retries counts the rounds in which operations that failed with a
 	// transient errno (ENOBUFS, EBUSY, ENOMEM, EAGAIN, EINTR) were tried

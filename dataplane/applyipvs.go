@@ -89,13 +89,12 @@ func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
 	return failures
 }
 
-// recordIPVS records what a batch did and returns its failures. The real
-// server changes to one virtual server are recorded together, so its list
-// is copied once per batch, not once per real server.
+// recordIPVS records what a batch did and returns its failures. The
+// programmed state records the batch's successes together (see
+// plan.KernelState.Record).
 func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[int]error) []error {
 	var errs []error
-	realOps := map[plan.VirtualKey][]plan.Op{}
-	var order []plan.VirtualKey
+	var done []plan.Op
 	for i := 0; i < len(reqs); {
 		op := ops[reqs[i].op]
 		if o, ok := op.(plan.AddReals); ok {
@@ -130,19 +129,9 @@ func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[i
 				continue
 			}
 		}
-		vk, changesReals := plan.RealsTarget(op)
-		if !changesReals {
-			d.succeeded(op)
-			continue
-		}
-		if _, ok := realOps[vk]; !ok {
-			order = append(order, vk)
-		}
-		realOps[vk] = append(realOps[vk], op)
+		done = append(done, op)
 	}
-	for _, vk := range order {
-		d.succeededReals(vk, realOps[vk])
-	}
+	d.succeeded(done...)
 	return errs
 }
 

@@ -39,16 +39,9 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 	return nil
 }
 
-// succeeded records a carried-out operation.
-func (d *Dataplane) succeeded(op plan.Op) {
-	d.programmed.Record(op)
-	d.trackDraining(op)
-}
-
-// succeededReals records the carried-out changes to one virtual server's
-// real servers, copying its list once for all of them.
-func (d *Dataplane) succeededReals(vk plan.VirtualKey, ops []plan.Op) {
-	d.programmed.Reals[vk] = d.programmed.Reals[vk].Changed(ops...)
+// succeeded records carried-out operations.
+func (d *Dataplane) succeeded(ops ...plan.Op) {
+	d.programmed.Record(ops...)
 	for _, op := range ops {
 		d.trackDraining(op)
 	}

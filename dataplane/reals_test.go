@@ -12,79 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func realAt(addr string, port uint16, weight int) plan.RealServer {
-	return plan.RealServer{RealKey: plan.RealKey{Addr: fixture.IP(addr), Port: port}, Weight: weight}
-}
-
-func TestRealsChanged(t *testing.T) {
-	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	base := plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1)}
-	tests := []struct {
-		name string
-		ops  []plan.Op
-		want plan.Reals
-	}{
-		{"add between and after", []plan.Op{plan.AddReals{Virtual: vk, Reals: plan.Reals{realAt("10.0.0.2", 80, 1), realAt("10.0.0.9", 80, 1)}}},
-			plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1), realAt("10.0.0.9", 80, 1)}},
-		{"add one already there replaces it", []plan.Op{plan.AddReals{Virtual: vk, Reals: plan.Reals{realAt("10.0.0.3", 80, 0)}}},
-			plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 0), realAt("10.0.0.5", 80, 1)}},
-		{"reweight and delete in one pass", []plan.Op{
-			plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.1", 80, 0)},
-			plan.DeleteReal{Virtual: vk, Real: plan.RealKey{Addr: fixture.IP("10.0.0.5"), Port: 80}},
-			plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.7", 80, 1)},
-		}, plan.Reals{realAt("10.0.0.1", 80, 0), realAt("10.0.0.3", 80, 1)}},
-		{"delete what is not there", []plan.Op{plan.DeleteReal{Virtual: vk, Real: plan.RealKey{Addr: fixture.IP("10.0.0.2"), Port: 80}}}, base},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			before := slices.Clone(base)
-			got := base.Changed(tt.ops...)
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-			if !slices.Equal(base, before) {
-				t.Errorf("changed modified its receiver: %v, was %v", base, before)
-			}
-		})
-	}
-}
-
-// A first sync adds a virtual server's whole desired list, and the
-// programmed state then holds that same list, not a copy.
-func TestFirstSyncSharesDesiredReals(t *testing.T) {
-	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	desired := plan.NewKernelState()
-	desired.Virtual[vk] = plan.VirtualServer{VirtualKey: vk, Scheduler: "rr"}
-	desired.Reals[vk] = plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
-	pl := plan.Diff(plan.NewKernelState(), desired, nil, plan.FullScope, plan.Drain{})
-	var add plan.AddReals
-	for op := range pl.All() {
-		if o, ok := op.(plan.AddReals); ok {
-			add = o
-		}
-	}
-	if len(add.Reals) != 2 || &add.Reals[0] != &desired.Reals[vk][0] {
-		t.Fatalf("the plan's AddReals %v is not the desired list %v", add, desired.Reals[vk])
-	}
-	programmed := plan.NewKernelState()
-	for op := range pl.All() {
-		programmed.Record(op)
-	}
-	if &programmed.Reals[vk][0] != &desired.Reals[vk][0] {
-		t.Error("the programmed state copied the desired list")
-	}
-	// A later change replaces the programmed list and leaves the
-	// desired one as it was.
-	programmed.Record(plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.1", 80, 0)})
-	if desired.Reals[vk][0].Weight != 1 || programmed.Reals[vk][0].Weight != 0 {
-		t.Errorf("desired %v, programmed %v after a reweight", desired.Reals[vk], programmed.Reals[vk])
-	}
-}
-
 // recordIPVS records the real servers of an AddReals that succeeded,
 // reports each one that failed on its own, and plans its virtual server
 // again.
 func TestRecordIPVSPartialAddReals(t *testing.T) {
+	realAt := func(addr string, port uint16, weight int) plan.RealServer {
+		return plan.RealServer{RealKey: plan.RealKey{Addr: fixture.IP(addr), Port: port}, Weight: weight}
+	}
 	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
 	other := plan.VirtualKey{Addr: fixture.IP("10.96.0.2"), Port: 80, Protocol: model.TCP}
 	add := plan.AddReals{Virtual: vk, Reals: plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1)}}

@@ -108,7 +108,7 @@ func (t *Scope) Touch(op Op) {
 	case Unbind:
 		t.Addresses[o.Addr] = true
 	}
-	if vk, ok := RealsTarget(op); ok {
+	if vk, ok := realsTarget(op); ok {
 		t.Virtual[vk] = true
 	}
 }

@@ -171,11 +171,11 @@ func (rs Reals) Get(k RealKey) (RealServer, bool) {
 	return RealServer{}, false
 }
 
-// Changed returns the real servers after ops, the operations on rs's
+// changed returns the real servers after ops, the operations on rs's
 // virtual server (AddReals, UpdateReal, DeleteReal), in one pass. It never
 // changes rs: a Reals, once made, is shared by the desired state, the
 // programmed state and the plans between them, and only replaced.
-func (rs Reals) Changed(ops ...Op) Reals {
+func (rs Reals) changed(ops ...Op) Reals {
 	if len(rs) == 0 && len(ops) == 1 {
 		if o, ok := ops[0].(AddReals); ok {
 			return o.Reals

@@ -171,9 +171,9 @@ func (o RemoveKubeProxyRules) String() string {
 	return "kube-proxy remove " + strings.Join(names, ", ")
 }
 
-// RealsTarget returns the virtual server whose real servers op changes,
+// realsTarget returns the virtual server whose real servers op changes,
 // if it changes some.
-func RealsTarget(op Op) (VirtualKey, bool) {
+func realsTarget(op Op) (VirtualKey, bool) {
 	switch o := op.(type) {
 	case AddReals:
 		return o.Virtual, true

@@ -1,9 +1,37 @@
 package plan
 
-// Record changes the state as a successful op changes the kernel. The
-// dataplane keeps its memory of what it programmed this way, and tests use
-// it as a fake kernel.
-func (k *KernelState) Record(op Op) {
+// Record changes the state as successful ops change the kernel, in
+// order. The dataplane keeps its memory of what it programmed this way,
+// and tests use it as a fake kernel. The changes to one virtual server's
+// real servers are recorded together, so its list is copied once, not
+// once per operation.
+func (k *KernelState) Record(ops ...Op) {
+	switch len(ops) {
+	case 0:
+		return
+	case 1:
+		k.record(ops[0])
+		return
+	}
+	realOps := map[VirtualKey][]Op{}
+	var order []VirtualKey
+	for _, op := range ops {
+		vk, ok := realsTarget(op)
+		if !ok {
+			k.record(op)
+			continue
+		}
+		if _, seen := realOps[vk]; !seen {
+			order = append(order, vk)
+		}
+		realOps[vk] = append(realOps[vk], op)
+	}
+	for _, vk := range order {
+		k.Reals[vk] = k.Reals[vk].changed(realOps[vk]...)
+	}
+}
+
+func (k *KernelState) record(op Op) {
 	switch o := op.(type) {
 	case CreateSet:
 		k.Sets[o.Spec.Name] = o.Spec
@@ -31,8 +59,8 @@ func (k *KernelState) Record(op Op) {
 		delete(k.Virtual, o.Virtual)
 		delete(k.Reals, o.Virtual)
 	case AddReals, UpdateReal, DeleteReal:
-		vk, _ := RealsTarget(op)
-		k.Reals[vk] = k.Reals[vk].Changed(op)
+		vk, _ := realsTarget(op)
+		k.Reals[vk] = k.Reals[vk].changed(op)
 	case Bind:
 		k.Addresses[o.Addr] = true
 	case Unbind:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
@@ -129,7 +130,7 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.K
 		if !owned[v.OwnedEntry()] && !wanted {
 			continue // another program's
 		}
-		if !wanted && node.Excluded(v.Addr) {
+		if !wanted && slices.ContainsFunc(node.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(v.Addr) }) {
 			continue // never removed
 		}
 		s.Virtual[vk] = v

@@ -152,7 +152,7 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 	changes := u.Changes
 	// The node's addresses may have changed since the last sync; the
 	// health-check ports follow them before the services are updated.
-	d.hc.setAddresses(u.State.Node.HealthCheckAddresses())
+	d.hc.setAddresses(plan.HealthCheckAddresses(&u.State.Node))
 	if full {
 		d.hc.replace(u.State.Services)
 		d.noLocal = noLocalTracker{}

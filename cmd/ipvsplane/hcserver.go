@@ -28,7 +28,7 @@ import (
 // node, 200 when there are some and 503 when there are none, so the cloud
 // load balancer sends traffic only to nodes that can take it. Like
 // kube-proxy's server per family, each port listens on the node's
-// health-check addresses (see model.Node.HealthCheckAddresses) and
+// health-check addresses (see plan.HealthCheckAddresses) and
 // counts the endpoints of the family the request came in on.
 type hcServers struct {
 	log     *zap.Logger

@@ -212,3 +212,12 @@ func (n *Node) Scheduling(s *ServicePort, lacking map[string]error) (SchedulerCh
 	return SchedulerChoice{Name: name, Flags: kernel}, []error{&SettingError{Service: s.Name, Field: FieldSchedulerFlags,
 		Value: ignored.String(), Reason: fmt.Sprintf("the %s scheduler does not read them", name)}}
 }
+
+// EffectiveScheduler returns the node's IPVS scheduler: Scheduler, or
+// "rr" when it is empty.
+func (n *Node) EffectiveScheduler() string {
+	if n.Scheduler == "" {
+		return "rr"
+	}
+	return n.Scheduler
+}

@@ -105,7 +105,7 @@ func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port
 	b.reals = append(b.reals, realServers(addr.Is6(), eps))
 	// An address the node already has elsewhere is local without
 	// being bound, and stays out of KUBE-IPVS-IPS.
-	if bind && !slices.Contains(b.node.LocalAddrs(), addr) {
+	if bind && !slices.Contains(localAddrs(b.node), addr) {
 		b.addrs = append(b.addrs, addr)
 		b.addEntry(model.SetIPVSAddresses, addr.Is6(), Entry{Addr: addr})
 	}
@@ -168,7 +168,7 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 		net := e
 		net.Addr2, net.Bits2 = src.Masked().Addr(), uint8(src.Bits())
 		b.addEntry(model.SetLoadBalancerSourceNet, ip.Is6(), net)
-		for _, a := range b.node.PrimaryIPs(ip.Is6()) {
+		for _, a := range primaryIPs(b.node, ip.Is6()) {
 			allowFromNode = allowFromNode || src.Contains(a)
 		}
 	}
@@ -189,7 +189,7 @@ func (b *contributionBuilder) addNodePorts() []bool {
 	if s.NodePort == 0 {
 		return b.fams
 	}
-	nodeAddrs := b.served(b.node.NodePortIPs())
+	nodeAddrs := b.served(nodePortIPs(b.node))
 	for _, ip := range nodeAddrs {
 		b.addVirtual(kindNodePort, ip, s.NodePort, b.external, false)
 	}

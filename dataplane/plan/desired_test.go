@@ -79,7 +79,7 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := node
 			n.NodePortAddresses, n.NodePortPrimary = fixture.Prefixes(tt.prefixes...), tt.primary
-			if got := n.NodePortIPs(); !slices.Equal(got, fixture.IPs(tt.want...)) {
+			if got := nodePortIPs(&n); !slices.Equal(got, fixture.IPs(tt.want...)) {
 				t.Errorf("node ports on %v, want %v", got, tt.want)
 			}
 		})
@@ -119,7 +119,7 @@ func TestHealthCheckAddresses(t *testing.T) {
 				n.Addresses = fixture.IPs(tt.addresses...)
 			}
 			n.NodePortAddresses, n.NodePortPrimary = fixture.Prefixes(tt.prefixes...), tt.primary
-			if got := n.HealthCheckAddresses(); !slices.Equal(got, fixture.IPs(tt.want...)) {
+			if got := HealthCheckAddresses(&n); !slices.Equal(got, fixture.IPs(tt.want...)) {
 				t.Errorf("health-check ports on %v, want %v", got, tt.want)
 			}
 		})

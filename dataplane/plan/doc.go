@@ -8,7 +8,9 @@
 // which objects each change touches ([Scope]), so that a change to one
 // service costs that service alone. [Diff] plans the operations ([Op])
 // that turn an observed state into the desired one; a [Plan] prints as
-// the dry-run text, one line per kernel operation.
+// the dry-run text, one line per kernel operation. [VirtualKeys] and
+// [HealthCheckAddresses] answer, for one service port or for the node,
+// what a sync programs without computing all of it.
 //
 // It imports no kernel package and no google/nftables: the rules are
 // rendered by a [Rules] function the caller passes (the dataplane's is

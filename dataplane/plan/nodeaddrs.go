@@ -1,31 +1,26 @@
-package model
+package plan
 
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
-func (n *Node) EffectiveScheduler() string {
-	if n.Scheduler == "" {
-		return "rr"
-	}
-	return n.Scheduler
-}
-
-// PrimaryIPs returns the node's primary IP of a family, as kube-proxy
+// primaryIPs returns the node's primary IP of a family, as kube-proxy
 // takes it from the Node object, or without one every address of the node.
-func (n *Node) PrimaryIPs(ipv6 bool) []netip.Addr {
+func primaryIPs(n *model.Node, ipv6 bool) []netip.Addr {
 	for _, a := range n.NodeIPs {
 		if a.Is6() == ipv6 {
 			return []netip.Addr{a}
 		}
 	}
-	return n.LocalAddrs()
+	return localAddrs(n)
 }
 
-// LocalAddrs returns the node's addresses, or without them its Node
+// localAddrs returns the node's addresses, or without them its Node
 // object's.
-func (n *Node) LocalAddrs() []netip.Addr {
+func localAddrs(n *model.Node) []netip.Addr {
 	if len(n.Addresses) == 0 {
 		return n.NodeIPs
 	}
@@ -34,7 +29,7 @@ func (n *Node) LocalAddrs() []netip.Addr {
 
 // nodePortPrefixes returns the prefixes that limit the node-port
 // addresses: NodePortAddresses with, for NodePortPrimary, the primary IPs.
-func (n *Node) nodePortPrefixes() []netip.Prefix {
+func nodePortPrefixes(n *model.Node) []netip.Prefix {
 	prefixes := n.NodePortAddresses
 	if n.NodePortPrimary {
 		prefixes = slices.Clone(prefixes)
@@ -50,11 +45,11 @@ func (n *Node) nodePortPrefixes() []netip.Prefix {
 	return prefixes
 }
 
-// NodePortIPs returns the addresses node ports are served on.
-func (n *Node) NodePortIPs() []netip.Addr {
-	prefixes := n.nodePortPrefixes()
+// nodePortIPs returns the addresses node ports are served on.
+func nodePortIPs(n *model.Node) []netip.Addr {
+	prefixes := nodePortPrefixes(n)
 	var addrs []netip.Addr
-	for _, a := range n.LocalAddrs() {
+	for _, a := range localAddrs(n) {
 		if servesNodePorts(prefixes, a) {
 			addrs = append(addrs, a)
 		}
@@ -62,16 +57,16 @@ func (n *Node) NodePortIPs() []netip.Addr {
 	return addrs
 }
 
-// HealthCheckAddresses returns the addresses health-check node ports
-// listen on, IPv4 first, as kube-proxy's service health servers choose
+// HealthCheckAddresses returns the addresses a node's health-check node
+// ports listen on, IPv4 first, as kube-proxy's service health servers choose
 // them per family: the family's unspecified address (0.0.0.0 or ::, every
 // address of the family) when its prefixes match all its addresses, else
 // each of its node-port addresses and the loopback address if a prefix
 // holds it. A family that matches all but has no node-port address has
 // none, as it has no node port.
-func (n *Node) HealthCheckAddresses() []netip.Addr {
-	prefixes := n.nodePortPrefixes()
-	served := n.NodePortIPs()
+func HealthCheckAddresses(n *model.Node) []netip.Addr {
+	prefixes := nodePortPrefixes(n)
+	served := nodePortIPs(n)
 	var out []netip.Addr
 	for _, wildcard := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
 		var family []netip.Addr
@@ -132,10 +127,4 @@ func servesNodePorts(prefixes []netip.Prefix, a netip.Addr) bool {
 		}
 	}
 	return !family
-}
-
-// Excluded reports whether addr is in ExcludeCIDRs, whose virtual servers
-// are never removed.
-func (n *Node) Excluded(addr netip.Addr) bool {
-	return slices.ContainsFunc(n.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(addr) })
 }

@@ -18,7 +18,7 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster tools clean
+.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -157,7 +157,14 @@ conformance: deps-node image $(VMTEST) vm-kernel
 # upstream's specs, in one booted cluster.
 CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint from pods|DNS should provide DNS for services|Networking Granular Checks: Pods should function for intra-pod communication: udp).*\[Conformance\]
 test-cluster: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest ./e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
+	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip TestTakeoverFromKubeProxy ./e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
+
+# docs/migrating-from-kube-proxy.md in the cluster: kube-proxy (IPVS mode)
+# serving pods, deploy/ taking the node over and handing it back, under
+# traffic (e2e/cluster's TestTakeoverFromKubeProxy).
+test-takeover: deps-node image $(VMTEST) vm-kernel
+	$(VMTEST) -node -proxy kube-proxy -image $(IMAGE_TAR) -image-ref $(IMAGE) -- \
+	  env CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -run TestTakeoverFromKubeProxy ./e2e/cluster/
 
 deps-node:
 	@hack/install-deps --node

@@ -77,13 +77,12 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 		return c, errors.New("no command: vmtest -node [flags] -- COMMAND [ARGS...]")
 	}
 	switch c.proxy {
-	case "ipvsplane":
-		if c.image == "" || c.imageRef == "" {
-			return c, errors.New("-proxy ipvsplane needs -image and -image-ref (make image)")
-		}
-	case "kube-proxy", "none":
+	case "ipvsplane", "kube-proxy", "none":
 	default:
 		return c, fmt.Errorf("-proxy %q: want ipvsplane, kube-proxy or none", c.proxy)
+	}
+	if c.proxy == "ipvsplane" && (c.image == "" || c.imageRef == "") {
+		return c, errors.New("-proxy ipvsplane needs -image and -image-ref (make image)")
 	}
 	for _, p := range strings.Split(*ports, ",") {
 		if p == "" {
@@ -179,11 +178,13 @@ func (n *node) runCommand() (int, error) {
 
 // Variables the command gets besides KUBECONFIG.
 const (
-	nodeNameEnv       = "IPVSPLANE_NODE_NAME"  // the node's name
-	nodeIPEnv         = "IPVSPLANE_NODE_IP"    // its address inside the VM
-	nodePortsEnv      = "IPVSPLANE_NODE_PORTS" // NODEPORT=HOSTPORT,... forwarded from 127.0.0.1
-	nodeProxyEnv      = "IPVSPLANE_NODE_PROXY" // ipvsplane, kube-proxy or none
-	nodeKubeletLogEnv = "IPVSPLANE_NODE_LOG"   // containerd's and the kubelet's log as it streams
+	nodeNameEnv       = "IPVSPLANE_NODE_NAME"    // the node's name
+	nodeIPEnv         = "IPVSPLANE_NODE_IP"      // its address inside the VM
+	nodePortsEnv      = "IPVSPLANE_NODE_PORTS"   // NODEPORT=HOSTPORT,... forwarded from 127.0.0.1
+	nodeProxyEnv      = "IPVSPLANE_NODE_PROXY"   // ipvsplane, kube-proxy or none
+	nodeKubeletLogEnv = "IPVSPLANE_NODE_LOG"     // containerd's and the kubelet's log as it streams
+	nodeOverlayEnv    = "IPVSPLANE_NODE_OVERLAY" // the kustomization that installs ipvsplane from deploy/
+	nodeImageEnv      = "IPVSPLANE_NODE_IMAGE"   // the ipvsplane image's reference
 )
 
 func (n *node) env() []string {
@@ -198,6 +199,8 @@ func (n *node) env() []string {
 		nodePortsEnv + "=" + strings.Join(ports, ","),
 		nodeProxyEnv + "=" + n.config.proxy,
 		nodeKubeletLogEnv + "=" + n.logFile,
+		nodeOverlayEnv + "=" + n.overlay,
+		nodeImageEnv + "=" + n.config.imageRef,
 	}
 }
 

@@ -16,13 +16,17 @@ import (
 // installAddons installs the node's proxy and CoreDNS with kubectl, as an
 // operator would, and waits until both are Ready.
 func (n *node) installAddons(ctx context.Context) error {
-	switch n.config.proxy {
-	case "ipvsplane":
-		overlay, err := n.writeOverlay()
-		if err != nil {
+	if n.config.image != "" {
+		// Written in every mode: the takeover test applies it over a
+		// kube-proxy node.
+		var err error
+		if n.overlay, err = n.writeOverlay(); err != nil {
 			return err
 		}
-		if err := n.kubectl(ctx, "apply", "-k", overlay); err != nil {
+	}
+	switch n.config.proxy {
+	case "ipvsplane":
+		if err := n.kubectl(ctx, "apply", "-k", n.overlay); err != nil {
 			return err
 		}
 		if err := n.kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/ipvsplane", "--timeout=10m"); err != nil {

@@ -28,6 +28,7 @@ type node struct {
 	release   string
 
 	kubeconfig    string      // the admin kubeconfig on the host
+	overlay       string      // the kustomization over deploy/ that installs ipvsplane
 	console       string      // the guest's console, a file
 	logFile       string      // containerd's and the kubelet's logs, streamed by the guest
 	hostNodePorts map[int]int // node port -> the host loopback port forwarded to it

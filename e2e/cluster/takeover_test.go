@@ -185,7 +185,7 @@ func (c *cluster) runTraffic(t *testing.T, ns string) string {
 		ObjectMeta: metav1.ObjectMeta{Name: "client"},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: new(int64),
-			Containers: []corev1.Container{{Name: "client", Image: agnhost, Command: []string{"bash", "-c", trafficScript}}},
+			Containers:                    []corev1.Container{{Name: "client", Image: agnhost, Command: []string{"bash", "-c", trafficScript}}},
 		},
 	}
 	if _, err := c.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {

@@ -1,9 +1,16 @@
 # The project's interface: test, test-unit, test-host, test-vm (each narrowed
 # with PKGS=, test-vm's kernel chosen with KERNEL=), test-kernels, lint,
 # bench. CI runs `make test` with CI=true.
+#
+# Two modules, one go.work: the library (the root: ipvs, ipset, conntrack,
+# dummy, dataplane) and daemon/ (the program, its Kubernetes watcher, the
+# e2e tests, the VM harness and the comparisons with other libraries).
+# go.work joins them, but ./... stops at a nested module even in a
+# workspace: ALL names the packages of both, and is what PKGS defaults to.
 SHELL   := /bin/bash
 GO      ?= go
-PKGS    ?= ./...
+ALL     := ./... ./daemon/...
+PKGS    ?= $(ALL)
 BIN     := $(CURDIR)/bin
 VMTEST  := $(BIN)/vmtest
 # Where the VM kernel is unpacked; outside git, reused across runs.
@@ -59,19 +66,31 @@ test-kernels:
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags hosttest ./...
-	$(GO) vet -tags vmtest ./...
-	$(GO) tool staticcheck ./...
-	$(GO) tool staticcheck -tags hosttest ./...
-	$(GO) tool staticcheck -tags vmtest ./...
+	$(GO) vet $(ALL)
+	$(GO) vet -tags hosttest $(ALL)
+	$(GO) vet -tags vmtest $(ALL)
+	$(GO) tool staticcheck $(ALL)
+	$(GO) tool staticcheck -tags hosttest $(ALL)
+	$(GO) tool staticcheck -tags vmtest $(ALL)
+	@# Each module on its own, as importers and go install see it: the
+	@# library with its go.mod alone (its go line, its requirements: in the
+	@# workspace a test could import what only the daemon requires), the
+	@# daemon through its replace of the library, and the library's
+	@# dependencies as an importer gets them.
+	GOWORK=off $(GO) vet ./...
+	GOWORK=off $(GO) vet -tags hosttest ./...
+	GOWORK=off $(GO) vet -tags vmtest ./...
+	cd daemon && GOWORK=off $(GO) build ./...
+	hack/check-library-deps
 
 # Benchmarks run side by side with their baselines (ipset restore,
 # conntrack -D, moby/ipvs, ...) in one run; hack/benchratio prints ratios.
 BENCH     ?= .
 BENCHTIME ?= 1x
 # The e2e benchmark at 10,000 services runs kube-proxy's IPVS mode for
-# most of an hour under emulation: make bench PKGS=./e2e/... BENCH_TIMEOUT=3h
+# most of an hour under emulation: make bench PKGS=./daemon/e2e/... BENCH_TIMEOUT=3h
+# The comparisons with other Go libraries (moby/ipvs, vishvananda/netlink)
+# are in daemon/compare: make bench PKGS="./ipvs/... ./daemon/compare/ipvs/..."
 BENCH_TIMEOUT ?= 60m
 bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@set -o pipefail; { \
@@ -90,8 +109,8 @@ fuzz:
 # ipvsplane status and the IPVS table. It is cmd/ipvsplane's TestDemo,
 # which make test-vm runs too.
 demo: deps-vm $(VMTEST) vm-kernel
-	cd cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
-	cd cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
+	cd daemon/cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
+	cd daemon/cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
 
 # The churn soak at full size: 10,000 services through the API server,
 # 50 changes a second for a minute (e2e's TestChurnSoak; make test-vm runs
@@ -103,8 +122,8 @@ SOAK_DURATION ?= 60s
 SOAK_RATE     ?= 50
 SOAK_PROXIES  ?= ipvsplane
 soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
-	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
-	cd e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
+	cd daemon/e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
+	cd daemon/e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
 	  IPVSPLANE_SOAK_PROXIES=$(SOAK_PROXIES) VMTEST_MEM=$${VMTEST_MEM:-4096} VMTEST_TIMEOUT=150m \
 	  $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestChurnSoak$$' -test.v -test.timeout 140m
 
@@ -116,10 +135,10 @@ soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 SEEDS             ?= 3
 DIFFTEST_SERVICES ?= 40
 difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
-	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
+	cd daemon/e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
 	@first=$$(date +%s); seeds=$${DIFFTEST_SEEDS:-$$(seq -s, $$first $$((first + $(SEEDS) - 1)))}; \
 	n=$$(echo "$$seeds" | tr , '\n' | wc -l); echo "difftest: seeds $$seeds"; \
-	cd e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
+	cd daemon/e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
 	  $(if $(CASE),IPVSPLANE_DIFFTEST_CASE=$(abspath $(CASE)) VMTEST_TOOLS="$$VMTEST_TOOLS $(abspath $(CASE))") \
 	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
 
@@ -128,7 +147,7 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 $(BIN)/ipvsplane:
 	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/ipvsplane
 
-$(VMTEST): $(shell find hack/vmtest -name '*.go' 2>/dev/null) go.mod
+$(VMTEST): $(shell find daemon/hack/vmtest -name '*.go' 2>/dev/null) go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest
 
 vm-kernel:

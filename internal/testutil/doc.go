@@ -8,6 +8,6 @@
 //   - unit (no tag): no privileges, no kernel; run anywhere.
 //   - host (tag hosttest): the host kernel's ipset, conntrack and nftables,
 //     always inside a network namespace the test creates.
-//   - vm (tag vmtest): run inside a virtual machine by hack/vmtest, for IPVS,
+//   - vm (tag vmtest): run inside a virtual machine by daemon/hack/vmtest, for IPVS,
 //     the dummy driver and everything end to end.
 package testutil

@@ -72,13 +72,18 @@ func (e *Env) Verify(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if n := Destinations(table); len(table) != Services || n != Services*Reals {
+		b.Fatalf("%d services, %d destinations", len(table), n)
+	}
+}
+
+// Destinations counts the table's real servers.
+func Destinations(table []ipvs.VirtualServer) int {
 	n := 0
 	for _, v := range table {
 		n += len(v.Destinations)
 	}
-	if len(table) != Services || n != Services*Reals {
-		b.Fatalf("%d services, %d destinations", len(table), n)
-	}
+	return n
 }
 
 // Fill builds the table in the namespace with one Batch.

@@ -166,11 +166,7 @@ func BenchmarkList2000x4(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n := 0
-			for _, v := range table {
-				n += len(v.Destinations)
-			}
-			if n != want {
+			if n := ipvsbench.Destinations(table); n != want {
 				b.Fatalf("%d destinations", n)
 			}
 		}

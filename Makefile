@@ -106,7 +106,7 @@ fuzz:
 
 # The README's demo: the daemon on example manifests in the VM, real
 # requests through a cluster IP, a node port and a load balancer, then
-# ipvsplane status and the IPVS table. It is cmd/ipvsplane's TestDemo,
+# ipvsplane status and the IPVS table. It is daemon/cmd/ipvsplane's TestDemo,
 # which make test-vm runs too.
 demo: deps-vm $(VMTEST) vm-kernel
 	cd daemon/cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
@@ -143,12 +143,14 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
 
 # The e2e tests run the real program; go build only relinks what changed.
-.PHONY: $(BIN)/ipvsplane
+# make bin/ipvsplane builds it alone.
+.PHONY: $(BIN)/ipvsplane bin/ipvsplane
+bin/ipvsplane: $(BIN)/ipvsplane
 $(BIN)/ipvsplane:
-	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/ipvsplane
+	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/cmd/ipvsplane
 
-$(VMTEST): $(shell find daemon/hack/vmtest -name '*.go' 2>/dev/null) go.mod
-	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest
+$(VMTEST): $(shell find daemon/hack/vmtest -name '*.go' 2>/dev/null) go.work go.mod daemon/go.mod
+	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/hack/vmtest
 
 vm-kernel:
 	@hack/fetch-vm-kernel "$(IPVSPLANE_CACHE)/kernel" $(KERNEL)

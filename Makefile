@@ -19,9 +19,10 @@ export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
 # The VM's kernel: 5.10 (Debian 11), 6.1 (Debian 12) or 6.12 (Debian 13).
 KERNEL ?= 6.1
 export VMTEST_KERNEL := $(KERNEL)
-# The other kernels test-kernels runs the kernel packages' VM tests on.
+# The other kernels test-kernels runs the kernel packages' VM tests on
+# (with moby/ipvs reading IPVS tables too, from daemon/compare).
 OTHER_KERNELS ?= 5.10 6.12
-KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/...
+KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/... ./daemon/compare/ipvs/...
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 

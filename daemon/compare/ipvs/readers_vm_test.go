@@ -90,13 +90,17 @@ func TestMobyReadsTable(t *testing.T) {
 }
 
 // normalize keeps what both readers see: no counters, no tunnel
-// settings, and services and destinations in a fixed order.
+// settings, no address of a firewall-mark service, and services and
+// destinations in a fixed order.
 func normalize(vs []ipvs.VirtualServer) []ipvs.VirtualServer {
 	out := []ipvs.VirtualServer{}
 	for _, v := range vs {
 		s := v.Service
 		s.Stats = ipvs.Stats{}
 		s.Flags &^= ipvs.Hashed
+		if s.FirewallMark != 0 {
+			s.Protocol, s.Addr, s.Port = 0, netip.Addr{}, 0
+		}
 		ds := []ipvs.Destination{}
 		for _, d := range v.Destinations {
 			d.Stats = ipvs.Stats{}

@@ -26,7 +26,7 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm tools clean
+.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -70,9 +70,12 @@ lint:
 	$(GO) vet $(ALL)
 	$(GO) vet -tags hosttest $(ALL)
 	$(GO) vet -tags vmtest $(ALL)
+	$(GO) vet -tags clustertest ./daemon/e2e/cluster/...
+	cd hack/images && GOWORK=off $(GO) vet ./...
 	$(GO) tool staticcheck $(ALL)
 	$(GO) tool staticcheck -tags hosttest $(ALL)
 	$(GO) tool staticcheck -tags vmtest $(ALL)
+	$(GO) tool staticcheck -tags clustertest ./daemon/e2e/cluster/...
 	@# Each module on its own, as importers and go install see it: the
 	@# library with its go.mod alone (its go line, its requirements: in the
 	@# workspace a test could import what only the daemon requires), the
@@ -145,6 +148,34 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	  $(if $(CASE),IPVSPLANE_DIFFTEST_CASE=$(abspath $(CASE)) VMTEST_TOOLS="$$VMTEST_TOOLS $(abspath $(CASE))") \
 	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
 
+# The ipvsplane image, built without Docker or a registry: the static
+# binary on an empty base, as an OCI archive that `ctr images import` (or
+# any OCI tool) loads. IMAGE names it.
+IMAGE     ?= ghcr.io/ipvsplane/ipvsplane:$(shell git describe --always --dirty 2>/dev/null || echo dev)
+IMAGE_TAR := $(BIN)/ipvsplane-image.tar
+image: $(BIN)/ipvsplane
+	cd hack/images && GOWORK=off $(GO) build -o $(BIN)/mkimage ./mkimage
+	$(BIN)/mkimage -o $(IMAGE_TAR) -ref $(IMAGE) -add $(BIN)/ipvsplane=/ipvsplane -entrypoint /ipvsplane
+	@echo "image: $(IMAGE) in $(IMAGE_TAR)"
+
+# A one-node cluster in the VM (daemon/hack/vmtest -node): the control plane on
+# the host's loopback, a node with containerd, kubelet and CNI, PROXY
+# (ipvsplane from deploy/, or kube-proxy in IPVS mode) and CoreDNS; then
+# CMD runs on the host with KUBECONFIG set (default: an interactive shell).
+PROXY ?= ipvsplane
+NODE   = $(VMTEST) -node -proxy $(PROXY) -image $(IMAGE_TAR) -image-ref $(IMAGE)
+cluster: deps-node image $(VMTEST) vm-kernel
+	$(NODE) -- $(or $(CMD),bash)
+
+# Upstream's conformance specs for Services, DNS and networking (e2e.test
+# from the pinned k8s.io/kubernetes) against that cluster; FOCUS and SKIP
+# narrow them (hack/conformance).
+conformance: deps-node image $(VMTEST) vm-kernel
+	$(NODE) -- hack/conformance
+
+deps-node:
+	@hack/install-deps --node
+
 # The e2e tests run the real program; go build only relinks what changed.
 # make bin/ipvsplane builds it alone.
 .PHONY: $(BIN)/ipvsplane bin/ipvsplane
@@ -152,7 +183,7 @@ bin/ipvsplane: $(BIN)/ipvsplane
 $(BIN)/ipvsplane:
 	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/cmd/ipvsplane
 
-$(VMTEST): $(shell find daemon/hack/vmtest -name '*.go' 2>/dev/null) go.work go.mod daemon/go.mod
+$(VMTEST): $(shell find daemon/hack/vmtest -type f 2>/dev/null) go.work go.mod daemon/go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/hack/vmtest
 
 vm-kernel:

@@ -32,15 +32,18 @@
 // asked which (TestKernelIPv6DumpFilter).
 //
 // Dumps the kernel marks interrupted (NLM_F_DUMP_INTR) are restarted, a few
-// times, rather than returned partial; then [ErrInterrupted]. An entry that
-// expires between the dump and its delete is neither an error nor counted.
+// times, rather than returned partial; then [ErrDumpInterrupted]. An entry
+// that expires between the dump and its delete is neither an error nor
+// counted.
 //
 // # Errors
 //
-// Errors are [*OpError] values naming the operation and the object. They
-// wrap the kernel's errno (errors.Is(err, unix.ENOENT)), with the kernel's
-// extended-ack text when it gave one, and the sentinels [ErrNotExist] and
-// [ErrExist].
+// Errors are [*OpError] values naming the operation and the object, in
+// the shape every kernel package of this module uses: "conntrack: delete
+// <tuple>: flow does not exist (no such file or directory)". They wrap
+// the kernel's errno (errors.Is(err, unix.ENOENT)) and the sentinels
+// ([ErrFlowNotExist], [ErrFlowExist], ...), with the kernel's
+// extended-ack text when it gave one.
 //
 // # Privileges and namespaces
 //

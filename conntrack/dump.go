@@ -86,7 +86,7 @@ func (c *Conn) walk(ctx context.Context, f *Filter, reset func(), fn func(*Flow)
 			return nil
 		}
 	}
-	return ErrInterrupted
+	return ErrDumpInterrupted
 }
 
 // walkFamily runs one dump, stepping the Conn's filter level down while the

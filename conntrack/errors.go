@@ -3,22 +3,29 @@ package conntrack
 import (
 	"errors"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
 
 // Sentinels that errors from this package wrap, for errors.Is. The kernel's
 // errno stays reachable too: errors.Is(err, unix.ENOENT) holds as well.
 var (
-	// ErrNotExist: the entry is not in the table.
-	ErrNotExist = errors.New("conntrack entry does not exist")
-	// ErrExist: an entry with the same tuple is already in the table.
-	ErrExist = errors.New("conntrack entry already exists")
-	// ErrInterrupted: a dump was interrupted by table changes on every
+	// ErrFlowNotExist: the entry is not in the table (ENOENT).
+	ErrFlowNotExist = errors.New("conntrack: flow does not exist")
+	// ErrFlowExist: an entry with the same tuple is already in the table
+	// (EEXIST).
+	ErrFlowExist = errors.New("conntrack: flow already exists")
+	// ErrDumpInterrupted: a dump was interrupted by table changes on every
 	// attempt.
-	ErrInterrupted = errors.New("conntrack dump interrupted repeatedly")
+	ErrDumpInterrupted = errors.New("conntrack: dump interrupted repeatedly")
+	// ErrFilterEmpty: a Filter with no field set that is not All():
+	// deleting everything must be asked for by name.
+	ErrFilterEmpty = errors.New("conntrack: filter selects nothing; use conntrack.All() to select every entry")
 )
 
-// OpError is the error of one operation on one object.
+// OpError is the failure of one operation. Its text reads "conntrack:
+// delete udp 10.0.0.1:5353->10.96.0.10:53: flow does not exist (no such
+// file or directory)".
 type OpError struct {
 	// Op is the operation: "dump", "get", "create", "delete", "flush",
 	// "count" or "dial".
@@ -26,33 +33,38 @@ type OpError struct {
 	// Object names what the operation was about: a tuple, a filter, a
 	// family.
 	Object string
-	// Err is the cause; for a kernel refusal, an error holding the
-	// unix.Errno and any extended-ack message.
+	// Index is the flow's position among those given to Create; 0 for
+	// other operations.
+	Index int
+	// Err is the cause: the kernel's unix.Errno, a validation error, or the
+	// context's error when the call was cancelled.
 	Err error
+	// Message is the kernel's extended acknowledgement text, if it sent one.
+	Message string
+
+	sentinel error // one of the sentinels, or nil
 }
 
 func (e *OpError) Error() string {
-	s := "conntrack " + e.Op
-	if e.Object != "" {
-		s += " " + e.Object
-	}
-	return s + ": " + e.Err.Error()
+	return nl.OpErrorText("conntrack", e.Op, e.Object, e.sentinel, e.Err, e.Message)
 }
 
-// Unwrap returns the package sentinel matching the errno, if any, and Err.
-func (e *OpError) Unwrap() []error {
-	switch {
-	case errors.Is(e.Err, unix.ENOENT):
-		return []error{ErrNotExist, e.Err}
-	case errors.Is(e.Err, unix.EEXIST):
-		return []error{ErrExist, e.Err}
-	}
-	return []error{e.Err}
-}
+// Unwrap returns the sentinel, if any, and the cause, so that both
+// errors.Is(err, ErrFlowNotExist) and errors.Is(err, unix.ENOENT) hold.
+func (e *OpError) Unwrap() []error { return nl.OpErrorUnwrap(e.sentinel, e.Err) }
 
+// opError wraps err, if any, for the operation op on object.
 func opError(op, object string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &OpError{Op: op, Object: object, Err: err}
+	oe := &OpError{Op: op, Object: object}
+	oe.Message, oe.Err = nl.ErrorDetail(err)
+	switch {
+	case errors.Is(oe.Err, unix.ENOENT):
+		oe.sentinel = ErrFlowNotExist
+	case errors.Is(oe.Err, unix.EEXIST):
+		oe.sentinel = ErrFlowExist
+	}
+	return oe
 }

@@ -1,7 +1,6 @@
 package conntrack
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -37,10 +36,6 @@ type Filter struct {
 // the Conn's methods accept.
 func All() Filter { return Filter{all: true} }
 
-// ErrEmptyFilter is the error for a Filter with no field set that is not
-// All(): deleting everything must be asked for by name.
-var ErrEmptyFilter = errors.New("filter selects nothing; use conntrack.All() to select every entry")
-
 // selection returns f for the dump machinery, where nil means every entry.
 func (f Filter) selection(op string) (*Filter, error) {
 	empty := f.Family == 0 && f.Protocol == 0 && f.Orig.isZero() && f.Reply.isZero() &&
@@ -49,7 +44,7 @@ func (f Filter) selection(op string) (*Filter, error) {
 	case empty && f.all:
 		return nil, nil
 	case empty:
-		return nil, &OpError{Op: op, Object: "empty filter", Err: ErrEmptyFilter}
+		return nil, &OpError{Op: op, Object: "empty filter", sentinel: ErrFilterEmpty}
 	}
 	return &f, nil
 }

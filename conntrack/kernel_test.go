@@ -30,8 +30,8 @@ func TestKernelCreateGetDeleteFlush(t *testing.T) {
 	if err := c.Create(ctx, v4, v6, nat); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, v4); !errors.Is(err, ErrExist) || !errors.Is(err, unix.EEXIST) {
-		t.Errorf("creating a duplicate: %v, want ErrExist", err)
+	if err := c.Create(ctx, v4); !errors.Is(err, ErrFlowExist) || !errors.Is(err, unix.EEXIST) {
+		t.Errorf("creating a duplicate: %v, want ErrFlowExist", err)
 	}
 
 	got, err := c.Get(ctx, Flow{Orig: nat.Orig})
@@ -48,14 +48,14 @@ func TestKernelCreateGetDeleteFlush(t *testing.T) {
 	// A delete that names an older incarnation leaves the entry alone.
 	stale := got
 	stale.ID++
-	if err := c.Delete(ctx, stale); !errors.Is(err, ErrNotExist) {
-		t.Errorf("deleting with a wrong ID: %v, want ErrNotExist", err)
+	if err := c.Delete(ctx, stale); !errors.Is(err, ErrFlowNotExist) {
+		t.Errorf("deleting with a wrong ID: %v, want ErrFlowNotExist", err)
 	}
 	if err := c.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Get(ctx, Flow{Orig: nat.Orig}); !errors.Is(err, ErrNotExist) || !errors.Is(err, unix.ENOENT) {
-		t.Errorf("Get after delete: %v, want ErrNotExist", err)
+	if _, err := c.Get(ctx, Flow{Orig: nat.Orig}); !errors.Is(err, ErrFlowNotExist) || !errors.Is(err, unix.ENOENT) {
+		t.Errorf("Get after delete: %v, want ErrFlowNotExist", err)
 	}
 
 	if err := c.Flush(ctx, IPv6); err != nil {

@@ -29,7 +29,7 @@ func (c *Conn) Get(ctx context.Context, key Flow) (Flow, error) {
 // Create adds entries, many per write; for tests and tools, since the
 // kernel makes entries from traffic. A zero Reply stands for the reversed
 // Orig. The kernel creates each entry on its own; Create returns the first
-// refusal (ErrExist for a duplicate).
+// refusal (ErrFlowExist for a duplicate).
 func (c *Conn) Create(ctx context.Context, flows ...Flow) error {
 	if len(flows) == 0 {
 		return nil
@@ -39,7 +39,7 @@ func (c *Conn) Create(ctx context.Context, flows ...Flow) error {
 	for i, f := range flows {
 		m, err := encodeNew(f, false)
 		if err != nil {
-			return opError("create", f.Orig.String(), err)
+			return &OpError{Op: "create", Object: f.Orig.String(), Index: i, Err: err}
 		}
 		reqs[i] = *toRequest(m)
 		ptrs[i] = &reqs[i]
@@ -49,7 +49,9 @@ func (c *Conn) Create(ctx context.Context, flows ...Flow) error {
 	}
 	for i, r := range reqs {
 		if r.Err != nil {
-			return opError("create", flows[i].Orig.String(), r.Err)
+			oe := opError("create", flows[i].Orig.String(), r.Err).(*OpError)
+			oe.Index = i
+			return oe
 		}
 	}
 	return nil
@@ -57,7 +59,7 @@ func (c *Conn) Create(ctx context.Context, flows ...Flow) error {
 
 // Delete removes the entry whose original tuple is f.Orig in zone f.Zone;
 // when f.ID is set, only if the entry is still that incarnation. A missing
-// entry is ErrNotExist.
+// entry is ErrFlowNotExist.
 func (c *Conn) Delete(ctx context.Context, f Flow) error {
 	obj := f.Orig.String()
 	req, err := encodeLookup(msgDelete, f.Orig, f.Zone, f.ID, true)

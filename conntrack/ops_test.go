@@ -105,8 +105,8 @@ func TestDumpRetriesInterrupted(t *testing.T) {
 	}
 
 	k.interruptions = maxDumpAttempts
-	if _, err := c.Dump(context.Background(), All()); !errors.Is(err, ErrInterrupted) {
-		t.Errorf("got %v, want ErrInterrupted", err)
+	if _, err := c.Dump(context.Background(), All()); !errors.Is(err, ErrDumpInterrupted) {
+		t.Errorf("got %v, want ErrDumpInterrupted", err)
 	}
 }
 
@@ -150,8 +150,8 @@ func TestOpErrorUnwrap(t *testing.T) {
 		errno    unix.Errno
 		sentinel error
 	}{
-		{unix.ENOENT, ErrNotExist},
-		{unix.EEXIST, ErrExist},
+		{unix.ENOENT, ErrFlowNotExist},
+		{unix.EEXIST, ErrFlowExist},
 	}
 	for _, tt := range tests {
 		err := opError("get", "x", tt.errno)
@@ -159,8 +159,8 @@ func TestOpErrorUnwrap(t *testing.T) {
 			t.Errorf("%v: does not match %v and its errno", err, tt.sentinel)
 		}
 	}
-	if err := opError("get", "x", unix.EPERM); errors.Is(err, ErrNotExist) {
-		t.Errorf("%v matches ErrNotExist", err)
+	if err := opError("get", "x", unix.EPERM); errors.Is(err, ErrFlowNotExist) {
+		t.Errorf("%v matches ErrFlowNotExist", err)
 	}
 }
 
@@ -172,7 +172,7 @@ func TestDeleteMatchingEmptyFilter(t *testing.T) {
 	c := k.conn()
 	defer c.Close()
 	n, err := c.DeleteMatching(context.Background(), Filter{})
-	if n != 0 || !errors.Is(err, ErrEmptyFilter) || len(k.table) != 3 {
+	if n != 0 || !errors.Is(err, ErrFilterEmpty) || len(k.table) != 3 {
 		t.Fatalf("DeleteMatching(Filter{}) = %d, %v; %d entries left", n, err, len(k.table))
 	}
 	if n, err := c.DeleteMatching(context.Background(), All()); n != 3 || err != nil || len(k.table) != 0 {

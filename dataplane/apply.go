@@ -122,7 +122,7 @@ func (d *Dataplane) applyAddresses(ctx context.Context, ops []Op) []error {
 	case bind:
 		if err = d.ensureDevice(ctx); err == nil {
 			err = d.device.BindAll(ctx, addrs)
-			if errors.Is(err, dummy.ErrLinkNotFound) {
+			if errors.Is(err, dummy.ErrLinkNotExist) {
 				// Deleted behind the dataplane's back: make it again.
 				d.device = nil
 				if err = d.ensureDevice(ctx); err == nil {
@@ -133,18 +133,14 @@ func (d *Dataplane) applyAddresses(ctx context.Context, ops []Op) []error {
 	case d.device != nil:
 		err = d.device.UnbindAll(ctx, addrs)
 	}
-	// Failures name their address; a failure that names none is the
-	// whole batch's.
-	failed := map[netip.Addr]error{}
+	// Failures name their address by its index; an error that lists
+	// none is the whole batch's.
+	failed := map[int]error{}
 	var all error
 	var batch *dummy.BatchError
 	if errors.As(err, &batch) {
 		for _, f := range batch.Failed {
-			if f.Addr.IsValid() {
-				failed[f.Addr] = f
-			} else {
-				all = f
-			}
+			failed[f.Index] = f
 		}
 	} else {
 		all = err
@@ -154,8 +150,8 @@ func (d *Dataplane) applyAddresses(ctx context.Context, ops []Op) []error {
 		switch {
 		case all != nil:
 			errs = append(errs, d.failed(op, all))
-		case failed[addrs[i]] != nil:
-			errs = append(errs, d.failed(op, failed[addrs[i]]))
+		case failed[i] != nil:
+			errs = append(errs, d.failed(op, failed[i]))
 		default:
 			d.succeeded(op)
 		}
@@ -307,7 +303,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, ops []Op) []error {
 		case errors.Is(err, ipvs.ErrServiceNotExist) && isDelete(op, true),
 			errors.Is(err, ipvs.ErrDestinationNotExist) && isDelete(op, false):
 			delete(failures, i)
-		case errors.Is(err, ipvs.ErrServiceExists) || errors.Is(err, ipvs.ErrDestinationExists):
+		case errors.Is(err, ipvs.ErrServiceExist) || errors.Is(err, ipvs.ErrDestinationExist):
 			retry = append(retry, i)
 		}
 	}

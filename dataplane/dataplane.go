@@ -81,7 +81,7 @@ type Dataplane struct {
 }
 
 // New opens the netlink connections. It fails with an error matching
-// ipvs.ErrNotAvailable when the kernel has no IPVS.
+// ipvs.ErrNotSupported when the kernel has no IPVS.
 func New(cfg *Config) (*Dataplane, error) {
 	d := &Dataplane{planner: NewPlanner(), retry: newTouched(), draining: map[VirtualKey]map[RealKey]time.Time{}, setIndex: map[string]uint16{}}
 	d.schedulers = schedulerCache{probe: d.CheckScheduler, known: map[string]error{}}

@@ -79,7 +79,7 @@ func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRea
 	}
 	dev, err := r.links.Get(ctx, device)
 	switch {
-	case errors.Is(err, dummy.ErrLinkNotFound):
+	case errors.Is(err, dummy.ErrLinkNotExist):
 		return k, nil
 	case err != nil:
 		return nil, err
@@ -161,7 +161,7 @@ func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desire
 		d.device = nil
 	case d.device == nil:
 		// Known, so that stale addresses can be unbound.
-		if d.device, err = d.links.Get(ctx, d.cfg.Device); err != nil && !errors.Is(err, dummy.ErrLinkNotFound) {
+		if d.device, err = d.links.Get(ctx, d.cfg.Device); err != nil && !errors.Is(err, dummy.ErrLinkNotExist) {
 			return nil, err
 		}
 	}

@@ -29,7 +29,7 @@ func TestTransient(t *testing.T) {
 		{"EINVAL", unix.EINVAL, false},
 		{"wrapped in an ipvs error", &ipvs.OpError{Op: "create service", Err: unix.ENOMEM}, true},
 		{"an unknown scheduler", &ipvs.OpError{Op: "create service", Err: unix.ENOENT}, false},
-		{"in a dummy batch", &dummy.BatchError{Failed: []*dummy.Error{{Op: "bind", Addr: netip.MustParseAddr("10.96.0.1"), Err: unix.ENOBUFS}}}, true},
+		{"in a dummy batch", &dummy.BatchError{Failed: []*dummy.OpError{{Op: "bind", Object: "10.96.0.1 on kube-ipvs0", Err: unix.ENOBUFS}}, Total: 1}, true},
 		{"in an operation's error", &OpError{Op: Bind{Addr: netip.MustParseAddr("10.96.0.1")}, Err: fmt.Errorf("x: %w", unix.EBUSY)}, true},
 		{"no errno", errors.New("broken"), false},
 	}

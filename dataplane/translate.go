@@ -9,19 +9,17 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-// Translations between the dataplane's values and the kernel packages'.
+// Translations between the dataplane's values and the kernel packages',
+// which all name a protocol by its IP protocol number.
 
 func (p Protocol) ipvs() ipvs.Protocol           { return ipvs.Protocol(protocolNumber(p)) }
 func (p Protocol) conntrack() conntrack.Protocol { return conntrack.Protocol(protocolNumber(p)) }
 
-func protocolFromIPVS(p ipvs.Protocol) (Protocol, bool) {
-	switch p {
-	case ipvs.TCP:
-		return TCP, true
-	case ipvs.UDP:
-		return UDP, true
-	case ipvs.SCTP:
-		return SCTP, true
+func protocolFromIPVS(n ipvs.Protocol) (Protocol, bool) {
+	for _, p := range [...]Protocol{TCP, UDP, SCTP} {
+		if p.ipvs() == n {
+			return p, true
+		}
 	}
 	return 0, false
 }
@@ -124,9 +122,9 @@ func (s SetSpec) ipset() ipset.Set {
 	case s.Type == BitmapPort:
 		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
 	case s.IPv6:
-		set.Family = ipset.FamilyINET6
+		set.Family = ipset.IPv6
 	default:
-		set.Family = ipset.FamilyINET
+		set.Family = ipset.IPv4
 	}
 	return set
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
@@ -15,29 +15,6 @@ import (
 // Binding thousands of service addresses one request at a time costs a
 // round trip each; BindAll and UnbindAll write many requests at once and
 // collect each one's outcome.
-
-// BatchError lists the failures of BindAll or UnbindAll; the other
-// addresses were bound or unbound. A failure that concerns a whole write
-// has no address.
-type BatchError struct {
-	Failed []*Error
-}
-
-func (e *BatchError) Error() string {
-	if len(e.Failed) == 1 {
-		return e.Failed[0].Error()
-	}
-	return fmt.Sprintf("%v (and %d more failures)", e.Failed[0], len(e.Failed)-1)
-}
-
-// Unwrap returns every failure, so errors.Is matches if any failed so.
-func (e *BatchError) Unwrap() []error {
-	errs := make([]error, len(e.Failed))
-	for i, f := range e.Failed {
-		errs[i] = f
-	}
-	return errs
-}
 
 // BindAll binds every address as Bind does, in few system calls, and
 // returns the failures in a *BatchError.
@@ -51,54 +28,68 @@ func (d *Device) UnbindAll(ctx context.Context, addrs []netip.Addr) error {
 }
 
 // addrBatch binds or unbinds addrs; asBatch selects a *BatchError over
-// the single address's *Error.
+// the single address's *OpError. A failure of the whole batch, such as a
+// missing link, is every address's failure.
 func (d *Device) addrBatch(ctx context.Context, op string, addrs []netip.Addr, asBatch bool) error {
 	if len(addrs) == 0 {
 		return nil
 	}
+	var failed []*OpError
+	fail := func(i int, err error) {
+		oe := opError(op, d.name, addrs[i], err)
+		oe.Index = i
+		failed = append(failed, oe)
+	}
 	index, err := d.conn.lookup(ctx, d.name)
 	if err != nil {
-		return d.batchError([]*Error{opError(op, d.name, netip.Addr{}, err)}, asBatch)
+		for i := range addrs {
+			fail(i, err)
+		}
+		return batchError(failed, len(addrs), asBatch)
 	}
 	typ, flags := uint16(unix.RTM_NEWADDR), netlink.Create|netlink.Replace
 	if op == "unbind" {
 		typ, flags = unix.RTM_DELADDR, 0
 	}
-	var failed []*Error
 	reqs := make([]nl.Request, 0, len(addrs))
-	sent := make([]netip.Addr, 0, len(addrs))
-	for _, a := range addrs {
+	sent := make([]int, 0, len(addrs))
+	for i, a := range addrs {
 		if !a.IsValid() {
-			failed = append(failed, opError(op, d.name, a, errors.New("invalid address")))
+			fail(i, errors.New("invalid address"))
 			continue
 		}
 		reqs = append(reqs, nl.Request{Type: typ, Flags: flags | netlink.Acknowledge, Data: addrMessage(index, a.Unmap())})
-		sent = append(sent, a)
+		sent = append(sent, i)
 	}
 	ptrs := make([]*nl.Request, len(reqs))
 	for i := range reqs {
 		ptrs[i] = &reqs[i]
 	}
 	if err := d.conn.nl.Exchange(ctx, ptrs...); err != nil {
-		failed = append(failed, opError(op, d.name, netip.Addr{}, err))
-		return d.batchError(failed, asBatch)
+		for _, i := range sent {
+			fail(i, err)
+		}
+		return batchError(failed, len(addrs), asBatch)
 	}
-	for i, r := range reqs {
+	for j, r := range reqs {
 		if r.Err != nil && !ignorable(op, r.Err) {
-			failed = append(failed, opError(op, d.name, sent[i], classify(r.Err)))
+			fail(sent[j], classify(r.Err))
 		}
 	}
-	return d.batchError(failed, asBatch)
+	return batchError(failed, len(addrs), asBatch)
 }
 
-func (d *Device) batchError(failed []*Error, asBatch bool) error {
+// batchError returns the failures in the addresses' order, as a
+// *BatchError or as the one address's *OpError.
+func batchError(failed []*OpError, total int, asBatch bool) error {
 	switch {
 	case len(failed) == 0:
 		return nil
 	case !asBatch:
 		return failed[0]
 	}
-	return &BatchError{Failed: failed}
+	slices.SortFunc(failed, func(a, b *OpError) int { return a.Index - b.Index })
+	return &BatchError{Failed: failed, Total: total}
 }
 
 // ignorable reports the errors that mean the work is already done.

@@ -19,6 +19,14 @@
 // A [Conn] and the [Device] values it returns may be used from several
 // goroutines; calls are serialized on the connection's socket.
 //
+// # Errors
+//
+// Failures are [*OpError] values naming the operation and the link or
+// address ("dummy: bind 10.96.0.1 on kube-ipvs0: ..."), keeping the
+// kernel's errno (errors.Is(err, unix.ENODEV)) and matching the package's
+// sentinels (errors.Is(err, ErrLinkNotExist)). BindAll and UnbindAll
+// return a [*BatchError] holding one *OpError per failed address.
+//
 // # Addresses
 //
 // IPv4 addresses are bound as /32, IPv6 addresses as /128 without duplicate

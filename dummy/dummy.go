@@ -34,7 +34,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	}
 	c, err := nl.Dial(unix.NETLINK_ROUTE, ns)
 	if err != nil {
-		return nil, fmt.Errorf("dummy: opening rtnetlink: %w", err)
+		return nil, &OpError{Op: "dial", Object: "rtnetlink", Err: err}
 	}
 	return newConn(c), nil
 }
@@ -79,13 +79,13 @@ func (d *Device) Name() string { return d.name }
 
 // Ensure returns the dummy link called name, creating it (down) if it does
 // not exist. A link of that name that is not a dummy device is left alone
-// and reported with [ErrWrongKind].
+// and reported with [ErrLinkNotDummy].
 func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
 	err := check(ctx, "ensure")
 	if err == nil {
 		_, err = c.lookup(ctx, name)
 	}
-	if errors.Is(err, ErrLinkNotFound) {
+	if errors.Is(err, ErrLinkNotExist) {
 		err = c.change(ctx, unix.RTM_NEWLINK, netlink.Create|netlink.Excl, newLinkMessage(name))
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return nil, opError("ensure", name, netip.Addr{}, classify(err))
@@ -101,7 +101,7 @@ func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
 }
 
 // Get returns the existing dummy link called name, or an error matching
-// [ErrLinkNotFound] or [ErrWrongKind].
+// [ErrLinkNotExist] or [ErrLinkNotDummy].
 func (c *Conn) Get(ctx context.Context, name string) (*Device, error) {
 	err := check(ctx, "get")
 	if err == nil {
@@ -122,7 +122,7 @@ func (c *Conn) Delete(ctx context.Context, name string) error {
 	if err == nil {
 		index, err = c.lookup(ctx, name)
 	}
-	if errors.Is(err, ErrLinkNotFound) {
+	if errors.Is(err, ErrLinkNotExist) {
 		return nil
 	}
 	if err == nil {
@@ -165,7 +165,7 @@ func (c *Conn) lookup(ctx context.Context, name string) (int32, error) {
 		return 0, err
 	}
 	if kind != "dummy" {
-		return 0, kindError{kind: ErrWrongKind, err: fmt.Errorf("it is of kind %q", kind)}
+		return 0, sentinelError{sentinel: ErrLinkNotDummy, err: fmt.Errorf("it is of kind %q", kind)}
 	}
 	return index, nil
 }
@@ -175,30 +175,11 @@ func (c *Conn) lookup(ctx context.Context, name string) (int32, error) {
 func classify(err error) error {
 	switch {
 	case errors.Is(err, unix.ENODEV):
-		return kindError{kind: ErrLinkNotFound, err: unix.ENODEV}
+		return sentinelError{sentinel: ErrLinkNotExist, err: unix.ENODEV}
 	case errors.Is(err, unix.EOPNOTSUPP):
-		return kindError{kind: ErrNotSupported, err: err}
+		return sentinelError{sentinel: ErrNotSupported, err: err}
 	}
 	return err
-}
-
-// kindError carries a sentinel and the error behind it until opError turns
-// them into an *Error.
-type kindError struct {
-	kind error
-	err  error
-}
-
-func (e kindError) Error() string   { return e.kind.Error() }
-func (e kindError) Unwrap() []error { return []error{e.kind, e.err} }
-
-func opError(op, link string, addr netip.Addr, err error) *Error {
-	e := &Error{Op: op, Link: link, Addr: addr, Err: err}
-	var ke kindError
-	if errors.As(err, &ke) {
-		e.Kind, e.Err = ke.kind, ke.err
-	}
-	return e
 }
 
 // Bind binds addr to the device: as /32 for IPv4, as /128 without duplicate

@@ -62,14 +62,14 @@ func TestErrors(t *testing.T) {
 		{
 			name:  "not found keeps ENODEV",
 			err:   opError("get", "kube-ipvs0", netip.Addr{}, classify(unix.ENODEV)),
-			text:  "dummy: get kube-ipvs0: link not found: no such device",
-			match: []error{ErrLinkNotFound, unix.ENODEV},
+			text:  "dummy: get kube-ipvs0: link does not exist (no such device)",
+			match: []error{ErrLinkNotExist, unix.ENODEV},
 		},
 		{
 			name:  "wrong kind says which",
-			err:   opError("ensure", "kube-ipvs0", netip.Addr{}, kindError{kind: ErrWrongKind, err: errors.New(`it is of kind "veth"`)}),
-			text:  `dummy: ensure kube-ipvs0: link is not a dummy device: it is of kind "veth"`,
-			match: []error{ErrWrongKind},
+			err:   opError("ensure", "kube-ipvs0", netip.Addr{}, sentinelError{sentinel: ErrLinkNotDummy, err: errors.New(`it is of kind "veth"`)}),
+			text:  `dummy: ensure kube-ipvs0: link is not a dummy device (it is of kind "veth")`,
+			match: []error{ErrLinkNotDummy},
 		},
 		{
 			name:  "bind names the address",
@@ -80,7 +80,7 @@ func TestErrors(t *testing.T) {
 		{
 			name:  "no driver",
 			err:   opError("ensure", "kube-ipvs0", netip.Addr{}, classify(unix.EOPNOTSUPP)),
-			text:  "dummy: ensure kube-ipvs0: dummy devices are not supported by this kernel (CONFIG_DUMMY): operation not supported",
+			text:  "dummy: ensure kube-ipvs0: dummy devices are not supported by this kernel, built without CONFIG_DUMMY (operation not supported)",
 			match: []error{ErrNotSupported, unix.EOPNOTSUPP},
 		},
 	}

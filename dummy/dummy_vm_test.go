@@ -141,11 +141,11 @@ func TestLifecycle(t *testing.T) {
 					t.Fatalf("ip still shows the device: %+v", show)
 				}
 			}
-			if _, err := c.Get(ctx, device); !errors.Is(err, ErrLinkNotFound) {
-				t.Errorf("Get after Delete: %v, want ErrLinkNotFound", err)
+			if _, err := c.Get(ctx, device); !errors.Is(err, ErrLinkNotExist) {
+				t.Errorf("Get after Delete: %v, want ErrLinkNotExist", err)
 			}
-			if err := dev.Bind(ctx, want[0]); !errors.Is(err, ErrLinkNotFound) {
-				t.Errorf("Bind after Delete: %v, want ErrLinkNotFound", err)
+			if err := dev.Bind(ctx, want[0]); !errors.Is(err, ErrLinkNotExist) {
+				t.Errorf("Bind after Delete: %v, want ErrLinkNotExist", err)
 			}
 		})
 	}
@@ -174,15 +174,15 @@ func TestBatches(t *testing.T) {
 		checkState(t, ns, dev, want[:1000])
 	}
 	err = dev.BindAll(ctx, []netip.Addr{want[0], {}, want[1]})
-	var e *Error
-	if !errors.As(err, &e) || e.Op != "bind" || e.Addr.IsValid() {
+	var e *BatchError
+	if !errors.As(err, &e) || len(e.Failed) != 1 || e.Failed[0].Op != "bind" || e.Failed[0].Index != 1 {
 		t.Errorf("an invalid address in a batch: %v", err)
 	}
 	if err := c.Delete(ctx, device); err != nil {
 		t.Fatal(err)
 	}
-	if err := dev.BindAll(ctx, want[:3]); !errors.Is(err, ErrLinkNotFound) {
-		t.Errorf("BindAll on a deleted device: %v, want ErrLinkNotFound", err)
+	if err := dev.BindAll(ctx, want[:3]); !errors.Is(err, ErrLinkNotExist) {
+		t.Errorf("BindAll on a deleted device: %v, want ErrLinkNotExist", err)
 	}
 }
 
@@ -192,11 +192,11 @@ func TestForeignLinkIsLeftAlone(t *testing.T) {
 	if out, err := ns.Output(ctx, "ip", "link", "add", device, "type", "veth", "peer", "name", "peer0"); err != nil {
 		t.Fatalf("ip link add: %v: %s", err, out)
 	}
-	if _, err := c.Ensure(ctx, device); !errors.Is(err, ErrWrongKind) {
-		t.Errorf("Ensure over a veth: %v, want ErrWrongKind", err)
+	if _, err := c.Ensure(ctx, device); !errors.Is(err, ErrLinkNotDummy) {
+		t.Errorf("Ensure over a veth: %v, want ErrLinkNotDummy", err)
 	}
-	if err := c.Delete(ctx, device); !errors.Is(err, ErrWrongKind) {
-		t.Errorf("Delete of a veth: %v, want ErrWrongKind", err)
+	if err := c.Delete(ctx, device); !errors.Is(err, ErrLinkNotDummy) {
+		t.Errorf("Delete of a veth: %v, want ErrLinkNotDummy", err)
 	}
 	if show := readWithIP(t, ns); show == nil || show.Kind != "veth" {
 		t.Errorf("the veth did not survive: %+v", show)

@@ -54,7 +54,7 @@ func TestFaultHook(t *testing.T) {
 	addrs := []netip.Addr{netip.MustParseAddr("10.96.0.1"), netip.MustParseAddr("fd00::1")}
 	err := d.BindAll(ctx, addrs)
 	var be *BatchError
-	if !errors.As(err, &be) || len(be.Failed) != 2 || be.Failed[1].Addr != addrs[1] || !errors.Is(err, unix.ENOMEM) {
+	if !errors.As(err, &be) || len(be.Failed) != 2 || be.Failed[1].Index != 1 || be.Total != 2 || !errors.Is(err, unix.ENOMEM) {
 		t.Errorf("BindAll: %v; want each address failed with ENOMEM", err)
 	}
 	if want := []string{"get", "bind", "bind"}; len(asked) != 3 || asked[0] != want[0] || asked[2] != want[2] {

@@ -3,7 +3,6 @@ package ipset
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
@@ -15,14 +14,14 @@ import (
 const maxADT = 0xffff - 4
 
 // AddEntries adds many entries to a set in few messages, many per write.
-// Entries the kernel refuses are returned in a *BulkError naming each one;
+// Entries the kernel refuses are returned in a *BatchError naming each one;
 // all others are added. See Mode for entries already there.
 func (c *Conn) AddEntries(ctx context.Context, name string, entries []Entry, mode Mode) error {
 	return c.bulk(ctx, "add", cmdAdd, name, entries, mode == Exclusive)
 }
 
 // DeleteEntries removes many entries from a set in few messages. Entries
-// the kernel refuses are returned in a *BulkError; with ExistOK a missing
+// the kernel refuses are returned in a *BatchError; with ExistOK a missing
 // entry is not an error.
 func (c *Conn) DeleteEntries(ctx context.Context, name string, entries []Entry, mode Mode) error {
 	return c.bulk(ctx, "delete", cmdDel, name, entries, mode == Exclusive)
@@ -51,9 +50,9 @@ type chunk struct {
 func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, fam Family, name string, entries []Entry, exclusive bool) error {
 	l, ok := typ.layout()
 	if !ok {
-		return &OpError{Op: op, Set: name, Err: fmt.Errorf("set type %q: %w", typ, ErrTypeNotSupported)}
+		return &OpError{Op: op, Object: name, Err: typeError(typ)}
 	}
-	bulkErr := &BulkError{Op: op, Set: name}
+	bulkErr := &BatchError{Total: len(entries)}
 	pending := make([]int, 0, len(entries))
 	for i, e := range entries {
 		err := e.checkLayout(typ, l)
@@ -61,8 +60,8 @@ func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, f
 			err = e.checkFamily(fam)
 		}
 		if err != nil {
-			bulkErr.Entries = append(bulkErr.Entries, &EntryError{Index: i, Entry: e,
-				Err: &OpError{Op: op, Set: name, Entry: e.String(), Err: err, sentinel: ErrInvalidEntry}})
+			bulkErr.Failed = append(bulkErr.Failed,
+				&OpError{Op: op, Object: name + " " + e.String(), Index: i, Err: err, sentinel: ErrEntryInvalid})
 			continue
 		}
 		pending = append(pending, i)
@@ -80,8 +79,8 @@ func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, f
 		}
 		return opError(op, name, typ, err)
 	}
-	if len(bulkErr.Entries) > 0 {
-		slices.SortFunc(bulkErr.Entries, func(a, b *EntryError) int { return a.Index - b.Index })
+	if len(bulkErr.Failed) > 0 {
+		slices.SortFunc(bulkErr.Failed, func(a, b *OpError) int { return a.Index - b.Index })
 		return bulkErr
 	}
 	return nil
@@ -90,7 +89,7 @@ func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, f
 // bulkRound sends the entries at pending in as few messages as fit and
 // returns the entries to send again: those after a failed one in its
 // message. The failed ones go into bulkErr.
-func (c *Conn) bulkRound(ctx context.Context, op string, cmd uint8, typ Type, name string, entries []Entry, pending []int, exclusive bool, bulkErr *BulkError) ([]int, error) {
+func (c *Conn) bulkRound(ctx context.Context, op string, cmd uint8, typ Type, name string, entries []Entry, pending []int, exclusive bool, bulkErr *BatchError) ([]int, error) {
 	chunks, err := packChunks(c.protocol, cmd, name, entries, pending, exclusive)
 	if err != nil {
 		return nil, err
@@ -118,9 +117,9 @@ func (c *Conn) bulkRound(ctx context.Context, op string, cmd uint8, typ Type, na
 			return nil, opError(op, name, typ, r.Err)
 		}
 		idx := ch.indexes[pos]
-		oerr := opError(op, name, typ, r.Err).(*OpError)
-		oerr.Entry = entries[idx].String()
-		bulkErr.Entries = append(bulkErr.Entries, &EntryError{Index: idx, Entry: entries[idx], Err: oerr})
+		oerr := opError(op, name+" "+entries[idx].String(), typ, r.Err).(*OpError)
+		oerr.Index = idx
+		bulkErr.Failed = append(bulkErr.Failed, oerr)
 		again = append(again, ch.indexes[pos+1:]...)
 	}
 	return again, nil

@@ -76,8 +76,9 @@ func (c *Conn) Close() error {
 	return c.nl.Close()
 }
 
-// Protocol returns the ipset protocol version in use.
-func (c *Conn) Protocol() int {
+// ProtocolVersion returns the version of the ipset netlink protocol in use
+// (not to be confused with an entry's IP Protocol).
+func (c *Conn) ProtocolVersion() int {
 	return int(c.protocol)
 }
 
@@ -98,12 +99,12 @@ func (c *Conn) negotiate(ctx context.Context) error {
 			return opError("protocol", "", "", err)
 		}
 		if got < protocolMin {
-			return opError("protocol", "", "", fmt.Errorf("kernel speaks ipset protocol %d, need %d or newer: %w", got, protocolMin, ErrProtocol))
+			return &OpError{Op: "protocol", Err: fmt.Errorf("kernel speaks ipset protocol %d, need %d or newer", got, protocolMin), sentinel: ErrProtocolMismatch}
 		}
 		c.protocol = min(got, protocolNewest)
 		return nil
 	}
-	return opError("protocol", "", "", fmt.Errorf("kernel accepts neither protocol %d nor %d: %w", protocolNewest, protocolMin, ErrProtocol))
+	return &OpError{Op: "protocol", Err: fmt.Errorf("kernel accepts neither protocol %d nor %d", protocolNewest, protocolMin), sentinel: ErrProtocolMismatch}
 }
 
 // execute sends one request and returns its replies, or the kernel's

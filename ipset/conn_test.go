@@ -37,8 +37,8 @@ func dial(t *testing.T) (*ipsettest.Kernel, *ipset.Conn) {
 	return k, c
 }
 
-func ipPort(a string, p ipset.Proto, port uint16) ipset.Entry {
-	return ipset.Entry{Addr: netip.MustParseAddr(a), Proto: p, Port: port}
+func ipPort(a string, p ipset.Protocol, port uint16) ipset.Entry {
+	return ipset.Entry{Addr: netip.MustParseAddr(a), Protocol: p, Port: port}
 }
 
 // must fails the test at the first error of a setup step.
@@ -101,7 +101,7 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 		{"add out of bitmap range", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
 			must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.BitmapPort, PortFrom: 10, PortTo: 20}, ipset.Exclusive))
 			return c.Add(ctx, "s", ipset.Entry{Port: 9}, ipset.ExistOK)
-		}, ipset.ErrOutOfRange, errBitmapRange},
+		}, ipset.ErrEntryOutOfRange, errBitmapRange},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,7 +111,7 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 				t.Errorf("error %v: want %v and errno %d", err, tt.sentinel, int(tt.errno))
 			}
 			var oerr *ipset.OpError
-			if !errors.As(err, &oerr) || oerr.Set == "" {
+			if !errors.As(err, &oerr) || oerr.Object == "" {
 				t.Errorf("error %#v names no set", err)
 			}
 		})
@@ -175,8 +175,8 @@ func TestBulkFailures(t *testing.T) {
 		entries = append(entries, ipPort(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}).String(), ipset.TCP, 80))
 	}
 	err := c.AddEntries(ctx, "s", entries, ipset.Exclusive)
-	var be *ipset.BulkError
-	if !errors.As(err, &be) || len(be.Entries) != 1 || be.Entries[0].Index != 5 || !errors.Is(err, ipset.ErrEntryExist) {
+	var be *ipset.BatchError
+	if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != 5 || be.Total != 2000 || !errors.Is(err, ipset.ErrEntryExist) {
 		t.Fatalf("AddEntries: %v, want entry 5 to exist", err)
 	}
 	if _, got, _ := k.Set("s"); len(got) != 2000 {
@@ -218,7 +218,7 @@ func TestListing(t *testing.T) {
 	must(t, c.Create(ctx, ipset.Set{Name: "a", Type: ipset.HashIP}, ipset.Exclusive),
 		c.Create(ctx, ipset.Set{Name: "b", Type: ipset.BitmapPort, PortFrom: 1, PortTo: 1024}, ipset.Exclusive),
 		c.Destroy(ctx, "a"),
-		c.Create(ctx, ipset.Set{Name: "c", Type: ipset.HashNet, Family: ipset.FamilyINET6, HashSize: 100}, ipset.Exclusive))
+		c.Create(ctx, ipset.Set{Name: "c", Type: ipset.HashNet, Family: ipset.IPv6, HashSize: 100}, ipset.Exclusive))
 	names, err := c.Names(ctx)
 	if err != nil || !slices.Equal(names, []string{"c", "b"}) {
 		t.Fatalf("Names: %v, %v", names, err)
@@ -227,7 +227,7 @@ func TestListing(t *testing.T) {
 		t.Errorf("Index c: %d, %v; want the freed 0", idx, err)
 	}
 	h, err := c.Header(ctx, "c")
-	if err != nil || h.Type != ipset.HashNet || h.Family != ipset.FamilyINET6 {
+	if err != nil || h.Type != ipset.HashNet || h.Family != ipset.IPv6 {
 		t.Errorf("Header c: %+v, %v", h, err)
 	}
 	h, _, err = c.List(ctx, "c")

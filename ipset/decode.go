@@ -171,7 +171,7 @@ func decodeSetAttr(ad *netlink.AttributeDecoder, cur *dumped) error {
 	case attrADT:
 		l, ok := cur.header.Type.layout()
 		if !ok {
-			return fmt.Errorf("set %s: type %q: %w", cur.header.Name, cur.header.Type, ErrTypeNotSupported)
+			return fmt.Errorf("set %s: %w", cur.header.Name, typeError(cur.header.Type))
 		}
 		if cur.entries == nil {
 			// The header's count saves regrowing; capped, as it comes

@@ -74,7 +74,7 @@ func TestDecodeListNamesAndHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := sets[0].header
-	if h.Name != "kube" || h.Type != HashIPPort || h.Family != FamilyINET || h.Entries != 1 || h.BucketSize != 12 || h.InitVal == 0 || len(sets[0].entries) != 0 {
+	if h.Name != "kube" || h.Type != HashIPPort || h.Family != IPv4 || h.Entries != 1 || h.BucketSize != 12 || h.InitVal == 0 || len(sets[0].entries) != 0 {
 		t.Errorf("header %+v, entries %v", h, sets[0].entries)
 	}
 }
@@ -85,7 +85,7 @@ func TestDecodeHeaderCommand(t *testing.T) {
 		t.Fatalf("%d sets, %v", len(sets), err)
 	}
 	h := sets[0].header
-	if h.Name != "kube" || h.Type != HashIPPort || h.Family != FamilyINET || h.Revision != 7 {
+	if h.Name != "kube" || h.Type != HashIPPort || h.Family != IPv4 || h.Revision != 7 {
 		t.Errorf("header %+v", h)
 	}
 }

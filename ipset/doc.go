@@ -17,11 +17,12 @@
 // Apply sends just that change (Diff computes it from two lists), at a cost
 // that does not grow with the set.
 //
-// Entries are typed (netip.Addr, netip.Prefix, Proto and port) and print and
+// Entries are typed (netip.Addr, netip.Prefix, Protocol and port) and print and
 // parse in the syntax of `ipset save`; ParseSave and WriteSave read and write
 // whole save files.
 //
-// Errors are *OpError or *BulkError values naming the set and entry; they
+// Errors are *OpError values naming the operation, the set and the entry,
+// or for AddEntries and DeleteEntries a *BatchError listing them; they
 // match both the package's sentinels (ErrSetNotExist, ErrEntryExist, ...)
 // and the kernel's errno with errors.Is.
 //

@@ -123,7 +123,7 @@ func encodeList(protocol uint8, name string, flags uint32) (netlink.Message, err
 func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (netlink.Message, error) {
 	var data nl.Writer
 	if cmd == cmdTest {
-		writeEntry(&data, Entry{Addr: e.Addr, Net: e.Net, Proto: e.Proto, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2})
+		writeEntry(&data, Entry{Addr: e.Addr, Net: e.Net, Protocol: e.Protocol, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2})
 	} else {
 		writeEntry(&data, e)
 		data.BE32(attrCADTLine|be, 0)
@@ -150,7 +150,7 @@ func encodeBulk(protocol, cmd uint8, name string, firstLine uint32, adt []byte, 
 // checkName is the validation every request naming a set shares.
 func checkName(op, name string) error {
 	if err := validName(name); err != nil {
-		return &OpError{Op: op, Set: name, Err: err}
+		return &OpError{Op: op, Object: name, Err: err}
 	}
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/mdlayher/netlink"
 )
 
-func ipPort(a string, p Proto, port uint16) Entry {
-	return Entry{Addr: netip.MustParseAddr(a), Proto: p, Port: port}
+func ipPort(a string, p Protocol, port uint16) Entry {
+	return Entry{Addr: netip.MustParseAddr(a), Protocol: p, Port: port}
 }
 
 // TestEncodeMatchesIPSet compares each request with the one ipset(8) sent
@@ -40,10 +40,10 @@ func TestEncodeMatchesIPSet(t *testing.T) {
 			return encodeProtocol(7), nil
 		}},
 		{"create_hash_ip_port", cmdType, func(t *testing.T) (netlink.Message, error) {
-			return encodeType(7, HashIPPort, FamilyINET)
+			return encodeType(7, HashIPPort, IPv4)
 		}},
 		{"create_hash_ip_port", cmdCreate, func(t *testing.T) (netlink.Message, error) {
-			s := Set{Name: "kube", Type: HashIPPort, Family: FamilyINET, HashSize: 1024, MaxElem: 65536}
+			s := Set{Name: "kube", Type: HashIPPort, Family: IPv4, HashSize: 1024, MaxElem: 65536}
 			return encodeCreate(7, s, revision(t, "create_hash_ip_port"), true)
 		}},
 		{"create_exist", cmdCreate, func(t *testing.T) (netlink.Message, error) {
@@ -55,7 +55,7 @@ func TestEncodeMatchesIPSet(t *testing.T) {
 			return encodeCreate(7, s, revision(t, "create_bitmap_port"), true)
 		}},
 		{"create_hash_ip6", cmdCreate, func(t *testing.T) (netlink.Message, error) {
-			s := Set{Name: "h6", Type: HashIP, Family: FamilyINET6, HashSize: 64, MaxElem: 100, Timeout: 300 * time.Second, Counters: true, Comment: true}
+			s := Set{Name: "h6", Type: HashIP, Family: IPv6, HashSize: 64, MaxElem: 100, Timeout: 300 * time.Second, Counters: true, Comment: true}
 			return encodeCreate(7, s, revision(t, "create_hash_ip6"), true)
 		}},
 		{"add_ip_port", cmdAdd, func(t *testing.T) (netlink.Message, error) {

@@ -8,18 +8,18 @@ import (
 	"time"
 )
 
-// Proto is the IP protocol of an entry's port.
-type Proto uint8
+// Protocol is the IP protocol of an entry's port (an IPPROTO_* number).
+type Protocol uint8
 
 // Protocols a port can belong to.
 const (
-	TCP     Proto = 6
-	UDP     Proto = 17
-	SCTP    Proto = 132
-	UDPLite Proto = 136
+	TCP     Protocol = 6   // IPPROTO_TCP
+	UDP     Protocol = 17  // IPPROTO_UDP
+	SCTP    Protocol = 132 // IPPROTO_SCTP
+	UDPLite Protocol = 136 // IPPROTO_UDPLITE
 )
 
-func (p Proto) String() string {
+func (p Protocol) String() string {
 	switch p {
 	case TCP:
 		return "tcp"
@@ -33,8 +33,8 @@ func (p Proto) String() string {
 	return strconv.Itoa(int(p))
 }
 
-func parseProto(s string) (Proto, error) {
-	for _, p := range []Proto{TCP, UDP, SCTP, UDPLite} {
+func parseProtocol(s string) (Protocol, error) {
+	for _, p := range []Protocol{TCP, UDP, SCTP, UDPLite} {
 		if s == p.String() {
 			return p, nil
 		}
@@ -56,19 +56,19 @@ type Counters struct {
 // Entry is a member of a set. Which fields are used depends on the set type:
 //
 //	hash:ip           Addr
-//	hash:ip,port      Addr, Proto, Port
-//	hash:ip,port,ip   Addr, Proto, Port, Addr2
-//	hash:ip,port,net  Addr, Proto, Port, Net2
+//	hash:ip,port      Addr, Protocol, Port
+//	hash:ip,port,ip   Addr, Protocol, Port, Addr2
+//	hash:ip,port,net  Addr, Protocol, Port, Net2
 //	hash:net          Net
-//	hash:net,port     Net, Proto, Port
+//	hash:net,port     Net, Protocol, Port
 //	bitmap:port       Port
 type Entry struct {
-	Addr  netip.Addr
-	Net   netip.Prefix
-	Proto Proto
-	Port  uint16
-	Addr2 netip.Addr
-	Net2  netip.Prefix
+	Addr     netip.Addr
+	Net      netip.Prefix
+	Protocol Protocol
+	Port     uint16
+	Addr2    netip.Addr
+	Net2     netip.Prefix
 	// Timeout is the entry's lifetime in whole seconds; see Permanent.
 	Timeout time.Duration
 	// Comment needs a set created with comments.
@@ -86,14 +86,14 @@ type key struct {
 	// plain address.
 	bits, bits2 uint8
 	v4          bool
-	proto       Proto
+	proto       Protocol
 	port        uint16
 }
 
 // key takes a pointer: Diff computes it for every entry of two lists, and
 // an Entry is large to copy.
 func (e *Entry) key() key {
-	k := key{proto: e.Proto, port: e.Port}
+	k := key{proto: e.Protocol, port: e.Port}
 	switch {
 	case e.Addr.IsValid():
 		k.addr, k.v4 = e.Addr.As16(), e.Addr.Is4()
@@ -117,7 +117,7 @@ func prefixKey(p netip.Prefix) ([16]byte, uint8, bool) {
 func (e Entry) check(t Type) error {
 	l, ok := t.layout()
 	if !ok {
-		return fmt.Errorf("set type %q: %w", t, ErrTypeNotSupported)
+		return typeError(t)
 	}
 	return e.checkLayout(t, l)
 }
@@ -142,13 +142,13 @@ func (e Entry) checkLayout(t Type, l layout) error {
 			return fmt.Errorf("entry mixes IPv4 and IPv6 addresses")
 		}
 	}
-	if l.port && e.Proto == 0 {
+	if l.port && e.Protocol == 0 {
 		return fmt.Errorf("entry needs a protocol with its port")
 	}
-	if !l.port && !l.bitmap && (e.Proto != 0 || e.Port != 0) {
+	if !l.port && !l.bitmap && (e.Protocol != 0 || e.Port != 0) {
 		return fmt.Errorf("%s entry has no port", t)
 	}
-	if l.bitmap && e.Proto != 0 {
+	if l.bitmap && e.Protocol != 0 {
 		return fmt.Errorf("%s entry has no protocol", t)
 	}
 	if e.Timeout != Permanent && (e.Timeout < 0 || e.Timeout%time.Second != 0) {
@@ -164,7 +164,7 @@ func (e Entry) checkLayout(t Type, l layout) error {
 // which the kernel would reject as a protocol error.
 func (e Entry) checkFamily(f Family) error {
 	for _, a := range []netip.Addr{e.Addr, e.Net.Addr(), e.Addr2, e.Net2.Addr()} {
-		if a.IsValid() && (f == FamilyINET) != a.Is4() {
+		if a.IsValid() && (f == IPv4) != a.Is4() {
 			return fmt.Errorf("entry address %s is not of the set's family %s", a, f)
 		}
 	}
@@ -199,11 +199,11 @@ func (e Entry) String() string {
 	case e.Net.IsValid():
 		b.WriteString(formatNet(e.Net))
 	}
-	if e.Proto != 0 {
+	if e.Protocol != 0 {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%s:%d", e.Proto, e.Port)
+		fmt.Fprintf(&b, "%s:%d", e.Protocol, e.Port)
 	} else if !e.Addr.IsValid() && !e.Net.IsValid() {
 		b.WriteString(strconv.Itoa(int(e.Port)))
 	}

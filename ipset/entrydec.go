@@ -85,7 +85,7 @@ func decodeEntry(b []byte, l layout) (Entry, error) {
 		case attrPort:
 			e.Port = uint16(it.uintN(2))
 		case attrProto:
-			e.Proto = Proto(it.uintN(1))
+			e.Protocol = Protocol(it.uintN(1))
 		case attrIP2:
 			ip2, it.err = decodeAddr(it.data)
 		case attrCIDR2:
@@ -117,7 +117,7 @@ func decodeEntry(b []byte, l layout) (Entry, error) {
 		return Entry{}, err
 	}
 	if l.bitmap {
-		e.Proto = 0
+		e.Protocol = 0
 	}
 	return e, nil
 }

@@ -32,11 +32,11 @@ func writeEntry(w *nl.Writer, e Entry) {
 		writeAddr(w, attrIP, e.Net.Masked().Addr())
 		w.Uint8(attrCIDR, uint8(e.Net.Bits()))
 	}
-	if e.Proto != 0 || (!e.Addr.IsValid() && !e.Net.IsValid()) {
+	if e.Protocol != 0 || (!e.Addr.IsValid() && !e.Net.IsValid()) {
 		w.BE16(attrPort|be, e.Port)
 	}
-	if e.Proto != 0 {
-		w.Uint8(attrProto, uint8(e.Proto))
+	if e.Protocol != 0 {
+		w.Uint8(attrProto, uint8(e.Protocol))
 	}
 	switch {
 	case e.Addr2.IsValid():

@@ -37,7 +37,7 @@ func (c *Conn) entryCmd(ctx context.Context, op string, cmd uint8, name string, 
 	}
 	m, err := encodeEntryCmd(c.protocol, cmd, name, e, exclusive)
 	if err != nil {
-		return &OpError{Op: op, Set: name, Entry: e.String(), Err: err}
+		return &OpError{Op: op, Object: name + " " + e.String(), Err: err}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -55,9 +55,7 @@ func (c *Conn) entryError(ctx context.Context, op, name string, e Entry, err err
 	if errors.As(err, &nerr) {
 		typ = c.typeForErrno(ctx, name, nerr.Errno)
 	}
-	oerr := opError(op, name, typ, err).(*OpError)
-	oerr.Entry = e.String()
-	return oerr
+	return opError(op, name+" "+e.String(), typ, err)
 }
 
 // typeForErrno looks the set's type up when the error number is

@@ -3,88 +3,92 @@ package ipset
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors, matched with errors.Is. The errno the kernel returned
-// stays reachable too: errors.Is(err, unix.ENOENT) works alongside
+// stays reachable too: errors.Is(err, unix.ENOENT) holds alongside
 // errors.Is(err, ErrSetNotExist).
 var (
-	ErrSetNotExist      = errors.New("set does not exist")
-	ErrSetExist         = errors.New("set already exists")
-	ErrEntryExist       = errors.New("entry already in the set")
-	ErrEntryNotExist    = errors.New("entry not in the set")
-	ErrSetFull          = errors.New("set is full")
-	ErrTypeNotSupported = errors.New("set type not supported by this kernel")
-	ErrTypeMismatch     = errors.New("sets have different types or families")
-	ErrSetInUse         = errors.New("set is in use")
-	ErrOutOfRange       = errors.New("entry is out of the set's range")
-	ErrInvalidEntry     = errors.New("entry does not fit the set")
-	ErrProtocol         = errors.New("ipset protocol error")
+	ErrSetNotExist      = errors.New("ipset: set does not exist")
+	ErrSetExist         = errors.New("ipset: set already exists")
+	ErrEntryExist       = errors.New("ipset: entry already in the set")
+	ErrEntryNotExist    = errors.New("ipset: entry not in the set")
+	ErrSetFull          = errors.New("ipset: set is full")
+	ErrTypeNotSupported = errors.New("ipset: set type not supported")
+	ErrTypeMismatch     = errors.New("ipset: sets have different types or families")
+	ErrSetInUse         = errors.New("ipset: set is in use")
+	ErrEntryOutOfRange  = errors.New("ipset: entry is out of the set's range")
+	ErrEntryInvalid     = errors.New("ipset: entry does not fit the set")
+	// ErrProtocolMismatch: the kernel could not read a message, or speaks
+	// no version of the ipset netlink protocol this package does.
+	ErrProtocolMismatch = errors.New("ipset: kernel and package disagree on the ipset protocol")
 )
 
-// OpError is the error of one operation on one set.
+// OpError is the failure of one operation. Its text reads like the ipset(8)
+// command that failed: "ipset: add kube 10.0.0.1,tcp:80: entry already in
+// the set (errno 4352)".
 type OpError struct {
 	// Op names the operation: "create", "add", "list"...
 	Op string
-	// Set is the set's name, empty for operations on no set.
-	Set string
-	// Entry is the entry concerned, if any, in ipset save syntax.
-	Entry string
+	// Object names what it was asked of: the set, followed by the entry
+	// in ipset save syntax when there is one ("kube 10.0.0.1,tcp:80");
+	// empty for operations on no set.
+	Object string
+	// Index is the entry's position in the slice given to AddEntries or
+	// DeleteEntries; 0 for other operations.
+	Index int
 	// Err is the kernel's errno (a unix.Errno) or another cause.
 	Err error
 	// Message is the kernel's extended acknowledgement text, if it sent one.
-	Message  string
-	sentinel error
+	Message string
+
+	sentinel error // one of the sentinels, or nil
 }
 
 func (e *OpError) Error() string {
-	var b strings.Builder
-	b.WriteString("ipset " + e.Op)
-	if e.Set != "" {
-		b.WriteString(" " + e.Set)
-	}
-	if e.Entry != "" {
-		b.WriteString(" " + e.Entry)
-	}
-	b.WriteString(": ")
-	if e.sentinel != nil {
-		b.WriteString(e.sentinel.Error() + ": ")
-	}
-	if errno, ok := e.Err.(unix.Errno); ok && errno >= 4096 {
-		fmt.Fprintf(&b, "ipset errno %d", int(errno))
-	} else {
-		b.WriteString(e.Err.Error())
-	}
-	if e.Message != "" {
-		b.WriteString(" (" + e.Message + ")")
-	}
-	return b.String()
+	return nl.OpErrorText("ipset", e.Op, e.Object, e.sentinel, e.Err, e.Message)
 }
 
 // Unwrap returns the sentinel, when one applies, and the cause.
-func (e *OpError) Unwrap() []error {
-	if e.sentinel == nil {
-		return []error{e.Err}
-	}
-	return []error{e.sentinel, e.Err}
+func (e *OpError) Unwrap() []error { return nl.OpErrorUnwrap(e.sentinel, e.Err) }
+
+// BatchError lists the entries AddEntries or DeleteEntries could not
+// apply, each an *OpError with its Index; every other entry was applied.
+type BatchError struct {
+	// Failed holds one error per failed entry, in the entries' order.
+	Failed []*OpError
+	// Total is the number of entries given.
+	Total int
 }
 
-// opError wraps err from the kernel for the operation op on set. typ, when
-// known, tells the type-specific error numbers apart.
-func opError(op, set string, typ Type, err error) error {
+func (e *BatchError) Error() string { return nl.BatchErrorText("ipset", e.Failed, e.Total) }
+
+// Unwrap returns every failure, so errors.Is finds a sentinel that any of
+// them carries.
+func (e *BatchError) Unwrap() []error { return nl.BatchErrorUnwrap(e.Failed) }
+
+// typeError is a set type this package cannot encode. It matches
+// ErrTypeNotSupported; its text has no "ipset: " of its own, as the error
+// that wraps it starts so.
+type typeError Type
+
+func (t typeError) Error() string {
+	return fmt.Sprintf("set type %q not supported by this package", string(t))
+}
+
+func (t typeError) Is(target error) bool { return target == ErrTypeNotSupported }
+
+// opError wraps err from the kernel for the operation op on object. typ,
+// when known, tells the type-specific error numbers apart.
+func opError(op, object string, typ Type, err error) error {
 	if err == nil {
 		return nil
 	}
-	oe := &OpError{Op: op, Set: set, Err: err}
-	var nerr *nl.Error
-	if errors.As(err, &nerr) {
-		oe.Message = nerr.Message
-		oe.Err = nerr.Errno
-	}
+	oe := &OpError{Op: op, Object: object}
+	oe.Message, oe.Err = nl.ErrorDetail(err)
 	if errno, ok := oe.Err.(unix.Errno); ok {
 		oe.sentinel = sentinel(op, typ, errno)
 	}
@@ -112,66 +116,21 @@ func sentinel(op string, typ Type, errno unix.Errno) error {
 	case errBusy, errReferenced, unix.EBUSY:
 		return ErrSetInUse
 	case errProtocol:
-		return ErrProtocol
+		return ErrProtocolMismatch
 	case errInvalidCIDR, errInvalidFam, errIPv4, errIPv6, errTimeout, errCounter, errComment:
-		return ErrInvalidEntry
+		return ErrEntryInvalid
 	case errTypeSpecific:
 		if typ == BitmapPort {
-			return ErrOutOfRange
+			return ErrEntryOutOfRange
 		}
 		if typ.isHash() {
 			return ErrSetFull
 		}
 	case errHashElem, errInvalidProto, errMissingProto:
 		if typ.isHash() {
-			return ErrInvalidEntry
+			return ErrEntryInvalid
 		}
-		return ErrOutOfRange
+		return ErrEntryOutOfRange
 	}
 	return nil
-}
-
-// EntryError is the error of one entry in a bulk operation.
-type EntryError struct {
-	// Index is the entry's position in the slice given to the operation.
-	Index int
-	Entry Entry
-	Err   error
-}
-
-func (e *EntryError) Error() string {
-	return fmt.Sprintf("entry %d (%s): %v", e.Index, e.Entry, e.Err)
-}
-
-func (e *EntryError) Unwrap() error { return e.Err }
-
-// BulkError lists the entries a bulk operation could not apply; every
-// other entry was applied.
-type BulkError struct {
-	Op, Set string
-	Entries []*EntryError
-}
-
-func (e *BulkError) Error() string {
-	const shown = 3
-	var b strings.Builder
-	fmt.Fprintf(&b, "ipset %s %s: %d entries failed", e.Op, e.Set, len(e.Entries))
-	for i, ee := range e.Entries {
-		if i == shown {
-			fmt.Fprintf(&b, "; and %d more", len(e.Entries)-shown)
-			break
-		}
-		b.WriteString("; " + ee.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns every entry's error, so errors.Is finds a sentinel that any
-// of them carries.
-func (e *BulkError) Unwrap() []error {
-	errs := make([]error, len(e.Entries))
-	for i, ee := range e.Entries {
-		errs[i] = ee
-	}
-	return errs
 }

@@ -23,10 +23,10 @@ func Example() {
 	}
 	defer c.Close()
 
-	set := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort, Family: ipset.FamilyINET}
+	set := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort, Family: ipset.IPv4}
 	entries := []ipset.Entry{
-		{Addr: netip.MustParseAddr("10.96.0.1"), Proto: ipset.TCP, Port: 443},
-		{Addr: netip.MustParseAddr("10.96.0.10"), Proto: ipset.UDP, Port: 53},
+		{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: ipset.TCP, Port: 443},
+		{Addr: netip.MustParseAddr("10.96.0.10"), Protocol: ipset.UDP, Port: 53},
 	}
 	if err := c.Replace(ctx, set, entries); err != nil {
 		log.Fatal(err)
@@ -37,7 +37,7 @@ func Example() {
 	}
 	fmt.Println("set index for the xt set match:", index)
 
-	entries = append(entries, ipset.Entry{Addr: netip.MustParseAddr("10.96.0.20"), Proto: ipset.TCP, Port: 80})
+	entries = append(entries, ipset.Entry{Addr: netip.MustParseAddr("10.96.0.20"), Protocol: ipset.TCP, Port: 80})
 	plan, err := c.Sync(ctx, set.Name, entries)
 	if err != nil {
 		log.Fatal(err)
@@ -62,15 +62,15 @@ func ExampleConn_AddEntries() {
 	}
 	defer c.Close()
 	entries := []ipset.Entry{
-		{Addr: netip.MustParseAddr("10.0.0.1"), Proto: ipset.TCP, Port: 80},
-		{Addr: netip.MustParseAddr("10.0.0.2"), Proto: ipset.TCP, Port: 80},
+		{Addr: netip.MustParseAddr("10.0.0.1"), Protocol: ipset.TCP, Port: 80},
+		{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: ipset.TCP, Port: 80},
 	}
 	err = c.AddEntries(ctx, "KUBE-LOOP-BACK", entries, ipset.Exclusive)
-	var bulk *ipset.BulkError
+	var batch *ipset.BatchError
 	switch {
-	case errors.As(err, &bulk):
-		for _, e := range bulk.Entries {
-			fmt.Printf("entry %d (%s): %v\n", e.Index, e.Entry, e.Err)
+	case errors.As(err, &batch):
+		for _, e := range batch.Failed {
+			fmt.Printf("entry %d (%s): %v\n", e.Index, entries[e.Index], e.Err)
 		}
 	case errors.Is(err, ipset.ErrSetNotExist):
 		fmt.Println("create the set first")
@@ -84,7 +84,7 @@ func ExampleParseEntry() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(e.Addr, e.Proto, e.Port, e.Net2)
+	fmt.Println(e.Addr, e.Protocol, e.Port, e.Net2)
 	fmt.Println(e)
 	// Output:
 	// 1.2.3.4 tcp 443 10.0.0.0/8

@@ -48,7 +48,7 @@ func TestFaultHook(t *testing.T) {
 	}
 	entries := make([]Entry, 30000)
 	for i := range entries {
-		entries[i] = Entry{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Proto: TCP, Port: 80}
+		entries[i] = Entry{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Protocol: TCP, Port: 80}
 	}
 	// Large enough for several messages: fail the second.
 	asked = asked[:0]

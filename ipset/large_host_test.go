@@ -17,7 +17,7 @@ import (
 // ipPortEntries makes n distinct hash:ip,port entries; offset shifts them
 // so that two lists differ.
 func ipPortEntries(n, offset int) []Entry {
-	return testutil.Keys(n, offset, func(k netip.AddrPort) Entry { return Entry{Addr: k.Addr(), Proto: TCP, Port: k.Port()} })
+	return testutil.Keys(n, offset, func(k netip.AddrPort) Entry { return Entry{Addr: k.Addr(), Protocol: TCP, Port: k.Port()} })
 }
 
 func TestHostLargeSet(t *testing.T) {
@@ -93,8 +93,8 @@ func TestHostReplace(t *testing.T) {
 		t.Errorf("sets after Replace: %q; the temporary set must go", out)
 	}
 	// A failing entry leaves the set as it was.
-	bad := append(ipPortEntries(2, 500), Entry{Addr: netip.MustParseAddr("fd00::1"), Proto: TCP, Port: 1})
-	if err := c.Replace(ctx, s, bad); !errors.Is(err, ErrInvalidEntry) {
+	bad := append(ipPortEntries(2, 500), Entry{Addr: netip.MustParseAddr("fd00::1"), Protocol: TCP, Port: 1})
+	if err := c.Replace(ctx, s, bad); !errors.Is(err, ErrEntryInvalid) {
 		t.Errorf("Replace with an IPv6 entry: %v", err)
 	}
 	crossCheck(t, ns, c, s.Name, entryStrings(second))

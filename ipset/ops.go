@@ -25,7 +25,7 @@ const (
 // offers.
 func (c *Conn) Create(ctx context.Context, s Set, mode Mode) error {
 	if err := s.validate(); err != nil {
-		return &OpError{Op: "create", Set: s.Name, Err: err}
+		return &OpError{Op: "create", Object: s.Name, Err: err}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -39,7 +39,7 @@ func (c *Conn) create(ctx context.Context, s Set, exclusive bool) error {
 	}
 	m, err := encodeCreate(c.protocol, s, rev, exclusive)
 	if err != nil {
-		return &OpError{Op: "create", Set: s.Name, Err: err}
+		return &OpError{Op: "create", Object: s.Name, Err: err}
 	}
 	_, err = c.execute(ctx, m)
 	return opError("create", s.Name, s.Type, err)
@@ -99,7 +99,7 @@ func (c *Conn) named(ctx context.Context, op string, cmd uint8, name string) err
 func (c *Conn) namedLocked(ctx context.Context, op string, cmd uint8, name string) error {
 	m, err := encodeNamed(c.protocol, cmd, namedFlags(cmd), name)
 	if err != nil {
-		return &OpError{Op: op, Set: name, Err: err}
+		return &OpError{Op: op, Object: name, Err: err}
 	}
 	_, err = c.execute(ctx, m)
 	return opError(op, name, "", err)
@@ -131,7 +131,7 @@ func (c *Conn) twoNames(ctx context.Context, op string, cmd uint8, a, b string) 
 func (c *Conn) twoNamesLocked(ctx context.Context, op string, cmd uint8, a, b string) error {
 	m, err := encodeTwoNames(c.protocol, cmd, a, b)
 	if err != nil {
-		return &OpError{Op: op, Set: a, Err: err}
+		return &OpError{Op: op, Object: a + " " + b, Err: err}
 	}
 	_, err = c.execute(ctx, m)
 	return opError(op, a+" "+b, "", err)
@@ -185,7 +185,7 @@ func (c *Conn) List(ctx context.Context, name string) (Header, []Entry, error) {
 func (c *Conn) kind(ctx context.Context, name string) (Header, error) {
 	m, err := encodeNamed(c.protocol, cmdHeader, 0, name)
 	if err != nil {
-		return Header{}, &OpError{Op: "header", Set: name, Err: err}
+		return Header{}, &OpError{Op: "header", Object: name, Err: err}
 	}
 	replies, err := c.execute(ctx, m)
 	if err != nil {
@@ -193,7 +193,7 @@ func (c *Conn) kind(ctx context.Context, name string) (Header, error) {
 	}
 	sets, err := decodeList(replies)
 	if err != nil || len(sets) != 1 || sets[0].header.Name != name {
-		return Header{}, &OpError{Op: "header", Set: name, Err: fmt.Errorf("unexpected reply: %v", err)}
+		return Header{}, &OpError{Op: "header", Object: name, Err: fmt.Errorf("unexpected reply: %v", err)}
 	}
 	return sets[0].header, nil
 }
@@ -201,7 +201,7 @@ func (c *Conn) kind(ctx context.Context, name string) (Header, error) {
 func (c *Conn) list(ctx context.Context, name string, flags uint32) ([]dumped, error) {
 	m, err := encodeList(c.protocol, name, flags)
 	if err != nil {
-		return nil, &OpError{Op: "list", Set: name, Err: err}
+		return nil, &OpError{Op: "list", Object: name, Err: err}
 	}
 	replies, err := c.execute(ctx, m)
 	if err != nil {
@@ -209,10 +209,10 @@ func (c *Conn) list(ctx context.Context, name string, flags uint32) ([]dumped, e
 	}
 	sets, err := decodeList(replies)
 	if err != nil {
-		return nil, &OpError{Op: "list", Set: name, Err: err}
+		return nil, &OpError{Op: "list", Object: name, Err: err}
 	}
 	if name != "" && (len(sets) != 1 || sets[0].header.Name != name) {
-		return nil, &OpError{Op: "list", Set: name, Err: errors.New("dump did not return the set asked for")}
+		return nil, &OpError{Op: "list", Object: name, Err: errors.New("dump did not return the set asked for")}
 	}
 	return sets, nil
 }
@@ -227,7 +227,7 @@ func (c *Conn) Index(ctx context.Context, name string) (uint16, error) {
 	defer c.mu.Unlock()
 	m, err := encodeNamed(c.protocol, cmdGetByName, 0, name)
 	if err != nil {
-		return 0, &OpError{Op: "index", Set: name, Err: err}
+		return 0, &OpError{Op: "index", Object: name, Err: err}
 	}
 	replies, err := c.execute(ctx, m)
 	if err != nil {
@@ -235,7 +235,7 @@ func (c *Conn) Index(ctx context.Context, name string) (uint16, error) {
 	}
 	idx, err := decodeIndex(replies)
 	if err != nil {
-		return 0, &OpError{Op: "index", Set: name, Err: err}
+		return 0, &OpError{Op: "index", Object: name, Err: err}
 	}
 	return idx, nil
 }

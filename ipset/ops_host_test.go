@@ -64,7 +64,7 @@ func TestHostSetOperations(t *testing.T) {
 		t.Errorf("after rename, Index(c) = %d, %v; want 1", idx, err)
 	}
 	h, err := c.Header(ctx, "c")
-	if err != nil || h.Entries != 1 || h.Type != HashIP || h.Family != FamilyINET || h.Revision == 0 {
+	if err != nil || h.Entries != 1 || h.Type != HashIP || h.Family != IPv4 || h.Revision == 0 {
 		t.Errorf("Header = %+v, %v", h, err)
 	}
 	if err := c.Flush(ctx, "c"); err != nil {
@@ -115,12 +115,12 @@ func TestHostErrors(t *testing.T) {
 			must(c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("10.0.0.2")}, Exclusive))
 			return c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("10.0.0.3")}, Exclusive)
 		}(), ErrSetFull, errHashFull},
-		{"port out of bitmap range", c.Add(ctx, "ports", Entry{Port: 300}, ExistOK), ErrOutOfRange, errBitmapRange},
+		{"port out of bitmap range", c.Add(ctx, "ports", Entry{Port: 300}, ExistOK), ErrEntryOutOfRange, errBitmapRange},
 		// The kernel finds no IPv4 address attribute.
-		{"IPv6 entry in IPv4 set", c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("fd00::1")}, ExistOK), ErrProtocol, errProtocol},
+		{"IPv6 entry in IPv4 set", c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("fd00::1")}, ExistOK), ErrProtocolMismatch, errProtocol},
 		// Not hash:mac, which the host's kernel lacks but the VM's has.
 		{"type the kernel lacks", func() error {
-			_, err := c.revision(ctx, "hash:nosuchtype", FamilyINET)
+			_, err := c.revision(ctx, "hash:nosuchtype", IPv4)
 			return opError("create", "m", "", err)
 		}(), ErrTypeNotSupported, errFindType},
 	}
@@ -131,7 +131,7 @@ func TestHostErrors(t *testing.T) {
 	}
 	// Entries that do not fit the set type never reach the kernel.
 	for _, e := range []Entry{{Addr: netip.MustParseAddr("10.0.0.1")}, {Net: netip.MustParsePrefix("fd00::/64")}} {
-		if err := c.AddEntries(ctx, "net", []Entry{e}, ExistOK); !errors.Is(err, ErrInvalidEntry) {
+		if err := c.AddEntries(ctx, "net", []Entry{e}, ExistOK); !errors.Is(err, ErrEntryInvalid) {
 			t.Errorf("adding %s to an IPv4 hash:net: %v", e, err)
 		}
 	}
@@ -158,14 +158,14 @@ func TestHostBulkErrorsNameEntries(t *testing.T) {
 		}
 	}
 	err := c.AddEntries(ctx, "s", entries, Exclusive)
-	var bulk *BulkError
+	var bulk *BatchError
 	if !errors.As(err, &bulk) {
-		t.Fatalf("AddEntries: %v, want a *BulkError", err)
+		t.Fatalf("AddEntries: %v, want a *BatchError", err)
 	}
 	var got []int
-	for _, ee := range bulk.Entries {
+	for _, ee := range bulk.Failed {
 		got = append(got, ee.Index)
-		if !errors.Is(ee, ErrEntryExist) || ee.Entry.String() != entries[ee.Index].String() {
+		if !errors.Is(ee, ErrEntryExist) || ee.Object != "s "+entries[ee.Index].String() {
 			t.Errorf("entry error %v", ee)
 		}
 	}
@@ -184,7 +184,7 @@ func TestHostBulkErrorsNameEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = c.DeleteEntries(ctx, "s", entries[:20], Exclusive)
-	if !errors.As(err, &bulk) || len(bulk.Entries) != 10 || !errors.Is(err, ErrEntryNotExist) {
+	if !errors.As(err, &bulk) || len(bulk.Failed) != 10 || !errors.Is(err, ErrEntryNotExist) {
 		t.Errorf("deleting 10 missing entries of 20: %v", err)
 	}
 	crossCheck(t, ns, c, "s", want[20:])

@@ -1,6 +1,7 @@
 package ipset
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -11,16 +12,24 @@ import (
 // ParseEntry parses an entry of a set of type t in the syntax of
 // `ipset save` (the part after "add NAME "), extensions included.
 func ParseEntry(t Type, s string) (Entry, error) {
+	e, err := parseEntry(t, s)
+	if err != nil {
+		return Entry{}, fmt.Errorf("ipset: %w", err)
+	}
+	return e, nil
+}
+
+func parseEntry(t Type, s string) (Entry, error) {
 	l, ok := t.layout()
 	if !ok {
-		return Entry{}, fmt.Errorf("set type %q: %w", t, ErrTypeNotSupported)
+		return Entry{}, typeError(t)
 	}
 	fields, err := splitFields(s)
 	if err != nil {
 		return Entry{}, fmt.Errorf("entry %q: %w", s, err)
 	}
 	if len(fields) == 0 {
-		return Entry{}, fmt.Errorf("empty entry")
+		return Entry{}, errors.New("empty entry")
 	}
 	e, err := parseElem(l, fields[0])
 	if err != nil {
@@ -55,7 +64,7 @@ func parseElem(l layout, s string) (Entry, error) {
 		parts = parts[1:]
 	}
 	if l.port || l.bitmap {
-		if e.Proto, e.Port, err = parsePort(parts[0], l.bitmap); err != nil {
+		if e.Protocol, e.Port, err = parsePort(parts[0], l.bitmap); err != nil {
 			return e, err
 		}
 		parts = parts[1:]
@@ -92,7 +101,7 @@ func parsePart(p part, s string) (netip.Addr, netip.Prefix, error) {
 
 // parsePort reads "proto:port"; a bitmap takes a bare port and ignores the
 // protocol, as the kernel does.
-func parsePort(s string, bitmap bool) (Proto, uint16, error) {
+func parsePort(s string, bitmap bool) (Protocol, uint16, error) {
 	name, num, found := strings.Cut(s, ":")
 	if !found {
 		if !bitmap {
@@ -106,13 +115,13 @@ func parsePort(s string, bitmap bool) (Proto, uint16, error) {
 	}
 	if bitmap {
 		if found {
-			if _, err := parseProto(name); err != nil {
+			if _, err := parseProtocol(name); err != nil {
 				return 0, 0, err
 			}
 		}
 		return 0, uint16(port), nil
 	}
-	proto, err := parseProto(name)
+	proto, err := parseProtocol(name)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -114,7 +114,7 @@ func (c *Conn) Sync(ctx context.Context, name string, desired []Entry) (Plan, er
 // other options become s's. If any entry fails, s.Name is left untouched.
 func (c *Conn) Replace(ctx context.Context, s Set, entries []Entry) error {
 	if err := s.validate(); err != nil {
-		return &OpError{Op: "replace", Set: s.Name, Err: err}
+		return &OpError{Op: "replace", Object: s.Name, Err: err}
 	}
 	tmp := s
 	tmp.Name = TempName(s.Name)

@@ -34,29 +34,29 @@ func ParseSave(r io.Reader) ([]Saved, error) {
 		case "create":
 			s, err := parseCreate(name, rest)
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", lineno, err)
+				return nil, fmt.Errorf("ipset: line %d: %w", lineno, err)
 			}
 			if _, dup := byName[name]; dup {
-				return nil, fmt.Errorf("line %d: set %s created twice", lineno, name)
+				return nil, fmt.Errorf("ipset: line %d: set %s created twice", lineno, name)
 			}
 			byName[name] = len(sets)
 			sets = append(sets, Saved{Set: s})
 		case "add":
 			i, ok := byName[name]
 			if !ok {
-				return nil, fmt.Errorf("line %d: add to set %s before its create line", lineno, name)
+				return nil, fmt.Errorf("ipset: line %d: add to set %s before its create line", lineno, name)
 			}
-			e, err := ParseEntry(sets[i].Set.Type, rest)
+			e, err := parseEntry(sets[i].Set.Type, rest)
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", lineno, err)
+				return nil, fmt.Errorf("ipset: line %d: %w", lineno, err)
 			}
 			sets[i].Entries = append(sets[i].Entries, e)
 		default:
-			return nil, fmt.Errorf("line %d: unknown command %q", lineno, verb)
+			return nil, fmt.Errorf("ipset: line %d: unknown command %q", lineno, verb)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ipset: reading a save file: %w", err)
 	}
 	return sets, nil
 }

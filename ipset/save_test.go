@@ -22,7 +22,7 @@ add KUBE-CLUSTER-IP 10.96.0.10,udp:53
 	if len(sets) != 2 {
 		t.Fatalf("%d sets", len(sets))
 	}
-	want0 := Set{Name: "KUBE-CLUSTER-IP", Type: HashIPPort, Family: FamilyINET, HashSize: 1024, MaxElem: 65536}
+	want0 := Set{Name: "KUBE-CLUSTER-IP", Type: HashIPPort, Family: IPv4, HashSize: 1024, MaxElem: 65536}
 	if sets[0].Set != want0 || len(sets[0].Entries) != 2 || sets[0].Entries[1].String() != "10.96.0.10,udp:53" {
 		t.Errorf("first set %+v", sets[0])
 	}
@@ -60,7 +60,7 @@ func TestParseSaveErrors(t *testing.T) {
 	for name, in := range tests {
 		if _, err := ParseSave(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: no error", name)
-		} else if !strings.HasPrefix(err.Error(), "line ") {
+		} else if !strings.HasPrefix(err.Error(), "ipset: line ") {
 			t.Errorf("%s: error %q names no line", name, err)
 		}
 	}
@@ -69,7 +69,7 @@ func TestParseSaveErrors(t *testing.T) {
 // A header says bucketsize and initval only when the kernel reported them,
 // as ipset save does; Linux 5.10 reports neither.
 func TestHeaderBucketSizeOnlyWhenReported(t *testing.T) {
-	set := Set{Name: "s", Type: HashIP, Family: FamilyINET, HashSize: 1024, MaxElem: 65536}
+	set := Set{Name: "s", Type: HashIP, Family: IPv4, HashSize: 1024, MaxElem: 65536}
 	for _, tt := range []struct {
 		h    Header
 		want string

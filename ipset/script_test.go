@@ -130,7 +130,7 @@ func typeHandler(rev uint8) func(*testing.T, netlink.Message) ([]netlink.Message
 func TestNegotiateProtocol(t *testing.T) {
 	for _, kernel := range []uint8{7, 6} {
 		c := fakeKernel{cmdProtocol: protocolHandler(kernel)}.dial(t)
-		if got := c.Protocol(); got != int(kernel) {
+		if got := c.ProtocolVersion(); got != int(kernel) {
 			t.Errorf("kernel at %d: Protocol() = %d", kernel, got)
 		}
 	}

@@ -5,23 +5,23 @@ import (
 	"time"
 )
 
-// Family is the address family of a set (the kernel's NFPROTO_* value).
+// Family is the address family of a set (the kernel's NFPROTO_* value,
+// which is its AF_* value). It prints as ipset(8) names it: inet, inet6.
 type Family uint8
 
-// Address families. Bitmap:port sets have no family.
+// Address families. Bitmap:port sets have none: their Family is zero.
 const (
-	FamilyUnspec Family = 0
-	FamilyINET   Family = 2
-	FamilyINET6  Family = 10
+	IPv4 Family = 2  // NFPROTO_IPV4
+	IPv6 Family = 10 // NFPROTO_IPV6
 )
 
 func (f Family) String() string {
 	switch f {
-	case FamilyUnspec:
+	case 0:
 		return "unspec"
-	case FamilyINET:
+	case IPv4:
 		return "inet"
-	case FamilyINET6:
+	case IPv6:
 		return "inet6"
 	}
 	return fmt.Sprintf("family(%d)", uint8(f))
@@ -30,9 +30,9 @@ func (f Family) String() string {
 func parseFamily(s string) (Family, error) {
 	switch s {
 	case "inet":
-		return FamilyINET, nil
+		return IPv4, nil
 	case "inet6":
-		return FamilyINET6, nil
+		return IPv6, nil
 	}
 	return 0, fmt.Errorf("unknown family %q", s)
 }
@@ -101,8 +101,8 @@ func (t Type) isHash() bool { return len(t) > 5 && t[:5] == "hash:" }
 type Set struct {
 	Name string
 	Type Type
-	// Family is FamilyINET or FamilyINET6 for hash types (zero means
-	// FamilyINET) and ignored for bitmap:port.
+	// Family is IPv4 or IPv6 for hash types (zero means IPv4) and ignored
+	// for bitmap:port.
 	Family   Family
 	HashSize uint32
 	MaxElem  uint32
@@ -117,10 +117,10 @@ type Set struct {
 
 func (s Set) family() Family {
 	if s.Type == BitmapPort {
-		return FamilyUnspec
+		return 0
 	}
-	if s.Family == FamilyUnspec {
-		return FamilyINET
+	if s.Family == 0 {
+		return IPv4
 	}
 	return s.Family
 }
@@ -130,9 +130,9 @@ func (s Set) validate() error {
 		return err
 	}
 	if _, ok := s.Type.layout(); !ok {
-		return fmt.Errorf("set type %q: %w", s.Type, ErrTypeNotSupported)
+		return typeError(s.Type)
 	}
-	if f := s.family(); s.Type != BitmapPort && f != FamilyINET && f != FamilyINET6 {
+	if f := s.family(); s.Type != BitmapPort && f != IPv4 && f != IPv6 {
 		return fmt.Errorf("set %s: family %v is not inet or inet6", s.Name, f)
 	}
 	if s.Type == BitmapPort && s.PortFrom > s.PortTo {

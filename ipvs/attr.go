@@ -34,6 +34,16 @@ func decodeAddr(b []byte, f Family) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("address of %d bytes for %v", len(b), f)
 }
 
+// decodeByte reads a 16-bit attribute that carries an 8-bit value: an
+// address family or an IP protocol number.
+func decodeByte(d *nl.Reader, what string) uint8 {
+	v := d.Uint16()
+	if v > 0xff {
+		d.Fail("%s %d out of range", what, v)
+	}
+	return uint8(v)
+}
+
 func decodePort(b []byte) (uint16, error) {
 	if len(b) != 2 {
 		return 0, fmt.Errorf("port of %d bytes", len(b))

@@ -30,7 +30,7 @@ type Conn struct {
 const familyTimeout = 10 * time.Second
 
 // Dial opens a connection to IPVS in the given network namespace. It fails
-// with ErrNotAvailable when the kernel has no IPVS; it never loads modules.
+// with ErrNotSupported when the kernel has no IPVS; it never loads modules.
 func Dial(cfg *Config) (*Conn, error) {
 	var ns int
 	if cfg != nil {
@@ -38,7 +38,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	}
 	c, err := nl.Dial(unix.NETLINK_GENERIC, ns)
 	if err != nil {
-		return nil, fmt.Errorf("ipvs: dial generic netlink: %w", err)
+		return nil, &OpError{Op: "dial", Object: "generic netlink", Err: err}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), familyTimeout)
 	defer cancel()
@@ -61,7 +61,7 @@ func lookupFamily(ctx context.Context, c *nl.Conn) (uint16, error) {
 	if err != nil {
 		oe := &OpError{Op: "look up generic netlink family", Object: genlName, Err: err}
 		if errors.Is(err, unix.ENOENT) {
-			oe.kind = ErrNotAvailable
+			oe.sentinel = ErrNotSupported
 		}
 		return 0, oe
 	}

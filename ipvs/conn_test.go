@@ -108,19 +108,19 @@ func TestErrors(t *testing.T) {
 		errno    unix.Errno
 		text     string
 	}{
-		{"duplicate service", c.CreateService(ctx, svc), ipvs.ErrServiceExists, unix.EEXIST,
+		{"duplicate service", c.CreateService(ctx, svc), ipvs.ErrServiceExist, unix.EEXIST,
 			"ipvs: create service UDP [2001:db8::1]:53: service already exists (file exists): the kernel's reason"},
 		{"missing service", c.DeleteService(ctx, missing), ipvs.ErrServiceNotExist, unix.ESRCH,
 			"ipvs: delete service UDP [2001:db8::9]:53: service does not exist (no such process): the kernel's reason"},
 		{"destination of missing service", c.CreateDestination(ctx, missing, ipvs.Destination{Addr: netip.MustParseAddr("2001:db8::2")}),
 			ipvs.ErrServiceNotExist, unix.ESRCH, ""},
 		{"duplicate destination", c.CreateDestination(ctx, svc, ipvs.Destination{Addr: netip.MustParseAddr("2001:db8::2"), Port: 53}),
-			ipvs.ErrDestinationExists, unix.EEXIST, ""},
+			ipvs.ErrDestinationExist, unix.EEXIST, ""},
 		{"missing destination", c.DeleteDestination(ctx, svc, ipvs.Destination{Addr: netip.MustParseAddr("2001:db8::3"), Port: 53}),
 			ipvs.ErrDestinationNotExist, unix.ENOENT,
 			"ipvs: delete destination UDP [2001:db8::1]:53 -> [2001:db8::3]:53: destination does not exist (no such file or directory): the kernel's reason"},
 		{"unknown scheduler", c.CreateService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: vip4, Port: 1, Scheduler: "nope"}),
-			ipvs.ErrNoScheduler, unix.ENOENT, ""},
+			ipvs.ErrSchedulerNotSupported, unix.ENOENT, ""},
 		{"get missing service", func() error { _, err := c.GetService(ctx, missing); return err }(), ipvs.ErrServiceNotExist, unix.ESRCH, ""},
 		{"get missing destination", func() error {
 			_, err := c.GetDestination(ctx, svc, ipvs.Destination{Addr: netip.MustParseAddr("2001:db8::3")})
@@ -165,7 +165,7 @@ func TestBatch(t *testing.T) {
 		for j := range 4 {
 			if i%500 == 7 && j == 3 {
 				// The same destination twice.
-				wantFailed[b.Len()] = ipvs.ErrDestinationExists
+				wantFailed[b.Len()] = ipvs.ErrDestinationExist
 				b.CreateDestination(svcs[i], backend(i*4+2))
 				continue
 			}
@@ -175,7 +175,7 @@ func TestBatch(t *testing.T) {
 	missing := ipvs.Service{Protocol: ipvs.SCTP, Addr: vip4, Port: 1}
 	wantFailed[b.Len()] = ipvs.ErrServiceNotExist
 	b.DeleteService(missing)
-	wantFailed[b.Len()] = ipvs.ErrServiceExists
+	wantFailed[b.Len()] = ipvs.ErrServiceExist
 	b.CreateService(svcs[3])
 	wantFailed[b.Len()] = errInvalid
 	b.CreateService(ipvs.Service{Protocol: ipvs.TCP})
@@ -207,7 +207,7 @@ func TestBatch(t *testing.T) {
 			t.Errorf("operation %d: unnamed %+v", f.Index, f)
 		}
 	}
-	if !errors.Is(err, ipvs.ErrDestinationExists) || !errors.Is(err, unix.ESRCH) {
+	if !errors.Is(err, ipvs.ErrDestinationExist) || !errors.Is(err, unix.ESRCH) {
 		t.Errorf("errors.Is misses a failure: %v", err)
 	}
 	table := k.Table()

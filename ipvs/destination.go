@@ -137,7 +137,7 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 			}
 			d.Port = p
 		case destAttrAddrFamily:
-			family = Family(ad.Uint16())
+			family = Family(decodeByte(&ad, "address family"))
 		case destAttrFwdMethod:
 			d.Forward = ForwardMethod(ad.Uint32() & connFwdMask)
 		case destAttrWeight:

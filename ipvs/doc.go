@@ -17,7 +17,7 @@
 // Every IPVS command, reads included, needs CAP_NET_ADMIN in the user
 // namespace that owns the network namespace. The kernel must have IPVS
 // (CONFIG_IP_VS, module ip_vs and the ip_vs_* schedulers); this package
-// never loads modules, and Dial fails with ErrNotAvailable when the family
+// never loads modules, and Dial fails with ErrNotSupported when the family
 // is missing. The interface is stable since Linux 2.6.28; destinations of
 // another family than their service need 3.18, 64-bit counters 4.1, tunnel
 // settings 5.2: versions read from kernel source. TestDecodeOldKernel
@@ -41,7 +41,7 @@
 // Failures are *OpError values naming the operation and the service or
 // destination, keeping the kernel's errno (errors.Is(err, unix.EEXIST))
 // and its extended-ack message, and matching this package's sentinels
-// (errors.Is(err, ErrServiceExists)). Apply returns a *BatchError holding
+// (errors.Is(err, ErrServiceExist)). Apply returns a *BatchError holding
 // one *OpError per failed operation.
 //
 // # Testing

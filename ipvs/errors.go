@@ -2,32 +2,34 @@ package ipvs
 
 import (
 	"errors"
-	"fmt"
-	"strings"
+
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
 // Sentinel errors, matched with errors.Is. An error that wraps one of them
-// also wraps the kernel's errno (unix.Errno).
+// also wraps the kernel's errno (unix.Errno): errors.Is(err,
+// ErrServiceExist) and errors.Is(err, unix.EEXIST) both hold.
 var (
-	// ErrNotAvailable: the kernel has no IPVS (module ip_vs not loaded, or
+	// ErrNotSupported: the kernel has no IPVS (module ip_vs not loaded, or
 	// not built). The generic netlink family "IPVS" is missing.
-	ErrNotAvailable = errors.New("ipvs: IP virtual server not available in this kernel")
-	// ErrServiceExists: creating a service that exists (EEXIST).
-	ErrServiceExists = errors.New("ipvs: service already exists")
+	ErrNotSupported = errors.New("ipvs: IP virtual server not supported by this kernel")
+	// ErrServiceExist: creating a service that exists (EEXIST).
+	ErrServiceExist = errors.New("ipvs: service already exists")
 	// ErrServiceNotExist: the operation names a service the kernel does not
 	// have (ESRCH).
 	ErrServiceNotExist = errors.New("ipvs: service does not exist")
-	// ErrDestinationExists: creating a destination that exists (EEXIST).
-	ErrDestinationExists = errors.New("ipvs: destination already exists")
+	// ErrDestinationExist: creating a destination that exists (EEXIST).
+	ErrDestinationExist = errors.New("ipvs: destination already exists")
 	// ErrDestinationNotExist: updating or deleting a destination the
 	// service does not have (ENOENT).
 	ErrDestinationNotExist = errors.New("ipvs: destination does not exist")
-	// ErrNoScheduler: the service names a scheduler or persistence engine
-	// the kernel cannot load (ENOENT).
-	ErrNoScheduler = errors.New("ipvs: scheduler or persistence engine not available")
+	// ErrSchedulerNotSupported: the service names a scheduler or
+	// persistence engine the kernel cannot load (ENOENT).
+	ErrSchedulerNotSupported = errors.New("ipvs: scheduler or persistence engine not supported by this kernel")
 )
 
-// OpError is the failure of one operation.
+// OpError is the failure of one operation. Its text reads "ipvs: create
+// service TCP 10.0.0.1:80: service already exists (file exists)".
 type OpError struct {
 	// Op says what was asked: "create service", "delete destination", ...
 	Op string
@@ -42,38 +44,16 @@ type OpError struct {
 	// Message is the kernel's extended acknowledgement text, if it sent one.
 	Message string
 
-	kind error // one of the sentinels, or nil
+	sentinel error // one of the sentinels, or nil
 }
 
 func (e *OpError) Error() string {
-	var b strings.Builder
-	b.WriteString("ipvs: ")
-	b.WriteString(e.Op)
-	if e.Object != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Object)
-	}
-	b.WriteString(": ")
-	if e.kind != nil {
-		fmt.Fprintf(&b, "%s (%v)", strings.TrimPrefix(e.kind.Error(), "ipvs: "), e.Err)
-	} else {
-		fmt.Fprint(&b, e.Err)
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	return b.String()
+	return nl.OpErrorText("ipvs", e.Op, e.Object, e.sentinel, e.Err, e.Message)
 }
 
 // Unwrap returns the sentinel, if any, and the cause, so that both
-// errors.Is(err, ErrServiceExists) and errors.Is(err, unix.EEXIST) hold.
-func (e *OpError) Unwrap() []error {
-	if e.kind == nil {
-		return []error{e.Err}
-	}
-	return []error{e.kind, e.Err}
-}
+// errors.Is(err, ErrServiceExist) and errors.Is(err, unix.EEXIST) hold.
+func (e *OpError) Unwrap() []error { return nl.OpErrorUnwrap(e.sentinel, e.Err) }
 
 // BatchError reports the operations of a Batch that failed. The others
 // were applied.
@@ -84,15 +64,7 @@ type BatchError struct {
 	Total int
 }
 
-func (e *BatchError) Error() string {
-	return fmt.Sprintf("ipvs: %d of %d operations failed; first: %v", len(e.Failed), e.Total, e.Failed[0])
-}
+func (e *BatchError) Error() string { return nl.BatchErrorText("ipvs", e.Failed, e.Total) }
 
 // Unwrap returns every failure, so errors.Is matches if any failed so.
-func (e *BatchError) Unwrap() []error {
-	errs := make([]error, len(e.Failed))
-	for i, f := range e.Failed {
-		errs[i] = f
-	}
-	return errs
-}
+func (e *BatchError) Unwrap() []error { return nl.BatchErrorUnwrap(e.Failed) }

@@ -170,7 +170,7 @@ func TestValidation(t *testing.T) {
 }
 
 // Dial looks the family up with the generic netlink controller; a kernel
-// without IPVS answers ENOENT, which becomes ErrNotAvailable.
+// without IPVS answers ENOENT, which becomes ErrNotSupported.
 func TestLookupFamily(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -178,7 +178,7 @@ func TestLookupFamily(t *testing.T) {
 		err    error
 	}{
 		{"present", 0x21, nil},
-		{"missing", 0, ErrNotAvailable},
+		{"missing", 0, ErrNotSupported},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -210,15 +210,15 @@ func TestErrorsVM(t *testing.T) {
 		is    error
 		errno unix.Errno
 	}{
-		{"duplicate service", e.c.CreateService(c, svc), ErrServiceExists, unix.EEXIST},
-		{"duplicate destination", e.c.CreateDestination(c, svc, d), ErrDestinationExists, unix.EEXIST},
+		{"duplicate service", e.c.CreateService(c, svc), ErrServiceExist, unix.EEXIST},
+		{"duplicate destination", e.c.CreateDestination(c, svc, d), ErrDestinationExist, unix.EEXIST},
 		{"update missing service", e.c.UpdateService(c, missing), ErrServiceNotExist, unix.ESRCH},
 		{"delete missing service", e.c.DeleteService(c, missing), ErrServiceNotExist, unix.ESRCH},
 		{"destination of missing service", e.c.CreateDestination(c, missing, d), ErrServiceNotExist, unix.ESRCH},
 		{"update missing destination", e.c.UpdateDestination(c, svc, realServer(IPv4, 9, 80)), ErrDestinationNotExist, unix.ENOENT},
 		{"delete missing destination", e.c.DeleteDestination(c, svc, realServer(IPv4, 9, 80)), ErrDestinationNotExist, unix.ENOENT},
 		{"unknown scheduler", e.c.CreateService(c, Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.22"), Port: 1, Scheduler: "nosuch"}),
-			ErrNoScheduler, unix.ENOENT},
+			ErrSchedulerNotSupported, unix.ENOENT},
 		{"masquerade to the other family", e.c.CreateDestination(c, svc, realServer(IPv6, 1, 80)), unix.EINVAL, unix.EINVAL},
 		{"get missing service", func() error { _, err := e.c.GetService(c, missing); return err }(), ErrServiceNotExist, unix.ESRCH},
 	}
@@ -250,7 +250,7 @@ func TestBatch10000(t *testing.T) {
 		for j := range 4 {
 			d := realServer(IPv4, j+1, uint16(8000+i))
 			if i%400 == 3 && j == 3 {
-				bad[b.Len()] = ErrDestinationExists
+				bad[b.Len()] = ErrDestinationExist
 				b.CreateDestination(svc, v.Destinations[0])
 				continue
 			}
@@ -261,9 +261,9 @@ func TestBatch10000(t *testing.T) {
 	}
 	bad[b.Len()] = ErrServiceNotExist
 	b.DeleteService(Service{Protocol: UDP, Addr: netip.MustParseAddr("10.96.255.255"), Port: 1})
-	bad[b.Len()] = ErrServiceExists
+	bad[b.Len()] = ErrServiceExist
 	b.CreateService(want[10].Service)
-	bad[b.Len()] = ErrNoScheduler
+	bad[b.Len()] = ErrSchedulerNotSupported
 	b.CreateService(Service{Protocol: TCP, Addr: netip.MustParseAddr("10.97.0.1"), Port: 1, Scheduler: "nosuch"})
 	bad[b.Len()] = ErrDestinationNotExist
 	b.DeleteDestination(want[20].Service, realServer(IPv4, 99, 1))

@@ -1,8 +1,6 @@
 package ipvs
 
 import (
-	"errors"
-
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
@@ -137,31 +135,30 @@ func (o op) encode(w *nl.Writer) {
 	}
 }
 
-// kindOf maps the kernel's errno for this op to a sentinel, following
+// sentinel maps the kernel's errno for this op to a sentinel, following
 // ip_vs_genl_set_cmd and the functions it calls in ip_vs_ctl.c.
-func (o op) kindOf(errno unix.Errno) error {
+func (o op) sentinel(errno unix.Errno) error {
 	switch {
 	case errno == unix.ESRCH && o.hasService():
 		return ErrServiceNotExist
 	case errno == unix.EEXIST && o.kind == opCreateService:
-		return ErrServiceExists
+		return ErrServiceExist
 	case errno == unix.EEXIST && o.kind == opCreateDestination:
-		return ErrDestinationExists
+		return ErrDestinationExist
 	case errno == unix.ENOENT && (o.kind == opUpdateDestination || o.kind == opDeleteDestination):
 		return ErrDestinationNotExist
 	case errno == unix.ENOENT && (o.kind == opCreateService || o.kind == opUpdateService):
-		return ErrNoScheduler
+		return ErrSchedulerNotSupported
 	}
 	return nil
 }
 
 // opError turns a request's failure into the op's error.
 func (o op) opError(index int, err error) *OpError {
-	oe := &OpError{Op: o.name(), Object: o.object(), Index: index, Err: err}
-	var ke *nl.Error
-	if errors.As(err, &ke) {
-		oe.Err, oe.Message = ke.Errno, ke.Message
-		oe.kind = o.kindOf(ke.Errno)
+	oe := &OpError{Op: o.name(), Object: o.object(), Index: index}
+	oe.Message, oe.Err = nl.ErrorDetail(err)
+	if errno, ok := oe.Err.(unix.Errno); ok {
+		oe.sentinel = o.sentinel(errno)
 	}
 	return oe
 }

@@ -99,12 +99,10 @@ func genlPayloads(replies []netlink.Message) ([][]byte, error) {
 // queryError wraps a query's failure, with ErrServiceNotExist for ESRCH
 // when the query names a service.
 func queryError(what, object string, err error) error {
-	oe := &OpError{Op: what, Object: object, Err: err}
-	if ke, ok := err.(*nl.Error); ok {
-		oe.Err, oe.Message = ke.Errno, ke.Message
-		if ke.Errno == unix.ESRCH && object != "" {
-			oe.kind = ErrServiceNotExist
-		}
+	oe := &OpError{Op: what, Object: object}
+	oe.Message, oe.Err = nl.ErrorDetail(err)
+	if oe.Err == unix.ESRCH && object != "" {
+		oe.sentinel = ErrServiceNotExist
 	}
 	return oe
 }
@@ -229,7 +227,7 @@ func (c *Conn) GetDestination(ctx context.Context, s Service, d Destination) (De
 	}
 	return Destination{}, &OpError{
 		Op: "get destination", Object: s.String() + " -> " + d.String(),
-		Err: unix.ENOENT, kind: ErrDestinationNotExist,
+		Err: unix.ENOENT, sentinel: ErrDestinationNotExist,
 	}
 }
 

@@ -214,10 +214,10 @@ func decodeService(b []byte) (Service, error) {
 	for d.Next() {
 		switch d.Type() {
 		case svcAttrAF:
-			s.Family = Family(d.Uint16())
+			s.Family = Family(decodeByte(&d, "address family"))
 			haveAF = true
 		case svcAttrProtocol:
-			s.Protocol = Protocol(d.Uint16())
+			s.Protocol = Protocol(decodeByte(&d, "protocol"))
 		case svcAttrAddr:
 			addr = d.Bytes()
 		case svcAttrPort:

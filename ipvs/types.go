@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// Family is an address family: IPv4 or IPv6.
-type Family uint16
+// Family is an address family: IPv4 or IPv6. The kernel's attribute is 16
+// bits wide; the encoders widen it.
+type Family uint8
 
 // Address families.
 const (
@@ -21,7 +22,7 @@ func (f Family) String() string {
 	case IPv6:
 		return "IPv6"
 	}
-	return fmt.Sprintf("family(%d)", uint16(f))
+	return fmt.Sprintf("family(%d)", uint8(f))
 }
 
 // bits returns the address length in bits.
@@ -32,8 +33,10 @@ func (f Family) bits() int {
 	return 32
 }
 
-// Protocol is the transport protocol of a service addressed by IP and port.
-type Protocol uint16
+// Protocol is the transport protocol (an IPPROTO_* number) of a service
+// addressed by IP and port. The kernel's attribute is 16 bits wide; the
+// encoders widen it.
+type Protocol uint8
 
 // Transport protocols IPVS balances.
 const (
@@ -51,7 +54,7 @@ func (p Protocol) String() string {
 	case SCTP:
 		return "SCTP"
 	}
-	return fmt.Sprintf("proto(%d)", uint16(p))
+	return fmt.Sprintf("proto(%d)", uint8(p))
 }
 
 // ServiceFlags are a service's flags (IP_VS_SVC_F_*).

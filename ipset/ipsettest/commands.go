@@ -74,10 +74,10 @@ func newSet(r request) (*set, unix.Errno) {
 			return nil, errProtocol
 		}
 		h.PortFrom, h.PortTo = min(c.portFrom, c.portTo), max(c.portFrom, c.portTo)
-		h.Family = ipset.FamilyUnspec
+		h.Family = 0
 		return &set{header: h}, 0
 	}
-	if r.family != ipset.FamilyINET && r.family != ipset.FamilyINET6 {
+	if r.family != ipset.IPv4 && r.family != ipset.IPv6 {
 		return nil, errInvalidFam
 	}
 	h.HashSize, h.MaxElem = hashSize(c.hashSize), c.maxElem

@@ -38,7 +38,7 @@
 //     test of a host address against a hash of networks matches the
 //     networks holding it; networks are stored masked; a full hash is
 //     IPSET_ERR_HASH_FULL (ipset.ErrSetFull), a port outside a bitmap
-//     IPSET_ERR_BITMAP_RANGE (ipset.ErrOutOfRange); an address of the
+//     IPSET_ERR_BITMAP_RANGE (ipset.ErrEntryOutOfRange); an address of the
 //     wrong family is IPSET_ERR_PROTOCOL, a missing protocol
 //     IPSET_ERR_MISSING_PROTO; a timeout, counters or comment on a set
 //     without them IPSET_ERR_TIMEOUT, _COUNTER, _COMMENT;

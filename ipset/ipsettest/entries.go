@@ -85,7 +85,7 @@ func (s *set) place(p part, a netip.Addr, cidr int) (netip.Addr, netip.Prefix, u
 	if p == partNone {
 		return netip.Addr{}, netip.Prefix{}, 0
 	}
-	if !a.IsValid() || a.Is4() != (s.header.Family == ipset.FamilyINET) {
+	if !a.IsValid() || a.Is4() != (s.header.Family == ipset.IPv4) {
 		return netip.Addr{}, netip.Prefix{}, errProtocol
 	}
 	if p == partAddr {
@@ -112,8 +112,8 @@ func portOf(e *ipset.Entry, r rawEntry) unix.Errno {
 	if r.proto == 0 {
 		return errInvalidProto
 	}
-	e.Proto = ipset.Proto(r.proto)
-	switch e.Proto {
+	e.Protocol = ipset.Protocol(r.proto)
+	switch e.Protocol {
 	case ipset.TCP, ipset.UDP, ipset.SCTP, ipset.UDPLite:
 		e.Port = r.port
 	}
@@ -151,7 +151,7 @@ func (s *set) extensions(e *ipset.Entry, r rawEntry) unix.Errno {
 // same says whether two entries have the same key: everything but the
 // extensions.
 func same(a, b ipset.Entry) bool {
-	return a.Addr == b.Addr && a.Net == b.Net && a.Proto == b.Proto && a.Port == b.Port && a.Addr2 == b.Addr2 && a.Net2 == b.Net2
+	return a.Addr == b.Addr && a.Net == b.Net && a.Protocol == b.Protocol && a.Port == b.Port && a.Addr2 == b.Addr2 && a.Net2 == b.Net2
 }
 
 // matches is the kernel's test: a host network tested against a hash of
@@ -163,7 +163,7 @@ func matches(stored, probe ipset.Entry) bool {
 		}
 		return s == p
 	}
-	return stored.Addr == probe.Addr && in(stored.Net, probe.Net) && stored.Proto == probe.Proto &&
+	return stored.Addr == probe.Addr && in(stored.Net, probe.Net) && stored.Protocol == probe.Protocol &&
 		stored.Port == probe.Port && stored.Addr2 == probe.Addr2 && in(stored.Net2, probe.Net2)
 }
 

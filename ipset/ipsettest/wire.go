@@ -289,8 +289,8 @@ func writeEntry(w *nl.Writer, s *set, e ipset.Entry) {
 	if l, _ := layoutOf(s.header.Type); l.port || s.header.Type == ipset.BitmapPort {
 		w.BE16(attrPort|be, e.Port)
 	}
-	if e.Proto != 0 {
-		w.Uint8(attrProto, uint8(e.Proto))
+	if e.Protocol != 0 {
+		w.Uint8(attrProto, uint8(e.Protocol))
 	}
 	switch {
 	case e.Addr2.IsValid():

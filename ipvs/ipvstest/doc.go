@@ -16,12 +16,12 @@
 //
 //   - services keyed by family and firewall mark, or by family, protocol,
 //     address and port; creating one that exists is EEXIST
-//     (ipvs.ErrServiceExists), naming a missing one ESRCH
+//     (ipvs.ErrServiceExist), naming a missing one ESRCH
 //     (ipvs.ErrServiceNotExist), a scheduler or persistence engine a stock
-//     kernel lacks ENOENT (ipvs.ErrNoScheduler); services read back with
-//     the Hashed flag the kernel adds;
+//     kernel lacks ENOENT (ipvs.ErrSchedulerNotSupported); services read
+//     back with the Hashed flag the kernel adds;
 //   - destinations keyed by address and port within their service: EEXIST
-//     (ipvs.ErrDestinationExists) and ENOENT (ipvs.ErrDestinationNotExist);
+//     (ipvs.ErrDestinationExist) and ENOENT (ipvs.ErrDestinationNotExist);
 //     a negative weight or a lower threshold above the upper is ERANGE, a
 //     destination of another family than its service's without tunnel
 //     forwarding EINVAL; listing a missing service's destinations is empty;

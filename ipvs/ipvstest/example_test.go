@@ -41,5 +41,5 @@ func Example() {
 	// TCP 10.96.0.10:80 rr
 	//   -> 10.244.0.5:8080 masq 1
 	//   -> 10.244.0.6:8080 masq 1
-	// ipvs: 1 of 1 operations failed; first: ipvs: create service TCP 10.96.0.10:80: service already exists (file exists)
+	// ipvs: 1 of 1 operations failed: create service TCP 10.96.0.10:80: service already exists (file exists)
 }

@@ -40,7 +40,7 @@ func TestKernelChecks(t *testing.T) {
 	if err != nil || got.FirewallMark != 7 || got.Scheduler != ipvs.SourceHashing || got.Netmask != 128 {
 		t.Errorf("GetService: %+v, %v", got, err)
 	}
-	if err := c.CreateService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.9"), Port: 1, PersistenceEngine: "nope"}); !errors.Is(err, ipvs.ErrNoScheduler) {
+	if err := c.CreateService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.9"), Port: 1, PersistenceEngine: "nope"}); !errors.Is(err, ipvs.ErrSchedulerNotSupported) {
 		t.Errorf("unknown persistence engine: %v", err)
 	}
 }

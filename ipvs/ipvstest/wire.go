@@ -144,9 +144,9 @@ func parseService(b []byte) (ipvs.Service, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case svcAttrAF:
-			s.Family = ipvs.Family(ad.Uint16())
+			s.Family = ipvs.Family(min(ad.Uint16(), 0xff)) // wider values are unknown families, as 0xff is
 		case svcAttrProtocol:
-			s.Protocol = ipvs.Protocol(ad.Uint16())
+			s.Protocol = ipvs.Protocol(min(ad.Uint16(), 0xff)) // IPPROTO_RAW stands for any wider value: all unsupported
 		case svcAttrAddr:
 			addr = ad.Bytes()
 		case svcAttrPort:
@@ -226,7 +226,7 @@ func parseDest(b []byte) (ipvs.Destination, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case destAttrAddrFamily:
-			af = ipvs.Family(ad.Uint16())
+			af = ipvs.Family(min(ad.Uint16(), 0xff)) // wider values are unknown families, as 0xff is
 		case destAttrAddr:
 			addr = ad.Bytes()
 		case destAttrPort:

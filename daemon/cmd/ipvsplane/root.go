@@ -205,7 +205,7 @@ func (a *app) statusCommand() *cobra.Command {
 // dial opens the kernel, and explains a kernel without IPVS.
 func (a *app) dial(cfg *dataplane.Config) (kernel, error) {
 	k, err := a.newKernel(cfg)
-	if errors.Is(err, ipvs.ErrNotAvailable) {
+	if errors.Is(err, ipvs.ErrNotSupported) {
 		return nil, fmt.Errorf("the kernel has no IPVS: load the ip_vs module (and the scheduler's, such as ip_vs_rr) or use a kernel built with CONFIG_IP_VS: %w", err)
 	}
 	return k, err
@@ -242,7 +242,7 @@ func (a *app) status(ctx context.Context, stateFile string, top int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	view, err := readKernel(ctx, dataplane.DefaultDevice)
-	if errors.Is(err, ipvs.ErrNotAvailable) {
+	if errors.Is(err, ipvs.ErrNotSupported) {
 		return fmt.Errorf("the kernel has no IPVS (the ip_vs module): %w", err)
 	}
 	if err != nil {

@@ -49,7 +49,7 @@ func manifestDir(t *testing.T, files map[string]string) string {
 func TestCommands(t *testing.T) {
 	good := map[string]string{"web.yaml": webManifest}
 	bad := map[string]string{"web.yaml": webManifest, "broken.yaml": "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {portz: []}\n"}
-	noIPVS := fmt.Errorf("dataplane: %w", ipvs.ErrNotAvailable)
+	noIPVS := fmt.Errorf("dataplane: %w", ipvs.ErrNotSupported)
 	tests := []struct {
 		name      string
 		args      func(t *testing.T) []string

@@ -39,7 +39,7 @@ func benchSet(n int) ipset.Set {
 // so that two lists differ.
 func ipPortEntries(n, offset int) []ipset.Entry {
 	return testutil.Keys(n, offset, func(k netip.AddrPort) ipset.Entry {
-		return ipset.Entry{Addr: k.Addr(), Proto: ipset.TCP, Port: k.Port()}
+		return ipset.Entry{Addr: k.Addr(), Protocol: ipset.TCP, Port: k.Port()}
 	})
 }
 
@@ -78,7 +78,7 @@ func benchmarkLoad(b *testing.B, n int) {
 		defer h.Close()
 		ventries := make([]*vnl.IPSetEntry, n)
 		for i, e := range entries {
-			proto, port := uint8(e.Proto), e.Port
+			proto, port := uint8(e.Protocol), e.Port
 			ventries[i] = &vnl.IPSetEntry{IP: net.IP(e.Addr.AsSlice()), Protocol: &proto, Port: &port}
 		}
 		runLoads(b, c, s, n, func() error {

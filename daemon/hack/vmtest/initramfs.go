@@ -47,7 +47,7 @@ func buildInitramfs(g guest, kernelDir, stage, dst string) error {
 	a.file("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
 	a.file("/etc/group", 0o644, []byte("root:x:0:\n"))
 
-	if err := stageModules(kernelDir, g.release, stage); err != nil {
+	if err := stageModules(kernelDir, g.release, stage, moduleDirs); err != nil {
 		return fmt.Errorf("kernel modules: %w", err)
 	}
 	if err := a.addTree(filepath.Join(stage, "lib/modules"), "/lib/modules"); err != nil {

@@ -66,6 +66,9 @@ func run(args []string) int {
 	if len(args) == 2 && args[0] == relayFlag {
 		return relay(args[1])
 	}
+	if len(args) > 0 && args[0] == nodeFlag {
+		return runNode(args[1:])
+	}
 	if len(args) < 1 {
 		fmt.Fprintln(os.Stderr, "usage: vmtest TEST-BINARY [ARGS...]  (normally: go test -exec vmtest)")
 		return 2

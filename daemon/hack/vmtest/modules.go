@@ -40,10 +40,12 @@ var bootModules = []string{
 	"nf_tables", "nft_compat", "xt_set",
 }
 
-// stageModules copies the chosen modules of the kernel at kernelDir into
-// stage/lib/modules/<release> and runs depmod there, so the guest's
-// modprobe (and the kernel's autoloading through it) sees a consistent tree.
-func stageModules(kernelDir, release, stage string) error {
+// stageModules copies the modules below dirs (paths in the kernel's module
+// tree, such as moduleDirs) of the kernel at kernelDir, with the modules
+// they depend on, into stage/lib/modules/<release> and runs depmod there,
+// so the guest's modprobe (and the kernel's autoloading through it) sees a
+// consistent tree.
+func stageModules(kernelDir, release, stage string, dirs []string) error {
 	src := filepath.Join(kernelDir, "lib/modules", release)
 	deps, err := readModulesDep(filepath.Join(src, "modules.dep"))
 	if err != nil {
@@ -61,7 +63,7 @@ func stageModules(kernelDir, release, stage string) error {
 		}
 	}
 	for mod := range deps {
-		for _, dir := range moduleDirs {
+		for _, dir := range dirs {
 			if mod == dir || strings.HasPrefix(mod, dir+"/") {
 				add(mod)
 			}

@@ -83,21 +83,8 @@ func (a *archive) addTool(tool string) error {
 		if err != nil {
 			return err
 		}
-		if err := a.copy(dst, real); err != nil {
-			return err
-		}
-		libs, err := sharedLibraries(real)
-		if err != nil {
+		if err := a.copyWithLibraries(dst, real); err != nil {
 			return fmt.Errorf("tool %s: %w", tool, err)
-		}
-		for _, lib := range libs {
-			real, err := filepath.EvalSymlinks(lib)
-			if err != nil {
-				return err
-			}
-			if err := a.copy(lib, real); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

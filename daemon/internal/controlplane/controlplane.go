@@ -28,6 +28,13 @@ type Config struct {
 	// ExtraAPIServerArgs are appended to the API server's arguments
 	// (later flags win), e.g. "--feature-gates=...".
 	ExtraAPIServerArgs []string
+	// Cluster makes it a real cluster's control plane, for a node that
+	// hack/kubenode boots: kube-controller-manager (pod CIDRs from
+	// ClusterCIDR, EndpointSlices, service accounts) and kube-scheduler
+	// run too, the ServiceAccount admission plugin is on, and the
+	// `kubernetes` Service's endpoint is the API server where a guest
+	// reaches it, GuestForwardAddr on Port().
+	Cluster bool
 }
 
 // ControlPlane is a running etcd and kube-apiserver on loopback. Make one
@@ -41,6 +48,7 @@ type ControlPlane struct {
 	apiPath   string
 	apiArgs   []string
 	etcd      *process
+	cluster   []*process // kube-controller-manager and kube-scheduler, with Config.Cluster
 	mu        sync.Mutex
 	apiServer *process // nil while stopped
 }
@@ -85,9 +93,14 @@ func Start(ctx context.Context, cfg *Config) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.apiPort = ports[2]
-	cp.apiArgs = append(cp.apiServerArgs(), cfg.ExtraAPIServerArgs...)
+	cp.apiArgs = append(cp.apiServerArgs(cfg.Cluster), cfg.ExtraAPIServerArgs...)
 	if err := cp.StartAPIServer(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.Cluster {
+		if err := cp.startControllers(); err != nil {
+			return nil, err
+		}
 	}
 	return cp, nil
 }
@@ -142,11 +155,33 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, path string, clientPort, 
 	return waitReady(ctx, p, client+"/health", "", nil)
 }
 
-func (cp *ControlPlane) apiServerArgs() []string {
+func (cp *ControlPlane) apiServerArgs(cluster bool) []string {
+	if cluster {
+		return append(cp.commonAPIServerArgs(),
+			// The `kubernetes` Service's endpoint: where the node's
+			// pods reach this API server, through the guest's forward
+			// on the same port.
+			"--advertise-address="+GuestForwardAddr,
+			// Proxies run privileged, as kubeadm's clusters allow.
+			"--allow-privileged=true",
+			// The node's name, localhost, is where the API server
+			// reaches its kubelet: qemu forwards that port.
+			"--kubelet-preferred-address-types=Hostname,InternalIP")
+	}
+	return append(cp.commonAPIServerArgs(),
+		"--advertise-address=127.0.0.1",
+		// No controller manager runs: the ServiceAccount plugin would
+		// wait for service accounts that nothing creates.
+		"--disable-admission-plugins=ServiceAccount",
+		// The built-in "kubernetes" Service would get a loopback
+		// endpoint, which validation rejects.
+		"--endpoint-reconciler-type=none")
+}
+
+func (cp *ControlPlane) commonAPIServerArgs() []string {
 	return []string{
 		"--etcd-servers=" + cp.etcdURL,
 		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(cp.apiPort),
 		"--tls-cert-file=" + filepath.Join(cp.dir, servingCertFile),
 		"--tls-private-key-file=" + filepath.Join(cp.dir, servingKeyFile),
@@ -156,12 +191,6 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(cp.dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(cp.dir, "sa.key"),
-		// No controller manager runs: the ServiceAccount plugin would
-		// wait for service accounts that nothing creates.
-		"--disable-admission-plugins=ServiceAccount",
-		// The built-in "kubernetes" Service would get a loopback
-		// endpoint, which validation rejects.
-		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}
 }
@@ -246,9 +275,12 @@ func (cp *ControlPlane) Logs(n int) string {
 	return s
 }
 
-// Close kills the API server (nothing it holds matters any more), stops
-// etcd and removes their files.
+// Close stops the controllers, kills the API server (nothing it holds
+// matters any more), stops etcd and removes their files.
 func (cp *ControlPlane) Close() error {
+	for _, p := range cp.cluster {
+		p.stop(5 * time.Second)
+	}
 	cp.KillAPIServer()
 	if cp.etcd != nil {
 		cp.etcd.stop(10 * time.Second)

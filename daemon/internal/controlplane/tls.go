@@ -22,6 +22,14 @@ const (
 	servingKeyFile  = "serving.key"
 )
 
+// kubernetesServiceIP is the `kubernetes` Service's cluster IP: the
+// first address of ServiceCIDR.
+func kubernetesServiceIP() net.IP {
+	ip, _, _ := net.ParseCIDR(ServiceCIDR)
+	ip = ip.To4()
+	return net.IPv4(ip[0], ip[1], ip[2], ip[3]+1)
+}
+
 // writeServingCert writes a self-signed certificate and key for the API
 // server, valid for every address its clients use: 127.0.0.1 and localhost
 // on the host, and GuestForwardAddr, where a VM guest reaches it through
@@ -48,8 +56,9 @@ func writeServingCert(dir string) ([]byte, error) {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(GuestForwardAddr)},
+		// In a cluster, pods reach it as the `kubernetes` Service too.
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(GuestForwardAddr), kubernetesServiceIP()},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// build makes the image s describes and writes its archive.
+func build(s spec) error {
+	layerTar, err := layerContents(s)
+	if err != nil {
+		return err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	img = mutate.MediaType(img, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
+	cf.Config.Env = append([]string{defaultPath}, s.env...)
+	cf.Config.User = s.user
+	if s.entrypoint != "" {
+		cf.Config.Entrypoint = []string{s.entrypoint}
+	}
+	cf.Config.Cmd = s.args
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	return writeLayout(s.out, img, s.refs)
+}
+
+// layerContents is the image's one layer as an uncompressed tar.
+func layerContents(s spec) ([]byte, error) {
+	var buf bytes.Buffer
+	w := &layerWriter{tw: tar.NewWriter(&buf), seen: map[string]bool{}}
+	for _, d := range []string{"bin", "etc", "tmp", "usr/bin", "usr/sbin", "sbin", "root", "proc", "sys", "dev", "run", "var/run"} {
+		w.dir(d)
+	}
+	w.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/nologin\n"))
+	w.file("etc/group", 0o644, []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"))
+	// glibc's resolver reads this; without it, getent hosts skips DNS.
+	w.file("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\n"))
+	for _, a := range s.adds {
+		host, guest, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, fmt.Errorf("-add %q: want HOST=GUEST", a)
+		}
+		data, err := os.ReadFile(host)
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Stat(host)
+		if err != nil {
+			return nil, err
+		}
+		w.file(strings.TrimPrefix(guest, "/"), int64(info.Mode().Perm()), data)
+	}
+	if s.busybox != "" {
+		if err := w.busybox(s.busybox); err != nil {
+			return nil, err
+		}
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	if err := w.tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// layerWriter writes a layer's entries, their parent directories first,
+// each once; the first error sticks.
+type layerWriter struct {
+	tw   *tar.Writer
+	seen map[string]bool
+	err  error
+}
+
+func (w *layerWriter) header(h *tar.Header) {
+	if w.err != nil || w.seen[h.Name] {
+		return
+	}
+	if dir := path.Dir(strings.TrimSuffix(h.Name, "/")); dir != "." {
+		w.dir(dir)
+	}
+	w.seen[h.Name] = true
+	h.ModTime = time.Unix(0, 0)
+	h.Format = tar.FormatPAX
+	w.err = w.tw.WriteHeader(h)
+}
+
+func (w *layerWriter) dir(name string) {
+	mode := int64(0o755)
+	if name == "tmp" {
+		mode = 0o1777
+	}
+	w.header(&tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: mode})
+}
+
+func (w *layerWriter) file(name string, mode int64, data []byte) {
+	if w.seen[name] {
+		return
+	}
+	w.header(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data))})
+	if w.err == nil {
+		_, w.err = w.tw.Write(data)
+	}
+}
+
+func (w *layerWriter) symlink(name, target string) {
+	w.header(&tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777})
+}
+
+// busybox adds the program and a link in /bin for each of its applets
+// that no other file of the image provides there or in /usr/bin.
+func (w *layerWriter) busybox(program string) error {
+	data, err := os.ReadFile(program)
+	if err != nil {
+		return err
+	}
+	w.file("bin/busybox", 0o755, data)
+	out, err := exec.Command(program, "--list").Output()
+	if err != nil {
+		return fmt.Errorf("%s --list: %w", program, err)
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if applet == "busybox" || w.seen["bin/"+applet] || w.seen["usr/bin/"+applet] {
+			continue
+		}
+		w.symlink("bin/"+applet, "busybox")
+	}
+	return nil
+}
+
+// writeLayout writes img as an OCI image layout in a tar file: oci-layout,
+// index.json with one entry per reference (containerd names the imported
+// image from its annotations), and the blobs.
+func writeLayout(out string, img v1.Image, refs []string) error {
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	blobs := map[string][]byte{digest.Hex: manifest}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return err
+	}
+	cfgName, err := img.ConfigName()
+	if err != nil {
+		return err
+	}
+	blobs[cfgName.Hex] = config
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		if err := addLayerBlob(blobs, l); err != nil {
+			return err
+		}
+	}
+	index, err := layoutIndex(refs, digest, int64(len(manifest)))
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	put := func(name string, data []byte) {
+		if err == nil {
+			err = tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0)})
+		}
+		if err == nil {
+			_, err = tw.Write(data)
+		}
+	}
+	put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	put("index.json", index)
+	hexes := make([]string, 0, len(blobs))
+	for h := range blobs {
+		hexes = append(hexes, h)
+	}
+	sort.Strings(hexes)
+	for _, h := range hexes {
+		put("blobs/sha256/"+h, blobs[h])
+	}
+	if err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(out, buf.Bytes(), 0o644)
+}
+
+func addLayerBlob(blobs map[string][]byte, l v1.Layer) error {
+	d, err := l.Digest()
+	if err != nil {
+		return err
+	}
+	rc, err := l.Compressed()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	blobs[d.Hex] = data
+	return nil
+}
+
+// layoutIndex is index.json: the manifest once per reference, annotated
+// with the full name (io.containerd.image.name) and the OCI ref name.
+func layoutIndex(refs []string, digest v1.Hash, size int64) ([]byte, error) {
+	type descriptor struct {
+		MediaType   types.MediaType   `json:"mediaType"`
+		Digest      string            `json:"digest"`
+		Size        int64             `json:"size"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	var manifests []descriptor
+	for _, r := range refs {
+		ref, err := name.ParseReference(r, name.WeakValidation)
+		if err != nil {
+			return nil, err
+		}
+		manifests = append(manifests, descriptor{
+			MediaType: types.OCIManifestSchema1,
+			Digest:    digest.String(),
+			Size:      size,
+			Annotations: map[string]string{
+				"io.containerd.image.name":          ref.Name(),
+				"org.opencontainers.image.ref.name": ref.Identifier(),
+			},
+		})
+	}
+	return json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     types.OCIImageIndex,
+		"manifests":     manifests,
+	})
+}

@@ -26,7 +26,7 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance tools clean
+.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -172,6 +172,14 @@ cluster: deps-node image $(VMTEST) vm-kernel
 # narrow them (hack/conformance).
 conformance: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- hack/conformance
+
+# The cluster tests (e2e/cluster: the proxy from deploy/ Ready and clean,
+# DNS through the cluster IP, a Service by name, a NodePort and a load
+# balancer from outside the node, scaling) and CONFORMANCE_SLICE of
+# upstream's specs, in one booted cluster.
+CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint from pods|DNS should provide DNS for services|Networking Granular Checks: Pods should function for intra-pod communication: udp).*\[Conformance\]
+test-cluster: deps-node image $(VMTEST) vm-kernel
+	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest ./e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
 
 deps-node:
 	@hack/install-deps --node

@@ -18,6 +18,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -30,11 +31,16 @@ func build(s spec) error {
 	if err != nil {
 		return err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithCompressionLevel(gzip.BestSpeed))
-	if err != nil {
-		return err
+	var layer v1.Layer
+	if s.uncompressed {
+		layer = static.NewLayer(layerTar, types.OCIUncompressedLayer)
+	} else {
+		layer, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(layerTar)), nil
+		}, tarball.WithCompressionLevel(gzip.BestSpeed))
+		if err != nil {
+			return err
+		}
 	}
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
@@ -145,13 +151,19 @@ func (w *layerWriter) symlink(name, target string) {
 }
 
 // busybox adds the program and a link in /bin for each of its applets
-// that no other file of the image provides there or in /usr/bin.
+// that no other file of the image provides there or in /usr/bin. Debian's
+// static busybox shell runs its own applets before PATH's programs, so an
+// image that has bash gets bash as /bin/sh: scripts then run the image's
+// ip, nc or curl, not busybox's.
 func (w *layerWriter) busybox(program string) error {
 	data, err := os.ReadFile(program)
 	if err != nil {
 		return err
 	}
 	w.file("bin/busybox", 0o755, data)
+	if w.seen["bin/bash"] {
+		w.symlink("bin/sh", "bash")
+	}
 	out, err := exec.Command(program, "--list").Output()
 	if err != nil {
 		return fmt.Errorf("%s --list: %w", program, err)

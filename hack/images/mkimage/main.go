@@ -6,6 +6,7 @@
 //	mkimage -o OUT.tar -ref NAME:TAG [-ref NAME:TAG ...]
 //	        [-add HOST=GUEST ...] [-busybox PATH]
 //	        [-entrypoint PATH] [-arg ARG ...] [-user UID] [-env K=V ...]
+//	        [-uncompressed]
 //
 // Every -ref names the same image in the archive. -add copies a host file
 // to GUEST, following symlinks (for a dynamically linked program, add its
@@ -38,6 +39,9 @@ type spec struct {
 	args       []string
 	user       string
 	env        []string
+	// uncompressed stores the layer as a plain tar: bigger, but a node
+	// under emulation imports it without the gunzip that dominates there.
+	uncompressed bool
 }
 
 func main() {
@@ -50,6 +54,7 @@ func main() {
 	flag.StringVar(&s.entrypoint, "entrypoint", "", "the image's entrypoint")
 	flag.Var(&args, "arg", "a default argument (repeatable)")
 	flag.StringVar(&s.user, "user", "", "the user the image runs as (default root)")
+	flag.BoolVar(&s.uncompressed, "uncompressed", false, "store the layer uncompressed")
 	flag.Var(&env, "env", "K=V: an environment variable (repeatable; PATH has a default)")
 	flag.Parse()
 	s.refs, s.adds, s.args, s.env = refs, adds, args, env

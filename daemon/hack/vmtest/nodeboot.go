@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+)
+
+// boot starts qemu with the node's disk. Its network is qemu's user
+// network, restricted to the forwards: the guest's connections to the API
+// server's address, the kubelet's port and the node ports from the host's
+// loopback.
+func (n *node) boot() error {
+	self, err := selfPath()
+	if err != nil {
+		return err
+	}
+	api := guestForward{
+		guest: netip.AddrPortFrom(netip.MustParseAddr(controlplane.GuestForwardAddr), uint16(n.cp.Port())),
+		host:  "127.0.0.1:" + strconv.Itoa(n.cp.Port()),
+	}
+	nic := []string{"user", "model=virtio-net-pci", "restrict=on", api.option(self),
+		fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-%s:%d", n.config.kubeletPort, nodeIP, n.config.kubeletPort)}
+	n.hostNodePorts = map[int]int{}
+	for _, np := range n.config.nodePorts {
+		hp, err := freeLoopbackPort()
+		if err != nil {
+			return err
+		}
+		n.hostNodePorts[np] = hp
+		nic = append(nic, fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-%s:%d", hp, nodeIP, np))
+	}
+	n.console = filepath.Join(n.work, "console.log")
+	n.logFile = filepath.Join(n.work, "node.log")
+	n.qemu = exec.Command("qemu-system-x86_64",
+		"-accel", "tcg", "-cpu", "max",
+		"-smp", strconv.Itoa(envInt("VMTEST_CPUS", 2)), "-m", strconv.Itoa(n.config.mem),
+		"-nographic", "-no-reboot", "-monitor", "none",
+		"-serial", "file:"+n.console, "-serial", "file:"+n.logFile,
+		"-nic", strings.Join(nic, ","),
+		"-drive", "file="+filepath.Join(n.work, "disk.img")+",if=virtio,format=raw,cache=unsafe",
+		"-kernel", filepath.Join(n.kernelDir, "vmlinuz"), "-initrd", filepath.Join(n.work, "initrd.gz"),
+		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init")
+	n.qemu.Stderr = os.Stderr
+	if err := n.qemu.Start(); err != nil {
+		return fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
+	}
+	n.exited = make(chan error, 1)
+	go func() { n.exited <- n.qemu.Wait() }()
+	kubeconfig, err := n.cp.Kubeconfig("")
+	if err != nil {
+		return err
+	}
+	n.kubeconfig = filepath.Join(n.work, "admin.kubeconfig")
+	return os.WriteFile(n.kubeconfig, kubeconfig, 0o600)
+}
+
+func (n *node) stop() {
+	if n.qemu != nil && n.qemu.Process != nil {
+		_ = n.qemu.Process.Kill()
+		<-n.exited
+	}
+}
+
+// waitReady waits until the node is Ready.
+func (n *node) waitReady(ctx context.Context) error {
+	client, err := kubernetes.NewForConfig(n.cp.RESTConfig())
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := "not registered"
+	for {
+		if node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+			last = "registered"
+			for _, c := range node.Status.Conditions {
+				if c.Type != corev1.NodeReady {
+					continue
+				}
+				if c.Status == corev1.ConditionTrue {
+					return nil
+				}
+				last = c.Reason + ": " + c.Message
+			}
+		}
+		select {
+		case err := <-n.exited:
+			n.exited <- err
+			return fmt.Errorf("qemu exited before the node was Ready: %v", err)
+		case <-ctx.Done():
+			return fmt.Errorf("node %s not Ready (%s): %w", nodeName, last, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -34,7 +37,9 @@ type cluster struct {
 	nodeName   string
 	nodeIP     string
 	proxy      string
-	nodePorts  map[int]string // node port -> 127.0.0.1:port forwarded to it
+	// lbPrefix is where the test picks load balancers' addresses: the
+	// test's namespace routes it to the node.
+	lbPrefix netip.Prefix
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -56,13 +61,9 @@ func newCluster(t *testing.T) *cluster {
 		nodeName:   os.Getenv("IPVSPLANE_NODE_NAME"),
 		nodeIP:     os.Getenv("IPVSPLANE_NODE_IP"),
 		proxy:      os.Getenv("IPVSPLANE_NODE_PROXY"),
-		nodePorts:  map[int]string{},
 	}
-	for _, pair := range strings.Split(os.Getenv("IPVSPLANE_NODE_PORTS"), ",") {
-		var node, host int
-		if _, err := fmt.Sscanf(pair, "%d=%d", &node, &host); err == nil {
-			c.nodePorts[node] = fmt.Sprintf("127.0.0.1:%d", host)
-		}
+	if c.lbPrefix, err = netip.ParsePrefix(os.Getenv("IPVSPLANE_NODE_LB_CIDR")); err != nil {
+		t.Fatalf("IPVSPLANE_NODE_LB_CIDR: %v", err)
 	}
 	return c
 }
@@ -195,6 +196,18 @@ func (c *cluster) waitReplicasReady(t *testing.T, ns, name string, replicas int3
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// get fetches url from the test process, a client outside the node.
+func get(url string) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
 
 // eventually retries fn until it succeeds or the time is up.

@@ -5,8 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // nodetools is hack/build-images' image of the node's readers (ipvsadm,
@@ -129,61 +125,42 @@ func TestDNSAndServiceByName(t *testing.T) {
 	})
 }
 
-// A NodePort Service answers a client outside the node: the host, through
-// qemu's forward to the node's eth0.
+// A NodePort Service answers a client outside the node: this test,
+// across the link to the node's eth0.
 func TestNodePortFromOutside(t *testing.T) {
 	c := newCluster(t)
-	hostAddr, ok := c.nodePorts[30080]
-	testutil.Require(t, ok, "node port 30080 forwarded by vmtest -node")
 	ns := c.namespace(t, "nodeport")
 	c.serveHostname(t, ns, "np", 2, corev1.ServiceSpec{
 		Type:  corev1.ServiceTypeNodePort,
 		Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080, Protocol: corev1.ProtocolTCP}},
 	})
-	client := &http.Client{Timeout: 5 * time.Second}
 	eventually(t, time.Minute, "GET through node port 30080", func() error {
-		resp, err := client.Get("http://" + hostAddr + "/hostname")
-		if err != nil {
-			return err
+		body, err := get("http://" + c.nodeIP + ":30080/hostname")
+		if err == nil && !strings.HasPrefix(body, "np-") {
+			err = fmt.Errorf("answer %q", body)
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if !strings.HasPrefix(string(body), "np-") {
-			return fmt.Errorf("answer %q", body)
-		}
-		return nil
+		return err
 	})
 }
 
 // A LoadBalancer Service (its status set by the test, as a cloud
-// controller would) answers a client outside the node: a network
-// namespace behind a veth, routed through the node as a router would.
+// controller would) answers a client outside the node: this test, whose
+// network routes the load balancer's address to the node.
 func TestLoadBalancerFromOutside(t *testing.T) {
 	c := newCluster(t)
 	ns := c.namespace(t, "lb")
 	svc := c.serveHostname(t, ns, "lb", 2, corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer})
-	ctx := context.Background()
-	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.80"}}
-	if _, err := c.client.CoreV1().Services(ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+	lb := c.lbPrefix.Addr().Next().String()
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: lb}}
+	if _, err := c.client.CoreV1().Services(ns).UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	shell := c.nodeShell(t, ns)
-	setup := `ip netns add lb-outside && ip link add lbo0 type veth peer name lbo1 netns lb-outside &&
-ip addr add 192.168.77.1/24 dev lbo0 && ip link set lbo0 up &&
-ip netns exec lb-outside sh -c 'ip link set lo up && ip addr add 192.168.77.2/24 dev lbo1 && ip link set lbo1 up && ip route add default via 192.168.77.1'`
-	if out, err := c.exec(ctx, ns, shell, setup); err != nil {
-		t.Fatalf("outside namespace: %v %s", err, out)
-	}
-	t.Cleanup(func() { _, _ = c.exec(context.Background(), ns, shell, "ip netns del lb-outside; ip link del lbo0") })
-	eventually(t, time.Minute, "GET through the load balancer's IP", func() error {
-		out, err := c.exec(ctx, ns, shell, "ip netns exec lb-outside curl -s --connect-timeout 2 http://192.0.2.80/hostname")
-		if err != nil {
-			return err
+	eventually(t, time.Minute, "GET through the load balancer "+lb, func() error {
+		body, err := get("http://" + lb + "/hostname")
+		if err == nil && !strings.HasPrefix(body, "lb-") {
+			err = fmt.Errorf("answer %q", body)
 		}
-		if !strings.HasPrefix(out, "lb-") {
-			return fmt.Errorf("answer %q", out)
-		}
-		return nil
+		return err
 	})
 }
 

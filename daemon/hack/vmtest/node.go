@@ -5,12 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
@@ -21,25 +18,34 @@ import (
 //
 //	vmtest -node [-proxy ipvsplane|kube-proxy|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
 //
-// The control plane (internal/controlplane with Cluster: etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler) runs on the
-// host's loopback. The node boots from an ext4 disk built from Debian 12's
+// Everything runs in a network namespace vmtest makes (and removes after)
+// whose only link is a tap device to the VM: the control plane
+// (internal/controlplane with Cluster: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler) at controlplane.ClusterHostAddr,
+// qemu, and COMMAND. The namespace routes the node's pod range, the
+// service range and loadBalancerCIDR to the node and nothing anywhere
+// else, so the API server reaches pods and kubelet as in a real cluster,
+// COMMAND is a client outside the node, and nothing the node sends leaves
+// the namespace. The node boots from an ext4 disk built from Debian 12's
 // containerd, runc and CNI plugins (hack/fetch-node-packages), the kubelet
-// and the images of hack/build-images; its network is qemu's, restricted
-// to the forwards: the guest reaches the API server, the API server
-// reaches the kubelet, and nothing else leaves. Once the node is Ready,
-// the proxy (ipvsplane from deploy/ with `kubectl apply -k`, with only the
-// image and the API server's address set by an overlay) and CoreDNS are
-// installed and awaited. COMMAND then runs with KUBECONFIG naming the
-// admin kubeconfig and the variables nodeEnv lists; vmtest exits with its
-// status after stopping everything.
+// and the images of hack/build-images. Once it is Ready, the proxy
+// (ipvsplane from deploy/ with `kubectl apply -k`, only the image and the
+// API server's address set by an overlay, or kube-proxy in IPVS mode) and
+// CoreDNS are installed and awaited. COMMAND then runs with KUBECONFIG
+// naming the admin kubeconfig and the variables env lists; vmtest exits
+// with its status after stopping everything.
 const nodeFlag = "-node"
 
-// Guest-side facts of the node the command's tests rely on.
+// Facts of the node the command's tests rely on.
 const (
-	nodeName = "localhost" // see nodeConfig.kubeletPort
+	nodeName = "kubenode"
 	nodeIP   = "10.0.2.15"
 	podCIDR  = "10.244.0.0/24" // the controller manager's first /24 of ClusterCIDR
+	// loadBalancerCIDR is where tests pick load balancers' addresses
+	// (TEST-NET-1): the namespace routes it to the node.
+	loadBalancerCIDR = "192.0.2.0/24"
+	// netnsEnv names the namespace vmtest -node runs itself in.
+	netnsEnv = "IPVSPLANE_NODE_NETNS"
 )
 
 // nodeConfig is one node run's settings.
@@ -50,14 +56,6 @@ type nodeConfig struct {
 	deploy   string // the manifests' directory, deploy/
 	mem      int
 	command  []string
-	// kubeletPort is the kubelet's port, the same in the guest and on the
-	// host's loopback: the API server reaches the node (logs, exec, port
-	// forwarding) at its Hostname address, localhost, through qemu's
-	// forward.
-	kubeletPort int
-	// nodePorts are node ports forwarded from the host's loopback to the
-	// node, for tests that reach a NodePort Service from outside it.
-	nodePorts []int
 }
 
 func parseNodeArgs(args []string) (nodeConfig, error) {
@@ -68,7 +66,6 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 	fs.StringVar(&c.imageRef, "image-ref", "", "the ipvsplane image's reference")
 	fs.StringVar(&c.deploy, "deploy", "deploy", "the directory of ipvsplane's manifests")
 	fs.IntVar(&c.mem, "mem", envInt("VMTEST_MEM", 3072), "guest memory in MiB")
-	ports := fs.String("node-ports", "30080", "comma-separated node ports to forward from the host's loopback")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -84,27 +81,23 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 	if c.proxy == "ipvsplane" && (c.image == "" || c.imageRef == "") {
 		return c, errors.New("-proxy ipvsplane needs -image and -image-ref (make image)")
 	}
-	for _, p := range strings.Split(*ports, ",") {
-		if p == "" {
-			continue
-		}
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 30000 || n > 32767 {
-			return c, fmt.Errorf("-node-ports: %q is not a node port", p)
-		}
-		c.nodePorts = append(c.nodePorts, n)
-	}
 	return c, nil
 }
 
-// runNode is vmtest -node.
+// runNode is vmtest -node: outside the node's namespace, it makes the
+// namespace and runs itself in it.
 func runNode(args []string) int {
 	c, err := parseNodeArgs(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmtest: %v\n", err)
 		return 2
 	}
-	status, err := c.run()
+	var status int
+	if os.Getenv(netnsEnv) == "" {
+		status, err = runInNodeNetns(args)
+	} else {
+		status, err = c.run()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vmtest: node: %v\n", err)
 		return 1
@@ -125,9 +118,6 @@ func (c nodeConfig) run() (int, error) {
 		return 0, fmt.Errorf("control plane: %w", err)
 	}
 	defer cp.Close()
-	if c.kubeletPort, err = freeLoopbackPort(); err != nil {
-		return 0, err
-	}
 	work, err := os.MkdirTemp("", "vmtest-node-")
 	if err != nil {
 		return 0, err
@@ -178,37 +168,24 @@ func (n *node) runCommand() (int, error) {
 
 // Variables the command gets besides KUBECONFIG.
 const (
-	nodeNameEnv       = "IPVSPLANE_NODE_NAME"    // the node's name
-	nodeIPEnv         = "IPVSPLANE_NODE_IP"      // its address inside the VM
-	nodePortsEnv      = "IPVSPLANE_NODE_PORTS"   // NODEPORT=HOSTPORT,... forwarded from 127.0.0.1
-	nodeProxyEnv      = "IPVSPLANE_NODE_PROXY"   // ipvsplane, kube-proxy or none
-	nodeKubeletLogEnv = "IPVSPLANE_NODE_LOG"     // containerd's and the kubelet's log as it streams
-	nodeOverlayEnv    = "IPVSPLANE_NODE_OVERLAY" // the kustomization that installs ipvsplane from deploy/
-	nodeImageEnv      = "IPVSPLANE_NODE_IMAGE"   // the ipvsplane image's reference
+	nodeNameEnv    = "IPVSPLANE_NODE_NAME"    // the node's name
+	nodeIPEnv      = "IPVSPLANE_NODE_IP"      // its address, which the command reaches
+	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR" // where load balancers' addresses may be picked, routed to the node
+	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"   // ipvsplane, kube-proxy or none
+	nodeLogEnv     = "IPVSPLANE_NODE_LOG"     // containerd's and the kubelet's log as it streams
+	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY" // the kustomization that installs ipvsplane from deploy/
+	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"   // the ipvsplane image's reference
 )
 
 func (n *node) env() []string {
-	var ports []string
-	for guest, host := range n.hostNodePorts {
-		ports = append(ports, fmt.Sprintf("%d=%d", guest, host))
-	}
 	return []string{
 		"KUBECONFIG=" + n.kubeconfig,
 		nodeNameEnv + "=" + nodeName,
 		nodeIPEnv + "=" + nodeIP,
-		nodePortsEnv + "=" + strings.Join(ports, ","),
+		nodeLBEnv + "=" + loadBalancerCIDR,
 		nodeProxyEnv + "=" + n.config.proxy,
-		nodeKubeletLogEnv + "=" + n.logFile,
+		nodeLogEnv + "=" + n.logFile,
 		nodeOverlayEnv + "=" + n.overlay,
 		nodeImageEnv + "=" + n.config.imageRef,
 	}
-}
-
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

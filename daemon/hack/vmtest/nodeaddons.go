@@ -55,7 +55,7 @@ func (n *node) apply(ctx context.Context, manifest, workload string) error {
 	err = t.Execute(&b, map[string]any{
 		"ClusterCIDR":   controlplane.ClusterCIDR,
 		"KubeVersion":   controlplane.KubeVersion,
-		"APIServerHost": controlplane.GuestForwardAddr,
+		"APIServerHost": controlplane.ClusterHostAddr,
 		"APIServerPort": n.cp.Port(),
 	})
 	if err != nil {
@@ -107,7 +107,7 @@ patches:
     - op: add
       path: /data/apiServerPort
       value: "%d"
-`, deploy, repo, tag, controlplane.GuestForwardAddr, n.cp.Port())
+`, deploy, repo, tag, controlplane.ClusterHostAddr, n.cp.Port())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

@@ -3,45 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 )
 
-// boot starts qemu with the node's disk. Its network is qemu's user
-// network, restricted to the forwards: the guest's connections to the API
-// server's address, the kubelet's port and the node ports from the host's
-// loopback.
+// boot starts qemu with the node's disk, its network card on the
+// namespace's tap device.
 func (n *node) boot() error {
-	self, err := selfPath()
-	if err != nil {
-		return err
-	}
-	api := guestForward{
-		guest: netip.AddrPortFrom(netip.MustParseAddr(controlplane.GuestForwardAddr), uint16(n.cp.Port())),
-		host:  "127.0.0.1:" + strconv.Itoa(n.cp.Port()),
-	}
-	nic := []string{"user", "model=virtio-net-pci", "restrict=on", api.option(self),
-		fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-%s:%d", n.config.kubeletPort, nodeIP, n.config.kubeletPort)}
-	n.hostNodePorts = map[int]int{}
-	for _, np := range n.config.nodePorts {
-		hp, err := freeLoopbackPort()
-		if err != nil {
-			return err
-		}
-		n.hostNodePorts[np] = hp
-		nic = append(nic, fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-%s:%d", hp, nodeIP, np))
-	}
 	n.console = filepath.Join(n.work, "console.log")
 	n.logFile = filepath.Join(n.work, "node.log")
 	n.qemu = exec.Command("qemu-system-x86_64",
@@ -49,7 +24,8 @@ func (n *node) boot() error {
 		"-smp", strconv.Itoa(envInt("VMTEST_CPUS", 2)), "-m", strconv.Itoa(n.config.mem),
 		"-nographic", "-no-reboot", "-monitor", "none",
 		"-serial", "file:"+n.console, "-serial", "file:"+n.logFile,
-		"-nic", strings.Join(nic, ","),
+		"-netdev", "tap,id=net0,ifname="+tapName+",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=net0",
 		"-drive", "file="+filepath.Join(n.work, "disk.img")+",if=virtio,format=raw,cache=unsafe",
 		"-kernel", filepath.Join(n.kernelDir, "vmlinuz"), "-initrd", filepath.Join(n.work, "initrd.gz"),
 		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init")

@@ -27,13 +27,12 @@ type node struct {
 	kernelDir string
 	release   string
 
-	kubeconfig    string      // the admin kubeconfig on the host
-	overlay       string      // the kustomization over deploy/ that installs ipvsplane
-	console       string      // the guest's console, a file
-	logFile       string      // containerd's and the kubelet's logs, streamed by the guest
-	hostNodePorts map[int]int // node port -> the host loopback port forwarded to it
-	qemu          *exec.Cmd
-	exited        chan error
+	kubeconfig string // the admin kubeconfig on the host
+	overlay    string // the kustomization over deploy/ that installs ipvsplane
+	console    string // the guest's console, a file
+	logFile    string // containerd's and the kubelet's logs, streamed by the guest
+	qemu       *exec.Cmd
+	exited     chan error
 }
 
 // nodeModuleDirs are the kernel modules the first stage needs to find the
@@ -42,12 +41,12 @@ var nodeModuleDirs = []string{"kernel/drivers/virtio", "kernel/drivers/block/vir
 
 // nodeModules are loaded at boot: the container runtime's and CNI's, and
 // IPVS with its schedulers and the rest of what a proxy programs.
-var nodeModules = append([]string{"overlay", "bridge", "br_netfilter", "nf_conntrack", "virtio_net", "nft_chain_nat", "nft_masq",
+var nodeModules = append([]string{"overlay", "bridge", "br_netfilter", "nf_conntrack", "virtio_net",
 	"ip_vs_dh", "ip_vs_lblc", "ip_vs_lblcr", "ip_vs_fo", "ip_vs_ovf"}, bootModules...)
 
 // nodeTools are host programs the node carries with their libraries: the
-// nftables and iptables (nf_tables flavour) the node and the CNI portmap
-// plugin use, and the readers an operator would reach for.
+// iptables (nf_tables flavour) the CNI portmap plugin uses, and the
+// readers an operator would reach for.
 var nodeTools = []string{
 	"nft", "ipvsadm", "ipset", "conntrack",
 	"iptables=iptables-nft", "iptables-save=iptables-nft-save", "iptables-restore=iptables-nft-restore",
@@ -144,10 +143,7 @@ func (n *node) rootArchive() (*archive, error) {
 
 // addConfig adds the init script and the node's configuration.
 func (n *node) addConfig(a *archive) error {
-	vars := struct {
-		KubeletPort int
-		PodCIDR     string
-	}{n.config.kubeletPort, podCIDR}
+	vars := struct{ PodCIDR string }{podCIDR}
 	files := map[string]string{
 		"/sbin/init-node":                     "node/init-node",
 		"/etc/containerd/config.toml":         "node/containerd.toml",
@@ -173,13 +169,13 @@ func (n *node) addConfig(a *archive) error {
 		}
 		a.file(guest, mode, b.Bytes())
 	}
-	kubeconfig, err := n.cp.Kubeconfig(fmt.Sprintf("https://%s:%d", controlplane.GuestForwardAddr, n.cp.Port()))
+	kubeconfig, err := n.cp.Kubeconfig(fmt.Sprintf("https://%s:%d", controlplane.ClusterHostAddr, n.cp.Port()))
 	if err != nil {
 		return err
 	}
 	a.file("/etc/kubenode/kubelet.kubeconfig", 0o600, kubeconfig)
-	env := fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nCLUSTER_CIDR=%s\nMODULES='%s'\n",
-		nodeName, nodeIP, controlplane.ClusterCIDR, strings.Join(nodeModules, " "))
+	env := fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nHOST_ADDR=%s\nMODULES='%s'\n",
+		nodeName, nodeIP, controlplane.ClusterHostAddr, strings.Join(nodeModules, " "))
 	a.file("/etc/kubenode/env", 0o644, []byte(env))
 	return nil
 }

@@ -11,6 +11,11 @@ import (
 // control plane gives nodes their pod CIDRs from, a /24 each.
 const ClusterCIDR = "10.244.0.0/16"
 
+// ClusterHostAddr is the address of a Config.Cluster control plane on the
+// link to its node: the API server's advertised address, so the
+// `kubernetes` Service's endpoint.
+const ClusterHostAddr = "10.0.2.2"
+
 // startControllers starts kube-controller-manager and kube-scheduler
 // against the API server with the admin kubeconfig. Neither is waited
 // for: a node becoming Ready and its pods running show them working.

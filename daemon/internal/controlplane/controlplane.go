@@ -28,12 +28,14 @@ type Config struct {
 	// ExtraAPIServerArgs are appended to the API server's arguments
 	// (later flags win), e.g. "--feature-gates=...".
 	ExtraAPIServerArgs []string
-	// Cluster makes it a real cluster's control plane, for a node that
-	// hack/kubenode boots: kube-controller-manager (pod CIDRs from
-	// ClusterCIDR, EndpointSlices, service accounts) and kube-scheduler
-	// run too, the ServiceAccount admission plugin is on, and the
-	// `kubernetes` Service's endpoint is the API server where a guest
-	// reaches it, GuestForwardAddr on Port().
+	// Cluster makes it a real cluster's control plane, for the node
+	// that hack/vmtest -node boots: kube-controller-manager (pod CIDRs
+	// from ClusterCIDR, EndpointSlices, service accounts) and
+	// kube-scheduler run too, the ServiceAccount admission plugin is on,
+	// and the API server listens on every address of its network
+	// namespace and advertises ClusterHostAddr, where the node reaches
+	// it. Run it in a network namespace of its own whose only link leads
+	// to the node (vmtest -node makes one): nothing else can reach it.
 	Cluster bool
 }
 
@@ -158,17 +160,16 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, path string, clientPort, 
 func (cp *ControlPlane) apiServerArgs(cluster bool) []string {
 	if cluster {
 		return append(cp.commonAPIServerArgs(),
-			// The `kubernetes` Service's endpoint: where the node's
-			// pods reach this API server, through the guest's forward
-			// on the same port.
-			"--advertise-address="+GuestForwardAddr,
+			"--bind-address=0.0.0.0",
+			// The `kubernetes` Service's endpoint: where the node and
+			// its pods reach this API server.
+			"--advertise-address="+ClusterHostAddr,
 			// Proxies run privileged, as kubeadm's clusters allow.
 			"--allow-privileged=true",
-			// The node's name, localhost, is where the API server
-			// reaches its kubelet: qemu forwards that port.
-			"--kubelet-preferred-address-types=Hostname,InternalIP")
+			"--kubelet-preferred-address-types=InternalIP")
 	}
 	return append(cp.commonAPIServerArgs(),
+		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		// No controller manager runs: the ServiceAccount plugin would
 		// wait for service accounts that nothing creates.
@@ -181,7 +182,6 @@ func (cp *ControlPlane) apiServerArgs(cluster bool) []string {
 func (cp *ControlPlane) commonAPIServerArgs() []string {
 	return []string{
 		"--etcd-servers=" + cp.etcdURL,
-		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(cp.apiPort),
 		"--tls-cert-file=" + filepath.Join(cp.dir, servingCertFile),
 		"--tls-private-key-file=" + filepath.Join(cp.dir, servingKeyFile),

@@ -1,9 +1,16 @@
 # The project's interface: test, test-unit, test-host, test-vm (each narrowed
 # with PKGS=, test-vm's kernel chosen with KERNEL=), test-kernels, lint,
 # bench. CI runs `make test` with CI=true.
+#
+# Two modules, one go.work: the library (the root: ipvs, ipset, conntrack,
+# dummy, dataplane) and daemon/ (the program, its Kubernetes watcher, the
+# e2e tests, the VM harness and the comparisons with other libraries).
+# go.work joins them, but ./... stops at a nested module even in a
+# workspace: ALL names the packages of both, and is what PKGS defaults to.
 SHELL   := /bin/bash
 GO      ?= go
-PKGS    ?= ./...
+ALL     := ./... ./daemon/...
+PKGS    ?= $(ALL)
 BIN     := $(CURDIR)/bin
 VMTEST  := $(BIN)/vmtest
 # Where the VM kernel is unpacked; outside git, reused across runs.
@@ -12,13 +19,14 @@ export IPVSPLANE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ipvsplane
 # The VM's kernel: 5.10 (Debian 11), 6.1 (Debian 12) or 6.12 (Debian 13).
 KERNEL ?= 6.1
 export VMTEST_KERNEL := $(KERNEL)
-# The other kernels test-kernels runs the kernel packages' VM tests on.
+# The other kernels test-kernels runs the kernel packages' VM tests on
+# (with moby/ipvs reading IPVS tables too, from daemon/compare).
 OTHER_KERNELS ?= 5.10 6.12
-KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/...
+KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/... ./daemon/compare/ipvs/...
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster tools clean
+.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -59,22 +67,36 @@ test-kernels:
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags hosttest ./...
-	$(GO) vet -tags vmtest ./...
-	$(GO) vet -tags clustertest ./e2e/cluster/...
-	cd hack/images && $(GO) vet ./...
-	$(GO) tool staticcheck ./...
-	$(GO) tool staticcheck -tags hosttest ./...
-	$(GO) tool staticcheck -tags vmtest ./...
-	$(GO) tool staticcheck -tags clustertest ./e2e/cluster/...
+	$(GO) vet $(ALL)
+	$(GO) vet -tags hosttest $(ALL)
+	$(GO) vet -tags vmtest $(ALL)
+	$(GO) vet -tags clustertest ./daemon/e2e/cluster/...
+	cd hack/images && GOWORK=off $(GO) vet ./...
+	$(GO) tool staticcheck $(ALL)
+	$(GO) tool staticcheck -tags hosttest $(ALL)
+	$(GO) tool staticcheck -tags vmtest $(ALL)
+	$(GO) tool staticcheck -tags clustertest ./daemon/e2e/cluster/...
+	@# Each module on its own, as importers and go install see it: the
+	@# library with its go.mod alone (its go line, its requirements: in the
+	@# workspace a test could import what only the daemon requires), the
+	@# daemon through its replace of the library, and the library's
+	@# dependencies as an importer gets them.
+	GOWORK=off $(GO) mod tidy -diff
+	GOWORK=off $(GO) vet ./...
+	GOWORK=off $(GO) vet -tags hosttest ./...
+	GOWORK=off $(GO) vet -tags vmtest ./...
+	cd daemon && GOWORK=off $(GO) mod tidy -diff
+	cd daemon && GOWORK=off $(GO) build ./...
+	hack/check-library-deps
 
 # Benchmarks run side by side with their baselines (ipset restore,
 # conntrack -D, moby/ipvs, ...) in one run; hack/benchratio prints ratios.
 BENCH     ?= .
 BENCHTIME ?= 1x
 # The e2e benchmark at 10,000 services runs kube-proxy's IPVS mode for
-# most of an hour under emulation: make bench PKGS=./e2e/... BENCH_TIMEOUT=3h
+# most of an hour under emulation: make bench PKGS=./daemon/e2e/... BENCH_TIMEOUT=3h
+# The comparisons with other Go libraries (moby/ipvs, vishvananda/netlink)
+# are in daemon/compare: make bench PKGS="./ipvs/... ./daemon/compare/ipvs/..."
 BENCH_TIMEOUT ?= 60m
 bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@set -o pipefail; { \
@@ -90,11 +112,11 @@ fuzz:
 
 # The README's demo: the daemon on example manifests in the VM, real
 # requests through a cluster IP, a node port and a load balancer, then
-# ipvsplane status and the IPVS table. It is cmd/ipvsplane's TestDemo,
+# ipvsplane status and the IPVS table. It is daemon/cmd/ipvsplane's TestDemo,
 # which make test-vm runs too.
 demo: deps-vm $(VMTEST) vm-kernel
-	cd cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
-	cd cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
+	cd daemon/cmd/ipvsplane && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/ipvsplane-vm.test .
+	cd daemon/cmd/ipvsplane && VMTEST_TIMEOUT=10m $(VMTEST) $(BIN)/ipvsplane-vm.test -test.run '^TestDemo$$'
 
 # The churn soak at full size: 10,000 services through the API server,
 # 50 changes a second for a minute (e2e's TestChurnSoak; make test-vm runs
@@ -106,8 +128,8 @@ SOAK_DURATION ?= 60s
 SOAK_RATE     ?= 50
 SOAK_PROXIES  ?= ipvsplane
 soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
-	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
-	cd e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
+	cd daemon/e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
+	cd daemon/e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
 	  IPVSPLANE_SOAK_PROXIES=$(SOAK_PROXIES) VMTEST_MEM=$${VMTEST_MEM:-4096} VMTEST_TIMEOUT=150m \
 	  $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestChurnSoak$$' -test.v -test.timeout 140m
 
@@ -119,10 +141,10 @@ soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 SEEDS             ?= 3
 DIFFTEST_SERVICES ?= 40
 difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
-	cd e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
+	cd daemon/e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
 	@first=$$(date +%s); seeds=$${DIFFTEST_SEEDS:-$$(seq -s, $$first $$((first + $(SEEDS) - 1)))}; \
 	n=$$(echo "$$seeds" | tr , '\n' | wc -l); echo "difftest: seeds $$seeds"; \
-	cd e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
+	cd daemon/e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
 	  $(if $(CASE),IPVSPLANE_DIFFTEST_CASE=$(abspath $(CASE)) VMTEST_TOOLS="$$VMTEST_TOOLS $(abspath $(CASE))") \
 	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
 
@@ -132,11 +154,11 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 IMAGE     ?= ghcr.io/ipvsplane/ipvsplane:$(shell git describe --always --dirty 2>/dev/null || echo dev)
 IMAGE_TAR := $(BIN)/ipvsplane-image.tar
 image: $(BIN)/ipvsplane
-	cd hack/images && $(GO) build -o $(BIN)/mkimage ./mkimage
+	cd hack/images && GOWORK=off $(GO) build -o $(BIN)/mkimage ./mkimage
 	$(BIN)/mkimage -o $(IMAGE_TAR) -ref $(IMAGE) -add $(BIN)/ipvsplane=/ipvsplane -entrypoint /ipvsplane
 	@echo "image: $(IMAGE) in $(IMAGE_TAR)"
 
-# A one-node cluster in the VM (hack/vmtest -node): the control plane on
+# A one-node cluster in the VM (daemon/hack/vmtest -node): the control plane on
 # the host's loopback, a node with containerd, kubelet and CNI, PROXY
 # (ipvsplane from deploy/, or kube-proxy in IPVS mode) and CoreDNS; then
 # CMD runs on the host with KUBECONFIG set (default: an interactive shell).
@@ -151,24 +173,33 @@ cluster: deps-node image $(VMTEST) vm-kernel
 conformance: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- hack/conformance
 
-# The cluster tests (e2e/cluster: the proxy from deploy/ Ready and clean,
+# The cluster tests (daemon/e2e/cluster: the proxy from deploy/ Ready and clean,
 # DNS through the cluster IP, a Service by name, a NodePort and a load
 # balancer from outside the node, scaling) and CONFORMANCE_SLICE of
 # upstream's specs, in one booted cluster.
 CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint from pods|DNS should provide DNS for services|Networking Granular Checks: Pods should function for intra-pod communication: udp).*\[Conformance\]
 test-cluster: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest ./e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
+	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
+
+# docs/migrating-from-kube-proxy.md in the cluster: kube-proxy (IPVS mode)
+# serving pods, deploy/ taking the node over and handing it back, under
+# traffic (e2e/cluster's TestTakeoverFromKubeProxy).
+test-takeover: deps-node image $(VMTEST) vm-kernel
+	$(VMTEST) -node -proxy kube-proxy -image $(IMAGE_TAR) -image-ref $(IMAGE) -- \
+	  env CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/
 
 deps-node:
 	@hack/install-deps --node
 
 # The e2e tests run the real program; go build only relinks what changed.
-.PHONY: $(BIN)/ipvsplane
+# make bin/ipvsplane builds it alone.
+.PHONY: $(BIN)/ipvsplane bin/ipvsplane
+bin/ipvsplane: $(BIN)/ipvsplane
 $(BIN)/ipvsplane:
-	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/ipvsplane
+	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/cmd/ipvsplane
 
-$(VMTEST): $(shell find hack/vmtest -type f 2>/dev/null) go.mod
-	CGO_ENABLED=0 $(GO) build -o $@ ./hack/vmtest
+$(VMTEST): $(shell find daemon/hack/vmtest -type f 2>/dev/null) go.work go.mod daemon/go.mod
+	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/hack/vmtest
 
 vm-kernel:
 	@hack/fetch-vm-kernel "$(IPVSPLANE_CACHE)/kernel" $(KERNEL)

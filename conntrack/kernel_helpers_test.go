@@ -5,7 +5,6 @@ package conntrack
 import (
 	"context"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,37 +30,6 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// ensureConntrackMax makes room for n entries in the namespace's table.
-// Where nf_conntrack_max is per namespace it is written from inside. Where a
-// child namespace sees the global limit read-only (Linux 6.1 and 6.18 here),
-// the limit must already be large enough, or, in the test VM, whose root
-// namespace is disposable, it is raised there.
-func ensureConntrackMax(t testing.TB, ns *testutil.NetNS, n int) {
-	t.Helper()
-	err := ns.Do(func() error { return raiseConntrackMax(n) })
-	if err != nil && testutil.InVM() {
-		err = raiseConntrackMax(n)
-	}
-	if err != nil {
-		t.Fatalf("making room for %d conntrack entries: %v", n, err)
-	}
-}
-
-// raiseConntrackMax sets nf_conntrack_max to at least n in the calling
-// thread's namespace.
-func raiseConntrackMax(n int) error {
-	const path = "/proc/sys/net/netfilter/nf_conntrack_max"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	cur, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || cur >= n {
-		return err
-	}
-	return os.WriteFile(path, []byte(strconv.Itoa(n)), 0o644)
 }
 
 // listed is one line of `conntrack -L` output reduced to what the tests

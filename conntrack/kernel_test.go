@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -270,7 +271,7 @@ func TestKernelDeleteFormsCreated(t *testing.T) {
 func TestKernelDelete100k(t *testing.T) {
 	c, ns := hostConn(t)
 	ctx := testCtx(t)
-	ensureConntrackMax(t, ns, 200000)
+	testutil.EnsureConntrackMax(t, ns, 200000)
 	flows := benchFlows(100000, 10)
 	if err := c.Create(ctx, flows...); err != nil {
 		t.Fatal(err)
@@ -278,7 +279,7 @@ func TestKernelDelete100k(t *testing.T) {
 	if n, err := c.Count(ctx, All()); err != nil || n != 100000 {
 		t.Fatalf("Count(nil) = %d, %v; want 100000", n, err)
 	}
-	target := benchDestination(3)
+	target := testutil.SpreadService(3)
 	f := ByDestination(UDP, target, 0)
 	if n, err := c.Count(ctx, f); err != nil || n != 10000 {
 		t.Fatalf("Count(%v) = %d, %v; want 10000", &f, n, err)
@@ -303,7 +304,7 @@ func TestKernelDelete100k(t *testing.T) {
 func TestKernelCanceledThenReused(t *testing.T) {
 	c, ns := hostConn(t)
 	ctx := testCtx(t)
-	ensureConntrackMax(t, ns, 40000)
+	testutil.EnsureConntrackMax(t, ns, 40000)
 	if err := c.Create(ctx, benchFlows(20000, 2)...); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +315,7 @@ func TestKernelCanceledThenReused(t *testing.T) {
 	} else if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cut-short dump: %v, want context.DeadlineExceeded", err)
 	}
-	f := ByDestination(UDP, benchDestination(1), 0)
+	f := ByDestination(UDP, testutil.SpreadService(1), 0)
 	if n, err := c.Count(ctx, f); err != nil || n != 10000 {
 		t.Errorf("Count after a cut-short dump = %d, %v; want 10000", n, err)
 	}

@@ -17,13 +17,7 @@ import (
 // ipPortEntries makes n distinct hash:ip,port entries; offset shifts them
 // so that two lists differ.
 func ipPortEntries(n, offset int) []Entry {
-	entries := make([]Entry, n)
-	for i := range entries {
-		k := i + offset
-		a := netip.AddrFrom4([4]byte{10, byte(k >> 16), byte(k >> 8), byte(k)})
-		entries[i] = Entry{Addr: a, Protocol: TCP, Port: uint16(1 + k%3)}
-	}
-	return entries
+	return testutil.Keys(n, offset, func(k netip.AddrPort) Entry { return Entry{Addr: k.Addr(), Protocol: TCP, Port: k.Port()} })
 }
 
 func TestHostLargeSet(t *testing.T) {

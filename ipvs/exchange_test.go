@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -116,11 +115,7 @@ func TestReceiveError(t *testing.T) {
 func TestDumpBusy(t *testing.T) {
 	svc := Service{Protocol: TCP, Addr: vip4, Port: 80, Scheduler: "rr"}
 	entry := func(seq uint32, d Destination) netlink.Message {
-		gm := genetlink.Message{Header: genetlink.Header{Command: cmdNewDest, Version: genlVersion}, Data: wrap(cmdAttrDest, encodeDestinationReply(d))}
-		b, err := gm.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := append(nl.AppendGenlHeader(nil, cmdNewDest, genlVersion), wrap(cmdAttrDest, encodeDestinationReply(d))...)
 		return netlink.Message{Header: netlink.Header{Type: 0x20, Flags: netlink.Multi, Sequence: seq}, Data: b}
 	}
 	// The old dump, of sequence number 1: three parts and its end.

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math/bits"
-	"net"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -16,16 +14,15 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
-	mobyipvs "github.com/moby/ipvs"
 )
 
-// env is one test's namespace, with this package's Conn and the two
-// independent readers: ipvsadm and moby/ipvs.
+// env is one test's namespace, with this package's Conn; ipvsadm is the
+// independent reader. (moby/ipvs, the other one, reads tables in
+// daemon/compare/ipvs, whose module may require it.)
 type env struct {
-	t    *testing.T
-	ns   *testutil.NetNS
-	c    *Conn
-	moby *mobyipvs.Handle
+	t  *testing.T
+	ns *testutil.NetNS
+	c  *Conn
 }
 
 func setup(t *testing.T) *env {
@@ -38,12 +35,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	h, err := mobyipvs.New(fmt.Sprintf("/proc/self/fd/%d", ns.FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	return &env{t: t, ns: ns, c: c, moby: h}
+	return &env{t: t, ns: ns, c: c}
 }
 
 func ctx(t *testing.T) context.Context {
@@ -52,8 +44,8 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// check compares the kernel's table, as this package, ipvsadm and
-// moby/ipvs each read it, with want.
+// check compares the kernel's table, as this package and ipvsadm each
+// read it, with want.
 func (e *env) check(want []VirtualServer) {
 	e.t.Helper()
 	want = normalize(want)
@@ -66,10 +58,6 @@ func (e *env) check(want []VirtualServer) {
 	}
 	if got, want := e.ipvsadmSave(), saveLines(want); !slices.Equal(got, want) {
 		e.t.Fatalf("ipvsadm -S -n:\n got %q\nwant %q", got, want)
-	}
-	// moby/ipvs knows neither tunnel settings nor thresholds it did not set.
-	if got, want := e.mobyTable(), withoutTunnel(want); !reflect.DeepEqual(got, want) {
-		e.t.Fatalf("moby/ipvs:\n got %+v\nwant %+v", got, want)
 	}
 }
 
@@ -116,72 +104,6 @@ func normalize(vs []VirtualServer) []VirtualServer {
 	}
 	slices.SortFunc(out, func(a, b VirtualServer) int { return strings.Compare(a.Service.String(), b.Service.String()) })
 	return out
-}
-
-func withoutTunnel(vs []VirtualServer) []VirtualServer {
-	out := make([]VirtualServer, len(vs))
-	for i, v := range vs {
-		out[i] = VirtualServer{Service: v.Service, Destinations: make([]Destination, len(v.Destinations))}
-		for j, d := range v.Destinations {
-			d.TunnelType, d.TunnelPort, d.TunnelFlags = 0, 0, 0
-			out[i].Destinations[j] = d
-		}
-	}
-	return out
-}
-
-// mobyTable reads the table with moby/ipvs, one dump per service.
-func (e *env) mobyTable() []VirtualServer {
-	e.t.Helper()
-	svcs, err := e.moby.GetServices()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []VirtualServer
-	for _, ms := range svcs {
-		s := Service{
-			Family: Family(ms.AddressFamily), Protocol: Protocol(ms.Protocol), Port: ms.Port,
-			FirewallMark: ms.FWMark, Scheduler: Scheduler(ms.SchedName), Flags: ServiceFlags(ms.Flags) &^ Hashed,
-			Timeout: time.Duration(ms.Timeout) * time.Second, PersistenceEngine: ms.PEName,
-			Netmask: mobyNetmask(Family(ms.AddressFamily), ms.Netmask),
-		}
-		if ms.FWMark == 0 {
-			s.Addr = ipAddr(ms.Address, s.Family)
-		} else {
-			s.Protocol, s.Port = 0, 0
-		}
-		dests, err := e.moby.GetDestinations(ms)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		var ds []Destination
-		for _, md := range dests {
-			ds = append(ds, Destination{
-				Addr: ipAddr(md.Address, Family(md.AddressFamily)), Port: md.Port, Weight: md.Weight, Drained: md.Weight == 0,
-				Forward: ForwardMethod(md.ConnectionFlags & connFwdMask), UpperThreshold: md.UpperThreshold,
-				LowerThreshold: md.LowerThreshold,
-			})
-		}
-		out = append(out, VirtualServer{Service: s, Destinations: ds})
-	}
-	return normalize(out)
-}
-
-func ipAddr(ip net.IP, f Family) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip)
-	if f == IPv4 {
-		return a.Unmap()
-	}
-	return a
-}
-
-// mobyNetmask converts moby/ipvs's raw netmask (the attribute read as a
-// host integer) to a prefix length.
-func mobyNetmask(f Family, raw uint32) int {
-	if f == IPv6 {
-		return int(raw)
-	}
-	return bits.OnesCount32(binary.BigEndian.Uint32(binary.NativeEndian.AppendUint32(nil, raw)))
 }
 
 // saveLines is what `ipvsadm -S -n` prints for a table, sorted.

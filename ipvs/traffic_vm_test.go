@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 )
 
 // Real traffic once: a VIP on a dummy device in the balancer's namespace,
@@ -25,21 +22,17 @@ import (
 func TestTraffic(t *testing.T) {
 	e := setup(t)
 	c := ctx(t)
-	lb := mustHandle(t, e.ns)
 	vip := netip.MustParseAddr("10.96.0.100")
 
-	dummy := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: "vip0"}}
-	if err := lb.LinkAdd(dummy); err != nil {
-		t.Fatal(err)
-	}
-	addAddr(t, lb, "vip0", netip.PrefixFrom(vip, 32))
+	e.ns.IP(t, "link", "add", "vip0", "up", "type", "dummy")
+	e.ns.IP(t, "addr", "add", netip.PrefixFrom(vip, 32).String(), "dev", "vip0")
 
 	client := testutil.NewNetNS(t)
-	link(t, e.ns, lb, client, "cl", 3)
+	link(t, e.ns, client, "cl", 3)
 	var backends []Destination
 	for i := 1; i <= 2; i++ {
 		ns := testutil.NewNetNS(t)
-		link(t, e.ns, lb, ns, fmt.Sprintf("b%d", i), i)
+		link(t, e.ns, ns, fmt.Sprintf("b%d", i), i)
 		serve(t, ns, fmt.Sprintf("backend-%d", i))
 		backends = append(backends, Destination{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i), 2}), Port: 8080, Weight: 1})
 	}
@@ -117,45 +110,15 @@ func TestTraffic(t *testing.T) {
 	}
 }
 
-func mustHandle(t *testing.T, ns *testutil.NetNS) *netlink.Handle {
-	t.Helper()
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.FD()), unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	return h
-}
-
-func addAddr(t *testing.T, h *netlink.Handle, dev string, p netip.Prefix) {
-	t.Helper()
-	l, err := h.LinkByName(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), 32)}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // link joins the balancer to peer with a veth pair on 10.0.n.0/24: the
 // balancer is .1, the peer .2 with its default route through the
 // balancer, so replies come back through IPVS.
-func link(t *testing.T, lbNS *testutil.NetNS, lb *netlink.Handle, peer *testutil.NetNS, name string, n int) {
+func link(t *testing.T, lb, peer *testutil.NetNS, name string, n int) {
 	t.Helper()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(peer.FD())}
-	if err := lb.LinkAdd(veth); err != nil {
-		t.Fatal(err)
-	}
-	addAddr(t, lb, name, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(n), 1}), 24))
-	ph := mustHandle(t, peer)
-	addAddr(t, ph, "eth0", netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(n), 2}), 24))
-	if err := ph.RouteAdd(&netlink.Route{Gw: net.IPv4(10, 0, byte(n), 1)}); err != nil {
-		t.Fatal(err)
-	}
+	lb.Veth(t, name, peer, "eth0")
+	lb.IP(t, "addr", "add", fmt.Sprintf("10.0.%d.1/24", n), "dev", name)
+	peer.IP(t, "addr", "add", fmt.Sprintf("10.0.%d.2/24", n), "dev", "eth0")
+	peer.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.0.%d.1", n))
 }
 
 // serve answers every connection on port 8080 of ns with name.

@@ -5,7 +5,7 @@
 // Metrics reported beside ns/op (peak-MiB, change-ms, ...) get their ratio
 // too, as value over baseline: for those, 0.5x is half the baseline's.
 //
-//	go test -run '^$' -bench . ./ipset/ | go run ./hack/benchratio
+//	go test -run '^$' -bench . ./daemon/compare/ipset/ | go run ./hack/benchratio
 package main
 
 import (

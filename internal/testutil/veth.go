@@ -1,11 +1,13 @@
 package testutil
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,31 +15,57 @@ import (
 // peer, and sets both ends up. Addresses and routes are the caller's.
 func (n *NetNS) Veth(t testing.TB, name string, peer *NetNS, peerName string) {
 	t.Helper()
-	h, err := netlink.NewHandleAt(netns.NsHandle(n.FD()), unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: name, Flags: unix.IFF_UP},
-		PeerName:      peerName,
-		PeerNamespace: netlink.NsFd(peer.FD()),
-	}
-	if err := h.LinkAdd(veth); err != nil {
+	w := nl.Writer{B: linkMessage(name, 0)}
+	info := w.Begin(unix.IFLA_LINKINFO)
+	w.String(unix.IFLA_INFO_KIND, "veth")
+	data := w.Begin(unix.IFLA_INFO_DATA)
+	peerInfo := w.Begin(vethInfoPeer)
+	w.B = append(w.B, linkMessage(peerName, 0)...)
+	w.Uint32(unix.IFLA_NET_NS_FD, uint32(peer.FD()))
+	w.End(peerInfo)
+	w.End(data)
+	w.End(info)
+	if err := n.rtnetlink(unix.RTM_NEWLINK, netlink.Create|netlink.Excl, w.B); err != nil {
 		t.Fatalf("veth %s-%s: %v", name, peerName, err)
 	}
-	ph, err := netlink.NewHandleAt(netns.NsHandle(peer.FD()), unix.NETLINK_ROUTE)
+	// Each end is set up once both exist: a veth without its peer refuses
+	// to open (ENOTCONN).
+	if err := n.rtnetlink(unix.RTM_NEWLINK, 0, linkMessage(name, unix.IFF_UP)); err != nil {
+		t.Fatalf("veth %s up: %v", name, err)
+	}
+	if err := peer.rtnetlink(unix.RTM_NEWLINK, 0, linkMessage(peerName, unix.IFF_UP)); err != nil {
+		t.Fatalf("veth peer %s up: %v", peerName, err)
+	}
+}
+
+// vethInfoPeer is VETH_INFO_PEER from include/uapi/linux/veth.h: the
+// peer's struct ifinfomsg and attributes.
+const vethInfoPeer = 1
+
+// linkMessage encodes struct ifinfomsg setting the flags given (and
+// changing only those), then the link's name.
+func linkMessage(name string, flags uint32) []byte {
+	const ifinfomsgLen = 16
+	w := nl.Writer{B: make([]byte, ifinfomsgLen, 64)}
+	binary.NativeEndian.PutUint32(w.B[8:], flags)  // ifi_flags
+	binary.NativeEndian.PutUint32(w.B[12:], flags) // ifi_change
+	w.String(unix.IFLA_IFNAME, name)
+	return w.B
+}
+
+// rtnetlink sends one acknowledged request to the namespace's routing
+// netlink.
+func (n *NetNS) rtnetlink(typ uint16, flags netlink.HeaderFlags, data []byte) error {
+	c, err := nl.Dial(unix.NETLINK_ROUTE, n.FD())
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	defer ph.Close()
-	link, err := ph.LinkByName(peerName)
-	if err == nil {
-		err = ph.LinkSetUp(link)
+	defer c.Close()
+	r := &nl.Request{Type: typ, Flags: flags | netlink.Acknowledge, Data: data}
+	if err := c.Exchange(context.Background(), r); err != nil {
+		return err
 	}
-	if err != nil {
-		t.Fatalf("veth peer %s: %v", peerName, err)
-	}
+	return r.Err
 }
 
 // IP runs iproute2's ip in the namespace ("addr add 10.0.0.1/24 dev v0").

@@ -2,7 +2,6 @@ package ipvstest
 
 import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
-	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -15,7 +14,7 @@ func info() ipvs.Info {
 
 // do runs a command that is not a dump and returns the reply of a get;
 // the kernel's lock is held.
-func (k *Kernel) do(cmd uint8, r request) (*genetlink.Message, unix.Errno) {
+func (k *Kernel) do(cmd uint8, r request) (*genlMessage, unix.Errno) {
 	switch cmd {
 	case cmdGetInfo:
 		return reply(cmdSetInfo, func(ae *netlink.AttributeEncoder) { encodeInfo(ae, info()) }), 0
@@ -39,8 +38,8 @@ func (k *Kernel) do(cmd uint8, r request) (*genetlink.Message, unix.Errno) {
 // dumpEntries lists what a dump returns: every service, or the
 // destinations of one. A dump of a missing service's destinations is
 // empty, as ip_vs_genl_dump_dests leaves it.
-func (k *Kernel) dumpEntries(cmd uint8, r request) ([]genetlink.Message, unix.Errno) {
-	var out []genetlink.Message
+func (k *Kernel) dumpEntries(cmd uint8, r request) ([]genlMessage, unix.Errno) {
+	var out []genlMessage
 	switch cmd {
 	case cmdGetService:
 		for _, vs := range k.services {
@@ -61,14 +60,21 @@ func (k *Kernel) dumpEntries(cmd uint8, r request) ([]genetlink.Message, unix.Er
 	return out, 0
 }
 
+// genlMessage is a generic netlink message: its command and its
+// attributes, after the header.
+type genlMessage struct {
+	cmd  uint8
+	data []byte
+}
+
 // reply builds a generic netlink message of the command with the
 // attributes fill writes.
-func reply(cmd uint8, fill func(ae *netlink.AttributeEncoder)) *genetlink.Message {
+func reply(cmd uint8, fill func(ae *netlink.AttributeEncoder)) *genlMessage {
 	ae := netlink.NewAttributeEncoder()
 	fill(ae)
 	b, err := ae.Encode()
 	if err != nil {
 		panic(err) // nests of fixed-size attributes always encode
 	}
-	return &genetlink.Message{Header: genetlink.Header{Command: cmd}, Data: b}
+	return &genlMessage{cmd: cmd, data: b}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +28,7 @@ type socket struct {
 // dump is a dump in progress: its request and the entries not yet sent.
 type dump struct {
 	req     netlink.Message
-	entries []genetlink.Message
+	entries []genlMessage
 }
 
 // errNothingToRead is a receive with no reply due: the fake answers every
@@ -88,21 +87,21 @@ func (s *socket) Receive() ([]netlink.Message, error) {
 
 // handle answers one request; s.mu and the kernel's lock are held.
 func (s *socket) handle(m netlink.Message) {
-	var gm genetlink.Message
-	if m.Header.Type != familyID || gm.UnmarshalBinary(m.Data) != nil {
+	if m.Header.Type != familyID || len(m.Data) < nl.GenlHeaderLen {
 		s.ack(m, unix.EINVAL)
 		return
 	}
-	r, err := parseRequest(gm.Data)
+	cmd := m.Data[0] // genlmsghdr's cmd
+	r, err := parseRequest(m.Data[nl.GenlHeaderLen:])
 	if err != nil {
 		s.ack(m, unix.EINVAL)
 		return
 	}
 	if m.Header.Flags&netlink.Dump != 0 {
-		s.startDump(m, gm.Header.Command, r)
+		s.startDump(m, cmd, r)
 		return
 	}
-	reply, errno := s.k.do(gm.Header.Command, r)
+	reply, errno := s.k.do(cmd, r)
 	if errno != 0 {
 		s.ack(m, errno)
 		return
@@ -163,14 +162,9 @@ func (s *socket) ack(req netlink.Message, errno unix.Errno) {
 }
 
 // answer frames a reply to req.
-func answer(req netlink.Message, gm genetlink.Message, flags netlink.HeaderFlags) netlink.Message {
-	gm.Header.Version = genlVersion
-	b, err := gm.MarshalBinary()
-	if err != nil {
-		panic(err) // a genetlink header and attributes always marshal
-	}
+func answer(req netlink.Message, gm genlMessage, flags netlink.HeaderFlags) netlink.Message {
 	return netlink.Message{
 		Header: netlink.Header{Type: req.Header.Type, Flags: flags, Sequence: req.Header.Sequence, PID: req.Header.PID},
-		Data:   b,
+		Data:   append(nl.AppendGenlHeader(nil, gm.cmd, genlVersion), gm.data...),
 	}
 }

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/daemon/watcher"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"go.uber.org/zap"
+)
+
+// kernel is what the daemon needs of a *dataplane.Dataplane; tests give
+// it a fake.
+type kernel interface {
+	Sync(ctx context.Context, state *model.State) (*dataplane.Result, error)
+	SyncChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
+	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
+	CheckScheduler(ctx context.Context, name string) error
+	InitNode(ctx context.Context, node *model.Node) error
+	Cleanup(ctx context.Context) error
+	Handover(ctx context.Context) error
+	Close() error
+}
+
+// defaultProgressEvery is how often a long sync logs that it is still
+// going.
+const defaultProgressEvery = 5 * time.Second
+
+// daemon syncs the tracker's desired state into the kernel; its sync
+// method is the runner's sync function.
+type daemon struct {
+	log     *zap.Logger
+	kernel  kernel
+	tracker *watcher.Tracker
+	metrics *metrics
+	health  *health
+	// events records Events on the objects a sync concerns.
+	events    eventRecorder
+	hc        *hcServers
+	stateFile string
+	now       func() time.Time
+	// progressEvery is how often a long sync logs a progress line;
+	// defaultProgressEvery if zero.
+	progressEvery time.Duration
+
+	// synced is true once a sync has programmed the kernel; lastFull,
+	// when the last successful sync compared everything.
+	synced   bool
+	lastFull bool
+	record   syncRecord
+	// names holds each service port's keys in record.Services.
+	names map[model.ServicePortName][]string
+	// noLocal holds the service ports with Local policies and no local
+	// endpoint, for their metric.
+	noLocal noLocalTracker
+	// problems are the conflicts and bad fields recorded as Events.
+	problems problemEvents
+	// traffic, with --service-traffic-metrics, maps the kernel's virtual
+	// servers to the service ports it exports the traffic of.
+	traffic *serviceTraffic
+}
+
+// sync programs what changed since the last sync. The first sync and a
+// sync after the node's settings changed hand the dataplane the whole
+// state; the others, only the changes. The dataplane rereads the kernel
+// once a sync period (its ResyncInterval), which repairs changes made
+// behind the daemon's back.
+func (d *daemon) sync(ctx context.Context) error {
+	servicesPending, endpointsPending := d.tracker.Pending()
+	u := d.takeUpdate()
+	start := d.now()
+	full := !d.synced || u.NodeChanged
+	res, err := d.program(ctx, u, start, full)
+	end := d.now()
+	took := end.Sub(start)
+	if err != nil {
+		d.metrics.syncErrors.Inc()
+		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
+		return err
+	}
+	d.synced, d.lastFull = true, res.Full
+
+	d.observeSync(u, res, end, took, servicesPending, endpointsPending)
+	d.health.updated()
+	d.followServices(u, full)
+	failed := d.reportProblems(res)
+	d.logSynced(u, res, took)
+	d.writeRecord(u, u.Changes, res, start, took)
+	if failed > 0 {
+		d.metrics.syncErrors.Inc()
+		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
+	}
+	return nil
+}
+
+// takeUpdate takes what the tracker holds: everything for the first
+// sync, after it only the changes, so that a sync costs what changed, not
+// the size of the cluster.
+func (d *daemon) takeUpdate() *watcher.Update {
+	if d.synced {
+		return d.tracker.SyncChanges()
+	}
+	return d.tracker.Sync()
+}
+
+// program hands the dataplane the whole state when full, else only the
+// changes, logging progress while it works.
+func (d *daemon) program(ctx context.Context, u *watcher.Update, start time.Time, full bool) (*dataplane.Result, error) {
+	stop := d.progress(start, u.ServicePorts, full)
+	defer stop()
+	if full {
+		return d.kernel.Sync(ctx, &u.State)
+	}
+	return d.kernel.SyncChanges(ctx, u.Changes)
+}
+
+// observeSync records a successful sync in the metrics; servicesPending
+// and endpointsPending are the changes it took.
+func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.Time, took time.Duration, servicesPending, endpointsPending int) {
+	m := d.metrics
+	observeFamilies(m.syncDuration, took.Seconds())
+	if res.Full {
+		observeFamilies(m.fullSyncDuration, took.Seconds())
+	} else {
+		observeFamilies(m.partialSyncDuration, took.Seconds())
+	}
+	setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
+	m.serviceChanges.Add(float64(servicesPending))
+	m.endpointChanges.Add(float64(endpointsPending))
+	s, e := d.tracker.Pending()
+	m.servicesPending.Set(float64(s))
+	m.endpointsPending.Set(float64(e))
+	m.servicePorts.Set(float64(u.ServicePorts))
+	for _, t := range u.TriggerTimes {
+		if !t.IsZero() {
+			observeFamilies(m.programming, end.Sub(t).Seconds())
+		}
+	}
+	m.observe(res)
+}
+
+// followServices brings what tracks the services beside the kernel, the
+// health-check servers, the no-local-endpoint metric and the traffic
+// metrics, up to the update: all of it when full, else the changes.
+func (d *daemon) followServices(u *watcher.Update, full bool) {
+	changes := u.Changes
+	// The node's addresses may have changed since the last sync; the
+	// health-check ports follow them before the services are updated.
+	d.hc.setAddresses(plan.HealthCheckAddresses(&u.State.Node))
+	if full {
+		d.hc.replace(u.State.Services)
+		d.noLocal = noLocalTracker{}
+		for i := range u.State.Services {
+			d.noLocal.set(u.State.Services[i].Name, &u.State.Services[i], u.State.Node.Name)
+		}
+	} else {
+		d.hc.apply(changes)
+		for _, c := range changes {
+			d.noLocal.set(c.Name, c.Port, u.State.Node.Name)
+		}
+	}
+	d.metrics.observeNoLocal(d.noLocal)
+	if d.traffic != nil {
+		if full {
+			d.traffic.replace(&u.State.Node, u.State.Services)
+		} else {
+			d.traffic.apply(&u.State.Node, changes)
+		}
+	}
+}
+
+// reportProblems logs the sync's problems, up to maxRecordedErrors, and
+// records them as Events. It returns how many kernel operations failed.
+func (d *daemon) reportProblems(res *dataplane.Result) int {
+	failed := 0
+	for i, e := range res.Errors {
+		if errors.As(e, new(*dataplane.OpError)) {
+			failed++
+		}
+		if i < maxRecordedErrors {
+			d.log.Warn("sync problem", zap.Error(e))
+		}
+	}
+	if len(res.Errors) > maxRecordedErrors {
+		d.log.Warn("more sync problems not logged", zap.Int("count", len(res.Errors)-maxRecordedErrors))
+	}
+	if d.events != nil {
+		d.problems.report(d.events, res.Errors)
+	}
+	return failed
+}
+
+// logSynced logs the sync's summary: at info level when it did
+// something, at debug level when it had nothing to do.
+func (d *daemon) logSynced(u *watcher.Update, res *dataplane.Result, took time.Duration) {
+	level := zap.DebugLevel
+	if res.Full || res.Plan.Len() > 0 || len(res.Errors) > 0 {
+		level = zap.InfoLevel
+	}
+	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", res.Plan.Len()),
+		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", u.ServicePorts),
+		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
+}
+
+// progress logs a line every progressEvery while a sync runs, so a long
+// initial sync of a large cluster is not silent. The returned function
+// stops it.
+func (d *daemon) progress(start time.Time, ports int, full bool) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		every := d.progressEvery
+		if every == 0 {
+			every = defaultProgressEvery
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				d.log.Info("sync in progress", zap.Duration("elapsed", d.now().Sub(start).Round(time.Second)),
+					zap.Int("servicePorts", ports), zap.Bool("full", full))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// waitListed logs a line every progressEvery until the source has listed
+// Services and EndpointSlices, so the reading of a large cluster before
+// the first sync is not silent either.
+func (d *daemon) waitListed(ctx context.Context) {
+	every := d.progressEvery
+	if every == 0 {
+		every = defaultProgressEvery
+	}
+	start := d.now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for !d.tracker.Synced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if d.tracker.Synced() {
+				return
+			}
+			svc, ep := d.tracker.Pending()
+			d.log.Info("waiting for Services and EndpointSlices to be listed", zap.Duration("elapsed", d.now().Sub(start).Round(time.Second)),
+				zap.Int("servicesSoFar", svc), zap.Int("endpointSlicesSoFar", ep))
+		}
+	}
+}
+
+func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *dataplane.Result, start time.Time, took time.Duration) {
+	if d.stateFile == "" {
+		return
+	}
+	r := &d.record
+	r.PID = os.Getpid()
+	r.LastSync = start.Add(took)
+	r.DurationMS = float64(took) / float64(time.Millisecond)
+	r.Full = res.Full
+	r.Operations = res.Plan.Len()
+	r.Syncs++
+	if r.Syncs == 1 {
+		r.FirstSyncMS = r.DurationMS
+	}
+	r.ErrorCount = len(res.Errors)
+	r.Errors = r.Errors[:0]
+	for _, e := range res.Errors[:min(len(res.Errors), maxRecordedErrors)] {
+		r.Errors = append(r.Errors, e.Error())
+	}
+	r.ServicePorts = u.ServicePorts
+	names := d.updateNames(u, changes)
+	if err := writeRecord(d.stateFile, r, names); err != nil {
+		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))
+	}
+}
+
+// updateNames keeps the record's map of virtual servers to service names
+// up to date, in the time the changes take, and reports whether it
+// changed: endpoint changes leave it as it is.
+func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
+	r := &d.record
+	if d.names == nil {
+		d.names = make(map[model.ServicePortName][]string, len(u.State.Services))
+		r.Services = serviceNames(u.State.Services)
+		for i := range u.State.Services {
+			d.names[u.State.Services[i].Name] = portKeys(&u.State.Services[i])
+		}
+		return true
+	}
+	dirty := false
+	for _, c := range changes {
+		old := d.names[c.Name]
+		var cur []string
+		if c.Port != nil {
+			cur = portKeys(c.Port)
+		}
+		if slices.Equal(old, cur) {
+			continue
+		}
+		dirty = true
+		for _, k := range old {
+			if r.Services[k] == c.Name.String() {
+				delete(r.Services, k)
+			}
+		}
+		for _, k := range cur {
+			r.Services[k] = c.Name.String()
+		}
+		if cur == nil {
+			delete(d.names, c.Name)
+		} else {
+			d.names[c.Name] = cur
+		}
+	}
+	return dirty
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/daemon/watcher"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// fakeKernel records the calls a daemon makes. If synced is not nil, each
+// sync sends its service ports on it.
+type fakeKernel struct {
+	calls   []string
+	changes []plan.Change
+	state   *model.State
+	fail    error
+	synced  chan []model.ServicePort
+	// block, if not nil, holds Sync until it is closed.
+	block chan struct{}
+	// noScheduler fails CheckScheduler.
+	noScheduler bool
+	// problems are reported by every sync.
+	problems []error
+}
+
+func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
+	k.calls = append(k.calls, "init")
+	return nil
+}
+
+func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
+	if k.noScheduler {
+		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing", name, dataplane.ErrNoScheduler, name)
+	}
+	return nil
+}
+
+func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
+	res := &dataplane.Result{Plan: &plan.Plan{}, Full: full, Errors: slices.Clone(k.problems)}
+	if k.fail != nil {
+		res.Errors = append(res.Errors, &dataplane.OpError{Op: plan.Bind{}, Err: k.fail})
+	}
+	return res, nil
+}
+
+func (k *fakeKernel) Sync(_ context.Context, s *model.State) (*dataplane.Result, error) {
+	k.calls = append(k.calls, "sync")
+	k.state = s
+	if k.block != nil {
+		<-k.block
+	}
+	if k.synced != nil {
+		k.synced <- s.Services
+	}
+	return k.result(len(k.calls) == 1)
+}
+
+func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
+	k.calls = append(k.calls, "changes")
+	k.changes = c
+	if k.synced != nil {
+		var ports []model.ServicePort
+		for _, ch := range c {
+			if ch.Port != nil {
+				ports = append(ports, *ch.Port)
+			}
+		}
+		k.synced <- ports
+	}
+	return k.result(false)
+}
+
+func (k *fakeKernel) DryRun(context.Context, *model.State) (*plan.Plan, []error, error) {
+	k.calls = append(k.calls, "dry-run")
+	return &plan.Plan{}, nil, nil
+}
+
+func (k *fakeKernel) Handover(context.Context) error {
+	k.calls = append(k.calls, "handover")
+	return nil
+}
+
+func (k *fakeKernel) Cleanup(context.Context) error {
+	k.calls = append(k.calls, "cleanup")
+	return nil
+}
+
+func (k *fakeKernel) Close() error { return nil }
+
+const webManifest = `
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 32000
+  clusterIP: 10.96.0.80
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- {addresses: [10.244.1.10], nodeName: node-a}
+`
+
+func feed(t *testing.T, tr *watcher.Tracker, manifest string) {
+	t.Helper()
+	objs, errs := watcher.ParseManifests("test.yaml", []byte(manifest))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, o := range objs {
+		if err := tr.SetObject(o.Object, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDaemonSync(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	k := &fakeKernel{}
+	stateFile := filepath.Join(t.TempDir(), "status.json")
+	m := newMetrics()
+	d := &daemon{
+		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, clock.now, false, m),
+		stateFile: stateFile, now: clock.now,
+		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
+	}
+	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	var listened []netip.AddrPort
+	d.hc.listen = func(a netip.AddrPort) (net.Listener, error) {
+		listened = append(listened, a)
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	defer d.hc.close(context.Background())
+	feed(t, d.tracker, webManifest)
+	d.tracker.MarkSynced(watcher.Services)
+	d.tracker.MarkSynced(watcher.EndpointSlices)
+
+	sync := func() {
+		t.Helper()
+		if err := d.sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	if len(k.state.Services) != 1 {
+		t.Fatalf("first sync: %d service ports", len(k.state.Services))
+	}
+	if got := d.hc.ports(); len(got) != 1 || got[0] != 32000 {
+		t.Errorf("health-check ports: %v", got)
+	}
+	if want := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:32000")}; !slices.Equal(listened, want) {
+		t.Errorf("health-check port listened on %v, want %v", listened, want)
+	}
+	rec, err := readRecord(stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := map[string]string{"tcp/10.96.0.80:80": "demo/web:http", "tcp/*:30080": "demo/web:http"}
+	if diff := cmp.Diff(wantNames, rec.Services); diff != "" || rec.Node != "" || rec.Syncs != 1 || !rec.Full {
+		t.Errorf("state file: %+v %s", rec, diff)
+	}
+
+	// An endpoint change goes through the incremental path, with its
+	// trigger time observed; it leaves the names file alone.
+	clock.advance(time.Second)
+	if err := os.Remove(namesFile(stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	feed(t, d.tracker, strings.Replace(webManifest, "10.244.1.10", "10.244.1.11", 1))
+	sync()
+	if _, err := os.Stat(namesFile(stateFile)); !os.IsNotExist(err) {
+		t.Errorf("an endpoint change rewrote the names file: %v", err)
+	}
+	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
+		t.Errorf("changes: %+v", k.changes)
+	}
+	if n := testutil.CollectAndCount(d.metrics.programming); n != 2 {
+		t.Errorf("network programming latency: %d series, want one per family", n)
+	}
+	// A removed service is a change without a port.
+	d.tracker.DeleteService("demo", "web")
+	sync()
+	if len(k.changes) != 1 || k.changes[0].Port != nil {
+		t.Errorf("removal: %+v", k.changes)
+	}
+	if len(d.hc.ports()) != 0 {
+		t.Errorf("health-check ports left: %v", d.hc.ports())
+	}
+	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
+		t.Errorf("names after the removal: %v %v", rec.Services, err)
+	}
+	// A change of the node's settings hands over the whole state.
+	feed(t, d.tracker, "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.9}]}\n")
+	sync()
+	if got := k.state.Node.NodeIPs; len(got) != 1 || got[0].String() != "192.168.0.9" {
+		t.Errorf("node addresses: %v", got)
+	}
+	want := []string{"sync", "changes", "changes", "sync"}
+	if diff := cmp.Diff(want, k.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	// Failed operations make the runner try again.
+	k.fail = errors.New("boom")
+	if err := d.sync(context.Background()); err == nil {
+		t.Error("a sync with failed operations reported no error")
+	}
+	if got := testutil.ToFloat64(d.metrics.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
+		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
+	}
+}
+
+// A long sync logs progress lines while it runs, and none after.
+func TestDaemonProgress(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	k := &fakeKernel{block: make(chan struct{})}
+	m := newMetrics()
+	d := &daemon{
+		log: zap.New(core), kernel: k, metrics: m, health: newHealth(time.Minute, time.Now, false, m),
+		now: time.Now, progressEvery: time.Millisecond,
+		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
+	}
+	d.hc = newHCServers(zap.NewNop(), "", func() bool { return true })
+	done := make(chan error, 1)
+	go func() { done <- d.sync(context.Background()) }()
+	for logs.FilterMessage("sync in progress").Len() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(k.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n := logs.FilterMessage("sync in progress").Len()
+	time.Sleep(10 * time.Millisecond)
+	if after := logs.FilterMessage("sync in progress").Len(); after != n {
+		t.Errorf("%d progress lines after the sync ended", after-n)
+	}
+	if logs.FilterMessage("synced").Len() != 1 {
+		t.Errorf("logs: %v", logs.All())
+	}
+}
+
+// Before the first listing ends, the daemon says it is waiting, and stops
+// saying so once it has.
+func TestDaemonWaitListed(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	d := &daemon{log: zap.New(core), now: time.Now, progressEvery: time.Millisecond,
+		tracker: watcher.NewTracker(watcher.TrackerConfig{})}
+	done := make(chan struct{})
+	go func() {
+		d.waitListed(context.Background())
+		close(done)
+	}()
+	for logs.FilterMessage("waiting for Services and EndpointSlices to be listed").Len() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	d.tracker.MarkSynced(watcher.Services)
+	d.tracker.MarkSynced(watcher.EndpointSlices)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting after the listing")
+	}
+}

@@ -1,0 +1,99 @@
+//go:build !vmtest
+
+// The VM has only the package's testdata/, not deploy/.
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// deploy/ holds valid objects, the DaemonSet's arguments parse as
+// ipvsplane's flags, its ConfigMap holds a configuration ipvsplane uses
+// whole, and the ClusterRole grants what the watcher reads.
+func TestDeployManifests(t *testing.T) {
+	files, err := filepath.Glob("../../../deploy/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in deploy/: %v", err)
+	}
+	objs := map[string]runtime.Object{}
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			// Not an object: `kubectl apply -k deploy/` reads it (the
+			// cluster tests apply deploy/ that way).
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		objs[gvk.Kind] = obj
+	}
+	for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"} {
+		if objs[kind] == nil {
+			t.Errorf("deploy/ has no %s", kind)
+		}
+	}
+
+	cm, _ := objs["ConfigMap"].(*corev1.ConfigMap)
+	ds, _ := objs["DaemonSet"].(*appsv1.DaemonSet)
+	if cm == nil || ds == nil {
+		t.FailNow()
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.conf"), []byte(cm.Data["config.conf"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, ignored, err := loadConfig(filepath.Join(dir, "config.conf"))
+	if err != nil || len(ignored) > 0 {
+		t.Errorf("the ConfigMap's configuration: %v, ignored %v", err, ignored)
+	}
+
+	c := ds.Spec.Template.Spec.Containers[0]
+	if !ds.Spec.Template.Spec.HostNetwork || !slices.Contains(c.SecurityContext.Capabilities.Add, "NET_ADMIN") {
+		t.Error("the DaemonSet must run in the host's network namespace with NET_ADMIN")
+	}
+	if ds.Spec.Template.Spec.ServiceAccountName != objs["ServiceAccount"].(*corev1.ServiceAccount).Name {
+		t.Error("the DaemonSet does not use the ServiceAccount")
+	}
+	args := slices.Clone(c.Args)
+	for i, a := range args {
+		a = strings.ReplaceAll(a, "$(NODE_NAME)", "node-a")
+		args[i] = strings.Replace(a, "/etc/ipvsplane/config.conf", filepath.Join(dir, "config.conf"), 1)
+	}
+	root := newApp().rootCommand()
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd.Name() != "run" {
+		t.Fatalf("the DaemonSet's args %v: %v", c.Args, err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Fatalf("the DaemonSet's args %v: %v", c.Args, err)
+	}
+
+	role := objs["ClusterRole"].(*rbacv1.ClusterRole)
+	for _, need := range []struct{ group, resource, verb string }{
+		{"", "services", "list"}, {"", "services", "watch"},
+		{"discovery.k8s.io", "endpointslices", "list"}, {"discovery.k8s.io", "endpointslices", "watch"},
+		{"", "nodes", "list"}, {"", "nodes", "watch"}, {"", "events", "create"},
+	} {
+		if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, need.group) && slices.Contains(r.Resources, need.resource) && slices.Contains(r.Verbs, need.verb)
+		}) {
+			t.Errorf("the ClusterRole does not allow %s on %s (group %q)", need.verb, need.resource, need.group)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ipvsplane/ipvsplane/daemon/watcher"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Reasons and action of the Events on Services a sync cannot program as
+// asked.
+const (
+	reasonConflict         = "VirtualServerConflict"
+	reasonInvalidField     = "InvalidServiceField"
+	reasonUnknownScheduler = "UnknownScheduler"
+	reasonMissingScheduler = "SchedulerUnavailable"
+	reasonIgnoredSetting   = "IgnoredServiceSetting"
+	actionSync             = "SyncProxyRules"
+)
+
+// problemEvents records on the Services concerned the problems a sync
+// reports with its service ports: a virtual server two ports claim, a
+// field that leaves a port out, a scheduler the port does not get, a
+// setting it is programmed without. Every sync reports every problem that
+// persists, so that Events would repeat at each sync; a problem is
+// recorded when it first appears, and again only if it went away and came
+// back.
+type problemEvents struct {
+	// conflicts, fields, schedulers and settings are the problems the
+	// last sync reported.
+	conflicts  map[plan.ConflictError]bool
+	fields     map[model.FieldError]bool
+	schedulers map[schedulerProblem]bool
+	settings   map[model.SettingError]bool
+}
+
+// schedulerProblem is a model.SchedulerError without its error value,
+// which is not comparable across syncs.
+type schedulerProblem struct {
+	service             model.ServicePortName
+	scheduler, fallback string
+	unknown             bool
+}
+
+// report records with events the problems among errs that the last sync
+// did not report, and forgets those that went away.
+func (p *problemEvents) report(events eventRecorder, errs []error) {
+	next := problemEvents{conflicts: map[plan.ConflictError]bool{}, fields: map[model.FieldError]bool{},
+		schedulers: map[schedulerProblem]bool{}, settings: map[model.SettingError]bool{}}
+	for _, err := range errs {
+		var ce *plan.ConflictError
+		var fe *model.FieldError
+		var se *model.SchedulerError
+		var ie *model.SettingError
+		switch {
+		case errors.As(err, &ce):
+			once(p.conflicts, next.conflicts, *ce, func() { conflict(events, ce) })
+		case errors.As(err, &fe) && fe.Service.Name != "":
+			once(p.fields, next.fields, *fe, func() { field(events, fe) })
+		case errors.As(err, &se):
+			key := schedulerProblem{se.Service, se.Scheduler, se.Fallback, errors.Is(se, model.ErrUnknownScheduler)}
+			once(p.schedulers, next.schedulers, key, func() { scheduler(events, se, key.unknown) })
+		case errors.As(err, &ie):
+			once(p.settings, next.settings, *ie, func() { setting(events, ie) })
+		}
+	}
+	*p = next
+}
+
+// once records a problem k that the last sync (last) did not report and
+// this one (now) has not yet, and notes it in now.
+func once[K comparable](last, now map[K]bool, k K, record func()) {
+	if !last[k] && !now[k] {
+		record()
+	}
+	now[k] = true
+}
+
+// conflict records a lost claim on both Services: the one that does not
+// get the virtual server, and the one that keeps it, whose operator may be
+// the one to change.
+func conflict(events eventRecorder, e *plan.ConflictError) {
+	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonConflict, actionSync,
+		"virtual server %s of service port %s is not programmed: service port %s claims it first; the rest of %s is programmed",
+		e.Virtual, e.Service, e.Owner, e.Service)
+	if e.Owner.Namespace == e.Service.Namespace && e.Owner.Name == e.Service.Name {
+		return
+	}
+	events.Eventf(serviceRef(e.Owner.Namespace, e.Owner.Name), v1.EventTypeWarning, reasonConflict, actionSync,
+		"virtual server %s of service port %s is also claimed by service port %s, which does not get it",
+		e.Virtual, e.Owner, e.Service)
+}
+
+// field records on its Service a service port left out for a bad field.
+func field(events eventRecorder, e *model.FieldError) {
+	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonInvalidField, actionSync,
+		"service port %s is not programmed: field %s: %s", e.Service, e.Field, e.Reason)
+}
+
+// scheduler records on its Service a service port programmed with the
+// node's scheduler instead of the one it names.
+func scheduler(events eventRecorder, e *model.SchedulerError, unknown bool) {
+	ref := serviceRef(e.Service.Namespace, e.Service.Name)
+	if unknown {
+		events.Eventf(ref, v1.EventTypeWarning, reasonUnknownScheduler, actionSync,
+			"service port %s: annotation %s (or %s) names %q, which is not an IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos); it is programmed with the node's scheduler %s",
+			e.Service, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Scheduler, e.Fallback)
+		return
+	}
+	events.Eventf(ref, v1.EventTypeWarning, reasonMissingScheduler, actionSync,
+		"service port %s: the kernel lacks the IPVS scheduler %q that annotation %s (or %s) names (%v); it is programmed with the node's scheduler %s",
+		e.Service, e.Scheduler, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Err, e.Fallback)
+}
+
+// setting records on its Service a setting its port is programmed
+// without. The dataplane names scheduler flags by its model's field; the
+// Event names the annotations they come from.
+func setting(events eventRecorder, e *model.SettingError) {
+	where := "annotation " + e.Field
+	if e.Field == model.FieldSchedulerFlags {
+		where = fmt.Sprintf("annotation %s (or %s)", watcher.AnnotationSchedulerFlags, watcher.AnnotationKubeRouterFlags)
+	}
+	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonIgnoredSetting, actionSync,
+		"service port %s: %s: %q is ignored: %s", e.Service, where, e.Value, e.Reason)
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/daemon/watcher"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+)
+
+// app holds what the commands reach outside the process, so tests can
+// replace it.
+type app struct {
+	stdout, stderr io.Writer
+	newKernel      func(cfg *dataplane.Config) (kernel, error)
+	now            func() time.Time
+	// nodeAddrs lists the node's addresses (see interfaceAddrs).
+	nodeAddrs func(device string) ([]netip.Addr, error)
+	// kubeClient connects to the API server (see kubeClient).
+	kubeClient func(o *options) (*watcher.Client, error)
+	// eventSink records Events in the API server (see kubeEventSink).
+	eventSink func(o *options) (eventSink, error)
+	// setConntrack writes the conntrack settings (see setConntrack).
+	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
+}
+
+func newApp() *app {
+	return &app{
+		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
+		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink,
+		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
+			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
+		},
+	}
+}
+
+// execute runs the command line and returns the exit status.
+func execute(a *app, args []string) int {
+	cmd := a.rootCommand()
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintf(a.stderr, "ipvsplane: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	lf := &logFlags{}
+	root := a.newRootCommand(lf)
+	run := a.runCommand(lf)
+	// The root command is the run command too, with its own copy of the
+	// flags.
+	rootOpts := newOptions()
+	rootOpts.addFlags(root.Flags())
+	root.Args = cobra.NoArgs
+	root.RunE = a.withLogger(lf, a.run, rootOpts)
+	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand())
+	return root
+}
+
+// logFlags holds the values of the persistent logging flags.
+type logFlags struct {
+	level, format string
+}
+
+// commandWork is a command's work, run with its logger and options.
+type commandWork func(context.Context, *zap.Logger, *options, *cobra.Command) error
+
+// withLogger runs a command's work with the logger its flags ask for.
+func (a *app) withLogger(lf *logFlags, w commandWork, o *options) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		log, err := newLogger(lf.level, lf.format, a.stderr)
+		if err != nil {
+			return err
+		}
+		defer log.Sync()
+		return w(cmd.Context(), log, o, cmd)
+	}
+}
+
+// newRootCommand makes the root command with its logging flags, before
+// its run flags and subcommands are added.
+func (a *app) newRootCommand(lf *logFlags) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ipvsplane",
+		Short: "Program a node's IPVS load balancer from Kubernetes Services, as kube-proxy's IPVS mode does",
+		Long: `ipvsplane programs a node's IPVS load balancer from Kubernetes Services and
+EndpointSlices, as kube-proxy does in IPVS mode, and can take its place: it
+reads kube-proxy's configuration file and flags. Without a command it runs
+the daemon (ipvsplane run).
+
+It needs CAP_NET_ADMIN, a kernel with IPVS (the ip_vs module and its
+schedulers) and a writable /proc/sys/net.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&lf.format, "log-format", "console", "log format: json or console")
+	return root
+}
+
+// runCommand makes "ipvsplane run", the daemon.
+func (a *app) runCommand(lf *logFlags) *cobra.Command {
+	o := newOptions()
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon: follow Services and EndpointSlices and keep the kernel in line (the default)",
+		Args:  cobra.NoArgs,
+		RunE:  a.withLogger(lf, a.run, o),
+	}
+	o.addFlags(run.Flags())
+	return run
+}
+
+// applyCommand makes "ipvsplane apply --once", a single sync.
+func (a *app) applyCommand(lf *logFlags) *cobra.Command {
+	o := newOptions()
+	once := true
+	apply := &cobra.Command{
+		Use:   "apply --once",
+		Short: "Sync the kernel once with the source's Services and EndpointSlices, and exit; non-zero if anything failed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !once {
+				return errors.New("apply syncs once; to keep syncing, use ipvsplane run")
+			}
+			return a.withLogger(lf, a.apply, o)(cmd, args)
+		},
+	}
+	o.addFlags(apply.Flags())
+	apply.Flags().BoolVar(&once, "once", true, "sync once and exit (the only mode of apply)")
+	return apply
+}
+
+// planCommand makes "ipvsplane plan", a dry run.
+func (a *app) planCommand(lf *logFlags) *cobra.Command {
+	o := newOptions()
+	plan := &cobra.Command{
+		Use:   "plan",
+		Short: "Print the operations a sync would carry out against the kernel as it is (or, with --offline, an empty one); change nothing",
+		Args:  cobra.NoArgs,
+		RunE:  a.withLogger(lf, a.plan, o),
+	}
+	o.addFlags(plan.Flags())
+	plan.Flags().BoolVar(&o.offline, "offline", false, "plan against an empty kernel without reading it (no privileges, no IPVS needed): what the manifests and configuration would program on a fresh node")
+	plan.Flags().StringSliceVar(&o.nodeAddresses, "node-addresses", nil, "with --offline, the node's addresses (node ports are served on them); without it, the InternalIP and ExternalIP addresses of the Node manifest")
+	return plan
+}
+
+// cleanupCommand makes "ipvsplane cleanup".
+func (a *app) cleanupCommand() *cobra.Command {
+	stateFile := defaultStateFile
+	handover := false
+	cleanup := &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove everything ipvsplane made in the kernel (its virtual servers, kube-ipvs0, its sets and rules), and nothing else",
+		Long: `Remove everything ipvsplane made in the kernel (its virtual servers, kube-ipvs0,
+its sets and rules), and nothing else.
+
+With --handover, remove only ipvsplane's own nftables tables and ownership
+sets, and leave the virtual servers, kube-ipvs0 and the KUBE-* sets for
+kube-proxy (IPVS mode) to adopt with their open connections: stop ipvsplane,
+start kube-proxy, wait for its first sync, then run this.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.cleanup(cmd.Context(), stateFile, handover)
+		},
+	}
+	cleanup.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file, removed too")
+	cleanup.Flags().BoolVar(&handover, "handover", false, "hand the node back to kube-proxy: remove only ipvsplane's rules and ownership sets")
+	return cleanup
+}
+
+// statusCommand makes "ipvsplane status".
+func (a *app) statusCommand() *cobra.Command {
+	stateFile := defaultStateFile
+	top := defaultStatusTop
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the services, their virtual and real servers with weights and connections, the sets, and the last sync",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.status(cmd.Context(), stateFile, top)
+		},
+	}
+	status.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file")
+	status.Flags().IntVar(&top, "top", top, "with the daemon's --service-traffic-metrics, the service ports shown with their rates, busiest by bytes/s first; 0 shows all")
+	return status
+}
+
+// dial opens the kernel, and explains a kernel without IPVS.
+func (a *app) dial(cfg *dataplane.Config) (kernel, error) {
+	k, err := a.newKernel(cfg)
+	if errors.Is(err, ipvs.ErrNotSupported) {
+		return nil, fmt.Errorf("the kernel has no IPVS: load the ip_vs module (and the scheduler's, such as ip_vs_rr) or use a kernel built with CONFIG_IP_VS: %w", err)
+	}
+	return k, err
+}
+
+func (a *app) cleanup(ctx context.Context, stateFile string, handover bool) error {
+	k, err := a.dial(&dataplane.Config{})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	work := k.Cleanup
+	if handover {
+		work = k.Handover
+	}
+	if err := work(ctx); err != nil {
+		return err
+	}
+	if stateFile != "" {
+		if err := os.Remove(stateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// defaultStatusTop is how many service ports `status` shows the traffic
+// of.
+const defaultStatusTop = 20
+
+func (a *app) status(ctx context.Context, stateFile string, top int) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	view, err := readKernel(ctx, dataplane.DefaultDevice)
+	if errors.Is(err, ipvs.ErrNotSupported) {
+		return fmt.Errorf("the kernel has no IPVS (the ip_vs module): %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	rec, recErr := readRecord(stateFile)
+	if err := printStatus(a.stdout, rec, recErr, view, a.now()); err != nil {
+		return err
+	}
+	traffic, err := readTraffic(stateFile)
+	return printTraffic(a.stdout, traffic, err, top, a.now())
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/daemon/watcher"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// setup loads the options and works out the settings; the notes are
+// logged once.
+func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings, error) {
+	ignored, err := o.load(cmd.Flags())
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range ignored {
+		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
+	}
+	for _, f := range o.ignoredFlagsGiven() {
+		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
+	}
+	addrs, err := a.nodeAddresses(o)
+	if err != nil {
+		return nil, err
+	}
+	s, err := resolve(o.kp, hostname(), addrs)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range s.notes {
+		log.Warn("setting does not apply to ipvsplane; ignored", zap.String("setting", n))
+	}
+	return s, nil
+}
+
+// nodeAddresses lists the node's addresses: its interfaces', or offline
+// those of --node-addresses.
+func (a *app) nodeAddresses(o *options) ([]netip.Addr, error) {
+	if !o.offline {
+		addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
+		if err != nil {
+			return nil, fmt.Errorf("listing the node's addresses: %w", err)
+		}
+		return addrs, nil
+	}
+	var addrs []netip.Addr
+	for _, s := range o.nodeAddresses {
+		ip, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--node-addresses: %w", err)
+		}
+		addrs = append(addrs, ip.Unmap())
+	}
+	return addrs, nil
+}
+
+// initNode makes the settings kube-proxy makes before it starts, with
+// full privileges: the conntrack table's size and timeouts.
+func (a *app) initNode(log *zap.Logger, o *options) error {
+	changed, skipped, err := a.setConntrack(&o.kp.Conntrack)
+	for _, c := range changed {
+		log.Info("set conntrack setting", zap.String("setting", c))
+	}
+	if skipped != nil {
+		log.Warn("conntrack table size left as it is: this network namespace may not change it", zap.Error(skipped))
+	}
+	if err != nil {
+		return fmt.Errorf("setting the conntrack parameters of the configuration: %w", err)
+	}
+	return nil
+}
+
+// recorder returns where the daemon records Events: the API server's
+// events.k8s.io/v1 with the Kubernetes source, the log with files. The
+// function returned posts what is still queued, for a few seconds at most.
+func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder, func()) {
+	if o.source != sourceKubernetes {
+		return logRecorder{log}, func() {}
+	}
+	sink, err := a.eventSink(o)
+	if err != nil {
+		log.Warn("cannot record events; logging them instead", zap.Error(err))
+		return logRecorder{log}, func() {}
+	}
+	r := newAPIRecorder(sink, log, node, a.now)
+	return r, func() { r.close(5 * time.Second) }
+}
+
+// initKernel is the rest of kube-proxy's --init-only: the scheduler
+// check, the IPVS sysctls and timeouts, then exit.
+func (a *app) initKernel(ctx context.Context, node *model.Node) error {
+	k, err := a.dial(&dataplane.Config{})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	if err := k.CheckScheduler(ctx, node.Scheduler); err != nil {
+		return err
+	}
+	return k.InitNode(ctx, node)
+}
+
+// writeConfig writes the configuration as a KubeProxyConfiguration file,
+// as kube-proxy's --write-config-to does. ipvsplane's own section is
+// written only when it differs from the defaults, so that the file stays
+// one kube-proxy reads otherwise.
+func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration, own ipvsplaneConfig) error {
+	data, err := yaml.Marshal(kp)
+	if err != nil {
+		return err
+	}
+	if own != defaultOwnConfig() {
+		own, err := yaml.Marshal(map[string]ipvsplaneConfig{"ipvsplane": own})
+		if err != nil {
+			return err
+		}
+		data = append(data, own...)
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// run is the daemon: it serves health and metrics, follows the source and
+// syncs the kernel until it gets SIGINT or SIGTERM. On exit it leaves the
+// kernel as it is, so traffic keeps flowing while it restarts.
+func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	s, err := a.setup(log, o, cmd)
+	if err != nil {
+		return err
+	}
+	// kube-proxy's flags that do one thing and exit.
+	switch {
+	case o.writeConfigTo != "":
+		return writeConfig(o.writeConfigTo, o.kp, o.own)
+	case o.cleanup:
+		return a.cleanup(ctx, o.stateFile, false)
+	}
+	if err := a.initNode(log, o); err != nil {
+		return err
+	}
+	if o.initOnly {
+		return a.initKernel(ctx, &s.node)
+	}
+	return a.runDaemon(ctx, log, o, s)
+}
+
+// runDaemon is run past the one-shot flags: it sets up the kernel, the
+// daemon and its servers, then follows the source until stopped. The
+// defers undo the set-up in reverse order.
+func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *settings) error {
+	mem, err := newSoftMemoryLimit(o.memoryLimit)
+	if err != nil {
+		return err
+	}
+	var runner *watcher.Runner
+	// The closures below run only once runner is set.
+	request := func() { runner.Request() }
+	// A reread of the kernel ends between syncs: ask for the sync that
+	// merges it.
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, KernelRead: request})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// As kube-proxy: a scheduler the kernel lacks stops the start, rather
+	// than failing every virtual server.
+	if err := k.CheckScheduler(ctx, s.node.Scheduler); err != nil {
+		return err
+	}
+
+	m := newMetrics()
+	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
+	events, closeEvents := a.recorder(log, o, s.node.Name)
+	defer closeEvents()
+	d := a.newDaemon(log, o, s, k, m, h, events)
+	if o.own.ServiceTrafficMetrics {
+		t, stopTraffic, err := startServiceTraffic(ctx, log, m, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
+		if err != nil {
+			return err
+		}
+		defer stopTraffic()
+		d.traffic = t
+	}
+	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
+	d.hc.events = events
+	defer d.hc.close(context.Background())
+
+	d.tracker = a.newTracker(d, s, request)
+	gc := firstSyncGCSettings()
+	defer gc.synced()
+	runner = newSyncRunner(d, s, gc, mem)
+
+	servers := &httpServers{log: log}
+	defer servers.close()
+	if err := serveHTTP(servers, d, o, s); err != nil {
+		return err
+	}
+	// kube-proxy's birth cry.
+	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+
+	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
+		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
+		zap.Duration("syncPeriod", s.syncPeriod))
+	return a.follow(ctx, stop, d, o, s, runner)
+}
+
+// newDaemon makes the daemon, before its traffic, health-check servers
+// and tracker are added.
+func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *health, events eventRecorder) *daemon {
+	return &daemon{
+		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
+		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
+	}
+}
+
+// newTracker makes the tracker of the source's objects; each change it
+// sees is marked in health and metrics, then asks for a sync.
+func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracker {
+	h, m := d.health, d.metrics
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnChange: func() {
+		h.queued()
+		setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
+		svc, ep := d.tracker.Pending()
+		m.servicesPending.Set(float64(svc))
+		m.endpointsPending.Set(float64(ep))
+		request()
+	}})
+}
+
+// newSyncRunner makes the runner of the daemon's syncs. It relaxes the
+// garbage collector until the first sync and applies the memory limit
+// after each full one.
+func newSyncRunner(d *daemon, s *settings, gc firstSyncGC, mem *softMemoryLimit) *watcher.Runner {
+	return watcher.NewRunner(watcher.RunnerConfig{
+		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,
+	}, func(ctx context.Context) error {
+		if !d.synced {
+			gc.listed()
+		}
+		d.lastFull = false
+		err := d.sync(ctx)
+		if d.synced {
+			gc.synced()
+		}
+		if d.lastFull {
+			mem.afterFullSync()
+		}
+		return err
+	})
+}
+
+// httpServers are the daemon's HTTP servers, closed together on exit.
+type httpServers struct {
+	log  *zap.Logger
+	list []*http.Server
+}
+
+// serve serves handler on addr, unless addr is empty.
+func (hs *httpServers) serve(what, addr string, handler http.Handler) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serving %s: %w", what, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	hs.list = append(hs.list, srv)
+	go srv.Serve(ln)
+	hs.log.Info("serving "+what, zap.String("address", ln.Addr().String()))
+	return nil
+}
+
+func (hs *httpServers) close() {
+	for _, srv := range hs.list {
+		srv.Close()
+	}
+}
+
+// serveHTTP serves health, then metrics; a failure is recorded as
+// kube-proxy's Event too.
+func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
+	healthMux := http.NewServeMux()
+	healthMux.Handle("/healthz", d.health.healthzHandler())
+	healthMux.Handle("/livez", d.health.livezHandler())
+	if err := servers.serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
+		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
+		return err
+	}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", d.metrics.handler())
+	serveKubeProxyPages(metricsMux, o.kp)
+	if err := servers.serve("/metrics", s.metricsAddr, metricsMux); err != nil {
+		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
+		return err
+	}
+	return nil
+}
+
+// follow watches the source and the node's addresses and runs the syncs
+// until either the source ends or ctx is done; stop cancels ctx.
+func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s *settings, runner *watcher.Runner) error {
+	log, m := d.log, d.metrics
+	srcCtx, cancelSource := context.WithCancel(ctx)
+	defer cancelSource()
+	srcErr := make(chan error, 1)
+	go func() {
+		srcErr <- a.watch(srcCtx, log, o, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
+	}()
+	go d.waitListed(srcCtx)
+	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(dataplane.DefaultDevice) }, d.tracker.SetAddresses)
+	runErr := make(chan error, 1)
+	// As kube-proxy's sync loop: healthy from the start, until a change
+	// waits too long.
+	d.health.updated()
+	setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
+	go func() { runErr <- runner.Run(ctx) }()
+	select {
+	case err := <-srcErr:
+		stop()
+		<-runErr
+		if err != nil {
+			return fmt.Errorf("source %s: %w", o.source, err)
+		}
+		return nil
+	case <-runErr:
+		cancelSource()
+		<-srcErr
+		log.Info("stopping; the kernel keeps its state")
+		return nil
+	}
+}

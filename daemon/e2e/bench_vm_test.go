@@ -1,0 +1,290 @@
+//go:build vmtest
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// The benchmark's sizes and proxies come from the environment, so CI and
+// a developer can run a short version (daemon/hack/vmtest passes IPVSPLANE_*
+// variables into the guest):
+//
+//	IPVSPLANE_BENCH_SERVICES  sizes, comma-separated (default 100,1000,10000)
+//	IPVSPLANE_BENCH_PROXIES   proxies, comma-separated (default all, baseline first:
+//	                          kube-proxy-ipvs,kube-proxy-nftables,ipvsplane)
+//	IPVSPLANE_BENCH_CHANGES   endpoint changes timed per proxy and size (default 3)
+const (
+	envBenchServices = "IPVSPLANE_BENCH_SERVICES"
+	envBenchProxies  = "IPVSPLANE_BENCH_PROXIES"
+	envBenchChanges  = "IPVSPLANE_BENCH_CHANGES"
+)
+
+// benchFirstSyncTimeout bounds a first sync: kube-proxy's IPVS mode runs
+// the ipset program once per set entry, about 40 minutes at 10,000
+// services under emulation.
+const benchFirstSyncTimeout = 3 * time.Hour
+
+// benchResult is what one proxy measured at one size.
+type benchResult struct {
+	// sync runs from the proxy's start to the end of its first sync,
+	// after which the kernel holds every service.
+	sync time.Duration
+	// change is the mean time from an EndpointSlice update to the end of
+	// the sync that programmed it (network-programming latency).
+	change time.Duration
+	// peak is the proxy process's peak resident memory in MiB.
+	peak float64
+}
+
+// benchEnv holds what every measurement shares.
+type benchEnv struct {
+	cluster    *benchCluster
+	kubeconfig string
+	// nets counts the namespaces made, so each gets its own addresses.
+	nets int
+}
+
+func newBenchEnv(t testing.TB, namespace string) *benchEnv {
+	t.Helper()
+	testutil.RequireVM(t)
+	for _, prog := range []string{"kube-proxy", "ipvsplane", "ipset", "iptables", "nft", "ip"} {
+		testutil.RequireProgram(t, prog)
+	}
+	cp := controlplane.FromVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster, err := newBenchCluster(ctx, kubernetes.NewForConfigOrDie(cp.RESTConfig()), namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		if err := cluster.delete(ctx); err != nil {
+			t.Errorf("deleting the benchmark's services: %v", err)
+		}
+	})
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, cp.Kubeconfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &benchEnv{cluster: cluster, kubeconfig: kubeconfig}
+}
+
+// grow brings the cluster to n services.
+func (e *benchEnv) grow(t testing.TB, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := e.cluster.grow(ctx, n); err != nil {
+		t.Fatalf("creating %d services: %v", n, err)
+	}
+	t.Logf("%d services and EndpointSlices in the API server (%v)", n, time.Since(start).Round(time.Second))
+}
+
+// measure runs proxy p in a fresh namespace on the cluster as it is: its
+// first sync, then changes endpoint changes one after another, then its
+// peak memory. It checks the kernel after the first sync and after each
+// change (IPVS proxies), outside the measured times.
+func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult {
+	t.Helper()
+	e.nets++
+	index := e.nets
+	ns := benchNet(t, index)
+	ctx := context.Background()
+	pp := startProxy(t, p, ns, e.kubeconfig, t.TempDir())
+	var r benchResult
+	var err error
+	if r.sync, err = pp.waitFirstSync(ctx, benchFirstSyncTimeout); err != nil {
+		t.Fatal(err)
+	}
+	vips := e.cluster.vips
+	if p.ipvs {
+		err = ipvsHolds(ctx, ns, vips)
+	} else {
+		err = nftablesHolds(ns, vips)
+	}
+	if err != nil {
+		t.Fatalf("%s after its first sync: %v", p.name, err)
+	}
+	var total time.Duration
+	for c := range changes {
+		// Past the proxies' --min-sync-period of 1s, so a change is not
+		// held back by the sync before it.
+		time.Sleep(1100 * time.Millisecond)
+		sum0, count0, err := pp.programmed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := (len(vips)/2 + c*7919) % len(vips)
+		to := netip.AddrFrom4([4]byte{10, 250, byte(index), byte(c + 1)})
+		if err := e.cluster.moveEndpoint(ctx, i, to); err != nil {
+			t.Fatal(err)
+		}
+		var sum, count float64
+		if err := pp.poll(ctx, time.Hour, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+			sum, count, err = pp.programmed(ctx)
+			return count > count0, err
+		}); err != nil {
+			t.Fatalf("change %d (%s's endpoint 0 to %s): %v", c, benchServiceName(i), to, err)
+		}
+		total += time.Duration((sum - sum0) / (count - count0) * 1e9)
+		if p.ipvs {
+			if err := pp.poll(ctx, time.Minute, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+				return ipvsHasDest(ctx, ns, vips[i], to)
+			}); err != nil {
+				t.Fatalf("change %d reported programmed, but %s:80 has no real server %s: %v", c, vips[i], to, err)
+			}
+		}
+	}
+	if changes > 0 {
+		r.change = total / time.Duration(changes)
+	}
+	if r.peak, err = pp.peakRSS(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pp.stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s at %d services: first sync %v, change %v, peak RSS %.1f MiB", p.name, len(vips), r.sync.Round(time.Millisecond), r.change.Round(time.Microsecond), r.peak)
+	return r
+}
+
+// BenchmarkProxies compares, on the same Services and EndpointSlices in
+// the same API server, kube-proxy in IPVS mode (the baseline), kube-proxy
+// in nftables mode and the ipvsplane daemon, each in a network namespace
+// of its own in the guest, at each size of services x 10 endpoints (one
+// in ten a NodePort service):
+//
+//   - ns/op and sync-s: the full sync, from the process's start to the
+//     end of its first sync (the kubeproxy_sync_proxy_rules_last_timestamp_seconds
+//     metric all three export), after which the benchmark checks that the
+//     kernel holds every service;
+//   - change-ms: one endpoint of one service moved, from the EndpointSlice
+//     update (its trigger-time annotation) to the end of the sync that
+//     programmed it (kubeproxy_network_programming_duration_seconds), the
+//     mean of IPVSPLANE_BENCH_CHANGES changes; for the IPVS proxies the
+//     benchmark also sees the new real server in the kernel;
+//   - peak-MiB: the proxy process's VmHWM;
+//   - change/smallest: above the smallest size, the proxy's change-ms over
+//     its change-ms at the smallest size (1 when a change costs the same
+//     whatever the number of services).
+func BenchmarkProxies(b *testing.B) {
+	sizes := benchSizes(b)
+	proxies := benchSelected(b)
+	changes := benchEnvInt(b, envBenchChanges, 3)
+	env := newBenchEnv(b, "bench")
+	results := map[string]map[int]benchResult{}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			env.grow(b, n)
+			for _, p := range proxies {
+				b.Run(p.name, func(b *testing.B) {
+					var r benchResult
+					for range b.N {
+						r = env.measure(b, p, changes)
+					}
+					if results[p.name] == nil {
+						results[p.name] = map[int]benchResult{}
+					}
+					results[p.name][n] = r
+					b.ReportMetric(float64(r.sync.Nanoseconds()), "ns/op")
+					b.ReportMetric(r.sync.Seconds(), "sync-s")
+					b.ReportMetric(float64(r.change.Microseconds())/1000, "change-ms")
+					b.ReportMetric(r.peak, "peak-MiB")
+					if s := results[p.name][sizes[0]]; n != sizes[0] && s.change > 0 {
+						b.ReportMetric(float64(r.change)/float64(s.change), "change/smallest")
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestProxiesSmall is the benchmark's short version for make test: the
+// three proxies on 100 services, one change each. It checks what the
+// benchmark checks (the kernel holds every service, a change is
+// programmed) and logs the figures, without judging them.
+func TestProxiesSmall(t *testing.T) {
+	env := newBenchEnv(t, "bench-small")
+	env.grow(t, 100)
+	for _, p := range benchProxies {
+		t.Run(p.name, func(t *testing.T) {
+			env.measure(t, p, 1)
+		})
+	}
+}
+
+// benchSizes reads IPVSPLANE_BENCH_SERVICES, in increasing order.
+func benchSizes(t testing.TB) []int {
+	v := os.Getenv(envBenchServices)
+	if v == "" {
+		return []int{100, 1000, 10000}
+	}
+	var sizes []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("%s=%q: want positive numbers separated by commas", envBenchServices, v)
+		}
+		sizes = append(sizes, n)
+	}
+	slices.Sort(sizes)
+	return slices.Compact(sizes)
+}
+
+// benchSelected reads IPVSPLANE_BENCH_PROXIES; the proxies keep their
+// order, baseline first.
+func benchSelected(t testing.TB) []benchProxy {
+	v := os.Getenv(envBenchProxies)
+	if v == "" {
+		return benchProxies
+	}
+	want := strings.Split(v, ",")
+	var out []benchProxy
+	for _, p := range benchProxies {
+		if slices.Contains(want, p.name) {
+			out = append(out, p)
+		}
+	}
+	if len(out) != len(want) {
+		t.Fatalf("%s=%q: the proxies are %s", envBenchProxies, v, benchProxyNames())
+	}
+	return out
+}
+
+func benchProxyNames() string {
+	var names []string
+	for _, p := range benchProxies {
+		names = append(names, p.name)
+	}
+	return strings.Join(names, ",")
+}
+
+func benchEnvInt(t testing.TB, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a number", key, v)
+	}
+	return n
+}

@@ -1,0 +1,227 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// agnhost is the e2e suite's test image, as hack/build-images tags it.
+const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+
+// cluster is the running cluster the tests share, from vmtest -node's
+// variables.
+type cluster struct {
+	client     kubernetes.Interface
+	kubeconfig string
+	nodeName   string
+	nodeIP     string
+	proxy      string
+	// lbPrefix is where the test picks load balancers' addresses: the
+	// test's namespace routes it to the node.
+	lbPrefix netip.Prefix
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	kubeconfig := os.Getenv("KUBECONFIG")
+	testutil.Require(t, kubeconfig != "" && os.Getenv("IPVSPLANE_NODE_NAME") != "",
+		"a cluster from daemon/hack/vmtest -node (make test-cluster)")
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{
+		client:     client,
+		kubeconfig: kubeconfig,
+		nodeName:   os.Getenv("IPVSPLANE_NODE_NAME"),
+		nodeIP:     os.Getenv("IPVSPLANE_NODE_IP"),
+		proxy:      os.Getenv("IPVSPLANE_NODE_PROXY"),
+	}
+	if c.lbPrefix, err = netip.ParsePrefix(os.Getenv("IPVSPLANE_NODE_LB_CIDR")); err != nil {
+		t.Fatalf("IPVSPLANE_NODE_LB_CIDR: %v", err)
+	}
+	return c
+}
+
+// namespace creates a namespace for one test, deleted at its end.
+func (c *cluster) namespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
+	ns, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// kubectl runs kubectl against the cluster and returns its standard output.
+func (c *cluster) kubectl(ctx context.Context, args ...string) (string, error) {
+	path, err := controlplane.KubeProgram("kubectl")
+	if err != nil {
+		return "", err
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// exec runs a shell command in a pod's first container.
+func (c *cluster) exec(ctx context.Context, ns, pod, script string) (string, error) {
+	return c.kubectl(ctx, "-n", ns, "exec", pod, "--", "sh", "-c", script)
+}
+
+// runPod starts an agnhost pod with args and waits until it is Running.
+func (c *cluster) runPod(t *testing.T, ns, name string, hostNetwork bool, args ...string) *corev1.Pod {
+	t.Helper()
+	privileged := hostNetwork
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			HostNetwork:                   hostNetwork,
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{
+				Name: "agnhost", Image: agnhost, Args: args,
+				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+			}},
+		},
+	}
+	ctx := context.Background()
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c.waitPodRunning(t, ns, name)
+}
+
+func (c *cluster) waitPodRunning(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for {
+		pod, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && pod.Status.Phase == corev1.PodRunning {
+			return pod
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("pod %s/%s not Running: %v %+v", ns, name, err, pod.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// serveHostname creates a Deployment of agnhost netexec pods answering
+// /hostname on 8080 and a Service for it, and waits until every replica
+// is Ready.
+func (c *cluster) serveHostname(t *testing.T, ns, name string, replicas int32, svc corev1.ServiceSpec) *corev1.Service {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app": name}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: new(int64),
+					Containers: []corev1.Container{{
+						Name: "netexec", Image: agnhost, Args: []string{"netexec", "--http-port=8080", "--udp-port=8081"},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+							HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)},
+						}, PeriodSeconds: 1},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := c.client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc.Selector = labels
+	if len(svc.Ports) == 0 {
+		svc.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}
+	}
+	s, err := c.client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: svc}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitReplicasReady(t, ns, name, replicas)
+	return s
+}
+
+func (c *cluster) waitReplicasReady(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for {
+		dep, err := c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && dep.Status.ReadyReplicas == replicas && dep.Status.UpdatedReplicas == replicas {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("deployment %s/%s: not %d ready replicas: %v", ns, name, replicas, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// get fetches url from the test process, a client outside the node.
+func get(url string) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// eventually retries fn until it succeeds or the time is up.
+func eventually(t *testing.T, timeout time.Duration, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(time.Second)
+	}
+}

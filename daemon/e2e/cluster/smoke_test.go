@@ -1,0 +1,208 @@
+//go:build clustertest
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// nodetools is hack/build-images' image of the node's readers (ipvsadm,
+// ipset, nft, conntrack, ip, curl), run privileged in the node's network
+// namespace to see the kernel state the proxy wrote.
+const nodetools = "ipvsplane.test/nodetools:1"
+
+// nodeShell starts a privileged pod in the node's network namespace for
+// reading its kernel state.
+func (c *cluster) nodeShell(t *testing.T, ns string) string {
+	t.Helper()
+	privileged := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-shell"},
+		Spec: corev1.PodSpec{
+			HostNetwork:                   true,
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{
+				Name: "tools", Image: nodetools, ImagePullPolicy: corev1.PullNever,
+				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+			}},
+		},
+	}
+	if _, err := c.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPodRunning(t, ns, pod.Name)
+	return pod.Name
+}
+
+// The proxy from deploy/ is Ready, answers its health and metrics ports on
+// the node, and has logged no error.
+func TestProxyRunning(t *testing.T) {
+	c := newCluster(t)
+	if c.proxy == "none" {
+		t.Skip("no proxy installed (-proxy none)")
+	}
+	ctx := context.Background()
+	ds, err := c.client.AppsV1().DaemonSets("kube-system").Get(ctx, c.proxy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Status.NumberReady != 1 || ds.Status.DesiredNumberScheduled != 1 {
+		t.Fatalf("daemonset %s: %d of %d ready", c.proxy, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	}
+	ns := c.namespace(t, "proxy")
+	shell := c.nodeShell(t, ns)
+	for _, path := range []string{":10256/healthz", ":10256/livez", ":10249/metrics"} {
+		out, err := c.exec(ctx, ns, shell, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1"+path)
+		if err != nil || out != "200" {
+			t.Errorf("GET %s on the node: %q %v", path, out, err)
+		}
+	}
+	metrics, err := c.exec(ctx, ns, shell, "curl -s http://127.0.0.1:10249/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(metrics, "kubeproxy_sync_proxy_rules_duration_seconds") {
+		t.Errorf("metrics lack kubeproxy_sync_proxy_rules_duration_seconds:\n%.2000s", metrics)
+	}
+	logs, err := c.kubectl(ctx, "-n", "kube-system", "logs", "daemonset/"+c.proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `"level":"error"`) || strings.HasPrefix(line, "E") {
+			bad = append(bad, line)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("%s logged %d errors:\n%s", c.proxy, len(bad), strings.Join(bad, "\n"))
+	}
+	t.Logf("%s: %d log lines, none an error", c.proxy, strings.Count(logs, "\n"))
+}
+
+// CoreDNS answers through its cluster IP over UDP and TCP, and a pod
+// reaches a Service by its name.
+func TestDNSAndServiceByName(t *testing.T) {
+	c := newCluster(t)
+	ns := c.namespace(t, "dns")
+	c.serveHostname(t, ns, "hostnames", 2, corev1.ServiceSpec{})
+	c.runPod(t, ns, "client", false, "pause")
+	ctx := context.Background()
+	for _, transport := range []string{"+notcp", "+tcp"} {
+		eventually(t, time.Minute, "dig "+transport, func() error {
+			out, err := c.exec(ctx, ns, "client", "dig "+transport+" +short +time=2 +tries=1 kubernetes.default.svc.cluster.local")
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(out) != "10.96.0.1" {
+				return fmt.Errorf("answer %q, want 10.96.0.1", out)
+			}
+			return nil
+		})
+	}
+	seen := map[string]bool{}
+	eventually(t, time.Minute, "both backends by name", func() error {
+		out, err := c.exec(ctx, ns, "client", "curl -s --connect-timeout 2 http://hostnames/hostname")
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(out, "hostnames-") {
+			seen[out] = true
+		}
+		if len(seen) < 2 {
+			return fmt.Errorf("answers from %v", seen)
+		}
+		return nil
+	})
+}
+
+// A NodePort Service answers a client outside the node: this test,
+// across the link to the node's eth0.
+func TestNodePortFromOutside(t *testing.T) {
+	c := newCluster(t)
+	ns := c.namespace(t, "nodeport")
+	c.serveHostname(t, ns, "np", 2, corev1.ServiceSpec{
+		Type:  corev1.ServiceTypeNodePort,
+		Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080, Protocol: corev1.ProtocolTCP}},
+	})
+	eventually(t, time.Minute, "GET through node port 30080", func() error {
+		body, err := get("http://" + c.nodeIP + ":30080/hostname")
+		if err == nil && !strings.HasPrefix(body, "np-") {
+			err = fmt.Errorf("answer %q", body)
+		}
+		return err
+	})
+}
+
+// A LoadBalancer Service (its status set by the test, as a cloud
+// controller would) answers a client outside the node: this test, whose
+// network routes the load balancer's address to the node.
+func TestLoadBalancerFromOutside(t *testing.T) {
+	c := newCluster(t)
+	ns := c.namespace(t, "lb")
+	svc := c.serveHostname(t, ns, "lb", 2, corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer})
+	lb := c.lbPrefix.Addr().Next().String()
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: lb}}
+	if _, err := c.client.CoreV1().Services(ns).UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "GET through the load balancer "+lb, func() error {
+		body, err := get("http://" + lb + "/hostname")
+		if err == nil && !strings.HasPrefix(body, "lb-") {
+			err = fmt.Errorf("answer %q", body)
+		}
+		return err
+	})
+}
+
+// Scaling a Deployment changes the Service's real servers in IPVS; the
+// time from the scale request to the kernel holding them is logged.
+func TestScaleChangesRealServers(t *testing.T) {
+	c := newCluster(t)
+	ns := c.namespace(t, "scale")
+	svc := c.serveHostname(t, ns, "scaled", 1, corev1.ServiceSpec{})
+	shell := c.nodeShell(t, ns)
+	ctx := context.Background()
+	vip := svc.Spec.ClusterIP + ":80"
+	realServers := regexp.MustCompile(`(?m)^\s+->\s+\S+:8080`)
+	count := func() (int, error) {
+		out, err := c.exec(ctx, ns, shell, "ipvsadm -Ln -t "+vip)
+		return len(realServers.FindAllString(out, -1)), err
+	}
+	eventually(t, time.Minute, "one real server for "+vip, func() error {
+		if n, err := count(); err != nil || n != 1 {
+			return fmt.Errorf("%d real servers (%v)", n, err)
+		}
+		return nil
+	})
+	for _, replicas := range []int32{3, 1} {
+		start := time.Now()
+		scale, err := c.client.AppsV1().Deployments(ns).GetScale(ctx, "scaled", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		scale.Spec.Replicas = replicas
+		if _, err := c.client.AppsV1().Deployments(ns).UpdateScale(ctx, "scaled", scale, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.waitReplicasReady(t, ns, "scaled", replicas)
+		ready := time.Since(start)
+		eventually(t, time.Minute, fmt.Sprintf("%d real servers for %s", replicas, vip), func() error {
+			if n, err := count(); err != nil || n != int(replicas) {
+				return fmt.Errorf("%d real servers (%v)", n, err)
+			}
+			return nil
+		})
+		t.Logf("scaled to %d: pods Ready after %v, IPVS holding %d real servers after %v (one exec of ipvsadm is part of it)",
+			replicas, ready.Round(10*time.Millisecond), replicas, time.Since(start).Round(10*time.Millisecond))
+	}
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+)
+
+// nodeFlag makes vmtest boot a one-node Kubernetes cluster and run a host
+// command against it, instead of running a test binary in the guest:
+//
+//	vmtest -node [-proxy ipvsplane|kube-proxy|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
+//
+// Everything runs in a network namespace vmtest makes (and removes after)
+// whose only link is a tap device to the VM: the control plane
+// (internal/controlplane with Cluster: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler) at controlplane.ClusterHostAddr,
+// qemu, and COMMAND. The namespace routes the node's pod range, the
+// service range and loadBalancerCIDR to the node and nothing anywhere
+// else, so the API server reaches pods and kubelet as in a real cluster,
+// COMMAND is a client outside the node, and nothing the node sends leaves
+// the namespace. The node boots from an ext4 disk built from Debian 12's
+// containerd, runc and CNI plugins (hack/fetch-node-packages), the kubelet
+// and the images of hack/build-images. Once it is Ready, the proxy
+// (ipvsplane from deploy/ with `kubectl apply -k`, only the image and the
+// API server's address set by an overlay, or kube-proxy in IPVS mode) and
+// CoreDNS are installed and awaited. COMMAND then runs with KUBECONFIG
+// naming the admin kubeconfig and the variables env lists; vmtest exits
+// with its status after stopping everything.
+const nodeFlag = "-node"
+
+// Facts of the node the command's tests rely on.
+const (
+	nodeName = "kubenode"
+	nodeIP   = "10.0.2.15"
+	podCIDR  = "10.244.0.0/24" // the controller manager's first /24 of ClusterCIDR
+	// loadBalancerCIDR is where tests pick load balancers' addresses
+	// (TEST-NET-1): the namespace routes it to the node.
+	loadBalancerCIDR = "192.0.2.0/24"
+	// netnsEnv names the namespace vmtest -node runs itself in.
+	netnsEnv = "IPVSPLANE_NODE_NETNS"
+)
+
+// nodeConfig is one node run's settings.
+type nodeConfig struct {
+	proxy    string // ipvsplane, kube-proxy or none
+	image    string // the ipvsplane image's OCI archive
+	imageRef string // its reference
+	deploy   string // the manifests' directory, deploy/
+	mem      int
+	command  []string
+}
+
+func parseNodeArgs(args []string) (nodeConfig, error) {
+	c := nodeConfig{}
+	fs := flag.NewFlagSet("vmtest "+nodeFlag, flag.ContinueOnError)
+	fs.StringVar(&c.proxy, "proxy", "ipvsplane", "the node's proxy: ipvsplane, kube-proxy or none")
+	fs.StringVar(&c.image, "image", "", "the ipvsplane image's OCI archive (make image)")
+	fs.StringVar(&c.imageRef, "image-ref", "", "the ipvsplane image's reference")
+	fs.StringVar(&c.deploy, "deploy", "deploy", "the directory of ipvsplane's manifests")
+	fs.IntVar(&c.mem, "mem", envInt("VMTEST_MEM", 3072), "guest memory in MiB")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.command = fs.Args()
+	if len(c.command) == 0 {
+		return c, errors.New("no command: vmtest -node [flags] -- COMMAND [ARGS...]")
+	}
+	switch c.proxy {
+	case "ipvsplane", "kube-proxy", "none":
+	default:
+		return c, fmt.Errorf("-proxy %q: want ipvsplane, kube-proxy or none", c.proxy)
+	}
+	if c.proxy == "ipvsplane" && (c.image == "" || c.imageRef == "") {
+		return c, errors.New("-proxy ipvsplane needs -image and -image-ref (make image)")
+	}
+	return c, nil
+}
+
+// runNode is vmtest -node: outside the node's namespace, it makes the
+// namespace and runs itself in it.
+func runNode(args []string) int {
+	c, err := parseNodeArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmtest: %v\n", err)
+		return 2
+	}
+	var status int
+	if os.Getenv(netnsEnv) == "" {
+		status, err = runInNodeNetns(args)
+	} else {
+		status, err = c.run()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmtest: node: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+func (c nodeConfig) run() (int, error) {
+	start := time.Now()
+	kernelDir, release, err := findKernel()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), controlplane.StartTimeout)
+	cp, err := controlplane.Start(ctx, &controlplane.Config{Cluster: true})
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("control plane: %w", err)
+	}
+	defer cp.Close()
+	work, err := os.MkdirTemp("", "vmtest-node-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(work)
+	n := &node{config: c, cp: cp, work: work, kernelDir: kernelDir, release: release}
+	if err := n.buildDisk(); err != nil {
+		return 0, fmt.Errorf("building the node's disk: %w", err)
+	}
+	built := time.Now()
+	if err := n.boot(); err != nil {
+		return 0, err
+	}
+	defer n.stop()
+	ctx, cancel = context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if err := n.waitReady(ctx); err != nil {
+		return 0, n.withLogs(err)
+	}
+	ready := time.Now()
+	if err := n.installAddons(ctx); err != nil {
+		return 0, n.withLogs(err)
+	}
+	fmt.Fprintf(os.Stderr, "vmtest: node %s on %s: disk %v, node Ready %v after boot, %s and CoreDNS Ready %v later\n",
+		nodeName, release, built.Sub(start).Round(100*time.Millisecond), ready.Sub(built).Round(100*time.Millisecond),
+		c.proxy, time.Since(ready).Round(100*time.Millisecond))
+	return n.runCommand()
+}
+
+// runCommand runs the command on the host with the cluster's variables and
+// returns its exit status.
+func (n *node) runCommand() (int, error) {
+	cmd := exec.Command(n.config.command[0], n.config.command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), n.env()...)
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		fmt.Fprintf(os.Stderr, "vmtest: node: %s exited with status %d; the node's last log lines:\n%s\n",
+			filepath.Base(n.config.command[0]), exit.ExitCode(), n.logTail(40))
+		return exit.ExitCode(), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// Variables the command gets besides KUBECONFIG.
+const (
+	nodeNameEnv    = "IPVSPLANE_NODE_NAME"    // the node's name
+	nodeIPEnv      = "IPVSPLANE_NODE_IP"      // its address, which the command reaches
+	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR" // where load balancers' addresses may be picked, routed to the node
+	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"   // ipvsplane, kube-proxy or none
+	nodeLogEnv     = "IPVSPLANE_NODE_LOG"     // containerd's and the kubelet's log as it streams
+	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY" // the kustomization that installs ipvsplane from deploy/
+	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"   // the ipvsplane image's reference
+)
+
+func (n *node) env() []string {
+	return []string{
+		"KUBECONFIG=" + n.kubeconfig,
+		nodeNameEnv + "=" + nodeName,
+		nodeIPEnv + "=" + nodeIP,
+		nodeLBEnv + "=" + loadBalancerCIDR,
+		nodeProxyEnv + "=" + n.config.proxy,
+		nodeLogEnv + "=" + n.logFile,
+		nodeOverlayEnv + "=" + n.overlay,
+		nodeImageEnv + "=" + n.config.imageRef,
+	}
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/template"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+)
+
+// installAddons installs the node's proxy and CoreDNS with kubectl, as an
+// operator would, and waits until both are Ready.
+func (n *node) installAddons(ctx context.Context) error {
+	if n.config.image != "" {
+		// Written in every mode: the takeover test applies it over a
+		// kube-proxy node.
+		var err error
+		if n.overlay, err = n.writeOverlay(); err != nil {
+			return err
+		}
+	}
+	switch n.config.proxy {
+	case "ipvsplane":
+		if err := n.kubectl(ctx, "apply", "-k", n.overlay); err != nil {
+			return err
+		}
+		if err := n.kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/ipvsplane", "--timeout=10m"); err != nil {
+			return err
+		}
+	case "kube-proxy":
+		if err := n.apply(ctx, "kube-proxy.yaml", "daemonset/kube-proxy"); err != nil {
+			return err
+		}
+	}
+	return n.apply(ctx, "coredns.yaml", "deployment/coredns")
+}
+
+// apply applies one of the node's manifests, filled in, and waits for its
+// workload's rollout.
+func (n *node) apply(ctx context.Context, manifest, workload string) error {
+	text, err := nodeFiles.ReadFile("node/" + manifest)
+	if err != nil {
+		return err
+	}
+	t, err := template.New(manifest).Parse(string(text))
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	err = t.Execute(&b, map[string]any{
+		"ClusterCIDR":   controlplane.ClusterCIDR,
+		"KubeVersion":   controlplane.KubeVersion,
+		"APIServerHost": controlplane.ClusterHostAddr,
+		"APIServerPort": n.cp.Port(),
+	})
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(n.work, manifest)
+	if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := n.kubectl(ctx, "apply", "-f", file); err != nil {
+		return err
+	}
+	return n.kubectl(ctx, "-n", "kube-system", "rollout", "status", workload, "--timeout=10m")
+}
+
+// writeOverlay writes a kustomization over deploy/ that sets what an
+// operator sets: the image, and the API server's address as the node
+// reaches it.
+func (n *node) writeOverlay() (string, error) {
+	dir := filepath.Join(n.work, "overlay")
+	abs, err := filepath.Abs(n.config.deploy)
+	if err != nil {
+		return "", err
+	}
+	// kustomize takes only relative paths to the bases.
+	deploy, err := filepath.Rel(dir, abs)
+	if err != nil {
+		return "", err
+	}
+	name, tag, ok := strings.Cut(n.config.imageRef[strings.LastIndex(n.config.imageRef, "/")+1:], ":")
+	if !ok {
+		return "", fmt.Errorf("-image-ref %q has no tag", n.config.imageRef)
+	}
+	repo := n.config.imageRef[:strings.LastIndex(n.config.imageRef, "/")+1] + name
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+images:
+- name: ghcr.io/ipvsplane/ipvsplane
+  newName: %s
+  newTag: %q
+patches:
+- target: {kind: ConfigMap, name: ipvsplane}
+  patch: |-
+    - op: add
+      path: /data/apiServerHost
+      value: %q
+    - op: add
+      path: /data/apiServerPort
+      value: "%d"
+`, deploy, repo, tag, controlplane.ClusterHostAddr, n.cp.Port())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// kubectl runs kubectl against the cluster, its output on stderr.
+func (n *node) kubectl(ctx context.Context, args ...string) error {
+	path, err := controlplane.KubeProgram("kubectl")
+	if err != nil {
+		return fmt.Errorf("%w (hack/build-kube kubectl)", err)
+	}
+	cmd := exec.CommandContext(ctx, path, append([]string{"--kubeconfig=" + n.kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}

@@ -1,8 +1,0 @@
-// Package cluster holds the tests that run against a real one-node
-// cluster: kubelet, containerd, CNI, CoreDNS and the node's proxy
-// installed from deploy/, as hack/vmtest -node boots it (make test-cluster
-// runs them there; make conformance runs upstream's specs on the same
-// cluster). They need the build tag clustertest and the variables vmtest
-// -node sets (KUBECONFIG, IPVSPLANE_NODE_*); without them, and with CI=true,
-// they fail rather than skip.
-package cluster

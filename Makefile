@@ -30,8 +30,9 @@ RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
-# programs); nothing is fetched again once there.
-test: deps lint test-unit test-host test-vm test-kernels
+# programs, the cluster node's runtime and its images); nothing is fetched
+# again once there.
+test: deps-node lint test-unit test-host test-vm test-kernels test-cluster
 
 deps:
 	@hack/install-deps

@@ -74,10 +74,6 @@ func layerContents(s spec) ([]byte, error) {
 	for _, d := range []string{"bin", "etc", "tmp", "usr/bin", "usr/sbin", "sbin", "root", "proc", "sys", "dev", "run", "var/run"} {
 		w.dir(d)
 	}
-	w.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/nologin\n"))
-	w.file("etc/group", 0o644, []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"))
-	// glibc's resolver reads this; without it, getent hosts skips DNS.
-	w.file("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\n"))
 	for _, a := range s.adds {
 		host, guest, ok := strings.Cut(a, "=")
 		if !ok {
@@ -93,6 +89,21 @@ func layerContents(s spec) ([]byte, error) {
 		}
 		w.file(strings.TrimPrefix(guest, "/"), int64(info.Mode().Perm()), data)
 	}
+	for _, d := range s.dirs {
+		w.dir(strings.Trim(d, "/"))
+	}
+	for _, l := range s.symlinks {
+		name, target, ok := strings.Cut(l, "=")
+		if !ok {
+			return nil, fmt.Errorf("-symlink %q: want NAME=TARGET", l)
+		}
+		w.symlink(strings.TrimPrefix(name, "/"), target)
+	}
+	// Defaults for what no -add gave.
+	w.file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/nologin\n"))
+	w.file("etc/group", 0o644, []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"))
+	// glibc's resolver reads this; without it, getent hosts skips DNS.
+	w.file("etc/nsswitch.conf", 0o644, []byte("passwd: files\ngroup: files\nhosts: files dns\n"))
 	if s.busybox != "" {
 		if err := w.busybox(s.busybox); err != nil {
 			return nil, err

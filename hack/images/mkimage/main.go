@@ -4,7 +4,8 @@
 // daemon or registry is involved.
 //
 //	mkimage -o OUT.tar -ref NAME:TAG [-ref NAME:TAG ...]
-//	        [-add HOST=GUEST ...] [-busybox PATH]
+//	        [-add HOST=GUEST ...] [-dir PATH ...] [-symlink NAME=TARGET ...]
+//	        [-busybox PATH]
 //	        [-entrypoint PATH] [-arg ARG ...] [-user UID] [-env K=V ...]
 //	        [-uncompressed]
 //
@@ -12,7 +13,8 @@
 // to GUEST, following symlinks (for a dynamically linked program, add its
 // libraries too: hack/build-images does, from ldd). -busybox installs a
 // static busybox as /bin/busybox with a link for each applet that no -add
-// file already provides. The layer's files all have time zero, so the same
+// file already provides. /etc/passwd, /etc/group and /etc/nsswitch.conf get
+// defaults unless -add gives them. The layer's files all have time zero, so the same
 // inputs give the same image digest.
 package main
 
@@ -34,6 +36,8 @@ type spec struct {
 	out        string
 	refs       []string
 	adds       []string // HOST=GUEST
+	dirs       []string // empty directories
+	symlinks   []string // NAME=TARGET
 	busybox    string
 	entrypoint string
 	args       []string
@@ -46,10 +50,12 @@ type spec struct {
 
 func main() {
 	var s spec
-	var refs, adds, args, env listFlag
+	var refs, adds, dirs, symlinks, args, env listFlag
 	flag.StringVar(&s.out, "o", "", "the OCI archive to write")
 	flag.Var(&refs, "ref", "an image reference, NAME:TAG (repeatable)")
 	flag.Var(&adds, "add", "HOST=GUEST: a file to copy in (repeatable)")
+	flag.Var(&dirs, "dir", "an empty directory to make (repeatable)")
+	flag.Var(&symlinks, "symlink", "NAME=TARGET: a symbolic link (repeatable)")
 	flag.StringVar(&s.busybox, "busybox", "", "a static busybox to install with its applets")
 	flag.StringVar(&s.entrypoint, "entrypoint", "", "the image's entrypoint")
 	flag.Var(&args, "arg", "a default argument (repeatable)")
@@ -57,7 +63,7 @@ func main() {
 	flag.BoolVar(&s.uncompressed, "uncompressed", false, "store the layer uncompressed")
 	flag.Var(&env, "env", "K=V: an environment variable (repeatable; PATH has a default)")
 	flag.Parse()
-	s.refs, s.adds, s.args, s.env = refs, adds, args, env
+	s.refs, s.adds, s.dirs, s.symlinks, s.args, s.env = refs, adds, dirs, symlinks, args, env
 	if s.out == "" || len(s.refs) == 0 {
 		fmt.Fprintln(os.Stderr, "mkimage: -o and at least one -ref are required")
 		os.Exit(2)

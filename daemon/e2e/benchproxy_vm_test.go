@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -116,11 +115,10 @@ func benchNet(t testing.TB, index int) *testutil.NetNS {
 // proxyProc is a running proxy.
 type proxyProc struct {
 	name  string
-	cmd   *exec.Cmd
+	proc  *testutil.Proc
 	ns    *testutil.NetNS
 	log   string
 	start time.Time
-	done  chan error
 	http  *http.Client
 }
 
@@ -128,14 +126,14 @@ type proxyProc struct {
 func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir string) *proxyProc {
 	t.Helper()
 	args := p.args(kubeconfig, dir)
-	pp := &proxyProc{name: p.name, ns: ns, log: filepath.Join(dir, p.name+".log"), done: make(chan error, 1)}
+	pp := &proxyProc{name: p.name, ns: ns, log: filepath.Join(dir, p.name+".log")}
 	out, err := os.Create(pp.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	pp.cmd = exec.Command(args[0], args[1:]...)
-	pp.cmd.Stdout, pp.cmd.Stderr = out, out
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = out, out
 	pp.http = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		// The metrics listen on the namespace's loopback.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -149,14 +147,11 @@ func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir 
 		DisableKeepAlives: true,
 	}}
 	pp.start = time.Now()
-	if err := ns.Do(pp.cmd.Start); err != nil {
+	if pp.proc, err = testutil.StartProc(cmd, ns); err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}
-	go func() { pp.done <- pp.cmd.Wait() }()
 	t.Cleanup(func() {
-		if pp.cmd.ProcessState == nil {
-			_ = pp.stop()
-		}
+		_ = pp.stop()
 		if t.Failed() {
 			t.Logf("%s's last output:\n%s", p.name, tail(pp.log, 40))
 		}
@@ -165,17 +160,12 @@ func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir 
 }
 
 // stop sends SIGTERM and waits for the proxy to exit, killing it after
-// a minute.
+// a minute; only that is an error, not how it exited.
 func (pp *proxyProc) stop() error {
-	_ = pp.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-pp.done:
-		return nil
-	case <-time.After(time.Minute):
-		_ = pp.cmd.Process.Kill()
-		<-pp.done
-		return fmt.Errorf("%s did not stop within a minute of SIGTERM", pp.name)
+	if err := pp.proc.Stop(time.Minute); errors.Is(err, testutil.ErrNotStopped) {
+		return err
 	}
+	return nil
 }
 
 // metrics reads the proxy's metrics whose names are in want, by name
@@ -237,9 +227,8 @@ func (pp *proxyProc) poll(ctx context.Context, timeout, interval time.Duration, 
 			last = err
 		}
 		select {
-		case err := <-pp.done:
-			pp.done <- err
-			return fmt.Errorf("%s %w: %v", pp.name, errExited, err)
+		case <-pp.proc.Done():
+			return fmt.Errorf("%s %w: %v", pp.name, errExited, pp.proc.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not done within %v (last error: %v)", pp.name, timeout, last)
 		case <-time.After(interval):
@@ -272,7 +261,7 @@ func (pp *proxyProc) programmed(ctx context.Context) (sum, count float64, err er
 
 // peakRSS reads the proxy's peak resident memory (VmHWM) in MiB.
 func (pp *proxyProc) peakRSS() (float64, error) {
-	kb, err := procStatusKiB(pp.cmd.Process.Pid, "VmHWM")
+	kb, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmHWM")
 	return float64(kb) / 1024, err
 }
 

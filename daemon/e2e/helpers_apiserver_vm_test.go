@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,11 +39,10 @@ import (
 
 // kubeDaemon is `ipvsplane run` following the control plane.
 type kubeDaemon struct {
-	cmd         *exec.Cmd
+	proc        *testutil.Proc
 	out         testutil.LockedBuffer
 	stateFile   string
 	metricsAddr string
-	done        chan error
 }
 
 // startKubeDaemon runs the daemon in the root namespace as node, with
@@ -60,19 +58,19 @@ func startKubeDaemon(t testing.TB, cp *controlplane.Remote, node string, extra .
 		t.Fatal(err)
 	}
 	cleanupKernel(t)
-	d := &kubeDaemon{stateFile: filepath.Join(dir, "status.json"), metricsAddr: "127.0.0.1:10249", done: make(chan error, 1)}
+	d := &kubeDaemon{stateFile: filepath.Join(dir, "status.json"), metricsAddr: "127.0.0.1:10249"}
 	args := append([]string{"run", "--kubeconfig", kubeconfig, "--hostname-override", node,
 		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s",
 		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=" + d.metricsAddr,
 		"--state-file", d.stateFile}, extra...)
-	d.cmd = exec.Command("ipvsplane", args...)
-	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
-	if err := d.cmd.Start(); err != nil {
+	cmd := exec.Command("ipvsplane", args...)
+	cmd.Stdout, cmd.Stderr = &d.out, &d.out
+	var err error
+	if d.proc, err = testutil.StartProc(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
+		if !d.proc.Exited() {
 			if err := d.stop(); err != nil {
 				t.Errorf("stopping the daemon: %v", err)
 			}
@@ -94,27 +92,15 @@ func cleanupKernel(t testing.TB) {
 	}
 }
 
-// stop sends SIGTERM and waits for the daemon to exit.
-func (d *kubeDaemon) stop() error {
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		return err
-	case <-time.After(time.Minute):
-		d.cmd.Process.Kill()
-		<-d.done
-		return fmt.Errorf("the daemon did not stop within a minute of SIGTERM")
-	}
-}
+// stop sends SIGTERM and waits for the daemon to exit (killing it after a
+// minute), and returns how it exited.
+func (d *kubeDaemon) stop() error { return d.proc.Stop(time.Minute) }
 
 // alive fails the test if the daemon has exited.
 func (d *kubeDaemon) alive(t testing.TB) {
 	t.Helper()
-	select {
-	case err := <-d.done:
-		d.done <- err
-		t.Fatalf("the daemon exited: %v\n%s", err, d.out.String())
-	default:
+	if d.proc.Exited() {
+		t.Fatalf("the daemon exited: %v\n%s", d.proc.Err(), d.out.String())
 	}
 }
 

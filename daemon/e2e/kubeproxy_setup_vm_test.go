@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -324,57 +324,39 @@ func kubeProxyShapes() []kubeProxyService {
 // ipvsplane, its output going to a file.
 type kubeProxyProc struct {
 	name string
-	cmd  *exec.Cmd
+	proc *testutil.Proc
 	log  string
-	done chan error
 }
 
 // startKubeProxyProc starts a program and stops it at the test's end if
 // the test did not.
 func startKubeProxyProc(t *testing.T, dir, name string, args ...string) *kubeProxyProc {
 	t.Helper()
-	p := &kubeProxyProc{name: name, log: filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(name), time.Now().UnixNano())), done: make(chan error, 1)}
+	p := &kubeProxyProc{name: name, log: filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(name), time.Now().UnixNano()))}
 	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	p.cmd = exec.Command(name, args...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if p.proc, err = testutil.StartProc(cmd, nil); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() { p.stop(t) })
 	return p
 }
 
 // stop ends the program with SIGTERM, as a DaemonSet's pod is ended, and
-// kills it if it lingers.
+// kills it if it lingers; how it exited is not the test's concern.
 func (p *kubeProxyProc) stop(t *testing.T) {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-		t.Logf("%s did not stop within 30s of SIGTERM; killed", p.name)
+	if err := p.proc.Stop(30 * time.Second); errors.Is(err, testutil.ErrNotStopped) {
+		t.Log(err)
 	}
 }
 
 // exited reports whether the program ended by itself.
-func (p *kubeProxyProc) exited() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return true
-	default:
-		return false
-	}
-}
+func (p *kubeProxyProc) exited() bool { return p.proc.Exited() }
 
 // grep returns the lines of the program's output that match pattern.
 func (p *kubeProxyProc) grep(pattern string) string {

@@ -401,7 +401,7 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 		t.Fatal(err)
 	}
 	s.converge(t, pp, proxy, time.Now())
-	rss, err := procStatusKiB(pp.cmd.Process.Pid, "VmRSS")
+	rss, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 
 	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var samples []int
-	stopSampling := sampleRSS(pp.cmd.Process.Pid, &samples)
+	stopSampling := sampleRSS(pp.proc.Cmd.Process.Pid, &samples)
 	churnStart := time.Now()
 	r.changes = s.churn(t, p)
 	churn := time.Since(churnStart)
@@ -569,7 +569,7 @@ func scrape(t *testing.T, pp *proxyProc) promText {
 // runs ipset and iptables-restore) have used.
 func cpuTime(t *testing.T, pp *proxyProc) time.Duration {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pp.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pp.proc.Cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}

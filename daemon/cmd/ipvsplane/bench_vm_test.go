@@ -119,12 +119,12 @@ func benchDaemon(b *testing.B, n int) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(float64(total.Milliseconds())/changes, "change-ms")
-	peak, err := peakRSS(d.cmd.Process.Pid)
+	peak, err := peakRSS(d.proc.Cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(peak, "peak-RSS-MiB")
-	if err := d.stop(b); err != nil {
+	if err := d.stop(); err != nil {
 		b.Fatal(err)
 	}
 	b.StartTimer()

@@ -164,7 +164,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Errorf("the removed service is still there after %v", limit)
 	})
 
-	if err := d.stop(t); err != nil {
+	if err := d.stop(); err != nil {
 		t.Fatalf("the daemon's exit: %v\n%s", err, d.out.String())
 	}
 	if table := ipvsTable(t, n.node); len(table) < 5 {

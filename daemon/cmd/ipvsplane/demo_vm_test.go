@@ -100,7 +100,7 @@ Each backend answers a TCP connection with its name and the client address it se
 	fmt.Fprint(out, n.node.Run(t, "ipvsadm", "-Ln"))
 
 	section("done")
-	if err := d.stop(t); err != nil {
+	if err := d.stop(); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(out, "the demo took %v in the VM; the daemon stopped on SIGTERM and left the kernel as it was\n", time.Since(start).Round(time.Second))

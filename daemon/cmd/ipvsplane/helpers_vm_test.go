@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,31 +83,28 @@ func writeFile(t testing.TB, path, body string) {
 
 // daemonProc is a running `ipvsplane run`.
 type daemonProc struct {
-	cmd       *exec.Cmd
+	proc      *testutil.Proc
 	out       testutil.LockedBuffer
 	stateFile string
-	done      chan error
 }
 
 // startDaemon starts the daemon in the node's namespace on the manifests
 // in dir; it is stopped when the test ends.
 func startDaemon(t testing.TB, ns *testutil.NetNS, dir string, extra ...string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{stateFile: filepath.Join(t.TempDir(), "status.json"), done: make(chan error, 1)}
+	d := &daemonProc{stateFile: filepath.Join(t.TempDir(), "status.json")}
 	args := append([]string{"run", "--source=files", "--manifests", dir, "--hostname-override=node-a",
 		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s", "--ipvs-sync-period=30s",
 		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
 		"--state-file", d.stateFile}, extra...)
-	d.cmd = command(t, ns, args...)
-	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
-	if err := ns.Do(d.cmd.Start); err != nil {
+	cmd := command(t, ns, args...)
+	cmd.Stdout, cmd.Stderr = &d.out, &d.out
+	var err error
+	if d.proc, err = testutil.StartProc(cmd, ns); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
-			d.stop(t)
-		}
+		d.stop()
 		if t.Failed() {
 			t.Logf("daemon output:\n%s", d.out.String())
 		}
@@ -117,19 +112,9 @@ func startDaemon(t testing.TB, ns *testutil.NetNS, dir string, extra ...string) 
 	return d
 }
 
-// stop sends SIGTERM and waits for the daemon to exit.
-func (d *daemonProc) stop(t testing.TB) error {
-	t.Helper()
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		return err
-	case <-time.After(time.Minute):
-		d.cmd.Process.Kill()
-		<-d.done
-		return fmt.Errorf("the daemon did not stop within a minute of SIGTERM")
-	}
-}
+// stop sends SIGTERM and waits for the daemon to exit (killing it after a
+// minute), and returns how it exited.
+func (d *daemonProc) stop() error { return d.proc.Stop(time.Minute) }
 
 // waitSynced waits for the daemon's first sync and returns how long it
 // took from the start.
@@ -141,8 +126,8 @@ func (d *daemonProc) waitSynced(t testing.TB, timeout time.Duration) time.Durati
 			return time.Since(start)
 		}
 		select {
-		case err := <-d.done:
-			t.Fatalf("the daemon exited: %v\n%s", err, d.out.String())
+		case <-d.proc.Done():
+			t.Fatalf("the daemon exited: %v\n%s", d.proc.Err(), d.out.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -3,7 +3,6 @@
 package conntrack
 
 import (
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -115,15 +114,11 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 // sendUDP sends one datagram from src to dst inside ns.
 func sendUDP(t *testing.T, ns *testutil.NetNS, src, dst netip.AddrPort) {
 	t.Helper()
-	err := ns.Do(func() error {
-		conn, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(src), net.UDPAddrFromAddrPort(dst))
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
+	conn, err := ns.DialUDP(src.String(), dst.String())
+	if err == nil {
 		_, err = conn.Write([]byte("ipvsplane"))
-		return err
-	})
+		conn.Close()
+	}
 	if err != nil {
 		t.Fatalf("sending %v -> %v: %v", src, dst, err)
 	}

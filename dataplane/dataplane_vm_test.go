@@ -3,7 +3,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
@@ -206,21 +205,16 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 	mustSync(t, d, state)
 
 	// A long-lived connection to backend-2.
-	ln := serveEcho(t, n.b2, "10.244.2.2:9090")
-	defer ln.Close()
+	n.b2.ServeEcho(t, "10.244.2.2:9090")
 	long := fixture.Svc("default", "long", "", model.TCP, 90, "10.96.0.20")
 	long.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 9090, "node-a"), fixture.Ready("10.244.2.2", 9090, "node-b")}
 	state.Services = append(state.Services, long)
 	mustSync(t, d, state)
 
-	var conn net.Conn
+	var conn *testutil.EchoConn
 	for range 2 {
-		err := n.client.Do(func() error {
-			var err error
-			conn, err = net.DialTimeout("tcp", "10.96.0.20:90", 2*time.Second)
-			return err
-		})
-		if err == nil {
+		var err error
+		if conn, err = n.client.DialEcho("10.96.0.20:90", 2*time.Second); err == nil {
 			break // backend-1 refuses (nothing listens on 9090 there)
 		}
 	}
@@ -228,17 +222,7 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 		t.Fatal("no connection to backend-2 through the service")
 	}
 	defer conn.Close()
-	echo := func() error {
-		conn.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := fmt.Fprintln(conn, "ping"); err != nil {
-			return err
-		}
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		if err == nil && line != "echo ping\n" {
-			err = fmt.Errorf("got %q", line)
-		}
-		return err
-	}
+	echo := func() error { return conn.Echo("ping", 2*time.Second) }
 	if err := echo(); err != nil {
 		t.Fatal(err)
 	}
@@ -269,29 +253,6 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-}
-
-// serveEcho listens on addr in ns and answers each line of the first
-// connection with the line after "echo ".
-func serveEcho(t *testing.T, ns *testutil.NetNS, addr string) net.Listener {
-	t.Helper()
-	ln := inNS(t, ns, func() (net.Listener, error) { return net.Listen("tcp", addr) })
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "echo "+line)
-		}
-	}()
-	return ln
 }
 
 // Cross-checks the kernel with the real programs after a sync of many
@@ -420,44 +381,13 @@ func nftRuleCounts(out string) map[string]int {
 	return counts
 }
 
-// inNS returns what fn makes in ns, failing the test on its error.
-func inNS[T any](t *testing.T, ns *testutil.NetNS, fn func() (T, error)) T {
-	t.Helper()
-	var v T
-	if err := ns.Do(func() error {
-		var err error
-		v, err = fn()
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// serveUDP answers every datagram with name.
-func serveUDP(t *testing.T, ns *testutil.NetNS, addr, name string) {
-	t.Helper()
-	pc := inNS(t, ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", addr) })
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(name), from)
-		}
-	}()
-}
-
 // When a UDP endpoint leaves, the flows it answered are flushed, so a
 // client that keeps its source port reaches a live endpoint at once.
 func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node)
-	serveUDP(t, n.b1, "10.244.1.2:5353", "backend-1")
-	serveUDP(t, n.b2, "10.244.2.2:5353", "backend-2")
+	n.b1.ServeUDP(t, "10.244.1.2:5353", "backend-1")
+	n.b2.ServeUDP(t, "10.244.2.2:5353", "backend-2")
 	dns := fixture.Svc("kube-system", "dns", "", model.UDP, 53, "10.96.0.53")
 	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 5353, "node-a"), fixture.Ready("10.244.2.2", 5353, "node-b")}
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{dns}}
@@ -480,7 +410,8 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 			conn.WriteTo([]byte("q"), vip)
 			conn.SetReadDeadline(time.Now().Add(time.Second))
 			if n, _, err := conn.ReadFrom(buf); err == nil {
-				return string(buf[:n])
+				name, _, _ := strings.Cut(string(buf[:n]), " ")
+				return name
 			}
 		}
 		return ""

@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -43,12 +41,7 @@ const (
 // startTCPFlow connects from ns to addr and starts sending.
 func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProxyFlow {
 	t.Helper()
-	var c net.Conn
-	err := ns.Do(func() error {
-		var err error
-		c, err = net.DialTimeout("tcp", addr, 10*time.Second)
-		return err
-	})
+	c, err := ns.DialEcho(addr, 10*time.Second)
 	if err != nil {
 		t.Fatalf("flow %s to %s: %v", name, addr, err)
 	}
@@ -56,7 +49,6 @@ func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProx
 	go func() {
 		defer close(f.done)
 		defer c.Close()
-		r := bufio.NewReader(c)
 		tick := time.NewTicker(flowInterval)
 		defer tick.Stop()
 		for seq := 0; ; seq++ {
@@ -65,15 +57,8 @@ func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProx
 				return
 			case <-tick.C:
 			}
-			line := fmt.Sprintf("%s %d\n", name, seq)
-			c.SetDeadline(time.Now().Add(flowTimeout))
-			if _, err := c.Write([]byte(line)); err != nil {
-				f.fail(fmt.Errorf("write %d: %w", seq, err))
-				return
-			}
-			got, err := r.ReadString('\n')
-			if err != nil || got != line {
-				f.fail(fmt.Errorf("echo %d: got %q, %v", seq, got, err))
+			if err := c.Echo(fmt.Sprintf("%s %d", name, seq), flowTimeout); err != nil {
+				f.fail(fmt.Errorf("line %d: %w", seq, err))
 				return
 			}
 			f.success()
@@ -86,12 +71,7 @@ func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProx
 // startUDPFlow sends datagrams from ns to addr from one socket.
 func startUDPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProxyFlow {
 	t.Helper()
-	var c net.Conn
-	err := ns.Do(func() error {
-		var err error
-		c, err = net.Dial("udp", addr)
-		return err
-	})
+	c, err := ns.DialUDP("", addr)
 	if err != nil {
 		t.Fatalf("flow %s to %s: %v", name, addr, err)
 	}
@@ -186,22 +166,12 @@ func (f *kubeProxyFlow) result() flowResult {
 
 // echoOnce opens a new connection from ns to addr and checks one echo.
 func echoOnce(ns *testutil.NetNS, addr string) error {
-	return ns.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write([]byte("new\n")); err != nil {
-			return err
-		}
-		got, err := bufio.NewReader(c).ReadString('\n')
-		if err != nil || got != "new\n" {
-			return fmt.Errorf("echo: got %q, %v", got, err)
-		}
-		return nil
-	})
+	c, err := ns.DialEcho(addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Echo("new", 5*time.Second)
 }
 
 // ipvsConnections returns, from `ipvsadm -Lnc`, the IPVS connection

@@ -135,34 +135,28 @@ func (d *daemonProc) waitSynced(t testing.TB, timeout time.Duration) time.Durati
 	return 0
 }
 
-// httpGet fetches a URL from inside ns. The connection is dialled on the
-// namespace's thread: http.Client dials from goroutines of its own, which
-// would be in the wrong namespace.
+// httpGet fetches a URL from inside ns. The connection is dialled in the
+// namespace: http.Client dials from goroutines of its own, which would be
+// in the wrong namespace.
 func httpGet(ns *testutil.NetNS, addr, path string) (int, string, error) {
-	var code int
-	var body []byte
-	err := ns.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
-		req.Close = true
-		if err := req.Write(c); err != nil {
-			return err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		code = resp.StatusCode
-		body, err = io.ReadAll(resp.Body)
-		return err
-	})
-	return code, string(body), err
+	c, err := ns.Connect(addr, 3*time.Second)
+	if err != nil {
+		return 0, "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	req.Close = true
+	if err := req.Write(c); err != nil {
+		return 0, "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 // spread sends n connections to addr from the client and counts the

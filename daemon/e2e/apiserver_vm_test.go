@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -104,7 +105,7 @@ func newKubeFixture(t *testing.T, ns string) *kubeFixture {
 
 func (f *kubeFixture) createService(name string, typ corev1.ServiceType, port int32) *corev1.Service {
 	f.t.Helper()
-	svc, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, kubeService(f.ns, name, typ, port), metav1.CreateOptions{})
+	svc, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, kubetest.Service(f.ns, name, typ, port), metav1.CreateOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -114,16 +115,7 @@ func (f *kubeFixture) createService(name string, typ corev1.ServiceType, port in
 // putSlice creates or replaces EndpointSlice name of service svc.
 func (f *kubeFixture) putSlice(svc, name string, port int32, addrs ...string) {
 	f.t.Helper()
-	s := kubeSlice(f.ns, svc, name, port, addrs...)
-	api := f.client.DiscoveryV1().EndpointSlices(f.ns)
-	old, err := api.Get(f.ctx, name, metav1.GetOptions{})
-	if err == nil {
-		s.ResourceVersion = old.ResourceVersion
-		_, err = api.Update(f.ctx, s, metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(f.ctx, s, metav1.CreateOptions{})
-	}
-	if err != nil {
+	if err := kubetest.PutSlice(f.ctx, f.client, kubetest.Triggered(kubetest.Slice(f.ns, svc, name, port, addrs...))); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -283,7 +275,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	// The Node object gives the node's primary IP: a load balancer whose
 	// source ranges hold it lets the node's own traffic to it through
 	// (KUBE-LOAD-BALANCER-SOURCE-IP), and that follows the Node.
-	lb := kubeService(f.ns, "lb", corev1.ServiceTypeLoadBalancer, 82)
+	lb := kubetest.Service(f.ns, "lb", corev1.ServiceTypeLoadBalancer, 82)
 	lb.Spec.LoadBalancerSourceRanges = []string{"192.168.50.0/24"}
 	lb, err = f.client.CoreV1().Services(f.ns).Create(f.ctx, lb, metav1.CreateOptions{})
 	if err != nil {

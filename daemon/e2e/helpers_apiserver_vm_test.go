@@ -22,10 +22,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
@@ -430,36 +428,4 @@ func kubeNamespace(t testing.TB, client kubernetes.Interface, name string) {
 			t.Errorf("%d Services of %s not deleted", n, name)
 		}
 	})
-}
-
-// kubeSlice is a slice of service svc with ready endpoints at addrs,
-// all on port, its port named "http" like the services of these tests.
-// It carries the trigger-time annotation the EndpointSlice controller
-// writes (there is none in the test control plane), so that the daemon
-// can report network programming latency.
-func kubeSlice(ns, svc, name string, port int32, addrs ...string) *discoveryv1.EndpointSlice {
-	portName, proto, ready := "http", corev1.ProtocolTCP, true
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels:      map[string]string{discoveryv1.LabelServiceName: svc},
-			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Protocol: &proto, Port: &port}},
-	}
-	for _, a := range addrs {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
-	}
-	return s
-}
-
-// kubeService is a service with one TCP port named "http" to targetPort 8080.
-func kubeService(ns, name string, typ corev1.ServiceType, port int32) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{
-			Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(8080),
-		}}},
-	}
 }

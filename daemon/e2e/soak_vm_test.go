@@ -21,6 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -117,11 +118,11 @@ func (s *soak) create(ctx context.Context, endpoints int) error {
 	}
 	s.mu.Unlock()
 	f := s.f
-	svc, err := f.client.CoreV1().Services(f.ns).Create(ctx, kubeService(f.ns, name, corev1.ServiceTypeClusterIP, 80), metav1.CreateOptions{})
+	svc, err := f.client.CoreV1().Services(f.ns).Create(ctx, kubetest.Service(f.ns, name, corev1.ServiceTypeClusterIP, 80), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
-	slice, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Create(ctx, kubeSlice(f.ns, name, name+"-1", 8080, eps...), metav1.CreateOptions{})
+	slice, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Create(ctx, kubetest.Triggered(kubetest.Slice(f.ns, name, name+"-1", 8080, eps...)), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -213,7 +214,7 @@ func (s *soak) change(ctx context.Context) error {
 	if kind == "endpoint port" {
 		port = 8080 + (port-8079)%2
 	}
-	slice := kubeSlice(f.ns, ss.svc.Name, ss.slice.Name, port, eps...)
+	slice := kubetest.Triggered(kubetest.Slice(f.ns, ss.svc.Name, ss.slice.Name, port, eps...))
 	slice.ResourceVersion = ss.slice.ResourceVersion
 	got, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Update(ctx, slice, metav1.UpdateOptions{})
 	if err != nil {

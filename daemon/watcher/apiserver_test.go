@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/consistencydetector"
@@ -168,11 +168,7 @@ func summarize(s model.State, ns string) []string {
 // returns its allocated cluster IP.
 func (f *apiFixture) createService(name string, port int32) string {
 	f.t.Helper()
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
-		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: port, Protocol: v1.ProtocolTCP}}},
-	}
-	got, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, svc, metav1.CreateOptions{})
+	got, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, kubetest.Service(f.ns, name, "", port), metav1.CreateOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -183,25 +179,7 @@ func (f *apiFixture) createService(name string, port int32) string {
 // ready endpoints at addrs, port 8080.
 func (f *apiFixture) putSlice(svc, name string, addrs ...string) {
 	f.t.Helper()
-	portName, proto, port := "http", v1.ProtocolTCP, int32(8080)
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{watcher.LabelServiceName: svc}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Protocol: &proto, Port: &port}},
-	}
-	ready := true
-	for _, a := range addrs {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
-	}
-	slices := f.client.DiscoveryV1().EndpointSlices(f.ns)
-	old, err := slices.Get(f.ctx, name, metav1.GetOptions{})
-	if err == nil {
-		s.ResourceVersion = old.ResourceVersion
-		_, err = slices.Update(f.ctx, s, metav1.UpdateOptions{})
-	} else {
-		_, err = slices.Create(f.ctx, s, metav1.CreateOptions{})
-	}
-	if err != nil {
+	if err := kubetest.PutSlice(f.ctx, f.client, kubetest.Slice(f.ns, svc, name, 8080, addrs...)); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -18,12 +18,7 @@ import (
 func hostConn(t testing.TB) (*Conn, *testutil.NetNS) {
 	t.Helper()
 	ns := testutil.NewNetNS(t)
-	c, err := Dial(&Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, ns
+	return testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: ns.FD()}) }), ns
 }
 
 func testCtx(t testing.TB) context.Context {

@@ -88,11 +88,7 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 		send(3, ad.node, 30053)
 		send(2, secondNodeAddr[ad.node.Is6()], 30053)
 	}
-	c, err := Dial(&Config{NetNS: node.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: node.FD()}) })
 	// Packets cross the veth asynchronously; wait until all are tracked.
 	deadline := time.Now().Add(10 * time.Second)
 	for {

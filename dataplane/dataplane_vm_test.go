@@ -93,12 +93,7 @@ func vmServices() []model.ServicePort {
 
 func newDataplane(t *testing.T, ns *testutil.NetNS) *Dataplane {
 	t.Helper()
-	d, err := New(&Config{NetNS: ns.FD(), DrainTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return testutil.Open(t, func() (*Dataplane, error) { return New(&Config{NetNS: ns.FD(), DrainTimeout: 10 * time.Second}) })
 }
 
 func mustSync(t *testing.T, d *Dataplane, state *model.State) *Result {

@@ -24,12 +24,7 @@ func dialNS(t *testing.T) (*testutil.NetNS, *Conn) {
 
 func dialIn(t testing.TB, ns *testutil.NetNS) *Conn {
 	t.Helper()
-	c, err := Dial(&Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: ns.FD()}) })
 }
 
 func testContext(t testing.TB) context.Context {

@@ -30,11 +30,7 @@ func setup(t *testing.T) *env {
 	testutil.RequireVM(t)
 	testutil.RequireProgram(t, "ipvsadm")
 	ns := testutil.NewNetNS(t)
-	c, err := Dial(&Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: ns.FD()}) })
 	return &env{t: t, ns: ns, c: c}
 }
 

@@ -47,9 +47,8 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 	testutil.RequireProgram(t, "nft")
 	node := testutil.NewNetNS(t)
 	client := testutil.NewNetNS(t)
-	node.Veth(t, "v0", client, "v1")
+	node.Link(t, "v0", client, "v1", "10.0.0.1/24", "10.0.0.2/24")
 	for _, args := range [][]string{
-		{"addr", "add", "10.0.0.1/24", "dev", "v0"},
 		{"-6", "addr", "add", "fd00:1::1/64", "dev", "v0", "nodad"},
 		{"addr", "add", "192.168.0.1/32", "dev", "lo"},
 		{"addr", "add", "10.244.0.1/32", "dev", "lo"},
@@ -61,9 +60,7 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 		node.IP(t, args...)
 	}
 	for _, args := range [][]string{
-		{"addr", "add", "10.0.0.2/24", "dev", "v1"},
 		{"-6", "addr", "add", "fd00:1::2/64", "dev", "v1", "nodad"},
-		{"route", "add", "default", "via", "10.0.0.1"},
 		{"-6", "route", "add", "default", "via", "fd00:1::1"},
 	} {
 		client.IP(t, args...)

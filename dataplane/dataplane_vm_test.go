@@ -33,23 +33,11 @@ func setupNet(t *testing.T) *vmNet {
 	t.Helper()
 	testutil.RequireVM(t)
 	n := &vmNet{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t), b1: testutil.NewNetNS(t), b2: testutil.NewNetNS(t)}
-	n.node.Veth(t, "n-c", n.client, "c0")
-	n.node.Veth(t, "n-b1", n.b1, "b0")
-	n.node.Veth(t, "n-b2", n.b2, "b0")
-	for _, a := range [][]string{
-		{"addr", "add", "192.168.0.1/24", "dev", "n-c"},
-		{"addr", "add", "172.16.0.1/24", "dev", "n-c"},
-		{"addr", "add", "10.244.1.1/24", "dev", "n-b1"},
-		{"addr", "add", "10.244.2.1/24", "dev", "n-b2"},
-	} {
-		n.node.IP(t, a...)
-	}
-	n.client.IP(t, "addr", "add", "192.168.0.2/24", "dev", "c0")
+	n.node.Link(t, "n-c", n.client, "c0", "192.168.0.1/24", "192.168.0.2/24")
+	n.node.IP(t, "addr", "add", "172.16.0.1/24", "dev", "n-c")
 	n.client.IP(t, "addr", "add", "172.16.0.2/24", "dev", "c0")
-	n.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
 	for i, b := range []*testutil.NetNS{n.b1, n.b2} {
-		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i+1), "dev", "b0")
-		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i+1))
+		n.node.Link(t, fmt.Sprintf("n-b%d", i+1), b, "b0", fmt.Sprintf("10.244.%d.1/24", i+1), fmt.Sprintf("10.244.%d.2/24", i+1))
 		b.ServeTCP(t, fmt.Sprintf("10.244.%d.2:8080", i+1), fmt.Sprintf("backend-%d", i+1))
 	}
 	return n

@@ -38,12 +38,9 @@ const maglevPort = 5353
 func newMaglevNode(t *testing.T) *maglevNode {
 	t.Helper()
 	m := &maglevNode{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t), backends: testutil.NewNetNS(t)}
-	m.node.Veth(t, "n-c", m.client, "c0")
+	m.node.Link(t, "n-c", m.client, "c0", "192.168.0.1/24", maglevClient+"/24")
 	m.node.Veth(t, "n-b", m.backends, "b0")
-	m.node.IP(t, "addr", "add", "192.168.0.1/24", "dev", "n-c")
 	m.node.IP(t, "addr", "add", "10.244.0.1/24", "dev", "n-b")
-	m.client.IP(t, "addr", "add", maglevClient+"/24", "dev", "c0")
-	m.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
 	for _, b := range maglevBackends {
 		m.backends.IP(t, "addr", "add", b+"/24", "dev", "b0")
 		m.backends.ServeUDP(t, fmt.Sprintf("%s:%d", b, maglevPort), b)

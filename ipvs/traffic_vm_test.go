@@ -113,10 +113,7 @@ func TestTraffic(t *testing.T) {
 // balancer, so replies come back through IPVS.
 func link(t *testing.T, lb, peer *testutil.NetNS, name string, n int) {
 	t.Helper()
-	lb.Veth(t, name, peer, "eth0")
-	lb.IP(t, "addr", "add", fmt.Sprintf("10.0.%d.1/24", n), "dev", name)
-	peer.IP(t, "addr", "add", fmt.Sprintf("10.0.%d.2/24", n), "dev", "eth0")
-	peer.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.0.%d.1", n))
+	lb.Link(t, name, peer, "eth0", fmt.Sprintf("10.0.%d.1/24", n), fmt.Sprintf("10.0.%d.2/24", n))
 }
 
 // connect opens n connections from ns to vip:80 one after another and

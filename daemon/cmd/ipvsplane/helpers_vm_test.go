@@ -34,16 +34,10 @@ func setupNet(t *testing.T) *testNet {
 	t.Helper()
 	testutil.RequireVM(t)
 	n := &testNet{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t)}
-	n.node.Veth(t, "n-c", n.client, "c0")
-	n.node.IP(t, "addr", "add", "192.168.0.1/24", "dev", "n-c")
-	n.client.IP(t, "addr", "add", "192.168.0.2/24", "dev", "c0")
-	n.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
+	n.node.Link(t, "n-c", n.client, "c0", "192.168.0.1/24", "192.168.0.2/24")
 	for i := 1; i <= 3; i++ {
 		b := testutil.NewNetNS(t)
-		n.node.Veth(t, fmt.Sprintf("n-b%d", i), b, "b0")
-		n.node.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.1/24", i), "dev", fmt.Sprintf("n-b%d", i))
-		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i), "dev", "b0")
-		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i))
+		n.node.Link(t, fmt.Sprintf("n-b%d", i), b, "b0", fmt.Sprintf("10.244.%d.1/24", i), fmt.Sprintf("10.244.%d.2/24", i))
 		b.ServeTCP(t, fmt.Sprintf("10.244.%d.2:8080", i), fmt.Sprintf("backend-%d", i))
 		n.backends = append(n.backends, b)
 	}

@@ -37,10 +37,10 @@ const kubeNetNodeAddr = "192.168.50.1"
 func setupKubeNet(t *testing.T) *kubeNet {
 	t.Helper()
 	n := &kubeNet{client: testutil.NewNetNS(t)}
-	attachToRoot(t, n.client, "e2e-c", "192.168.50.1/24", "192.168.50.2/24")
+	attachToRoot(t, "e2e-c", n.client, "eth0", "192.168.50.1/24", "192.168.50.2/24")
 	for i := 1; i <= 2; i++ {
 		b := testutil.NewNetNS(t)
-		attachToRoot(t, b, fmt.Sprintf("e2e-b%d", i), fmt.Sprintf("10.244.%d.1/24", 49+i), fmt.Sprintf("10.244.%d.2/24", 49+i))
+		attachToRoot(t, fmt.Sprintf("e2e-b%d", i), b, "eth0", fmt.Sprintf("10.244.%d.1/24", 49+i), fmt.Sprintf("10.244.%d.2/24", 49+i))
 		addr := fmt.Sprintf("10.244.%d.2", 49+i)
 		b.ServeTCP(t, addr+":8080", fmt.Sprintf("backend-%d", i))
 		n.backends = append(n.backends, addr)
@@ -48,24 +48,18 @@ func setupKubeNet(t *testing.T) *kubeNet {
 	return n
 }
 
-// attachToRoot connects ns to the root namespace with a veth pair: rootName
-// holds rootAddr in the root namespace, eth0 holds nsAddr in ns, whose
-// default route goes through the root namespace.
-func attachToRoot(t *testing.T, ns *testutil.NetNS, rootName, rootAddr, nsAddr string) {
+// attachToRoot connects ns to the guest's root namespace with a veth pair
+// (see rootVeth): rootName holds rootAddr in the root namespace, nsName
+// holds nsAddr in ns, whose default route goes through the root
+// namespace. It is NetNS.Link with the root namespace, which is no NetNS,
+// as the router.
+func attachToRoot(t testing.TB, rootName string, ns *testutil.NetNS, nsName, rootAddr, nsAddr string) {
 	t.Helper()
-	// Created inside ns, with the peer moved to PID 1's namespace: the
-	// root one.
-	ns.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", rootName, "netns", "1")
-	t.Cleanup(func() { exec.Command("ip", "link", "del", rootName).Run() })
-	ns.IP(t, "addr", "add", nsAddr, "dev", "eth0")
-	ns.IP(t, "link", "set", "eth0", "up")
+	rootVeth(t, rootName, ns, nsName)
+	rootIP(t, "addr", "add", rootAddr, "dev", rootName)
+	ns.IP(t, "addr", "add", nsAddr, "dev", nsName)
 	gw, _, _ := strings.Cut(rootAddr, "/")
 	ns.IP(t, "route", "add", "default", "via", gw)
-	for _, args := range [][]string{{"addr", "add", rootAddr, "dev", rootName}, {"link", "set", rootName, "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
 }
 
 // backendsReached sends n connections to addr from the client and counts

@@ -84,28 +84,15 @@ func benchNet(t testing.TB, index int) *testutil.NetNS {
 	ns := testutil.NewNetNS(t)
 	host := fmt.Sprintf("vbench%d", index)
 	masq := fmt.Sprintf("e2e-bench-masquerade-%d", index)
-	// netns 1: init's namespace, the guest's root.
-	ns.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", host, "netns", "1")
-	ns.IP(t, "addr", "add", fmt.Sprintf("10.200.%d.2/24", index), "dev", "eth0")
-	ns.IP(t, "link", "set", "eth0", "up")
-	ns.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.200.%d.1", index))
-	for _, args := range [][]string{
-		{"ip", "addr", "add", fmt.Sprintf("10.200.%d.1/24", index), "dev", host},
-		{"ip", "link", "set", host, "up"},
-		{"nft", fmt.Sprintf("add table ip %[1]s; "+
-			"add chain ip %[1]s postrouting { type nat hook postrouting priority srcnat; }; "+
-			"add rule ip %[1]s postrouting ip saddr 10.200.%[2]d.0/24 oifname eth0 masquerade", masq, index)},
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
+	attachToRoot(t, host, ns, "eth0", fmt.Sprintf("10.200.%d.1/24", index), fmt.Sprintf("10.200.%d.2/24", index))
+	if out, err := exec.Command("nft", fmt.Sprintf("add table ip %[1]s; "+
+		"add chain ip %[1]s postrouting { type nat hook postrouting priority srcnat; }; "+
+		"add rule ip %[1]s postrouting ip saddr 10.200.%[2]d.0/24 oifname eth0 masquerade", masq, index)).CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v\n%s", err, out)
 	}
 	// Later tests in the same guest compare the root namespace's rules:
 	// leave none behind.
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", host).Run()
-		_ = exec.Command("nft", "delete", "table", "ip", masq).Run()
-	})
+	t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "ip", masq).Run() })
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}

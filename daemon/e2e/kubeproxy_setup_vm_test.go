@@ -77,17 +77,10 @@ ipvs:
 `, kubeProxyNodeName, e.kubeconfig))
 
 	e.clientNS = testutil.NewNetNS(t)
-	rootVeth(t, "kp-c", e.clientNS, "c0")
-	rootIP(t, "addr", "add", "192.168.50.1/24", "dev", "kp-c")
-	e.clientNS.IP(t, "addr", "add", "192.168.50.2/24", "dev", "c0")
-	e.clientNS.IP(t, "route", "add", "default", "via", "192.168.50.1")
+	attachToRoot(t, "kp-c", e.clientNS, "c0", "192.168.50.1/24", "192.168.50.2/24")
 	for i := 1; i <= 3; i++ {
 		b := testutil.NewNetNS(t)
-		dev := fmt.Sprintf("kp-b%d", i)
-		rootVeth(t, dev, b, "b0")
-		rootIP(t, "addr", "add", fmt.Sprintf("10.244.%d.1/24", i), "dev", dev)
-		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i), "dev", "b0")
-		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i))
+		attachToRoot(t, fmt.Sprintf("kp-b%d", i), b, "b0", fmt.Sprintf("10.244.%d.1/24", i), fmt.Sprintf("10.244.%d.2/24", i))
 		serveEcho(t, b, fmt.Sprintf("10.244.%d.2", i))
 		e.backends = append(e.backends, b)
 	}
@@ -176,7 +169,7 @@ func (e *kubeProxyEnv) createNamespace(ctx context.Context, t *testing.T, namesp
 }
 
 // rootVeth connects the guest's root namespace (name) to peer (peerName).
-func rootVeth(t *testing.T, name string, peer *testutil.NetNS, peerName string) {
+func rootVeth(t testing.TB, name string, peer *testutil.NetNS, peerName string) {
 	t.Helper()
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peerName, PeerNamespace: netlink.NsFd(peer.FD())}
 	if err := netlink.LinkAdd(veth); err != nil {
@@ -190,7 +183,7 @@ func rootVeth(t *testing.T, name string, peer *testutil.NetNS, peerName string) 
 }
 
 // rootIP runs ip in the guest's root namespace.
-func rootIP(t *testing.T, args ...string) {
+func rootIP(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)

@@ -229,12 +229,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 		t.Errorf("through the cluster IP with two endpoints: %v", got)
 	}
 
-	svc, err := f.client.CoreV1().Services(f.ns).Get(f.ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Spec.Ports[0].Port = 8000
-	if _, err := f.client.CoreV1().Services(f.ns).Update(f.ctx, svc, metav1.UpdateOptions{}); err != nil {
+	if err := kubetest.UpdateService(f.ctx, f.client, f.ns, "web", func(svc *corev1.Service) { svc.Spec.Ports[0].Port = 8000 }); err != nil {
 		t.Fatal(err)
 	}
 	wait("web's port changed", func() string {
@@ -271,7 +266,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	// (KUBE-LOAD-BALANCER-SOURCE-IP), and that follows the Node.
 	lb := kubetest.Service(f.ns, "lb", corev1.ServiceTypeLoadBalancer, 82)
 	lb.Spec.LoadBalancerSourceRanges = []string{"192.168.50.0/24"}
-	lb, err = f.client.CoreV1().Services(f.ns).Create(f.ctx, lb, metav1.CreateOptions{})
+	lb, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, lb, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

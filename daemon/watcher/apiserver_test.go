@@ -202,12 +202,7 @@ func TestAPIServerServicesAndSlices(t *testing.T) {
 	f.putSlice("web", "web-1", "10.244.1.6", "10.244.1.9")
 	f.expect("slice changed", fmt.Sprintf("web:http tcp [%s]:80 -> 10.244.1.6:8080,10.244.1.9:8080,10.244.2.7:8080", web))
 
-	svc, err := f.client.CoreV1().Services(f.ns).Get(f.ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Spec.Ports[0].Port = 8000
-	if _, err := f.client.CoreV1().Services(f.ns).Update(f.ctx, svc, metav1.UpdateOptions{}); err != nil {
+	if err := kubetest.UpdateService(f.ctx, f.client, f.ns, "web", func(svc *v1.Service) { svc.Spec.Ports[0].Port = 8000 }); err != nil {
 		t.Fatal(err)
 	}
 	f.expect("service port changed", fmt.Sprintf("web:http tcp [%s]:8000 -> 10.244.1.6:8080,10.244.1.9:8080,10.244.2.7:8080", web))
@@ -231,12 +226,7 @@ func TestAPIServerLabels(t *testing.T) {
 	web := f.createService("web", 80)
 	f.expect("service created", fmt.Sprintf("web:http tcp [%s]:80 -> ", web))
 	label := func(name, label string) {
-		svc, err := f.client.CoreV1().Services(f.ns).Get(f.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc.Labels = map[string]string{label: "x"}
-		if _, err := f.client.CoreV1().Services(f.ns).Update(f.ctx, svc, metav1.UpdateOptions{}); err != nil {
+		if err := kubetest.UpdateService(f.ctx, f.client, f.ns, name, func(svc *v1.Service) { svc.Labels = map[string]string{label: "x"} }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -72,3 +72,16 @@ func PutSlice(ctx context.Context, client kubernetes.Interface, s *discoveryv1.E
 	}
 	return err
 }
+
+// UpdateService reads Service name in namespace ns, changes it with
+// change and writes it back.
+func UpdateService(ctx context.Context, client kubernetes.Interface, ns, name string, change func(*corev1.Service)) error {
+	api := client.CoreV1().Services(ns)
+	svc, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	change(svc)
+	_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
+	return err
+}

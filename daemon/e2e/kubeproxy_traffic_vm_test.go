@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -45,27 +46,12 @@ func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProx
 	if err != nil {
 		t.Fatalf("flow %s to %s: %v", name, addr, err)
 	}
-	f := &kubeProxyFlow{name: name, stop: make(chan struct{}), done: make(chan struct{}), last: time.Now(), local: c.LocalAddr().String()}
-	go func() {
-		defer close(f.done)
-		defer c.Close()
-		tick := time.NewTicker(flowInterval)
-		defer tick.Stop()
-		for seq := 0; ; seq++ {
-			select {
-			case <-f.stop:
-				return
-			case <-tick.C:
-			}
-			if err := c.Echo(fmt.Sprintf("%s %d", name, seq), flowTimeout); err != nil {
-				f.fail(fmt.Errorf("line %d: %w", seq, err))
-				return
-			}
-			f.success()
+	return startFlow(t, name, c, func(seq int) (bool, error) {
+		if err := c.Echo(fmt.Sprintf("%s %d", name, seq), flowTimeout); err != nil {
+			return false, fmt.Errorf("line %d: %w", seq, err)
 		}
-	}()
-	t.Cleanup(f.end)
-	return f
+		return true, nil
+	})
 }
 
 // startUDPFlow sends datagrams from ns to addr from one socket.
@@ -75,38 +61,52 @@ func startUDPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProx
 	if err != nil {
 		t.Fatalf("flow %s to %s: %v", name, addr, err)
 	}
+	buf := make([]byte, 512)
+	return startFlow(t, name, c, func(seq int) (bool, error) {
+		msg := fmt.Sprintf("%s %d", name, seq)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return false, fmt.Errorf("send %d: %w", seq, err)
+		}
+		c.SetReadDeadline(time.Now().Add(flowTimeout))
+		// Skip late echoes of earlier datagrams.
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return false, nil
+			}
+			if string(buf[:n]) == msg {
+				return true, nil
+			}
+		}
+	})
+}
+
+// startFlow runs a flow on c, which it closes at the flow's end: every
+// flowInterval a round trip, which comes back (ok), is lost (neither ok
+// nor an error) or fails, which ends the flow.
+func startFlow(t *testing.T, name string, c net.Conn, roundTrip func(seq int) (ok bool, err error)) *kubeProxyFlow {
 	f := &kubeProxyFlow{name: name, stop: make(chan struct{}), done: make(chan struct{}), last: time.Now(), local: c.LocalAddr().String()}
 	go func() {
 		defer close(f.done)
 		defer c.Close()
 		tick := time.NewTicker(flowInterval)
 		defer tick.Stop()
-		buf := make([]byte, 512)
 		for seq := 0; ; seq++ {
 			select {
 			case <-f.stop:
 				return
 			case <-tick.C:
 			}
-			msg := fmt.Sprintf("%s %d", name, seq)
-			if _, err := c.Write([]byte(msg)); err != nil {
-				f.fail(fmt.Errorf("send %d: %w", seq, err))
+			switch ok, err := roundTrip(seq); {
+			case err != nil:
+				f.fail(err)
 				return
-			}
-			c.SetReadDeadline(time.Now().Add(flowTimeout))
-			// Skip late echoes of earlier datagrams.
-			for {
-				n, err := c.Read(buf)
-				if err != nil {
-					f.mu.Lock()
-					f.lost++
-					f.mu.Unlock()
-					break
-				}
-				if string(buf[:n]) == msg {
-					f.success()
-					break
-				}
+			case ok:
+				f.success()
+			default:
+				f.mu.Lock()
+				f.lost++
+				f.mu.Unlock()
 			}
 		}
 	}()

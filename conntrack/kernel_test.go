@@ -18,7 +18,7 @@ import (
 
 func TestKernelCreateGetDeleteFlush(t *testing.T) {
 	c, ns := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	a := netip.MustParseAddr
 	v4 := Flow{Orig: udp4, Timeout: time.Minute, Mark: 9, Zone: 0}
 	v6 := Flow{Orig: udp6, Timeout: time.Minute}
@@ -75,7 +75,7 @@ func TestKernelCreateGetDeleteFlush(t *testing.T) {
 
 func TestKernelDumpFilters(t *testing.T) {
 	c, _ := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	a := netip.MustParseAddr
 	zone := uint16(7)
 	flows := []Flow{
@@ -146,7 +146,7 @@ func checkDelete(t *testing.T, c *Conn, ns interface {
 	if len(want) == 0 {
 		t.Fatalf("test setup: no entry for %s to delete among %v", tc.name, before)
 	}
-	n, err := c.DeleteMatching(testCtx(t), tc.filter)
+	n, err := c.DeleteMatching(testutil.Context(t), tc.filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestKernelDeleteFormsCreated(t *testing.T) {
 				c, ns := hostConn(t)
 				// Both families in the table, so a filter that leaked across
 				// families would show.
-				if err := c.Create(testCtx(t), slices.Concat(natFlows(addrs4), natFlows(addrs6))...); err != nil {
+				if err := c.Create(testutil.Context(t), slices.Concat(natFlows(addrs4), natFlows(addrs6))...); err != nil {
 					t.Fatal(err)
 				}
 				checkDelete(t, c, ns, tc, conntrackList(t, ns), func() []listed { return conntrackList(t, ns) })
@@ -270,7 +270,7 @@ func TestKernelDeleteFormsCreated(t *testing.T) {
 
 func TestKernelDelete100k(t *testing.T) {
 	c, ns := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	testutil.EnsureConntrackMax(t, ns, 200000)
 	flows := benchFlows(100000, 10)
 	if err := c.Create(ctx, flows...); err != nil {
@@ -303,7 +303,7 @@ func TestKernelDelete100k(t *testing.T) {
 // next operation must not mistake them for its own.
 func TestKernelCanceledThenReused(t *testing.T) {
 	c, ns := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	testutil.EnsureConntrackMax(t, ns, 40000)
 	if err := c.Create(ctx, benchFlows(20000, 2)...); err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func TestKernelCanceledThenReused(t *testing.T) {
 // test logs which behaviour this kernel has and fails on any other.
 func TestKernelIPv6DumpFilter(t *testing.T) {
 	c, _ := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	other := udp6
 	other.Dst = netip.MustParseAddr("fd00::3")
 	if err := c.Create(ctx, Flow{Orig: udp6, Timeout: time.Minute}, Flow{Orig: other, Timeout: time.Minute}); err != nil {

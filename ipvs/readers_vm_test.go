@@ -34,18 +34,12 @@ func setup(t *testing.T) *env {
 	return &env{t: t, ns: ns, c: c}
 }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return c
-}
-
 // check compares the kernel's table, as this package and ipvsadm each
 // read it, with want.
 func (e *env) check(want []VirtualServer) {
 	e.t.Helper()
 	want = normalize(want)
-	got, err := e.c.Table(ctx(e.t))
+	got, err := e.c.Table(testutil.Context(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // makes them stick to one; the counters agree with ipvsadm's.
 func TestTraffic(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	vip := netip.MustParseAddr("10.96.0.100")
 
 	e.ns.IP(t, "link", "add", "vip0", "up", "type", "dummy")

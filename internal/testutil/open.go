@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"context"
 	"io"
 	"testing"
+	"time"
 )
 
 // Open returns what open opens, most often a package's connection into a
@@ -17,4 +19,12 @@ func Open[C io.Closer](t testing.TB, open func() (C, error)) C {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Context is a context for a test's calls into the kernel: it ends with
+// the test, or after five minutes if the test hangs.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }

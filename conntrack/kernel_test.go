@@ -249,23 +249,29 @@ func natFlows(ad addrs) []Flow {
 	return flows
 }
 
-func TestKernelDeleteFormsCreated(t *testing.T) {
+// eachDeleteCase runs run as a subtest ("ipv4/service IP") for each
+// delete case of each family.
+func eachDeleteCase(t *testing.T, run func(t *testing.T, family string, ad addrs, tc deleteCase)) {
 	for _, fam := range []struct {
 		name string
 		ad   addrs
 	}{{"ipv4", addrs4}, {"ipv6", addrs6}} {
 		for _, tc := range deleteCases(fam.ad) {
-			t.Run(fam.name+"/"+tc.name, func(t *testing.T) {
-				c, ns := hostConn(t)
-				// Both families in the table, so a filter that leaked across
-				// families would show.
-				if err := c.Create(testutil.Context(t), slices.Concat(natFlows(addrs4), natFlows(addrs6))...); err != nil {
-					t.Fatal(err)
-				}
-				checkDelete(t, c, ns, tc, conntrackList(t, ns), func() []listed { return conntrackList(t, ns) })
-			})
+			t.Run(fam.name+"/"+tc.name, func(t *testing.T) { run(t, fam.name, fam.ad, tc) })
 		}
 	}
+}
+
+func TestKernelDeleteFormsCreated(t *testing.T) {
+	eachDeleteCase(t, func(t *testing.T, _ string, _ addrs, tc deleteCase) {
+		c, ns := hostConn(t)
+		// Both families in the table, so a filter that leaked across
+		// families would show.
+		if err := c.Create(testutil.Context(t), slices.Concat(natFlows(addrs4), natFlows(addrs6))...); err != nil {
+			t.Fatal(err)
+		}
+		checkDelete(t, c, ns, tc, conntrackList(t, ns), func() []listed { return conntrackList(t, ns) })
+	})
 }
 
 func TestKernelDelete100k(t *testing.T) {

@@ -118,27 +118,20 @@ func sendUDP(t *testing.T, ns *testutil.NetNS, src, dst netip.AddrPort) {
 }
 
 func TestTrafficDeleteForms(t *testing.T) {
-	for _, fam := range []struct {
-		name string
-		ad   addrs
-	}{{"ipv4", addrs4}, {"ipv6", addrs6}} {
-		for _, tc := range deleteCases(fam.ad) {
-			t.Run(fam.name+"/"+tc.name, func(t *testing.T) {
-				c, node := trafficNode(t)
-				before := conntrackList(t, node, "-p", "udp")
-				// The NAT must show: reply sources are endpoints, not the
-				// addresses the client sent to.
-				nated := 0
-				for _, e := range before {
-					if e.replySrc.Addr() == fam.ad.ep1 || e.replySrc.Addr() == fam.ad.ep2 {
-						nated++
-					}
-				}
-				if nated != 20 {
-					t.Fatalf("%d %s entries with an endpoint as reply source, want 20: %v", nated, fam.name, before)
-				}
-				checkDelete(t, c, node, tc, before, func() []listed { return conntrackList(t, node, "-p", "udp") })
-			})
+	eachDeleteCase(t, func(t *testing.T, family string, ad addrs, tc deleteCase) {
+		c, node := trafficNode(t)
+		before := conntrackList(t, node, "-p", "udp")
+		// The NAT must show: reply sources are endpoints, not the
+		// addresses the client sent to.
+		nated := 0
+		for _, e := range before {
+			if e.replySrc.Addr() == ad.ep1 || e.replySrc.Addr() == ad.ep2 {
+				nated++
+			}
 		}
-	}
+		if nated != 20 {
+			t.Fatalf("%d %s entries with an endpoint as reply source, want 20: %v", nated, family, before)
+		}
+		checkDelete(t, c, node, tc, before, func() []listed { return conntrackList(t, node, "-p", "udp") })
+	})
 }

@@ -187,7 +187,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	}
 
 	d := startKubeDaemon(t, f.cp, node, "--ipvs-sync-period=10s")
-	t.Logf("first sync %v after the start", d.waitSynced(t, 2*time.Minute).Round(time.Millisecond))
+	t.Logf("first sync %v after the start", d.WaitSynced(t, 2*time.Minute).Round(time.Millisecond))
 	webIP := web.Spec.ClusterIP
 	webKey := func(port int) string { return fmt.Sprintf("tcp/%s:%d", webIP, port) }
 	nodePort := int(np.Spec.Ports[0].NodePort)

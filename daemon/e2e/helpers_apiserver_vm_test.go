@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/daemontest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -37,9 +38,7 @@ import (
 
 // kubeDaemon is `ipvsplane run` following the control plane.
 type kubeDaemon struct {
-	proc        *testutil.Proc
-	out         testutil.LockedBuffer
-	stateFile   string
+	*daemontest.Daemon
 	metricsAddr string
 }
 
@@ -56,25 +55,24 @@ func startKubeDaemon(t testing.TB, cp *controlplane.Remote, node string, extra .
 		t.Fatal(err)
 	}
 	cleanupKernel(t)
-	d := &kubeDaemon{stateFile: filepath.Join(dir, "status.json"), metricsAddr: "127.0.0.1:10249"}
+	stateFile := filepath.Join(dir, "status.json")
+	d := &kubeDaemon{metricsAddr: "127.0.0.1:10249"}
 	args := append([]string{"run", "--kubeconfig", kubeconfig, "--hostname-override", node,
 		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s",
 		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=" + d.metricsAddr,
-		"--state-file", d.stateFile}, extra...)
-	cmd := exec.Command("ipvsplane", args...)
-	cmd.Stdout, cmd.Stderr = &d.out, &d.out
+		"--state-file", stateFile}, extra...)
 	var err error
-	if d.proc, err = testutil.StartProc(cmd, nil); err != nil {
+	if d.Daemon, err = daemontest.Start(exec.Command("ipvsplane", args...), nil, stateFile); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if !d.proc.Exited() {
-			if err := d.stop(); err != nil {
+		if !d.Proc.Exited() {
+			if err := d.Stop(); err != nil {
 				t.Errorf("stopping the daemon: %v", err)
 			}
 		}
 		if t.Failed() {
-			out := d.out.String()
+			out := d.Out.String()
 			t.Logf("daemon output (last 8 KiB):\n%s", out[max(0, len(out)-8192):])
 		}
 		cleanupKernel(t)
@@ -90,32 +88,12 @@ func cleanupKernel(t testing.TB) {
 	}
 }
 
-// stop sends SIGTERM and waits for the daemon to exit (killing it after a
-// minute), and returns how it exited.
-func (d *kubeDaemon) stop() error { return d.proc.Stop(time.Minute) }
-
 // alive fails the test if the daemon has exited.
 func (d *kubeDaemon) alive(t testing.TB) {
 	t.Helper()
-	if d.proc.Exited() {
-		t.Fatalf("the daemon exited: %v\n%s", d.proc.Err(), d.out.String())
+	if d.Proc.Exited() {
+		t.Fatalf("the daemon exited: %v\n%s", d.Proc.Err(), d.Out.String())
 	}
-}
-
-// waitSynced waits for the daemon's first sync (its state file) and
-// returns how long that took.
-func (d *kubeDaemon) waitSynced(t testing.TB, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if _, err := os.Stat(d.stateFile); err == nil {
-			return time.Since(start)
-		}
-		d.alive(t)
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no sync within %v:\n%s", timeout, d.out.String())
-	return 0
 }
 
 // metrics scrapes the daemon's /metrics.

@@ -3,6 +3,7 @@ package testutil
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -82,4 +83,22 @@ func (p *Proc) Kill() {
 		p.Cmd.Process.Kill()
 	}
 	<-p.done
+}
+
+// WaitFile waits up to timeout for the program to write path (a daemon's
+// state file, written after its first sync) and returns how long that
+// took; it fails at once if the program exits first.
+func (p *Proc) WaitFile(path string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if _, err := os.Stat(path); err == nil {
+			return time.Since(start), nil
+		}
+		select {
+		case <-p.done:
+			return 0, fmt.Errorf("%s exited: %v", filepath.Base(p.Cmd.Path), p.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("no %s within %v", filepath.Base(path), timeout)
 }

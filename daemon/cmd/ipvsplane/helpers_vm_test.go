@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/daemontest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -76,57 +77,28 @@ func writeFile(t testing.TB, path, body string) {
 }
 
 // daemonProc is a running `ipvsplane run`.
-type daemonProc struct {
-	proc      *testutil.Proc
-	out       testutil.LockedBuffer
-	stateFile string
-}
+type daemonProc = daemontest.Daemon
 
 // startDaemon starts the daemon in the node's namespace on the manifests
 // in dir; it is stopped when the test ends.
 func startDaemon(t testing.TB, ns *testutil.NetNS, dir string, extra ...string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{stateFile: filepath.Join(t.TempDir(), "status.json")}
+	stateFile := filepath.Join(t.TempDir(), "status.json")
 	args := append([]string{"run", "--source=files", "--manifests", dir, "--hostname-override=node-a",
 		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s", "--ipvs-sync-period=30s",
 		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
-		"--state-file", d.stateFile}, extra...)
-	cmd := command(t, ns, args...)
-	cmd.Stdout, cmd.Stderr = &d.out, &d.out
-	var err error
-	if d.proc, err = testutil.StartProc(cmd, ns); err != nil {
+		"--state-file", stateFile}, extra...)
+	d, err := daemontest.Start(command(t, ns, args...), ns, stateFile)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		d.stop()
+		d.Stop()
 		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out.String())
+			t.Logf("daemon output:\n%s", d.Out.String())
 		}
 	})
 	return d
-}
-
-// stop sends SIGTERM and waits for the daemon to exit (killing it after a
-// minute), and returns how it exited.
-func (d *daemonProc) stop() error { return d.proc.Stop(time.Minute) }
-
-// waitSynced waits for the daemon's first sync and returns how long it
-// took from the start.
-func (d *daemonProc) waitSynced(t testing.TB, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if _, err := os.Stat(d.stateFile); err == nil {
-			return time.Since(start)
-		}
-		select {
-		case <-d.proc.Done():
-			t.Fatalf("the daemon exited: %v\n%s", d.proc.Err(), d.out.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	t.Fatalf("no sync within %v:\n%s", timeout, d.out.String())
-	return 0
 }
 
 // httpGet fetches a URL from inside ns. The connection is dialled in the

@@ -26,7 +26,8 @@ type maglevNode struct {
 }
 
 // The load balancer's address and the client's, the same at every node;
-// the backends answer UDP on maglevPort with their own address.
+// the backends answer UDP on maglevPort with their own address (and the
+// client address they see).
 var (
 	maglevVIP      = "10.96.0.53"
 	maglevClient   = "192.168.0.2"

@@ -114,13 +114,6 @@ func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir 
 	t.Helper()
 	args := p.args(kubeconfig, dir)
 	pp := &proxyProc{name: p.name, ns: ns, log: filepath.Join(dir, p.name+".log")}
-	out, err := os.Create(pp.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdout, cmd.Stderr = out, out
 	pp.http = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		// The metrics listen on the namespace's loopback.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -134,7 +127,8 @@ func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir 
 		DisableKeepAlives: true,
 	}}
 	pp.start = time.Now()
-	if pp.proc, err = testutil.StartProc(cmd, ns); err != nil {
+	var err error
+	if pp.proc, err = startLogged(ns, pp.log, args[0], args[1:]...); err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}
 	t.Cleanup(func() {

@@ -326,18 +326,25 @@ type kubeProxyProc struct {
 func startKubeProxyProc(t *testing.T, dir, name string, args ...string) *kubeProxyProc {
 	t.Helper()
 	p := &kubeProxyProc{name: name, log: filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(name), time.Now().UnixNano()))}
-	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if p.proc, err = testutil.StartProc(cmd, nil); err != nil {
+	var err error
+	if p.proc, err = startLogged(nil, p.log, name, args...); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	t.Cleanup(func() { p.stop(t) })
 	return p
+}
+
+// startLogged starts name with args in ns (nil: the guest's root
+// namespace), its output appended to the file log.
+func startLogged(ns *testutil.NetNS, log, name string, args ...string) (*testutil.Proc, error) {
+	out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	return testutil.StartProc(cmd, ns)
 }
 
 // stop ends the program with SIGTERM, as a DaemonSet's pod is ended, and
@@ -365,14 +372,7 @@ func (p *kubeProxyProc) grep(pattern string) string {
 }
 
 // tail returns the last lines of the program's output.
-func (p *kubeProxyProc) tail(n int) string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *kubeProxyProc) tail(n int) string { return tail(p.log, n) }
 
 // startKubeProxy runs kube-proxy with the environment's configuration.
 func (e *kubeProxyEnv) startKubeProxy(t *testing.T) *kubeProxyProc {

@@ -3,12 +3,10 @@
 package conntrack
 
 import (
-	"context"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
@@ -18,18 +16,7 @@ import (
 func hostConn(t testing.TB) (*Conn, *testutil.NetNS) {
 	t.Helper()
 	ns := testutil.NewNetNS(t)
-	c, err := Dial(&Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, ns
-}
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	return testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: ns.FD()}) }), ns
 }
 
 // listed is one line of `conntrack -L` output reduced to what the tests

@@ -18,7 +18,7 @@ import (
 
 func TestKernelCreateGetDeleteFlush(t *testing.T) {
 	c, ns := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	a := netip.MustParseAddr
 	v4 := Flow{Orig: udp4, Timeout: time.Minute, Mark: 9, Zone: 0}
 	v6 := Flow{Orig: udp6, Timeout: time.Minute}
@@ -75,7 +75,7 @@ func TestKernelCreateGetDeleteFlush(t *testing.T) {
 
 func TestKernelDumpFilters(t *testing.T) {
 	c, _ := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	a := netip.MustParseAddr
 	zone := uint16(7)
 	flows := []Flow{
@@ -146,7 +146,7 @@ func checkDelete(t *testing.T, c *Conn, ns interface {
 	if len(want) == 0 {
 		t.Fatalf("test setup: no entry for %s to delete among %v", tc.name, before)
 	}
-	n, err := c.DeleteMatching(testCtx(t), tc.filter)
+	n, err := c.DeleteMatching(testutil.Context(t), tc.filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,28 +249,34 @@ func natFlows(ad addrs) []Flow {
 	return flows
 }
 
-func TestKernelDeleteFormsCreated(t *testing.T) {
+// eachDeleteCase runs run as a subtest ("ipv4/service IP") for each
+// delete case of each family.
+func eachDeleteCase(t *testing.T, run func(t *testing.T, family string, ad addrs, tc deleteCase)) {
 	for _, fam := range []struct {
 		name string
 		ad   addrs
 	}{{"ipv4", addrs4}, {"ipv6", addrs6}} {
 		for _, tc := range deleteCases(fam.ad) {
-			t.Run(fam.name+"/"+tc.name, func(t *testing.T) {
-				c, ns := hostConn(t)
-				// Both families in the table, so a filter that leaked across
-				// families would show.
-				if err := c.Create(testCtx(t), slices.Concat(natFlows(addrs4), natFlows(addrs6))...); err != nil {
-					t.Fatal(err)
-				}
-				checkDelete(t, c, ns, tc, conntrackList(t, ns), func() []listed { return conntrackList(t, ns) })
-			})
+			t.Run(fam.name+"/"+tc.name, func(t *testing.T) { run(t, fam.name, fam.ad, tc) })
 		}
 	}
 }
 
+func TestKernelDeleteFormsCreated(t *testing.T) {
+	eachDeleteCase(t, func(t *testing.T, _ string, _ addrs, tc deleteCase) {
+		c, ns := hostConn(t)
+		// Both families in the table, so a filter that leaked across
+		// families would show.
+		if err := c.Create(testutil.Context(t), slices.Concat(natFlows(addrs4), natFlows(addrs6))...); err != nil {
+			t.Fatal(err)
+		}
+		checkDelete(t, c, ns, tc, conntrackList(t, ns), func() []listed { return conntrackList(t, ns) })
+	})
+}
+
 func TestKernelDelete100k(t *testing.T) {
 	c, ns := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	testutil.EnsureConntrackMax(t, ns, 200000)
 	flows := benchFlows(100000, 10)
 	if err := c.Create(ctx, flows...); err != nil {
@@ -303,7 +309,7 @@ func TestKernelDelete100k(t *testing.T) {
 // next operation must not mistake them for its own.
 func TestKernelCanceledThenReused(t *testing.T) {
 	c, ns := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	testutil.EnsureConntrackMax(t, ns, 40000)
 	if err := c.Create(ctx, benchFlows(20000, 2)...); err != nil {
 		t.Fatal(err)
@@ -333,7 +339,7 @@ func TestKernelCanceledThenReused(t *testing.T) {
 // test logs which behaviour this kernel has and fails on any other.
 func TestKernelIPv6DumpFilter(t *testing.T) {
 	c, _ := hostConn(t)
-	ctx := testCtx(t)
+	ctx := testutil.Context(t)
 	other := udp6
 	other.Dst = netip.MustParseAddr("fd00::3")
 	if err := c.Create(ctx, Flow{Orig: udp6, Timeout: time.Minute}, Flow{Orig: other, Timeout: time.Minute}); err != nil {

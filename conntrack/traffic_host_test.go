@@ -3,7 +3,6 @@
 package conntrack
 
 import (
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -48,9 +47,8 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 	testutil.RequireProgram(t, "nft")
 	node := testutil.NewNetNS(t)
 	client := testutil.NewNetNS(t)
-	node.Veth(t, "v0", client, "v1")
+	node.Link(t, "v0", client, "v1", "10.0.0.1/24", "10.0.0.2/24")
 	for _, args := range [][]string{
-		{"addr", "add", "10.0.0.1/24", "dev", "v0"},
 		{"-6", "addr", "add", "fd00:1::1/64", "dev", "v0", "nodad"},
 		{"addr", "add", "192.168.0.1/32", "dev", "lo"},
 		{"addr", "add", "10.244.0.1/32", "dev", "lo"},
@@ -62,9 +60,7 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 		node.IP(t, args...)
 	}
 	for _, args := range [][]string{
-		{"addr", "add", "10.0.0.2/24", "dev", "v1"},
 		{"-6", "addr", "add", "fd00:1::2/64", "dev", "v1", "nodad"},
-		{"route", "add", "default", "via", "10.0.0.1"},
 		{"-6", "route", "add", "default", "via", "fd00:1::1"},
 	} {
 		client.IP(t, args...)
@@ -89,15 +85,11 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 		send(3, ad.node, 30053)
 		send(2, secondNodeAddr[ad.node.Is6()], 30053)
 	}
-	c, err := Dial(&Config{NetNS: node.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: node.FD()}) })
 	// Packets cross the veth asynchronously; wait until all are tracked.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, err := c.Count(testCtx(t), Filter{Protocol: UDP})
+		n, err := c.Count(testutil.Context(t), Filter{Protocol: UDP})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,42 +107,31 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 // sendUDP sends one datagram from src to dst inside ns.
 func sendUDP(t *testing.T, ns *testutil.NetNS, src, dst netip.AddrPort) {
 	t.Helper()
-	err := ns.Do(func() error {
-		conn, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(src), net.UDPAddrFromAddrPort(dst))
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
+	conn, err := ns.DialUDP(src.String(), dst.String())
+	if err == nil {
 		_, err = conn.Write([]byte("ipvsplane"))
-		return err
-	})
+		conn.Close()
+	}
 	if err != nil {
 		t.Fatalf("sending %v -> %v: %v", src, dst, err)
 	}
 }
 
 func TestTrafficDeleteForms(t *testing.T) {
-	for _, fam := range []struct {
-		name string
-		ad   addrs
-	}{{"ipv4", addrs4}, {"ipv6", addrs6}} {
-		for _, tc := range deleteCases(fam.ad) {
-			t.Run(fam.name+"/"+tc.name, func(t *testing.T) {
-				c, node := trafficNode(t)
-				before := conntrackList(t, node, "-p", "udp")
-				// The NAT must show: reply sources are endpoints, not the
-				// addresses the client sent to.
-				nated := 0
-				for _, e := range before {
-					if e.replySrc.Addr() == fam.ad.ep1 || e.replySrc.Addr() == fam.ad.ep2 {
-						nated++
-					}
-				}
-				if nated != 20 {
-					t.Fatalf("%d %s entries with an endpoint as reply source, want 20: %v", nated, fam.name, before)
-				}
-				checkDelete(t, c, node, tc, before, func() []listed { return conntrackList(t, node, "-p", "udp") })
-			})
+	eachDeleteCase(t, func(t *testing.T, family string, ad addrs, tc deleteCase) {
+		c, node := trafficNode(t)
+		before := conntrackList(t, node, "-p", "udp")
+		// The NAT must show: reply sources are endpoints, not the
+		// addresses the client sent to.
+		nated := 0
+		for _, e := range before {
+			if e.replySrc.Addr() == ad.ep1 || e.replySrc.Addr() == ad.ep2 {
+				nated++
+			}
 		}
-	}
+		if nated != 20 {
+			t.Fatalf("%d %s entries with an endpoint as reply source, want 20: %v", nated, family, before)
+		}
+		checkDelete(t, c, node, tc, before, func() []listed { return conntrackList(t, node, "-p", "udp") })
+	})
 }

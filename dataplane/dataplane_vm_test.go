@@ -3,7 +3,6 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
@@ -34,23 +33,11 @@ func setupNet(t *testing.T) *vmNet {
 	t.Helper()
 	testutil.RequireVM(t)
 	n := &vmNet{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t), b1: testutil.NewNetNS(t), b2: testutil.NewNetNS(t)}
-	n.node.Veth(t, "n-c", n.client, "c0")
-	n.node.Veth(t, "n-b1", n.b1, "b0")
-	n.node.Veth(t, "n-b2", n.b2, "b0")
-	for _, a := range [][]string{
-		{"addr", "add", "192.168.0.1/24", "dev", "n-c"},
-		{"addr", "add", "172.16.0.1/24", "dev", "n-c"},
-		{"addr", "add", "10.244.1.1/24", "dev", "n-b1"},
-		{"addr", "add", "10.244.2.1/24", "dev", "n-b2"},
-	} {
-		n.node.IP(t, a...)
-	}
-	n.client.IP(t, "addr", "add", "192.168.0.2/24", "dev", "c0")
+	n.node.Link(t, "n-c", n.client, "c0", "192.168.0.1/24", "192.168.0.2/24")
+	n.node.IP(t, "addr", "add", "172.16.0.1/24", "dev", "n-c")
 	n.client.IP(t, "addr", "add", "172.16.0.2/24", "dev", "c0")
-	n.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
 	for i, b := range []*testutil.NetNS{n.b1, n.b2} {
-		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i+1), "dev", "b0")
-		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i+1))
+		n.node.Link(t, fmt.Sprintf("n-b%d", i+1), b, "b0", fmt.Sprintf("10.244.%d.1/24", i+1), fmt.Sprintf("10.244.%d.2/24", i+1))
 		b.ServeTCP(t, fmt.Sprintf("10.244.%d.2:8080", i+1), fmt.Sprintf("backend-%d", i+1))
 	}
 	return n
@@ -94,12 +81,7 @@ func vmServices() []model.ServicePort {
 
 func newDataplane(t *testing.T, ns *testutil.NetNS) *Dataplane {
 	t.Helper()
-	d, err := New(&Config{NetNS: ns.FD(), DrainTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return testutil.Open(t, func() (*Dataplane, error) { return New(&Config{NetNS: ns.FD(), DrainTimeout: 10 * time.Second}) })
 }
 
 func mustSync(t *testing.T, d *Dataplane, state *model.State) *Result {
@@ -206,21 +188,16 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 	mustSync(t, d, state)
 
 	// A long-lived connection to backend-2.
-	ln := serveEcho(t, n.b2, "10.244.2.2:9090")
-	defer ln.Close()
+	n.b2.ServeEcho(t, "10.244.2.2:9090")
 	long := fixture.Svc("default", "long", "", model.TCP, 90, "10.96.0.20")
 	long.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 9090, "node-a"), fixture.Ready("10.244.2.2", 9090, "node-b")}
 	state.Services = append(state.Services, long)
 	mustSync(t, d, state)
 
-	var conn net.Conn
+	var conn *testutil.EchoConn
 	for range 2 {
-		err := n.client.Do(func() error {
-			var err error
-			conn, err = net.DialTimeout("tcp", "10.96.0.20:90", 2*time.Second)
-			return err
-		})
-		if err == nil {
+		var err error
+		if conn, err = n.client.DialEcho("10.96.0.20:90", 2*time.Second); err == nil {
 			break // backend-1 refuses (nothing listens on 9090 there)
 		}
 	}
@@ -228,17 +205,7 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 		t.Fatal("no connection to backend-2 through the service")
 	}
 	defer conn.Close()
-	echo := func() error {
-		conn.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := fmt.Fprintln(conn, "ping"); err != nil {
-			return err
-		}
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		if err == nil && line != "echo ping\n" {
-			err = fmt.Errorf("got %q", line)
-		}
-		return err
-	}
+	echo := func() error { return conn.Echo("ping", 2*time.Second) }
 	if err := echo(); err != nil {
 		t.Fatal(err)
 	}
@@ -269,29 +236,6 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-}
-
-// serveEcho listens on addr in ns and answers each line of the first
-// connection with the line after "echo ".
-func serveEcho(t *testing.T, ns *testutil.NetNS, addr string) net.Listener {
-	t.Helper()
-	ln := inNS(t, ns, func() (net.Listener, error) { return net.Listen("tcp", addr) })
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		r := bufio.NewReader(c)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			fmt.Fprint(c, "echo "+line)
-		}
-	}()
-	return ln
 }
 
 // Cross-checks the kernel with the real programs after a sync of many
@@ -420,44 +364,13 @@ func nftRuleCounts(out string) map[string]int {
 	return counts
 }
 
-// inNS returns what fn makes in ns, failing the test on its error.
-func inNS[T any](t *testing.T, ns *testutil.NetNS, fn func() (T, error)) T {
-	t.Helper()
-	var v T
-	if err := ns.Do(func() error {
-		var err error
-		v, err = fn()
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// serveUDP answers every datagram with name.
-func serveUDP(t *testing.T, ns *testutil.NetNS, addr, name string) {
-	t.Helper()
-	pc := inNS(t, ns, func() (net.PacketConn, error) { return net.ListenPacket("udp", addr) })
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(name), from)
-		}
-	}()
-}
-
 // When a UDP endpoint leaves, the flows it answered are flushed, so a
 // client that keeps its source port reaches a live endpoint at once.
 func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node)
-	serveUDP(t, n.b1, "10.244.1.2:5353", "backend-1")
-	serveUDP(t, n.b2, "10.244.2.2:5353", "backend-2")
+	n.b1.ServeUDP(t, "10.244.1.2:5353", "backend-1")
+	n.b2.ServeUDP(t, "10.244.2.2:5353", "backend-2")
 	dns := fixture.Svc("kube-system", "dns", "", model.UDP, 53, "10.96.0.53")
 	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 5353, "node-a"), fixture.Ready("10.244.2.2", 5353, "node-b")}
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{dns}}
@@ -480,7 +393,8 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 			conn.WriteTo([]byte("q"), vip)
 			conn.SetReadDeadline(time.Now().Add(time.Second))
 			if n, _, err := conn.ReadFrom(buf); err == nil {
-				return string(buf[:n])
+				name, _, _ := strings.Cut(string(buf[:n]), " ")
+				return name
 			}
 		}
 		return ""

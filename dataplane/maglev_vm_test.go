@@ -5,7 +5,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +26,8 @@ type maglevNode struct {
 }
 
 // The load balancer's address and the client's, the same at every node;
-// the backends answer UDP on maglevPort with their own address.
+// the backends answer UDP on maglevPort with their own address (and the
+// client address they see).
 var (
 	maglevVIP      = "10.96.0.53"
 	maglevClient   = "192.168.0.2"
@@ -38,15 +39,12 @@ const maglevPort = 5353
 func newMaglevNode(t *testing.T) *maglevNode {
 	t.Helper()
 	m := &maglevNode{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t), backends: testutil.NewNetNS(t)}
-	m.node.Veth(t, "n-c", m.client, "c0")
+	m.node.Link(t, "n-c", m.client, "c0", "192.168.0.1/24", maglevClient+"/24")
 	m.node.Veth(t, "n-b", m.backends, "b0")
-	m.node.IP(t, "addr", "add", "192.168.0.1/24", "dev", "n-c")
 	m.node.IP(t, "addr", "add", "10.244.0.1/24", "dev", "n-b")
-	m.client.IP(t, "addr", "add", maglevClient+"/24", "dev", "c0")
-	m.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
 	for _, b := range maglevBackends {
 		m.backends.IP(t, "addr", "add", b+"/24", "dev", "b0")
-		serveUDP(t, m.backends, fmt.Sprintf("%s:%d", b, maglevPort), b)
+		m.backends.ServeUDP(t, fmt.Sprintf("%s:%d", b, maglevPort), b)
 	}
 	m.backends.IP(t, "route", "add", "default", "via", "10.244.0.1")
 	m.dp = newDataplane(t, m.node)
@@ -72,9 +70,8 @@ func (m *maglevNode) backendsOf(t *testing.T, first, flows int) []string {
 	var mu sync.Mutex
 	err := testutil.Parallel(context.Background(), 16, 0, flows, func(_ context.Context, i int) error {
 		var got string
-		err := m.client.Do(func() error {
-			local := &net.UDPAddr{IP: net.ParseIP(maglevClient), Port: first + i}
-			c, err := net.DialUDP("udp", local, &net.UDPAddr{IP: net.ParseIP(maglevVIP), Port: 53})
+		err := func() error {
+			c, err := m.client.DialUDP(fmt.Sprintf("%s:%d", maglevClient, first+i), maglevVIP+":53")
 			if err != nil {
 				return err
 			}
@@ -85,12 +82,12 @@ func (m *maglevNode) backendsOf(t *testing.T, first, flows int) []string {
 				c.Write([]byte("which"))
 				n, err := c.Read(buf)
 				if err == nil {
-					got = string(buf[:n])
+					got, _, _ = strings.Cut(string(buf[:n]), " ")
 					return nil
 				}
 			}
 			return fmt.Errorf("flow from port %d: no answer", first+i)
-		})
+		}()
 		mu.Lock()
 		out[i] = got
 		mu.Unlock()

@@ -24,17 +24,11 @@ import (
 func TestRulesOnRealTraffic(t *testing.T) {
 	testutil.RequireProgram(t, "ipset")
 	node, client, backend := testutil.NewNetNS(t), testutil.NewNetNS(t), testutil.NewNetNS(t)
-	node.Veth(t, "n-c", client, "c0")
-	node.Veth(t, "n-b", backend, "b0")
-	node.IP(t, "addr", "add", "192.0.2.1/24", "dev", "n-c")
+	node.Link(t, "n-c", client, "c0", "192.0.2.1/24", "192.0.2.2/24")
+	node.Link(t, "n-b", backend, "b0", "10.10.0.1/24", "10.10.0.2/24")
 	node.IP(t, "addr", "add", "198.51.100.1/24", "dev", "n-c")
-	node.IP(t, "addr", "add", "10.10.0.1/24", "dev", "n-b")
 	node.IP(t, "addr", "add", "203.0.113.10/32", "dev", "lo")
-	client.IP(t, "addr", "add", "192.0.2.2/24", "dev", "c0")
 	client.IP(t, "addr", "add", "198.51.100.2/24", "dev", "c0")
-	client.IP(t, "route", "add", "default", "via", "192.0.2.1")
-	backend.IP(t, "addr", "add", "10.10.0.2/24", "dev", "b0")
-	backend.IP(t, "route", "add", "default", "via", "10.10.0.1")
 	if err := node.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644) }); err != nil {
 		t.Fatal(err)
 	}

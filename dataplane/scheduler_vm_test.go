@@ -3,11 +3,9 @@
 package dataplane
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,34 +18,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// echoConn is a long-lived TCP connection through a service to an echo
-// server.
-type echoConn struct {
-	c net.Conn
-	r *bufio.Reader
-}
-
-func dialEcho(t *testing.T, ns *testutil.NetNS, addr string) *echoConn {
+// dialEcho opens a long-lived TCP connection from ns through a service to
+// an echo server, closed when the test ends.
+func dialEcho(t *testing.T, ns *testutil.NetNS, addr string) *testutil.EchoConn {
 	t.Helper()
-	var c net.Conn
-	if err := ns.Do(func() (err error) { c, err = net.DialTimeout("tcp", addr, 2*time.Second); return err }); err != nil {
-		t.Fatalf("connecting to %s: %v", addr, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &echoConn{c: c, r: bufio.NewReader(c)}
+	return testutil.Open(t, func() (*testutil.EchoConn, error) { return ns.DialEcho(addr, 2*time.Second) })
 }
 
-func (e *echoConn) echo(line string) error {
-	e.c.SetDeadline(time.Now().Add(3 * time.Second))
-	if _, err := fmt.Fprintln(e.c, line); err != nil {
-		return err
-	}
-	got, err := e.r.ReadString('\n')
-	if err == nil && got != line+"\n" {
-		err = fmt.Errorf("echo: got %q", got)
-	}
-	return err
-}
+// echoTimeout is how long a line's echo may take.
+const echoTimeout = 3 * time.Second
 
 // hasModule reports whether the running kernel has a module.
 func hasModule(t *testing.T, name string) bool {
@@ -87,7 +66,7 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{s}}
 	mustSync(t, d, state)
 	conn := dialEcho(t, n.client, "10.96.0.90:90")
-	if err := conn.echo("first"); err != nil {
+	if err := conn.Echo("first", echoTimeout); err != nil {
 		t.Fatal(err)
 	}
 
@@ -110,7 +89,7 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 		if l := virtualLine(t, n.node, "10.96.0.90:90"); !strings.HasSuffix(strings.TrimSpace(l), step.want) {
 			t.Errorf("step %d: the kernel has %q, want %q at its end", i, l, step.want)
 		}
-		if err := conn.echo(fmt.Sprintf("after %s", step.want)); err != nil {
+		if err := conn.Echo(fmt.Sprintf("after %s", step.want), echoTimeout); err != nil {
 			t.Errorf("step %d (%s): the open connection broke: %v", i, step.want, err)
 		}
 	}
@@ -130,7 +109,7 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 	} else if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !strings.HasSuffix(strings.TrimSpace(line), "-s "+se.Fallback) {
 		t.Errorf("twos on a kernel without it: %q, errors %v; want the node's scheduler and one SchedulerError", line, res.Errors)
 	}
-	if err := conn.echo("after twos"); err != nil {
+	if err := conn.Echo("after twos", echoTimeout); err != nil {
 		t.Errorf("twos: the open connection broke: %v", err)
 	}
 
@@ -171,7 +150,7 @@ func TestPerServiceDrainTimeout(t *testing.T) {
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{short, long}}
 	mustSync(t, d, state)
 	for _, addr := range []string{"10.96.0.91:91", "10.96.0.92:92"} {
-		if err := dialEcho(t, n.client, addr).echo("hold"); err != nil {
+		if err := dialEcho(t, n.client, addr).Echo("hold", echoTimeout); err != nil {
 			t.Fatal(err)
 		}
 	}

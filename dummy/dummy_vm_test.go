@@ -22,12 +22,7 @@ func setup(t *testing.T) (*testutil.NetNS, *Conn) {
 	testutil.RequireVM(t)
 	testutil.RequireProgram(t, "ip")
 	ns := testutil.NewNetNS(t)
-	c, err := Dial(&Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return ns, c
+	return ns, testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: ns.FD()}) })
 }
 
 // ipShow is what iproute2 reports about the device: nil when it is absent.

@@ -24,7 +24,7 @@ func TestFaultHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := fault.With(testContext(t), func(pkg, req string) error {
+	ctx := fault.With(testutil.Context(t), func(pkg, req string) error {
 		if pkg != "ipset" {
 			t.Errorf("the hook was asked by package %q", pkg)
 		}

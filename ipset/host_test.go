@@ -3,13 +3,11 @@
 package ipset
 
 import (
-	"context"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
@@ -24,18 +22,7 @@ func dialNS(t *testing.T) (*testutil.NetNS, *Conn) {
 
 func dialIn(t testing.TB, ns *testutil.NetNS) *Conn {
 	t.Helper()
-	c, err := Dial(&Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	return testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: ns.FD()}) })
 }
 
 // ipsetSave runs the real `ipset save NAME` and returns its create line and
@@ -73,7 +60,7 @@ func crossCheck(t testing.TB, ns *testutil.NetNS, c *Conn, name string, want []s
 	if !slices.Equal(adds, want) {
 		t.Fatalf("ipset save %s: %d entries, want %d\n got %s\nwant %s", name, len(adds), len(want), head(adds), head(want))
 	}
-	h, entries, err := c.List(testContext(t), name)
+	h, entries, err := c.List(testutil.Context(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}

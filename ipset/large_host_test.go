@@ -22,7 +22,7 @@ func ipPortEntries(n, offset int) []Entry {
 
 func TestHostLargeSet(t *testing.T) {
 	ns, c := dialNS(t)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	const n = 100000
 	s := Set{Name: "big", Type: HashIPPort, MaxElem: 2 * n}
 	if err := c.Create(ctx, s, Exclusive); err != nil {
@@ -68,7 +68,7 @@ func TestHostLargeSet(t *testing.T) {
 
 func TestHostReplace(t *testing.T) {
 	ns, c := dialNS(t)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	s := Set{Name: "KUBE-CLUSTER-IP", Type: HashIPPort, MaxElem: 200000}
 	// Replace creates a missing set.
 	first := ipPortEntries(3, 0)
@@ -109,7 +109,7 @@ func TestHostReplace(t *testing.T) {
 // list or the other, never a mix or a partial set.
 func TestHostReplaceIsAtomic(t *testing.T) {
 	ns, c := dialNS(t)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	const n = 20000
 	s := Set{Name: "atomic", Type: HashIPPort, MaxElem: 2 * n}
 	lists := [][]Entry{ipPortEntries(n, 0), ipPortEntries(n/2, 3*n)}
@@ -197,7 +197,7 @@ func TestHostSaveRoundTrip(t *testing.T) {
 	}
 	dst := testutil.NewNetNS(t)
 	c := dialIn(t, dst)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	for _, s := range sets {
 		if err := c.Replace(ctx, s.Set, s.Entries); err != nil {
 			t.Fatal(err)

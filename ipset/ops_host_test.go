@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
 func TestHostSetOperations(t *testing.T) {
 	ns, c := dialNS(t)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	a := Set{Name: "a", Type: HashIP}
 	b := Set{Name: "b", Type: HashIP}
 	for _, s := range []Set{a, b} {
@@ -83,7 +84,7 @@ func TestHostSetOperations(t *testing.T) {
 
 func TestHostErrors(t *testing.T) {
 	_, c := dialNS(t)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -139,7 +140,7 @@ func TestHostErrors(t *testing.T) {
 
 func TestHostBulkErrorsNameEntries(t *testing.T) {
 	ns, c := dialNS(t)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	if err := c.Create(ctx, Set{Name: "s", Type: HashIPPort, MaxElem: 100000}, Exclusive); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestHostContext(t *testing.T) {
 		t.Errorf("Names past the deadline: %v", err)
 	}
 	// The Conn stays usable.
-	if _, err := c.Names(testContext(t)); err != nil {
+	if _, err := c.Names(testutil.Context(t)); err != nil {
 		t.Errorf("Names after a cancelled call: %v", err)
 	}
 }

@@ -5,6 +5,8 @@ package ipset
 import (
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // TestHostEveryType creates a set of every type and family with options,
@@ -35,7 +37,7 @@ func TestHostEveryType(t *testing.T) {
 			`30000 timeout 0 packets 0 bytes 0 comment "np"`}},
 	}
 	ns, c := dialNS(t)
-	ctx := testContext(t)
+	ctx := testutil.Context(t)
 	for i, tt := range tests {
 		s := tt.set
 		s.Name = "s" + string(rune('a'+i))

@@ -62,11 +62,9 @@ func rawConn(b *testing.B, ns *testutil.NetNS) (*netlink.Conn, uint16) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	nc, err := netlink.Dial(unix.NETLINK_GENERIC, &netlink.Config{NetNS: ns.FD()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { nc.Close() })
+	nc := testutil.Open(b, func() (*netlink.Conn, error) {
+		return netlink.Dial(unix.NETLINK_GENERIC, &netlink.Config{NetNS: ns.FD()})
+	})
 	if err := nc.SetReadBuffer(8 << 20); err != nil {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +45,7 @@ func TestLifecycle(t *testing.T) {
 		for i, base := range serviceKinds(f) {
 			t.Run(fmt.Sprintf("%v/%v", f, base), func(t *testing.T) {
 				e := setup(t)
-				c := ctx(t)
+				c := testutil.Context(t)
 				svc := base
 				svc.Scheduler = schedulers[i]
 				if err := e.c.CreateService(c, svc); err != nil {
@@ -101,7 +102,7 @@ func TestLifecycle(t *testing.T) {
 // Every scheduler, with the scheduler flags of sh and mh.
 func TestSchedulers(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	var want []VirtualServer
 	for i, sched := range schedulers {
 		svc := Service{Protocol: TCP, Addr: netip.AddrFrom4([4]byte{10, 96, 1, byte(i)}), Port: 443, Scheduler: sched}
@@ -126,7 +127,7 @@ func TestSchedulers(t *testing.T) {
 // Persistence: timeout, netmask for both families, one-packet scheduling.
 func TestPersistence(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	want := []VirtualServer{
 		{Service: Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.5"), Port: 80, Scheduler: "rr",
 			Flags: Persistent, Timeout: 10800 * time.Second}},
@@ -156,7 +157,7 @@ func TestPersistence(t *testing.T) {
 // destination of the other family behind a tunnel.
 func TestForwarding(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	svc := Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Scheduler: "wlc"}
 	dests := []Destination{
 		{Addr: netip.MustParseAddr("10.244.0.1"), Port: 8080, Forward: Masquerade, Weight: 1},
@@ -194,7 +195,7 @@ func TestForwarding(t *testing.T) {
 
 func TestErrorsVM(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	svc := Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.20"), Port: 80, Scheduler: "rr"}
 	d := realServer(IPv4, 1, 80)
 	if err := e.c.CreateService(c, svc); err != nil {
@@ -237,7 +238,7 @@ func TestErrorsVM(t *testing.T) {
 // right errors, and the rest are applied.
 func TestBatch10000(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	var (
 		b    Batch
 		want []VirtualServer
@@ -288,7 +289,7 @@ func TestBatch10000(t *testing.T) {
 
 func TestTimeoutsInfoZeroFlush(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	if err := e.c.SetTimeouts(c, Timeouts{TCP: 901 * time.Second, TCPFin: 121 * time.Second, UDP: 301 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestTimeoutsInfoZeroFlush(t *testing.T) {
 func TestContextAndNamespace(t *testing.T) {
 	e := setup(t)
 	other := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	svc := Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.40"), Port: 80}
 	if err := e.c.CreateService(c, svc); err != nil {
 		t.Fatal(err)
@@ -365,7 +366,7 @@ func TestBatchAllFail(t *testing.T) {
 			for i := range 10000 {
 				b.DeleteService(Service{Protocol: UDP, Addr: netip.AddrFrom4([4]byte{10, 98, byte(i >> 8), byte(i)}), Port: 53})
 			}
-			err := e.c.Apply(ctx(t), &b)
+			err := e.c.Apply(testutil.Context(t), &b)
 			var be *BatchError
 			if !errors.As(err, &be) || len(be.Failed) != b.Len() {
 				t.Fatalf("Apply: %v", err)

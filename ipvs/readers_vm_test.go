@@ -30,18 +30,8 @@ func setup(t *testing.T) *env {
 	testutil.RequireVM(t)
 	testutil.RequireProgram(t, "ipvsadm")
 	ns := testutil.NewNetNS(t)
-	c, err := Dial(&Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := testutil.Open(t, func() (*Conn, error) { return Dial(&Config{NetNS: ns.FD()}) })
 	return &env{t: t, ns: ns, c: c}
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return c
 }
 
 // check compares the kernel's table, as this package and ipvsadm each
@@ -49,7 +39,7 @@ func ctx(t *testing.T) context.Context {
 func (e *env) check(want []VirtualServer) {
 	e.t.Helper()
 	want = normalize(want)
-	got, err := e.c.Table(ctx(e.t))
+	got, err := e.c.Table(testutil.Context(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -3,9 +3,7 @@
 package ipvs
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -21,7 +19,7 @@ import (
 // makes them stick to one; the counters agree with ipvsadm's.
 func TestTraffic(t *testing.T) {
 	e := setup(t)
-	c := ctx(t)
+	c := testutil.Context(t)
 	vip := netip.MustParseAddr("10.96.0.100")
 
 	e.ns.IP(t, "link", "add", "vip0", "up", "type", "dummy")
@@ -33,7 +31,7 @@ func TestTraffic(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		ns := testutil.NewNetNS(t)
 		link(t, e.ns, ns, fmt.Sprintf("b%d", i), i)
-		serve(t, ns, fmt.Sprintf("backend-%d", i))
+		ns.ServeTCP(t, fmt.Sprintf("10.0.%d.2:8080", i), fmt.Sprintf("backend-%d", i))
 		backends = append(backends, Destination{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i), 2}), Port: 8080, Weight: 1})
 	}
 	if err := e.ns.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644) }); err != nil {
@@ -115,53 +113,21 @@ func TestTraffic(t *testing.T) {
 // balancer, so replies come back through IPVS.
 func link(t *testing.T, lb, peer *testutil.NetNS, name string, n int) {
 	t.Helper()
-	lb.Veth(t, name, peer, "eth0")
-	lb.IP(t, "addr", "add", fmt.Sprintf("10.0.%d.1/24", n), "dev", name)
-	peer.IP(t, "addr", "add", fmt.Sprintf("10.0.%d.2/24", n), "dev", "eth0")
-	peer.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.0.%d.1", n))
-}
-
-// serve answers every connection on port 8080 of ns with name.
-func serve(t *testing.T, ns *testutil.NetNS, name string) {
-	t.Helper()
-	var l net.Listener
-	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp4", ":8080"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(conn, name)
-			conn.Close()
-		}
-	}()
+	lb.Link(t, name, peer, "eth0", fmt.Sprintf("10.0.%d.1/24", n), fmt.Sprintf("10.0.%d.2/24", n))
 }
 
 // connect opens n connections from ns to vip:80 one after another and
-// counts the answers.
+// counts the answers by backend.
 func connect(t *testing.T, ns *testutil.NetNS, vip netip.Addr, n int) map[string]int {
 	t.Helper()
 	hits := map[string]int{}
 	for range n {
-		var answer string
-		err := ns.Do(func() error {
-			conn, err := net.DialTimeout("tcp4", netip.AddrPortFrom(vip, 80).String(), 10*time.Second)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(10 * time.Second))
-			answer, err = bufio.NewReader(conn).ReadString('\n')
-			return err
-		})
+		answer, err := ns.DialTCP("", netip.AddrPortFrom(vip, 80).String(), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hits[strings.TrimSpace(answer)]++
+		name, _, _ := strings.Cut(answer, " ")
+		hits[name]++
 	}
 	return hits
 }

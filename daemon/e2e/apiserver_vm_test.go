@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -36,10 +37,10 @@ const kubeNetNodeAddr = "192.168.50.1"
 func setupKubeNet(t *testing.T) *kubeNet {
 	t.Helper()
 	n := &kubeNet{client: testutil.NewNetNS(t)}
-	attachToRoot(t, n.client, "e2e-c", "192.168.50.1/24", "192.168.50.2/24")
+	attachToRoot(t, "e2e-c", n.client, "eth0", "192.168.50.1/24", "192.168.50.2/24")
 	for i := 1; i <= 2; i++ {
 		b := testutil.NewNetNS(t)
-		attachToRoot(t, b, fmt.Sprintf("e2e-b%d", i), fmt.Sprintf("10.244.%d.1/24", 49+i), fmt.Sprintf("10.244.%d.2/24", 49+i))
+		attachToRoot(t, fmt.Sprintf("e2e-b%d", i), b, "eth0", fmt.Sprintf("10.244.%d.1/24", 49+i), fmt.Sprintf("10.244.%d.2/24", 49+i))
 		addr := fmt.Sprintf("10.244.%d.2", 49+i)
 		b.ServeTCP(t, addr+":8080", fmt.Sprintf("backend-%d", i))
 		n.backends = append(n.backends, addr)
@@ -47,24 +48,18 @@ func setupKubeNet(t *testing.T) *kubeNet {
 	return n
 }
 
-// attachToRoot connects ns to the root namespace with a veth pair: rootName
-// holds rootAddr in the root namespace, eth0 holds nsAddr in ns, whose
-// default route goes through the root namespace.
-func attachToRoot(t *testing.T, ns *testutil.NetNS, rootName, rootAddr, nsAddr string) {
+// attachToRoot connects ns to the guest's root namespace with a veth pair
+// (see rootVeth): rootName holds rootAddr in the root namespace, nsName
+// holds nsAddr in ns, whose default route goes through the root
+// namespace. It is NetNS.Link with the root namespace, which is no NetNS,
+// as the router.
+func attachToRoot(t testing.TB, rootName string, ns *testutil.NetNS, nsName, rootAddr, nsAddr string) {
 	t.Helper()
-	// Created inside ns, with the peer moved to PID 1's namespace: the
-	// root one.
-	ns.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", rootName, "netns", "1")
-	t.Cleanup(func() { exec.Command("ip", "link", "del", rootName).Run() })
-	ns.IP(t, "addr", "add", nsAddr, "dev", "eth0")
-	ns.IP(t, "link", "set", "eth0", "up")
+	rootVeth(t, rootName, ns, nsName)
+	rootIP(t, "addr", "add", rootAddr, "dev", rootName)
+	ns.IP(t, "addr", "add", nsAddr, "dev", nsName)
 	gw, _, _ := strings.Cut(rootAddr, "/")
 	ns.IP(t, "route", "add", "default", "via", gw)
-	for _, args := range [][]string{{"addr", "add", rootAddr, "dev", rootName}, {"link", "set", rootName, "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
 }
 
 // backendsReached sends n connections to addr from the client and counts
@@ -104,7 +99,7 @@ func newKubeFixture(t *testing.T, ns string) *kubeFixture {
 
 func (f *kubeFixture) createService(name string, typ corev1.ServiceType, port int32) *corev1.Service {
 	f.t.Helper()
-	svc, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, kubeService(f.ns, name, typ, port), metav1.CreateOptions{})
+	svc, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, kubetest.Service(f.ns, name, typ, port), metav1.CreateOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -114,16 +109,7 @@ func (f *kubeFixture) createService(name string, typ corev1.ServiceType, port in
 // putSlice creates or replaces EndpointSlice name of service svc.
 func (f *kubeFixture) putSlice(svc, name string, port int32, addrs ...string) {
 	f.t.Helper()
-	s := kubeSlice(f.ns, svc, name, port, addrs...)
-	api := f.client.DiscoveryV1().EndpointSlices(f.ns)
-	old, err := api.Get(f.ctx, name, metav1.GetOptions{})
-	if err == nil {
-		s.ResourceVersion = old.ResourceVersion
-		_, err = api.Update(f.ctx, s, metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(f.ctx, s, metav1.CreateOptions{})
-	}
-	if err != nil {
+	if err := kubetest.PutSlice(f.ctx, f.client, kubetest.Triggered(kubetest.Slice(f.ns, svc, name, port, addrs...))); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -201,7 +187,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	}
 
 	d := startKubeDaemon(t, f.cp, node, "--ipvs-sync-period=10s")
-	t.Logf("first sync %v after the start", d.waitSynced(t, 2*time.Minute).Round(time.Millisecond))
+	t.Logf("first sync %v after the start", d.WaitSynced(t, 2*time.Minute).Round(time.Millisecond))
 	webIP := web.Spec.ClusterIP
 	webKey := func(port int) string { return fmt.Sprintf("tcp/%s:%d", webIP, port) }
 	nodePort := int(np.Spec.Ports[0].NodePort)
@@ -243,12 +229,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 		t.Errorf("through the cluster IP with two endpoints: %v", got)
 	}
 
-	svc, err := f.client.CoreV1().Services(f.ns).Get(f.ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Spec.Ports[0].Port = 8000
-	if _, err := f.client.CoreV1().Services(f.ns).Update(f.ctx, svc, metav1.UpdateOptions{}); err != nil {
+	if err := kubetest.UpdateService(f.ctx, f.client, f.ns, "web", func(svc *corev1.Service) { svc.Spec.Ports[0].Port = 8000 }); err != nil {
 		t.Fatal(err)
 	}
 	wait("web's port changed", func() string {
@@ -283,9 +264,9 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	// The Node object gives the node's primary IP: a load balancer whose
 	// source ranges hold it lets the node's own traffic to it through
 	// (KUBE-LOAD-BALANCER-SOURCE-IP), and that follows the Node.
-	lb := kubeService(f.ns, "lb", corev1.ServiceTypeLoadBalancer, 82)
+	lb := kubetest.Service(f.ns, "lb", corev1.ServiceTypeLoadBalancer, 82)
 	lb.Spec.LoadBalancerSourceRanges = []string{"192.168.50.0/24"}
-	lb, err = f.client.CoreV1().Services(f.ns).Create(f.ctx, lb, metav1.CreateOptions{})
+	lb, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, lb, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

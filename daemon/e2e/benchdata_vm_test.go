@@ -6,8 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -95,11 +95,7 @@ func (c *benchCluster) moveEndpoint(ctx context.Context, i int, to netip.Addr) e
 		return err
 	}
 	s.Endpoints[0].Addresses = []string{to.String()}
-	if s.Annotations == nil {
-		s.Annotations = map[string]string{}
-	}
-	s.Annotations[v1.EndpointsLastChangeTriggerTime] = time.Now().Format(time.RFC3339Nano)
-	_, err = slices.Update(ctx, s, metav1.UpdateOptions{})
+	_, err = slices.Update(ctx, kubetest.Triggered(s), metav1.UpdateOptions{})
 	return err
 }
 

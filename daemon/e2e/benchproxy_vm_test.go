@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,28 +84,15 @@ func benchNet(t testing.TB, index int) *testutil.NetNS {
 	ns := testutil.NewNetNS(t)
 	host := fmt.Sprintf("vbench%d", index)
 	masq := fmt.Sprintf("e2e-bench-masquerade-%d", index)
-	// netns 1: init's namespace, the guest's root.
-	ns.IP(t, "link", "add", "eth0", "type", "veth", "peer", "name", host, "netns", "1")
-	ns.IP(t, "addr", "add", fmt.Sprintf("10.200.%d.2/24", index), "dev", "eth0")
-	ns.IP(t, "link", "set", "eth0", "up")
-	ns.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.200.%d.1", index))
-	for _, args := range [][]string{
-		{"ip", "addr", "add", fmt.Sprintf("10.200.%d.1/24", index), "dev", host},
-		{"ip", "link", "set", host, "up"},
-		{"nft", fmt.Sprintf("add table ip %[1]s; "+
-			"add chain ip %[1]s postrouting { type nat hook postrouting priority srcnat; }; "+
-			"add rule ip %[1]s postrouting ip saddr 10.200.%[2]d.0/24 oifname eth0 masquerade", masq, index)},
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
+	attachToRoot(t, host, ns, "eth0", fmt.Sprintf("10.200.%d.1/24", index), fmt.Sprintf("10.200.%d.2/24", index))
+	if out, err := exec.Command("nft", fmt.Sprintf("add table ip %[1]s; "+
+		"add chain ip %[1]s postrouting { type nat hook postrouting priority srcnat; }; "+
+		"add rule ip %[1]s postrouting ip saddr 10.200.%[2]d.0/24 oifname eth0 masquerade", masq, index)).CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v\n%s", err, out)
 	}
 	// Later tests in the same guest compare the root namespace's rules:
 	// leave none behind.
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", host).Run()
-		_ = exec.Command("nft", "delete", "table", "ip", masq).Run()
-	})
+	t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "ip", masq).Run() })
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +102,10 @@ func benchNet(t testing.TB, index int) *testutil.NetNS {
 // proxyProc is a running proxy.
 type proxyProc struct {
 	name  string
-	cmd   *exec.Cmd
+	proc  *testutil.Proc
 	ns    *testutil.NetNS
 	log   string
 	start time.Time
-	done  chan error
 	http  *http.Client
 }
 
@@ -128,14 +113,7 @@ type proxyProc struct {
 func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir string) *proxyProc {
 	t.Helper()
 	args := p.args(kubeconfig, dir)
-	pp := &proxyProc{name: p.name, ns: ns, log: filepath.Join(dir, p.name+".log"), done: make(chan error, 1)}
-	out, err := os.Create(pp.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	pp.cmd = exec.Command(args[0], args[1:]...)
-	pp.cmd.Stdout, pp.cmd.Stderr = out, out
+	pp := &proxyProc{name: p.name, ns: ns, log: filepath.Join(dir, p.name+".log")}
 	pp.http = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		// The metrics listen on the namespace's loopback.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -149,14 +127,12 @@ func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir 
 		DisableKeepAlives: true,
 	}}
 	pp.start = time.Now()
-	if err := ns.Do(pp.cmd.Start); err != nil {
+	var err error
+	if pp.proc, err = startLogged(ns, pp.log, args[0], args[1:]...); err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}
-	go func() { pp.done <- pp.cmd.Wait() }()
 	t.Cleanup(func() {
-		if pp.cmd.ProcessState == nil {
-			_ = pp.stop()
-		}
+		_ = pp.stop()
 		if t.Failed() {
 			t.Logf("%s's last output:\n%s", p.name, tail(pp.log, 40))
 		}
@@ -165,17 +141,12 @@ func startProxy(t testing.TB, p benchProxy, ns *testutil.NetNS, kubeconfig, dir 
 }
 
 // stop sends SIGTERM and waits for the proxy to exit, killing it after
-// a minute.
+// a minute; only that is an error, not how it exited.
 func (pp *proxyProc) stop() error {
-	_ = pp.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-pp.done:
-		return nil
-	case <-time.After(time.Minute):
-		_ = pp.cmd.Process.Kill()
-		<-pp.done
-		return fmt.Errorf("%s did not stop within a minute of SIGTERM", pp.name)
+	if err := pp.proc.Stop(time.Minute); errors.Is(err, testutil.ErrNotStopped) {
+		return err
 	}
+	return nil
 }
 
 // metrics reads the proxy's metrics whose names are in want, by name
@@ -237,9 +208,8 @@ func (pp *proxyProc) poll(ctx context.Context, timeout, interval time.Duration, 
 			last = err
 		}
 		select {
-		case err := <-pp.done:
-			pp.done <- err
-			return fmt.Errorf("%s %w: %v", pp.name, errExited, err)
+		case <-pp.proc.Done():
+			return fmt.Errorf("%s %w: %v", pp.name, errExited, pp.proc.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not done within %v (last error: %v)", pp.name, timeout, last)
 		case <-time.After(interval):
@@ -272,7 +242,7 @@ func (pp *proxyProc) programmed(ctx context.Context) (sum, count float64, err er
 
 // peakRSS reads the proxy's peak resident memory (VmHWM) in MiB.
 func (pp *proxyProc) peakRSS() (float64, error) {
-	kb, err := procStatusKiB(pp.cmd.Process.Pid, "VmHWM")
+	kb, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmHWM")
 	return float64(kb) / 1024, err
 }
 

@@ -18,18 +18,16 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/daemontest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -40,11 +38,8 @@ import (
 
 // kubeDaemon is `ipvsplane run` following the control plane.
 type kubeDaemon struct {
-	cmd         *exec.Cmd
-	out         testutil.LockedBuffer
-	stateFile   string
+	*daemontest.Daemon
 	metricsAddr string
-	done        chan error
 }
 
 // startKubeDaemon runs the daemon in the root namespace as node, with
@@ -60,25 +55,24 @@ func startKubeDaemon(t testing.TB, cp *controlplane.Remote, node string, extra .
 		t.Fatal(err)
 	}
 	cleanupKernel(t)
-	d := &kubeDaemon{stateFile: filepath.Join(dir, "status.json"), metricsAddr: "127.0.0.1:10249", done: make(chan error, 1)}
+	stateFile := filepath.Join(dir, "status.json")
+	d := &kubeDaemon{metricsAddr: "127.0.0.1:10249"}
 	args := append([]string{"run", "--kubeconfig", kubeconfig, "--hostname-override", node,
 		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s",
 		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=" + d.metricsAddr,
-		"--state-file", d.stateFile}, extra...)
-	d.cmd = exec.Command("ipvsplane", args...)
-	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
-	if err := d.cmd.Start(); err != nil {
+		"--state-file", stateFile}, extra...)
+	var err error
+	if d.Daemon, err = daemontest.Start(exec.Command("ipvsplane", args...), nil, stateFile); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
-			if err := d.stop(); err != nil {
+		if !d.Proc.Exited() {
+			if err := d.Stop(); err != nil {
 				t.Errorf("stopping the daemon: %v", err)
 			}
 		}
 		if t.Failed() {
-			out := d.out.String()
+			out := d.Out.String()
 			t.Logf("daemon output (last 8 KiB):\n%s", out[max(0, len(out)-8192):])
 		}
 		cleanupKernel(t)
@@ -94,44 +88,12 @@ func cleanupKernel(t testing.TB) {
 	}
 }
 
-// stop sends SIGTERM and waits for the daemon to exit.
-func (d *kubeDaemon) stop() error {
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		return err
-	case <-time.After(time.Minute):
-		d.cmd.Process.Kill()
-		<-d.done
-		return fmt.Errorf("the daemon did not stop within a minute of SIGTERM")
-	}
-}
-
 // alive fails the test if the daemon has exited.
 func (d *kubeDaemon) alive(t testing.TB) {
 	t.Helper()
-	select {
-	case err := <-d.done:
-		d.done <- err
-		t.Fatalf("the daemon exited: %v\n%s", err, d.out.String())
-	default:
+	if d.Proc.Exited() {
+		t.Fatalf("the daemon exited: %v\n%s", d.Proc.Err(), d.Out.String())
 	}
-}
-
-// waitSynced waits for the daemon's first sync (its state file) and
-// returns how long that took.
-func (d *kubeDaemon) waitSynced(t testing.TB, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if _, err := os.Stat(d.stateFile); err == nil {
-			return time.Since(start)
-		}
-		d.alive(t)
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no sync within %v:\n%s", timeout, d.out.String())
-	return 0
 }
 
 // metrics scrapes the daemon's /metrics.
@@ -444,36 +406,4 @@ func kubeNamespace(t testing.TB, client kubernetes.Interface, name string) {
 			t.Errorf("%d Services of %s not deleted", n, name)
 		}
 	})
-}
-
-// kubeSlice is a slice of service svc with ready endpoints at addrs,
-// all on port, its port named "http" like the services of these tests.
-// It carries the trigger-time annotation the EndpointSlice controller
-// writes (there is none in the test control plane), so that the daemon
-// can report network programming latency.
-func kubeSlice(ns, svc, name string, port int32, addrs ...string) *discoveryv1.EndpointSlice {
-	portName, proto, ready := "http", corev1.ProtocolTCP, true
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels:      map[string]string{discoveryv1.LabelServiceName: svc},
-			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Protocol: &proto, Port: &port}},
-	}
-	for _, a := range addrs {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
-	}
-	return s
-}
-
-// kubeService is a service with one TCP port named "http" to targetPort 8080.
-func kubeService(ns, name string, typ corev1.ServiceType, port int32) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Type: typ, Ports: []corev1.ServicePort{{
-			Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(8080),
-		}}},
-	}
 }

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,17 +77,10 @@ ipvs:
 `, kubeProxyNodeName, e.kubeconfig))
 
 	e.clientNS = testutil.NewNetNS(t)
-	rootVeth(t, "kp-c", e.clientNS, "c0")
-	rootIP(t, "addr", "add", "192.168.50.1/24", "dev", "kp-c")
-	e.clientNS.IP(t, "addr", "add", "192.168.50.2/24", "dev", "c0")
-	e.clientNS.IP(t, "route", "add", "default", "via", "192.168.50.1")
+	attachToRoot(t, "kp-c", e.clientNS, "c0", "192.168.50.1/24", "192.168.50.2/24")
 	for i := 1; i <= 3; i++ {
 		b := testutil.NewNetNS(t)
-		dev := fmt.Sprintf("kp-b%d", i)
-		rootVeth(t, dev, b, "b0")
-		rootIP(t, "addr", "add", fmt.Sprintf("10.244.%d.1/24", i), "dev", dev)
-		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i), "dev", "b0")
-		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i))
+		attachToRoot(t, fmt.Sprintf("kp-b%d", i), b, "b0", fmt.Sprintf("10.244.%d.1/24", i), fmt.Sprintf("10.244.%d.2/24", i))
 		serveEcho(t, b, fmt.Sprintf("10.244.%d.2", i))
 		e.backends = append(e.backends, b)
 	}
@@ -176,7 +169,7 @@ func (e *kubeProxyEnv) createNamespace(ctx context.Context, t *testing.T, namesp
 }
 
 // rootVeth connects the guest's root namespace (name) to peer (peerName).
-func rootVeth(t *testing.T, name string, peer *testutil.NetNS, peerName string) {
+func rootVeth(t testing.TB, name string, peer *testutil.NetNS, peerName string) {
 	t.Helper()
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peerName, PeerNamespace: netlink.NsFd(peer.FD())}
 	if err := netlink.LinkAdd(veth); err != nil {
@@ -190,7 +183,7 @@ func rootVeth(t *testing.T, name string, peer *testutil.NetNS, peerName string) 
 }
 
 // rootIP runs ip in the guest's root namespace.
-func rootIP(t *testing.T, args ...string) {
+func rootIP(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
@@ -324,57 +317,46 @@ func kubeProxyShapes() []kubeProxyService {
 // ipvsplane, its output going to a file.
 type kubeProxyProc struct {
 	name string
-	cmd  *exec.Cmd
+	proc *testutil.Proc
 	log  string
-	done chan error
 }
 
 // startKubeProxyProc starts a program and stops it at the test's end if
 // the test did not.
 func startKubeProxyProc(t *testing.T, dir, name string, args ...string) *kubeProxyProc {
 	t.Helper()
-	p := &kubeProxyProc{name: name, log: filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(name), time.Now().UnixNano())), done: make(chan error, 1)}
-	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	p.cmd = exec.Command(name, args...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
+	p := &kubeProxyProc{name: name, log: filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(name), time.Now().UnixNano()))}
+	var err error
+	if p.proc, err = startLogged(nil, p.log, name, args...); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() { p.stop(t) })
 	return p
 }
 
-// stop ends the program with SIGTERM, as a DaemonSet's pod is ended, and
-// kills it if it lingers.
-func (p *kubeProxyProc) stop(t *testing.T) {
-	if p.cmd.ProcessState != nil {
-		return
+// startLogged starts name with args in ns (nil: the guest's root
+// namespace), its output appended to the file log.
+func startLogged(ns *testutil.NetNS, log, name string, args ...string) (*testutil.Proc, error) {
+	out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-		t.Logf("%s did not stop within 30s of SIGTERM; killed", p.name)
+	defer out.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	return testutil.StartProc(cmd, ns)
+}
+
+// stop ends the program with SIGTERM, as a DaemonSet's pod is ended, and
+// kills it if it lingers; how it exited is not the test's concern.
+func (p *kubeProxyProc) stop(t *testing.T) {
+	if err := p.proc.Stop(30 * time.Second); errors.Is(err, testutil.ErrNotStopped) {
+		t.Log(err)
 	}
 }
 
 // exited reports whether the program ended by itself.
-func (p *kubeProxyProc) exited() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return true
-	default:
-		return false
-	}
-}
+func (p *kubeProxyProc) exited() bool { return p.proc.Exited() }
 
 // grep returns the lines of the program's output that match pattern.
 func (p *kubeProxyProc) grep(pattern string) string {
@@ -390,14 +372,7 @@ func (p *kubeProxyProc) grep(pattern string) string {
 }
 
 // tail returns the last lines of the program's output.
-func (p *kubeProxyProc) tail(n int) string {
-	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *kubeProxyProc) tail(n int) string { return tail(p.log, n) }
 
 // startKubeProxy runs kube-proxy with the environment's configuration.
 func (e *kubeProxyEnv) startKubeProxy(t *testing.T) *kubeProxyProc {

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"strings"
@@ -43,90 +42,71 @@ const (
 // startTCPFlow connects from ns to addr and starts sending.
 func startTCPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProxyFlow {
 	t.Helper()
-	var c net.Conn
-	err := ns.Do(func() error {
-		var err error
-		c, err = net.DialTimeout("tcp", addr, 10*time.Second)
-		return err
-	})
+	c, err := ns.DialEcho(addr, 10*time.Second)
 	if err != nil {
 		t.Fatalf("flow %s to %s: %v", name, addr, err)
 	}
-	f := &kubeProxyFlow{name: name, stop: make(chan struct{}), done: make(chan struct{}), last: time.Now(), local: c.LocalAddr().String()}
-	go func() {
-		defer close(f.done)
-		defer c.Close()
-		r := bufio.NewReader(c)
-		tick := time.NewTicker(flowInterval)
-		defer tick.Stop()
-		for seq := 0; ; seq++ {
-			select {
-			case <-f.stop:
-				return
-			case <-tick.C:
-			}
-			line := fmt.Sprintf("%s %d\n", name, seq)
-			c.SetDeadline(time.Now().Add(flowTimeout))
-			if _, err := c.Write([]byte(line)); err != nil {
-				f.fail(fmt.Errorf("write %d: %w", seq, err))
-				return
-			}
-			got, err := r.ReadString('\n')
-			if err != nil || got != line {
-				f.fail(fmt.Errorf("echo %d: got %q, %v", seq, got, err))
-				return
-			}
-			f.success()
+	return startFlow(t, name, c, func(seq int) (bool, error) {
+		if err := c.Echo(fmt.Sprintf("%s %d", name, seq), flowTimeout); err != nil {
+			return false, fmt.Errorf("line %d: %w", seq, err)
 		}
-	}()
-	t.Cleanup(f.end)
-	return f
+		return true, nil
+	})
 }
 
 // startUDPFlow sends datagrams from ns to addr from one socket.
 func startUDPFlow(t *testing.T, ns *testutil.NetNS, name, addr string) *kubeProxyFlow {
 	t.Helper()
-	var c net.Conn
-	err := ns.Do(func() error {
-		var err error
-		c, err = net.Dial("udp", addr)
-		return err
-	})
+	c, err := ns.DialUDP("", addr)
 	if err != nil {
 		t.Fatalf("flow %s to %s: %v", name, addr, err)
 	}
+	buf := make([]byte, 512)
+	return startFlow(t, name, c, func(seq int) (bool, error) {
+		msg := fmt.Sprintf("%s %d", name, seq)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return false, fmt.Errorf("send %d: %w", seq, err)
+		}
+		c.SetReadDeadline(time.Now().Add(flowTimeout))
+		// Skip late echoes of earlier datagrams.
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return false, nil
+			}
+			if string(buf[:n]) == msg {
+				return true, nil
+			}
+		}
+	})
+}
+
+// startFlow runs a flow on c, which it closes at the flow's end: every
+// flowInterval a round trip, which comes back (ok), is lost (neither ok
+// nor an error) or fails, which ends the flow.
+func startFlow(t *testing.T, name string, c net.Conn, roundTrip func(seq int) (ok bool, err error)) *kubeProxyFlow {
 	f := &kubeProxyFlow{name: name, stop: make(chan struct{}), done: make(chan struct{}), last: time.Now(), local: c.LocalAddr().String()}
 	go func() {
 		defer close(f.done)
 		defer c.Close()
 		tick := time.NewTicker(flowInterval)
 		defer tick.Stop()
-		buf := make([]byte, 512)
 		for seq := 0; ; seq++ {
 			select {
 			case <-f.stop:
 				return
 			case <-tick.C:
 			}
-			msg := fmt.Sprintf("%s %d", name, seq)
-			if _, err := c.Write([]byte(msg)); err != nil {
-				f.fail(fmt.Errorf("send %d: %w", seq, err))
+			switch ok, err := roundTrip(seq); {
+			case err != nil:
+				f.fail(err)
 				return
-			}
-			c.SetReadDeadline(time.Now().Add(flowTimeout))
-			// Skip late echoes of earlier datagrams.
-			for {
-				n, err := c.Read(buf)
-				if err != nil {
-					f.mu.Lock()
-					f.lost++
-					f.mu.Unlock()
-					break
-				}
-				if string(buf[:n]) == msg {
-					f.success()
-					break
-				}
+			case ok:
+				f.success()
+			default:
+				f.mu.Lock()
+				f.lost++
+				f.mu.Unlock()
 			}
 		}
 	}()
@@ -186,22 +166,12 @@ func (f *kubeProxyFlow) result() flowResult {
 
 // echoOnce opens a new connection from ns to addr and checks one echo.
 func echoOnce(ns *testutil.NetNS, addr string) error {
-	return ns.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write([]byte("new\n")); err != nil {
-			return err
-		}
-		got, err := bufio.NewReader(c).ReadString('\n')
-		if err != nil || got != "new\n" {
-			return fmt.Errorf("echo: got %q, %v", got, err)
-		}
-		return nil
-	})
+	c, err := ns.DialEcho(addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Echo("new", 5*time.Second)
 }
 
 // ipvsConnections returns, from `ipvsadm -Lnc`, the IPVS connection

@@ -21,6 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -117,11 +118,11 @@ func (s *soak) create(ctx context.Context, endpoints int) error {
 	}
 	s.mu.Unlock()
 	f := s.f
-	svc, err := f.client.CoreV1().Services(f.ns).Create(ctx, kubeService(f.ns, name, corev1.ServiceTypeClusterIP, 80), metav1.CreateOptions{})
+	svc, err := f.client.CoreV1().Services(f.ns).Create(ctx, kubetest.Service(f.ns, name, corev1.ServiceTypeClusterIP, 80), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
-	slice, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Create(ctx, kubeSlice(f.ns, name, name+"-1", 8080, eps...), metav1.CreateOptions{})
+	slice, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Create(ctx, kubetest.Triggered(kubetest.Slice(f.ns, name, name+"-1", 8080, eps...)), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
@@ -213,7 +214,7 @@ func (s *soak) change(ctx context.Context) error {
 	if kind == "endpoint port" {
 		port = 8080 + (port-8079)%2
 	}
-	slice := kubeSlice(f.ns, ss.svc.Name, ss.slice.Name, port, eps...)
+	slice := kubetest.Triggered(kubetest.Slice(f.ns, ss.svc.Name, ss.slice.Name, port, eps...))
 	slice.ResourceVersion = ss.slice.ResourceVersion
 	got, err := f.client.DiscoveryV1().EndpointSlices(f.ns).Update(ctx, slice, metav1.UpdateOptions{})
 	if err != nil {
@@ -401,7 +402,7 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 		t.Fatal(err)
 	}
 	s.converge(t, pp, proxy, time.Now())
-	rss, err := procStatusKiB(pp.cmd.Process.Pid, "VmRSS")
+	rss, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 
 	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var samples []int
-	stopSampling := sampleRSS(pp.cmd.Process.Pid, &samples)
+	stopSampling := sampleRSS(pp.proc.Cmd.Process.Pid, &samples)
 	churnStart := time.Now()
 	r.changes = s.churn(t, p)
 	churn := time.Since(churnStart)
@@ -569,7 +570,7 @@ func scrape(t *testing.T, pp *proxyProc) promText {
 // runs ipset and iptables-restore) have used.
 func cpuTime(t *testing.T, pp *proxyProc) time.Duration {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pp.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pp.proc.Cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}

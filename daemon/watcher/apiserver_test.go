@@ -16,10 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/consistencydetector"
@@ -168,11 +168,7 @@ func summarize(s model.State, ns string) []string {
 // returns its allocated cluster IP.
 func (f *apiFixture) createService(name string, port int32) string {
 	f.t.Helper()
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
-		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "http", Port: port, Protocol: v1.ProtocolTCP}}},
-	}
-	got, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, svc, metav1.CreateOptions{})
+	got, err := f.client.CoreV1().Services(f.ns).Create(f.ctx, kubetest.Service(f.ns, name, "", port), metav1.CreateOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -183,25 +179,7 @@ func (f *apiFixture) createService(name string, port int32) string {
 // ready endpoints at addrs, port 8080.
 func (f *apiFixture) putSlice(svc, name string, addrs ...string) {
 	f.t.Helper()
-	portName, proto, port := "http", v1.ProtocolTCP, int32(8080)
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{watcher.LabelServiceName: svc}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Protocol: &proto, Port: &port}},
-	}
-	ready := true
-	for _, a := range addrs {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
-	}
-	slices := f.client.DiscoveryV1().EndpointSlices(f.ns)
-	old, err := slices.Get(f.ctx, name, metav1.GetOptions{})
-	if err == nil {
-		s.ResourceVersion = old.ResourceVersion
-		_, err = slices.Update(f.ctx, s, metav1.UpdateOptions{})
-	} else {
-		_, err = slices.Create(f.ctx, s, metav1.CreateOptions{})
-	}
-	if err != nil {
+	if err := kubetest.PutSlice(f.ctx, f.client, kubetest.Slice(f.ns, svc, name, 8080, addrs...)); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -224,12 +202,7 @@ func TestAPIServerServicesAndSlices(t *testing.T) {
 	f.putSlice("web", "web-1", "10.244.1.6", "10.244.1.9")
 	f.expect("slice changed", fmt.Sprintf("web:http tcp [%s]:80 -> 10.244.1.6:8080,10.244.1.9:8080,10.244.2.7:8080", web))
 
-	svc, err := f.client.CoreV1().Services(f.ns).Get(f.ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.Spec.Ports[0].Port = 8000
-	if _, err := f.client.CoreV1().Services(f.ns).Update(f.ctx, svc, metav1.UpdateOptions{}); err != nil {
+	if err := kubetest.UpdateService(f.ctx, f.client, f.ns, "web", func(svc *v1.Service) { svc.Spec.Ports[0].Port = 8000 }); err != nil {
 		t.Fatal(err)
 	}
 	f.expect("service port changed", fmt.Sprintf("web:http tcp [%s]:8000 -> 10.244.1.6:8080,10.244.1.9:8080,10.244.2.7:8080", web))
@@ -253,12 +226,7 @@ func TestAPIServerLabels(t *testing.T) {
 	web := f.createService("web", 80)
 	f.expect("service created", fmt.Sprintf("web:http tcp [%s]:80 -> ", web))
 	label := func(name, label string) {
-		svc, err := f.client.CoreV1().Services(f.ns).Get(f.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc.Labels = map[string]string{label: "x"}
-		if _, err := f.client.CoreV1().Services(f.ns).Update(f.ctx, svc, metav1.UpdateOptions{}); err != nil {
+		if err := kubetest.UpdateService(f.ctx, f.client, f.ns, name, func(svc *v1.Service) { svc.Labels = map[string]string{label: "x"} }); err != nil {
 			t.Fatal(err)
 		}
 	}

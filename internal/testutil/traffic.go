@@ -1,8 +1,10 @@
 package testutil
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -14,16 +16,7 @@ import (
 // 10.0.0.2:41234"), then closes it. It stops when the test ends.
 func (n *NetNS) ServeTCP(t testing.TB, addr, name string) {
 	t.Helper()
-	var ln net.Listener
-	err := n.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp", addr)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("listening on %s: %v", addr, err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := n.listen(t, addr)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -41,11 +34,7 @@ func (n *NetNS) ServeTCP(t testing.TB, addr, name string) {
 // for connections. It stops when the test ends.
 func (n *NetNS) ServeUDP(t testing.TB, addr, name string) {
 	t.Helper()
-	var pc net.PacketConn
-	if err := n.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
-		t.Fatalf("listening on udp %s: %v", addr, err)
-	}
-	t.Cleanup(func() { pc.Close() })
+	pc := n.listenUDP(t, addr)
 	go func() {
 		buf := make([]byte, 512)
 		for {
@@ -62,7 +51,26 @@ func (n *NetNS) ServeUDP(t testing.TB, addr, name string) {
 // address from if it is not empty, and returns what the server sent,
 // within timeout.
 func (n *NetNS) DialTCP(from, addr string, timeout time.Duration) (string, error) {
-	var reply []byte
+	c, err := n.dial(from, addr, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	reply, err := io.ReadAll(c)
+	return string(reply), err
+}
+
+// Connect opens a TCP connection from inside the namespace to addr within
+// timeout. A socket stays in the namespace it was made in, so the
+// connection may be used from any goroutine.
+func (n *NetNS) Connect(addr string, timeout time.Duration) (net.Conn, error) {
+	return n.dial("", addr, timeout)
+}
+
+// dial is Connect from the local address from if it is not empty.
+func (n *NetNS) dial(from, addr string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
 	err := n.Do(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -74,16 +82,68 @@ func (n *NetNS) DialTCP(from, addr string, timeout time.Duration) (string, error
 			}
 			d.LocalAddr = local
 		}
-		c, err := d.DialContext(ctx, "tcp", addr)
+		var err error
+		c, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	return c, err
+}
+
+// DialUDP opens a UDP socket inside the namespace connected to addr,
+// bound to the local address and port from if it is not empty
+// ("10.0.0.2:20000"): the same from again is the same flow.
+func (n *NetNS) DialUDP(from, addr string) (*net.UDPConn, error) {
+	var c *net.UDPConn
+	err := n.Do(func() error {
+		var local *net.UDPAddr
+		if from != "" {
+			var err error
+			if local, err = net.ResolveUDPAddr("udp", from); err != nil {
+				return err
+			}
+		}
+		remote, err := net.ResolveUDPAddr("udp", addr)
 		if err != nil {
 			return err
 		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(timeout))
-		reply, err = io.ReadAll(c)
+		c, err = net.DialUDP("udp", local, remote)
 		return err
 	})
-	return string(reply), err
+	return c, err
+}
+
+// EchoConn is a TCP connection to an echo server (ServeEcho) whose every
+// line must come back as it was sent.
+type EchoConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// DialEcho connects from inside the namespace to the echo server at addr
+// (through whatever service leads to it) within timeout.
+func (n *NetNS) DialEcho(addr string, timeout time.Duration) (*EchoConn, error) {
+	c, err := n.Connect(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &EchoConn{Conn: c, r: bufio.NewReader(c)}, nil
+}
+
+// Echo sends line (without its newline) and checks that the same line
+// comes back within timeout.
+func (e *EchoConn) Echo(line string, timeout time.Duration) error {
+	e.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(e, line+"\n"); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	got, err := e.r.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("echo: %w", err)
+	}
+	if got != line+"\n" {
+		return fmt.Errorf("echoed %q, want %q", got, line+"\n")
+	}
+	return nil
 }
 
 // IsTimeout reports whether a dial failed by timing out (a dropped packet)
@@ -98,11 +158,7 @@ func IsTimeout(err error) bool {
 // long-lived connections that tests can watch survive a change.
 func (n *NetNS) ServeEcho(t testing.TB, addr string) {
 	t.Helper()
-	var ln net.Listener
-	if err := n.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatalf("listening on %s: %v", addr, err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := n.listen(t, addr)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -121,11 +177,7 @@ func (n *NetNS) ServeEcho(t testing.TB, addr string) {
 // datagram back to its sender, until the test ends.
 func (n *NetNS) ServeEchoUDP(t testing.TB, addr string) {
 	t.Helper()
-	var pc net.PacketConn
-	if err := n.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
-		t.Fatalf("listening on udp %s: %v", addr, err)
-	}
-	t.Cleanup(func() { pc.Close() })
+	pc := n.listenUDP(t, addr)
 	go func() {
 		buf := make([]byte, 64*1024)
 		for {
@@ -136,4 +188,26 @@ func (n *NetNS) ServeEchoUDP(t testing.TB, addr string) {
 			pc.WriteTo(buf[:n], from)
 		}
 	}()
+}
+
+// listen listens on TCP addr inside the namespace until the test ends.
+func (n *NetNS) listen(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := n.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// listenUDP listens on UDP addr inside the namespace until the test ends.
+func (n *NetNS) listenUDP(t testing.TB, addr string) net.PacketConn {
+	t.Helper()
+	var pc net.PacketConn
+	if err := n.Do(func() (err error) { pc, err = net.ListenPacket("udp", addr); return err }); err != nil {
+		t.Fatalf("listening on udp %s: %v", addr, err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
@@ -75,4 +76,20 @@ func (n *NetNS) IP(t testing.TB, args ...string) {
 	if _, err := n.Output(t.Context(), "ip", args...); err != nil {
 		t.Fatal(fmt.Errorf("in the test namespace: %w", err))
 	}
+}
+
+// Link joins peer to n, its router, with a veth pair: name in n holds
+// addr and peerName in peer holds peerAddr (prefixes, "10.0.1.1/24" and
+// "10.0.1.2/24"), and peer's default route goes through n's address.
+// Further addresses and routes are the caller's.
+func (n *NetNS) Link(t testing.TB, name string, peer *NetNS, peerName, addr, peerAddr string) {
+	t.Helper()
+	gw, err := netip.ParsePrefix(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Veth(t, name, peer, peerName)
+	n.IP(t, "addr", "add", addr, "dev", name)
+	peer.IP(t, "addr", "add", peerAddr, "dev", peerName)
+	peer.IP(t, "route", "add", "default", "via", gw.Addr().String())
 }

@@ -77,9 +77,9 @@ func benchDaemon(b *testing.B, n int) {
 	}
 	b.StartTimer()
 	d := startDaemon(b, ns, dir, "--ipvs-sync-period=1h", "--healthz-bind-address=", "--metrics-bind-address=")
-	ready := d.waitSynced(b, 30*time.Minute)
+	ready := d.WaitSynced(b, 30*time.Minute)
 	b.StopTimer()
-	rec, err := readRecord(d.stateFile)
+	rec, err := readRecord(d.StateFile)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,12 +119,12 @@ func benchDaemon(b *testing.B, n int) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(float64(total.Milliseconds())/changes, "change-ms")
-	peak, err := peakRSS(d.cmd.Process.Pid)
+	peak, err := peakRSS(d.Proc.Cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(peak, "peak-RSS-MiB")
-	if err := d.stop(b); err != nil {
+	if err := d.Stop(); err != nil {
 		b.Fatal(err)
 	}
 	b.StartTimer()

@@ -37,7 +37,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 
 	dir := copyManifests(t)
 	d := startDaemon(t, n.node, dir)
-	d.waitSynced(t, 2*time.Minute)
+	d.WaitSynced(t, 2*time.Minute)
 
 	t.Run("cluster IP spreads over both backends, masqueraded", func(t *testing.T) {
 		counts, peers := spread(t, n.client, "10.96.0.10:80", 6)
@@ -108,7 +108,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("status", func(t *testing.T) {
-		out, err := ipvsplane(t, n.node, "status", "--state-file", d.stateFile)
+		out, err := ipvsplane(t, n.node, "status", "--state-file", d.StateFile)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -164,19 +164,19 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Errorf("the removed service is still there after %v", limit)
 	})
 
-	if err := d.stop(t); err != nil {
-		t.Fatalf("the daemon's exit: %v\n%s", err, d.out.String())
+	if err := d.Stop(); err != nil {
+		t.Fatalf("the daemon's exit: %v\n%s", err, d.Out.String())
 	}
 	if table := ipvsTable(t, n.node); len(table) < 5 {
 		t.Errorf("after the daemon stopped, %d virtual servers are left; the kernel should keep its state", len(table))
 	}
 
-	out, err := ipvsplane(t, n.node, "cleanup", "--state-file", d.stateFile)
+	out, err := ipvsplane(t, n.node, "cleanup", "--state-file", d.StateFile)
 	if err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out)
 	}
 	assertClean(t, n.node, foreign)
-	if _, err := os.Stat(d.stateFile); !os.IsNotExist(err) {
+	if _, err := os.Stat(d.StateFile); !os.IsNotExist(err) {
 		t.Errorf("the state file is still there: %v", err)
 	}
 

@@ -48,9 +48,9 @@ Each backend answers a TCP connection with its name and the client address it se
 	section("ipvsplane run --source=files")
 	start := time.Now()
 	d := startDaemon(t, n.node, dir)
-	took := d.waitSynced(t, 2*time.Minute)
+	took := d.WaitSynced(t, 2*time.Minute)
 	fmt.Fprintf(out, "first sync done %v after the start; the daemon's log so far:\n", took.Round(time.Millisecond))
-	for _, line := range strings.Split(strings.TrimSpace(d.out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(d.Out.String()), "\n") {
 		fmt.Fprintln(out, "  "+line)
 	}
 
@@ -89,7 +89,7 @@ Each backend answers a TCP connection with its name and the client address it se
 	report("ClusterIP demo/web", "10.96.0.10:80", 12)
 
 	section("ipvsplane status")
-	status, err := ipvsplane(t, n.node, "status", "--state-file", d.stateFile)
+	status, err := ipvsplane(t, n.node, "status", "--state-file", d.StateFile)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, status)
 	}
@@ -100,7 +100,7 @@ Each backend answers a TCP connection with its name and the client address it se
 	fmt.Fprint(out, n.node.Run(t, "ipvsadm", "-Ln"))
 
 	section("done")
-	if err := d.stop(t); err != nil {
+	if err := d.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(out, "the demo took %v in the VM; the daemon stopped on SIGTERM and left the kernel as it was\n", time.Since(start).Round(time.Second))

@@ -3,10 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -78,8 +75,8 @@ func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perServi
 	tr := &traffic{stop: make(chan struct{})}
 	for _, addr := range addrs {
 		for range perService {
-			var c net.Conn
-			if err := client.Do(func() (err error) { c, err = net.DialTimeout("tcp", addr, 3*time.Second); return err }); err != nil {
+			c, err := client.DialEcho(addr, 3*time.Second)
+			if err != nil {
 				t.Fatalf("dialling %s: %v", addr, err)
 			}
 			tr.long++
@@ -97,14 +94,11 @@ func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perServi
 			case <-time.After(50 * time.Millisecond):
 			}
 			addr := addrs[i%len(addrs)]
-			err := client.Do(func() error {
-				c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				return echoOnce(c, bufio.NewReader(c), fmt.Sprintf("new %d", i))
-			})
+			c, err := client.DialEcho(addr, 3*time.Second)
+			if err == nil {
+				err = c.Echo(fmt.Sprintf("new %d", i), echoTimeout)
+				c.Close()
+			}
 			if err != nil {
 				tr.newFail.Add(1)
 				tr.mu.Lock()
@@ -118,32 +112,19 @@ func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perServi
 	return tr
 }
 
-func echoOnce(c net.Conn, r *bufio.Reader, line string) error {
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, line+"\n"); err != nil {
-		return err
-	}
-	got, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if got != line+"\n" {
-		return fmt.Errorf("echoed %q, want %q", got, line)
-	}
-	return nil
-}
+// echoTimeout is how long a line's echo may take.
+const echoTimeout = 5 * time.Second
 
-func (tr *traffic) keepBusy(c net.Conn, addr string) {
+func (tr *traffic) keepBusy(c *testutil.EchoConn, addr string) {
 	defer tr.wg.Done()
 	defer c.Close()
-	r := bufio.NewReader(c)
 	for i := 0; ; i++ {
 		select {
 		case <-tr.stop:
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
-		if err := echoOnce(c, r, fmt.Sprintf("%s line %d", c.LocalAddr(), i)); err != nil {
+		if err := c.Echo(fmt.Sprintf("%s line %d", c.LocalAddr(), i), echoTimeout); err != nil {
 			tr.mu.Lock()
 			tr.broken = append(tr.broken, fmt.Sprintf("%s -> %s after %d lines: %v", c.LocalAddr(), addr, i, err))
 			tr.mu.Unlock()

@@ -25,7 +25,7 @@ func TestFaultRestartUnderTraffic(t *testing.T) {
 	dir := copyManifests(t)
 	addrs := echoServices(t, dir, 3)
 	d := startDaemon(t, n.node, dir)
-	d.waitSynced(t, 2*time.Minute)
+	d.WaitSynced(t, 2*time.Minute)
 
 	tr := startTraffic(t, n.client, addrs, 4)
 	time.Sleep(2 * time.Second)
@@ -36,15 +36,14 @@ func TestFaultRestartUnderTraffic(t *testing.T) {
 
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		if sig == syscall.SIGKILL {
-			d.cmd.Process.Kill()
-			<-d.done
-		} else if err := d.stop(t); err != nil {
+			d.Proc.Kill()
+		} else if err := d.Stop(); err != nil {
 			t.Fatalf("the daemon's exit after SIGTERM: %v", err)
 		}
 		// The kernel carries the traffic while no daemon runs.
 		time.Sleep(time.Second)
 		d = startDaemon(t, n.node, dir)
-		took := d.waitSynced(t, 2*time.Minute)
+		took := d.WaitSynced(t, 2*time.Minute)
 		time.Sleep(2 * time.Second)
 		after := readReals(t, n.node)
 		compareReals(t, sig.String(), before, after)
@@ -95,7 +94,7 @@ func TestFaultOutsideInterference(t *testing.T) {
 	dir := copyManifests(t)
 	const syncPeriod = 5 * time.Second
 	d := startDaemon(t, n.node, dir, "--ipvs-sync-period="+syncPeriod.String(), "--ipvs-min-sync-period=0s")
-	d.waitSynced(t, 2*time.Minute)
+	d.WaitSynced(t, 2*time.Minute)
 
 	// A service whose port the canary cases change, so that a sync
 	// runs; it is left out of the comparisons.
@@ -118,8 +117,8 @@ func TestFaultOutsideInterference(t *testing.T) {
 	// the next periodic one is a whole sync period away.
 	afterPeriodicSync := func() {
 		t.Helper()
-		before := strings.Count(d.out.String(), `synced	{"full": true`)
-		if _, ok := waitFor(2*syncPeriod, func() bool { return strings.Count(d.out.String(), `synced	{"full": true`) > before }); !ok {
+		before := strings.Count(d.Out.String(), `synced	{"full": true`)
+		if _, ok := waitFor(2*syncPeriod, func() bool { return strings.Count(d.Out.String(), `synced	{"full": true`) > before }); !ok {
 			t.Fatalf("no periodic full sync within %v", 2*syncPeriod)
 		}
 	}
@@ -143,7 +142,7 @@ func TestFaultOutsideInterference(t *testing.T) {
 		for _, canary := range []bool{false, true} {
 			name := c.name + map[bool]string{false: ", next periodic sync", true: ", canary of a change's sync"}[canary]
 			afterPeriodicSync()
-			logged := len(d.out.String())
+			logged := len(d.Out.String())
 			n.node.Run(t, c.cmd[0], c.cmd[1:]...)
 			start := time.Now()
 			if canary {
@@ -153,7 +152,7 @@ func TestFaultOutsideInterference(t *testing.T) {
 			// the daemon's log says when it ended and how long it took.
 			var repair []string
 			if _, ok := waitFor(3*syncPeriod, func() bool {
-				repair = repairLine.FindStringSubmatch(d.out.String()[logged:])
+				repair = repairLine.FindStringSubmatch(d.Out.String()[logged:])
 				return repair != nil
 			}); !ok {
 				t.Fatalf("%s: no repairing sync within %v", name, 3*syncPeriod)
@@ -252,7 +251,7 @@ func TestFaultBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := badInput(t, dir)
 	d := startDaemon(t, n.node, dir)
-	d.waitSynced(t, 5*time.Minute)
+	d.WaitSynced(t, 5*time.Minute)
 
 	// 900 cluster IPs and the 20 external IPs the valid services own, and
 	// the cluster IPs of the 40 malformed services whose fault is one
@@ -269,7 +268,7 @@ func TestFaultBadInput(t *testing.T) {
 	}
 	t.Logf("%d virtual servers programmed %v after the first sync", got, took.Round(time.Millisecond))
 
-	log := d.out.String()
+	log := d.Out.String()
 	reported := 0
 	for i, m := range bad {
 		line := ""
@@ -313,7 +312,7 @@ func TestFaultBadInput(t *testing.T) {
 	if !ok {
 		t.Errorf("a service added after the malformed ones is not programmed")
 	}
-	if strings.Count(d.out.String(), "sync failed") > 0 {
-		t.Errorf("syncs failed:\n%s", d.out.String())
+	if strings.Count(d.Out.String(), "sync failed") > 0 {
+		t.Errorf("syncs failed:\n%s", d.Out.String())
 	}
 }

@@ -10,13 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/daemontest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -36,16 +35,10 @@ func setupNet(t *testing.T) *testNet {
 	t.Helper()
 	testutil.RequireVM(t)
 	n := &testNet{node: testutil.NewNetNS(t), client: testutil.NewNetNS(t)}
-	n.node.Veth(t, "n-c", n.client, "c0")
-	n.node.IP(t, "addr", "add", "192.168.0.1/24", "dev", "n-c")
-	n.client.IP(t, "addr", "add", "192.168.0.2/24", "dev", "c0")
-	n.client.IP(t, "route", "add", "default", "via", "192.168.0.1")
+	n.node.Link(t, "n-c", n.client, "c0", "192.168.0.1/24", "192.168.0.2/24")
 	for i := 1; i <= 3; i++ {
 		b := testutil.NewNetNS(t)
-		n.node.Veth(t, fmt.Sprintf("n-b%d", i), b, "b0")
-		n.node.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.1/24", i), "dev", fmt.Sprintf("n-b%d", i))
-		b.IP(t, "addr", "add", fmt.Sprintf("10.244.%d.2/24", i), "dev", "b0")
-		b.IP(t, "route", "add", "default", "via", fmt.Sprintf("10.244.%d.1", i))
+		n.node.Link(t, fmt.Sprintf("n-b%d", i), b, "b0", fmt.Sprintf("10.244.%d.1/24", i), fmt.Sprintf("10.244.%d.2/24", i))
 		b.ServeTCP(t, fmt.Sprintf("10.244.%d.2:8080", i), fmt.Sprintf("backend-%d", i))
 		n.backends = append(n.backends, b)
 	}
@@ -84,100 +77,52 @@ func writeFile(t testing.TB, path, body string) {
 }
 
 // daemonProc is a running `ipvsplane run`.
-type daemonProc struct {
-	cmd       *exec.Cmd
-	out       testutil.LockedBuffer
-	stateFile string
-	done      chan error
-}
+type daemonProc = daemontest.Daemon
 
 // startDaemon starts the daemon in the node's namespace on the manifests
 // in dir; it is stopped when the test ends.
 func startDaemon(t testing.TB, ns *testutil.NetNS, dir string, extra ...string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{stateFile: filepath.Join(t.TempDir(), "status.json"), done: make(chan error, 1)}
+	stateFile := filepath.Join(t.TempDir(), "status.json")
 	args := append([]string{"run", "--source=files", "--manifests", dir, "--hostname-override=node-a",
 		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s", "--ipvs-sync-period=30s",
 		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
-		"--state-file", d.stateFile}, extra...)
-	d.cmd = command(t, ns, args...)
-	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
-	if err := ns.Do(d.cmd.Start); err != nil {
+		"--state-file", stateFile}, extra...)
+	d, err := daemontest.Start(command(t, ns, args...), ns, stateFile)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
-			d.stop(t)
-		}
+		d.Stop()
 		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out.String())
+			t.Logf("daemon output:\n%s", d.Out.String())
 		}
 	})
 	return d
 }
 
-// stop sends SIGTERM and waits for the daemon to exit.
-func (d *daemonProc) stop(t testing.TB) error {
-	t.Helper()
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		return err
-	case <-time.After(time.Minute):
-		d.cmd.Process.Kill()
-		<-d.done
-		return fmt.Errorf("the daemon did not stop within a minute of SIGTERM")
-	}
-}
-
-// waitSynced waits for the daemon's first sync and returns how long it
-// took from the start.
-func (d *daemonProc) waitSynced(t testing.TB, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if _, err := os.Stat(d.stateFile); err == nil {
-			return time.Since(start)
-		}
-		select {
-		case err := <-d.done:
-			t.Fatalf("the daemon exited: %v\n%s", err, d.out.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	t.Fatalf("no sync within %v:\n%s", timeout, d.out.String())
-	return 0
-}
-
-// httpGet fetches a URL from inside ns. The connection is dialled on the
-// namespace's thread: http.Client dials from goroutines of its own, which
-// would be in the wrong namespace.
+// httpGet fetches a URL from inside ns. The connection is dialled in the
+// namespace: http.Client dials from goroutines of its own, which would be
+// in the wrong namespace.
 func httpGet(ns *testutil.NetNS, addr, path string) (int, string, error) {
-	var code int
-	var body []byte
-	err := ns.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
-		req.Close = true
-		if err := req.Write(c); err != nil {
-			return err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		code = resp.StatusCode
-		body, err = io.ReadAll(resp.Body)
-		return err
-	})
-	return code, string(body), err
+	c, err := ns.Connect(addr, 3*time.Second)
+	if err != nil {
+		return 0, "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	req.Close = true
+	if err := req.Write(c); err != nil {
+		return 0, "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 // spread sends n connections to addr from the client and counts the

@@ -76,7 +76,7 @@ func TestDaemonKernelSettings(t *testing.T) {
 	reuse := sysctl("net/ipv4/vs/conn_reuse_mode")
 	d := startDaemon(t, n.node, copyManifests(t), "--conntrack-tcp-timeout-close-wait=90s",
 		"--conntrack-udp-timeout=20s", "--conntrack-udp-timeout-stream=3m", "--conntrack-tcp-be-liberal")
-	d.waitSynced(t, 2*time.Minute)
+	d.WaitSynced(t, 2*time.Minute)
 	for name, want := range map[string]string{
 		"net/netfilter/nf_conntrack_tcp_timeout_established": "86400",
 		"net/netfilter/nf_conntrack_tcp_timeout_close_wait":  "90",
@@ -92,10 +92,10 @@ func TestDaemonKernelSettings(t *testing.T) {
 		}
 	}
 	max := sysctl("net/netfilter/nf_conntrack_max")
-	logged := strings.Contains(d.out.String(), "conntrack table size left as it is")
+	logged := strings.Contains(d.Out.String(), "conntrack table size left as it is")
 	t.Logf("nf_conntrack_max %s in the node's namespace; read-only logged: %v; conn_reuse_mode %s", max, logged, reuse)
 	if max != "131072" && !logged {
-		t.Errorf("nf_conntrack_max = %s, neither raised to 131072 nor logged as read-only:\n%s", max, d.out.String())
+		t.Errorf("nf_conntrack_max = %s, neither raised to 131072 nor logged as read-only:\n%s", max, d.Out.String())
 	}
 }
 

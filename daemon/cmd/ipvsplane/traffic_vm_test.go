@@ -15,7 +15,7 @@ import (
 func TestDaemonServiceTrafficMetrics(t *testing.T) {
 	n := setupNet(t)
 	d := startDaemon(t, n.node, copyManifests(t), "--service-traffic-metrics", "--service-traffic-metrics-interval=1s")
-	d.waitSynced(t, 2*time.Minute)
+	d.WaitSynced(t, 2*time.Minute)
 	const conns = 8
 	spread(t, n.client, "10.96.0.10:80", conns)
 	series := `{name="web",namespace="demo",port="http",protocol="tcp"}`
@@ -38,7 +38,7 @@ func TestDaemonServiceTrafficMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want at least %v", name, got[name], min)
 		}
 	}
-	out, err := ipvsplane(t, n.node, "status", "--state-file", d.stateFile)
+	out, err := ipvsplane(t, n.node, "status", "--state-file", d.StateFile)
 	if err != nil || !strings.Contains(out, "traffic over the") || !strings.Contains(out, "demo/web") {
 		t.Errorf("status does not show the traffic rates: %v\n%s", err, out)
 	}

@@ -103,12 +103,7 @@ func benchmarkLoad(b *testing.B, n int) {
 func benchNS(b *testing.B) (*testutil.NetNS, *ipset.Conn) {
 	ns := testutil.NewNetNS(b)
 	testutil.RequireProgram(b, "ipset")
-	c, err := ipset.Dial(&ipset.Config{NetNS: ns.FD()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return ns, c
+	return ns, testutil.Open(b, func() (*ipset.Conn, error) { return ipset.Dial(&ipset.Config{NetNS: ns.FD()}) })
 }
 
 // runLoads times load into an empty set, b.N times, and checks the set.

@@ -28,11 +28,7 @@ import (
 func TestMobyReadsTable(t *testing.T) {
 	testutil.RequireVM(t)
 	ns := testutil.NewNetNS(t)
-	c, err := ipvs.Dial(&ipvs.Config{NetNS: ns.FD()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := testutil.Open(t, func() (*ipvs.Conn, error) { return ipvs.Dial(&ipvs.Config{NetNS: ns.FD()}) })
 	h, err := mobyipvs.New(fmt.Sprintf("/proc/self/fd/%d", ns.FD()))
 	if err != nil {
 		t.Fatal(err)

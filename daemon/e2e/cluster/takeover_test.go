@@ -27,12 +27,14 @@ import (
 // /tmp/stop ends it.
 const trafficScript = `
 hold() {
-  exec 3<>/dev/tcp/echo/7000 || { echo "$1 open failed" >>/tmp/resets; return; }
+  for try in $(seq 20); do exec 3<>/dev/tcp/echo/7000 && break; sleep 0.5; done
+  [ -e /dev/fd/3 ] || { echo "connection $1 open failed" >>/tmp/resets; return; }
+  touch /tmp/open-$1
   n=0
   while [ ! -e /tmp/stop ]; do
     echo "ping $n" >&3
     if ! read -r -t 5 line <&3 || [ "$line" != "ping $n" ]; then
-      echo "$(date +%s.%N) connection $1 broke after $n echoes: '$line'" >>/tmp/resets
+      echo "$EPOCHREALTIME connection $1 broke after $n echoes: '$line'" >>/tmp/resets
       return
     fi
     n=$((n + 1))
@@ -43,8 +45,10 @@ hold() {
 for i in 1 2 3 4; do hold $i & done
 ok=0 fail=0
 while [ ! -e /tmp/stop ]; do
-  if curl -s -m 2 -o /dev/null http://echo/hostname; then ok=$((ok + 1)); else
-    fail=$((fail + 1)); echo "$(date +%s.%N) request failed" >>/tmp/fails
+  curl -s -m 2 -o /dev/null http://echo/hostname
+  rc=$?
+  if [ $rc = 0 ]; then ok=$((ok + 1)); else
+    fail=$((fail + 1)); echo "$EPOCHREALTIME request failed: curl exit status $rc" >>/tmp/fails
   fi
   echo "$ok $fail" >/tmp/counts
   sleep 0.05
@@ -81,9 +85,12 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 		if ok, _ := counts(); ok < 20 {
 			return fmt.Errorf("%d requests so far", ok)
 		}
-		return nil
+		_, err := c.exec(ctx, ns, client, "test -e /tmp/open-1 -a -e /tmp/open-2 -a -e /tmp/open-3 -a -e /tmp/open-4")
+		return err
 	})
 	start := time.Now()
+	// What went wrong before is kube-proxy's, while the client started.
+	ok0, fail0 := counts()
 
 	// Step 2 of the procedure: ipvsplane's DaemonSet selects labelled
 	// nodes only; applied, it starts nothing yet.
@@ -105,6 +112,7 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 	})
 	time.Sleep(10 * time.Second)
 	okOver, failOver := counts()
+	ipvsplaneLog, _ := c.kubectl(ctx, "-n", "kube-system", "logs", "daemonset/ipvsplane")
 
 	// And back: kube-proxy first, then ipvsplane's own rules go.
 	back := time.Now()
@@ -133,11 +141,16 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 	})
 	ok, fail := counts()
 	report, _ := c.exec(ctx, ns, client, "cat /tmp/held /tmp/resets /tmp/fails 2>/dev/null")
-	t.Logf("%d requests in %v (%.1f/s), %d failed; %d by the end of the takeover (%v) with %d failed; handed back in %v\n%s",
-		ok+fail, time.Since(start).Round(time.Second), float64(ok+fail)/time.Since(start).Seconds(), fail,
-		okOver+failOver, tookOver.Round(100*time.Millisecond), failOver, handedBack.Round(100*time.Millisecond), report)
-	if fail != 0 || strings.Contains(report, "broke") || strings.Contains(report, "open failed") || strings.Count(report, "held") != 4 {
-		t.Errorf("traffic was disturbed: %d failed requests\n%s", fail, report)
+	took := time.Since(start)
+	n := ok + fail - ok0 - fail0
+	t.Logf("from the takeover's start (%.3f) to the end: %d new connections in %v (%.1f/s), %d failed, 4 connections held; "+
+		"ipvsplane serving %v after the start (%d requests by then, %d failed); kube-proxy back and ipvsplane's rules gone %v after the hand-back began (%.3f); "+
+		"before the start, under kube-proxy: %d requests, %d failed\n%s",
+		float64(start.UnixMicro())/1e6, n, took.Round(time.Second), float64(n)/took.Seconds(), fail-fail0,
+		tookOver.Round(100*time.Millisecond), okOver+failOver-ok0-fail0, failOver-fail0,
+		handedBack.Round(100*time.Millisecond), float64(back.UnixMicro())/1e6, ok0+fail0, fail0, report)
+	if fail != fail0 || strings.Contains(report, "broke") || strings.Contains(report, "open failed") || strings.Count(report, "held") != 4 {
+		t.Errorf("traffic was disturbed: %d requests failed after the start\nipvsplane's log:\n%s", fail-fail0, ipvsplaneLog)
 	}
 }
 

@@ -37,9 +37,10 @@ type cluster struct {
 	nodeName   string
 	nodeIP     string
 	proxy      string
-	// lbPrefix is where the test picks load balancers' addresses: the
-	// test's namespace routes it to the node.
-	lbPrefix netip.Prefix
+	nodeIP6    string
+	// lbPrefix and lbPrefix6 are where the test picks load balancers'
+	// addresses: the test's namespace routes them to the node.
+	lbPrefix, lbPrefix6 netip.Prefix
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -60,10 +61,14 @@ func newCluster(t *testing.T) *cluster {
 		kubeconfig: kubeconfig,
 		nodeName:   os.Getenv("IPVSPLANE_NODE_NAME"),
 		nodeIP:     os.Getenv("IPVSPLANE_NODE_IP"),
+		nodeIP6:    os.Getenv("IPVSPLANE_NODE_IP6"),
 		proxy:      os.Getenv("IPVSPLANE_NODE_PROXY"),
 	}
 	if c.lbPrefix, err = netip.ParsePrefix(os.Getenv("IPVSPLANE_NODE_LB_CIDR")); err != nil {
 		t.Fatalf("IPVSPLANE_NODE_LB_CIDR: %v", err)
+	}
+	if c.lbPrefix6, err = netip.ParsePrefix(os.Getenv("IPVSPLANE_NODE_LB_CIDR6")); err != nil {
+		t.Fatalf("IPVSPLANE_NODE_LB_CIDR6: %v", err)
 	}
 	return c
 }

@@ -5,7 +5,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +164,48 @@ func TestLoadBalancerFromOutside(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// A dual-stack Service answers on both families: a pod reaches its IPv6
+// cluster IP, and a client outside the node its IPv6 node port and load
+// balancer.
+func TestDualStackService(t *testing.T) {
+	c := newCluster(t)
+	ns := c.namespace(t, "dualstack")
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc := c.serveHostname(t, ns, "ds", 2, corev1.ServiceSpec{
+		Type:           corev1.ServiceTypeLoadBalancer,
+		IPFamilyPolicy: &policy,
+		IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+	})
+	if len(svc.Spec.ClusterIPs) != 2 {
+		t.Fatalf("cluster IPs %v, want one of each family", svc.Spec.ClusterIPs)
+	}
+	ctx := context.Background()
+	lb6 := c.lbPrefix6.Addr().Next().String()
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: c.lbPrefix.Addr().Next().Next().String()}, {IP: lb6}}
+	if _, err := c.client.CoreV1().Services(ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.runPod(t, ns, "client", false, "pause")
+	vip6 := net.JoinHostPort(svc.Spec.ClusterIPs[1], "80")
+	eventually(t, time.Minute, "a pod to "+vip6, func() error {
+		out, err := c.exec(ctx, ns, "client", "curl -s -g --connect-timeout 2 http://"+vip6+"/hostname")
+		if err == nil && !strings.HasPrefix(out, "ds-") {
+			err = fmt.Errorf("answer %q", out)
+		}
+		return err
+	})
+	nodePort := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
+	for _, addr := range []string{net.JoinHostPort(c.nodeIP6, nodePort), net.JoinHostPort(lb6, "80")} {
+		eventually(t, time.Minute, "outside to "+addr, func() error {
+			body, err := get("http://" + addr + "/hostname")
+			if err == nil && !strings.HasPrefix(body, "ds-") {
+				err = fmt.Errorf("answer %q", body)
+			}
+			return err
+		})
+	}
 }
 
 // Scaling a Deployment changes the Service's real servers in IPVS; the

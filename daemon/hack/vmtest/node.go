@@ -22,9 +22,9 @@ import (
 // whose only link is a tap device to the VM: the control plane
 // (internal/controlplane with Cluster: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler) at controlplane.ClusterHostAddr,
-// qemu, and COMMAND. The namespace routes the node's pod range, the
-// service range and loadBalancerCIDR to the node and nothing anywhere
-// else, so the API server reaches pods and kubelet as in a real cluster,
+// qemu, and COMMAND. The cluster is dual-stack, IPv4 first. The namespace
+// routes the node's pod ranges, the service ranges and the load balancer
+// ranges of both families to the node and nothing anywhere else, so the API server reaches pods and kubelet as in a real cluster,
 // COMMAND is a client outside the node, and nothing the node sends leaves
 // the namespace. The node boots from an ext4 disk built from Debian 12's
 // containerd, runc and CNI plugins (hack/fetch-node-packages), the kubelet
@@ -40,10 +40,17 @@ const nodeFlag = "-node"
 const (
 	nodeName = "kubenode"
 	nodeIP   = "10.0.2.15"
-	podCIDR  = "10.244.0.0/24" // the controller manager's first /24 of ClusterCIDR
-	// loadBalancerCIDR is where tests pick load balancers' addresses
-	// (TEST-NET-1): the namespace routes it to the node.
-	loadBalancerCIDR = "192.0.2.0/24"
+	nodeIP6  = "fd00:10:2::15"
+	hostIP6  = "fd00:10:2::2" // the namespace's end of the link
+	// The controller manager's first /24 of ClusterCIDR and /64 of
+	// ClusterCIDR6.
+	podCIDR  = "10.244.0.0/24"
+	podCIDR6 = "fd00:10:244::/64"
+	// loadBalancerCIDR and loadBalancerCIDR6 are where tests pick load
+	// balancers' addresses (documentation ranges): the namespace routes
+	// them to the node.
+	loadBalancerCIDR  = "192.0.2.0/24"
+	loadBalancerCIDR6 = "2001:db8::/64"
 	// netnsEnv names the namespace vmtest -node runs itself in.
 	netnsEnv = "IPVSPLANE_NODE_NETNS"
 )
@@ -168,13 +175,15 @@ func (n *node) runCommand() (int, error) {
 
 // Variables the command gets besides KUBECONFIG.
 const (
-	nodeNameEnv    = "IPVSPLANE_NODE_NAME"    // the node's name
-	nodeIPEnv      = "IPVSPLANE_NODE_IP"      // its address, which the command reaches
-	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR" // where load balancers' addresses may be picked, routed to the node
-	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"   // ipvsplane, kube-proxy or none
-	nodeLogEnv     = "IPVSPLANE_NODE_LOG"     // containerd's and the kubelet's log as it streams
-	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY" // the kustomization that installs ipvsplane from deploy/
-	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"   // the ipvsplane image's reference
+	nodeNameEnv    = "IPVSPLANE_NODE_NAME"     // the node's name
+	nodeIPEnv      = "IPVSPLANE_NODE_IP"       // its IPv4 address, which the command reaches
+	nodeIP6Env     = "IPVSPLANE_NODE_IP6"      // its IPv6 address
+	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR"  // where load balancers' IPv4 addresses may be picked, routed to the node
+	nodeLB6Env     = "IPVSPLANE_NODE_LB_CIDR6" // the same for IPv6
+	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"    // ipvsplane, kube-proxy or none
+	nodeLogEnv     = "IPVSPLANE_NODE_LOG"      // containerd's and the kubelet's log as it streams
+	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY"  // the kustomization that installs ipvsplane from deploy/
+	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"    // the ipvsplane image's reference
 )
 
 func (n *node) env() []string {
@@ -182,7 +191,9 @@ func (n *node) env() []string {
 		"KUBECONFIG=" + n.kubeconfig,
 		nodeNameEnv + "=" + nodeName,
 		nodeIPEnv + "=" + nodeIP,
+		nodeIP6Env + "=" + nodeIP6,
 		nodeLBEnv + "=" + loadBalancerCIDR,
+		nodeLB6Env + "=" + loadBalancerCIDR6,
 		nodeProxyEnv + "=" + n.config.proxy,
 		nodeLogEnv + "=" + n.logFile,
 		nodeOverlayEnv + "=" + n.overlay,

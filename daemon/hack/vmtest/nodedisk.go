@@ -48,7 +48,7 @@ var nodeModules = append([]string{"overlay", "bridge", "br_netfilter", "nf_connt
 // iptables (nf_tables flavour) the CNI portmap plugin uses, and the
 // readers an operator would reach for.
 var nodeTools = []string{
-	"nft", "ipvsadm", "ipset", "conntrack",
+	"ip", "nft", "ipvsadm", "ipset", "conntrack",
 	"iptables=iptables-nft", "iptables-save=iptables-nft-save", "iptables-restore=iptables-nft-restore",
 	"ip6tables=ip6tables-nft", "ip6tables-save=ip6tables-nft-save", "ip6tables-restore=ip6tables-nft-restore",
 	"/usr/lib/x86_64-linux-gnu/xtables",
@@ -143,7 +143,7 @@ func (n *node) rootArchive() (*archive, error) {
 
 // addConfig adds the init script and the node's configuration.
 func (n *node) addConfig(a *archive) error {
-	vars := struct{ PodCIDR string }{podCIDR}
+	vars := struct{ PodCIDR, PodCIDR6 string }{podCIDR, podCIDR6}
 	files := map[string]string{
 		"/sbin/init-node":                     "node/init-node",
 		"/etc/containerd/config.toml":         "node/containerd.toml",
@@ -174,8 +174,8 @@ func (n *node) addConfig(a *archive) error {
 		return err
 	}
 	a.file("/etc/kubenode/kubelet.kubeconfig", 0o600, kubeconfig)
-	env := fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nHOST_ADDR=%s\nMODULES='%s'\n",
-		nodeName, nodeIP, controlplane.ClusterHostAddr, strings.Join(nodeModules, " "))
+	env := fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nNODE_IP6=%s\nHOST_ADDR=%s\nHOST_ADDR6=%s\nMODULES='%s'\n",
+		nodeName, nodeIP, nodeIP6, controlplane.ClusterHostAddr, hostIP6, strings.Join(nodeModules, " "))
 	a.file("/etc/kubenode/env", 0o644, []byte(env))
 	return nil
 }

@@ -15,7 +15,8 @@ const tapName = "tap0"
 // runInNodeNetns makes the node's network namespace, runs vmtest -node
 // args in it and removes it. The namespace has loopback and the tap
 // device, with routes to the node for its pods, the services and the load
-// balancers, and no other route: no default route, no forwarding.
+// balancers of both families, and no other route: no default route, no
+// forwarding.
 func runInNodeNetns(args []string) (int, error) {
 	ns := "ipvsplane-node-" + strconv.Itoa(os.Getpid())
 	setup := [][]string{
@@ -27,6 +28,10 @@ func runInNodeNetns(args []string) (int, error) {
 		{"-n", ns, "route", "add", controlplane.ClusterCIDR, "via", nodeIP},
 		{"-n", ns, "route", "add", controlplane.ServiceCIDR, "via", nodeIP},
 		{"-n", ns, "route", "add", loadBalancerCIDR, "via", nodeIP},
+		{"-n", ns, "addr", "add", hostIP6 + "/64", "dev", tapName, "nodad"},
+		{"-n", ns, "route", "add", controlplane.ClusterCIDR6, "via", nodeIP6},
+		{"-n", ns, "route", "add", controlplane.ServiceCIDR6, "via", nodeIP6},
+		{"-n", ns, "route", "add", loadBalancerCIDR6, "via", nodeIP6},
 	}
 	defer func() { _ = exec.Command("ip", "netns", "del", ns).Run() }()
 	for _, a := range setup {

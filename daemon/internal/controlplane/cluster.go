@@ -7,9 +7,15 @@ import (
 	"strconv"
 )
 
-// ClusterCIDR is the range kube-controller-manager of a Config.Cluster
-// control plane gives nodes their pod CIDRs from, a /24 each.
-const ClusterCIDR = "10.244.0.0/16"
+// A Config.Cluster control plane is dual-stack, IPv4 first: its API server
+// allocates cluster IPs from ServiceCIDR and ServiceCIDR6, and its
+// controller manager gives each node a /24 of ClusterCIDR and a /64 of
+// ClusterCIDR6 for its pods.
+const (
+	ClusterCIDR  = "10.244.0.0/16"
+	ClusterCIDR6 = "fd00:10:244::/56"
+	ServiceCIDR6 = "fd00:10:96::/108"
+)
 
 // ClusterHostAddr is the address of a Config.Cluster control plane on the
 // link to its node: the API server's advertised address, so the
@@ -43,9 +49,10 @@ func (cp *ControlPlane) startControllers() error {
 			"--root-ca-file=" + filepath.Join(cp.dir, servingCertFile),
 			"--use-service-account-credentials=false",
 			"--allocate-node-cidrs=true",
-			"--cluster-cidr=" + ClusterCIDR,
-			"--node-cidr-mask-size=24",
-			"--service-cluster-ip-range=" + ServiceCIDR,
+			"--cluster-cidr=" + ClusterCIDR + "," + ClusterCIDR6,
+			"--node-cidr-mask-size-ipv4=24",
+			"--node-cidr-mask-size-ipv6=64",
+			"--service-cluster-ip-range=" + ServiceCIDR + "," + ServiceCIDR6,
 			"--secure-port=" + strconv.Itoa(ports[0]),
 		}},
 		{"kube-scheduler", []string{"--secure-port=" + strconv.Itoa(ports[1])}},

@@ -166,11 +166,13 @@ func (cp *ControlPlane) apiServerArgs(cluster bool) []string {
 			"--advertise-address="+ClusterHostAddr,
 			// Proxies run privileged, as kubeadm's clusters allow.
 			"--allow-privileged=true",
-			"--kubelet-preferred-address-types=InternalIP")
+			"--kubelet-preferred-address-types=InternalIP",
+			"--service-cluster-ip-range="+ServiceCIDR+","+ServiceCIDR6)
 	}
 	return append(cp.commonAPIServerArgs(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		"--service-cluster-ip-range="+ServiceCIDR,
 		// No controller manager runs: the ServiceAccount plugin would
 		// wait for service accounts that nothing creates.
 		"--disable-admission-plugins=ServiceAccount",
@@ -187,7 +189,6 @@ func (cp *ControlPlane) commonAPIServerArgs() []string {
 		"--tls-private-key-file=" + filepath.Join(cp.dir, servingKeyFile),
 		"--token-auth-file=" + filepath.Join(cp.dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(cp.dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(cp.dir, "sa.key"),

@@ -208,8 +208,9 @@ func TestDualStackService(t *testing.T) {
 	}
 }
 
-// Scaling a Deployment changes the Service's real servers in IPVS; the
-// time from the scale request to the kernel holding them is logged.
+// Scaling a Deployment changes the Service's serving real servers in
+// IPVS; the time from the scale request to the kernel holding them is
+// logged.
 func TestScaleChangesRealServers(t *testing.T) {
 	c := newCluster(t)
 	ns := c.namespace(t, "scale")
@@ -217,7 +218,9 @@ func TestScaleChangesRealServers(t *testing.T) {
 	shell := c.nodeShell(t, ns)
 	ctx := context.Background()
 	vip := svc.Spec.ClusterIP + ":80"
-	realServers := regexp.MustCompile(`(?m)^\s+->\s+\S+:8080`)
+	// Real servers taking new connections: weight above 0 (a
+	// terminating pod's drains at weight 0 while connections last).
+	realServers := regexp.MustCompile(`(?m)^\s+->\s+\S+:8080\s+\w+\s+[1-9]`)
 	count := func() (int, error) {
 		out, err := c.exec(ctx, ns, shell, "ipvsadm -Ln -t "+vip)
 		return len(realServers.FindAllString(out, -1)), err

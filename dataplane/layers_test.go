@@ -1,3 +1,7 @@
+//go:build !vmtest
+
+// The VM has no Go toolchain to list packages with.
+
 package dataplane
 
 import (

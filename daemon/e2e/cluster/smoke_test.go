@@ -127,6 +127,19 @@ func TestDNSAndServiceByName(t *testing.T) {
 	})
 }
 
+// reachFromOutside waits until GET http://addr/hostname from this test, a
+// client outside the node, answers with a pod name starting with prefix.
+func reachFromOutside(t *testing.T, addr, prefix string) {
+	t.Helper()
+	eventually(t, time.Minute, "GET http://"+addr+"/hostname", func() error {
+		body, err := get("http://" + addr + "/hostname")
+		if err == nil && !strings.HasPrefix(body, prefix) {
+			err = fmt.Errorf("answer %q", body)
+		}
+		return err
+	})
+}
+
 // A NodePort Service answers a client outside the node: this test,
 // across the link to the node's eth0.
 func TestNodePortFromOutside(t *testing.T) {
@@ -136,13 +149,7 @@ func TestNodePortFromOutside(t *testing.T) {
 		Type:  corev1.ServiceTypeNodePort,
 		Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080, Protocol: corev1.ProtocolTCP}},
 	})
-	eventually(t, time.Minute, "GET through node port 30080", func() error {
-		body, err := get("http://" + c.nodeIP + ":30080/hostname")
-		if err == nil && !strings.HasPrefix(body, "np-") {
-			err = fmt.Errorf("answer %q", body)
-		}
-		return err
-	})
+	reachFromOutside(t, net.JoinHostPort(c.nodeIP, "30080"), "np-")
 }
 
 // A LoadBalancer Service (its status set by the test, as a cloud
@@ -157,13 +164,7 @@ func TestLoadBalancerFromOutside(t *testing.T) {
 	if _, err := c.client.CoreV1().Services(ns).UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "GET through the load balancer "+lb, func() error {
-		body, err := get("http://" + lb + "/hostname")
-		if err == nil && !strings.HasPrefix(body, "lb-") {
-			err = fmt.Errorf("answer %q", body)
-		}
-		return err
-	})
+	reachFromOutside(t, lb, "lb-")
 }
 
 // A dual-stack Service answers on both families: a pod reaches its IPv6
@@ -198,13 +199,7 @@ func TestDualStackService(t *testing.T) {
 	})
 	nodePort := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
 	for _, addr := range []string{net.JoinHostPort(c.nodeIP6, nodePort), net.JoinHostPort(lb6, "80")} {
-		eventually(t, time.Minute, "outside to "+addr, func() error {
-			body, err := get("http://" + addr + "/hostname")
-			if err == nil && !strings.HasPrefix(body, "ds-") {
-				err = fmt.Errorf("answer %q", body)
-			}
-			return err
-		})
+		reachFromOutside(t, addr, "ds-")
 	}
 }
 

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"text/template"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 )
@@ -43,16 +41,7 @@ func (n *node) installAddons(ctx context.Context) error {
 // apply applies one of the node's manifests, filled in, and waits for its
 // workload's rollout.
 func (n *node) apply(ctx context.Context, manifest, workload string) error {
-	text, err := nodeFiles.ReadFile("node/" + manifest)
-	if err != nil {
-		return err
-	}
-	t, err := template.New(manifest).Parse(string(text))
-	if err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	err = t.Execute(&b, map[string]any{
+	data, err := renderNodeFile("node/"+manifest, map[string]any{
 		"ClusterCIDR":   controlplane.ClusterCIDR,
 		"KubeVersion":   controlplane.KubeVersion,
 		"APIServerHost": controlplane.ClusterHostAddr,
@@ -62,7 +51,7 @@ func (n *node) apply(ctx context.Context, manifest, workload string) error {
 		return err
 	}
 	file := filepath.Join(n.work, manifest)
-	if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(file, data, 0o644); err != nil {
 		return err
 	}
 	if err := n.kubectl(ctx, "apply", "-f", file); err != nil {

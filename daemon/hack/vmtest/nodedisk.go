@@ -151,23 +151,15 @@ func (n *node) addConfig(a *archive) error {
 		"/etc/cni/net.d/10-kubenode.conflist": "node/cni.conflist",
 	}
 	for guest, src := range files {
-		text, err := nodeFiles.ReadFile(src)
+		data, err := renderNodeFile(src, vars)
 		if err != nil {
-			return err
-		}
-		t, err := template.New(src).Parse(string(text))
-		if err != nil {
-			return err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, vars); err != nil {
 			return err
 		}
 		mode := uint32(0o644)
 		if strings.HasPrefix(guest, "/sbin/") {
 			mode = 0o755
 		}
-		a.file(guest, mode, b.Bytes())
+		a.file(guest, mode, data)
 	}
 	kubeconfig, err := n.cp.Kubeconfig(fmt.Sprintf("https://%s:%d", controlplane.ClusterHostAddr, n.cp.Port()))
 	if err != nil {
@@ -178,6 +170,24 @@ func (n *node) addConfig(a *archive) error {
 		nodeName, nodeIP, nodeIP6, controlplane.ClusterHostAddr, hostIP6, strings.Join(nodeModules, " "))
 	a.file("/etc/kubenode/env", 0o644, []byte(env))
 	return nil
+}
+
+// renderNodeFile is one of the embedded node files, a template, filled in
+// with vars.
+func renderNodeFile(name string, vars any) ([]byte, error) {
+	text, err := nodeFiles.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := template.New(name).Parse(string(text))
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, vars); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // addRuntime adds containerd, runc and the CNI plugins from Debian's

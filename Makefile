@@ -42,6 +42,8 @@ deps-vm:
 
 test-unit:
 	$(GO) test $(RACE) $(PKGS)
+	@if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test $(RACE) ./..."; \
+	  cd hack/images && GOWORK=off $(GO) test $(RACE) ./...; fi
 
 test-host:
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \

@@ -74,12 +74,26 @@ func (n *node) writeOverlay() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name, tag, ok := strings.Cut(n.config.imageRef[strings.LastIndex(n.config.imageRef, "/")+1:], ":")
-	if !ok {
-		return "", fmt.Errorf("-image-ref %q has no tag", n.config.imageRef)
+	k, err := overlayKustomization(deploy, n.config.imageRef, n.cp.Port())
+	if err != nil {
+		return "", err
 	}
-	repo := n.config.imageRef[:strings.LastIndex(n.config.imageRef, "/")+1] + name
-	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// overlayKustomization is the overlay's kustomization.yaml: deploy/ at the
+// relative path base, the image imageRef (NAME:TAG), and the API server at
+// ClusterHostAddr:apiPort.
+func overlayKustomization(base, imageRef string, apiPort int) (string, error) {
+	slash := strings.LastIndex(imageRef, "/")
+	name, tag, ok := strings.Cut(imageRef[slash+1:], ":")
+	if !ok || tag == "" {
+		return "", fmt.Errorf("-image-ref %q has no tag", imageRef)
+	}
+	return fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
 - %s
@@ -96,11 +110,7 @@ patches:
     - op: add
       path: /data/apiServerPort
       value: "%d"
-`, deploy, repo, tag, controlplane.ClusterHostAddr, n.cp.Port())
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+`, base, imageRef[:slash+1]+name, tag, controlplane.ClusterHostAddr, apiPort), nil
 }
 
 // kubectl runs kubectl against the cluster, its output on stderr.

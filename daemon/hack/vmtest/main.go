@@ -81,14 +81,13 @@ func run(args []string) int {
 	return status
 }
 
-func runInVM(binary string, args []string) (int, error) {
-	kernelDir, release, err := findKernel()
-	if err != nil {
-		return 0, err
-	}
+// newGuest is the guest for a test binary and its arguments, run in its
+// package's directory: its testdata/, the tools it lists, the variables
+// that reach it.
+func newGuest(release, binary string, args []string) (guest, error) {
 	tools, err := readToolList("testdata/vmtest-tools", os.Getenv("VMTEST_TOOLS"))
 	if err != nil {
-		return 0, err
+		return guest{}, err
 	}
 	g := guest{
 		release: release,
@@ -100,6 +99,18 @@ func runInVM(binary string, args []string) (int, error) {
 	}
 	if info, err := os.Stat("testdata"); err == nil && info.IsDir() {
 		g.testdata, _ = filepath.Abs("testdata")
+	}
+	return g, nil
+}
+
+func runInVM(binary string, args []string) (int, error) {
+	kernelDir, release, err := findKernel()
+	if err != nil {
+		return 0, err
+	}
+	g, err := newGuest(release, binary, args)
+	if err != nil {
+		return 0, err
 	}
 	cp, err := startControlPlane(context.Background())
 	if err != nil {

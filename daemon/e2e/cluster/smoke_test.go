@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // nodetools is hack/build-images' image of the node's readers (ipvsadm,
@@ -49,9 +51,7 @@ func (c *cluster) nodeShell(t *testing.T, ns string) string {
 // the node, and has logged no error.
 func TestProxyRunning(t *testing.T) {
 	c := newCluster(t)
-	if c.proxy == "none" {
-		t.Skip("no proxy installed (-proxy none)")
-	}
+	testutil.Require(t, c.proxy != "none", "a proxy on the node (vmtest -node -proxy ipvsplane or kube-proxy)")
 	ctx := context.Background()
 	ds, err := c.client.AppsV1().DaemonSets("kube-system").Get(ctx, c.proxy, metav1.GetOptions{})
 	if err != nil {

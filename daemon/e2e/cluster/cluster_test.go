@@ -109,41 +109,35 @@ func (c *cluster) exec(ctx context.Context, ns, pod, script string) (string, err
 }
 
 // runPod starts an agnhost pod with args and waits until it is Running.
-func (c *cluster) runPod(t *testing.T, ns, name string, hostNetwork bool, args ...string) *corev1.Pod {
+func (c *cluster) runPod(t *testing.T, ns, name string, args ...string) {
 	t.Helper()
-	privileged := hostNetwork
+	c.startPod(t, ns, name, false, corev1.Container{Name: "agnhost", Image: agnhost, Args: args})
+}
+
+// startPod starts a pod of one container, in the node's network namespace
+// and privileged if hostNetwork, and waits until it is Running.
+func (c *cluster) startPod(t *testing.T, ns, name string, hostNetwork bool, container corev1.Container) {
+	t.Helper()
+	container.SecurityContext = &corev1.SecurityContext{Privileged: &hostNetwork}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
 			HostNetwork:                   hostNetwork,
 			TerminationGracePeriodSeconds: new(int64),
-			Containers: []corev1.Container{{
-				Name: "agnhost", Image: agnhost, Args: args,
-				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
-			}},
+			Containers:                    []corev1.Container{container},
 		},
 	}
 	ctx := context.Background()
 	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return c.waitPodRunning(t, ns, name)
-}
-
-func (c *cluster) waitPodRunning(t *testing.T, ns, name string) *corev1.Pod {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	for {
+	eventually(t, 3*time.Minute, "pod "+ns+"/"+name+" Running", func() error {
 		pod, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && pod.Status.Phase == corev1.PodRunning {
-			return pod
+		if err == nil && pod.Status.Phase != corev1.PodRunning {
+			err = fmt.Errorf("phase %s", pod.Status.Phase)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("pod %s/%s not Running: %v %+v", ns, name, err, pod.Status)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // serveHostname creates a Deployment of agnhost netexec pods answering
@@ -189,18 +183,13 @@ func (c *cluster) serveHostname(t *testing.T, ns, name string, replicas int32, s
 
 func (c *cluster) waitReplicasReady(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	for {
-		dep, err := c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && dep.Status.ReadyReplicas == replicas && dep.Status.UpdatedReplicas == replicas {
-			return
+	eventually(t, 4*time.Minute, fmt.Sprintf("deployment %s/%s with %d ready replicas", ns, name, replicas), func() error {
+		dep, err := c.client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil && (dep.Status.ReadyReplicas != replicas || dep.Status.UpdatedReplicas != replicas) {
+			err = fmt.Errorf("%d ready, %d updated", dep.Status.ReadyReplicas, dep.Status.UpdatedReplicas)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("deployment %s/%s: not %d ready replicas: %v", ns, name, replicas, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // get fetches url from the test process, a client outside the node.

@@ -28,23 +28,8 @@ const nodetools = "ipvsplane.test/nodetools:1"
 // reading its kernel state.
 func (c *cluster) nodeShell(t *testing.T, ns string) string {
 	t.Helper()
-	privileged := true
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-shell"},
-		Spec: corev1.PodSpec{
-			HostNetwork:                   true,
-			TerminationGracePeriodSeconds: new(int64),
-			Containers: []corev1.Container{{
-				Name: "tools", Image: nodetools, ImagePullPolicy: corev1.PullNever,
-				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
-			}},
-		},
-	}
-	if _, err := c.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPodRunning(t, ns, pod.Name)
-	return pod.Name
+	c.startPod(t, ns, "node-shell", true, corev1.Container{Name: "tools", Image: nodetools, ImagePullPolicy: corev1.PullNever})
+	return "node-shell"
 }
 
 // The proxy from deploy/ is Ready, answers its health and metrics ports on
@@ -97,7 +82,7 @@ func TestDNSAndServiceByName(t *testing.T) {
 	c := newCluster(t)
 	ns := c.namespace(t, "dns")
 	c.serveHostname(t, ns, "hostnames", 2, corev1.ServiceSpec{})
-	c.runPod(t, ns, "client", false, "pause")
+	c.runPod(t, ns, "client", "pause")
 	ctx := context.Background()
 	for _, transport := range []string{"+notcp", "+tcp"} {
 		eventually(t, time.Minute, "dig "+transport, func() error {
@@ -188,7 +173,7 @@ func TestDualStackService(t *testing.T) {
 	if _, err := c.client.CoreV1().Services(ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.runPod(t, ns, "client", false, "pause")
+	c.runPod(t, ns, "client", "pause")
 	vip6 := net.JoinHostPort(svc.Spec.ClusterIPs[1], "80")
 	eventually(t, time.Minute, "a pod to "+vip6, func() error {
 		out, err := c.exec(ctx, ns, "client", "curl -s -g --connect-timeout 2 http://"+vip6+"/hostname")

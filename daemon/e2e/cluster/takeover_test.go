@@ -194,18 +194,8 @@ func (c *cluster) echoBackends(t *testing.T, ns string) {
 // runTraffic starts the client pod running trafficScript.
 func (c *cluster) runTraffic(t *testing.T, ns string) string {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "client"},
-		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: new(int64),
-			Containers:                    []corev1.Container{{Name: "client", Image: agnhost, Command: []string{"bash", "-c", trafficScript}}},
-		},
-	}
-	if _, err := c.client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c.waitPodRunning(t, ns, pod.Name)
-	return pod.Name
+	c.startPod(t, ns, "client", false, corev1.Container{Name: "client", Image: agnhost, Command: []string{"bash", "-c", trafficScript}})
+	return "client"
 }
 
 // applyTakeoverOverlay applies deploy/ (through vmtest's overlay, which

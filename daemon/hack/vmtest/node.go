@@ -160,17 +160,23 @@ func (n *node) runCommand() (int, error) {
 	cmd := exec.Command(n.config.command[0], n.config.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), n.env()...)
+	status, err := runForStatus(cmd)
+	if err == nil && status != 0 {
+		fmt.Fprintf(os.Stderr, "vmtest: node: %s exited with status %d; the node's last log lines:\n%s\n",
+			filepath.Base(n.config.command[0]), status, n.logTail(40))
+	}
+	return status, err
+}
+
+// runForStatus runs cmd and returns its exit status; the error is for a
+// command that could not run or was killed by a signal.
+func runForStatus(cmd *exec.Cmd) (int, error) {
 	err := cmd.Run()
 	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		fmt.Fprintf(os.Stderr, "vmtest: node: %s exited with status %d; the node's last log lines:\n%s\n",
-			filepath.Base(n.config.command[0]), exit.ExitCode(), n.logTail(40))
+	if errors.As(err, &exit) && exit.ExitCode() >= 0 {
 		return exit.ExitCode(), nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	return 0, nil
+	return 0, err
 }
 
 // Variables the command gets besides KUBECONFIG.

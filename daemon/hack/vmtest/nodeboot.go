@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // boot starts qemu with the node's disk, its network card on the
@@ -19,7 +21,7 @@ import (
 func (n *node) boot() error {
 	n.console = filepath.Join(n.work, "console.log")
 	n.logFile = filepath.Join(n.work, "node.log")
-	n.qemu = exec.Command("qemu-system-x86_64",
+	cmd := exec.Command("qemu-system-x86_64",
 		"-accel", "tcg", "-cpu", "max",
 		"-smp", strconv.Itoa(envInt("VMTEST_CPUS", 2)), "-m", strconv.Itoa(n.config.mem),
 		"-nographic", "-no-reboot", "-monitor", "none",
@@ -29,12 +31,12 @@ func (n *node) boot() error {
 		"-drive", "file="+filepath.Join(n.work, "disk.img")+",if=virtio,format=raw,cache=unsafe",
 		"-kernel", filepath.Join(n.kernelDir, "vmlinuz"), "-initrd", filepath.Join(n.work, "initrd.gz"),
 		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init")
-	n.qemu.Stderr = os.Stderr
-	if err := n.qemu.Start(); err != nil {
+	cmd.Stderr = os.Stderr
+	qemu, err := testutil.StartProc(cmd, nil)
+	if err != nil {
 		return fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
 	}
-	n.exited = make(chan error, 1)
-	go func() { n.exited <- n.qemu.Wait() }()
+	n.qemu = qemu
 	kubeconfig, err := n.cp.Kubeconfig("")
 	if err != nil {
 		return err
@@ -44,9 +46,8 @@ func (n *node) boot() error {
 }
 
 func (n *node) stop() {
-	if n.qemu != nil && n.qemu.Process != nil {
-		_ = n.qemu.Process.Kill()
-		<-n.exited
+	if n.qemu != nil {
+		n.qemu.Kill()
 	}
 }
 
@@ -73,9 +74,8 @@ func (n *node) waitReady(ctx context.Context) error {
 			}
 		}
 		select {
-		case err := <-n.exited:
-			n.exited <- err
-			return fmt.Errorf("qemu exited before the node was Ready: %v", err)
+		case <-n.qemu.Done():
+			return fmt.Errorf("qemu exited before the node was Ready: %v", n.qemu.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("node %s not Ready (%s): %w", nodeName, last, ctx.Err())
 		case <-tick.C:

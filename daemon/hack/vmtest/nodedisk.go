@@ -14,6 +14,7 @@ import (
 	"text/template"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 //go:embed node
@@ -31,8 +32,7 @@ type node struct {
 	overlay    string // the kustomization over deploy/ that installs ipvsplane
 	console    string // the guest's console, a file
 	logFile    string // containerd's and the kubelet's logs, streamed by the guest
-	qemu       *exec.Cmd
-	exited     chan error
+	qemu       *testutil.Proc
 }
 
 // nodeModuleDirs are the kernel modules the first stage needs to find the

@@ -46,9 +46,5 @@ func runInNodeNetns(args []string) (int, error) {
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, self, nodeFlag}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), netnsEnv+"="+ns)
-	err = cmd.Run()
-	if exit, ok := err.(*exec.ExitError); ok {
-		return exit.ExitCode(), nil
-	}
-	return 0, err
+	return runForStatus(cmd)
 }

@@ -8,16 +8,16 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // process is a child program whose output goes to a log file, so that a
 // failure can show its last lines.
 type process struct {
-	name   string
-	cmd    *exec.Cmd
-	log    string
-	exited chan struct{} // closed when the process has been waited for
-	err    error         // Wait's result, set before exited is closed
+	*testutil.Proc
+	name string
+	log  string
 }
 
 // startProcess starts path with args, logging to dir/name.log (appended to,
@@ -34,44 +34,28 @@ func startProcess(dir, name, path string, args ...string) (*process, error) {
 	// If the test binary dies without cleaning up, the kernel kills the
 	// child rather than leaving a server running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	proc, err := testutil.StartProc(cmd, nil)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	return p, nil
+	return &process{Proc: proc, name: name, log: logPath}, nil
 }
 
 // stop ends the process: SIGTERM, then SIGKILL if it has not exited within
 // grace; with no grace, SIGKILL at once. It is a no-op for a process that
 // already exited.
 func (p *process) stop(grace time.Duration) {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
 	if grace <= 0 {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		p.Kill()
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	_ = p.Stop(grace)
 }
 
 // exitError describes a process that exited when it should be serving,
 // with the end of its log.
 func (p *process) exitError() error {
-	return fmt.Errorf("%s exited (%v); end of %s:\n%s", p.name, p.err, p.log, p.tail(30))
+	return fmt.Errorf("%s exited (%v); end of %s:\n%s", p.name, p.Err(), p.log, p.tail(30))
 }
 
 // tail returns the last n lines of the process's log.

@@ -31,7 +31,7 @@ func waitReady(ctx context.Context, p *process, url, token string, caPEM []byte)
 		}
 		last = why
 		select {
-		case <-p.exited:
+		case <-p.Done():
 			return p.exitError()
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready (%s): %w; end of %s:\n%s", p.name, last, ctx.Err(), p.log, p.tail(30))

@@ -52,6 +52,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 )
 
 // defaultKernel is the kernel series a run boots unless VMTEST_KERNEL names
@@ -188,13 +190,9 @@ func runInVM(binary string, args []string) (int, error) {
 // findKernel returns the directory hack/fetch-vm-kernel unpacked the
 // kernel series $VMTEST_KERNEL (default 6.1) into, and the release in it.
 func findKernel() (dir, release string, err error) {
-	cache := os.Getenv("IPVSPLANE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return "", "", err
-		}
-		cache = filepath.Join(base, "ipvsplane")
+	cache, err := controlplane.CacheBase()
+	if err != nil {
+		return "", "", err
 	}
 	series := os.Getenv("VMTEST_KERNEL")
 	if series == "" {

@@ -193,11 +193,11 @@ func renderNodeFile(name string, vars any) ([]byte, error) {
 // addRuntime adds containerd, runc and the CNI plugins from Debian's
 // packages (hack/fetch-node-packages), and the kubelet.
 func (n *node) addRuntime(a *archive) error {
-	cache, err := controlplane.CacheDir()
+	cache, err := controlplane.CacheBase()
 	if err != nil {
 		return err
 	}
-	pkgs := filepath.Join(filepath.Dir(filepath.Dir(cache)), "node", "bookworm", "root")
+	pkgs := filepath.Join(cache, "node", "bookworm", "root")
 	programs := map[string]string{}
 	for _, p := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
 		programs["/usr/bin/"+p] = filepath.Join(pkgs, "usr/bin", p)
@@ -221,11 +221,11 @@ func (n *node) addRuntime(a *archive) error {
 // addImages adds the OCI archives the init script imports: those of
 // hack/build-images and the ipvsplane image.
 func (n *node) addImages(a *archive) error {
-	cache, err := controlplane.CacheDir()
+	cache, err := controlplane.CacheBase()
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(filepath.Dir(filepath.Dir(cache)), "images", controlplane.KubeVersion)
+	dir := filepath.Join(cache, "images", controlplane.KubeVersion)
 	tars, err := filepath.Glob(filepath.Join(dir, "*.tar"))
 	if err != nil || len(tars) == 0 {
 		return fmt.Errorf("no images in %s (hack/build-images)", dir)

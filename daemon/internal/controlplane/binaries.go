@@ -15,17 +15,26 @@ const KubeVersion = "v1.37.2"
 // errNoProgram is wrapped by the lookups when a program is missing.
 var errNoProgram = errors.New("program not found")
 
+// CacheBase returns where the hack/ scripts keep what they fetch and
+// build, outside git: $IPVSPLANE_CACHE, by default ~/.cache/ipvsplane (or
+// $XDG_CACHE_HOME/ipvsplane).
+func CacheBase() (string, error) {
+	if base := os.Getenv("IPVSPLANE_CACHE"); base != "" {
+		return base, nil
+	}
+	c, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("cache directory: %w", err)
+	}
+	return filepath.Join(c, "ipvsplane"), nil
+}
+
 // CacheDir returns the directory hack/build-kube writes KubeVersion's
-// programs into: $IPVSPLANE_CACHE/kube/<version>, by default under
-// ~/.cache/ipvsplane (or $XDG_CACHE_HOME/ipvsplane).
+// programs into: CacheBase()/kube/<version>.
 func CacheDir() (string, error) {
-	base := os.Getenv("IPVSPLANE_CACHE")
-	if base == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("cache directory: %w", err)
-		}
-		base = filepath.Join(c, "ipvsplane")
+	base, err := CacheBase()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(base, "kube", KubeVersion), nil
 }

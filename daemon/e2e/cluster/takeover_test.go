@@ -76,14 +76,23 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 	c.echoBackends(t, ns)
 	shell := c.nodeShell(t, ns)
 	client := c.runTraffic(t, ns)
+	readCounts := func() (ok, fail int, err error) {
+		out, err := c.exec(ctx, ns, client, "cat /tmp/counts")
+		if err == nil {
+			_, err = fmt.Sscanf(out, "%d %d", &ok, &fail)
+		}
+		return ok, fail, err
+	}
 	counts := func() (ok, fail int) {
-		out, _ := c.exec(ctx, ns, client, "cat /tmp/counts")
-		fmt.Sscanf(out, "%d %d", &ok, &fail)
+		ok, fail, err := readCounts()
+		if err != nil {
+			t.Fatalf("the client's counts: %v", err)
+		}
 		return ok, fail
 	}
 	eventually(t, 2*time.Minute, "traffic flowing through kube-proxy", func() error {
-		if ok, _ := counts(); ok < 20 {
-			return fmt.Errorf("%d requests so far", ok)
+		if ok, _, err := readCounts(); err != nil || ok < 20 {
+			return fmt.Errorf("%d requests so far (%v)", ok, err)
 		}
 		_, err := c.exec(ctx, ns, client, "test -e /tmp/open-1 -a -e /tmp/open-2 -a -e /tmp/open-3 -a -e /tmp/open-4")
 		return err

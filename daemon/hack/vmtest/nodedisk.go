@@ -306,8 +306,12 @@ func (n *node) logTail(lines int) string {
 	}
 	console, _ := os.ReadFile(n.console)
 	var says []string
+	oops := false
 	for _, l := range strings.Split(string(console), "\n") {
-		if strings.Contains(l, "kubenode:") {
+		// The init script's lines, and whatever the kernel says once it
+		// oopses or panics (a guest that stops answering may have).
+		oops = oops || strings.Contains(l, "Oops") || strings.Contains(l, "Kernel panic") || strings.Contains(l, "BUG:")
+		if oops || strings.Contains(l, "kubenode:") {
 			says = append(says, strings.TrimSpace(l))
 		}
 	}

@@ -52,7 +52,8 @@ func newBenchCluster(ctx context.Context, client kubernetes.Interface, namespace
 }
 
 // grow creates services up to n, each with one EndpointSlice of 10 ready
-// endpoints on 10 nodes; one in ten is a NodePort service.
+// endpoints on 10 nodes; one in ten is a NodePort service, up to 2,000 of
+// them (the node-port range holds 2,768).
 func (c *benchCluster) grow(ctx context.Context, n int) error {
 	from := len(c.vips)
 	if n <= from {
@@ -107,7 +108,7 @@ func benchServiceObject(i int) *v1.Service {
 			Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
 	}
-	if i%10 == 0 {
+	if i%10 == 0 && i/10 < 2000 {
 		svc.Spec.Type = v1.ServiceTypeNodePort
 	}
 	return svc

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	kpconfig "k8s.io/kube-proxy/config/v1alpha1"
 
@@ -181,9 +182,9 @@ func (p *probeNet) setupOutside(t *testing.T) map[corev1.IPFamily]netip.Addr {
 // serviceCIDR is the test API server's service range of a family.
 func serviceCIDR(f corev1.IPFamily) netip.Prefix {
 	if f == corev1.IPv6Protocol {
-		return netip.MustParsePrefix("fd00:10:96::/112")
+		return netip.MustParsePrefix(controlplane.ServiceCIDR6)
 	}
-	return netip.MustParsePrefix("10.96.0.0/16")
+	return netip.MustParsePrefix(controlplane.ServiceCIDR)
 }
 
 func familyFlag(f corev1.IPFamily) string {

@@ -167,7 +167,7 @@ var usedFields = []string{
 	"apiVersion", "kind",
 	"clientConnection.kubeconfig", "clientConnection.qps", "clientConnection.burst",
 	"clientConnection.contentType", "clientConnection.acceptContentTypes",
-	"hostnameOverride", "healthzBindAddress", "metricsBindAddress",
+	"hostnameOverride", "healthzBindAddress", "metricsBindAddress", "enableProfiling",
 	"mode", "clusterCIDR", "nodePortAddresses", "configSyncPeriod",
 	"detectLocalMode", "detectLocal.",
 	"iptables.masqueradeAll", "iptables.masqueradeBit",

@@ -46,7 +46,6 @@ var ignoredFlags = []struct {
 	{"feature-gates", "", false, "ipvsplane has no feature gates; it behaves as kube-proxy with its default gates"},
 	{"bind-address", "", false, "the node's primary IPs come from its Node object"},
 	{"bind-address-hard-fail", "", true, "a /healthz or /metrics address that cannot be bound always stops ipvsplane"},
-	{"profiling", "", true, "no /debug/pprof"},
 	{"show-hidden-metrics-for-version", "", false, "ipvsplane hides no metrics"},
 	{"oom-score-adj", "", false, "set the pod's OOM score through its resources instead"},
 	{"iptables-localhost-nodeports", "", true, "iptables mode only"},

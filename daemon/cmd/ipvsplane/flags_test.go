@@ -56,6 +56,7 @@ func TestEveryKubeProxyFlag(t *testing.T) {
 		"conntrack-udp-timeout-stream":      c.UDPStreamTimeout.Duration.Minutes() == 2,
 		"healthz-port":                      cfg.HealthzBindAddress == "0.0.0.0:10266",
 		"metrics-port":                      cfg.MetricsBindAddress == "127.0.0.1:10259",
+		"profiling":                         cfg.EnableProfiling,
 		"ipvs-scheduler":                    cfg.IPVS.Scheduler == "wrr",
 		"iptables-masquerade-bit":           *cfg.IPTables.MasqueradeBit == 13,
 		"kube-api-qps":                      cfg.ClientConnection.QPS == 10,

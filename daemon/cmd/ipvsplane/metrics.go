@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -281,4 +282,15 @@ func serveKubeProxyPages(mux *http.ServeMux, kp *kubeproxy.KubeProxyConfiguratio
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		io.WriteString(w, "ok")
 	})
+}
+
+// serveProfiles serves Go's runtime profiles under /debug/pprof/, as
+// kube-proxy does with --profiling: a CPU profile of a slow sync shows
+// where its time goes.
+func serveProfiles(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }

@@ -82,6 +82,21 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
+// --profiling serves Go's profiles; without it there are none.
+func TestProfiles(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		mux := http.NewServeMux()
+		if enabled {
+			serveProfiles(mux)
+		}
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/heap", nil))
+		if got := rec.Code == 200; got != enabled {
+			t.Errorf("profiling %v: /debug/pprof/heap answered %d", enabled, rec.Code)
+		}
+	}
+}
+
 // /proxyMode and /configz answer as kube-proxy's.
 func TestKubeProxyPages(t *testing.T) {
 	mux := http.NewServeMux()

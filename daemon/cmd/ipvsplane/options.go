@@ -90,6 +90,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
 	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez; empty disables them")
 	fs.StringVar(&kp.MetricsBindAddress, "metrics-bind-address", kp.MetricsBindAddress, "address and port of /metrics; empty disables it")
+	fs.BoolVar(&kp.EnableProfiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on the metrics address")
 	fs.DurationVar(&kp.ConfigSyncPeriod.Duration, "config-sync-period", kp.ConfigSyncPeriod.Duration, "accepted for kube-proxy compatibility; no effect: ipvsplane keeps no cache of objects to replay")
 	fs.Float32Var(&kp.ClientConnection.QPS, "kube-api-qps", kp.ClientConnection.QPS, "queries per second to the API server")
 	fs.Int32Var(&kp.ClientConnection.Burst, "kube-api-burst", kp.ClientConnection.Burst, "burst of queries to the API server")

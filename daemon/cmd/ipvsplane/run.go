@@ -307,6 +307,9 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", d.metrics.handler())
 	serveKubeProxyPages(metricsMux, o.kp)
+	if o.kp.EnableProfiling {
+		serveProfiles(metricsMux)
+	}
 	if err := servers.serve("/metrics", s.metricsAddr, metricsMux); err != nil {
 		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err

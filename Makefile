@@ -126,6 +126,8 @@ demo: deps-vm $(VMTEST) vm-kernel
 # it with short defaults). SOAK_* override the size; SOAK_PROXIES=
 # kube-proxy-nftables,kube-proxy-ipvs,ipvsplane runs kube-proxy's modes
 # through the same churn first and prints the three side by side.
+# IPVSPLANE_SOAK_PROFILE=1 adds a CPU profile of ipvsplane through the
+# churn to the output; hack/profiles LOG writes it to bin/ and prints its top.
 SOAK_SERVICES ?= 10000
 SOAK_DURATION ?= 60s
 SOAK_RATE     ?= 50

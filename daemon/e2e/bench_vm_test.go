@@ -28,10 +28,14 @@ import (
 //	IPVSPLANE_BENCH_PROXIES   proxies, comma-separated (default all, baseline first:
 //	                          kube-proxy-ipvs,kube-proxy-nftables,ipvsplane)
 //	IPVSPLANE_BENCH_CHANGES   endpoint changes timed per proxy and size (default 3)
+//	IPVSPLANE_BENCH_PROFILE   seconds of CPU profile of ipvsplane from its start,
+//	                          which should cover its first sync (default 0: none);
+//	                          hack/profiles picks the profiles out of the log
 const (
 	envBenchServices = "IPVSPLANE_BENCH_SERVICES"
 	envBenchProxies  = "IPVSPLANE_BENCH_PROXIES"
 	envBenchChanges  = "IPVSPLANE_BENCH_CHANGES"
+	envBenchProfile  = "IPVSPLANE_BENCH_PROFILE"
 )
 
 // benchFirstSyncTimeout bounds a first sync: kube-proxy's IPVS mode runs
@@ -108,12 +112,24 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult 
 	index := e.nets
 	ns := benchNet(t, index)
 	ctx := context.Background()
+	var profile time.Duration
+	if p.name == "ipvsplane" {
+		profile = time.Duration(benchEnvInt(t, envBenchProfile, 0)) * time.Second
+	}
+	if profile > 0 {
+		p.args = withArgs(p.args, "--profiling")
+	}
 	pp := startProxy(t, p, ns, e.kubeconfig, t.TempDir())
+	waitProfile := func() {}
+	if profile > 0 {
+		waitProfile = pp.profileCPU(t, fmt.Sprintf("first-sync-%d", len(e.cluster.vips)), profile)
+	}
 	var r benchResult
 	var err error
 	if r.sync, err = pp.waitFirstSync(ctx, benchFirstSyncTimeout); err != nil {
 		t.Fatal(err)
 	}
+	waitProfile()
 	vips := e.cluster.vips
 	if p.ipvs {
 		err = ipvsHolds(ctx, ns, vips)

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -166,20 +167,70 @@ func (pp *proxyProc) metrics(ctx context.Context, want ...string) (map[string]fl
 
 // scrape reads the proxy's metrics page.
 func (pp *proxyProc) scrape(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10249/metrics", nil)
+	body, err := pp.get(ctx, "/metrics")
+	return string(body), err
+}
+
+// get reads a page of the proxy's metrics address.
+func (pp *proxyProc) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10249"+path, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	resp, err := pp.http.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("%s: metrics: %w", pp.name, err)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
-	return string(body), nil
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", pp.name, path, err)
+	}
+	return body, nil
+}
+
+// profileCPU takes a CPU profile of the proxy (ipvsplane with
+// --profiling) over the next d, in the background, and prints it for
+// hack/profiles to pick out of the log, named name. The returned function
+// waits for it.
+func (pp *proxyProc) profileCPU(t testing.TB, name string, d time.Duration) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+		ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+		defer cancel()
+		var data []byte
+		err := pp.poll(ctx, d+time.Minute, time.Second, func(ctx context.Context) (bool, error) {
+			var err error
+			data, err = pp.get(ctx, path)
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Errorf("%s: CPU profile: %v", pp.name, err)
+			return
+		}
+		printProfile(name, data)
+	}()
+	return func() { <-done }
+}
+
+// printProfile writes a profile to stdout in base64 between marker lines,
+// which hack/profiles turns back into a file: the guest has no other way
+// out.
+func printProfile(name string, data []byte) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "PROFILE-BEGIN %s\n", name)
+	enc := base64.StdEncoding.EncodeToString(data)
+	for len(enc) > 76 {
+		b.WriteString(enc[:76] + "\n")
+		enc = enc[76:]
+	}
+	fmt.Fprintf(&b, "%s\nPROFILE-END %s\n", enc, name)
+	os.Stdout.WriteString(b.String())
 }
 
 const (

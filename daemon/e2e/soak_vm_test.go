@@ -36,6 +36,9 @@ type soakParams struct {
 	// proxies run through the churn one after the other
 	// (IPVSPLANE_SOAK_PROXIES, comma-separated names of soakProxies).
 	proxies []string
+	// profile takes a CPU profile of ipvsplane through the churn
+	// (IPVSPLANE_SOAK_PROFILE=1), printed for hack/profiles.
+	profile bool
 }
 
 func soakParamsFromEnv(t *testing.T) soakParams {
@@ -50,6 +53,7 @@ func soakParamsFromEnv(t *testing.T) soakParams {
 		{"IPVSPLANE_SOAK_DURATION", func(s string) (err error) { p.duration, err = time.ParseDuration(s); return }},
 		{"IPVSPLANE_SOAK_RATE", func(s string) (err error) { p.rate, err = strconv.ParseFloat(s, 64); return }},
 		{"IPVSPLANE_SOAK_PROXIES", func(s string) error { p.proxies = strings.Split(s, ","); return nil }},
+		{"IPVSPLANE_SOAK_PROFILE", func(s string) (err error) { p.profile, err = strconv.ParseBool(s); return }},
 	} {
 		if s := os.Getenv(v.env); s != "" {
 			if err := v.set(s); err != nil {
@@ -297,6 +301,13 @@ func soakProxy(name string) (benchProxy, bool) {
 	return benchProxy{}, false
 }
 
+// withArgs returns args with more arguments after the proxy's own.
+func withArgs(args func(kubeconfig, dir string) []string, more ...string) func(string, string) []string {
+	return func(kubeconfig, dir string) []string {
+		return append(args(kubeconfig, dir), more...)
+	}
+}
+
 // soakResult is what one proxy did through the churn.
 type soakResult struct {
 	name                       string
@@ -338,6 +349,9 @@ func TestChurnSoak(t *testing.T) {
 	var results []soakResult
 	for i, name := range p.proxies {
 		proxy, _ := soakProxy(name)
+		if p.profile && name == "ipvsplane" {
+			proxy.args = withArgs(proxy.args, "--profiling")
+		}
 		r := s.run(t, p, proxy, i, kubeconfig)
 		results = append(results, r)
 		if name == "ipvsplane" {
@@ -413,11 +427,16 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var samples []int
 	stopSampling := sampleRSS(pp.proc.Cmd.Process.Pid, &samples)
+	waitProfile := func() {}
+	if p.profile && proxy.name == "ipvsplane" {
+		waitProfile = pp.profileCPU(t, "soak-"+proxy.name, p.duration+10*time.Second)
+	}
 	churnStart := time.Now()
 	r.changes = s.churn(t, p)
 	churn := time.Since(churnStart)
 	r.rate = float64(r.changes) / churn.Seconds()
 	r.caughtUp = s.converge(t, pp, proxy, time.Now())
+	waitProfile()
 	stopSampling()
 	m1, cpu1 := scrape(t, pp), cpuTime(t, pp)
 	r.cpu = cpu1 - cpu0

@@ -233,7 +233,7 @@ func (s *filesSource) read(path string, changed bool) {
 		case "Service":
 			tr.DeleteService(k.namespace, k.name)
 		case "EndpointSlice":
-			tr.DeleteEndpointSlice(k.namespace, k.name, trigger)
+			tr.DeleteEndpointSlice(k.namespace, k.name)
 		case "Node":
 			tr.DeleteNode(k.name)
 		}

@@ -66,13 +66,7 @@ func WatchKubernetes(ctx context.Context, cfg KubernetesConfig) error {
 			s := o.(*discoveryv1.EndpointSlice)
 			report(tr.SetEndpointSlice(s, triggerTime(s, start)))
 		},
-		func(namespace, name string, o runtime.Object) {
-			var trigger time.Time
-			if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-				trigger = triggerTime(s, start)
-			}
-			tr.DeleteEndpointSlice(namespace, name, trigger)
-		})
+		func(namespace, name string, _ runtime.Object) { tr.DeleteEndpointSlice(namespace, name) })
 	c := cfg.Client
 	stores := []*forwardStore{services, slices}
 	reflectors := []*cache.Reflector{

@@ -75,13 +75,15 @@ type Tracker struct {
 	// synced holds the joined service ports as of the last sync; order
 	// holds its keys sorted and ports counts them, so a sync after a small
 	// change does not sort or grow anything.
-	synced      map[key][]model.ServicePort
-	order       []key
-	ports       int
-	svcDirty    map[key]bool
-	epDirty     map[key]bool
-	nodeDirty   bool
-	triggers    []time.Time
+	synced    map[key][]model.ServicePort
+	order     []key
+	ports     int
+	svcDirty  map[key]bool
+	epDirty   map[key]bool
+	nodeDirty bool
+	// triggers are the trigger times of the pending endpoint changes, by
+	// service.
+	triggers    map[key][]time.Time
 	inputSynced [2]bool
 }
 
@@ -98,6 +100,7 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 		synced:           map[key][]model.ServicePort{},
 		svcDirty:         map[key]bool{},
 		epDirty:          map[key]bool{},
+		triggers:         map[key][]time.Time{},
 	}
 }
 
@@ -157,11 +160,13 @@ func (t *Tracker) SetEndpointSlice(s *discoveryv1.EndpointSlice, trigger time.Ti
 	return err
 }
 
-// DeleteEndpointSlice removes an EndpointSlice; trigger is as for
-// [Tracker.SetEndpointSlice].
-func (t *Tracker) DeleteEndpointSlice(namespace, name string, trigger time.Time) {
+// DeleteEndpointSlice removes an EndpointSlice. As kube-proxy, it drops
+// the trigger times of its service's pending changes and adds none: a
+// deleted slice's trigger time is that of its last update, not of the
+// deletion, so counting it would report the slice's age as latency.
+func (t *Tracker) DeleteEndpointSlice(namespace, name string) {
 	t.mu.Lock()
-	changed := t.setSliceLocked(key{namespace, name}, nil, trigger)
+	changed := t.setSliceLocked(key{namespace, name}, nil, time.Time{})
 	t.mu.Unlock()
 	t.notify(changed)
 }
@@ -189,8 +194,12 @@ func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool
 		t.slices[k] = info
 		t.epDirty[svc] = true
 	}
-	if !trigger.IsZero() {
-		t.triggers = append(t.triggers, trigger)
+	switch {
+	case info == nil:
+		delete(t.triggers, key{k.namespace, old.service})
+	case !trigger.IsZero():
+		svc := key{k.namespace, info.service}
+		t.triggers[svc] = append(t.triggers[svc], trigger)
 	}
 	return true
 }
@@ -331,7 +340,11 @@ func (t *Tracker) SyncChanges() *Update { return t.sync(false) }
 func (t *Tracker) sync(whole bool) *Update {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	u := &Update{NodeChanged: t.nodeDirty, TriggerTimes: t.triggers}
+	u := &Update{NodeChanged: t.nodeDirty}
+	for _, times := range t.triggers {
+		u.TriggerTimes = append(u.TriggerTimes, times...)
+	}
+	slices.SortFunc(u.TriggerTimes, time.Time.Compare)
 	dirty := maps.Clone(t.svcDirty)
 	maps.Copy(dirty, t.epDirty)
 	for k := range dirty {
@@ -360,7 +373,8 @@ func (t *Tracker) sync(whole bool) *Update {
 	}
 	clear(t.svcDirty)
 	clear(t.epDirty)
-	t.nodeDirty, t.triggers = false, nil
+	t.nodeDirty = false
+	clear(t.triggers)
 
 	u.ServicePorts = t.ports
 	u.State.Node = t.base

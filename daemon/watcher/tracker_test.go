@@ -161,15 +161,23 @@ func TestTracker(t *testing.T) {
 			NodeChanged: true,
 		},
 	}, {
-		name:       "deleting a slice records its trigger time",
-		do:         func(tr *Tracker) error { tr.DeleteEndpointSlice("default", "web-1", t0.Add(time.Minute)); return nil },
+		// kube-proxy's EndpointsChangeTracker does the same: a deleted
+		// slice's trigger time is its last update's.
+		name: "deleting a slice drops its service's pending trigger times",
+		do: func(tr *Tracker) error {
+			if err := tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.9"))), t0.Add(time.Minute)); err != nil {
+				return err
+			}
+			tr.DeleteEndpointSlice("default", "web-1")
+			return nil
+		},
 		notified:   true,
 		pendingEps: 1,
-		sync:       &Update{State: model.State{Node: base}, TriggerTimes: []time.Time{t0.Add(time.Minute)}},
+		sync:       &Update{State: model.State{Node: base}},
 	}, {
 		name: "deleting what is not there changes nothing",
 		do: func(tr *Tracker) error {
-			tr.DeleteEndpointSlice("default", "web-1", t0)
+			tr.DeleteEndpointSlice("default", "web-1")
 			tr.DeleteService("default", "web")
 			tr.DeleteNode("node-a")
 			return nil

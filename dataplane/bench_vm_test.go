@@ -53,7 +53,7 @@ func peakRSS() float64 {
 // kernel.
 func BenchmarkInitialSync(b *testing.B) {
 	testutil.RequireVM(b)
-	for _, n := range []int{1000, 10000, 50000} {
+	for _, n := range benchSizes(b, 1000, 10000, 50000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			state := &model.State{Node: benchNode(), Services: benchServices(n)}
 			var res *Result
@@ -87,7 +87,7 @@ func BenchmarkInitialSync(b *testing.B) {
 // cost must not grow with n.
 func BenchmarkEndpointChange(b *testing.B) {
 	testutil.RequireVM(b)
-	for _, n := range []int{100, 50000} {
+	for _, n := range benchSizes(b, 100, 50000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			ns := testutil.NewNetNS(b)
 			d, err := New(&Config{NetNS: ns.FD()})

@@ -34,16 +34,17 @@ const (
 	ipsetCmdType       = 13
 	ipsetCmdGetByName  = 14
 	ipsetCmdGetByIndex = 15
-	// include/uapi/linux/netfilter/nf_tables.h, Linux 6.5.
-	nftMsgGetSetElemReset = 0x1a
+	// include/uapi/linux/netfilter/nf_tables.h, Linux 6.5: after
+	// NFT_MSG_GETRULE_RESET (0x19) and the seven NFT_MSG_DESTROY*.
+	nftMsgGetSetElemReset = 0x21
 	// include/uapi/linux/netfilter/nfnetlink_conntrack.h, enum
 	// cntl_msg_types: the gets of subsystem NFNL_SUBSYS_CTNETLINK.
-	ctMsgGet           = 1
-	ctMsgGetCtrZero    = 3
-	ctMsgGetStatsCPU   = 4
-	ctMsgGetStats      = 5
-	ctMsgGetDying      = 6
-	ctMsgGetUnconfirmd = 7
+	ctMsgGet            = 1
+	ctMsgGetCtrZero     = 3
+	ctMsgGetStatsCPU    = 4
+	ctMsgGetStats       = 5
+	ctMsgGetDying       = 6
+	ctMsgGetUnconfirmed = 7
 )
 
 // isWrite says whether one request captured on protocol proto changes the
@@ -94,7 +95,7 @@ func isNfnlRead(subsys, msg uint8) bool {
 		}
 	case unix.NFNL_SUBSYS_CTNETLINK:
 		switch msg {
-		case ctMsgGet, ctMsgGetCtrZero, ctMsgGetStatsCPU, ctMsgGetStats, ctMsgGetDying, ctMsgGetUnconfirmd:
+		case ctMsgGet, ctMsgGetCtrZero, ctMsgGetStatsCPU, ctMsgGetStats, ctMsgGetDying, ctMsgGetUnconfirmed:
 			return true
 		}
 	}
@@ -194,6 +195,8 @@ func TestKeptWrites(t *testing.T) {
 			cat(req(ipset(ipsetCmdTest), unix.NLM_F_ACK, 2, 0, 0, 0), req(ipset(ipsetCmdHeader), 0, 2, 0, 0, 0), req(ipset(9), unix.NLM_F_ACK|unix.NLM_F_EXCL, 2, 0, 0, 0)),
 			req(ipset(9), unix.NLM_F_EXCL, 2, 0, 0, 0)},
 		{"nftables get rule dropped", unix.NETLINK_NETFILTER, req(nft(unix.NFT_MSG_GETRULE), unix.NLM_F_ACK, 2, 0, 0, 0), nil},
+		{"nftables get and reset set elements dropped", unix.NETLINK_NETFILTER, req(nft(nftMsgGetSetElemReset), 0, 2, 0, 0, 0), nil},
+		{"nftables destroy table kept", unix.NETLINK_NETFILTER, req(nft(0x1a), 0, 2, 0, 0, 0), req(nft(0x1a), 0, 2, 0, 0, 0)},
 		{"nftables batch kept whole", unix.NETLINK_NETFILTER,
 			cat(req(unix.NFNL_MSG_BATCH_BEGIN, 0, 0, 0, 0, 10), req(nft(unix.NFT_MSG_NEWRULE), unix.NLM_F_ACK|unix.NLM_F_ECHO|unix.NLM_F_CREATE, 2, 0, 0, 0), req(unix.NFNL_MSG_BATCH_END, 0, 0, 0, 0, 10)),
 			cat(req(unix.NFNL_MSG_BATCH_BEGIN, 0, 0, 0, 0, 10), req(nft(unix.NFT_MSG_NEWRULE), unix.NLM_F_CREATE, 2, 0, 0, 0), req(unix.NFNL_MSG_BATCH_END, 0, 0, 0, 0, 10))},

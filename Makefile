@@ -100,9 +100,14 @@ BENCHTIME ?= 1x
 # most of an hour under emulation: make bench PKGS=./daemon/e2e/... BENCH_TIMEOUT=3h
 # The comparisons with other Go libraries (moby/ipvs, vishvananda/netlink)
 # are in daemon/compare: make bench PKGS="./ipvs/... ./daemon/compare/ipvs/..."
+# The dataplane's sync benchmarks (BenchmarkFullSyncFloor, InitialSync,
+# EndpointChange) run at the sizes BENCH_SERVICES lists, which reach the
+# guest as IPVSPLANE_BENCH_SERVICES:
+# make bench PKGS=./dataplane/... BENCH=FullSyncFloor BENCH_SERVICES=50000,100000 VMTEST_MEM=8192
+BENCH_SERVICES ?=
 BENCH_TIMEOUT ?= 60m
 bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel
-	@set -o pipefail; { \
+	@set -o pipefail; $(if $(BENCH_SERVICES),export IPVSPLANE_BENCH_SERVICES='$(BENCH_SERVICES)';) { \
 	  pkgs="$$(hack/pkgs-with-tag hosttest --bench $(PKGS))"; \
 	  [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -tags hosttest $$pkgs; \
 	  pkgs="$$(hack/pkgs-with-tag vmtest --bench $(PKGS))"; \

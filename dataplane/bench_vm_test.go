@@ -49,45 +49,71 @@ func peakRSS() float64 {
 	return 0
 }
 
+// benchSizes returns the numbers of services a benchmark runs at: those
+// IPVSPLANE_BENCH_SERVICES lists, comma-separated (make bench passes
+// BENCH_SERVICES on), or else defaults.
+func benchSizes(b *testing.B, defaults ...int) []int {
+	v := os.Getenv("IPVSPLANE_BENCH_SERVICES")
+	if v == "" {
+		return defaults
+	}
+	var sizes []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || n > 838860 {
+			b.Fatalf("IPVSPLANE_BENCH_SERVICES=%q: %q is not a number of services from 1 to 838,860", v, f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
 // The first sync of a node in a cluster of n services, from an empty
 // kernel.
 func BenchmarkInitialSync(b *testing.B) {
 	testutil.RequireVM(b)
-	for _, n := range []int{1000, 10000, 50000} {
+	for _, n := range benchSizes(b, 1000, 10000, 50000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			state := &model.State{Node: benchNode(), Services: benchServices(n)}
-			var res *Result
-			for range b.N {
-				b.StopTimer()
-				ns := testutil.NewNetNS(b)
-				d, err := New(&Config{NetNS: ns.FD()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				res, err = d.Sync(context.Background(), state)
-				b.StopTimer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(res.Errors) > 0 {
-					b.Fatalf("%d errors, first: %v", len(res.Errors), res.Errors[0])
-				}
-				b.ReportMetric(heapMiB(), "heap-MiB")
-				d.Close()
-			}
-			b.ReportMetric(float64(res.Plan.Len()), "plan-ops")
-			b.ReportMetric(float64(kernelOps(res.Plan)), "kernel-ops")
-			b.ReportMetric(peakRSS(), "peak-RSS-MiB")
+			benchInitialSync(b, b, &model.State{Node: benchNode(), Services: benchServices(n)})
 		})
 	}
+}
+
+// benchInitialSync times first syncs of state, each in a fresh namespace
+// that lives until owner's test ends. The kernel tears a namespace down in
+// the background; BenchmarkFullSyncFloor makes the owner its group, so
+// that no teardown runs while a later sub-benchmark is timed.
+func benchInitialSync(b *testing.B, owner testing.TB, state *model.State) {
+	var res *Result
+	for range b.N {
+		b.StopTimer()
+		ns := testutil.NewNetNS(owner)
+		d, err := New(&Config{NetNS: ns.FD()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err = d.Sync(context.Background(), state)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Errors) > 0 {
+			b.Fatalf("%d errors, first: %v", len(res.Errors), res.Errors[0])
+		}
+		b.ReportMetric(heapMiB(), "heap-MiB")
+		d.Close()
+	}
+	b.ReportMetric(float64(res.Plan.Len()), "plan-ops")
+	b.ReportMetric(float64(kernelOps(res.Plan)), "kernel-ops")
+	b.ReportMetric(peakRSS(), "peak-RSS-MiB")
 }
 
 // One endpoint added to and removed from one service, at n services: the
 // cost must not grow with n.
 func BenchmarkEndpointChange(b *testing.B) {
 	testutil.RequireVM(b)
-	for _, n := range []int{100, 50000} {
+	for _, n := range benchSizes(b, 100, 50000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			ns := testutil.NewNetNS(b)
 			d, err := New(&Config{NetNS: ns.FD()})

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"runtime"
@@ -11,9 +12,25 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 )
 
+// Where benchServices takes its addresses from: the cluster IPs from the
+// service range 10.96.0.0/12 (1,048,576 of them), the endpoints from the
+// pod range 10.128.0.0/9 (8,388,608, ten per service).
+const (
+	benchServiceBase  = 10<<24 | 96<<16
+	benchEndpointBase = 10<<24 | 128<<16
+)
+
+// benchAddr is the IPv4 address base+i.
+func benchAddr(base, i uint32) netip.Addr {
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], base+i)
+	return netip.AddrFrom4(a)
+}
+
 // benchServices returns n services with 10 endpoints each, spread over 10
 // nodes; one in ten has a node port, as in kube-proxy's own scale tests,
-// up to 2,000 of them (the node-port range holds 2,768).
+// up to 2,000 of them (the node-port range holds 2,768). Addresses are
+// distinct up to 838,860 services.
 func benchServices(n int) []model.ServicePort {
 	services := make([]model.ServicePort, n)
 	for i := range services {
@@ -21,14 +38,14 @@ func benchServices(n int) []model.ServicePort {
 			Name:       model.ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Port: "http"},
 			Protocol:   model.TCP,
 			Port:       80,
-			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)})},
+			ClusterIPs: []netip.Addr{benchAddr(benchServiceBase, uint32(i))},
 		}
 		if i%10 == 0 && i/10 < 2000 {
 			s.NodePort = uint16(30000 + i/10)
 		}
 		for e := range 10 {
 			s.Endpoints = append(s.Endpoints, model.Endpoint{
-				Addr:     netip.AddrFrom4([4]byte{10, 128 + byte(e), byte(i >> 8), byte(i)}),
+				Addr:     benchAddr(benchEndpointBase, uint32(i*10+e)),
 				Port:     8080,
 				Ready:    true,
 				Serving:  true,
@@ -82,5 +99,21 @@ func BenchmarkFirstSyncMemory(b *testing.B) {
 				runtime.KeepAlive(programmed)
 			}
 		})
+	}
+}
+
+// The largest size benchSizes accepts still has its addresses in their
+// ranges, and no address repeats where the old byte-wise scheme wrapped.
+func TestBenchAddrs(t *testing.T) {
+	const most = 838860
+	services, pods := netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.128.0.0/9")
+	if a := benchAddr(benchServiceBase, most-1); !services.Contains(a) {
+		t.Errorf("cluster IP %v outside %v", a, services)
+	}
+	if a := benchAddr(benchEndpointBase, most*10-1); !pods.Contains(a) {
+		t.Errorf("endpoint %v outside %v", a, pods)
+	}
+	if benchAddr(benchEndpointBase, 10) == benchAddr(benchEndpointBase, 65536*10) {
+		t.Error("services 1 and 65,537 share an endpoint address")
 	}
 }

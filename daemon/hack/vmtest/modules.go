@@ -13,7 +13,8 @@ import (
 // moduleDirs are the parts of the kernel's module tree the guest carries:
 // all of netfilter (IPVS, ipset, conntrack, nf_tables and what the kernel
 // autoloads for them), the protocols and tunnels IPVS uses, the virtual
-// links the tests build, and virtio for the guest's network card. The
+// links the tests build (nlmon taps netlink for the dataplane's floor
+// benchmark), and virtio for the guest's network card. The
 // modules they depend on come along through modules.dep.
 var moduleDirs = []string{
 	"kernel/net/netfilter",
@@ -25,6 +26,7 @@ var moduleDirs = []string{
 	"kernel/drivers/net/dummy.ko",
 	"kernel/drivers/net/veth.ko",
 	"kernel/drivers/net/macvlan.ko",
+	"kernel/drivers/net/nlmon.ko",
 	"kernel/drivers/net/virtio_net.ko",
 }
 

@@ -734,3 +734,19 @@ func renderedChains(rendered string) map[string]map[string]int {
 	}
 	return out
 }
+
+// A handover gives kube-proxy the virtual IPs as addresses, which it
+// adopts and later removes; a local route it would never remove.
+func TestDataplaneHandoverTurnsRoutesIntoAddresses(t *testing.T) {
+	n := setupNet(t)
+	state := &model.State{Node: vmNode(), Services: vmServices()}
+	want := slices.SortedFunc(maps.Keys(plan.Build(state, nftrules.Render).Kernel.Addresses), netip.Addr.Compare)
+	d := newDataplaneBinding(t, n.node, dummy.BindLocalRoutes)
+	mustSync(t, d, state)
+	if err := d.Handover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if addrs, routes := deviceAddrs(t, n.node), localRoutes(t, n.node); !slices.Equal(addrs, want) || len(routes) != 0 {
+		t.Errorf("after the handover: addresses %v, local routes %v; want addresses %v", addrs, routes, want)
+	}
+}

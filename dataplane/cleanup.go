@@ -87,8 +87,9 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 // kube-proxy adopts as they are, so open connections survive. Run it once
 // kube-proxy's rules are in place (its first sync is done): until then
 // ipvsplane's rules are the node's only ones. Virtual IPs bound as local
-// routes (Config.Binding), which kube-proxy does not know, become
-// addresses.
+// routes (see Config.Binding), which kube-proxy does not know, become
+// addresses, whatever this Dataplane's Binding: `ipvsplane cleanup
+// --handover` does not know the daemon's.
 func (d *Dataplane) Handover(ctx context.Context) error {
 	var errs []error
 	if err := nftrules.Delete(d.rules); err != nil {
@@ -112,9 +113,6 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 // addresses of the device, then removes the routes: kube-proxy would never
 // remove a route, and a stale one keeps a deleted service's address local.
 func (d *Dataplane) routesToAddresses(ctx context.Context) error {
-	if d.cfg.Binding != dummy.BindLocalRoutes {
-		return nil
-	}
 	c, err := dummy.Dial(&dummy.Config{NetNS: d.cfg.NetNS})
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)

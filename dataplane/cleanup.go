@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -84,10 +86,16 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 // servers, the dummy device with its addresses and the KUBE-* sets, which
 // kube-proxy adopts as they are, so open connections survive. Run it once
 // kube-proxy's rules are in place (its first sync is done): until then
-// ipvsplane's rules are the node's only ones.
+// ipvsplane's rules are the node's only ones. Virtual IPs bound as local
+// routes (see Config.Binding), which kube-proxy does not know, become
+// addresses, whatever this Dataplane's Binding: `ipvsplane cleanup
+// --handover` does not know the daemon's.
 func (d *Dataplane) Handover(ctx context.Context) error {
 	var errs []error
 	if err := nftrules.Delete(d.rules); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.routesToAddresses(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	for _, ipv6 := range []bool{false, true} {
@@ -99,4 +107,34 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 	d.programmed, d.device = nil, nil
 	d.planner = plan.NewPlanner(nftrules.Render)
 	return errors.Join(errs...)
+}
+
+// routesToAddresses binds the virtual IPs that are local routes as
+// addresses of the device, then removes the routes: kube-proxy would never
+// remove a route, and a stale one keeps a deleted service's address local.
+func (d *Dataplane) routesToAddresses(ctx context.Context) error {
+	c, err := dummy.Dial(&dummy.Config{NetNS: d.cfg.NetNS})
+	if err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	defer c.Close()
+	dev, err := c.Get(ctx, d.cfg.Device)
+	if errors.Is(err, dummy.ErrLinkNotExist) {
+		return nil
+	}
+	var routes []netip.Addr
+	if err == nil {
+		// In address mode the routes are the leftovers.
+		routes, err = dev.Leftovers(ctx)
+	}
+	if err == nil {
+		err = dev.BindAll(ctx, routes)
+	}
+	if err == nil {
+		err = dev.UnbindLeftovers(ctx, routes)
+	}
+	if err != nil {
+		return fmt.Errorf("dataplane: turning local routes into addresses: %w", err)
+	}
+	return nil
 }

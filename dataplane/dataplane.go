@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/google/nftables"
@@ -29,6 +30,11 @@ type Config struct {
 	NetNS int
 	// Device is the dummy device for the virtual IPs; DefaultDevice if empty.
 	Device string
+	// Binding is how the virtual IPs are bound to the device: as its
+	// addresses (the zero value, kube-proxy's way) or, for IPv4, as local
+	// routes through it (see dummy.BindLocalRoutes). Bindings of the other
+	// way, left by an earlier run, are removed after each full read.
+	Binding dummy.Binding
 	// DrainTimeout bounds how long a real server whose endpoint left keeps
 	// draining at weight 0 while it still has connections;
 	// DefaultDrainTimeout if zero.
@@ -69,7 +75,10 @@ type Dataplane struct {
 	draining map[plan.VirtualKey]map[plan.RealKey]time.Time
 	setIndex map[string]uint16
 	device   *dummy.Device
-	lastFull time.Time
+	// leftovers are virtual IPs bound the other way than cfg.Binding
+	// says, found by the last full read and not yet unbound.
+	leftovers []netip.Addr
+	lastFull  time.Time
 	// reread is the periodic read of the kernel while it runs, through
 	// the background connections, opened on the first one.
 	reread     *reread

@@ -4,12 +4,15 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -81,7 +85,15 @@ func vmServices() []model.ServicePort {
 
 func newDataplane(t *testing.T, ns *testutil.NetNS) *Dataplane {
 	t.Helper()
-	return testutil.Open(t, func() (*Dataplane, error) { return New(&Config{NetNS: ns.FD(), DrainTimeout: 10 * time.Second}) })
+	return newDataplaneBinding(t, ns, dummy.BindAddresses)
+}
+
+// newDataplaneBinding is newDataplane binding the virtual IPs as b says.
+func newDataplaneBinding(t *testing.T, ns *testutil.NetNS, b dummy.Binding) *Dataplane {
+	t.Helper()
+	return testutil.Open(t, func() (*Dataplane, error) {
+		return New(&Config{NetNS: ns.FD(), DrainTimeout: 10 * time.Second, Binding: b})
+	})
 }
 
 func mustSync(t *testing.T, d *Dataplane, state *model.State) *Result {
@@ -96,9 +108,16 @@ func mustSync(t *testing.T, d *Dataplane, state *model.State) *Result {
 	return res
 }
 
+// Traffic reaches the services with either binding of their addresses.
 func TestDataplaneTraffic(t *testing.T) {
+	for _, b := range []dummy.Binding{dummy.BindAddresses, dummy.BindLocalRoutes} {
+		t.Run(b.String(), func(t *testing.T) { testTraffic(t, b) })
+	}
+}
+
+func testTraffic(t *testing.T, binding dummy.Binding) {
 	n := setupNet(t)
-	d := newDataplane(t, n.node)
+	d := newDataplaneBinding(t, n.node, binding)
 	state := &model.State{Node: vmNode(), Services: vmServices()}
 	res := mustSync(t, d, state)
 	if !res.Full || res.Plan.Len() == 0 {
@@ -177,6 +196,101 @@ func TestDataplaneTraffic(t *testing.T) {
 		}
 		t.Error("backend-1 never reached itself through its service")
 	})
+	t.Run("bound as configured", func(t *testing.T) {
+		addrs, routes := deviceAddrs(t, n.node), localRoutes(t, n.node)
+		bound, other := addrs, routes
+		if binding == dummy.BindLocalRoutes {
+			bound, other = routes, addrs
+		}
+		if !slices.Contains(bound, netip.MustParseAddr("10.96.0.10")) || len(other) != 0 {
+			t.Errorf("%s binding: addresses %v, local routes %v", binding, addrs, routes)
+		}
+	})
+	t.Run("an address that is no service's is not local", func(t *testing.T) {
+		const none = "10.96.0.99"
+		// The node has no default route: "Network is unreachable" is fine.
+		if out, _ := n.node.Output(context.Background(), "ip", "route", "get", none); strings.HasPrefix(out, "local") {
+			t.Errorf("ip route get %s: %s", none, out)
+		}
+		// A local address without a virtual server would refuse the
+		// connection; one that is not local is unreachable.
+		if reply, err := dial("", none+":80"); err == nil || errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s:80 answered %q, %v", none, reply, err)
+		}
+	})
+}
+
+// deviceAddrs returns the IPv4 addresses of the dummy device, as
+// iproute2 lists them.
+func deviceAddrs(t *testing.T, ns *testutil.NetNS) []netip.Addr {
+	t.Helper()
+	out, err := ns.Output(context.Background(), "ip", "-4", "-o", "addr", "show", "dev", DefaultDevice)
+	if err != nil {
+		return nil // no device, no addresses
+	}
+	var addrs []netip.Addr
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "inet"); i >= 0 && i+1 < len(f) {
+			addrs = append(addrs, netip.MustParsePrefix(f[i+1]).Addr())
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	return addrs
+}
+
+// localRoutes returns the destinations of ipvsplane's local routes, as
+// iproute2 lists them ("local 10.96.0.10 dev kube-ipvs0 scope host src
+// 10.96.0.10").
+func localRoutes(t *testing.T, ns *testutil.NetNS) []netip.Addr {
+	t.Helper()
+	out := ns.Run(t, "ip", "-4", "route", "show", "table", "local", "proto", strconv.Itoa(int(dummy.RouteProtocol)))
+	var addrs []netip.Addr
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[0] != "local" || f[2] != "dev" || f[3] != DefaultDevice {
+			if len(f) > 0 {
+				t.Errorf("ip route shows %q, want a local route through %s", line, DefaultDevice)
+			}
+			continue
+		}
+		addrs = append(addrs, netip.MustParseAddr(f[1]))
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	return addrs
+}
+
+// Switching the binding (addresses, then local routes, then addresses
+// again) binds the services the new way and leaves none bound the old
+// way, and the services answer after each switch.
+func TestDataplaneSwitchesBinding(t *testing.T) {
+	n := setupNet(t)
+	state := &model.State{Node: vmNode(), Services: vmServices()}
+	want := slices.SortedFunc(maps.Keys(plan.Build(state, nftrules.Render).Kernel.Addresses), netip.Addr.Compare)
+	for i, b := range []dummy.Binding{dummy.BindAddresses, dummy.BindLocalRoutes, dummy.BindAddresses} {
+		// A fresh dataplane each time, as a restart with the other
+		// option.
+		d := newDataplaneBinding(t, n.node, b)
+		mustSync(t, d, state)
+		addrs, routes := deviceAddrs(t, n.node), localRoutes(t, n.node)
+		bound, other := addrs, routes
+		if b == dummy.BindLocalRoutes {
+			bound, other = routes, addrs
+		}
+		if !slices.Equal(bound, want) || len(other) != 0 {
+			t.Errorf("run %d, %s binding: addresses %v, local routes %v; want %v bound", i, b, addrs, routes, want)
+		}
+		if res := mustSync(t, d, state); res.Plan.Len() != 0 {
+			t.Errorf("run %d: the second sync planned:\n%s", i, res.Plan)
+		}
+		d.Resync()
+		if res := mustSync(t, d, state); res.Plan.Len() != 0 {
+			t.Errorf("run %d: a sync after a full read planned:\n%s", i, res.Plan)
+		}
+		if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
+			t.Errorf("run %d: the cluster IP answered %q, %v", i, reply, err)
+		}
+	}
 }
 
 // A removed endpoint drains: its open connection keeps working, new
@@ -619,4 +733,20 @@ func renderedChains(rendered string) map[string]map[string]int {
 		}
 	}
 	return out
+}
+
+// A handover gives kube-proxy the virtual IPs as addresses, which it
+// adopts and later removes; a local route it would never remove.
+func TestDataplaneHandoverTurnsRoutesIntoAddresses(t *testing.T) {
+	n := setupNet(t)
+	state := &model.State{Node: vmNode(), Services: vmServices()}
+	want := slices.SortedFunc(maps.Keys(plan.Build(state, nftrules.Render).Kernel.Addresses), netip.Addr.Compare)
+	d := newDataplaneBinding(t, n.node, dummy.BindLocalRoutes)
+	mustSync(t, d, state)
+	if err := d.Handover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if addrs, routes := deviceAddrs(t, n.node), localRoutes(t, n.node); !slices.Equal(addrs, want) || len(routes) != 0 {
+		t.Errorf("after the handover: addresses %v, local routes %v; want addresses %v", addrs, routes, want)
+	}
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -71,4 +72,27 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 		d.device = dev
 	}
 	return err
+}
+
+// unbindLeftovers removes the virtual IPs the last full read found bound
+// the other way than the configured binding, after the plan has bound them
+// this way, so that a mode switch leaves no gap in their delivery. Those
+// that fail are tried again on the next sync.
+func (d *Dataplane) unbindLeftovers(ctx context.Context) error {
+	if len(d.leftovers) == 0 || d.device == nil {
+		return nil
+	}
+	left := d.leftovers
+	d.leftovers = nil
+	err := d.device.UnbindLeftovers(ctx, left)
+	var batch *dummy.BatchError
+	if errors.As(err, &batch) {
+		for _, f := range batch.Failed {
+			d.leftovers = append(d.leftovers, left[f.Index])
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dataplane: unbinding virtual IPs bound other than as %s: %w", d.cfg.Binding, err)
+	}
+	return nil
 }

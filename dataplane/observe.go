@@ -36,6 +36,8 @@ type kernelRead struct {
 	// device is false when the dummy device is missing.
 	device bool
 	addrs  map[netip.Addr]bool
+	// leftovers are the device's bindings of the other binding mode.
+	leftovers []netip.Addr
 }
 
 // readKernel reads ipvsplane's sets and their entries, every virtual
@@ -96,6 +98,20 @@ func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRea
 		// Link-local addresses are the kernel's own.
 		if !a.IsLinkLocalUnicast() {
 			k.addrs[a] = true
+		}
+	}
+	// A node may switch binding modes between runs. What the device holds
+	// bound the other way was bound by ipvsplane, or by kube-proxy on its
+	// kube-ipvs0, so it is a virtual IP like the addresses above; the
+	// planner sees only this mode's bindings, so these are removed apart
+	// from the plan (unbindLeftovers), once this mode's are bound.
+	left, err := dev.Leftovers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range left {
+		if !a.IsLinkLocalUnicast() {
+			k.leftovers = append(k.leftovers, a)
 		}
 	}
 	return k, nil
@@ -159,6 +175,7 @@ func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desire
 	if err != nil {
 		return nil, err
 	}
+	d.leftovers = read.leftovers
 	switch {
 	case !read.device:
 		d.device = nil

@@ -131,7 +131,7 @@ func dialReaders(cfg *Config) (kernelReaders, error) {
 	if r.sets, err = ipset.Dial(&ipset.Config{NetNS: cfg.NetNS}); err != nil {
 		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
 	}
-	if r.links, err = dummy.Dial(&dummy.Config{NetNS: cfg.NetNS}); err != nil {
+	if r.links, err = dummy.Dial(&dummy.Config{NetNS: cfg.NetNS, Binding: cfg.Binding}); err != nil {
 		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
 	}
 	return r, nil

@@ -160,6 +160,9 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	}
 	res.Plan = plan.Diff(d.programmed, desired, owners, scope, d.drain())
 	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners)
+	if err := d.unbindLeftovers(ctx); err != nil {
+		opErrs = append(opErrs, err)
+	}
 	if res.Full {
 		d.shareReals(desired)
 	}

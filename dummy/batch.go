@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,10 +46,6 @@ func (d *Device) addrBatch(ctx context.Context, op string, addrs []netip.Addr, a
 		}
 		return batchError(failed, len(addrs), asBatch)
 	}
-	typ, flags := uint16(unix.RTM_NEWADDR), netlink.Create|netlink.Replace
-	if op == "unbind" {
-		typ, flags = unix.RTM_DELADDR, 0
-	}
 	reqs := make([]nl.Request, 0, len(addrs))
 	sent := make([]int, 0, len(addrs))
 	for i, a := range addrs {
@@ -58,7 +53,7 @@ func (d *Device) addrBatch(ctx context.Context, op string, addrs []netip.Addr, a
 			fail(i, errors.New("invalid address"))
 			continue
 		}
-		reqs = append(reqs, nl.Request{Type: typ, Flags: flags | netlink.Acknowledge, Data: addrMessage(index, a.Unmap())})
+		reqs = append(reqs, d.request(op, index, a.Unmap()))
 		sent = append(sent, i)
 	}
 	ptrs := make([]*nl.Request, len(reqs))
@@ -72,7 +67,7 @@ func (d *Device) addrBatch(ctx context.Context, op string, addrs []netip.Addr, a
 		return batchError(failed, len(addrs), asBatch)
 	}
 	for j, r := range reqs {
-		if r.Err != nil && !ignorable(op, r.Err) {
+		if r.Err != nil && !ignorable(op, r.Type == unix.RTM_NEWROUTE || r.Type == unix.RTM_DELROUTE, r.Err) {
 			fail(sent[j], classify(r.Err))
 		}
 	}
@@ -90,11 +85,6 @@ func batchError(failed []*OpError, total int, asBatch bool) error {
 	}
 	slices.SortFunc(failed, func(a, b *OpError) int { return a.Index - b.Index })
 	return &BatchError{Failed: failed, Total: total}
-}
-
-// ignorable reports the errors that mean the work is already done.
-func ignorable(op string, err error) bool {
-	return op == "unbind" && (errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENOENT))
 }
 
 // addrMessage encodes struct ifaddrmsg for a single-host address on link

@@ -33,4 +33,22 @@
 // address detection (a VIP is shared by design, and detection on a down link
 // would leave it tentative). Binding a bound address and unbinding an unbound
 // one succeed, so a caller can repeat any step after a failure.
+//
+// # Local routes
+//
+// The kernel walks a device's whole IPv4 address list on every address it
+// adds or removes, so binding n addresses costs n² steps; at tens of
+// thousands of services that dominates. With [Config.Binding] set to
+// [BindLocalRoutes], an IPv4 address is bound instead as the route the
+// kernel installs for an address of its own: type local, scope host, in
+// the local table, through the device, with the address as its preferred
+// source, and with protocol [RouteProtocol] so that the package reads and
+// deletes only its own routes. The kernel delivers packets for it locally
+// all the same, and inserting it into the routing trie walks no list. Such
+// an address is not listed by `ip addr show` but by `ip route show table
+// local proto 201`. IPv6 addresses are bound as addresses in both modes.
+//
+// Each mode reads only its own bindings; [Device.Leftovers] and
+// [Device.UnbindLeftovers] find and remove those of the other mode, left by
+// an earlier run configured the other way.
 package dummy

@@ -19,24 +19,33 @@ import (
 type Config struct {
 	// NetNS is a network namespace file descriptor; 0 means the current one.
 	NetNS int
+	// Binding is how the connection's devices bind service addresses;
+	// the zero value, BindAddresses, is kube-proxy's way.
+	Binding Binding
 }
 
 // Conn is an rtnetlink connection in one network namespace.
 type Conn struct {
-	nl *nl.Conn
+	nl      *nl.Conn
+	binding Binding
 }
 
 // Dial opens an rtnetlink connection in the namespace cfg names.
 func Dial(cfg *Config) (*Conn, error) {
-	var ns int
+	var cf Config
 	if cfg != nil {
-		ns = cfg.NetNS
+		cf = *cfg
 	}
-	c, err := nl.Dial(unix.NETLINK_ROUTE, ns)
+	if cf.Binding > BindLocalRoutes {
+		return nil, &OpError{Op: "dial", Object: "rtnetlink", Err: fmt.Errorf("unknown binding %v", cf.Binding)}
+	}
+	c, err := nl.Dial(unix.NETLINK_ROUTE, cf.NetNS)
 	if err != nil {
 		return nil, &OpError{Op: "dial", Object: "rtnetlink", Err: err}
 	}
-	return newConn(c), nil
+	conn := newConn(c)
+	conn.binding = cf.Binding
+	return conn, nil
 }
 
 func newConn(c *nl.Conn) *Conn {
@@ -45,9 +54,9 @@ func newConn(c *nl.Conn) *Conn {
 	// check.
 	c.NameRequests("dummy", func(r *nl.Request) string {
 		switch r.Type {
-		case unix.RTM_NEWADDR:
+		case unix.RTM_NEWADDR, unix.RTM_NEWROUTE:
 			return "bind"
-		case unix.RTM_DELADDR:
+		case unix.RTM_DELADDR, unix.RTM_DELROUTE:
 			return "unbind"
 		}
 		return ""
@@ -70,8 +79,9 @@ func check(ctx context.Context, op string) error {
 // device that someone deleted and created anew is still the Device, and a
 // link of its name that is not a dummy device is never touched.
 type Device struct {
-	conn *Conn
-	name string
+	conn    *Conn
+	name    string
+	binding Binding
 }
 
 // Name returns the link's name.
@@ -97,7 +107,7 @@ func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
 	if err != nil {
 		return nil, opError("ensure", name, netip.Addr{}, err)
 	}
-	return &Device{conn: c, name: name}, nil
+	return &Device{conn: c, name: name, binding: c.binding}, nil
 }
 
 // Get returns the existing dummy link called name, or an error matching
@@ -110,7 +120,7 @@ func (c *Conn) Get(ctx context.Context, name string) (*Device, error) {
 	if err != nil {
 		return nil, opError("get", name, netip.Addr{}, err)
 	}
-	return &Device{conn: c, name: name}, nil
+	return &Device{conn: c, name: name, binding: c.binding}, nil
 }
 
 // Delete removes the dummy link called name with all its addresses. A
@@ -182,27 +192,46 @@ func classify(err error) error {
 	return err
 }
 
-// Bind binds addr to the device: as /32 for IPv4, as /128 without duplicate
-// address detection for IPv6. Binding a bound address succeeds.
+// Bind binds addr to the device per the connection's Binding: as an
+// address, /32 for IPv4, /128 without duplicate address detection for
+// IPv6; or, with BindLocalRoutes, an IPv4 address as a local route. Binding
+// a bound address succeeds.
 func (d *Device) Bind(ctx context.Context, addr netip.Addr) error {
 	return d.addrBatch(ctx, "bind", []netip.Addr{addr}, false)
 }
 
-// Unbind removes addr from the device. Unbinding an unbound address
-// succeeds.
+// Unbind removes addr from the device, bound as Bind binds it. Unbinding
+// an unbound address succeeds.
 func (d *Device) Unbind(ctx context.Context, addr netip.Addr) error {
 	return d.addrBatch(ctx, "unbind", []netip.Addr{addr}, false)
 }
 
-// dumpAttempts bounds the retries of an address dump that the kernel
-// reports as interrupted by a concurrent change.
+// dumpAttempts bounds the retries of a dump that the kernel reports as
+// interrupted by a concurrent change.
 const dumpAttempts = 5
 
-// Addresses returns the addresses bound to the device, IPv4 first, each
-// family in ascending order. It reads them with one dump of the namespace's
-// addresses.
+// Addresses returns the service addresses bound to the device as its
+// Binding binds them, IPv4 first, each family in ascending order. In
+// BindAddresses mode they are the device's addresses, read with one dump of
+// the namespace's addresses; in BindLocalRoutes mode the IPv4 ones are the
+// package's local routes through the device, read with a dump of the
+// namespace's IPv4 routes, and the device's IPv4 addresses are not listed
+// (see [Device.Leftovers]).
 func (d *Device) Addresses(ctx context.Context) ([]netip.Addr, error) {
-	addrs, err := d.addresses(ctx)
+	return d.list(ctx, d.bound)
+}
+
+// list looks the device up and returns what fn lists on it, sorted.
+func (d *Device) list(ctx context.Context, fn func(context.Context, int32) ([]netip.Addr, error)) ([]netip.Addr, error) {
+	err := check(ctx, "list")
+	var index int32
+	if err == nil {
+		index, err = d.conn.lookup(ctx, d.name)
+	}
+	var addrs []netip.Addr
+	if err == nil {
+		addrs, err = fn(ctx, index)
+	}
 	if err != nil {
 		return nil, opError("list", d.name, netip.Addr{}, err)
 	}
@@ -210,47 +239,12 @@ func (d *Device) Addresses(ctx context.Context) ([]netip.Addr, error) {
 	return addrs, nil
 }
 
-func (d *Device) addresses(ctx context.Context) ([]netip.Addr, error) {
-	if err := check(ctx, "list"); err != nil {
-		return nil, err
-	}
-	index, err := d.conn.lookup(ctx, d.name)
-	if err != nil {
-		return nil, err
-	}
-	for range dumpAttempts {
-		var (
-			addrs       []netip.Addr
-			interrupted bool
-			decodeErr   error
-		)
-		r := &nl.Request{Type: unix.RTM_GETADDR, Flags: netlink.Dump, Data: make([]byte, ifaddrmsgLen)}
-		r.Handle = func(m netlink.Message) {
-			interrupted = interrupted || m.Header.Flags&netlink.DumpInterrupted != 0
-			if m.Header.Type != unix.RTM_NEWADDR {
-				return
-			}
-			a, ok, err := decodeAddr(m.Data, index)
-			if err != nil && decodeErr == nil {
-				decodeErr = err
-			}
-			if ok {
-				addrs = append(addrs, a)
-			}
-		}
-		if err := d.conn.nl.Exchange(ctx, r); err != nil {
-			return nil, err
-		}
-		switch {
-		case r.Err != nil:
-			return nil, classify(r.Err)
-		case decodeErr != nil:
-			return nil, decodeErr
-		case !interrupted:
-			return addrs, nil
-		}
-	}
-	return nil, errors.New("address dump interrupted by changes on every attempt")
+// addresses dumps the namespace's addresses and returns those on link
+// index.
+func (d *Device) addresses(ctx context.Context, index int32) ([]netip.Addr, error) {
+	return d.dump(ctx, "address", unix.RTM_GETADDR, unix.RTM_NEWADDR, make([]byte, ifaddrmsgLen), func(b []byte) (netip.Addr, bool, error) {
+		return decodeAddr(b, index)
+	})
 }
 
 // rtnetlink message layouts, from include/uapi/linux/rtnetlink.h,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dummy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	kjson "sigs.k8s.io/json"
@@ -99,6 +100,10 @@ type ipvsplaneConfig struct {
 	// drains (dataplane.Config.DrainTimeout); a Service's
 	// ipvsplane.io/drain-timeout annotation overrides it.
 	DrainTimeout metav1.Duration `json:"drainTimeout,omitempty"`
+	// ServiceAddressBinding is how service addresses are bound to
+	// kube-ipvs0: "address" (kube-proxy's way) or "local-route"
+	// (dataplane.Config.Binding).
+	ServiceAddressBinding string `json:"serviceAddressBinding,omitempty"`
 }
 
 // defaultOwnConfig are the ipvsplane section's defaults.
@@ -106,6 +111,7 @@ func defaultOwnConfig() ipvsplaneConfig {
 	return ipvsplaneConfig{
 		ServiceTrafficMetricsInterval: metav1.Duration{Duration: defaultTrafficInterval},
 		DrainTimeout:                  metav1.Duration{Duration: defaultDrainTimeout},
+		ServiceAddressBinding:         dummy.BindAddresses.String(),
 	}
 }
 
@@ -137,6 +143,9 @@ func parseConfig(path string, data []byte) (*configFile, []string, error) {
 	}
 	if cfg.IPVSPlane.DrainTimeout.Duration == 0 {
 		cfg.IPVSPlane.DrainTimeout = def.DrainTimeout
+	}
+	if cfg.IPVSPlane.ServiceAddressBinding == "" {
+		cfg.IPVSPlane.ServiceAddressBinding = def.ServiceAddressBinding
 	}
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/spf13/pflag"
 )
 
@@ -111,10 +112,21 @@ func TestFlagsOverrideConfig(t *testing.T) {
 			if o.own.DrainTimeout.Duration != defaultDrainTimeout {
 				t.Errorf("drain timeout %v, want the default %v", o.own.DrainTimeout.Duration, defaultDrainTimeout)
 			}
+			if o.binding() != dummy.BindAddresses {
+				t.Errorf("binding %v, want kube-proxy's addresses", o.binding())
+			}
 		}},
 		{"ipvsplane's section", []string{"--config=testdata/ipvsplane-config.yaml"}, func(t *testing.T, o *options) {
 			if o.own.DrainTimeout.Duration != 5*time.Minute || o.kp.IPVS.Scheduler != "lc" {
 				t.Errorf("drain timeout %v, scheduler %q", o.own.DrainTimeout.Duration, o.kp.IPVS.Scheduler)
+			}
+			if o.binding() != dummy.BindLocalRoutes {
+				t.Errorf("binding %v, want the file's local-route", o.binding())
+			}
+		}},
+		{"--service-address-binding wins", []string{"--config=testdata/ipvsplane-config.yaml", "--service-address-binding=address"}, func(t *testing.T, o *options) {
+			if o.binding() != dummy.BindAddresses {
+				t.Errorf("binding %v", o.binding())
 			}
 		}},
 		{"--drain-timeout wins", []string{"--config=testdata/ipvsplane-config.yaml", "--drain-timeout=1h"}, func(t *testing.T, o *options) {
@@ -149,6 +161,7 @@ func TestOptionsValidate(t *testing.T) {
 		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "between 0 and"},
 		{[]string{"--ipvs-sync-period=0s"}, "must be positive"},
 		{[]string{"--drain-timeout=0s"}, "--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive"},
+		{[]string{"--service-address-binding=routes"}, `--service-address-binding (or ipvsplane.serviceAddressBinding in --config): want address or local-route, got "routes"`},
 	}
 	for _, tt := range tests {
 		o := newOptions()

@@ -69,7 +69,9 @@ func (a *app) withDesired(ctx context.Context, log *zap.Logger, o *options, cmd 
 	if err != nil {
 		return err
 	}
-	k, err := a.dial(&dataplane.Config{})
+	// The binding as the daemon's: apply would otherwise remove the
+	// daemon's bindings as leftovers of the other mode.
+	k, err := a.dial(&dataplane.Config{Binding: o.binding()})
 	if err != nil {
 		return err
 	}

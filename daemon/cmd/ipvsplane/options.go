@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/spf13/pflag"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
@@ -117,6 +118,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
 	fs.BoolVar(&o.own.ServiceTrafficMetrics, "service-traffic-metrics", false, "export each service port's connections, packets and bytes (ipvsplane_service_*_total), and their rates to ipvsplane status, from one read of the IPVS counters every --service-traffic-metrics-interval")
 	fs.DurationVar(&o.own.ServiceTrafficMetricsInterval.Duration, "service-traffic-metrics-interval", defaultTrafficInterval, "how often --service-traffic-metrics reads the kernel; scrapes in between get the last reading")
+	fs.StringVar(&o.own.ServiceAddressBinding, "service-address-binding", o.own.ServiceAddressBinding, "how service IPs are bound to kube-ipvs0: address (as kube-proxy does; ip addr show lists them) or local-route (IPv4 ones as local routes, proto 201 in table local, which is faster to program for many services; IPv6 ones stay addresses) (config file: ipvsplane.serviceAddressBinding)")
 	fs.DurationVar(&o.own.DrainTimeout.Duration, "drain-timeout", defaultDrainTimeout, "how long a real server whose endpoint left keeps its open TCP connections at weight 0 before it is deleted anyway; a Service's ipvsplane.io/drain-timeout annotation overrides it (config file: ipvsplane.drainTimeout)")
 }
 
@@ -209,6 +211,9 @@ func (o *options) validate() error {
 	default:
 		return fmt.Errorf("--source: want kubernetes or files, got %q", o.source)
 	}
+	if _, err := parseBinding(o.own.ServiceAddressBinding); err != nil {
+		return err
+	}
 	if d := o.own.DrainTimeout.Duration; d <= 0 {
 		return fmt.Errorf("--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive, got %v", d)
 	}
@@ -223,4 +228,20 @@ func (o *options) validate() error {
 		return fmt.Errorf("--service-traffic-metrics-interval must be at least 1s, got %v", o.own.ServiceTrafficMetricsInterval.Duration)
 	}
 	return nil
+}
+
+// parseBinding reads --service-address-binding.
+func parseBinding(s string) (dummy.Binding, error) {
+	for _, b := range []dummy.Binding{dummy.BindAddresses, dummy.BindLocalRoutes} {
+		if s == b.String() {
+			return b, nil
+		}
+	}
+	return 0, fmt.Errorf("--service-address-binding (or ipvsplane.serviceAddressBinding in --config): want %s or %s, got %q", dummy.BindAddresses, dummy.BindLocalRoutes, s)
+}
+
+// binding is the validated --service-address-binding.
+func (o *options) binding() dummy.Binding {
+	b, _ := parseBinding(o.own.ServiceAddressBinding)
+	return b
 }

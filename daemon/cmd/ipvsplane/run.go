@@ -172,7 +172,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	request := func() { runner.Request() }
 	// A reread of the kernel ends between syncs: ask for the sync that
 	// merges it.
-	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, KernelRead: request})
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, Binding: o.binding(), KernelRead: request})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/watcher/clientset"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,6 +67,9 @@ func TestRunKubernetesSource(t *testing.T) {
 	}
 	if cfg.DrainTimeout != defaultDrainTimeout {
 		t.Errorf("the dataplane's drain bound is %v, want --drain-timeout's default", cfg.DrainTimeout)
+	}
+	if cfg.Binding != dummy.BindAddresses {
+		t.Errorf("the dataplane binds service IPs as %v, want addresses by default", cfg.Binding)
 	}
 	if len(ports) != 1 || len(ports[0].Endpoints) != 1 || ports[0].Endpoints[0].Addr.String() != "10.244.1.10" {
 		t.Fatalf("first sync: %+v", ports)

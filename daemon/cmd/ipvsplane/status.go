@@ -156,7 +156,10 @@ type kernelView struct {
 	owned   map[string]bool
 	sets    []ipset.Header
 	devAddr []netip.Addr
-	devErr  error
+	// devRoutes are the service IPs bound as local routes
+	// (--service-address-binding=local-route).
+	devRoutes []netip.Addr
+	devErr    error
 }
 
 func readKernel(ctx context.Context, device string) (*kernelView, error) {
@@ -206,6 +209,10 @@ func readKernel(ctx context.Context, device string) (*kernelView, error) {
 	if err == nil {
 		v.devAddr, err = dev.Addresses(ctx)
 	}
+	if err == nil {
+		// An address-mode connection's leftovers are the local routes.
+		v.devRoutes, err = dev.Leftovers(ctx)
+	}
 	v.devErr = err
 	return v, nil
 }
@@ -217,7 +224,11 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 	if v.devErr != nil {
 		fmt.Fprintf(w, "%s: %v\n", dataplane.DefaultDevice, v.devErr)
 	} else {
-		fmt.Fprintf(w, "%d addresses on %s\n", len(v.devAddr), dataplane.DefaultDevice)
+		fmt.Fprintf(w, "%d addresses on %s", len(v.devAddr), dataplane.DefaultDevice)
+		if len(v.devRoutes) > 0 {
+			fmt.Fprintf(w, ", %d local routes through it", len(v.devRoutes))
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 	if err := printVirtualServers(w, rec, v); err != nil {

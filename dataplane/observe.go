@@ -41,8 +41,9 @@ type kernelRead struct {
 }
 
 // readKernel reads ipvsplane's sets and their entries, every virtual
-// server with its real servers, and the addresses on the device.
-func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRead, error) {
+// server with its real servers, and the addresses on the device; with
+// withLeftovers, also the device's bindings of the other binding mode.
+func readKernel(ctx context.Context, r kernelReaders, device string, withLeftovers bool) (*kernelRead, error) {
 	k := &kernelRead{
 		setTypes: map[string]ipset.Type{},
 		entries:  map[string]map[plan.Entry]bool{},
@@ -104,7 +105,13 @@ func readKernel(ctx context.Context, r kernelReaders, device string) (*kernelRea
 	// bound the other way was bound by ipvsplane, or by kube-proxy on its
 	// kube-ipvs0, so it is a virtual IP like the addresses above; the
 	// planner sees only this mode's bindings, so these are removed apart
-	// from the plan (unbindLeftovers), once this mode's are bound.
+	// from the plan (unbindLeftovers), once this mode's are bound. A
+	// switch needs a restart, so only the sync's own reads look: in
+	// address mode this dumps every IPv4 route, which the periodic
+	// background read would pay for nothing.
+	if !withLeftovers {
+		return k, nil
+	}
 	left, err := dev.Leftovers(ctx)
 	if err != nil {
 		return nil, err
@@ -160,7 +167,7 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.K
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
 func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
-	read, err := readKernel(ctx, d.readers(), d.cfg.Device)
+	read, err := readKernel(ctx, d.readers(), d.cfg.Device, true)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +182,9 @@ func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desire
 	if err != nil {
 		return nil, err
 	}
-	d.leftovers = read.leftovers
+	if read.leftovers != nil {
+		d.leftovers = read.leftovers
+	}
 	switch {
 	case !read.device:
 		d.device = nil

@@ -47,7 +47,7 @@ func (d *Dataplane) startReread(ctx context.Context) error {
 	readers, device, notify := d.background, d.cfg.Device, d.cfg.KernelRead
 	go func() {
 		r.retries, r.err = withRetries(ctx, func() (err error) {
-			r.read, err = readKernel(ctx, readers, device)
+			r.read, err = readKernel(ctx, readers, device, false)
 			return err
 		})
 		// Done before the notice: the sync it asks for must find the

@@ -199,7 +199,9 @@ func TestDaemonSync(t *testing.T) {
 	if n := testutil.CollectAndCount(d.metrics.programming); n != 2 {
 		t.Errorf("network programming latency: %d series, want one per family", n)
 	}
-	// A removed service is a change without a port.
+	// A removed service is a change without a port. The names file is
+	// written at most once per namesEvery.
+	clock.advance(namesEvery)
 	d.tracker.DeleteService("demo", "web")
 	sync()
 	if len(k.changes) != 1 || k.changes[0].Port != nil {
@@ -211,13 +213,29 @@ func TestDaemonSync(t *testing.T) {
 	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
 		t.Errorf("names after the removal: %v %v", rec.Services, err)
 	}
+	// Back within namesEvery: the names file waits, and the first sync
+	// after namesEvery writes it, with nothing else changed.
+	feed(t, d.tracker, webManifest)
+	sync()
+	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
+		t.Errorf("names rewritten within namesEvery: %v %v", rec.Services, err)
+	}
+	clock.advance(namesEvery)
+	sync()
+	if rec, err := readRecord(stateFile); err != nil || cmp.Diff(wantNames, rec.Services) != "" {
+		t.Errorf("names after namesEvery: %v %v", rec.Services, err)
+	}
+	d.tracker.DeleteService("demo", "web")
+	sync()
 	// A change of the node's settings hands over the whole state.
 	feed(t, d.tracker, "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.9}]}\n")
 	sync()
 	if got := k.state.Node.NodeIPs; len(got) != 1 || got[0].String() != "192.168.0.9" {
 		t.Errorf("node addresses: %v", got)
 	}
-	want := []string{"sync", "changes", "changes", "sync"}
+	// The first sync, an endpoint change, the removal, the names file's
+	// three, and the node's change.
+	want := []string{"sync", "changes", "changes", "changes", "changes", "changes", "sync"}
 	if diff := cmp.Diff(want, k.calls); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}

@@ -117,3 +117,21 @@ func TestBenchAddrs(t *testing.T) {
 		t.Error("services 1 and 65,537 share an endpoint address")
 	}
 }
+
+// A full compare of a kernel that holds what it should, as the sync after
+// each periodic reread makes: it must find nothing, cheaply.
+func BenchmarkFullCompare(b *testing.B) {
+	state := &model.State{Node: benchNode(), Services: benchServices(10000)}
+	p := plan.NewPlanner(nftrules.Render)
+	p.Update(state)
+	desired, owners := p.Desired()
+	programmed := plan.NewKernelState()
+	for op := range plan.Diff(programmed, desired, owners, plan.FullScope, plan.Drain{}).All() {
+		programmed.Record(op)
+	}
+	for b.Loop() {
+		if pl := plan.Diff(programmed, desired, owners, plan.FullScope, plan.Drain{}); pl.Len() != 0 {
+			b.Fatalf("%d operations", pl.Len())
+		}
+	}
+}

@@ -75,7 +75,12 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 		want, have := desired.Entries[set], observed.Entries[set]
 		var candidates []Entry
 		if scope.All {
-			candidates = slices.Collect(maps.Keys(want))
+			// Only the differences are sorted: a full compare finds few.
+			for e := range want {
+				if !have[e] {
+					candidates = append(candidates, e)
+				}
+			}
 			for e := range have {
 				if !want[e] {
 					candidates = append(candidates, e)
@@ -108,7 +113,9 @@ func diffAddresses(observed, desired *KernelState, scope Scope) []Op {
 	var candidates []netip.Addr
 	if scope.All {
 		for a := range desired.Addresses {
-			candidates = append(candidates, a)
+			if !observed.Addresses[a] {
+				candidates = append(candidates, a)
+			}
 		}
 		for a := range observed.Addresses {
 			if !desired.Addresses[a] {
@@ -147,7 +154,13 @@ func servicePriority(n model.ServicePortName) int {
 func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.ServicePortName, scope Scope, drain Drain) []Op {
 	var keys []VirtualKey
 	if scope.All {
-		keys = slices.Collect(maps.Keys(desired.Virtual))
+		// Only what differs is sorted and planned: a full compare of a
+		// kernel that holds what it should finds nothing.
+		for k, want := range desired.Virtual {
+			if have, ok := observed.Virtual[k]; !ok || have != want || !sameReals(observed.Reals[k], desired.Reals[k]) {
+				keys = append(keys, k)
+			}
+		}
 		for k := range observed.Virtual {
 			if _, ok := desired.Virtual[k]; !ok {
 				keys = append(keys, k)
@@ -235,6 +248,20 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 		}
 	}
 	return ops
+}
+
+// sameReals reports whether diffReals has nothing to do: both sorted
+// lists hold the same real servers at the same weights.
+func sameReals(have, want Reals) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range have {
+		if have[i].RealKey != want[i].RealKey || have[i].Weight != want[i].Weight {
+			return false
+		}
+	}
+	return true
 }
 
 func drainExpired(d Drain, vs VirtualKey, rk RealKey) bool {

@@ -43,7 +43,9 @@ type Config struct {
 	// long has passed since the last full read, which repairs whatever
 	// changed behind its back; 0 means only the first sync and those after
 	// Resync read it. The read runs in the background: syncs go on while
-	// it runs, and the first sync after it ends compares everything.
+	// it runs, and the first sync after it ends compares everything. A
+	// read that takes long is followed by at least nine times as long
+	// without one, so rereading takes at most a tenth of the time.
 	ResyncInterval time.Duration
 	// KernelRead, if set, is called from another goroutine when a
 	// background read of the kernel has ended. A caller that syncs only
@@ -79,6 +81,8 @@ type Dataplane struct {
 	// says, found by the last full read and not yet unbound.
 	leftovers []netip.Addr
 	lastFull  time.Time
+	// lastReread is the last finished background read's timing.
+	lastReread rereadTiming
 	// reread is the periodic read of the kernel while it runs, through
 	// the background connections, opened on the first one.
 	reread     *reread

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
@@ -27,6 +28,15 @@ type reread struct {
 	// reader may have seen the kernel before or after a change, so the
 	// programmed state is believed instead.
 	since *plan.Scope
+	// timing is when the read ended and how long it took, set before
+	// done is closed.
+	timing rereadTiming
+}
+
+// rereadTiming is when a background read ended and how long it took.
+type rereadTiming struct {
+	ended time.Time
+	took  time.Duration
 }
 
 // startReread starts reading the kernel in the background, through
@@ -44,12 +54,15 @@ func (d *Dataplane) startReread(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &reread{cancel: cancel, done: make(chan struct{}), since: plan.NewScope()}
-	readers, device, notify := d.background, d.cfg.Device, d.cfg.KernelRead
+	readers, device, notify, now := d.background, d.cfg.Device, d.cfg.KernelRead, d.cfg.Now
 	go func() {
+		start := now()
 		r.retries, r.err = withRetries(ctx, func() (err error) {
 			r.read, err = readKernel(ctx, readers, device, false)
 			return err
 		})
+		r.timing.ended = now()
+		r.timing.took = r.timing.ended.Sub(start)
 		// Done before the notice: the sync it asks for must find the
 		// read ended, or it would leave the merge to the one after.
 		close(r.done)
@@ -70,7 +83,7 @@ func (d *Dataplane) finishedReread() *reread {
 	}
 	select {
 	case <-r.done:
-		d.reread = nil
+		d.reread, d.lastReread = nil, r.timing
 		return r
 	default:
 		return nil
@@ -152,7 +165,16 @@ func (r kernelReaders) close() error {
 	return errors.Join(errs...)
 }
 
+// rereadDutyFactor bounds the time the periodic reread takes: after a
+// read that took t, the next starts no sooner than rereadDutyFactor x t
+// after it ended. At 10,000 services under emulation a read took 10-40 s
+// of one CPU; with reads every ResyncInterval of 30 s the reader would
+// never rest and the syncs would share the CPU with it all the time.
+const rereadDutyFactor = 9
+
 // resyncDue reports whether the periodic reread should start.
 func (d *Dataplane) resyncDue() bool {
-	return d.reread == nil && d.cfg.ResyncInterval > 0 && d.cfg.Now().Sub(d.lastFull) >= d.cfg.ResyncInterval
+	now := d.cfg.Now()
+	return d.reread == nil && d.cfg.ResyncInterval > 0 && now.Sub(d.lastFull) >= d.cfg.ResyncInterval &&
+		now.Sub(d.lastReread.ended) >= rereadDutyFactor*d.lastReread.took
 }

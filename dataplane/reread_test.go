@@ -3,6 +3,7 @@ package dataplane
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -69,4 +70,33 @@ func TestMergeRead(t *testing.T) {
 // ce is the KUBE-CLUSTER-IP entry of an address's TCP port 80.
 func ce(a string) plan.Entry {
 	return plan.Entry{Addr: netip.MustParseAddr(a), Protocol: model.TCP, Port: 80}
+}
+
+// The periodic reread starts a ResyncInterval after the last one started,
+// and no sooner than nine times its duration after it ended.
+func TestResyncDue(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		took  time.Duration
+		after time.Duration // since the last read started
+		due   bool
+	}{
+		{"short read, interval not over", time.Second, 29 * time.Second, false},
+		{"short read, interval over", time.Second, 30 * time.Second, true},
+		{"long read, interval over, not rested", 20 * time.Second, 60 * time.Second, false},
+		{"long read, rested", 20 * time.Second, 200 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0.Add(tc.after)
+			d := &Dataplane{
+				cfg:        Config{ResyncInterval: 30 * time.Second, Now: func() time.Time { return now }},
+				lastFull:   t0,
+				lastReread: rereadTiming{ended: t0.Add(tc.took), took: tc.took},
+			}
+			if got := d.resyncDue(); got != tc.due {
+				t.Errorf("resyncDue() = %v, want %v", got, tc.due)
+			}
+		})
+	}
 }

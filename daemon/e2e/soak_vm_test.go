@@ -415,7 +415,9 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	if r.firstSync, err = pp.waitFirstSync(ctx, 2*time.Minute+time.Duration(p.services)*100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	s.converge(t, pp, proxy, time.Now())
+	// Any sync since the start will do: kube-proxy's nftables mode does
+	// not sync again until something changes.
+	s.converge(t, pp, proxy, pp.start)
 	rss, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
@@ -432,10 +434,13 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 		waitProfile = pp.profileCPU(t, "soak-"+proxy.name, p.duration+10*time.Second)
 	}
 	churnStart := time.Now()
-	r.changes = s.churn(t, p)
+	var last time.Time
+	r.changes, last = s.churn(t, p)
 	churn := time.Since(churnStart)
 	r.rate = float64(r.changes) / churn.Seconds()
-	r.caughtUp = s.converge(t, pp, proxy, time.Now())
+	// A sync that ended after the last change began has seen it; one that
+	// began and ended before the churn returned may be the last there is.
+	r.caughtUp = s.converge(t, pp, proxy, last)
 	waitProfile()
 	stopSampling()
 	m1, cpu1 := scrape(t, pp), cpuTime(t, pp)
@@ -470,8 +475,8 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 // next is due shows as a rate below the one asked for. The trigger time
 // is stamped before the write, so the API server's time is part of the
 // programming latency the proxies report.
-func (s *soak) churn(t *testing.T, p soakParams) int64 {
-	changes := make(chan struct{}, 4*int(p.rate)+1)
+func (s *soak) churn(t *testing.T, p soakParams) (changes int64, lastBegin time.Time) {
+	work := make(chan struct{}, 4*int(p.rate)+1)
 	var done, failed atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
@@ -479,11 +484,14 @@ func (s *soak) churn(t *testing.T, p soakParams) int64 {
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
-			for range changes {
+			for range work {
 				begin := time.Now()
 				err := s.change(s.f.ctx)
 				mu.Lock()
 				writes = append(writes, time.Since(begin))
+				if begin.After(lastBegin) {
+					lastBegin = begin
+				}
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
@@ -500,10 +508,10 @@ func (s *soak) churn(t *testing.T, p soakParams) int64 {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / p.rate))
 	for time.Since(start) < p.duration {
 		<-tick.C
-		changes <- struct{}{}
+		work <- struct{}{}
 	}
 	tick.Stop()
-	close(changes)
+	close(work)
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d changes failed at the API server, the first: %v", n, firstErr)
@@ -512,7 +520,7 @@ func (s *soak) churn(t *testing.T, p soakParams) int64 {
 	t.Logf("churn: %d changes in %v (asked %.0f/s): %v; the API server took p50 %v p99 %v per change",
 		done.Load(), time.Since(start).Round(time.Millisecond), p.rate, s.counts,
 		writes[len(writes)/2].Round(time.Millisecond), writes[len(writes)*99/100].Round(time.Millisecond))
-	return done.Load()
+	return done.Load(), lastBegin
 }
 
 // converge waits until the proxy has programmed every change made before

@@ -2,9 +2,13 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // canaryAlive checks, with a few requests whatever the cluster's size,
@@ -30,8 +34,24 @@ func (d *Dataplane) canaryAlive(ctx context.Context, node *model.Node) bool {
 			return false
 		}
 	}
-	current, err := nftrules.Current(d.rules, node)
-	return err == nil && current
+	return d.rulesCurrent(ctx, node)
+}
+
+// rulesCurrent reports whether ipvsplane's nftables rules are the ones
+// the node's settings call for. Reading them back costs a dump of a
+// chain's rules, decoded, on every sync; while the ruleset's generation
+// has not moved since they were last found current, nothing in nftables
+// has changed and they still are.
+func (d *Dataplane) rulesCurrent(ctx context.Context, node *model.Node) bool {
+	gen, err := rulesetGeneration(ctx, d.ruleset)
+	if err == nil && gen != 0 && gen == d.rulesGen {
+		return true
+	}
+	current, cerr := nftrules.Current(d.rules, node)
+	if err == nil && cerr == nil && current {
+		d.rulesGen = gen
+	}
+	return cerr == nil && current
 }
 
 // setIntact tests one of the members the dataplane put in a set, or for
@@ -46,4 +66,39 @@ func (d *Dataplane) setIntact(ctx context.Context, name string) bool {
 	}
 	h, err := d.sets.Header(ctx, name)
 	return err == nil && h.Entries == 0
+}
+
+// rulesetGeneration returns the nftables ruleset generation of c's network
+// namespace (c: a NETLINK_NETFILTER connection). Every change to any
+// table moves it, so while it stays where it was when the rules were last
+// found current, they still are: a check that costs one small message
+// instead of a dump of the rules.
+func rulesetGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
+	r := &nl.Request{
+		Type:  unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN,
+		Flags: netlink.Acknowledge,
+		// struct nfgenmsg: family, version, resource id.
+		Data: []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+	}
+	if err := c.Exchange(ctx, r); err != nil {
+		return 0, fmt.Errorf("dataplane: reading the nftables ruleset generation: %w", err)
+	}
+	if r.Err != nil {
+		return 0, fmt.Errorf("dataplane: reading the nftables ruleset generation: %w", r.Err)
+	}
+	for _, m := range r.Replies {
+		if m.Header.Type != unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN || len(m.Data) < 4 {
+			continue
+		}
+		d := nl.NewReader(m.Data[4:], "generation")
+		for d.Next() {
+			if d.Type() == unix.NFTA_GEN_ID {
+				return d.BE32(), d.Err()
+			}
+		}
+		if err := d.Err(); err != nil {
+			return 0, fmt.Errorf("dataplane: reading the nftables ruleset generation: %w", err)
+		}
+	}
+	return 0, fmt.Errorf("dataplane: no nftables ruleset generation in the kernel's answer")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
@@ -61,13 +62,17 @@ type Config struct {
 // the change costs. A Dataplane is not safe for concurrent use: one
 // goroutine runs its syncs.
 type Dataplane struct {
-	cfg     Config
-	ipvs    *ipvs.Conn
-	sets    *ipset.Conn
-	links   *dummy.Conn
-	rules   *nftables.Conn
-	flows   *conntrack.Conn
-	planner *plan.Planner
+	cfg   Config
+	ipvs  *ipvs.Conn
+	sets  *ipset.Conn
+	links *dummy.Conn
+	rules *nftables.Conn
+	// ruleset reads the nftables ruleset generation; rulesGen is the
+	// generation at which the rules were last found current (0: not yet).
+	ruleset  *nl.Conn
+	rulesGen uint32
+	flows    *conntrack.Conn
+	planner  *plan.Planner
 	// programmed is what the kernel holds, as far as the dataplane knows;
 	// nil until the first sync reads the kernel.
 	programmed *plan.KernelState
@@ -134,6 +139,10 @@ func New(cfg *Config) (*Dataplane, error) {
 		d.Close()
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
+	if d.ruleset, err = nl.Dial(unix.NETLINK_NETFILTER, d.cfg.NetNS); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dataplane: nftables: %w", err)
+	}
 	return d, nil
 }
 
@@ -159,6 +168,9 @@ func (d *Dataplane) Close() error {
 	}
 	if d.flows != nil {
 		errs = append(errs, d.flows.Close())
+	}
+	if d.ruleset != nil {
+		errs = append(errs, d.ruleset.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -218,6 +218,18 @@ func (pp *proxyProc) profileCPU(t testing.TB, name string, d time.Duration) (wai
 	return func() { <-done }
 }
 
+// printHeapProfile prints the proxy's allocation profile (ipvsplane with
+// --profiling): every allocation since its start, which two snapshots
+// turn into a period's (go tool pprof -base).
+func (pp *proxyProc) printHeapProfile(t testing.TB, name string) {
+	data, err := pp.get(t.Context(), "/debug/pprof/allocs")
+	if err != nil {
+		t.Errorf("%s: allocation profile: %v", pp.name, err)
+		return
+	}
+	printProfile(name, data)
+}
+
 // printProfile writes a profile to stdout in base64 between marker lines,
 // which hack/profiles turns back into a file: the guest has no other way
 // out.

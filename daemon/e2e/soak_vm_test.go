@@ -434,6 +434,7 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	stopSampling := sampleRSS(pp.proc.Cmd.Process.Pid, &samples)
 	waitProfile := func() {}
 	if p.profile && proxy.name == "ipvsplane" {
+		pp.printHeapProfile(t, "soak-"+proxy.name+"-allocs-before")
 		waitProfile = pp.profileCPU(t, "soak-"+proxy.name, p.duration+10*time.Second)
 	}
 	churnStart := time.Now()
@@ -445,6 +446,9 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	// began and ended before the churn returned may be the last there is.
 	r.caughtUp = s.converge(t, pp, proxy, last)
 	waitProfile()
+	if p.profile && proxy.name == "ipvsplane" {
+		pp.printHeapProfile(t, "soak-"+proxy.name+"-allocs-after")
+	}
 	stopSampling()
 	m1, cpu1 := scrape(t, pp), cpuTime(t, pp)
 	r.cpu = cpu1 - cpu0

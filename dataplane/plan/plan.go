@@ -64,14 +64,7 @@ func Diff(observed, desired *KernelState, services map[VirtualKey]model.ServiceP
 
 func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 	var ops []Op
-	sets := map[string]bool{}
-	for name := range desired.Entries {
-		sets[name] = true
-	}
-	for name := range observed.Entries {
-		sets[name] = true
-	}
-	for _, set := range slices.Sorted(maps.Keys(sets)) {
+	for _, set := range setsToCompare(observed, desired, scope) {
 		want, have := desired.Entries[set], observed.Entries[set]
 		var candidates []Entry
 		if scope.All {
@@ -107,6 +100,22 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 		}
 	}
 	return ops
+}
+
+// setsToCompare returns, sorted, the sets a diff looks at: all of them
+// for a full compare, else those the scope names.
+func setsToCompare(observed, desired *KernelState, scope Scope) []string {
+	if !scope.All {
+		return slices.Sorted(maps.Keys(scope.Entries))
+	}
+	sets := map[string]bool{}
+	for name := range desired.Entries {
+		sets[name] = true
+	}
+	for name := range observed.Entries {
+		sets[name] = true
+	}
+	return slices.Sorted(maps.Keys(sets))
 }
 
 func diffAddresses(observed, desired *KernelState, scope Scope) []Op {

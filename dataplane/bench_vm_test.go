@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -69,12 +70,16 @@ func benchSizes(b *testing.B, defaults ...int) []int {
 }
 
 // The first sync of a node in a cluster of n services, from an empty
-// kernel.
+// kernel, with the service addresses bound as kube-proxy binds them (the
+// baseline) and as local routes.
 func BenchmarkInitialSync(b *testing.B) {
 	testutil.RequireVM(b)
 	for _, n := range benchSizes(b, 1000, 10000, 50000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			benchInitialSync(b, b, &model.State{Node: benchNode(), Services: benchServices(n)})
+			state := &model.State{Node: benchNode(), Services: benchServices(n)}
+			for _, binding := range []dummy.Binding{dummy.BindAddresses, dummy.BindLocalRoutes} {
+				b.Run(binding.String(), func(b *testing.B) { benchInitialSync(b, b, state, binding) })
+			}
 		})
 	}
 }
@@ -83,12 +88,12 @@ func BenchmarkInitialSync(b *testing.B) {
 // that lives until owner's test ends. The kernel tears a namespace down in
 // the background; BenchmarkFullSyncFloor makes the owner its group, so
 // that no teardown runs while a later sub-benchmark is timed.
-func benchInitialSync(b *testing.B, owner testing.TB, state *model.State) {
+func benchInitialSync(b *testing.B, owner testing.TB, state *model.State, binding dummy.Binding) {
 	var res *Result
 	for range b.N {
 		b.StopTimer()
 		ns := testutil.NewNetNS(owner)
-		d, err := New(&Config{NetNS: ns.FD()})
+		d, err := New(&Config{NetNS: ns.FD(), Binding: binding})
 		if err != nil {
 			b.Fatal(err)
 		}

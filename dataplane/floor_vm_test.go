@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipset"
@@ -33,7 +34,7 @@ func BenchmarkFullSyncFloor(b *testing.B) {
 			// sub-benchmark as the baseline. The group owns their
 			// namespaces (see benchInitialSync).
 			group.Run("floor", func(b *testing.B) { benchFloor(b, group, c) })
-			group.Run("dataplane", func(b *testing.B) { benchInitialSync(b, group, state) })
+			group.Run("dataplane", func(b *testing.B) { benchInitialSync(b, group, state, dummy.BindAddresses) })
 		})
 	}
 }

@@ -64,6 +64,26 @@ func BenchmarkTracker(b *testing.B) {
 				}
 			}
 		})
+		// What the daemon takes after its first sync: only the change.
+		b.Run(fmt.Sprintf("sync-changes-%d", n), func(b *testing.B) {
+			tr := NewTracker(TrackerConfig{})
+			for i := range svcs {
+				_ = tr.SetService(svcs[i])
+				_ = tr.SetEndpointSlice(slices[i], time.Time{})
+			}
+			tr.Sync()
+			changed := slices[n/2].DeepCopy()
+			ready := true
+			b.ReportAllocs()
+			for b.Loop() {
+				ready = !ready
+				changed.Endpoints[0].Conditions.Ready = ptr(ready)
+				_ = tr.SetEndpointSlice(changed, time.Time{})
+				if u := tr.SyncChanges(); len(u.Changed) != 1 {
+					b.Fatalf("changed %v", u.Changed)
+				}
+			}
+		})
 	}
 }
 

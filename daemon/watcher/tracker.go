@@ -345,7 +345,8 @@ func (t *Tracker) sync(whole bool) *Update {
 		u.TriggerTimes = append(u.TriggerTimes, times...)
 	}
 	slices.SortFunc(u.TriggerTimes, time.Time.Compare)
-	dirty := maps.Clone(t.svcDirty)
+	dirty := make(map[key]bool, len(t.svcDirty)+len(t.epDirty))
+	maps.Copy(dirty, t.svcDirty)
 	maps.Copy(dirty, t.epDirty)
 	for k := range dirty {
 		var ports []model.ServicePort
@@ -371,8 +372,10 @@ func (t *Tracker) sync(whole bool) *Update {
 	for _, c := range u.Changes {
 		u.Changed = append(u.Changed, c.Name)
 	}
-	clear(t.svcDirty)
-	clear(t.epDirty)
+	// New maps after a large sync, not clear: a cleared map keeps the
+	// table it grew to, and every later sync would walk (and a clone
+	// copy) a table the size of the first sync's, the whole cluster.
+	t.svcDirty, t.epDirty = emptied(t.svcDirty), emptied(t.epDirty)
 	t.nodeDirty = false
 	clear(t.triggers)
 
@@ -431,4 +434,13 @@ func (t *Tracker) SetObject(obj runtime.Object, trigger time.Time) error {
 		return t.SetNode(o)
 	}
 	return fmt.Errorf("watcher: cannot track a %T", obj)
+}
+
+// emptied returns m cleared, or a new map if m held many entries.
+func emptied(m map[key]bool) map[key]bool {
+	if len(m) > 64 {
+		return map[key]bool{}
+	}
+	clear(m)
+	return m
 }

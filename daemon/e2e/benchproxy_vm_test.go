@@ -173,11 +173,17 @@ func (pp *proxyProc) scrape(ctx context.Context) (string, error) {
 
 // get reads a page of the proxy's metrics address.
 func (pp *proxyProc) get(ctx context.Context, path string) ([]byte, error) {
+	return pp.getWith(ctx, pp.http, path)
+}
+
+// getWith is get through client: a CPU profile takes longer than
+// pp.http's timeout.
+func (pp *proxyProc) getWith(ctx context.Context, client *http.Client, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10249"+path, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := pp.http.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -204,9 +210,11 @@ func (pp *proxyProc) profileCPU(t testing.TB, name string, d time.Duration) (wai
 		ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 		defer cancel()
 		var data []byte
+		client := *pp.http
+		client.Timeout = 0 // ctx bounds it
 		err := pp.poll(ctx, d+time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 			var err error
-			data, err = pp.get(ctx, path)
+			data, err = pp.getWith(ctx, &client, path)
 			return err == nil, nil
 		})
 		if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -178,34 +177,6 @@ func prefixes(field string, list []string) ([]netip.Prefix, error) {
 			return nil, fmt.Errorf("%s: %w", field, err)
 		}
 		out = append(out, p.Masked())
-	}
-	return out, nil
-}
-
-// interfaceAddrs returns the addresses of the node's interfaces that can
-// serve node ports, as kube-proxy's IPVS mode uses them: those of every
-// interface but the dummy device, which holds the service IPs, that
-// nodeAddr accepts. The loopback interface counts: an anycast address on
-// lo serves node ports too.
-func interfaceAddrs(device string) ([]netip.Addr, error) {
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return nil, err
-	}
-	var out []netip.Addr
-	for _, ifc := range ifaces {
-		if ifc.Name == device {
-			continue
-		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range addrs {
-			if p, err := netip.ParsePrefix(a.String()); err == nil && nodeAddr(p.Addr()) {
-				out = append(out, p.Addr().Unmap())
-			}
-		}
 	}
 	return out, nil
 }

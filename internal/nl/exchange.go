@@ -90,7 +90,14 @@ func (c *Conn) exchange(reqs []*Request, hook fault.Hook) error {
 			return err
 		}
 		// Retried dumps go first: requests keep their relative order.
-		queue = append(retry, queue[n:]...)
+		// Without any, the queue is only resliced: copying the rest after
+		// every write made a read of the table, a dump per virtual
+		// server, quadratic.
+		if len(retry) > 0 {
+			queue = append(retry, queue[n:]...)
+		} else {
+			queue = queue[n:]
+		}
 	}
 	return nil
 }

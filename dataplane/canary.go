@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
@@ -10,6 +11,23 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
+
+// canaryEvery is how often at most the canary looks. Under churn a sync
+// may follow every change; the canary's requests were then a large part
+// of each sync's cost, and an outside flush found a second later is
+// repaired a second later.
+const canaryEvery = time.Second
+
+// canaryDue reports whether the canary should look on this sync, and if
+// so notes that it did.
+func (d *Dataplane) canaryDue() bool {
+	now := d.cfg.Now()
+	if now.Sub(d.lastCanary) < canaryEvery {
+		return false
+	}
+	d.lastCanary = now
+	return true
+}
 
 // canaryAlive checks, with a few requests whatever the cluster's size,
 // that the kernel still holds what the dataplane programmed: a member of

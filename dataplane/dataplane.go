@@ -88,6 +88,8 @@ type Dataplane struct {
 	lastFull  time.Time
 	// lastReread is the last finished background read's timing.
 	lastReread rereadTiming
+	// lastCanary is when the canary last looked.
+	lastCanary time.Time
 	// reread is the periodic read of the kernel while it runs, through
 	// the background connections, opened on the first one.
 	reread     *reread

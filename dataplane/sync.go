@@ -108,7 +108,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		d.lastFull, reread = time.Time{}, nil
 	}
 	switch {
-	case d.programmed == nil || (!d.retry.All && !d.canaryAlive(ctx, node)):
+	case d.programmed == nil || (!d.retry.All && d.canaryDue() && !d.canaryAlive(ctx, node)):
 		d.stopReread()
 		var observed *plan.KernelState
 		n, err := withRetries(ctx, func() (err error) {

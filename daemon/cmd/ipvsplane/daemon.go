@@ -60,6 +60,8 @@ type daemon struct {
 	// says it is behind record.Services.
 	namesWritten time.Time
 	namesPending bool
+	// recordWritten is when the state file was last written.
+	recordWritten time.Time
 	// noLocal holds the service ports with Local policies and no local
 	// endpoint, for their metric.
 	noLocal noLocalTracker
@@ -289,21 +291,33 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 	}
 	r.ServicePorts = u.ServicePorts
 	d.namesPending = d.updateNames(u, changes) || d.namesPending
-	// The names file holds every service port: under churn, writing it
-	// after every sync cost more than the syncs (a 10,000-service map is
-	// 4 ms and 1.2 MB of garbage to encode natively). It is written at
-	// most once per namesEvery; the next sync after that catches up, and
-	// the periodic sync bounds how stale it gets.
-	names := d.namesPending && (res.Full || d.now().Sub(d.namesWritten) >= namesEvery)
+	// Under churn a sync may follow every change, and writing the files
+	// after each cost as much as the syncs: the names file holds every
+	// service port (at 10,000 services, 4 ms and 1.2 MB of garbage to
+	// encode natively). The record is written at most once per
+	// recordEvery and the names at most once per namesEvery; the next
+	// sync after that catches up, and the periodic sync bounds how stale
+	// they get.
+	now := d.now()
+	if !res.Full && now.Sub(d.recordWritten) < recordEvery {
+		return
+	}
+	names := d.namesPending && (res.Full || now.Sub(d.namesWritten) >= namesEvery)
 	if err := writeRecord(d.stateFile, r, names); err != nil {
 		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))
-	} else if names {
-		d.namesWritten, d.namesPending = d.now(), false
+		return
+	}
+	d.recordWritten = now
+	if names {
+		d.namesWritten, d.namesPending = now, false
 	}
 }
 
-// namesEvery is how often at most the names file is written.
-const namesEvery = 5 * time.Second
+// How often at most the state file and the names file are written.
+const (
+	recordEvery = time.Second
+	namesEvery  = 5 * time.Second
+)
 
 // updateNames keeps the record's map of virtual servers to service names
 // up to date, in the time the changes take, and reports whether it

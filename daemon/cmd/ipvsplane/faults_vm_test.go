@@ -142,6 +142,10 @@ func TestFaultOutsideInterference(t *testing.T) {
 		for _, canary := range []bool{false, true} {
 			name := c.name + map[bool]string{false: ", next periodic sync", true: ", canary of a change's sync"}[canary]
 			afterPeriodicSync()
+			// The canary looks at most once a second: the periodic
+			// sync's canary must not be the last one when the change
+			// comes.
+			time.Sleep(time.Second)
 			logged := len(d.Out.String())
 			n.node.Run(t, c.cmd[0], c.cmd[1:]...)
 			start := time.Now()

@@ -28,9 +28,9 @@ import (
 //	IPVSPLANE_BENCH_PROXIES   proxies, comma-separated (default all, baseline first:
 //	                          kube-proxy-ipvs,kube-proxy-nftables,ipvsplane)
 //	IPVSPLANE_BENCH_CHANGES   endpoint changes timed per proxy and size (default 3)
-//	IPVSPLANE_BENCH_PROFILE   seconds of CPU profile of ipvsplane from its start,
-//	                          which should cover its first sync (default 0: none);
-//	                          hack/profiles picks the profiles out of the log
+//	IPVSPLANE_BENCH_PROFILE   seconds of CPU profile of ipvsplane from its start at
+//	                          the largest size, which should cover its first sync
+//	                          (default 0: none); hack/profiles picks it out of the log
 const (
 	envBenchServices = "IPVSPLANE_BENCH_SERVICES"
 	envBenchProxies  = "IPVSPLANE_BENCH_PROXIES"
@@ -61,6 +61,9 @@ type benchEnv struct {
 	kubeconfig string
 	// nets counts the namespaces made, so each gets its own addresses.
 	nets int
+	// profileAt is the size whose first sync of ipvsplane is profiled
+	// (IPVSPLANE_BENCH_PROFILE): the largest.
+	profileAt int
 }
 
 func newBenchEnv(t testing.TB, namespace string) *benchEnv {
@@ -113,7 +116,7 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult 
 	ns := benchNet(t, index)
 	ctx := context.Background()
 	var profile time.Duration
-	if p.name == "ipvsplane" {
+	if p.name == "ipvsplane" && len(e.cluster.vips) == e.profileAt {
 		profile = time.Duration(benchEnvInt(t, envBenchProfile, 0)) * time.Second
 	}
 	if profile > 0 {
@@ -206,6 +209,7 @@ func BenchmarkProxies(b *testing.B) {
 	proxies := benchSelected(b)
 	changes := benchEnvInt(b, envBenchChanges, 3)
 	env := newBenchEnv(b, "bench")
+	env.profileAt = sizes[len(sizes)-1]
 	results := map[string]map[int]benchResult{}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {

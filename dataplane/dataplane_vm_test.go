@@ -752,3 +752,27 @@ func TestDataplaneHandoverTurnsRoutesIntoAddresses(t *testing.T) {
 		t.Errorf("after the handover: addresses %v, local routes %v; want addresses %v", addrs, routes, want)
 	}
 }
+
+// The canary trusts the rules while the ruleset generation stays: it must
+// stay while nothing changes and move when anything in nftables does.
+func TestRulesetGeneration(t *testing.T) {
+	ns := testutil.NewNetNS(t)
+	d := newDataplane(t, ns)
+	ctx := context.Background()
+	gen := func() uint32 {
+		t.Helper()
+		g, err := rulesetGeneration(ctx, d.ruleset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	first := gen()
+	if again := gen(); again != first {
+		t.Errorf("the generation moved from %d to %d with no change", first, again)
+	}
+	ns.Run(t, "nft", "add", "table", "ip", "someone-else")
+	if after := gen(); after == first {
+		t.Errorf("the generation stayed at %d after a table was added", after)
+	}
+}

@@ -240,8 +240,8 @@ func deviceAddrs(t *testing.T, ns *testutil.NetNS) []netip.Addr {
 }
 
 // localRoutes returns the destinations of ipvsplane's local routes, as
-// iproute2 lists them ("local 10.96.0.10 dev kube-ipvs0 scope host src
-// 10.96.0.10").
+// iproute2 lists them ("local 10.96.0.10 dev kube-ipvs0 proto 201 scope
+// host").
 func localRoutes(t *testing.T, ns *testutil.NetNS) []netip.Addr {
 	t.Helper()
 	out := ns.Run(t, "ip", "-4", "route", "show", "table", "local", "proto", strconv.Itoa(int(dummy.RouteProtocol)))

@@ -116,8 +116,11 @@ const rtmsgLen = 12
 
 // routeMessage encodes struct rtmsg and its attributes for the local route
 // of a through link index: host prefix, table local, scope host, type
-// local, protocol RouteProtocol, RTA_DST, RTA_PREFSRC (the address itself,
-// as the kernel's own local route has), RTA_OIF and RTA_TABLE.
+// local, protocol RouteProtocol, RTA_DST, RTA_OIF and RTA_TABLE. Unlike
+// the kernel's own local route for an address it has no preferred source
+// (RTA_PREFSRC): the kernel deletes every route whose preferred source is
+// an address being removed, so switching a node from addresses to routes
+// would lose each route as its address went.
 func routeMessage(index int32, a netip.Addr) []byte {
 	w := nl.Writer{B: make([]byte, rtmsgLen, 64)}
 	w.B[0], w.B[1] = unix.AF_INET, 32
@@ -126,7 +129,6 @@ func routeMessage(index int32, a netip.Addr) []byte {
 	w.B[6] = unix.RT_SCOPE_HOST
 	w.B[7] = unix.RTN_LOCAL
 	w.Addr(unix.RTA_DST, a)
-	w.Addr(unix.RTA_PREFSRC, a)
 	w.Uint32(unix.RTA_OIF, uint32(index))
 	w.Uint32(unix.RTA_TABLE, unix.RT_TABLE_LOCAL)
 	return w.B

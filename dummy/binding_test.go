@@ -15,7 +15,8 @@ import (
 
 // The local route is the one the kernel installs for an address of its
 // own (`local 10.96.0.10 dev kube-ipvs0 proto kernel scope host src
-// 10.96.0.10`), with RouteProtocol for its protocol.
+// 10.96.0.10`), with RouteProtocol for its protocol and no preferred
+// source.
 func TestRouteMessage(t *testing.T) {
 	a := netip.MustParseAddr("10.96.0.10")
 	b := routeMessage(7, a)
@@ -30,7 +31,6 @@ func TestRouteMessage(t *testing.T) {
 		want = append(want, payload...)
 	}
 	attr(unix.RTA_DST, 10, 96, 0, 10)
-	attr(unix.RTA_PREFSRC, 10, 96, 0, 10)
 	attr(unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, 7)...)
 	attr(unix.RTA_TABLE, binary.NativeEndian.AppendUint32(nil, unix.RT_TABLE_LOCAL)...)
 	if !slices.Equal(b, want) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
@@ -76,8 +78,10 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 
 // unbindLeftovers removes the virtual IPs the last full read found bound
 // the other way than the configured binding, after the plan has bound them
-// this way, so that a mode switch leaves no gap in their delivery. Those
-// that fail are tried again on the next sync.
+// this way. Those that fail are tried again on the next sync. When the
+// last IPv4 address of a device goes, the kernel flushes every route
+// through it: a switch to local routes then binds them again at once,
+// which leaves their delivery a gap of one request.
 func (d *Dataplane) unbindLeftovers(ctx context.Context) error {
 	if len(d.leftovers) == 0 || d.device == nil {
 		return nil
@@ -93,6 +97,16 @@ func (d *Dataplane) unbindLeftovers(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("dataplane: unbinding virtual IPs bound other than as %s: %w", d.cfg.Binding, err)
+	}
+	if d.cfg.Binding != dummy.BindLocalRoutes {
+		return nil
+	}
+	bound := slices.Collect(maps.Keys(d.programmed.Addresses))
+	if err := d.device.BindAll(ctx, bound); err != nil {
+		// Believed unbound, they are bound by the next sync's compare.
+		d.programmed.Addresses = map[netip.Addr]bool{}
+		d.retry.All = true
+		return fmt.Errorf("dataplane: binding virtual IPs as %s again after the addresses went: %w", d.cfg.Binding, err)
 	}
 	return nil
 }

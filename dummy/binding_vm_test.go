@@ -175,13 +175,20 @@ func TestModesKeepToTheirOwn(t *testing.T) {
 	check("Leftovers in route mode", got, err, both, onlyAddr)
 	check("ip route", readRoutesWithIP(t, ns), nil, both, onlyRoute)
 
-	// Removing the address removes the kernel's route, not ours.
+	// When the device's last IPv4 address goes, the kernel flushes every
+	// route through it (fib_disable_ip), ours too: a switch to routes
+	// binds them again after removing the addresses (the dataplane's
+	// unbindLeftovers).
 	if err := asRoutes.UnbindLeftovers(ctx, []netip.Addr{both, onlyAddr}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = asAddrs.Addresses(ctx)
 	check("Addresses in address mode after UnbindLeftovers", got, err)
-	check("ip route after the addresses went", readRoutesWithIP(t, ns), nil, both, onlyRoute)
+	check("ip route after the last address went", readRoutesWithIP(t, ns), nil)
+	if err := asRoutes.BindAll(ctx, []netip.Addr{both, onlyRoute}); err != nil {
+		t.Fatal(err)
+	}
+	check("ip route bound again", readRoutesWithIP(t, ns), nil, both, onlyRoute)
 	if err := asAddrs.UnbindLeftovers(ctx, []netip.Addr{both, onlyRoute}); err != nil {
 		t.Fatal(err)
 	}

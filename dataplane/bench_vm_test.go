@@ -50,23 +50,10 @@ func peakRSS() float64 {
 	return 0
 }
 
-// benchSizes returns the numbers of services a benchmark runs at: those
-// IPVSPLANE_BENCH_SERVICES lists, comma-separated (make bench passes
-// BENCH_SERVICES on), or else defaults.
+// benchSizes returns the numbers of services a benchmark runs at
+// (testutil.BenchSizes); the bench addresses stay distinct up to 838,860.
 func benchSizes(b *testing.B, defaults ...int) []int {
-	v := os.Getenv("IPVSPLANE_BENCH_SERVICES")
-	if v == "" {
-		return defaults
-	}
-	var sizes []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 || n > 838860 {
-			b.Fatalf("IPVSPLANE_BENCH_SERVICES=%q: %q is not a number of services from 1 to 838,860", v, f)
-		}
-		sizes = append(sizes, n)
-	}
-	return sizes
+	return testutil.BenchSizes(b, 838860, defaults...)
 }
 
 // The first sync of a node in a cluster of n services, from an empty

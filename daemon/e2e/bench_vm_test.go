@@ -32,7 +32,7 @@ import (
 //	                          the largest size, which should cover its first sync
 //	                          (default 0: none); hack/profiles picks it out of the log
 const (
-	envBenchServices = "IPVSPLANE_BENCH_SERVICES"
+	envBenchServices = testutil.BenchServicesEnv
 	envBenchProxies  = "IPVSPLANE_BENCH_PROXIES"
 	envBenchChanges  = "IPVSPLANE_BENCH_CHANGES"
 	envBenchProfile  = "IPVSPLANE_BENCH_PROFILE"
@@ -251,22 +251,9 @@ func TestProxiesSmall(t *testing.T) {
 	}
 }
 
-// benchSizes reads IPVSPLANE_BENCH_SERVICES, in increasing order.
+// benchSizes reads IPVSPLANE_BENCH_SERVICES (testutil.BenchSizes).
 func benchSizes(t testing.TB) []int {
-	v := os.Getenv(envBenchServices)
-	if v == "" {
-		return []int{100, 1000, 10000}
-	}
-	var sizes []int
-	for f := range strings.SplitSeq(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			t.Fatalf("%s=%q: want positive numbers separated by commas", envBenchServices, v)
-		}
-		sizes = append(sizes, n)
-	}
-	slices.Sort(sizes)
-	return slices.Compact(sizes)
+	return testutil.BenchSizes(t, 1<<20, 100, 1000, 10000)
 }
 
 // benchSelected reads IPVSPLANE_BENCH_PROXIES; the proxies keep their

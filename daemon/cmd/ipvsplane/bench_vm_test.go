@@ -23,14 +23,14 @@ import (
 const perFile = 10
 
 // BenchmarkDaemon runs the daemon, as its own process, on manifests of
-// services x 10 endpoints (ClusterIP services, 10 to a file): its initial sync from
+// services x 10 endpoints (IPVSPLANE_BENCH_SERVICES, default 1,000 and 10,000) (ClusterIP services, 10 to a file): its initial sync from
 // start to programmed kernel (ns/op), the sync alone (sync-s) and what
 // came before it (read-s: the process's start and the manifests' reading), its peak
 // resident memory, and the time from a manifest change (one endpoint of
 // one service replaced) to the kernel (change-ms, the mean of 5).
 func BenchmarkDaemon(b *testing.B) {
 	testutil.RequireVM(b)
-	for _, n := range []int{1000, 10000} {
+	for _, n := range testutil.BenchSizes(b, 1<<20-2, 1000, 10000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			for range b.N {
 				benchDaemon(b, n)
@@ -43,8 +43,9 @@ func benchService(i int) string {
 	return fmt.Sprintf("svc-%05d", i)
 }
 
+// benchVIP is service i's cluster IP, in 10.96.0.0/12.
 func benchVIP(i int) netip.Addr {
-	return netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+	return netip.AddrFrom4([4]byte{10, 96 + byte((i+1)>>16), byte((i + 1) >> 8), byte(i + 1)})
 }
 
 // benchManifest writes file f's services; endpoint 0 of service change

@@ -3,11 +3,13 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,9 +86,21 @@ func benchInitialSync(b *testing.B, owner testing.TB, state *model.State, bindin
 		if err != nil {
 			b.Fatal(err)
 		}
+		// IPVSPLANE_BENCH_PROFILE=1: a CPU profile of each first sync.
+		var profile bytes.Buffer
+		profiling := os.Getenv(testutil.ProfileEnv) == "1"
+		if profiling {
+			if err := pprof.StartCPUProfile(&profile); err != nil {
+				b.Fatal(err)
+			}
+		}
 		b.StartTimer()
 		res, err = d.Sync(context.Background(), state)
 		b.StopTimer()
+		if profiling {
+			pprof.StopCPUProfile()
+			testutil.PrintProfile(fmt.Sprintf("first-sync-%d-%s", len(state.Services), binding), profile.Bytes())
+		}
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -221,7 +220,7 @@ func (pp *proxyProc) profileCPU(t testing.TB, name string, d time.Duration) (wai
 			t.Errorf("%s: CPU profile: %v", pp.name, err)
 			return
 		}
-		printProfile(name, data)
+		testutil.PrintProfile(name, data)
 	}()
 	return func() { <-done }
 }
@@ -235,22 +234,7 @@ func (pp *proxyProc) printHeapProfile(t testing.TB, name string) {
 		t.Errorf("%s: allocation profile: %v", pp.name, err)
 		return
 	}
-	printProfile(name, data)
-}
-
-// printProfile writes a profile to stdout in base64 between marker lines,
-// which hack/profiles turns back into a file: the guest has no other way
-// out.
-func printProfile(name string, data []byte) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "PROFILE-BEGIN %s\n", name)
-	enc := base64.StdEncoding.EncodeToString(data)
-	for len(enc) > 76 {
-		b.WriteString(enc[:76] + "\n")
-		enc = enc[76:]
-	}
-	fmt.Fprintf(&b, "%s\nPROFILE-END %s\n", enc, name)
-	os.Stdout.WriteString(b.String())
+	testutil.PrintProfile(name, data)
 }
 
 const (

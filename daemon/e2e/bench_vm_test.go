@@ -28,14 +28,14 @@ import (
 //	IPVSPLANE_BENCH_PROXIES   proxies, comma-separated (default all, baseline first:
 //	                          kube-proxy-ipvs,kube-proxy-nftables,ipvsplane)
 //	IPVSPLANE_BENCH_CHANGES   endpoint changes timed per proxy and size (default 3)
-//	IPVSPLANE_BENCH_PROFILE   seconds of CPU profile of ipvsplane from its start at
+//	IPVSPLANE_BENCH_PROFILE_SECONDS  seconds of CPU profile of ipvsplane from its start at
 //	                          the largest size, which should cover its first sync
 //	                          (default 0: none); hack/profiles picks it out of the log
 const (
 	envBenchServices = testutil.BenchServicesEnv
 	envBenchProxies  = "IPVSPLANE_BENCH_PROXIES"
 	envBenchChanges  = "IPVSPLANE_BENCH_CHANGES"
-	envBenchProfile  = "IPVSPLANE_BENCH_PROFILE"
+	envBenchProfile  = "IPVSPLANE_BENCH_PROFILE_SECONDS"
 )
 
 // benchFirstSyncTimeout bounds a first sync: kube-proxy's IPVS mode runs

@@ -62,7 +62,7 @@ type benchEnv struct {
 	// nets counts the namespaces made, so each gets its own addresses.
 	nets int
 	// profileAt is the size whose first sync of ipvsplane is profiled
-	// (IPVSPLANE_BENCH_PROFILE): the largest.
+	// (IPVSPLANE_BENCH_PROFILE_SECONDS): the largest.
 	profileAt int
 }
 

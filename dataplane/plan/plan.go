@@ -66,36 +66,39 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 	var ops []Op
 	for _, set := range setsToCompare(observed, desired, scope) {
 		want, have := desired.Entries[set], observed.Entries[set]
-		var candidates []Entry
+		var add, del []Entry
 		if scope.All {
-			// Only the differences are sorted: a full compare finds few.
+			// Only the differences are collected and sorted: a full
+			// compare finds few, a first sync finds every entry new.
+			if n := len(want) - len(have); n > 0 {
+				add = make([]Entry, 0, n)
+			}
 			for e := range want {
 				if !have[e] {
-					candidates = append(candidates, e)
+					add = append(add, e)
 				}
 			}
 			for e := range have {
 				if !want[e] {
-					candidates = append(candidates, e)
+					del = append(del, e)
 				}
 			}
 		} else {
-			candidates = slices.Collect(maps.Keys(scope.Entries[set]))
-		}
-		slices.SortFunc(candidates, Entry.compare)
-		var add, del []Entry
-		for _, e := range candidates {
-			switch {
-			case want[e] && !have[e]:
-				add = append(add, e)
-			case !want[e] && have[e]:
-				del = append(del, e)
+			for e := range scope.Entries[set] {
+				switch {
+				case want[e] && !have[e]:
+					add = append(add, e)
+				case !want[e] && have[e]:
+					del = append(del, e)
+				}
 			}
 		}
 		if len(add) > 0 {
+			slices.SortFunc(add, Entry.compare)
 			ops = append(ops, AddEntries{Set: set, Entries: add})
 		}
 		if len(del) > 0 {
+			slices.SortFunc(del, Entry.compare)
 			ops = append(ops, DelEntries{Set: set, Entries: del})
 		}
 	}
@@ -160,6 +163,34 @@ func servicePriority(n model.ServicePortName) int {
 	return 2
 }
 
+// sortVirtual orders virtual servers by their service's priority, then
+// its name, then the key. The sort keys are made once: a comparison that
+// looked up and formatted both names cost most of a first sync's diff.
+func sortVirtual(keys []VirtualKey, services map[VirtualKey]model.ServicePortName) {
+	type sortKey struct {
+		key      VirtualKey
+		priority int
+		name     string
+	}
+	sorted := make([]sortKey, len(keys))
+	for i, k := range keys {
+		n := services[k]
+		sorted[i] = sortKey{k, servicePriority(n), n.String()}
+	}
+	slices.SortFunc(sorted, func(a, b sortKey) int {
+		if c := cmp.Compare(a.priority, b.priority); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return a.key.compare(b.key)
+	})
+	for i := range sorted {
+		keys[i] = sorted[i].key
+	}
+}
+
 func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.ServicePortName, scope Scope, drain Drain) []Op {
 	var keys []VirtualKey
 	if scope.All {
@@ -178,16 +209,7 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 	} else {
 		keys = slices.Collect(maps.Keys(scope.Virtual))
 	}
-	slices.SortFunc(keys, func(a, b VirtualKey) int {
-		sa, sb := services[a], services[b]
-		if c := cmp.Compare(servicePriority(sa), servicePriority(sb)); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(sa.String(), sb.String()); c != 0 {
-			return c
-		}
-		return a.compare(b)
-	})
+	sortVirtual(keys, services)
 	var ops []Op
 	for _, k := range keys {
 		want, wanted := desired.Virtual[k]

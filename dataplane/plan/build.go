@@ -52,9 +52,9 @@ func buildIndex(s *model.State, rules Rules, lacking map[string]error) (*desired
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err
 	}
-	t := NewScope()
+	// A build is compared whole: what it touches is not recorded.
 	for _, sp := range sortedServices(s.Services) {
-		if err := put(d, sp, t); err != nil {
+		if err := put(d, sp, nil); err != nil {
 			failed[sp.Name] = err
 		}
 	}
@@ -72,16 +72,27 @@ func put(d *desiredIndex, sp *model.ServicePort, t *Scope) error {
 	return nil
 }
 
+// sortedServices orders service ports by priority, then name; the sort
+// keys are made once, not formatted on every comparison.
 func sortedServices(services []model.ServicePort) []*model.ServicePort {
-	sorted := make([]*model.ServicePort, len(services))
-	for i := range services {
-		sorted[i] = &services[i]
+	type sortKey struct {
+		port     *model.ServicePort
+		priority int
+		name     string
 	}
-	slices.SortStableFunc(sorted, func(a, b *model.ServicePort) int {
-		if c := cmp.Compare(servicePriority(a.Name), servicePriority(b.Name)); c != 0 {
+	keys := make([]sortKey, len(services))
+	for i := range services {
+		keys[i] = sortKey{&services[i], servicePriority(services[i].Name), services[i].Name.String()}
+	}
+	slices.SortStableFunc(keys, func(a, b sortKey) int {
+		if c := cmp.Compare(a.priority, b.priority); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Name.String(), b.Name.String())
+		return cmp.Compare(a.name, b.name)
 	})
+	sorted := make([]*model.ServicePort, len(keys))
+	for i := range keys {
+		sorted[i] = keys[i].port
+	}
 	return sorted
 }

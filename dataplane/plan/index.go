@@ -123,7 +123,11 @@ func (t *Scope) addEntries(set string, entries []Entry) {
 	}
 }
 
+// add records what a contribution touches; a nil t records nothing.
 func (t *Scope) add(c *contribution) {
+	if t == nil {
+		return
+	}
 	for _, v := range c.virtual {
 		t.Virtual[v.VirtualKey] = true
 	}

@@ -46,7 +46,7 @@ func Diff(observed, desired *KernelState, services map[VirtualKey]model.ServiceP
 	if scope.All {
 		for _, name := range slices.Sorted(maps.Keys(desired.Sets)) {
 			if _, ok := observed.Sets[name]; !ok {
-				ops = append(ops, CreateSet{Spec: desired.Sets[name]})
+				ops = append(ops, CreateSet{Spec: sized(desired.Sets[name], len(desired.Entries[name]))})
 			}
 		}
 		if desired.Rules != observed.Rules {
@@ -103,6 +103,22 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 		}
 	}
 	return ops
+}
+
+// sized returns spec with room for entries: kube-proxy's maxelem of 65,536
+// while that holds them, which keeps the set's options identical to those
+// kube-proxy creates it with (`ipset create -exist` fails on any
+// difference, so a set kube-proxy did not make its way breaks a handover);
+// beyond it, a power of two twice as large, since kube-proxy's limit would
+// refuse the rest (a set cannot grow its maxelem once made).
+func sized(spec SetSpec, entries int) SetSpec {
+	if spec.MaxElem == 0 || uint64(entries) <= uint64(spec.MaxElem) {
+		return spec
+	}
+	for uint64(spec.MaxElem) < 2*uint64(entries) && spec.MaxElem < 1<<31 {
+		spec.MaxElem *= 2
+	}
+	return spec
 }
 
 // setsToCompare returns, sorted, the sets a diff looks at: all of them

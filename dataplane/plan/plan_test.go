@@ -46,3 +46,20 @@ func TestGoldenPlans(t *testing.T) {
 		})
 	}
 }
+
+// A set is made with kube-proxy's options while they hold its entries,
+// and with room for twice as many beyond.
+func TestSized(t *testing.T) {
+	spec := SetSpec{Name: "KUBE-CLUSTER-IP", Type: HashIPPort, HashSize: 1024, MaxElem: 65536}
+	for _, tc := range []struct {
+		entries int
+		want    uint32
+	}{{0, 65536}, {65536, 65536}, {65537, 262144}, {100000, 262144}, {200000, 524288}} {
+		if got := sized(spec, tc.entries).MaxElem; got != tc.want {
+			t.Errorf("%d entries: maxelem %d, want %d", tc.entries, got, tc.want)
+		}
+	}
+	if got := sized(SetSpec{Type: BitmapPort}, 100000); got.MaxElem != 0 {
+		t.Errorf("a bitmap got maxelem %d", got.MaxElem)
+	}
+}

@@ -47,13 +47,7 @@ func BenchmarkTracker(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("one-change-%d", n), func(b *testing.B) {
-			tr := NewTracker(TrackerConfig{})
-			for i := range svcs {
-				_ = tr.SetService(svcs[i])
-				_ = tr.SetEndpointSlice(slices[i], time.Time{})
-			}
-			tr.Sync()
-			changed := slices[n/2].DeepCopy()
+			tr, changed := synced(svcs, slices)
 			ready := true
 			for b.Loop() {
 				ready = !ready
@@ -66,13 +60,7 @@ func BenchmarkTracker(b *testing.B) {
 		})
 		// What the daemon takes after its first sync: only the change.
 		b.Run(fmt.Sprintf("sync-changes-%d", n), func(b *testing.B) {
-			tr := NewTracker(TrackerConfig{})
-			for i := range svcs {
-				_ = tr.SetService(svcs[i])
-				_ = tr.SetEndpointSlice(slices[i], time.Time{})
-			}
-			tr.Sync()
-			changed := slices[n/2].DeepCopy()
+			tr, changed := synced(svcs, slices)
 			ready := true
 			b.ReportAllocs()
 			for b.Loop() {
@@ -85,6 +73,18 @@ func BenchmarkTracker(b *testing.B) {
 			}
 		})
 	}
+}
+
+// synced returns a tracker that has synced the objects once, and a copy
+// of the middle slice to change.
+func synced(svcs []*v1.Service, slices []*discoveryv1.EndpointSlice) (*Tracker, *discoveryv1.EndpointSlice) {
+	tr := NewTracker(TrackerConfig{})
+	for i := range svcs {
+		_ = tr.SetService(svcs[i])
+		_ = tr.SetEndpointSlice(slices[i], time.Time{})
+	}
+	tr.Sync()
+	return tr, slices[len(slices)/2].DeepCopy()
 }
 
 // BenchmarkParseManifests parses one file of 10,000 services and their

@@ -166,15 +166,21 @@ func (r kernelReaders) close() error {
 }
 
 // rereadDutyFactor bounds the time the periodic reread takes: after a
-// read that took t, the next starts no sooner than rereadDutyFactor x t
-// after it ended. At 10,000 services under emulation a read took 10-40 s
-// of one CPU; with reads every ResyncInterval of 30 s the reader would
-// never rest and the syncs would share the CPU with it all the time.
-const rereadDutyFactor = 9
+// read that took t, at least rereadSlow, the next starts no sooner than
+// rereadDutyFactor x t after it ended. At 10,000 services under emulation
+// a read took 10-40 s of one CPU; with reads every ResyncInterval of 30 s
+// the reader would never rest and the syncs would share the CPU with it
+// all the time. A shorter read is not held back: it costs little, and the
+// repairs it brings keep to the interval.
+const (
+	rereadDutyFactor = 9
+	rereadSlow       = time.Second
+)
 
 // resyncDue reports whether the periodic reread should start.
 func (d *Dataplane) resyncDue() bool {
 	now := d.cfg.Now()
-	return d.reread == nil && d.cfg.ResyncInterval > 0 && now.Sub(d.lastFull) >= d.cfg.ResyncInterval &&
-		now.Sub(d.lastReread.ended) >= rereadDutyFactor*d.lastReread.took
+	last := d.lastReread
+	rested := last.took < rereadSlow || now.Sub(last.ended) >= rereadDutyFactor*last.took
+	return d.reread == nil && d.cfg.ResyncInterval > 0 && now.Sub(d.lastFull) >= d.cfg.ResyncInterval && rested
 }

@@ -45,7 +45,7 @@ type Config struct {
 	// changed behind its back; 0 means only the first sync and those after
 	// Resync read it. The read runs in the background: syncs go on while
 	// it runs, and the first sync after it ends compares everything. A
-	// read that takes a second or more is followed by at least nine times
+	// read that takes two seconds or more is followed by at least nine times
 	// as long without one, so slow rereading takes at most a tenth of the
 	// time.
 	ResyncInterval time.Duration

@@ -174,7 +174,7 @@ func (r kernelReaders) close() error {
 // repairs it brings keep to the interval.
 const (
 	rereadDutyFactor = 9
-	rereadSlow       = time.Second
+	rereadSlow       = 2 * time.Second
 )
 
 // resyncDue reports whether the periodic reread should start.

@@ -73,7 +73,7 @@ func ce(a string) plan.Entry {
 }
 
 // The periodic reread starts a ResyncInterval after the last one started,
-// and, after a read of a second or more, no sooner than nine times its
+// and, after a read of two seconds or more, no sooner than nine times its
 // duration after it ended.
 func TestResyncDue(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -85,7 +85,7 @@ func TestResyncDue(t *testing.T) {
 	}{
 		{"short read, interval not over", time.Second, 29 * time.Second, false},
 		{"short read, interval over", time.Second, 30 * time.Second, true},
-		{"quick read, not held back", 900 * time.Millisecond, 30 * time.Second, true},
+		{"quick read, not held back", 1900 * time.Millisecond, 30 * time.Second, true},
 		{"slow read, not rested", 4 * time.Second, 30 * time.Second, false},
 		{"long read, interval over, not rested", 20 * time.Second, 60 * time.Second, false},
 		{"long read, rested", 20 * time.Second, 200 * time.Second, true},

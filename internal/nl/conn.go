@@ -92,6 +92,18 @@ func configure(nc *netlink.Conn, protocol int) (*Conn, error) {
 	return c, nil
 }
 
+// SetStrictCheck asks the kernel to check this socket's dump requests
+// strictly and to filter them by their header's fields
+// (NETLINK_GET_STRICT_CHK, Linux 4.20): an address dump naming a link's
+// index then carries that link's addresses only.
+func (c *Conn) SetStrictCheck() error {
+	s, ok := c.t.(*socket)
+	if !ok {
+		return errors.New("netlink: strict checking needs a socket")
+	}
+	return s.SetOption(netlink.GetStrictCheck, true)
+}
+
 // NewConn makes a Conn over a transport, with the sizes of its receive
 // and send buffers as the kernel reports them.
 func NewConn(t Transport, readBuf, writeBuf int) *Conn {

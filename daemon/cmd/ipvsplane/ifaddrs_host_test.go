@@ -8,8 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +32,7 @@ func TestInterfaceAddrs(t *testing.T) {
 	}
 	var got []netip.Addr
 	err := ns.Do(func() (err error) {
-		got, err = interfaceAddrs("kube-ipvs0")
+		got, err = interfaceAddrs(t.Context(), "kube-ipvs0")
 		return err
 	})
 	if err != nil {
@@ -45,7 +45,7 @@ func TestInterfaceAddrs(t *testing.T) {
 	}
 	// A kernel without strict checking answers one dump of them all.
 	err = ns.Do(func() error {
-		c, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
+		c, err := nl.Dial(unix.NETLINK_ROUTE, 0)
 		if err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ func TestInterfaceAddrs(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		got, err = dumpAddrs(c, 0, map[int32]bool{int32(lo.Index): true, int32(eth.Index): true})
+		got, err = dumpAddrs(t.Context(), c, 0, map[int32]string{int32(lo.Index): "lo", int32(eth.Index): "eth9"})
 		return err
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"net/netip"
@@ -28,7 +29,9 @@ func TestPlanOffline(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			k := &fakeKernel{}
 			a, stdout, stderr := testApp(k, errors.New("the kernel must not be opened"))
-			a.nodeAddrs = func(string) ([]netip.Addr, error) { return nil, errors.New("the interfaces must not be read") }
+			a.nodeAddrs = func(context.Context, string) ([]netip.Addr, error) {
+				return nil, errors.New("the interfaces must not be read")
+			}
 			args := append([]string{"plan", "--offline", "--source=files",
 				"--config=testdata/kube-proxy-config.yaml", "--hostname-override=node-a"}, extra...)
 			if code := execute(a, args); code != 0 {

@@ -24,7 +24,7 @@ type app struct {
 	newKernel      func(cfg *dataplane.Config) (kernel, error)
 	now            func() time.Time
 	// nodeAddrs lists the node's addresses (see interfaceAddrs).
-	nodeAddrs func(device string) ([]netip.Addr, error)
+	nodeAddrs func(ctx context.Context, device string) ([]netip.Addr, error)
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
 	// eventSink records Events in the API server (see kubeEventSink).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -26,7 +27,9 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 			}
 			return k, nil
 		},
-		nodeAddrs:  func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil },
+		nodeAddrs: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil
+		},
 		kubeClient: kubeClient,
 		eventSink:  func(*options) (eventSink, error) { return &fakeEventSink{}, nil },
 		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {

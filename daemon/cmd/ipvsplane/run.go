@@ -35,7 +35,7 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 	for _, f := range o.ignoredFlagsGiven() {
 		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
 	}
-	addrs, err := a.nodeAddresses(o)
+	addrs, err := a.nodeAddresses(cmd.Context(), o)
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +51,9 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings,
 
 // nodeAddresses lists the node's addresses: its interfaces', or offline
 // those of --node-addresses.
-func (a *app) nodeAddresses(o *options) ([]netip.Addr, error) {
+func (a *app) nodeAddresses(ctx context.Context, o *options) ([]netip.Addr, error) {
 	if !o.offline {
-		addrs, err := a.nodeAddrs(dataplane.DefaultDevice)
+		addrs, err := a.nodeAddrs(ctx, dataplane.DefaultDevice)
 		if err != nil {
 			return nil, fmt.Errorf("listing the node's addresses: %w", err)
 		}
@@ -328,7 +328,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 		srcErr <- a.watch(srcCtx, log, o, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
 	}()
 	go d.waitListed(srcCtx)
-	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(dataplane.DefaultDevice) }, d.tracker.SetAddresses)
+	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.

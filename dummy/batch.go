@@ -67,7 +67,7 @@ func (d *Device) addrBatch(ctx context.Context, op string, addrs []netip.Addr, a
 		return batchError(failed, len(addrs), asBatch)
 	}
 	for j, r := range reqs {
-		if r.Err != nil && !ignorable(op, r.Type == unix.RTM_NEWROUTE || r.Type == unix.RTM_DELROUTE, r.Err) {
+		if r.Err != nil && !ignorable(r.Type, r.Err) {
 			fail(sent[j], classify(r.Err))
 		}
 	}

@@ -7,36 +7,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
-
-// envBenchServices lists BenchmarkBindAll's sizes, comma-separated.
-const envBenchServices = "IPVSPLANE_BENCH_SERVICES"
-
-// benchSizes reads IPVSPLANE_BENCH_SERVICES, in increasing order.
-func benchSizes(b *testing.B) []int {
-	v := os.Getenv(envBenchServices)
-	if v == "" {
-		return []int{1000, 10000}
-	}
-	var sizes []int
-	for f := range strings.SplitSeq(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 || n > 1<<20 {
-			b.Fatalf("%s=%q: want numbers from 1 to %d separated by commas", envBenchServices, v, 1<<20)
-		}
-		sizes = append(sizes, n)
-	}
-	slices.Sort(sizes)
-	return slices.Compact(sizes)
-}
 
 // serviceIPs returns n IPv4 addresses from 10.96.0.0/12, as cluster IPs.
 func serviceIPs(n int) []netip.Addr {
@@ -57,7 +32,7 @@ func serviceIPs(n int) []netip.Addr {
 //	IPVSPLANE_BENCH_SERVICES=1000,10000,100000 make bench PKGS=./dummy/ BENCH=BindAll
 func BenchmarkBindAll(b *testing.B) {
 	testutil.RequireVM(b)
-	for _, n := range benchSizes(b) {
+	for _, n := range testutil.BenchSizes(b, 1<<20, 1000, 10000) {
 		addrs := serviceIPs(n)
 		b.Run(fmt.Sprintf("addrs=%d", n), func(b *testing.B) {
 			b.Run("addresses", func(b *testing.B) { benchBind(b, BindAddresses, addrs) })

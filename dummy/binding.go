@@ -212,17 +212,20 @@ func (d *Device) dump(ctx context.Context, what string, typ, reply uint16, data 
 	return nil, fmt.Errorf("%s dump interrupted by changes on every attempt", what)
 }
 
-// ignorable reports the errors that mean the work is already done:
-// binding a bound route (EEXIST: the kernel found the same route), or
-// unbinding a missing address (EADDRNOTAVAIL, ENOENT) or route (ESRCH).
-func ignorable(op string, route bool, err error) bool {
-	switch {
-	case op == "bind":
-		return route && errors.Is(err, unix.EEXIST)
-	case route:
+// ignorable reports the errors that mean a request of type typ found its
+// work already done: binding a bound route (EEXIST: the kernel found the
+// same route), or unbinding a missing address (EADDRNOTAVAIL, ENOENT) or
+// route (ESRCH, ENOENT).
+func ignorable(typ uint16, err error) bool {
+	switch typ {
+	case unix.RTM_NEWROUTE:
+		return errors.Is(err, unix.EEXIST)
+	case unix.RTM_DELROUTE:
 		return errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)
+	case unix.RTM_DELADDR:
+		return errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENOENT)
 	}
-	return errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENOENT)
+	return false
 }
 
 // request returns the message binding or unbinding a on link index.

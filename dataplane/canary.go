@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -92,6 +93,14 @@ func (d *Dataplane) setIntact(ctx context.Context, name string) bool {
 // found current, they still are: a check that costs one small message
 // instead of a dump of the rules.
 func rulesetGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
+	gen, err := readGeneration(ctx, c)
+	if err != nil {
+		return 0, fmt.Errorf("dataplane: reading the nftables ruleset generation: %w", err)
+	}
+	return gen, nil
+}
+
+func readGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
 	r := &nl.Request{
 		Type:  unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN,
 		Flags: netlink.Acknowledge,
@@ -99,10 +108,10 @@ func rulesetGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
 		Data: []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
 	}
 	if err := c.Exchange(ctx, r); err != nil {
-		return 0, fmt.Errorf("dataplane: reading the nftables ruleset generation: %w", err)
+		return 0, err
 	}
 	if r.Err != nil {
-		return 0, fmt.Errorf("dataplane: reading the nftables ruleset generation: %w", r.Err)
+		return 0, r.Err
 	}
 	for _, m := range r.Replies {
 		if m.Header.Type != unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN || len(m.Data) < 4 {
@@ -115,8 +124,8 @@ func rulesetGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
 			}
 		}
 		if err := d.Err(); err != nil {
-			return 0, fmt.Errorf("dataplane: reading the nftables ruleset generation: %w", err)
+			return 0, err
 		}
 	}
-	return 0, fmt.Errorf("dataplane: no nftables ruleset generation in the kernel's answer")
+	return 0, errors.New("no generation in the kernel's answer")
 }

@@ -5,6 +5,8 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
+	"testing"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
@@ -45,10 +47,9 @@ type tapResult struct {
 }
 
 // openTap creates an nlmon link in ns, sets it up and starts reading it.
-func openTap(ns *testutil.NetNS, family uint16) (*netlinkTap, error) {
-	if err := addNlmon(ns); err != nil {
-		return nil, err
-	}
+func openTap(tb testing.TB, ns *testutil.NetNS, family uint16) (*netlinkTap, error) {
+	addNlmon(tb, ns)
+	ns.IP(tb, "link", "set", nlmonName, "up")
 	fd := -1
 	err := ns.Do(func() error {
 		var err error
@@ -63,13 +64,14 @@ func openTap(ns *testutil.NetNS, family uint16) (*netlinkTap, error) {
 	return t, nil
 }
 
-// tapSocket sets the nlmon link up and opens a packet socket on it, in
-// the calling thread's namespace.
+// tapSocket opens a packet socket on the nlmon link, in the calling
+// thread's namespace.
 func tapSocket() (int, error) {
-	index, err := linkUp(nlmonName)
+	ifc, err := net.InterfaceByName(nlmonName)
 	if err != nil {
 		return -1, err
 	}
+	index := ifc.Index
 	// Protocol 0 receives nothing until bound to the link.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -114,34 +116,6 @@ func requestsOnly() []unix.SockFilter {
 		{Code: unix.BPF_RET | unix.BPF_K, K: 0xffffffff},
 		{Code: unix.BPF_RET | unix.BPF_K, K: 0},
 	}
-}
-
-// linkUp sets a link up and returns its index.
-func linkUp(name string) (int, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
-		return 0, fmt.Errorf("SIOCGIFINDEX %s: %w", name, err)
-	}
-	index := int(ifr.Uint32())
-	if ifr, err = unix.NewIfreq(name); err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return 0, fmt.Errorf("SIOCGIFFLAGS %s: %w", name, err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return 0, fmt.Errorf("SIOCSIFFLAGS %s up: %w", name, err)
-	}
-	return index, nil
 }
 
 // htons converts a 16-bit value to network byte order and back.

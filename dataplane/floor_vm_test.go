@@ -15,7 +15,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,7 +69,7 @@ func captureSync(b *testing.B, state *model.State) *floorCapture {
 		b.Fatal(err)
 	}
 	ns := testutil.NewNetNS(b)
-	tap, err := openTap(ns, family)
+	tap, err := openTap(b, ns, family)
 	if err != nil {
 		b.Fatalf("netlink tap: %v", err)
 	}
@@ -184,9 +183,7 @@ func benchFloor(b *testing.B, owner testing.TB, c *floorCapture) {
 		// The capture's namespace had the tap before the dataplane's
 		// device: the same link here, down, gives the device the same
 		// index, which its addresses name.
-		if err := addNlmon(ns); err != nil {
-			b.Fatal(err)
-		}
+		addNlmon(b, ns)
 		socks, err := openReplaySockets(ns)
 		if err != nil {
 			b.Fatal(err)
@@ -225,25 +222,8 @@ func checkReplay(b *testing.B, ns *testutil.NetNS, c *floorCapture) {
 // nlmonName names the netlink tap in a benchmark's namespaces.
 const nlmonName = "nlmon0"
 
-// addNlmon creates a netlink monitor link, down, in a namespace.
-func addNlmon(ns *testutil.NetNS) error {
-	c, err := nl.Dial(unix.NETLINK_ROUTE, ns.FD())
-	if err != nil {
-		return fmt.Errorf("rtnetlink socket: %w", err)
-	}
-	defer c.Close()
-	const ifinfomsgLen = 16
-	w := nl.Writer{B: make([]byte, ifinfomsgLen, 64)}
-	w.String(unix.IFLA_IFNAME, nlmonName)
-	info := w.Begin(unix.IFLA_LINKINFO)
-	w.String(unix.IFLA_INFO_KIND, "nlmon")
-	w.End(info)
-	r := &nl.Request{Type: unix.RTM_NEWLINK, Flags: netlink.Create | netlink.Excl | netlink.Acknowledge, Data: w.B}
-	if err := c.Exchange(context.Background(), r); err != nil {
-		return fmt.Errorf("creating link %s: %w", nlmonName, err)
-	}
-	if r.Err != nil {
-		return fmt.Errorf("creating link %s (kernel module nlmon): %w", nlmonName, r.Err)
-	}
-	return nil
+// addNlmon creates a netlink monitor link, down, in a namespace (the
+// kernel module nlmon).
+func addNlmon(t testing.TB, ns *testutil.NetNS) {
+	ns.IP(t, "link", "add", nlmonName, "type", "nlmon")
 }

@@ -3,13 +3,11 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,20 +85,11 @@ func benchInitialSync(b *testing.B, owner testing.TB, state *model.State, bindin
 			b.Fatal(err)
 		}
 		// IPVSPLANE_BENCH_PROFILE=1: a CPU profile of each first sync.
-		var profile bytes.Buffer
-		profiling := os.Getenv(testutil.ProfileEnv) == "1"
-		if profiling {
-			if err := pprof.StartCPUProfile(&profile); err != nil {
-				b.Fatal(err)
-			}
-		}
+		stopProfile := testutil.CPUProfile(b, fmt.Sprintf("first-sync-%d-%s", len(state.Services), binding))
 		b.StartTimer()
 		res, err = d.Sync(context.Background(), state)
 		b.StopTimer()
-		if profiling {
-			pprof.StopCPUProfile()
-			testutil.PrintProfile(fmt.Sprintf("first-sync-%d-%s", len(state.Services), binding), profile.Bytes())
-		}
+		stopProfile()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,10 +1,13 @@
 package testutil
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
+	"testing"
 )
 
 // ProfileEnv, set to 1 in a VM benchmark's environment, asks the
@@ -24,4 +27,20 @@ func PrintProfile(name string, data []byte) {
 	}
 	fmt.Fprintf(&b, "%s\nPROFILE-END %s\n", enc, name)
 	os.Stdout.WriteString(b.String())
+}
+
+// CPUProfile profiles the process's CPU, when ProfileEnv is 1, until the
+// returned function is called, which prints the profile under name.
+func CPUProfile(t testing.TB, name string) (stop func()) {
+	if os.Getenv(ProfileEnv) != "1" {
+		return func() {}
+	}
+	var profile bytes.Buffer
+	if err := pprof.StartCPUProfile(&profile); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		PrintProfile(name, profile.Bytes())
+	}
 }

@@ -49,10 +49,10 @@ func setupNet(t *testing.T) *vmNet {
 
 func vmNode() model.Node {
 	return model.Node{
-		Name:          "node-a",
-		Addresses:     []netip.Addr{netip.MustParseAddr("192.168.0.1")},
-		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		MasqueradeBit: 14,
+		Name:           "node-a",
+		Addresses:      []netip.Addr{netip.MustParseAddr("192.168.0.1")},
+		ClusterCIDRs:   []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		MasqueradeMark: 1 << 14,
 	}
 }
 

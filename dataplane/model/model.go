@@ -170,9 +170,10 @@ type Node struct {
 	Scheduler string
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
-	// MasqueradeBit is the fwmark bit that marks packets for masquerade
-	// (kube-proxy's default 14, mark 0x4000).
-	MasqueradeBit uint8
+	// MasqueradeMark is the fwmark that marks packets for masquerade: one
+	// bit, kube-proxy's 1<<masqueradeBit. Zero is kube-proxy's default,
+	// bit 14 (0x4000); bit 0 is mark 1.
+	MasqueradeMark uint32
 	// Local traffic detection: traffic to a cluster IP that does not come
 	// from a pod is masqueraded. Pods are recognised by the first of these
 	// that is set: their address ranges, the prefix of their host-side

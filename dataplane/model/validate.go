@@ -118,8 +118,8 @@ func (n *Node) Validate() error {
 	switch {
 	case n.Scheduler != "" && !KnownScheduler(n.Scheduler):
 		return fail("scheduler", "unknown IPVS scheduler %q", n.Scheduler)
-	case n.MasqueradeBit > 31:
-		return fail("masqueradeBit", "%d is not a bit of a 32-bit mark", n.MasqueradeBit)
+	case n.MasqueradeMark&(n.MasqueradeMark-1) != 0:
+		return fail("masqueradeMark", "%#x is not a single bit", n.MasqueradeMark)
 	case n.TCPTimeout < 0 || n.TCPFinTimeout < 0 || n.UDPTimeout < 0:
 		return fail("timeouts", "must not be negative")
 	}

@@ -170,6 +170,8 @@ func actionExprs(a action, ipv6 bool) []expr.Any {
 			code = 4
 		}
 		return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}}
+	case claim:
+		return dnatToDestination(ipv6)
 	case "masquerade":
 		return []expr.Any{&expr.Masq{}}
 	case "masquerade fully-random":
@@ -189,6 +191,19 @@ func actionExprs(a action, ipv6 bool) []expr.Any {
 		}
 	}
 	panic("nftrules: unknown rule action " + a.verdict)
+}
+
+// dnatToDestination DNATs the packet to its own destination address: a
+// binding that leaves the connection as it is (see claim).
+func dnatToDestination(ipv6 bool) []expr.Any {
+	offset, length, family := uint32(16), uint32(4), uint32(unix.NFPROTO_IPV4) // iphdr.daddr
+	if ipv6 {
+		offset, length, family = 24, 16, unix.NFPROTO_IPV6 // ipv6hdr.daddr
+	}
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: length},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: 1, RegAddrMax: 1},
+	}
 }
 
 // prefixExprs matches the source address against addr/bits.

@@ -96,7 +96,7 @@ type ctState struct{ states string }
 
 // action is what a rule does when it matches.
 type action struct {
-	verdict string // "accept", "drop", "return", "jump", "reject", "masquerade", "masquerade fully-random", "mark-or", "mark-xor"
+	verdict string // "accept", "drop", "return", "jump", "reject", "masquerade", "masquerade fully-random", "mark-or", "mark-xor", claim
 	chain   string // for jump
 	mark    uint32 // for mark-or and mark-xor
 }

@@ -10,20 +10,26 @@ import (
 // Priorities of the base chains. IPVS takes packets in LOCAL_IN at 98 and
 // in LOCAL_OUT at -99; the filter chains that must see the virtual address
 // before IPVS rewrites it run ahead of it.
+//
+// The nat chains run just ahead of dstnat and srcnat (-100 and 100),
+// where iptables' nat table (both flavours), Docker, the CNI portmap plugin,
+// firewalld and kube-proxy's nftables mode hook theirs: kube-proxy inserts
+// its KUBE-SERVICES and KUBE-POSTROUTING jumps first in those chains. They
+// stay behind mangle (-150), as kube-proxy's do, so that a mangle rule
+// setting the mark cannot clear the masquerade bit after it is set.
 const (
-	priorityDstNAT        = -100
-	prioritySrcNAT        = 100
+	priorityDstNAT        = -101
+	prioritySrcNAT        = 99
 	priorityFilter        = 0
 	priorityBeforeIPVSOut = -150
 )
 
-// masqueradeMark is the fwmark bit that marks packets for masquerade.
+// masqueradeMark is the fwmark that marks packets for masquerade.
 func masqueradeMark(n *model.Node) uint32 {
-	bit := n.MasqueradeBit
-	if bit == 0 {
-		bit = 14
+	if n.MasqueradeMark == 0 {
+		return 1 << 14
 	}
-	return 1 << bit
+	return n.MasqueradeMark
 }
 
 // nodeTables returns the tables of both families.
@@ -89,6 +95,19 @@ func hookChains() []ruleChain {
 	}
 }
 
+// claim ends the nat chains for a service's connection, as kube-proxy's
+// "-j ACCEPT" at the end of KUBE-SERVICES does in iptables' nat table. An
+// accept here would end only this table: the kernel's NAT core hands a
+// connection's first packet to every nat base chain at the hook, ours and
+// other programs' (iptables-nft, iptables-legacy, other nftables tables), in
+// priority order until one of them sets up a binding, so a later chain that
+// DNATs any local destination (portmap's CNI-HOSTPORT-DNAT, Docker's DOCKER)
+// would still take a virtual address bound on kube-ipvs0. A DNAT to the
+// packet's own destination is that binding, and changes nothing: it is
+// the null binding the kernel would make anyway. IPVS then takes the packet
+// in LOCAL_IN or LOCAL_OUT as before.
+const claim = "dnat to daddr"
+
 // natChains are the chains that mark service traffic for masquerade and
 // masquerade it.
 func natChains(n *model.Node, f familyRules) []ruleChain {
@@ -97,11 +116,11 @@ func natChains(n *model.Node, f familyRules) []ruleChain {
 		newRule(jump("KUBE-LOAD-BALANCER"), f.set(model.SetLoadBalancer, "dst", "dst")),
 		clusterIPMasquerade(n, f.ipv6, f.set(model.SetClusterIP, "dst", "dst")),
 		newRule(jump("KUBE-MARK-MASQ"), f.set(model.SetExternalIP, "dst", "dst")),
-		newRule(verdict("accept"), f.set(model.SetExternalIP, "dst", "dst")),
-		newRule(verdict("accept"), f.set(model.SetExternalIPLocal, "dst", "dst")),
+		newRule(verdict(claim), f.set(model.SetExternalIP, "dst", "dst")),
+		newRule(verdict(claim), f.set(model.SetExternalIPLocal, "dst", "dst")),
 		newRule(jump("KUBE-NODE-PORT"), dstLocal{}),
-		newRule(verdict("accept"), f.set(model.SetClusterIP, "dst", "dst")),
-		newRule(verdict("accept"), f.set(model.SetLoadBalancer, "dst", "dst")),
+		newRule(verdict(claim), f.set(model.SetClusterIP, "dst", "dst")),
+		newRule(verdict(claim), f.set(model.SetLoadBalancer, "dst", "dst")),
 	}
 	snat := newRule(verdict("masquerade fully-random"))
 	snat.comment = "kubernetes service traffic requiring SNAT"

@@ -90,7 +90,7 @@ func equalNode(a, b *model.Node) bool {
 		slices.Equal(a.NodePortAddresses, b.NodePortAddresses) && a.NodePortPrimary == b.NodePortPrimary &&
 		a.Scheduler == b.Scheduler &&
 		a.MasqueradeAll == b.MasqueradeAll &&
-		a.MasqueradeBit == b.MasqueradeBit &&
+		a.MasqueradeMark == b.MasqueradeMark &&
 		slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
 		a.PodInterfacePrefix == b.PodInterfacePrefix && a.PodBridge == b.PodBridge &&
 		a.StrictARP == b.StrictARP &&

@@ -259,7 +259,7 @@ func TestEqualNodeComparesEveryField(t *testing.T) {
 			f.SetString(f.String() + "x")
 		case reflect.Bool:
 			f.SetBool(!f.Bool())
-		case reflect.Uint8:
+		case reflect.Uint8, reflect.Uint32:
 			f.SetUint(f.Uint() + 1)
 		case reflect.Int64:
 			f.SetInt(f.Int() + 1)

@@ -71,7 +71,7 @@ func resolveNode(n *model.Node, kp *kubeproxy.KubeProxyConfiguration, hostname s
 		if bit < 0 || bit > 31 {
 			return fmt.Errorf("masqueradeBit: want 0-31, got %d", bit)
 		}
-		n.MasqueradeBit = uint8(bit)
+		n.MasqueradeMark = 1 << bit
 	}
 	n.TCPTimeout = kp.IPVS.TCPTimeout.Duration
 	n.TCPFinTimeout = kp.IPVS.TCPFinTimeout.Duration

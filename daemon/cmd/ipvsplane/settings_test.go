@@ -103,6 +103,12 @@ func TestResolve(t *testing.T) {
 			},
 			podCIDRsFromNode: true,
 		},
+		{
+			// kube-proxy's bit 0 is mark 1, not its default.
+			name: "masquerade bit 0",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 0 },
+			node: func(n *model.Node) { n.MasqueradeMark = 1 },
+		},
 		{name: "bad cidr", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.ClusterCIDR = "10.244.0.0" }, wantErr: "clusterCIDR"},
 		{name: "bad bit", edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 32 }, wantErr: "masqueradeBit"},
 		{name: "unknown scheduler", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.IPVS.Scheduler = "0" }, wantErr: "ipvs.scheduler"},
@@ -125,7 +131,7 @@ func TestResolve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := model.Node{Name: "host-1", Addresses: addrs, MasqueradeBit: 14}
+			want := model.Node{Name: "host-1", Addresses: addrs, MasqueradeMark: 1 << 14}
 			if tt.node != nil {
 				tt.node(&want)
 			}

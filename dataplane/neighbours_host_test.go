@@ -1,0 +1,137 @@
+//go:build hosttest
+
+package dataplane
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// natNeighbour is another program's nat rules that DNAT every local
+// destination on a port to a pod, as the CNI portmap plugin does for a
+// hostPort and Docker does for a published port.
+type natNeighbour struct {
+	name    string
+	program string
+	cmds    [][]string
+}
+
+// hostPortTo is the pod a neighbour's rules send port 443 to.
+const hostPortTo = "10.244.0.5:443"
+
+func natNeighbours() []natNeighbour {
+	// portmap's chains: CNI-HOSTPORT-DNAT from PREROUTING and OUTPUT for
+	// local destinations, one chain per container under it.
+	portmap := func(iptables string) [][]string {
+		return [][]string{
+			{iptables, "-t", "nat", "-N", "CNI-HOSTPORT-DNAT"},
+			{iptables, "-t", "nat", "-N", "CNI-DN-1234"},
+			{iptables, "-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT"},
+			{iptables, "-t", "nat", "-A", "OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT"},
+			{iptables, "-t", "nat", "-A", "CNI-HOSTPORT-DNAT", "-p", "tcp", "-m", "multiport", "--dports", "443", "-j", "CNI-DN-1234"},
+			{iptables, "-t", "nat", "-A", "CNI-DN-1234", "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", hostPortTo},
+		}
+	}
+	return []natNeighbour{
+		{"portmap on iptables-nft", "iptables-nft", portmap("iptables-nft")},
+		{"portmap on iptables-legacy", "iptables-legacy", portmap("iptables-legacy")},
+		{"docker on iptables-nft", "iptables-nft", [][]string{
+			{"iptables-nft", "-t", "nat", "-N", "DOCKER"},
+			{"iptables-nft", "-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
+			{"iptables-nft", "-t", "nat", "-A", "OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
+			{"iptables-nft", "-t", "nat", "-A", "DOCKER", "!", "-i", "docker0", "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", hostPortTo},
+		}},
+		{"an nftables table at dstnat", "nft", [][]string{
+			{"nft", "add table ip neighbour"},
+			{"nft", "add chain ip neighbour prerouting { type nat hook prerouting priority dstnat; }"},
+			{"nft", "add chain ip neighbour output { type nat hook output priority -100; }"},
+			{"nft", "add rule ip neighbour prerouting fib daddr type local tcp dport 443 dnat to " + hostPortTo},
+			{"nft", "add rule ip neighbour output fib daddr type local tcp dport 443 dnat to " + hostPortTo},
+		}},
+	}
+}
+
+// Another program's nat rules for local destinations never see a
+// connection to a virtual address: ipvsplane's nat chain runs ahead of
+// them and claims it with a binding, as kube-proxy's ACCEPT at the end of
+// KUBE-SERVICES does (kubernetes PR #62718). The neighbour still serves
+// the node's own address. The host kernel has no IPVS: the node's
+// listeners on the virtual addresses stand in for virtual servers.
+func TestNATNeighboursDoNotTakeServiceTraffic(t *testing.T) {
+	for _, nb := range natNeighbours() {
+		t.Run(nb.name, func(t *testing.T) {
+			testutil.RequireProgram(t, nb.program)
+			node, client, pod := neighbourNode(t)
+			for _, cmd := range nb.cmds {
+				node.Run(t, cmd[0], cmd[1:]...)
+			}
+			const wait = 2 * time.Second
+			for _, p := range []struct {
+				name string
+				from *testutil.NetNS
+				to   string
+				want string
+			}{
+				{"cluster IP from outside", client, "10.96.0.1:443", "cluster-ip "},
+				{"cluster IP from the node", node, "10.96.0.1:443", "cluster-ip "},
+				{"cluster IP from a pod", pod, "10.96.0.1:443", "cluster-ip "},
+				{"load-balancer IP", client, "203.0.113.10:443", "lb "},
+				{"external IP", client, "198.51.100.50:443", "external "},
+				{"the host port on the node's address", client, "192.0.2.1:443", "pod "},
+			} {
+				reply, err := p.from.DialTCP("", p.to, wait)
+				if err != nil || !strings.HasPrefix(reply, p.want) {
+					t.Errorf("%s (%s): got %q, %v; want %q...", p.name, p.to, reply, err, p.want)
+				}
+			}
+		})
+	}
+}
+
+// neighbourNode is a node with a client outside, a pod behind it, three
+// virtual addresses with listeners standing in for their virtual servers,
+// their set entries and ipvsplane's rules.
+func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
+	testutil.RequireProgram(t, "ipset")
+	node, client, pod = testutil.NewNetNS(t), testutil.NewNetNS(t), testutil.NewNetNS(t)
+	node.Link(t, "n-c", client, "c0", "192.0.2.1/24", "192.0.2.2/24")
+	node.Link(t, "n-p", pod, "p0", "10.244.0.1/24", "10.244.0.5/24")
+	for _, vip := range []string{"10.96.0.1/32", "203.0.113.10/32", "198.51.100.50/32"} {
+		node.IP(t, "addr", "add", vip, "dev", "lo")
+	}
+	if err := node.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+	index := createSetsWithCLI(t, node)
+	for _, add := range [][]string{
+		{model.SetClusterIP, "10.96.0.1,tcp:443"},
+		{model.SetLoadBalancer, "203.0.113.10,tcp:443"},
+		{model.SetExternalIP, "198.51.100.50,tcp:443"},
+		{model.SetIPVSAddresses, "10.96.0.1"},
+		{model.SetIPVSAddresses, "203.0.113.10"},
+		{model.SetIPVSAddresses, "198.51.100.50"},
+	} {
+		node.Run(t, "ipset", "add", add[0], add[1])
+	}
+	conn, err := nftables.New(nftables.WithNetNSFd(node.FD()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := fixture.Node()
+	if err := nftrules.Write(conn, &n, func(name string) (uint16, error) { return index[name], nil }); err != nil {
+		t.Fatal(err)
+	}
+	node.ServeTCP(t, "10.96.0.1:443", "cluster-ip")
+	node.ServeTCP(t, "203.0.113.10:443", "lb")
+	node.ServeTCP(t, "198.51.100.50:443", "external")
+	pod.ServeTCP(t, hostPortTo, "pod")
+	return node, client, pod
+}

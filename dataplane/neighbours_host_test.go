@@ -4,6 +4,7 @@ package dataplane
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,38 +25,48 @@ type natNeighbour struct {
 	cmds    [][]string
 }
 
-// hostPortTo is the pod a neighbour's rules send port 443 to.
-const hostPortTo = "10.244.0.5:443"
+// hostPortTo and hostPortTo6 are the pod a neighbour's rules send port
+// 443 to.
+const (
+	hostPortTo  = "10.244.0.5:443"
+	hostPortTo6 = "[fd00:244::5]:443"
+)
 
 func natNeighbours() []natNeighbour {
 	// portmap's chains: CNI-HOSTPORT-DNAT from PREROUTING and OUTPUT for
 	// local destinations, one chain per container under it.
-	portmap := func(iptables string) [][]string {
+	portmap := func(iptables, to string) [][]string {
 		return [][]string{
 			{iptables, "-t", "nat", "-N", "CNI-HOSTPORT-DNAT"},
 			{iptables, "-t", "nat", "-N", "CNI-DN-1234"},
 			{iptables, "-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT"},
 			{iptables, "-t", "nat", "-A", "OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "CNI-HOSTPORT-DNAT"},
 			{iptables, "-t", "nat", "-A", "CNI-HOSTPORT-DNAT", "-p", "tcp", "-m", "multiport", "--dports", "443", "-j", "CNI-DN-1234"},
-			{iptables, "-t", "nat", "-A", "CNI-DN-1234", "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", hostPortTo},
+			{iptables, "-t", "nat", "-A", "CNI-DN-1234", "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", to},
+		}
+	}
+	docker := func(iptables, to string) [][]string {
+		return [][]string{
+			{iptables, "-t", "nat", "-N", "DOCKER"},
+			{iptables, "-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
+			{iptables, "-t", "nat", "-A", "OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
+			{iptables, "-t", "nat", "-A", "DOCKER", "!", "-i", "docker0", "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", to},
+		}
+	}
+	table := func(family, to string) [][]string {
+		return [][]string{
+			{"nft", "add table " + family + " neighbour"},
+			{"nft", "add chain " + family + " neighbour prerouting { type nat hook prerouting priority -100; }"},
+			{"nft", "add chain " + family + " neighbour output { type nat hook output priority -100; }"},
+			{"nft", "add rule " + family + " neighbour prerouting fib daddr type local tcp dport 443 dnat to " + to},
+			{"nft", "add rule " + family + " neighbour output fib daddr type local tcp dport 443 dnat to " + to},
 		}
 	}
 	return []natNeighbour{
-		{"portmap on iptables-nft", "iptables-nft", portmap("iptables-nft")},
-		{"portmap on iptables-legacy", "iptables-legacy", portmap("iptables-legacy")},
-		{"docker on iptables-nft", "iptables-nft", [][]string{
-			{"iptables-nft", "-t", "nat", "-N", "DOCKER"},
-			{"iptables-nft", "-t", "nat", "-A", "PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
-			{"iptables-nft", "-t", "nat", "-A", "OUTPUT", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"},
-			{"iptables-nft", "-t", "nat", "-A", "DOCKER", "!", "-i", "docker0", "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", hostPortTo},
-		}},
-		{"an nftables table at dstnat", "nft", [][]string{
-			{"nft", "add table ip neighbour"},
-			{"nft", "add chain ip neighbour prerouting { type nat hook prerouting priority dstnat; }"},
-			{"nft", "add chain ip neighbour output { type nat hook output priority -100; }"},
-			{"nft", "add rule ip neighbour prerouting fib daddr type local tcp dport 443 dnat to " + hostPortTo},
-			{"nft", "add rule ip neighbour output fib daddr type local tcp dport 443 dnat to " + hostPortTo},
-		}},
+		{"portmap on iptables-nft", "iptables-nft", slices.Concat(portmap("iptables-nft", hostPortTo), portmap("ip6tables-nft", hostPortTo6))},
+		{"portmap on iptables-legacy", "iptables-legacy", slices.Concat(portmap("iptables-legacy", hostPortTo), portmap("ip6tables-legacy", hostPortTo6))},
+		{"docker on iptables-nft", "iptables-nft", slices.Concat(docker("iptables-nft", hostPortTo), docker("ip6tables-nft", hostPortTo6))},
+		{"an nftables table at dstnat", "nft", slices.Concat(table("ip", hostPortTo), table("ip6", hostPortTo6))},
 	}
 }
 
@@ -86,6 +97,10 @@ func TestNATNeighboursDoNotTakeServiceTraffic(t *testing.T) {
 				{"load-balancer IP", client, "203.0.113.10:443", "lb "},
 				{"external IP", client, "198.51.100.50:443", "external "},
 				{"the host port on the node's address", client, "192.0.2.1:443", "pod "},
+				{"IPv6 cluster IP from outside", client, "[fd00:96::1]:443", "cluster-ip "},
+				{"IPv6 cluster IP from the node", node, "[fd00:96::1]:443", "cluster-ip "},
+				{"IPv6 cluster IP from a pod", pod, "[fd00:96::1]:443", "cluster-ip "},
+				{"the host port on the node's IPv6 address", client, "[fd00:c::1]:443", "pod "},
 			} {
 				reply, err := p.from.DialTCP("", p.to, wait)
 				if err != nil || !strings.HasPrefix(reply, p.want) {
@@ -104,11 +119,19 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 	node, client, pod = testutil.NewNetNS(t), testutil.NewNetNS(t), testutil.NewNetNS(t)
 	node.Link(t, "n-c", client, "c0", "192.0.2.1/24", "192.0.2.2/24")
 	node.Link(t, "n-p", pod, "p0", "10.244.0.1/24", "10.244.0.5/24")
-	for _, vip := range []string{"10.96.0.1/32", "203.0.113.10/32", "198.51.100.50/32"} {
+	node.IP(t, "-6", "addr", "add", "fd00:c::1/64", "dev", "n-c", "nodad")
+	client.IP(t, "-6", "addr", "add", "fd00:c::2/64", "dev", "c0", "nodad")
+	client.IP(t, "-6", "route", "add", "default", "via", "fd00:c::1")
+	node.IP(t, "-6", "addr", "add", "fd00:244::1/64", "dev", "n-p", "nodad")
+	pod.IP(t, "-6", "addr", "add", "fd00:244::5/64", "dev", "p0", "nodad")
+	pod.IP(t, "-6", "route", "add", "default", "via", "fd00:244::1")
+	for _, vip := range []string{"10.96.0.1/32", "203.0.113.10/32", "198.51.100.50/32", "fd00:96::1/128"} {
 		node.IP(t, "addr", "add", vip, "dev", "lo")
 	}
-	if err := node.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644) }); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
+		if err := node.Do(func() error { return os.WriteFile(f, []byte("1"), 0o644) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	index := createSetsWithCLI(t, node)
 	for _, add := range [][]string{
@@ -118,6 +141,8 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 		{model.SetIPVSAddresses, "10.96.0.1"},
 		{model.SetIPVSAddresses, "203.0.113.10"},
 		{model.SetIPVSAddresses, "198.51.100.50"},
+		{model.SetName(model.SetClusterIP, true), "fd00:96::1,tcp:443"},
+		{model.SetName(model.SetIPVSAddresses, true), "fd00:96::1"},
 	} {
 		node.Run(t, "ipset", "add", add[0], add[1])
 	}
@@ -132,6 +157,8 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 	node.ServeTCP(t, "10.96.0.1:443", "cluster-ip")
 	node.ServeTCP(t, "203.0.113.10:443", "lb")
 	node.ServeTCP(t, "198.51.100.50:443", "external")
+	node.ServeTCP(t, "[fd00:96::1]:443", "cluster-ip")
 	pod.ServeTCP(t, hostPortTo, "pod")
+	pod.ServeTCP(t, hostPortTo6, "pod")
 	return node, client, pod
 }

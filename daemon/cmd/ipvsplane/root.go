@@ -13,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
@@ -77,15 +78,63 @@ type logFlags struct {
 // commandWork is a command's work, run with its logger and options.
 type commandWork func(context.Context, *zap.Logger, *options, *cobra.Command) error
 
-// withLogger runs a command's work with the logger its flags ask for.
+// withLogger loads a command's options, then runs its work with the
+// logger that the logging flags, over the --config file's logging
+// section, ask for.
 func (a *app) withLogger(lf *logFlags, w commandWork, o *options) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
-		log, err := newLogger(lf.level, lf.format, a.stderr)
+		notes, loadErr := o.load(cmd.Flags())
+		level, format := lf.level, lf.format
+		if loadErr == nil {
+			level, format = lf.withFile(cmd.Flags(), o)
+		}
+		log, err := newLogger(level, format, a.stderr)
 		if err != nil {
 			return err
 		}
 		defer log.Sync()
+		logNotes(log, o, notes)
+		if loadErr != nil {
+			return loadErr
+		}
 		return w(cmd.Context(), log, o, cmd)
+	}
+}
+
+// withFile returns the log level and format: the flags given, else the
+// --config file's logging.verbosity and logging.format, else the flags'
+// defaults. klog's verbosity 4 and above (kube-proxy's debug detail) is
+// debug, lower is info; format text is console, json is json.
+func (lf *logFlags) withFile(fs *pflag.FlagSet, o *options) (level, format string) {
+	level, format = lf.level, lf.format
+	if o.configFile == "" {
+		return level, format
+	}
+	l := o.kp.Logging
+	if !fs.Changed("log-level") && l.Verbosity >= 4 {
+		level = "debug"
+	}
+	if !fs.Changed("log-format") {
+		switch l.Format {
+		case "text":
+			format = "console"
+		case "json":
+			format = "json"
+		}
+	}
+	return level, format
+}
+
+// logNotes logs, once, what loading the options found to report.
+func logNotes(log *zap.Logger, o *options, notes configNotes) {
+	if notes.lenient != nil {
+		log.Warn("using lenient decoding as strict decoding failed", zap.String("config", o.configFile), zap.Error(notes.lenient))
+	}
+	for _, f := range notes.ignored {
+		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
+	}
+	for _, f := range o.ignoredFlagsGiven() {
+		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
 	}
 }
 

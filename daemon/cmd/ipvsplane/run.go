@@ -22,19 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// setup loads the options and works out the settings; the notes are
+// setup works out the settings from the loaded options; the notes are
 // logged once.
 func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings, error) {
-	ignored, err := o.load(cmd.Flags())
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range ignored {
-		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
-	}
-	for _, f := range o.ignoredFlagsGiven() {
-		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
-	}
 	addrs, err := a.nodeAddresses(cmd.Context(), o)
 	if err != nil {
 		return nil, err

@@ -32,13 +32,15 @@ type app struct {
 	eventSink func(o *options) (eventSink, error)
 	// setConntrack writes the conntrack settings (see setConntrack).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
+	// version is what --version reports (see buildVersion).
+	version string
 }
 
 func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink,
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, version: buildVersion(),
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
 		},
@@ -49,7 +51,11 @@ func newApp() *app {
 func execute(a *app, args []string) int {
 	cmd := a.rootCommand()
 	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
+	err := cmd.ExecuteContext(context.Background())
+	if errors.Is(err, errVersionPrinted) {
+		return 0
+	}
+	if err != nil {
 		fmt.Fprintf(a.stderr, "ipvsplane: %v\n", err)
 		return 1
 	}
@@ -67,6 +73,10 @@ func (a *app) rootCommand() *cobra.Command {
 	root.Args = cobra.NoArgs
 	root.RunE = a.withLogger(lf, a.run, rootOpts)
 	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand())
+	vf := &versionFlag{}
+	vf.add(root.PersistentFlags())
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return vf.printVersion(a) }
+	root.SetGlobalNormalizationFunc(wordSepNormalize)
 	return root
 }
 

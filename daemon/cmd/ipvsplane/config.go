@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dummy"
+	yamlv3 "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	netutils "k8s.io/utils/net"
-	yamlv3 "go.yaml.in/yaml/v3"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )

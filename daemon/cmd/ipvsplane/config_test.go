@@ -228,8 +228,8 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{[]string{"--source=files"}, "needs --manifests"},
 		{[]string{"--source=etcd"}, "want kubernetes or files"},
-		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "between 0 and"},
-		{[]string{"--ipvs-sync-period=0s"}, "must be positive"},
+		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "must be greater than or equal to KubeProxyConfiguration.MinSyncPeriod"},
+		{[]string{"--ipvs-sync-period=0s"}, "KubeProxyConfiguration.SyncPeriod: Invalid value"},
 		{[]string{"--drain-timeout=0s"}, "--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive"},
 		{[]string{"--service-address-binding=routes"}, `--service-address-binding (or ipvsplane.serviceAddressBinding in --config): want address or local-route, got "routes"`},
 	}

@@ -209,11 +209,8 @@ func (o *options) validate() error {
 	if d := o.own.DrainTimeout.Duration; d <= 0 {
 		return fmt.Errorf("--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive, got %v", d)
 	}
-	if o.kp.IPVS.SyncPeriod.Duration <= 0 {
-		return fmt.Errorf("--ipvs-sync-period must be positive, got %v", o.kp.IPVS.SyncPeriod.Duration)
-	}
-	if o.kp.IPVS.MinSyncPeriod.Duration < 0 || o.kp.IPVS.MinSyncPeriod.Duration > o.kp.IPVS.SyncPeriod.Duration {
-		return fmt.Errorf("--ipvs-min-sync-period must be between 0 and --ipvs-sync-period (%v), got %v", o.kp.IPVS.SyncPeriod.Duration, o.kp.IPVS.MinSyncPeriod.Duration)
+	if err := validateKubeProxy(o.kp); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	// A reading is a dump of every virtual server: not many a second.
 	if o.own.ServiceTrafficMetricsInterval.Duration < time.Second {

@@ -4,14 +4,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dummy"
+	yamlv3 "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+	netutils "k8s.io/utils/net"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -46,8 +50,10 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	setString(&cfg.APIVersion, configAPIVersion)
 	setString(&cfg.Kind, configKind)
 	setString((*string)(&cfg.Mode), "ipvs")
-	setString(&cfg.HealthzBindAddress, "0.0.0.0:10256")
-	setString(&cfg.MetricsBindAddress, "127.0.0.1:10249")
+	setString(&cfg.HealthzBindAddress, net.JoinHostPort("0.0.0.0", strconv.Itoa(healthzPort)))
+	setString(&cfg.MetricsBindAddress, net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort)))
+	cfg.HealthzBindAddress = appendPortIfNeeded(cfg.HealthzBindAddress, healthzPort)
+	cfg.MetricsBindAddress = appendPortIfNeeded(cfg.MetricsBindAddress, metricsPort)
 	setString((*string)(&cfg.DetectLocalMode), "ClusterCIDR")
 	setString(&cfg.ClientConnection.ContentType, "application/vnd.kubernetes.protobuf")
 	if cfg.ClientConnection.QPS == 0 {
@@ -78,6 +84,25 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	// kube-proxy gives IPVS mode no minimum (its iptables and nftables
 	// modes get 1 s): every change is programmed at once, which
 	// incremental syncs make cheap.
+}
+
+// kube-proxy's ports of /healthz and /metrics.
+const (
+	healthzPort = 10256
+	metricsPort = 10249
+)
+
+// appendPortIfNeeded completes a bind address that is a bare IP with
+// port, as kube-proxy's defaulting and its deprecated port flags do; any
+// other value is left for validation to judge.
+func appendPortIfNeeded(addr string, port int) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	if netutils.ParseIPSloppy(addr) == nil {
+		return addr
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(port))
 }
 
 // configFile is the --config file: kube-proxy's KubeProxyConfiguration,
@@ -115,26 +140,38 @@ func defaultOwnConfig() ipvsplaneConfig {
 	}
 }
 
+// configNotes are what loading a configuration file has to report once.
+type configNotes struct {
+	// ignored lists the fields set that ipvsplane does not act on.
+	ignored []string
+	// lenient is strict decoding's error when the file was read
+	// leniently instead, as kube-proxy reads it: unknown, removed or
+	// repeated fields (udpIdleTimeout, resourceContainer, ...) that older
+	// installers wrote.
+	lenient error
+}
+
 // loadConfig reads a KubeProxyConfiguration file over kube-proxy's
-// defaults. Unknown fields are an error, as they are for kube-proxy; known
-// fields that ipvsplane does not use are returned as notes, to be reported
-// once.
-func loadConfig(path string) (*configFile, []string, error) {
+// defaults.
+func loadConfig(path string) (*configFile, configNotes, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, configNotes{}, err
 	}
 	return parseConfig(path, data)
 }
 
 // parseConfig is loadConfig on the file's content.
-func parseConfig(path string, data []byte) (*configFile, []string, error) {
+func parseConfig(path string, data []byte) (*configFile, configNotes, error) {
+	var notes configNotes
 	cfg := &configFile{}
-	if err := decodeStrict(data, cfg); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	lenient, err := decodeConfig(data, cfg)
+	if err != nil {
+		return nil, notes, fmt.Errorf("%s: %w", path, err)
 	}
+	notes.lenient = lenient
 	if cfg.APIVersion != configAPIVersion || cfg.Kind != configKind {
-		return nil, nil, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", path, configAPIVersion, configKind, cfg.APIVersion, cfg.Kind)
+		return nil, notes, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", path, configAPIVersion, configKind, cfg.APIVersion, cfg.Kind)
 	}
 	applyDefaults(&cfg.KubeProxyConfiguration)
 	def := defaultOwnConfig()
@@ -149,24 +186,78 @@ func parseConfig(path string, data []byte) (*configFile, []string, error) {
 	}
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, notes, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, ignoredFields(raw), nil
+	notes.ignored = ignoredFields(raw)
+	return cfg, notes, nil
 }
 
-// decodeStrict decodes YAML or JSON into v as kube-proxy decodes its
-// configuration file: field names match exactly (encoding/json would take
-// "MODE" for "mode"), and an unknown or repeated field is an error.
-func decodeStrict(data []byte, v any) error {
-	j, err := yaml.YAMLToJSONStrict(data)
+// decodeConfig decodes YAML or JSON into cfg as kube-proxy's loadConfig
+// does: strictly first (field names match exactly, as encoding/json would
+// take "MODE" for "mode"; an unknown or repeated field is an error), and
+// when only strictness failed, leniently, returning strict decoding's
+// error to be logged. Syntax and type errors fail either way. ipvsplane's
+// own section stays strict: kube-proxy's leniency is for files older
+// installers wrote, which have no such section.
+func decodeConfig(data []byte, cfg *configFile) (lenient, err error) {
+	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	strict, err := kjson.UnmarshalStrict(j, v)
+	var strict []error
+	// Strict YAML refuses only a repeated key beyond lenient YAML.
+	if _, err := yaml.YAMLToJSONStrict(data); err != nil {
+		strict = append(strict, err)
+	}
+	fields, err := kjson.UnmarshalStrict(j, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return errors.Join(strict...)
+	strict = append(strict, fields...)
+	if len(strict) == 0 {
+		return nil, nil
+	}
+	if err := checkOwnSection(data, fields); err != nil {
+		return nil, err
+	}
+	*cfg = configFile{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, cfg); err != nil {
+		return nil, err
+	}
+	return errors.Join(strict...), nil
+}
+
+// checkOwnSection refuses an unknown or repeated field of the ipvsplane
+// section, given the strict JSON decoding's field errors.
+func checkOwnSection(data []byte, fields []error) error {
+	for _, f := range fields {
+		if strings.Contains(f.Error(), `"ipvsplane.`) {
+			return f
+		}
+	}
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		// Lenient YAML read it; strict YAML's error stands as the
+		// warning.
+		return nil
+	}
+	top := doc.Content[0]
+	seen := false
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "ipvsplane" {
+			continue
+		}
+		if seen {
+			return fmt.Errorf("line %d: field ipvsplane already set", top.Content[i].Line)
+		}
+		seen = true
+		// yaml.v3 refuses a repeated key in a mapping it decodes.
+		var section map[string]any
+		if err := top.Content[i+1].Decode(&section); err != nil {
+			return fmt.Errorf("ipvsplane: %w", err)
+		}
+	}
+	return nil
 }
 
 // usedFields are the configuration fields ipvsplane acts on; a field under

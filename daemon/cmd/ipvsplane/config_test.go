@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +17,11 @@ import (
 // empty values take the defaults, the IPVS settings apply, and the fields
 // of other modes or of no use to ipvsplane are listed once.
 func TestLoadKubeadmConfig(t *testing.T) {
-	cfg, ignored, err := loadConfig("testdata/kube-proxy-config.yaml")
-	if err != nil {
-		t.Fatal(err)
+	cfg, notes, err := loadConfig("testdata/kube-proxy-config.yaml")
+	if err != nil || notes.lenient != nil {
+		t.Fatal(err, notes.lenient)
 	}
+	ignored := notes.ignored
 	if cfg.HealthzBindAddress != "0.0.0.0:10256" || cfg.MetricsBindAddress != "127.0.0.1:10249" {
 		t.Errorf("empty bind addresses did not take the defaults: %q, %q", cfg.HealthzBindAddress, cfg.MetricsBindAddress)
 	}
@@ -39,14 +41,14 @@ func TestLoadConfigErrors(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"unknown field", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {schedular: rr}\n", "unknown field"},
-		{"field in another case", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nMode: ipvs\n", `unknown field "Mode"`},
-		{"field twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {scheduler: rr, scheduler: wrr}\n", "already set"},
+		{"wrong type", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {scheduler: [rr]}\n", "cannot unmarshal"},
+		{"wrong type beside an unknown field", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nudpIdleTimeout: 1s\nipvs: {syncPeriod: often}\n", "often"},
 		{"wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", "want apiVersion"},
 		{"not yaml", "apiVersion: [\n", "yaml"},
 		{"unknown field of ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeOut: 1m}\n", `unknown field "ipvsplane.drainTimeOut"`},
 		{"bad duration in ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: soon}\n", "ipvsplane"},
 		{"ipvsplane's section twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {}\nipvsplane: {}\n", "already set"},
+		{"a field of ipvsplane's section twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: 1m, drainTimeout: 2m}\n", "already defined"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,6 +61,74 @@ func TestLoadConfigErrors(t *testing.T) {
 				t.Errorf("got %v, want an error with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A file that only strict decoding refuses (an unknown, removed or
+// repeated field, a field in another case) is read leniently with a
+// warning, as kube-proxy's loadConfig does.
+func TestLoadConfigLenient(t *testing.T) {
+	head := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	tests := []struct {
+		name, body, warning string
+		check               func(*configFile) bool
+	}{
+		{"unknown field", "ipvs: {schedular: rr, scheduler: wrr}\n", `unknown field "ipvs.schedular"`,
+			func(c *configFile) bool { return c.IPVS.Scheduler == "wrr" }},
+		{"field in another case", "Mode: iptables\n", `unknown field "Mode"`,
+			func(c *configFile) bool { return c.Mode == "ipvs" }},
+		{"field twice", "ipvs: {scheduler: rr, scheduler: wrr}\n", `key "scheduler" already set`,
+			func(c *configFile) bool { return c.IPVS.Scheduler == "wrr" }},
+		{"removed field beside ipvsplane's section", "resourceContainer: /kube-proxy\nipvsplane: {drainTimeout: 2m}\n", `unknown field "resourceContainer"`,
+			func(c *configFile) bool { return c.IPVSPlane.DrainTimeout.Duration == 2*time.Minute }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, notes, err := parseConfig("config.yaml", []byte(head+tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if notes.lenient == nil || !strings.Contains(notes.lenient.Error(), tt.warning) {
+				t.Errorf("warning %v, want one with %q", notes.lenient, tt.warning)
+			}
+			if !tt.check(cfg) {
+				t.Errorf("read as %+v", cfg)
+			}
+		})
+	}
+}
+
+// Older installers' files, with fields since removed, load with a warning.
+func TestLoadOlderConfigs(t *testing.T) {
+	cfg, notes, err := loadConfig("testdata/lenient/kubeadm-1.13.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"resourceContainer", "udpIdleTimeout", "conntrack.max"} {
+		if notes.lenient == nil || !strings.Contains(notes.lenient.Error(), `unknown field "`+f+`"`) {
+			t.Errorf("kubeadm 1.13: warning %v does not name %s", notes.lenient, f)
+		}
+	}
+	if cfg.Mode != "ipvs" || cfg.ClientConnection.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" || *cfg.Conntrack.Min != 131072 {
+		t.Errorf("kubeadm 1.13: %+v", cfg)
+	}
+
+	cfg, notes, err = loadConfig("testdata/lenient/kops-style.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes.lenient == nil || !strings.Contains(notes.lenient.Error(), `unknown field "udpIdleTimeout"`) || !strings.Contains(notes.lenient.Error(), `key "scheduler" already set`) {
+		t.Errorf("kops-style: warning %v", notes.lenient)
+	}
+	// kube-proxy's defaulting appends the port to a bare IP.
+	if cfg.HealthzBindAddress != "0.0.0.0:10256" || cfg.MetricsBindAddress != "0.0.0.0:10249" {
+		t.Errorf("kops-style: bind addresses %q, %q", cfg.HealthzBindAddress, cfg.MetricsBindAddress)
+	}
+	if cfg.IPVS.Scheduler != "lc" || cfg.HostnameOverride != "ip-172-20-40-10.ec2.internal" {
+		t.Errorf("kops-style: %+v", cfg)
+	}
+	if !slices.Contains(notes.ignored, "featureGates.KubeProxyIPVS: true") {
+		t.Errorf("kops-style: feature gates not noted as ignored: %v", notes.ignored)
 	}
 }
 
@@ -158,8 +228,8 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{[]string{"--source=files"}, "needs --manifests"},
 		{[]string{"--source=etcd"}, "want kubernetes or files"},
-		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "between 0 and"},
-		{[]string{"--ipvs-sync-period=0s"}, "must be positive"},
+		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "must be greater than or equal to KubeProxyConfiguration.MinSyncPeriod"},
+		{[]string{"--ipvs-sync-period=0s"}, "KubeProxyConfiguration.SyncPeriod: Invalid value"},
 		{[]string{"--drain-timeout=0s"}, "--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive"},
 		{[]string{"--service-address-binding=routes"}, `--service-address-binding (or ipvsplane.serviceAddressBinding in --config): want address or local-route, got "routes"`},
 	}
@@ -204,15 +274,15 @@ func TestIPVSPlaneSection(t *testing.T) {
 			if err := fs.Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			ignored, err := o.load(fs)
+			notes, err := o.load(fs)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("got %v, want an error with %q", err, tt.err)
 				}
 				return
 			}
-			if err != nil || len(ignored) > 0 {
-				t.Fatalf("%v, ignored %v", err, ignored)
+			if err != nil || len(notes.ignored) > 0 || notes.lenient != nil {
+				t.Fatalf("%v, notes %+v", err, notes)
 			}
 			if o.own.ServiceTrafficMetrics != tt.on || o.own.ServiceTrafficMetricsInterval.Duration != tt.interval {
 				t.Errorf("got %+v", o.own)
@@ -242,5 +312,47 @@ func TestWriteConfigDrainTimeout(t *testing.T) {
 		if cfg.IPVSPlane.DrainTimeout.Duration != tt.want || strings.Contains(string(data), "ipvsplane:") != tt.wantSection {
 			t.Errorf("%s: drain timeout %v, file:\n%s", tt.flag, cfg.IPVSPlane.DrainTimeout.Duration, data)
 		}
+	}
+}
+
+// The file's logging.format and logging.verbosity choose the log's format
+// and level under the --log-format and --log-level flags; the lenient
+// read's warning is logged with them.
+func TestConfigLogging(t *testing.T) {
+	tests := []struct {
+		args       []string
+		json       bool
+		debugLevel bool
+	}{
+		{[]string{"--config=testdata/lenient/kops-style.yaml"}, true, true},
+		{[]string{"--config=testdata/lenient/kops-style.yaml", "--log-format=console", "--log-level=info"}, false, false},
+		{[]string{"--config=testdata/lenient/kubeadm-1.13.yaml"}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			lf := &logFlags{}
+			root := (&app{}).newRootCommand(lf)
+			o := newOptions()
+			o.addFlags(root.Flags())
+			if err := root.ParseFlags(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			notes, err := o.load(root.Flags())
+			if err != nil || notes.lenient == nil {
+				t.Fatalf("%v, warning %v", err, notes.lenient)
+			}
+			level, format := lf.withFile(root.Flags(), o)
+			if (format == "json") != tt.json || (level == "debug") != tt.debugLevel {
+				t.Errorf("level %q, format %q", level, format)
+			}
+		})
+	}
+	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	out := filepath.Join(t.TempDir(), "written.yaml")
+	if code := execute(a, []string{"--config=testdata/lenient/kops-style.yaml", "--write-config-to=" + out}); code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr.String(), `"msg":"using lenient decoding as strict decoding failed"`) {
+		t.Errorf("no warning in JSON:\n%s", stderr)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
-// conntrackMaxLimit caps nf_conntrack_max as kube-proxy caps it, so that
-// a many-core node does not spend its memory on the table.
+// conntrackMaxLimit caps maxPerCore times the CPUs as kube-proxy caps it,
+// so that a many-core node does not spend its memory on the table.
 const conntrackMaxLimit = 1 << 20
 
 // conntrackPaths are where the conntrack settings live: /proc/sys, and
@@ -35,7 +35,7 @@ var errReadOnly = errors.New("read-only here")
 
 // setConntrack writes kube-proxy's conntrack settings as kube-proxy does
 // at start: nf_conntrack_max raised (never lowered) to maxPerCore per CPU,
-// at least min, at most 2^20, and the hash table grown to a quarter of it
+// at least min (the product capped at 2^20), and the hash table grown to a quarter of it
 // (both only when maxPerCore is above 0); each timeout, when above 0; be
 // liberal, when true. It returns the settings it changed. The table's size
 // belongs to the host: where this network namespace may not change it,
@@ -105,7 +105,13 @@ func conntrackMax(c *kubeproxy.KubeProxyConntrackConfiguration, cpus int) int {
 	if c.Min != nil {
 		floor = int(*c.Min)
 	}
-	return min(max(int(*c.MaxPerCore)*cpus, floor), conntrackMaxLimit)
+	scaled := int(*c.MaxPerCore) * cpus
+	// Only the product is capped: a min above the cap is kept, but a
+	// product above it wins over min and is capped.
+	if scaled > conntrackMaxLimit {
+		return conntrackMaxLimit
+	}
+	return max(scaled, floor)
 }
 
 func readInt(path string) (int, error) {

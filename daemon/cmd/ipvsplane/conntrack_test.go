@@ -119,12 +119,20 @@ func TestConntrackSettings(t *testing.T) {
 	}
 }
 
-// 2^20 caps the table on many-core nodes, as kube-proxy caps it.
+// 2^20 caps the per-core product on many-core nodes, as kube-proxy caps
+// it; a larger conntrack.min is the operator's and is kept, unless the
+// product itself went over the cap (kube-proxy's getConntrackMax).
 func TestConntrackMax(t *testing.T) {
 	c := defaultConfig().Conntrack
 	for cpus, want := range map[int]int{1: 131072, 4: 131072, 5: 163840, 64: 1 << 20} {
 		if got := conntrackMax(&c, cpus); got != want {
 			t.Errorf("%d CPUs: %d, want %d", cpus, got, want)
+		}
+	}
+	c.Min = new(int32(2 << 20))
+	for cpus, want := range map[int]int{1: 2 << 20, 32: 2 << 20, 33: 1 << 20, 64: 1 << 20} {
+		if got := conntrackMax(&c, cpus); got != want {
+			t.Errorf("min 2^21, %d CPUs: %d, want %d", cpus, got, want)
 		}
 	}
 }

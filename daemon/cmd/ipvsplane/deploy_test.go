@@ -58,9 +58,9 @@ func TestDeployManifests(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.conf"), []byte(cm.Data["config.conf"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, ignored, err := loadConfig(filepath.Join(dir, "config.conf"))
-	if err != nil || len(ignored) > 0 {
-		t.Errorf("the ConfigMap's configuration: %v, ignored %v", err, ignored)
+	_, notes, err := loadConfig(filepath.Join(dir, "config.conf"))
+	if err != nil || len(notes.ignored) > 0 || notes.lenient != nil {
+		t.Errorf("the ConfigMap's configuration: %v, notes %+v", err, notes)
 	}
 
 	c := ds.Spec.Template.Spec.Containers[0]

@@ -34,7 +34,7 @@ func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *setti
 	var problems []error
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- a.watch(ctx, log, o, tracker, s.node.Name, func(err error) {
+		srcErr <- a.watch(ctx, log, o, nil, tracker, s.node.Name, func(err error) {
 			mu.Lock()
 			problems = append(problems, err)
 			mu.Unlock()

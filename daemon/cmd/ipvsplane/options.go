@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -62,7 +60,7 @@ const defaultDrainTimeout = dataplane.DefaultDrainTimeout
 const defaultStateFile = "/run/ipvsplane/status.json"
 
 func newOptions() *options {
-	return &options{source: sourceKubernetes, stateFile: defaultStateFile, own: defaultOwnConfig(), kp: defaultConfig()}
+	return &options{source: sourceKubernetes, stateFile: defaultStateFile, own: defaultOwnConfig(), kp: defaultConfig(), healthzPort: healthzPort, metricsPort: metricsPort}
 }
 
 // addFlags registers the flags. Those of kube-proxy keep its names and
@@ -89,8 +87,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, NodeCIDR, InterfaceNamePrefix or BridgeInterface")
 	fs.StringVar(&kp.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix, the prefix of the pods' host-side interfaces")
 	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
-	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez; empty disables them")
-	fs.StringVar(&kp.MetricsBindAddress, "metrics-bind-address", kp.MetricsBindAddress, "address and port of /metrics; empty disables it")
+	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez (a bare IP gets port 10256, or --healthz-port); empty disables them")
+	fs.StringVar(&kp.MetricsBindAddress, "metrics-bind-address", kp.MetricsBindAddress, "address and port of /metrics (a bare IP gets port 10249, or --metrics-port); empty disables it")
 	fs.BoolVar(&kp.EnableProfiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on the metrics address")
 	fs.DurationVar(&kp.ConfigSyncPeriod.Duration, "config-sync-period", kp.ConfigSyncPeriod.Duration, "accepted for kube-proxy compatibility; no effect: ipvsplane keeps no cache of objects to replay")
 	fs.Float32Var(&kp.ClientConnection.QPS, "kube-api-qps", kp.ClientConnection.QPS, "queries per second to the API server")
@@ -107,9 +105,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove what ipvsplane made and exit, as ipvsplane cleanup does")
 	fs.BoolVar(&o.initOnly, "init-only", false, "make the settings that need full privileges (conntrack, the IPVS sysctls and timeouts, after the scheduler check), and exit")
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "write the configuration (defaults, the --config file and the flags) to this file as a KubeProxyConfiguration, and exit")
-	fs.Int32Var(&o.healthzPort, "healthz-port", 10256, "the port of --healthz-bind-address; 0 turns /healthz off")
+	fs.Int32Var(&o.healthzPort, "healthz-port", healthzPort, "the port given to a --healthz-bind-address without one; 0 turns /healthz off")
 	fs.MarkDeprecated("healthz-port", "use --healthz-bind-address")
-	fs.Int32Var(&o.metricsPort, "metrics-port", 10249, "the port of --metrics-bind-address; 0 turns /metrics off")
+	fs.Int32Var(&o.metricsPort, "metrics-port", metricsPort, "the port given to a --metrics-bind-address without one; 0 turns /metrics off")
 	fs.MarkDeprecated("metrics-port", "use --metrics-bind-address")
 	o.addIgnoredFlags(fs)
 	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
@@ -123,11 +121,11 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 }
 
 // load applies the --config file under the flags given on the command
-// line, and returns the file's fields that ipvsplane ignores.
-func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
+// line, and returns what loading the file has to report.
+func (o *options) load(fs *pflag.FlagSet) (configNotes, error) {
 	if o.configFile == "" {
 		o.applyDeprecatedPorts(fs)
-		return nil, o.validate()
+		return configNotes{}, o.validate()
 	}
 	// Keep the values of the flags given, read the file into the
 	// configuration the flags point into, then set the flags again.
@@ -144,9 +142,9 @@ func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 		}
 		set = append(set, g)
 	})
-	cfg, ignored, err := loadConfig(o.configFile)
+	cfg, notes, err := loadConfig(o.configFile)
 	if err != nil {
-		return nil, err
+		return notes, err
 	}
 	// The flags point into the pointed-to values: keep those.
 	rebind(o.kp.IPTables.MasqueradeBit, &cfg.IPTables.MasqueradeBit)
@@ -163,11 +161,11 @@ func (o *options) load(fs *pflag.FlagSet) ([]string, error) {
 			err = g.flag.Value.Set(g.value)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", g.flag.Name, err)
+			return notes, fmt.Errorf("--%s: %w", g.flag.Name, err)
 		}
 	}
 	o.applyDeprecatedPorts(fs)
-	return ignored, o.validate()
+	return notes, o.validate()
 }
 
 // rebind stores the value *fromFile points to in flagTarget, which a flag
@@ -177,27 +175,21 @@ func rebind[T any](flagTarget *T, fromFile **T) {
 	*fromFile = flagTarget
 }
 
-// applyDeprecatedPorts applies --healthz-port and --metrics-port as
-// kube-proxy does without a --config file: 0 turns the server off, another
-// port replaces the bind address's.
+// applyDeprecatedPorts completes the bind addresses as kube-proxy does
+// with --healthz-port and --metrics-port (10256 and 10249 unless given): 0
+// turns the server off, another port is appended to an address that is a
+// bare IP, and an address with a port keeps it.
 func (o *options) applyDeprecatedPorts(fs *pflag.FlagSet) {
 	for _, p := range []struct {
 		flag string
 		port int32
 		addr *string
 	}{{"healthz-port", o.healthzPort, &o.kp.HealthzBindAddress}, {"metrics-port", o.metricsPort, &o.kp.MetricsBindAddress}} {
-		if !fs.Changed(p.flag) {
-			continue
-		}
-		if p.port == 0 {
+		if fs.Changed(p.flag) && p.port == 0 {
 			*p.addr = ""
 			continue
 		}
-		host, _, err := net.SplitHostPort(*p.addr)
-		if err != nil {
-			host = *p.addr
-		}
-		*p.addr = net.JoinHostPort(host, strconv.Itoa(int(p.port)))
+		*p.addr = appendPortIfNeeded(*p.addr, int(p.port))
 	}
 }
 
@@ -217,11 +209,8 @@ func (o *options) validate() error {
 	if d := o.own.DrainTimeout.Duration; d <= 0 {
 		return fmt.Errorf("--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive, got %v", d)
 	}
-	if o.kp.IPVS.SyncPeriod.Duration <= 0 {
-		return fmt.Errorf("--ipvs-sync-period must be positive, got %v", o.kp.IPVS.SyncPeriod.Duration)
-	}
-	if o.kp.IPVS.MinSyncPeriod.Duration < 0 || o.kp.IPVS.MinSyncPeriod.Duration > o.kp.IPVS.SyncPeriod.Duration {
-		return fmt.Errorf("--ipvs-min-sync-period must be between 0 and --ipvs-sync-period (%v), got %v", o.kp.IPVS.SyncPeriod.Duration, o.kp.IPVS.MinSyncPeriod.Duration)
+	if err := validateKubeProxy(o.kp); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	// A reading is a dump of every virtual server: not many a second.
 	if o.own.ServiceTrafficMetricsInterval.Duration < time.Second {

@@ -13,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
@@ -31,13 +32,15 @@ type app struct {
 	eventSink func(o *options) (eventSink, error)
 	// setConntrack writes the conntrack settings (see setConntrack).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
+	// version is what --version reports (see buildVersion).
+	version string
 }
 
 func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink,
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, version: buildVersion(),
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
 		},
@@ -48,7 +51,11 @@ func newApp() *app {
 func execute(a *app, args []string) int {
 	cmd := a.rootCommand()
 	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
+	err := cmd.ExecuteContext(context.Background())
+	if errors.Is(err, errVersionPrinted) {
+		return 0
+	}
+	if err != nil {
 		fmt.Fprintf(a.stderr, "ipvsplane: %v\n", err)
 		return 1
 	}
@@ -66,6 +73,10 @@ func (a *app) rootCommand() *cobra.Command {
 	root.Args = cobra.NoArgs
 	root.RunE = a.withLogger(lf, a.run, rootOpts)
 	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand())
+	vf := &versionFlag{}
+	vf.add(root.PersistentFlags())
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return vf.printVersion(a) }
+	root.SetGlobalNormalizationFunc(wordSepNormalize)
 	return root
 }
 
@@ -77,15 +88,63 @@ type logFlags struct {
 // commandWork is a command's work, run with its logger and options.
 type commandWork func(context.Context, *zap.Logger, *options, *cobra.Command) error
 
-// withLogger runs a command's work with the logger its flags ask for.
+// withLogger loads a command's options, then runs its work with the
+// logger that the logging flags, over the --config file's logging
+// section, ask for.
 func (a *app) withLogger(lf *logFlags, w commandWork, o *options) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
-		log, err := newLogger(lf.level, lf.format, a.stderr)
+		notes, loadErr := o.load(cmd.Flags())
+		level, format := lf.level, lf.format
+		if loadErr == nil {
+			level, format = lf.withFile(cmd.Flags(), o)
+		}
+		log, err := newLogger(level, format, a.stderr)
 		if err != nil {
 			return err
 		}
 		defer log.Sync()
+		logNotes(log, o, notes)
+		if loadErr != nil {
+			return loadErr
+		}
 		return w(cmd.Context(), log, o, cmd)
+	}
+}
+
+// withFile returns the log level and format: the flags given, else the
+// --config file's logging.verbosity and logging.format, else the flags'
+// defaults. klog's verbosity 4 and above (kube-proxy's debug detail) is
+// debug, lower is info; format text is console, json is json.
+func (lf *logFlags) withFile(fs *pflag.FlagSet, o *options) (level, format string) {
+	level, format = lf.level, lf.format
+	if o.configFile == "" {
+		return level, format
+	}
+	l := o.kp.Logging
+	if !fs.Changed("log-level") && l.Verbosity >= 4 {
+		level = "debug"
+	}
+	if !fs.Changed("log-format") {
+		switch l.Format {
+		case "text":
+			format = "console"
+		case "json":
+			format = "json"
+		}
+	}
+	return level, format
+}
+
+// logNotes logs, once, what loading the options found to report.
+func logNotes(log *zap.Logger, o *options, notes configNotes) {
+	if notes.lenient != nil {
+		log.Warn("using lenient decoding as strict decoding failed", zap.String("config", o.configFile), zap.Error(notes.lenient))
+	}
+	for _, f := range notes.ignored {
+		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
+	}
+	for _, f := range o.ignoredFlagsGiven() {
+		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
 	}
 }
 

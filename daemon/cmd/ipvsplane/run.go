@@ -22,19 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// setup loads the options and works out the settings; the notes are
+// setup works out the settings from the loaded options; the notes are
 // logged once.
 func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings, error) {
-	ignored, err := o.load(cmd.Flags())
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range ignored {
-		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
-	}
-	for _, f := range o.ignoredFlagsGiven() {
-		log.Warn("kube-proxy flag does not apply to ipvsplane; ignored", zap.String("flag", f))
-	}
 	addrs, err := a.nodeAddresses(cmd.Context(), o)
 	if err != nil {
 		return nil, err
@@ -102,15 +92,19 @@ func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder,
 	return r, func() { r.close(5 * time.Second) }
 }
 
-// initKernel is the rest of kube-proxy's --init-only: the scheduler
-// check, the IPVS sysctls and timeouts, then exit.
-func (a *app) initKernel(ctx context.Context, node *model.Node) error {
+// initOnly is kube-proxy's --init-only: the scheduler check, then the
+// conntrack settings, the IPVS sysctls and timeouts, then exit. A check
+// that fails leaves the node as it was.
+func (a *app) initOnly(ctx context.Context, log *zap.Logger, o *options, node *model.Node) error {
 	k, err := a.dial(&dataplane.Config{})
 	if err != nil {
 		return err
 	}
 	defer k.Close()
 	if err := k.CheckScheduler(ctx, node.Scheduler); err != nil {
+		return err
+	}
+	if err := a.initNode(log, o); err != nil {
 		return err
 	}
 	return k.InitNode(ctx, node)
@@ -150,22 +144,28 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	case o.cleanup:
 		return a.cleanup(ctx, o.stateFile, false)
 	}
-	if err := a.initNode(log, o); err != nil {
-		return err
-	}
 	if o.initOnly {
-		return a.initKernel(ctx, &s.node)
+		return a.initOnly(ctx, log, o, &s.node)
 	}
 	return a.runDaemon(ctx, log, o, s)
 }
 
 // runDaemon is run past the one-shot flags: it sets up the kernel, the
 // daemon and its servers, then follows the source until stopped. The
-// defers undo the set-up in reverse order.
+// defers undo the set-up in reverse order. Everything that can fail (the
+// API server's client from the kubeconfig, IPVS and the scheduler, the
+// listeners) is checked before the first setting is written to the node,
+// so that a start that fails changes nothing.
 func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *settings) error {
 	mem, err := newSoftMemoryLimit(o.memoryLimit)
 	if err != nil {
 		return err
+	}
+	var client *watcher.Client
+	if o.source == sourceKubernetes {
+		if client, err = a.kubeClient(o); err != nil {
+			return err
+		}
 	}
 	var runner *watcher.Runner
 	// The closures below run only once runner is set.
@@ -212,13 +212,16 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	if err := serveHTTP(servers, d, o, s); err != nil {
 		return err
 	}
+	if err := a.initNode(log, o); err != nil {
+		return err
+	}
 	// kube-proxy's birth cry.
 	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
 	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
 		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
 		zap.Duration("syncPeriod", s.syncPeriod))
-	return a.follow(ctx, stop, d, o, s, runner)
+	return a.follow(ctx, stop, d, o, s, runner, client)
 }
 
 // newDaemon makes the daemon, before its traffic, health-check servers
@@ -317,15 +320,16 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 	return nil
 }
 
-// follow watches the source and the node's addresses and runs the syncs
-// until either the source ends or ctx is done; stop cancels ctx.
-func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s *settings, runner *watcher.Runner) error {
+// follow watches the source (through client, for the Kubernetes source)
+// and the node's addresses and runs the syncs until either the source
+// ends or ctx is done; stop cancels ctx.
+func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s *settings, runner *watcher.Runner, client *watcher.Client) error {
 	log, m := d.log, d.metrics
 	srcCtx, cancelSource := context.WithCancel(ctx)
 	defer cancelSource()
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- a.watch(srcCtx, log, o, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
+		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
 	}()
 	go d.waitListed(srcCtx)
 	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,10 +13,12 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/ipvs"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // The daemon with the Kubernetes source, on client-go's fake clientset:
@@ -103,5 +108,53 @@ func TestRunKubernetesSource(t *testing.T) {
 	// kube-proxy's birth cry, on the Node.
 	if got := sink.reasons(); len(got) != 1 || got[0] != "Starting" || sink.events[0].Regarding.Name != "node-a" {
 		t.Errorf("events %v, want Starting on node-a", got)
+	}
+}
+
+// A start that fails changes nothing on the node: the configuration, the
+// kubeconfig, IPVS, the scheduler and the listeners are all checked
+// before the conntrack settings are written (and before the kernel is
+// programmed).
+func TestFailedStartChangesNothing(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	noIPVS := fmt.Errorf("dataplane: %w", ipvs.ErrNotSupported)
+	files := []string{"--source=files", "--manifests", "testdata/demo", "--state-file=", "--metrics-bind-address="}
+	tests := []struct {
+		name        string
+		args        []string
+		newErr      error
+		noScheduler bool
+		want        string
+	}{
+		{"no IPVS", append([]string{"run", "--healthz-bind-address="}, files...), noIPVS, false, "no IPVS"},
+		{"no IPVS, --init-only", append([]string{"run", "--init-only"}, files...), noIPVS, false, "no IPVS"},
+		{"no scheduler", append([]string{"run", "--ipvs-scheduler=sh", "--healthz-bind-address="}, files...), nil, true, "ip_vs_sh"},
+		{"no scheduler, --init-only", append([]string{"run", "--init-only", "--ipvs-scheduler=sh"}, files...), nil, true, "ip_vs_sh"},
+		{"bad kubeconfig", []string{"run", "--kubeconfig=/nonexistent/kubeconfig", "--healthz-bind-address=", "--metrics-bind-address=", "--state-file="}, nil, false, "/nonexistent/kubeconfig"},
+		{"healthz address taken", append([]string{"run", "--healthz-bind-address=" + busy.Addr().String()}, files...), nil, false, "address already in use"},
+		{"bad configuration", append([]string{"run", "--detect-local-mode=Bogus", "--healthz-bind-address="}, files...), nil, false, "DetectLocalMode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := &fakeKernel{noScheduler: tt.noScheduler}
+			a, stdout, stderr := testApp(k, tt.newErr)
+			wrote := false
+			a.setConntrack = func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
+				wrote = true
+				return nil, nil, nil
+			}
+			code := execute(a, tt.args)
+			out := stdout.String() + stderr.String()
+			if code != 1 || !strings.Contains(out, tt.want) {
+				t.Errorf("exit %d, want 1 with %q:\n%s", code, tt.want, out)
+			}
+			if wrote || len(k.calls) > 0 {
+				t.Errorf("the failed start wrote conntrack settings (%v) or called the kernel (%v)", wrote, k.calls)
+			}
+		})
 	}
 }

@@ -108,7 +108,8 @@ func (s *settings) resolveLocalDetection(kp *kubeproxy.KubeProxyConfiguration) e
 		// for, as kube-proxy does.
 		s.podCIDRsFromNode, n.ClusterCIDRs = true, nil
 	default:
-		s.notes = append(s.notes, fmt.Sprintf("detectLocalMode: %q is not supported; traffic from pods is told apart by clusterCIDR", kp.DetectLocalMode))
+		// validateKubeProxy refuses it first, as kube-proxy does.
+		return fmt.Errorf("detectLocalMode: %q is not supported", kp.DetectLocalMode)
 	}
 	return nil
 }

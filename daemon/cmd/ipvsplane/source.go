@@ -49,10 +49,11 @@ func kubeEventSink(o *options) (eventSink, error) {
 	return newRESTEventSink(cfg)
 }
 
-// watch feeds the tracker from the configured source until ctx is done.
-// Objects that cannot be used are logged and skipped (and counted by
-// invalid, if not nil).
-func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
+// watch feeds the tracker from the configured source until ctx is done,
+// through client with the Kubernetes source (nil makes one). Objects that
+// cannot be used are logged and skipped (and counted by invalid, if not
+// nil).
+func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, client *watcher.Client, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
 	onError := func(err error) {
 		log.Warn("skipped", zap.Error(err))
 		if invalid != nil {
@@ -64,9 +65,10 @@ func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, tracker *w
 	case sourceFiles:
 		err = watcher.WatchFiles(ctx, watcher.FilesConfig{Dir: o.manifests, Tracker: tracker, OnError: onError})
 	default:
-		var client *watcher.Client
-		if client, err = a.kubeClient(o); err != nil {
-			return err
+		if client == nil {
+			if client, err = a.kubeClient(o); err != nil {
+				return err
+			}
 		}
 		err = watcher.WatchKubernetes(ctx, watcher.KubernetesConfig{
 			Client: client, Tracker: tracker, NodeName: nodeName,

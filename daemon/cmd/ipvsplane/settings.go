@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
+	netutils "k8s.io/utils/net"
 )
 
 // settings are the resolved settings of a daemon.
@@ -129,11 +130,11 @@ func resolveNodePorts(n *model.Node, nodePortAddresses []string) error {
 			// address, so of "localhost" only its restriction remains.
 			n.NodePortAddresses = append(n.NodePortAddresses, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 		default:
-			p, err := netip.ParsePrefix(a)
+			p, err := parsePrefixSloppy(a)
 			if err != nil {
 				return fmt.Errorf("nodePortAddresses: %w", err)
 			}
-			n.NodePortAddresses = append(n.NodePortAddresses, p.Masked())
+			n.NodePortAddresses = append(n.NodePortAddresses, p)
 		}
 	}
 	if all {
@@ -173,13 +174,29 @@ func splitList(s string) []string {
 func prefixes(field string, list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range list {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		p, err := parsePrefixSloppy(strings.TrimSpace(s))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", field, err)
 		}
-		out = append(out, p.Masked())
+		out = append(out, p)
 	}
 	return out, nil
+}
+
+// parsePrefixSloppy parses a CIDR as kube-proxy does (ParseCIDRSloppy):
+// leading zeros in IPv4 octets are decimal ("010.0.0.0/8" is 10.0.0.0/8).
+// The prefix is masked.
+func parsePrefixSloppy(s string) (netip.Prefix, error) {
+	_, ipnet, err := netutils.ParseCIDRSloppy(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	addr, ok := netip.AddrFromSlice(ipnet.IP)
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("invalid CIDR address: %s", s)
+	}
+	ones, _ := ipnet.Mask.Size()
+	return netip.PrefixFrom(addr.Unmap(), ones), nil
 }
 
 // nodeAddr reports whether a node address can serve node ports: kube-proxy

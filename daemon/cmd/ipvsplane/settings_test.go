@@ -109,6 +109,18 @@ func TestResolve(t *testing.T) {
 			edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 0 },
 			node: func(n *model.Node) { n.MasqueradeMark = 1 },
 		},
+		{
+			// kube-proxy parses CIDRs sloppily: leading zeros are decimal.
+			name: "leading zeros",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.ClusterCIDR = "010.244.0.0/16"
+				kp.NodePortAddresses = []string{"010.000.0.0/8"}
+			},
+			node: func(n *model.Node) {
+				n.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+				n.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+			},
+		},
 		{name: "bad cidr", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.ClusterCIDR = "10.244.0.0" }, wantErr: "clusterCIDR"},
 		{name: "bad bit", edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 32 }, wantErr: "masqueradeBit"},
 		{name: "unknown scheduler", edit: func(kp *kubeproxy.KubeProxyConfiguration) { kp.IPVS.Scheduler = "0" }, wantErr: "ipvs.scheduler"},

@@ -17,16 +17,12 @@ import (
 // services are ignored. It returns nil for a service kube-proxy does not
 // program (headless, ExternalName, labelled for another proxy). Errors are
 // [*InvalidError]s: for an invalid service it returns no ports; a bad
-// external or load-balancer address is left out and the rest programmed;
-// an invalid slice is left out and the other slices are still used.
+// entry (an external or load-balancer address, a source range, a slice's
+// endpoint or port) is left out and the rest programmed; an invalid slice
+// is left out and the other slices are still used.
 func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) ([]model.ServicePort, []error) {
 	ports, err := convertService(svc)
-	var errs []error
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = append(errs, joined.Unwrap()...)
-	} else if err != nil {
-		errs = append(errs, err)
-	}
+	errs := unjoin(err)
 	if ports == nil {
 		return nil, errs
 	}
@@ -36,38 +32,53 @@ func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) 
 	var infos []*sliceInfo
 	for _, s := range endpointSlices {
 		info, err := convertSlice(s)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case info != nil && s.Namespace == svc.Namespace && info.service == svc.Name:
+		errs = append(errs, unjoin(err)...)
+		if info != nil && s.Namespace == svc.Namespace && info.service == svc.Name {
 			infos = append(infos, info)
 		}
 	}
 	return join(ports, infos), errs
 }
 
+// unjoin returns the errors err joins, or err alone.
+func unjoin(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return joined.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
 // ConvertNode returns base with what the Node object says: its InternalIP
-// and ExternalIP addresses as the node's IPs (NodeIPs), when it has any,
-// and its topology.kubernetes.io/zone label, when set. The addresses node
-// ports are served on stay base's, the node's interfaces' (as kube-proxy's
-// IPVS mode serves them on every local address): a Node's ExternalIP is
-// often not on the node at all.
+// and then its ExternalIP addresses as the node's IPs (NodeIPs), when it
+// has any, and its topology.kubernetes.io/zone label, when set. The order
+// is kube-proxy's (GetNodeHostIPs): the first IP of each family in it is
+// the node's primary IP of that family, whatever order the Node lists its
+// addresses in (some cloud controllers list the ExternalIP first). The
+// addresses node ports are served on stay base's, the node's interfaces'
+// (as kube-proxy's IPVS mode serves them on every local address): a
+// Node's ExternalIP is often not on the node at all. An address that does
+// not parse is left out alone, as kube-proxy leaves it out, and the error
+// names it.
 func ConvertNode(base model.Node, n *v1.Node) (model.Node, error) {
 	fail := objectError("Node", "", n.Name)
 	var addrs []netip.Addr
-	for i, a := range n.Status.Addresses {
-		if a.Type != v1.NodeInternalIP && a.Type != v1.NodeExternalIP {
-			continue
-		}
-		ip, err := netip.ParseAddr(a.Address)
-		if err == nil && ip.Zone() != "" {
-			err = errors.New("zoned")
-		}
-		if err != nil {
-			return base, fail(fmt.Sprintf("status.addresses[%d].address", i), "%q is not an IP address", a.Address)
-		}
-		if ip = ip.Unmap(); !slices.Contains(addrs, ip) {
-			addrs = append(addrs, ip)
+	var leftOut []error
+	for _, typ := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+		for i, a := range n.Status.Addresses {
+			if a.Type != typ {
+				continue
+			}
+			ip, ok := parseIPSloppy(a.Address)
+			if !ok {
+				leftOut = append(leftOut, fail.leftOut(fmt.Sprintf("status.addresses[%d].address", i), "%q is not an IP address; it is left out", a.Address))
+				continue
+			}
+			if !slices.Contains(addrs, ip) {
+				addrs = append(addrs, ip)
+			}
 		}
 	}
 	if len(addrs) > 0 {
@@ -76,7 +87,7 @@ func ConvertNode(base model.Node, n *v1.Node) (model.Node, error) {
 	if z := n.Labels[v1.LabelTopologyZone]; z != "" {
 		base.Zone = z
 	}
-	return base, nil
+	return base, errors.Join(leftOut...)
 }
 
 // podCIDRs returns the first pod range of each family in the Node's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -331,7 +332,6 @@ func TestServicePortsInvalid(t *testing.T) {
 		{"bad legacy cluster IP", service(func(s *v1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0", nil }), nil, "Service", "spec.clusterIP"},
 		{"loopback cluster IP", service(func(s *v1.Service) { s.Spec.ClusterIPs = []string{"127.0.0.1"} }), nil, "Service", "spec.clusterIPs[0]"},
 		{"two cluster IPs of one family", service(func(s *v1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.10", "10.96.0.11"} }), nil, "Service", "spec.clusterIPs[1]"},
-		{"bad source range", service(func(s *v1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0"} }), nil, "Service", "spec.loadBalancerSourceRanges[0]"},
 		{"affinity timeout 0", service(func(s *v1.Service) {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr(int32(0))}}
@@ -345,20 +345,6 @@ func TestServicePortsInvalid(t *testing.T) {
 		}), nil, "Service", "spec.healthCheckNodePort"},
 		{"no name", service(func(s *v1.Service) { s.Name = "" }), nil, "Service", "metadata"},
 
-		{"slice endpoint address", service(), endpointSlice("web-bad", withEndpoints(
-			apiEndpoint("10.244.1.2"), apiEndpoint("10.244.1.999"))), "EndpointSlice", "endpoints[1].addresses[0]"},
-		{"slice endpoint without address", service(), endpointSlice("web-bad", withEndpoints(
-			discoveryv1.Endpoint{})), "EndpointSlice", "endpoints[0].addresses"},
-		{"slice endpoint of the wrong family", service(), endpointSlice("web-bad", withEndpoints(
-			apiEndpoint("fd00::1"))), "EndpointSlice", "endpoints[0].addresses[0]"},
-		{"slice endpoint unspecified", service(), endpointSlice("web-bad", withEndpoints(
-			apiEndpoint("0.0.0.0"))), "EndpointSlice", "endpoints[0].addresses[0]"},
-		{"slice port", service(), endpointSlice("web-bad", func(s *discoveryv1.EndpointSlice) {
-			s.Ports = append(s.Ports, slicePortOf("x", v1.ProtocolTCP, 70000))
-		}), "EndpointSlice", "ports[1].port"},
-		{"slice protocol", service(), endpointSlice("web-bad", func(s *discoveryv1.EndpointSlice) {
-			s.Ports[0].Protocol = ptr(v1.Protocol("ICMP"))
-		}), "EndpointSlice", "ports[0].protocol"},
 		{"slice address type", service(), endpointSlice("web-bad", func(s *discoveryv1.EndpointSlice) {
 			s.AddressType = "IPX"
 		}), "EndpointSlice", "addressType"},
@@ -435,9 +421,26 @@ func TestConvertNode(t *testing.T) {
 				{Type: v1.NodeExternalIP, Address: "10.0.0.5"},
 			}
 		}), model.Node{Name: "node-a", Zone: "zone-a", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5", "fd00::5", "203.0.113.5"), Scheduler: "wrr"}, ""},
+		// Some cloud controllers list the ExternalIPs first; kube-proxy's
+		// GetNodeHostIPs puts the InternalIPs first all the same.
+		{"external listed first, both families", node(func(n *v1.Node) {
+			n.Status.Addresses = []v1.NodeAddress{
+				{Type: v1.NodeExternalIP, Address: "203.0.113.5"},
+				{Type: v1.NodeExternalIP, Address: "2001:db8::5"},
+				{Type: v1.NodeHostName, Address: "node-a"},
+				{Type: v1.NodeInternalIP, Address: "fd00::5"},
+				{Type: v1.NodeInternalIP, Address: "10.0.0.5"},
+			}
+		}), model.Node{Name: "node-a", Zone: "zone-x", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("fd00::5", "10.0.0.5", "203.0.113.5", "2001:db8::5"), Scheduler: "wrr"}, ""},
+		{"leading zeros", node(func(n *v1.Node) {
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "010.000.000.005"}}
+		}), model.Node{Name: "node-a", Zone: "zone-x", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("10.0.0.5"), Scheduler: "wrr"}, ""},
 		{"bad address", node(func(n *v1.Node) {
 			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0"}}
 		}), base, "status.addresses[0].address"},
+		{"bad address left out alone", node(func(n *v1.Node) {
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0"}, {Type: v1.NodeExternalIP, Address: "203.0.113.5"}}
+		}), model.Node{Name: "node-a", Zone: "zone-x", Addresses: addrs("192.0.2.1"), NodeIPs: addrs("203.0.113.5"), Scheduler: "wrr"}, "status.addresses[0].address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -506,5 +509,111 @@ func TestServicePortsLeavesOutBadAddresses(t *testing.T) {
 				t.Errorf("addresses kept: external %v, load balancer %v; want %v, %v", p.ExternalIPs, p.LoadBalancerIPs, tt.externalIPs, tt.lbIPs)
 			}
 		})
+	}
+}
+
+// kube-proxy parses addresses and ranges with ParseIPSloppy and
+// ParseCIDRSloppy, which read an IPv4 part with leading zeros as decimal:
+// such a Service and slice are programmed, not dropped.
+func TestServicePortsLeadingZeros(t *testing.T) {
+	svc := service(func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.ClusterIPs = []string{"010.096.000.010"}
+		s.Spec.ExternalIPs = []string{"203.000.113.007"}
+		s.Spec.LoadBalancerSourceRanges = []string{"010.0.0.0/8", " 192.168.001.000/24 "}
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "198.051.100.001"}}
+	})
+	slice := endpointSlice("web-1", withEndpoints(apiEndpoint("010.244.001.002"), apiEndpoint("10.244.1.3")))
+	got, errs := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice})
+	checkErrors(t, errs, nil)
+	want := []model.ServicePort{servicePort(func(p *model.ServicePort) {
+		p.ExternalIPs = addrs("203.0.113.7")
+		p.LoadBalancerIPs = addrs("198.51.100.1")
+		p.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.0/24")}
+		p.Endpoints = []model.Endpoint{modelEndpoint("10.244.1.2", 8080), modelEndpoint("10.244.1.3", 8080)}
+	})}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("service ports (-want +got):\n%s", diff)
+	}
+	checkValid(t, got)
+}
+
+// One bad entry is left out alone, as kube-proxy reads entries one by
+// one: the rest of the Service and of the slice is programmed, and each
+// error names the object and the entry's field.
+func TestServicePortsLeavesOutBadEntries(t *testing.T) {
+	svc := service(func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "", "bogus", "192.168.0.0/16", "10.0.0.0"}
+	})
+	slice := endpointSlice("web-1", func(s *discoveryv1.EndpointSlice) {
+		s.Ports = append(s.Ports, slicePortOf("x", v1.ProtocolTCP, 70000), slicePortOf("y", "ICMP", 9090))
+	}, withEndpoints(
+		apiEndpoint("10.244.1.1"),
+		apiEndpoint("10.244.1.999"),
+		discoveryv1.Endpoint{},
+		apiEndpoint("fd00::1"),
+		apiEndpoint("239.1.1.1"),
+		apiEndpoint("0.0.0.0"),
+		apiEndpoint("10.244.1.2"),
+	))
+	got, errs := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice})
+	checkErrors(t, errs, []string{
+		"spec.loadBalancerSourceRanges[2]", "spec.loadBalancerSourceRanges[4]",
+		"ports[1].port", "ports[2].protocol",
+		"endpoints[1].addresses[0]", "endpoints[2].addresses", "endpoints[3].addresses[0]",
+		"endpoints[4].addresses[0]", "endpoints[5].addresses[0]",
+	})
+	for _, err := range errs {
+		var ie *InvalidError
+		if errors.As(err, &ie) && (!ie.Entry || ie.Namespace != "default" || ie.Name == "") {
+			t.Errorf("error %v: entry %v, object %s/%s; want an entry of a named object", err, ie.Entry, ie.Namespace, ie.Name)
+		}
+	}
+	want := []model.ServicePort{servicePort(func(p *model.ServicePort) {
+		p.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16")}
+		p.Endpoints = []model.Endpoint{modelEndpoint("10.244.1.1", 8080), modelEndpoint("10.244.1.2", 8080)}
+	})}
+	if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+		t.Errorf("service ports (-want +got):\n%s", diff)
+	}
+	checkValid(t, got)
+}
+
+// A Node that lists its ExternalIPs before its InternalIPs: node ports
+// with nodePortAddresses [primary] and the node's own allowance in a load
+// balancer's source ranges use the InternalIP of each family, as
+// kube-proxy's primary node IPs are.
+func TestNodePrimaryIPsInternalFirst(t *testing.T) {
+	n := &v1.Node{}
+	n.Name = "node-a"
+	n.Status.Addresses = []v1.NodeAddress{
+		{Type: v1.NodeExternalIP, Address: "203.0.113.5"},
+		{Type: v1.NodeExternalIP, Address: "2001:db8::5"},
+		{Type: v1.NodeInternalIP, Address: "10.0.0.5"},
+		{Type: v1.NodeInternalIP, Address: "fd00::5"},
+	}
+	// The external addresses are on the node too, as on a bare-metal node
+	// with a public interface.
+	base := model.Node{Name: "node-a", Addresses: addrs("203.0.113.5", "2001:db8::5", "10.0.0.5", "fd00::5"), NodePortPrimary: true}
+	node, err := ConvertNode(base, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(plan.HealthCheckAddresses(&node)), fmt.Sprint(addrs("10.0.0.5", "fd00::5")); got != want {
+		t.Errorf("node-port (health-check) addresses %s, want %s", got, want)
+	}
+	// Source ranges that hold the internal addresses, not the external:
+	// the node's own traffic to the load balancer is let through.
+	svc := servicePort(func(p *model.ServicePort) {
+		p.ClusterIPs = addrs("10.96.0.10", "fd00:96::10")
+		p.LoadBalancerIPs = addrs("198.51.100.1", "2001:db8:1b::1")
+		p.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}
+	})
+	d := plan.Build(&model.State{Node: node, Services: []model.ServicePort{svc}}, func(*model.Node) string { return "" })
+	for _, ipv6 := range []bool{false, true} {
+		if n := len(d.Kernel.Entries[model.SetName(model.SetLoadBalancerSourceIP, ipv6)]); n != 1 {
+			t.Errorf("IPv6 %v: %d entries letting the node reach its load balancer, want 1", ipv6, n)
+		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // InvalidError says which object, and which field of it, could not be
-// used. The object is skipped; the others are still programmed. It matches
-// model.ErrInvalid with errors.Is.
+// used. The object is skipped, or with Entry only the field's entry; the
+// others are still programmed. It matches model.ErrInvalid with errors.Is.
 type InvalidError struct {
 	// File and Line locate the document in a manifest directory; empty and
 	// 0 for objects that came from the API server.
@@ -24,6 +24,10 @@ type InvalidError struct {
 	// "spec.ports[1].port".
 	Field  string
 	Reason string
+	// Entry is true when only the entry Field names (one address, one
+	// source range, one endpoint) is left out and the rest of the object
+	// is used, as kube-proxy reads such entries one by one.
+	Entry bool
 	// Err is the underlying parse error, if any.
 	Err error
 }
@@ -63,4 +67,12 @@ func objectError(kind, namespace, name string) fieldErrorFunc {
 	return func(field, format string, args ...any) *InvalidError {
 		return &InvalidError{Kind: kind, Namespace: namespace, Name: name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
+}
+
+// leftOut returns the error about one entry of an object that is left
+// out while the rest of the object is used.
+func (f fieldErrorFunc) leftOut(field, format string, args ...any) *InvalidError {
+	e := f(field, format, args...)
+	e.Entry = true
+	return e
 }

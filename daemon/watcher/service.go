@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
+	netutils "k8s.io/utils/net"
 )
 
 // Labels that keep kube-proxy away from an object, each read where
@@ -49,10 +50,7 @@ func convertService(svc *v1.Service) ([]model.ServicePort, error) {
 	}
 	externalIPs, badExternal := readExternalIPs(svc, clusterIPs, fail)
 	lbIPs, badLB := readLoadBalancerIPs(svc, clusterIPs, fail)
-	ranges, err := readSourceRanges(svc, clusterIPs, fail)
-	if err != nil {
-		return nil, err
-	}
+	ranges, badRanges := readSourceRanges(svc, clusterIPs, fail)
 	affinity, err := readSessionAffinity(svc, fail)
 	if err != nil {
 		return nil, err
@@ -87,7 +85,7 @@ func convertService(svc *v1.Service) ([]model.ServicePort, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ports, errors.Join(slices.Concat(badExternal, badLB)...)
+	return ports, errors.Join(slices.Concat(badExternal, badLB, badRanges)...)
 }
 
 // readClusterIPs returns the service's cluster IPs, at most one of each
@@ -132,9 +130,13 @@ func readExternalIPs(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErrorFu
 	var kept []netip.Addr
 	var leftOut []error
 	for i, s := range svc.Spec.ExternalIPs {
+		// kube-proxy passes over an empty entry without a word.
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
 		ip, err := parseServiceAddr(s)
 		if err != nil {
-			leftOut = append(leftOut, fail(fmt.Sprintf("spec.externalIPs[%d]", i), "%v; the address is left out", err))
+			leftOut = append(leftOut, fail.leftOut(fmt.Sprintf("spec.externalIPs[%d]", i), "%v; the address is left out", err))
 			continue
 		}
 		if hasFamilyOf(clusterIPs, ip) {
@@ -158,7 +160,7 @@ func readLoadBalancerIPs(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErr
 		}
 		ip, err := parseServiceAddr(ing.IP)
 		if err != nil {
-			leftOut = append(leftOut, fail(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "%v; the address is left out", err))
+			leftOut = append(leftOut, fail.leftOut(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), "%v; the address is left out", err))
 			continue
 		}
 		if hasFamilyOf(clusterIPs, ip) {
@@ -169,20 +171,27 @@ func readLoadBalancerIPs(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErr
 }
 
 // readSourceRanges returns the source ranges of the service's families
-// that may reach its load balancers, masked.
-func readSourceRanges(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErrorFunc) ([]netip.Prefix, error) {
+// that may reach its load balancers, masked. As kube-proxy reads them, one
+// by one with ParseCIDRSloppy after trimming spaces, an empty entry is
+// passed over and a bad one left out alone, named in the errors.
+func readSourceRanges(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErrorFunc) ([]netip.Prefix, []error) {
 	var ranges []netip.Prefix
+	var leftOut []error
 	for i, s := range svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fail(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "%q is not a CIDR", s)
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
 		}
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
+		p, ok := parsePrefixSloppy(s)
+		if !ok {
+			leftOut = append(leftOut, fail.leftOut(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "%q is not a CIDR; the range is left out", s))
+			continue
+		}
 		if hasFamilyOf(clusterIPs, p.Addr()) {
 			ranges = append(ranges, p)
 		}
 	}
-	return ranges, nil
+	return ranges, leftOut
 }
 
 // readSessionAffinity returns the service's ClientIP affinity timeout, or
@@ -300,15 +309,44 @@ func protocol(p v1.Protocol) (model.Protocol, error) {
 	return 0, fmt.Errorf("unknown protocol %q (want TCP, UDP or SCTP)", p)
 }
 
-// parseServiceAddr parses an address a service is reached on.
+// parseServiceAddr parses an address a service is reached on, as
+// kube-proxy does (see parseIPSloppy).
 func parseServiceAddr(s string) (netip.Addr, error) {
-	ip, err := netip.ParseAddr(s)
-	if err != nil {
+	ip, ok := parseIPSloppy(s)
+	if !ok {
 		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
 	}
-	ip = ip.Unmap()
-	if ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() {
+	if ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() {
 		return netip.Addr{}, fmt.Errorf("%s is not a usable unicast address", ip)
 	}
 	return ip, nil
+}
+
+// parseIPSloppy parses an address as kube-proxy does, with
+// netutils.ParseIPSloppy: an IPv4 part with leading zeros is read as
+// decimal ("010.0.0.1" is 10.0.0.1), as Go read it before 1.17 and as the
+// API server still accepts it in fields that always did. An IPv4-mapped
+// IPv6 address is its IPv4 address; a zone is refused.
+func parseIPSloppy(s string) (netip.Addr, bool) {
+	ip, ok := netip.AddrFromSlice(netutils.ParseIPSloppy(s))
+	return ip.Unmap(), ok
+}
+
+// parsePrefixSloppy parses a CIDR as kube-proxy does, with
+// netutils.ParseCIDRSloppy (see parseIPSloppy), and returns it masked.
+func parsePrefixSloppy(s string) (netip.Prefix, bool) {
+	_, n, err := netutils.ParseCIDRSloppy(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	ip, ok := netip.AddrFromSlice(n.IP)
+	bits, _ := n.Mask.Size()
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	if ip.Is4In6() && bits >= 96 {
+		ip, bits = ip.Unmap(), bits-96
+	}
+	p := netip.PrefixFrom(ip, bits)
+	return p.Masked(), p.IsValid()
 }

@@ -1,8 +1,8 @@
 package watcher
 
 import (
+	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"unique"
 
@@ -36,6 +36,9 @@ type slicePort struct {
 
 // convertSlice reads an EndpointSlice, or returns nil for one kube-proxy
 // does not use: headless, not joined to a service, or of FQDN addresses.
+// As kube-proxy reads a slice's ports and endpoints one by one, a bad one
+// is left out alone: the slice is returned with the rest, and the error
+// names what was left out.
 func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	service := s.Labels[LabelServiceName]
 	if _, headless := s.Labels[LabelHeadless]; headless || service == "" {
@@ -52,10 +55,7 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	default:
 		return nil, fail("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", s.AddressType)
 	}
-	ports, err := readSlicePorts(s.Ports, fail)
-	if err != nil {
-		return nil, err
-	}
+	ports, leftOut := readSlicePorts(s.Ports, fail)
 	// Sized exactly: a large cluster holds a hundred thousand endpoints.
 	info := &sliceInfo{name: s.Name, service: service, ports: ports}
 	if len(s.Endpoints) > 0 {
@@ -65,19 +65,22 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	for i := range s.Endpoints {
 		e, err := readEndpoint(&s.Endpoints[i], i, s.AddressType, &hints, fail)
 		if err != nil {
-			return nil, err
+			leftOut = append(leftOut, err)
+			continue
 		}
 		info.endpoints = append(info.endpoints, e)
 	}
 	if len(info.ports) == 1 {
 		info.carryOnlyPort()
 	}
-	return info, nil
+	return info, errors.Join(leftOut...)
 }
 
-// readSlicePorts returns the ports of a slice that name one.
-func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]slicePort, error) {
+// readSlicePorts returns the ports of a slice that name one; a bad one is
+// left out, and the errors name it.
+func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]slicePort, []error) {
 	var out []slicePort
+	var leftOut []error
 	for i, p := range ports {
 		// A port-less entry means "all ports", which a proxy cannot
 		// program; kube-proxy skips it too.
@@ -86,13 +89,15 @@ func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]sl
 		}
 		field := fmt.Sprintf("ports[%d]", i)
 		if *p.Port < 1 || *p.Port > 65535 {
-			return nil, fail(field+".port", "%d is not from 1 to 65535", *p.Port)
+			leftOut = append(leftOut, fail.leftOut(field+".port", "%d is not from 1 to 65535; the port is left out", *p.Port))
+			continue
 		}
 		sp := slicePort{port: uint16(*p.Port), protocol: model.TCP}
 		if p.Protocol != nil {
 			proto, err := protocol(*p.Protocol)
 			if err != nil {
-				return nil, fail(field+".protocol", "%v", err)
+				leftOut = append(leftOut, fail.leftOut(field+".protocol", "%v; the port is left out", err))
+				continue
 			}
 			sp.protocol = proto
 		}
@@ -101,28 +106,29 @@ func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]sl
 		}
 		out = append(out, sp)
 	}
-	return out, nil
+	return out, leftOut
 }
 
 // readEndpoint reads the i-th endpoint of a slice of an IP address type,
-// without its port.
+// without its port. Its address is parsed as kube-proxy parses it (see
+// parseIPSloppy). An error leaves out this endpoint only.
 func readEndpoint(ep *discoveryv1.Endpoint, i int, addressType discoveryv1.AddressType, hints *hintsCache, fail fieldErrorFunc) (model.Endpoint, error) {
 	// Only the first address is used: the API keeps the rest for
 	// future use.
 	if len(ep.Addresses) == 0 {
-		return model.Endpoint{}, fail(fmt.Sprintf("endpoints[%d].addresses", i), "no address")
+		return model.Endpoint{}, fail.leftOut(fmt.Sprintf("endpoints[%d].addresses", i), "no address; the endpoint is left out")
 	}
 	field := fmt.Sprintf("endpoints[%d].addresses[0]", i)
-	ip, err := netip.ParseAddr(ep.Addresses[0])
-	if err != nil {
-		return model.Endpoint{}, fail(field, "%q is not an IP address", ep.Addresses[0])
-	}
-	ip = ip.Unmap()
+	ip, ok := parseIPSloppy(ep.Addresses[0])
 	switch {
+	case !ok:
+		return model.Endpoint{}, fail.leftOut(field, "%q is not an IP address; the endpoint is left out", ep.Addresses[0])
 	case ip.Is4() != (addressType == discoveryv1.AddressTypeIPv4):
-		return model.Endpoint{}, fail(field, "%s is not of address type %s", ip, addressType)
-	case ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast():
-		return model.Endpoint{}, fail(field, "%s is not a unicast address", ip)
+		return model.Endpoint{}, fail.leftOut(field, "%s is not of address type %s; the endpoint is left out", ip, addressType)
+	// The kernel refuses such a real server (IPVS takes unicast and
+	// local destinations only): kube-proxy's sync fails to add it alone.
+	case ip.IsUnspecified() || ip.IsMulticast():
+		return model.Endpoint{}, fail.leftOut(field, "%s is not a unicast address; the endpoint is left out", ip)
 	}
 	// As kube-proxy reads the conditions: a nil ready or serving
 	// means true, a nil terminating false.

@@ -205,7 +205,9 @@ func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool
 }
 
 // SetNode takes this node's Node object; objects of other nodes are
-// ignored. On error the node keeps its previous addresses and zone.
+// ignored. An address that cannot be read is left out, and the error
+// names it; on another error (a bad pod range) the node keeps its
+// previous addresses and zone.
 func (t *Tracker) SetNode(n *v1.Node) error {
 	if n.Name != t.base.Name {
 		return nil
@@ -215,13 +217,13 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	}
 	// Under the lock: SetAddresses changes the base.
 	t.mu.Lock()
-	node, err := ConvertNode(t.base, n)
-	if err == nil && t.podCIDRsFromNode {
-		node.ClusterCIDRs, err = podCIDRs(n)
-	}
-	if err != nil {
-		t.mu.Unlock()
-		return err
+	node, leftOut := ConvertNode(t.base, n)
+	if t.podCIDRsFromNode {
+		var err error
+		if node.ClusterCIDRs, err = podCIDRs(n); err != nil {
+			t.mu.Unlock()
+			return err
+		}
 	}
 	changed := t.node == nil || !reflect.DeepEqual(*t.node, node)
 	if changed {
@@ -229,7 +231,7 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	}
 	t.mu.Unlock()
 	t.notify(changed)
-	return nil
+	return leftOut
 }
 
 // SetAddresses replaces the node's own addresses (the interfaces'

@@ -181,23 +181,24 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 	}
 }
 
-// reportProblems logs the sync's problems, up to maxRecordedErrors, and
-// records them as Events. It returns how many kernel operations failed.
+// reportProblems records the sync's problems as Events and logs them, up
+// to maxRecordedErrors: a problem that persists from sync to sync (a
+// conflict, a bad field) once while it lasts, as its Event, and the
+// sync's own errors every time. It returns how many kernel operations
+// failed.
 func (d *daemon) reportProblems(res *dataplane.Result) int {
 	failed := 0
-	for i, e := range res.Errors {
+	for _, e := range res.Errors {
 		if errors.As(e, new(*dataplane.OpError)) {
 			failed++
 		}
-		if i < maxRecordedErrors {
-			d.log.Warn("sync problem", zap.Error(e))
-		}
 	}
-	if len(res.Errors) > maxRecordedErrors {
-		d.log.Warn("more sync problems not logged", zap.Int("count", len(res.Errors)-maxRecordedErrors))
+	fresh := d.problems.report(d.events, res.Errors)
+	for _, e := range fresh[:min(len(fresh), maxRecordedErrors)] {
+		d.log.Warn("sync problem", zap.Error(e))
 	}
-	if d.events != nil {
-		d.problems.report(d.events, res.Errors)
+	if len(fresh) > maxRecordedErrors {
+		d.log.Warn("more sync problems not logged", zap.Int("count", len(fresh)-maxRecordedErrors))
 	}
 	return failed
 }

@@ -21,6 +21,13 @@ const (
 	actionSync             = "SyncProxyRules"
 )
 
+// Reasons and action of the Events on objects that cannot be read whole.
+const (
+	reasonInvalidObject = "InvalidObject"
+	reasonInvalidEntry  = "InvalidEntryIgnored"
+	actionRead          = "ReadObject"
+)
+
 // problemEvents records on the Services concerned the problems a sync
 // reports with its service ports: a virtual server two ports claim, a
 // field that leaves a port out, a scheduler the port does not get, a
@@ -46,37 +53,49 @@ type schedulerProblem struct {
 }
 
 // report records with events the problems among errs that the last sync
-// did not report, and forgets those that went away.
-func (p *problemEvents) report(events eventRecorder, errs []error) {
+// did not report, and forgets those that went away. It returns the errors
+// to log: those new problems, and every other error, which is this sync's
+// own (a failed operation, the node's settings). A problem that persists
+// is thus logged, as it is recorded, once while it lasts.
+func (p *problemEvents) report(events eventRecorder, errs []error) []error {
 	next := problemEvents{conflicts: map[plan.ConflictError]bool{}, fields: map[model.FieldError]bool{},
 		schedulers: map[schedulerProblem]bool{}, settings: map[model.SettingError]bool{}}
+	var fresh []error
 	for _, err := range errs {
 		var ce *plan.ConflictError
 		var fe *model.FieldError
 		var se *model.SchedulerError
 		var ie *model.SettingError
+		isNew := true
 		switch {
 		case errors.As(err, &ce):
-			once(p.conflicts, next.conflicts, *ce, func() { conflict(events, ce) })
+			isNew = once(p.conflicts, next.conflicts, *ce, events, func() { conflict(events, ce) })
 		case errors.As(err, &fe) && fe.Service.Name != "":
-			once(p.fields, next.fields, *fe, func() { field(events, fe) })
+			isNew = once(p.fields, next.fields, *fe, events, func() { field(events, fe) })
 		case errors.As(err, &se):
 			key := schedulerProblem{se.Service, se.Scheduler, se.Fallback, errors.Is(se, model.ErrUnknownScheduler)}
-			once(p.schedulers, next.schedulers, key, func() { scheduler(events, se, key.unknown) })
+			isNew = once(p.schedulers, next.schedulers, key, events, func() { scheduler(events, se, key.unknown) })
 		case errors.As(err, &ie):
-			once(p.settings, next.settings, *ie, func() { setting(events, ie) })
+			isNew = once(p.settings, next.settings, *ie, events, func() { setting(events, ie) })
+		}
+		if isNew {
+			fresh = append(fresh, err)
 		}
 	}
 	*p = next
+	return fresh
 }
 
 // once records a problem k that the last sync (last) did not report and
-// this one (now) has not yet, and notes it in now.
-func once[K comparable](last, now map[K]bool, k K, record func()) {
-	if !last[k] && !now[k] {
+// this one (now) has not yet, when there is a recorder, notes it in now,
+// and reports whether it was new.
+func once[K comparable](last, now map[K]bool, k K, events eventRecorder, record func()) bool {
+	isNew := !last[k] && !now[k]
+	if isNew && events != nil {
 		record()
 	}
 	now[k] = true
+	return isNew
 }
 
 // conflict records a lost claim on both Services: the one that does not
@@ -125,4 +144,40 @@ func setting(events eventRecorder, e *model.SettingError) {
 	}
 	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonIgnoredSetting, actionSync,
 		"service port %s: %s: %q is ignored: %s", e.Service, where, e.Value, e.Reason)
+}
+
+// invalidObjectEvents records on its object each problem err holds (an
+// [*watcher.InvalidError], or several joined) with a Service, an
+// EndpointSlice or a Node as it is read: an entry left out while the rest
+// is programmed, or the object skipped. Each arrives once per version of
+// the object.
+func invalidObjectEvents(events eventRecorder, err error) {
+	if events == nil {
+		return
+	}
+	for _, e := range unjoin(err) {
+		ie, ok := errors.AsType[*watcher.InvalidError](e)
+		if !ok || ie.Name == "" {
+			continue
+		}
+		var ref v1.ObjectReference
+		switch ie.Kind {
+		case "Service":
+			ref = serviceRef(ie.Namespace, ie.Name)
+		case "EndpointSlice":
+			ref = v1.ObjectReference{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice", Namespace: ie.Namespace, Name: ie.Name}
+		case "Node":
+			ref = nodeRef(ie.Name)
+		default:
+			continue
+		}
+		reason, outcome := reasonInvalidObject, "the "+ie.Kind+" is not programmed"
+		switch {
+		case ie.Entry:
+			reason, outcome = reasonInvalidEntry, "the rest of the "+ie.Kind+" is used"
+		case ie.Kind == "Node":
+			outcome = "the node keeps the settings it had"
+		}
+		events.Eventf(ref, v1.EventTypeWarning, reason, actionRead, "field %s: %s; %s", ie.Field, ie.Reason, outcome)
+	}
 }

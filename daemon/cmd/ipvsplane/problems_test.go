@@ -16,7 +16,9 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // fakeRecorder keeps the Events it is given.
@@ -170,5 +172,92 @@ func TestSchedulerProblemEvents(t *testing.T) {
 	p.report(rec, errs)
 	if got := rec.take(); len(got) != 1 || got[0].reason != reasonUnknownScheduler {
 		t.Errorf("the unknown scheduler coming back: %v, want it recorded again", got)
+	}
+}
+
+// A conflict (or a bad field) that persists is logged once while it
+// lasts, as its Event is, and again when it comes back; a failed
+// operation, the sync's own, is logged at every sync.
+func TestDaemonLogsPersistingProblemOnce(t *testing.T) {
+	errs := problemErrors(t)
+	core, logs := observer.New(zap.InfoLevel)
+	k := &fakeKernel{problems: errs, fail: context.DeadlineExceeded}
+	m := newMetrics()
+	d := &daemon{log: zap.New(core), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+		events: &fakeRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
+	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	defer d.hc.close(context.Background())
+	logged := func() (conflicts, fields, ops int) {
+		for _, e := range logs.TakeAll() {
+			if e.Message != "sync problem" {
+				continue
+			}
+			msg := fmt.Sprint(e.ContextMap()["error"])
+			switch {
+			case strings.Contains(msg, "claims it first") || strings.Contains(msg, "demo/first"):
+				conflicts++
+			case strings.Contains(msg, "demo/bad"):
+				fields++
+			default:
+				ops++
+			}
+		}
+		return
+	}
+	syncs := func(n int) {
+		for range n {
+			d.sync(context.Background())
+		}
+	}
+	syncs(3)
+	if c, f, o := logged(); c != 1 || f != 1 || o != 3 {
+		t.Errorf("three syncs logged the conflict %d times, the bad field %d, the failed operation %d; want 1, 1, 3", c, f, o)
+	}
+	k.problems = errs[:1]
+	syncs(1)
+	k.problems = errs
+	syncs(2)
+	if c, f, o := logged(); c != 1 || f != 0 || o != 3 {
+		t.Errorf("the conflict gone and back: logged %d times (bad field %d, failed operation %d); want 1, 0, 3", c, f, o)
+	}
+}
+
+// An object read with a bad entry gets a Warning naming the field, on the
+// object: the Service, the EndpointSlice, the Node; one that is skipped,
+// a Warning saying so.
+func TestInvalidObjectEvents(t *testing.T) {
+	tr := watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})
+	svc := &v1.Service{}
+	svc.Namespace, svc.Name = "demo", "web"
+	svc.Spec.ClusterIPs = []string{"10.96.0.10"}
+	svc.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80}}
+	svc.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "bogus"}
+	slice := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4}
+	slice.Namespace, slice.Name, slice.Labels = "demo", "web-1", map[string]string{discoveryv1.LabelServiceName: "web"}
+	slice.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.1.1"}}, {Addresses: []string{"10.244.1"}}}
+	portName, port := "http", int32(8080)
+	slice.Ports = []discoveryv1.EndpointPort{{Name: &portName, Port: &port}}
+	node := &v1.Node{}
+	node.Name = "node-a"
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0"}}
+	bad := svc.DeepCopy()
+	bad.Name, bad.Spec.Ports[0].Port = "bad", 0
+
+	rec := &fakeRecorder{}
+	invalidObjectEvents(rec, tr.SetService(svc))
+	invalidObjectEvents(rec, tr.SetEndpointSlice(slice, time.Time{}))
+	invalidObjectEvents(rec, tr.SetNode(node))
+	invalidObjectEvents(rec, tr.SetService(bad))
+	want := []recordedEvent{
+		{"Service demo/web", "Warning", reasonInvalidEntry, `field spec.loadBalancerSourceRanges[1]: "bogus" is not a CIDR; the range is left out; the rest of the Service is used`},
+		{"EndpointSlice demo/web-1", "Warning", reasonInvalidEntry, `field endpoints[1].addresses[0]: "10.244.1" is not an IP address; the endpoint is left out; the rest of the EndpointSlice is used`},
+		{"Node /node-a", "Warning", reasonInvalidEntry, `field status.addresses[0].address: "10.0.0" is not an IP address; it is left out; the rest of the Node is used`},
+		{"Service demo/bad", "Warning", reasonInvalidObject, `field spec.ports[0].port: 0 is not from 1 to 65535; the Service is not programmed`},
+	}
+	if got := rec.take(); !slices.Equal(got, want) {
+		t.Errorf("events:\n%v\nwant\n%v", got, want)
+	}
+	if u := tr.Sync(); len(u.State.Services) != 1 || len(u.State.Services[0].Endpoints) != 1 || len(u.State.Services[0].LoadBalancerSourceRanges) != 1 {
+		t.Errorf("the rest of the objects is not programmed: %+v", u.State.Services)
 	}
 }

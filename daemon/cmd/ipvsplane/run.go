@@ -329,7 +329,10 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	defer cancelSource()
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.node.Name, func(error) { m.invalidObjects.Inc() })
+		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.node.Name, func(err error) {
+			m.invalidObjects.Inc()
+			invalidObjectEvents(d.events, err)
+		})
 	}()
 	go d.waitListed(srcCtx)
 	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)

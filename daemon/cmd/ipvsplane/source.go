@@ -51,11 +51,18 @@ func kubeEventSink(o *options) (eventSink, error) {
 
 // watch feeds the tracker from the configured source until ctx is done,
 // through client with the Kubernetes source (nil makes one). Objects that
-// cannot be used are logged and skipped (and counted by invalid, if not
-// nil).
+// cannot be used are skipped, and entries of objects left out; each is
+// logged, and each object version with any is passed to invalid, if not
+// nil.
 func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, client *watcher.Client, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
 	onError := func(err error) {
-		log.Warn("skipped", zap.Error(err))
+		for _, e := range unjoin(err) {
+			msg := "skipped"
+			if ie, ok := errors.AsType[*watcher.InvalidError](e); ok && ie.Entry {
+				msg = "left out"
+			}
+			log.Warn(msg, zap.Error(e))
+		}
 		if invalid != nil {
 			invalid(err)
 		}
@@ -79,4 +86,15 @@ func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, client *wa
 		return nil
 	}
 	return err
+}
+
+// unjoin returns the errors err joins, or err alone.
+func unjoin(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return joined.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
 }

@@ -74,7 +74,7 @@ func TestWatchFiles(t *testing.T) {
 		var got []string
 		ok := poll(func() bool {
 			u := tr.Sync()
-			triggers = append(triggers, u.TriggerTimes...)
+			triggers = append(triggers, u.TriggerTimes[0]...)
 			got = got[:0]
 			for _, sp := range u.State.Services {
 				var eps []string

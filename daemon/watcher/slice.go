@@ -26,6 +26,8 @@ type sliceInfo struct {
 	// as they are instead of a copy.
 	endpoints []model.Endpoint
 	shareable bool
+	// ipv6 is true for a slice of IPv6 addresses.
+	ipv6 bool
 }
 
 type slicePort struct {
@@ -57,7 +59,7 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	}
 	ports, leftOut := readSlicePorts(s.Ports, fail)
 	// Sized exactly: a large cluster holds a hundred thousand endpoints.
-	info := &sliceInfo{name: s.Name, service: service, ports: ports}
+	info := &sliceInfo{name: s.Name, service: service, ports: ports, ipv6: s.AddressType == discoveryv1.AddressTypeIPv6}
 	if len(s.Endpoints) > 0 {
 		info.endpoints = make([]model.Endpoint, 0, len(s.Endpoints))
 	}

@@ -82,8 +82,8 @@ type Tracker struct {
 	epDirty   map[key]bool
 	nodeDirty bool
 	// triggers are the trigger times of the pending endpoint changes, by
-	// service.
-	triggers    map[key][]time.Time
+	// service and family (IPv4, IPv6).
+	triggers    map[key][2][]time.Time
 	inputSynced [2]bool
 }
 
@@ -100,7 +100,7 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 		synced:           map[key][]model.ServicePort{},
 		svcDirty:         map[key]bool{},
 		epDirty:          map[key]bool{},
-		triggers:         map[key][]time.Time{},
+		triggers:         map[key][2][]time.Time{},
 	}
 }
 
@@ -199,7 +199,10 @@ func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool
 		delete(t.triggers, key{k.namespace, old.service})
 	case !trigger.IsZero():
 		svc := key{k.namespace, info.service}
-		t.triggers[svc] = append(t.triggers[svc], trigger)
+		times := t.triggers[svc]
+		f := familyIndex(info.ipv6)
+		times[f] = append(times[f], trigger)
+		t.triggers[svc] = times
 	}
 	return true
 }
@@ -325,8 +328,18 @@ type Update struct {
 	// NodeChanged is true when the node's addresses or zone changed.
 	NodeChanged bool
 	// TriggerTimes are the trigger times of the endpoint changes in this
-	// update, for the network-programming latency.
-	TriggerTimes []time.Time
+	// update, for the network-programming latency: those of IPv4
+	// EndpointSlices, then those of IPv6 ones, as kube-proxy's proxier of
+	// each family records its own.
+	TriggerTimes [2][]time.Time
+}
+
+// familyIndex is the index of a family in Update.TriggerTimes.
+func familyIndex(ipv6 bool) int {
+	if ipv6 {
+		return 1
+	}
+	return 0
 }
 
 // Sync takes the changes since the previous Sync or SyncChanges and
@@ -344,9 +357,13 @@ func (t *Tracker) sync(whole bool) *Update {
 	defer t.mu.Unlock()
 	u := &Update{NodeChanged: t.nodeDirty}
 	for _, times := range t.triggers {
-		u.TriggerTimes = append(u.TriggerTimes, times...)
+		for f := range times {
+			u.TriggerTimes[f] = append(u.TriggerTimes[f], times[f]...)
+		}
 	}
-	slices.SortFunc(u.TriggerTimes, time.Time.Compare)
+	for _, times := range u.TriggerTimes {
+		slices.SortFunc(times, time.Time.Compare)
+	}
 	dirty := make(map[key]bool, len(t.svcDirty)+len(t.epDirty))
 	maps.Copy(dirty, t.svcDirty)
 	maps.Copy(dirty, t.epDirty)

@@ -3,6 +3,7 @@ package watcher
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -55,7 +56,7 @@ func TestTracker(t *testing.T) {
 		sync: &Update{
 			State:        model.State{Node: base, Services: []model.ServicePort{web(epAt("10.244.1.5", 8080))}},
 			Changed:      []model.ServicePortName{name("web", "http")},
-			TriggerTimes: []time.Time{t0},
+			TriggerTimes: [2][]time.Time{{t0}},
 		},
 	}, {
 		name: "same service again changes nothing",
@@ -85,7 +86,7 @@ func TestTracker(t *testing.T) {
 				model.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"},
 				epAt("10.244.2.5", 8080))}},
 			Changed:      []model.ServicePortName{name("web", "http")},
-			TriggerTimes: []time.Time{t0.Add(2 * time.Second), t0.Add(3 * time.Second)},
+			TriggerTimes: [2][]time.Time{{t0.Add(2 * time.Second), t0.Add(3 * time.Second)}},
 		},
 	}, {
 		name: "a second service and a slice moved to it",
@@ -400,5 +401,26 @@ func TestTrackerPodCIDRsFromNode(t *testing.T) {
 	tr.DeleteNode("node-a")
 	if got := tr.Sync().State.Node.ClusterCIDRs; !tr.Synced() || !slices.Equal(got, want) {
 		t.Errorf("after the Node went: synced %v, pod ranges %v, want %v", tr.Synced(), got, want)
+	}
+}
+
+// The trigger times of an update are those of each family's slices, as
+// kube-proxy's proxier of each family records its own.
+func TestTrackerTriggerTimesByFamily(t *testing.T) {
+	tr := NewTracker(TrackerConfig{})
+	if err := tr.SetService(service(func(s *v1.Service) { s.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"} })); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := tr.SetEndpointSlice(endpointSlice("web-4", withEndpoints(apiEndpoint("10.244.1.5"))), t0); err != nil {
+		t.Fatal(err)
+	}
+	v6 := endpointSlice("web-6", withEndpoints(apiEndpoint("fd00:244::5")), func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 })
+	if err := tr.SetEndpointSlice(v6, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := tr.Sync().TriggerTimes
+	if want := [2][]time.Time{{t0}, {t0.Add(time.Second)}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("trigger times %v, want %v", got, want)
 	}
 }

@@ -130,22 +130,28 @@ func (d *daemon) program(ctx context.Context, u *watcher.Update, start time.Time
 // and endpointsPending are the changes it took.
 func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.Time, took time.Duration, servicesPending, endpointsPending int) {
 	m := d.metrics
-	observeFamilies(m.syncDuration, took.Seconds())
+	m.observeFamilies(m.syncDuration, took.Seconds())
 	if res.Full {
-		observeFamilies(m.fullSyncDuration, took.Seconds())
+		m.observeFamilies(m.fullSyncDuration, took.Seconds())
 	} else {
-		observeFamilies(m.partialSyncDuration, took.Seconds())
+		m.observeFamilies(m.partialSyncDuration, took.Seconds())
 	}
-	setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
+	m.setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
 	m.serviceChanges.Add(float64(servicesPending))
 	m.endpointChanges.Add(float64(endpointsPending))
 	s, e := d.tracker.Pending()
 	m.servicesPending.Set(float64(s))
 	m.endpointsPending.Set(float64(e))
 	m.servicePorts.Set(float64(u.ServicePorts))
-	for _, t := range u.TriggerTimes {
-		if !t.IsZero() {
-			observeFamilies(m.programming, end.Sub(t).Seconds())
+	// Each family's EndpointSlice changes count for that family only.
+	for i, times := range u.TriggerTimes {
+		if !m.runs(ipFamilies[i]) {
+			continue
+		}
+		for _, t := range times {
+			if !t.IsZero() {
+				m.programming.WithLabelValues(ipFamilies[i]).Observe(end.Sub(t).Seconds())
+			}
 		}
 	}
 	m.observe(res)

@@ -23,9 +23,15 @@ import (
 type metrics struct {
 	registry *prometheus.Registry
 
-	// These carry kube-proxy's ip_family label. One sync programs both
-	// families, so each is recorded under both, as kube-proxy's two
-	// proxiers record theirs.
+	// families are the ip_family values the node's syncs record under:
+	// kube-proxy runs a proxier for each family the kernel supports, and
+	// each records its own series. One sync programs every family, so a
+	// sync's duration and time are recorded under each; what concerns one
+	// family (an EndpointSlice's programming latency, services without a
+	// local endpoint) under its own only.
+	families []string
+
+	// These carry kube-proxy's ip_family label.
 	syncDuration        *prometheus.HistogramVec
 	fullSyncDuration    *prometheus.HistogramVec
 	partialSyncDuration *prometheus.HistogramVec
@@ -56,13 +62,17 @@ type metrics struct {
 	healthz, livez *prometheus.CounterVec
 }
 
-// ipFamilies are the values of kube-proxy's ip_family label.
+// ipFamilies are the values of kube-proxy's ip_family label, indexed as
+// the dataplane's per-family results are.
 var ipFamilies = []string{"IPv4", "IPv6"}
 
+// newMetrics returns the metrics of a node that runs both families; see
+// forFamilies.
 func newMetrics() *metrics {
 	family := []string{"ip_family"}
 	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
 	m := &metrics{
+		families: ipFamilies,
 		registry: prometheus.NewRegistry(),
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "How long a sync of the kernel state took.", Buckets: syncBuckets,
@@ -166,7 +176,7 @@ func (m *metrics) observe(res *dataplane.Result) {
 		}
 	}
 	for i, f := range ipFamilies {
-		if res.Flows.Ran[i] {
+		if res.Flows.Ran[i] && m.runs(f) {
 			m.flowCleanup.WithLabelValues(f).Observe(res.Flows.Took[i].Seconds())
 			m.flowsDeleted.WithLabelValues(f).Add(float64(res.Flows.Deleted[i]))
 		}
@@ -184,8 +194,10 @@ func (m *metrics) observeErrors(errs []error) {
 		switch {
 		case errors.As(err, &oe):
 			m.netlinkErrors.WithLabelValues(opKind(oe.Op)).Inc()
+			// One transaction holds every family's rules: it fails
+			// for each.
 			if _, ok := oe.Op.(plan.ReplaceRules); ok {
-				for _, f := range ipFamilies {
+				for _, f := range m.families {
 					m.ruleFailures.WithLabelValues(f).Inc()
 				}
 			}
@@ -243,16 +255,30 @@ func opKind(op plan.Op) string {
 	return "other"
 }
 
-// observeFamilies records v under both families.
-func observeFamilies(h *prometheus.HistogramVec, v float64) {
-	for _, f := range ipFamilies {
+// forFamilies limits the series to the node's families: IPv4 and, when
+// ipv6, IPv6, as kube-proxy runs a proxier for IPv6 only where the kernel
+// has it.
+func (m *metrics) forFamilies(ipv6 bool) *metrics {
+	m.families = ipFamilies[:1]
+	if ipv6 {
+		m.families = ipFamilies
+	}
+	return m
+}
+
+// runs reports whether family f is one of the node's.
+func (m *metrics) runs(f string) bool { return slices.Contains(m.families, f) }
+
+// observeFamilies records v under each of the node's families.
+func (m *metrics) observeFamilies(h *prometheus.HistogramVec, v float64) {
+	for _, f := range m.families {
 		h.WithLabelValues(f).Observe(v)
 	}
 }
 
-// setFamilies sets g to v under both families.
-func setFamilies(g *prometheus.GaugeVec, v float64) {
-	for _, f := range ipFamilies {
+// setFamilies sets g to v under each of the node's families.
+func (m *metrics) setFamilies(g *prometheus.GaugeVec, v float64) {
+	for _, f := range m.families {
 		g.WithLabelValues(f).Set(v)
 	}
 }

@@ -1,20 +1,28 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
 // The metrics carry kube-proxy's names and labels (ip_family included)
@@ -27,10 +35,10 @@ func TestMetricNames(t *testing.T) {
 	m.livez.WithLabelValues("200")
 	m.ruleFailures.WithLabelValues("IPv4")
 	for _, h := range []*prometheus.HistogramVec{m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming} {
-		observeFamilies(h, 1)
+		m.observeFamilies(h, 1)
 	}
-	setFamilies(m.lastSync, 1)
-	setFamilies(m.lastQueued, 1)
+	m.setFamilies(m.lastSync, 1)
+	m.setFamilies(m.lastQueued, 1)
 	m.observeNoLocal(noLocalTracker{})
 	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, false}, Deleted: [2]int{3, 0}}})
 	families, err := m.registry.Gather()
@@ -206,5 +214,142 @@ func TestMetricsSchedulerFallbacks(t *testing.T) {
 	m.observe(&dataplane.Result{Plan: &plan.Plan{}})
 	if got := testutil.ToFloat64(m.schedulerFallbacks); got != 0 {
 		t.Errorf("scheduler fallbacks after they went: %v", got)
+	}
+}
+
+// Each family records what it did, and only the node's families have
+// series, as kube-proxy's per-family proxiers: on a dual-stack node an
+// IPv4 slice's change is IPv4's programming latency alone and an IPv6
+// one's IPv6's; a node whose kernel has no IPv6 has no IPv6 series at all.
+func TestMetricsPerFamily(t *testing.T) {
+	svc := &v1.Service{}
+	svc.Namespace, svc.Name = "demo", "web"
+	svc.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
+	svc.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80}}
+	slice := func(name string, family discoveryv1.AddressType, addr string) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{AddressType: family}
+		s.Namespace, s.Name, s.Labels = "demo", name, map[string]string{discoveryv1.LabelServiceName: "web"}
+		portName, port := "http", int32(8080)
+		s.Ports = []discoveryv1.EndpointPort{{Name: &portName, Port: &port}}
+		s.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{addr}}}
+		return s
+	}
+	for _, tt := range []struct {
+		name     string
+		ipv6     bool
+		families []string
+	}{{"dual-stack", true, []string{"IPv4", "IPv6"}}, {"IPv4 only", false, []string{"IPv4"}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMetrics().forFamilies(tt.ipv6)
+			k := &fakeKernel{problems: []error{&dataplane.OpError{Op: plan.ReplaceRules{}, Err: errors.New("refused")}}}
+			d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+				now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
+			d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+			defer d.hc.close(context.Background())
+			d.tracker.SetService(svc)
+			now := time.Now()
+			d.tracker.SetEndpointSlice(slice("web-4", discoveryv1.AddressTypeIPv4, "10.244.1.1"), now.Add(-time.Second))
+			d.tracker.SetEndpointSlice(slice("web-6a", discoveryv1.AddressTypeIPv6, "fd00:244::1"), now.Add(-2*time.Second))
+			d.tracker.SetEndpointSlice(slice("web-6b", discoveryv1.AddressTypeIPv6, "fd00:244::2"), now.Add(-3*time.Second))
+			d.sync(context.Background())
+
+			for name, vec := range map[string]prometheus.Collector{
+				"sync duration": m.syncDuration, "last sync": m.lastSync,
+				"rule failures": m.ruleFailures, "no local endpoints": m.noLocalEndpoints,
+			} {
+				if got := seriesFamilies(t, vec); !slices.Equal(got, tt.families) {
+					t.Errorf("%s: series of %v, want %v", name, got, tt.families)
+				}
+			}
+			if got := seriesFamilies(t, m.programming); !slices.Equal(got, tt.families) {
+				t.Errorf("programming latency: series of %v, want %v", got, tt.families)
+			}
+			counts := histogramCounts(t, m.programming)
+			if counts["IPv4"] != 1 || (tt.ipv6 && counts["IPv6"] != 2) {
+				t.Errorf("programming latency observations %v, want IPv4 1 and (dual-stack) IPv6 2", counts)
+			}
+			if got := testutil.ToFloat64(m.ruleFailures.WithLabelValues("IPv4")); got != 1 {
+				t.Errorf("IPv4 rule failures %v, want 1", got)
+			}
+		})
+	}
+}
+
+// seriesFamilies returns the ip_family values of a collector's series,
+// sorted and without repeats.
+func seriesFamilies(t *testing.T, c prometheus.Collector) []string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, metric := range mf.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "ip_family" && !slices.Contains(out, l.GetValue()) {
+					out = append(out, l.GetValue())
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// histogramCounts returns each family's observation count.
+func histogramCounts(t *testing.T, h *prometheus.HistogramVec) map[string]uint64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(h)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, metric := range mf.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "ip_family" {
+					out[l.GetValue()] = metric.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The kernel runs IPv6 unless it lists no IPv6 addresses (booted with
+// ipv6.disable=1) or has IPv6 disabled on all interfaces, as kube-proxy
+// checks.
+func TestKernelHasIPv6(t *testing.T) {
+	proc := func(inet6 bool, disable string) string {
+		dir := t.TempDir()
+		if inet6 {
+			os.MkdirAll(filepath.Join(dir, "net"), 0o755)
+			os.WriteFile(filepath.Join(dir, "net", "if_inet6"), nil, 0o644)
+		}
+		if disable != "" {
+			conf := filepath.Join(dir, "sys", "net", "ipv6", "conf", "all")
+			os.MkdirAll(conf, 0o755)
+			os.WriteFile(filepath.Join(conf, "disable_ipv6"), []byte(disable), 0o644)
+		}
+		return dir
+	}
+	for _, tt := range []struct {
+		name    string
+		inet6   bool
+		disable string
+		want    bool
+	}{
+		{"IPv6", true, "0\n", true},
+		{"ipv6.disable=1", false, "", false},
+		{"disable_ipv6=1", true, "1\n", false},
+	} {
+		if got := kernelHasIPv6(proc(tt.inet6, tt.disable)); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

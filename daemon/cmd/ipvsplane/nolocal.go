@@ -97,6 +97,8 @@ func (m *metrics) observeNoLocal(t noLocalTracker) {
 		noLocalInternal4: {"internal", "IPv4"}, noLocalInternal6: {"internal", "IPv6"},
 		noLocalExternal4: {"external", "IPv4"}, noLocalExternal6: {"external", "IPv6"},
 	} {
-		m.noLocalEndpoints.WithLabelValues(labels[0], labels[1]).Set(float64(c[bit]))
+		if m.runs(labels[1]) {
+			m.noLocalEndpoints.WithLabelValues(labels[0], labels[1]).Set(float64(c[bit]))
+		}
 	}
 }

@@ -35,6 +35,7 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return nil, nil, nil
 		},
+		kernelIPv6: func() bool { return true },
 	}, &stdout, &stderr
 }
 

@@ -185,7 +185,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 
-	m := newMetrics()
+	m := newMetrics().forFamilies(a.kernelIPv6())
 	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
 	events, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
@@ -239,7 +239,7 @@ func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracke
 	h, m := d.health, d.metrics
 	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnChange: func() {
 		h.queued()
-		setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
+		m.setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
 		m.endpointsPending.Set(float64(ep))
@@ -340,7 +340,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.
 	d.health.updated()
-	setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
+	m.setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 	go func() { runErr <- runner.Run(ctx) }()
 	select {
 	case err := <-srcErr:

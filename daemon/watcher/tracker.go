@@ -43,6 +43,14 @@ type TrackerConfig struct {
 	// program and when an input becomes synced; typically the runner's
 	// Request. It is called without the tracker's lock held.
 	OnChange func()
+	// OnQueued, if set, is called before OnChange with the IP families
+	// (index 0 IPv4, 1 IPv6) a change concerns, as kube-proxy queues a
+	// sync of each family's proxier: a Service or the Node concerns both,
+	// an EndpointSlice its address type's. Changes kube-proxy does not
+	// queue (an input listed, the node's interface addresses) concern
+	// none and are not passed. It is called without the tracker's lock
+	// held.
+	OnQueued func(families [2]bool)
 	// OnNode, if set, is called with this node's Node object each time
 	// it arrives (valid or not), and with nil when it is deleted, for
 	// what the Node says beyond the dataplane's settings (such as a
@@ -61,6 +69,7 @@ type TrackerConfig struct {
 // Its methods are safe for concurrent use.
 type Tracker struct {
 	onChange         func()
+	onQueued         func([2]bool)
 	onNode           func(*v1.Node)
 	podCIDRsFromNode bool
 
@@ -91,6 +100,7 @@ type Tracker struct {
 func NewTracker(cfg TrackerConfig) *Tracker {
 	return &Tracker{
 		onChange:         cfg.OnChange,
+		onQueued:         cfg.OnQueued,
 		onNode:           cfg.OnNode,
 		podCIDRsFromNode: cfg.PodCIDRsFromNode,
 		base:             cfg.Node,
@@ -105,10 +115,27 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 }
 
 // notify calls OnChange when changed.
-func (t *Tracker) notify(changed bool) {
-	if changed && t.onChange != nil {
+func (t *Tracker) notify(changed bool) { t.notifyFamilies(changed, [2]bool{}) }
+
+// notifyFamilies calls OnQueued with families, when the change concerns
+// any, and OnChange, when changed.
+func (t *Tracker) notifyFamilies(changed bool, families [2]bool) {
+	if !changed {
+		return
+	}
+	if t.onQueued != nil && families != [2]bool{} {
+		t.onQueued(families)
+	}
+	if t.onChange != nil {
 		t.onChange()
 	}
+}
+
+// sliceFamilies returns the family of a slice of IPv6 addresses or not.
+func sliceFamilies(ipv6 bool) [2]bool {
+	var f [2]bool
+	f[familyIndex(ipv6)] = true
+	return f
 }
 
 // SetService adds or updates a service. An invalid service is removed,
@@ -119,7 +146,7 @@ func (t *Tracker) SetService(svc *v1.Service) error {
 	t.mu.Lock()
 	changed := t.setServiceLocked(k, ports)
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notifyFamilies(changed, [2]bool{true, true})
 	return err
 }
 
@@ -128,7 +155,7 @@ func (t *Tracker) DeleteService(namespace, name string) {
 	t.mu.Lock()
 	changed := t.setServiceLocked(key{namespace, name}, nil)
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notifyFamilies(changed, [2]bool{true, true})
 }
 
 func (t *Tracker) setServiceLocked(k key, ports []model.ServicePort) bool {
@@ -156,7 +183,7 @@ func (t *Tracker) SetEndpointSlice(s *discoveryv1.EndpointSlice, trigger time.Ti
 	t.mu.Lock()
 	changed := t.setSliceLocked(key{s.Namespace, s.Name}, info, trigger)
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notifyFamilies(changed, sliceFamilies(s.AddressType == discoveryv1.AddressTypeIPv6))
 	return err
 }
 
@@ -166,9 +193,13 @@ func (t *Tracker) SetEndpointSlice(s *discoveryv1.EndpointSlice, trigger time.Ti
 // deletion, so counting it would report the slice's age as latency.
 func (t *Tracker) DeleteEndpointSlice(namespace, name string) {
 	t.mu.Lock()
+	var families [2]bool
+	if old := t.slices[key{namespace, name}]; old != nil {
+		families = sliceFamilies(old.ipv6)
+	}
 	changed := t.setSliceLocked(key{namespace, name}, nil, time.Time{})
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notifyFamilies(changed, families)
 }
 
 func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool {
@@ -233,7 +264,7 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 		t.node, t.nodeDirty = &node, true
 	}
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notifyFamilies(changed, [2]bool{true, true})
 	return leftOut
 }
 
@@ -278,7 +309,7 @@ func (t *Tracker) DeleteNode(name string) {
 	}
 	t.nodeDirty = t.nodeDirty || changed
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notifyFamilies(changed, [2]bool{true, true})
 }
 
 // MarkSynced records that an input has been listed completely once.

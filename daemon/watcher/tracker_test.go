@@ -424,3 +424,23 @@ func TestTrackerTriggerTimesByFamily(t *testing.T) {
 		t.Errorf("trigger times %v, want %v", got, want)
 	}
 }
+
+// OnQueued gets the families a change concerns, as kube-proxy queues the
+// sync of each family's proxier: a Service and the Node both, an
+// EndpointSlice its own; listing an input, none.
+func TestTrackerOnQueued(t *testing.T) {
+	var got [][2]bool
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, OnQueued: func(f [2]bool) { got = append(got, f) }})
+	tr.SetService(service())
+	tr.SetEndpointSlice(endpointSlice("web-4", withEndpoints(apiEndpoint("10.244.1.5"))), time.Time{})
+	tr.SetEndpointSlice(endpointSlice("web-6", withEndpoints(apiEndpoint("fd00:244::5")), func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 }), time.Time{})
+	tr.DeleteEndpointSlice("default", "web-6")
+	tr.MarkSynced(Services)
+	n := &v1.Node{}
+	n.Name = "node-a"
+	tr.SetNode(n)
+	want := [][2]bool{{true, true}, {true, false}, {false, true}, {false, true}, {true, true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("families queued %v, want %v", got, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"slices"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -264,6 +265,16 @@ func (m *metrics) forFamilies(ipv6 bool) *metrics {
 		m.families = ipFamilies
 	}
 	return m
+}
+
+// setQueued records when a change that asks for a sync arrived, under the
+// families it concerns among the node's (see watcher.TrackerConfig.OnQueued).
+func (m *metrics) setQueued(families [2]bool, at time.Time) {
+	for i, f := range ipFamilies {
+		if families[i] && m.runs(f) {
+			m.lastQueued.WithLabelValues(f).Set(float64(at.UnixNano()) / 1e9)
+		}
+	}
 }
 
 // runs reports whether family f is one of the node's.

@@ -353,3 +353,21 @@ func TestKernelHasIPv6(t *testing.T) {
 		}
 	}
 }
+
+// The last-queued time moves for the families a change concerns among the
+// node's: an IPv6 slice's change leaves IPv4's alone, and a node without
+// IPv6 has no IPv6 series.
+func TestSetQueued(t *testing.T) {
+	at := time.Unix(1000, 0)
+	m := newMetrics()
+	m.setQueued([2]bool{true, true}, at)
+	m.setQueued([2]bool{false, true}, at.Add(time.Second))
+	if v4, v6 := testutil.ToFloat64(m.lastQueued.WithLabelValues("IPv4")), testutil.ToFloat64(m.lastQueued.WithLabelValues("IPv6")); v4 != 1000 || v6 != 1001 {
+		t.Errorf("last queued IPv4 %v, IPv6 %v; want 1000, 1001", v4, v6)
+	}
+	single := newMetrics().forFamilies(false)
+	single.setQueued([2]bool{true, true}, at)
+	if got := seriesFamilies(t, single.lastQueued); !slices.Equal(got, []string{"IPv4"}) {
+		t.Errorf("single-stack series %v, want IPv4's", got)
+	}
+}

@@ -237,9 +237,10 @@ func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *m
 // sees is marked in health and metrics, then asks for a sync.
 func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnChange: func() {
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnQueued: func(families [2]bool) {
+		m.setQueued(families, a.now())
+	}, OnChange: func() {
 		h.queued()
-		m.setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
 		m.endpointsPending.Set(float64(ep))

@@ -206,14 +206,22 @@ func (s *filesSource) read(path string, changed bool) {
 		case *v1.Node:
 			k = objectKey{"Node", "", obj.Name}
 		}
-		err := tr.SetObject(o.Object, trigger)
-		if ie, ok := asInvalid(err); ok {
-			located := *ie
-			located.File, located.Line = path, o.Line
-			err = &located
+		// Each entry left out is located, not only the first.
+		var errs []error
+		for _, err := range unjoin(tr.SetObject(o.Object, trigger)) {
+			if ie, ok := asInvalid(err); ok {
+				located := *ie
+				located.File, located.Line = path, o.Line
+				err = &located
+			}
+			errs = append(errs, err)
 		}
-		if err != nil {
-			s.report(err)
+		switch len(errs) {
+		case 0:
+		case 1:
+			s.report(errs[0])
+		default:
+			s.report(errors.Join(errs...))
 		}
 		keys[k] = true
 		s.owner[k] = path

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,4 +188,46 @@ func TestWatchFilesConfigMapVolume(t *testing.T) {
 	waitFor(t, "first version", func() bool { return tr.Synced() && endpoint() == "10.244.3.1" })
 	version("..v2", strings.Replace(apiManifest, "10.244.3.1", "10.244.3.2", 1))
 	waitFor(t, "second version", func() bool { return endpoint() == "10.244.3.2" })
+}
+
+// Every entry of a manifest's object that is left out is reported with
+// the file and line, not only the first.
+func TestWatchFilesLocatesEveryEntry(t *testing.T) {
+	dir := t.TempDir()
+	svc := "# two bad ranges\napiVersion: v1\nkind: Service\nmetadata: {name: lb, namespace: demo}\n" +
+		"spec: {clusterIP: 10.96.0.98, ports: [{port: 80}], loadBalancerSourceRanges: [bogus, 10.0.0.0/8, 10.1.0.0]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(svc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var errs []error
+	tr := NewTracker(TrackerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- WatchFiles(ctx, FilesConfig{Dir: dir, Tracker: tr, OnError: func(err error) {
+			mu.Lock()
+			errs = append(errs, unjoin(err)...)
+			mu.Unlock()
+		}})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, "first reading", tr.Synced)
+	mu.Lock()
+	defer mu.Unlock()
+	var got []string
+	for _, err := range errs {
+		if ie, ok := asInvalid(err); ok && ie.File != "" {
+			got = append(got, fmt.Sprintf("%s:%d %s", filepath.Base(ie.File), ie.Line, ie.Field))
+		}
+	}
+	if want := []string{"lb.yaml:2 spec.loadBalancerSourceRanges[0]", "lb.yaml:2 spec.loadBalancerSourceRanges[2]"}; !slices.Equal(got, want) {
+		t.Errorf("located errors %q, want %q", got, want)
+	}
+	if u := tr.Sync(); len(u.State.Services) != 1 || len(u.State.Services[0].LoadBalancerSourceRanges) != 1 {
+		t.Errorf("the service is not programmed with its good range: %+v", u.State.Services)
+	}
 }

@@ -126,7 +126,7 @@ func newMetrics() *metrics {
 			Name: "ipvsplane_netlink_errors_total", Help: "Kernel operations that failed, by kind.",
 		}, []string{"op"}),
 		invalidObjects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ipvsplane_invalid_objects_total", Help: "Service and EndpointSlice versions skipped as invalid when they arrived.",
+			Name: "ipvsplane_invalid_objects_total", Help: "Service, EndpointSlice and Node versions skipped as invalid, or read with invalid entries left out, when they arrived.",
 		}),
 		leftOut: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ipvsplane_left_out_service_ports", Help: "Service ports the last sync left out as invalid, and claims on a virtual server another service port has (the rest of such a port is programmed).",

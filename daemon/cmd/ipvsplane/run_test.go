@@ -158,3 +158,50 @@ func TestFailedStartChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// An EndpointSlice with one bad endpoint, from the API server, keeps its
+// other endpoints and gets a Warning naming the field.
+func TestRunKubernetesSourceBadEntry(t *testing.T) {
+	objs, errs := watcher.ParseManifests("web.yaml", []byte(webManifest))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var initial []runtime.Object
+	for _, o := range objs {
+		if s, ok := o.Object.(*discoveryv1.EndpointSlice); ok {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1"}})
+		}
+		initial = append(initial, o.Object)
+	}
+	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
+	a, _, stderr := testApp(k, nil)
+	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(fake.NewClientset(initial...)), nil }
+	sink := &fakeEventSink{}
+	a.eventSink = func(*options) (eventSink, error) { return sink, nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := a.rootCommand()
+	root.SetArgs([]string{"run", "--hostname-override=node-a", "--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	select {
+	case ports := <-k.synced:
+		if len(ports) != 1 || len(ports[0].Endpoints) != 1 {
+			t.Errorf("first sync: %+v, want the service with its good endpoint", ports)
+		}
+	case err := <-done:
+		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no sync within 30s:\n%s", stderr)
+	}
+	cancel()
+	<-done
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, e := range sink.events {
+		if e.Reason == reasonInvalidEntry && e.Regarding.Kind == "EndpointSlice" && strings.Contains(e.Note, "endpoints[1].addresses[0]") {
+			return
+		}
+	}
+	t.Errorf("no %s Event on the EndpointSlice naming endpoints[1].addresses[0]: %v", reasonInvalidEntry, sink.events)
+}

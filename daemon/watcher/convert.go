@@ -10,6 +10,8 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
 )
 
 // ServicePorts converts a Service and its EndpointSlices into the service
@@ -71,7 +73,7 @@ func ConvertNode(base model.Node, n *v1.Node) (model.Node, error) {
 			if a.Type != typ {
 				continue
 			}
-			ip, ok := parseIPSloppy(a.Address)
+			ip, ok := sloppy.ParseAddr(a.Address)
 			if !ok {
 				leftOut = append(leftOut, fail.leftOut(fmt.Sprintf("status.addresses[%d].address", i), "%q is not an IP address; it is left out", a.Address))
 				continue

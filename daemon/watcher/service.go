@@ -10,7 +10,8 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"
-	netutils "k8s.io/utils/net"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
 )
 
 // Labels that keep kube-proxy away from an object, each read where
@@ -182,7 +183,7 @@ func readSourceRanges(svc *v1.Service, clusterIPs []netip.Addr, fail fieldErrorF
 		if s == "" {
 			continue
 		}
-		p, ok := parsePrefixSloppy(s)
+		p, ok := sloppy.ParsePrefix(s)
 		if !ok {
 			leftOut = append(leftOut, fail.leftOut(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "%q is not a CIDR; the range is left out", s))
 			continue
@@ -312,7 +313,7 @@ func protocol(p v1.Protocol) (model.Protocol, error) {
 // parseServiceAddr parses an address a service is reached on, as
 // kube-proxy does (see parseIPSloppy).
 func parseServiceAddr(s string) (netip.Addr, error) {
-	ip, ok := parseIPSloppy(s)
+	ip, ok := sloppy.ParseAddr(s)
 	if !ok {
 		return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
 	}
@@ -320,33 +321,4 @@ func parseServiceAddr(s string) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("%s is not a usable unicast address", ip)
 	}
 	return ip, nil
-}
-
-// parseIPSloppy parses an address as kube-proxy does, with
-// netutils.ParseIPSloppy: an IPv4 part with leading zeros is read as
-// decimal ("010.0.0.1" is 10.0.0.1), as Go read it before 1.17 and as the
-// API server still accepts it in fields that always did. An IPv4-mapped
-// IPv6 address is its IPv4 address; a zone is refused.
-func parseIPSloppy(s string) (netip.Addr, bool) {
-	ip, ok := netip.AddrFromSlice(netutils.ParseIPSloppy(s))
-	return ip.Unmap(), ok
-}
-
-// parsePrefixSloppy parses a CIDR as kube-proxy does, with
-// netutils.ParseCIDRSloppy (see parseIPSloppy), and returns it masked.
-func parsePrefixSloppy(s string) (netip.Prefix, bool) {
-	_, n, err := netutils.ParseCIDRSloppy(s)
-	if err != nil {
-		return netip.Prefix{}, false
-	}
-	ip, ok := netip.AddrFromSlice(n.IP)
-	bits, _ := n.Mask.Size()
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	if ip.Is4In6() && bits >= 96 {
-		ip, bits = ip.Unmap(), bits-96
-	}
-	p := netip.PrefixFrom(ip, bits)
-	return p.Masked(), p.IsValid()
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
 )
 
 // LabelServiceName joins an EndpointSlice to its service.
@@ -121,7 +123,7 @@ func readEndpoint(ep *discoveryv1.Endpoint, i int, addressType discoveryv1.Addre
 		return model.Endpoint{}, fail.leftOut(fmt.Sprintf("endpoints[%d].addresses", i), "no address; the endpoint is left out")
 	}
 	field := fmt.Sprintf("endpoints[%d].addresses[0]", i)
-	ip, ok := parseIPSloppy(ep.Addresses[0])
+	ip, ok := sloppy.ParseAddr(ep.Addresses[0])
 	switch {
 	case !ok:
 		return model.Endpoint{}, fail.leftOut(field, "%q is not an IP address; the endpoint is left out", ep.Addresses[0])

@@ -10,7 +10,8 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
-	netutils "k8s.io/utils/net"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
 )
 
 // settings are the resolved settings of a daemon.
@@ -130,9 +131,9 @@ func resolveNodePorts(n *model.Node, nodePortAddresses []string) error {
 			// address, so of "localhost" only its restriction remains.
 			n.NodePortAddresses = append(n.NodePortAddresses, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
 		default:
-			p, err := parsePrefixSloppy(a)
-			if err != nil {
-				return fmt.Errorf("nodePortAddresses: %w", err)
+			p, ok := sloppy.ParsePrefix(a)
+			if !ok {
+				return fmt.Errorf("nodePortAddresses: %q is not a CIDR", a)
 			}
 			n.NodePortAddresses = append(n.NodePortAddresses, p)
 		}
@@ -174,29 +175,13 @@ func splitList(s string) []string {
 func prefixes(field string, list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range list {
-		p, err := parsePrefixSloppy(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+		p, ok := sloppy.ParsePrefix(strings.TrimSpace(s))
+		if !ok {
+			return nil, fmt.Errorf("%s: %q is not a CIDR", field, s)
 		}
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// parsePrefixSloppy parses a CIDR as kube-proxy does (ParseCIDRSloppy):
-// leading zeros in IPv4 octets are decimal ("010.0.0.0/8" is 10.0.0.0/8).
-// The prefix is masked.
-func parsePrefixSloppy(s string) (netip.Prefix, error) {
-	_, ipnet, err := netutils.ParseCIDRSloppy(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	addr, ok := netip.AddrFromSlice(ipnet.IP)
-	if !ok {
-		return netip.Prefix{}, fmt.Errorf("invalid CIDR address: %s", s)
-	}
-	ones, _ := ipnet.Mask.Size()
-	return netip.PrefixFrom(addr.Unmap(), ones), nil
 }
 
 // nodeAddr reports whether a node address can serve node ports: kube-proxy

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -31,6 +32,9 @@ type app struct {
 	eventSink func(o *options) (eventSink, error)
 	// setConntrack writes the conntrack settings (see setConntrack).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
+	// removeLegacy removes kube-proxy's iptables-legacy chains (see
+	// removeLegacyKubeProxy); nil leaves them.
+	removeLegacy func(ctx context.Context) (legacyReport, error)
 }
 
 func newApp() *app {
@@ -40,6 +44,9 @@ func newApp() *app {
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink,
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
+		},
+		removeLegacy: func(ctx context.Context) (legacyReport, error) {
+			return removeLegacyKubeProxy(ctx, "/proc/thread-self/net")
 		},
 	}
 }
@@ -225,6 +232,16 @@ func (a *app) cleanup(ctx context.Context, stateFile string, handover bool) erro
 	}
 	if err := work(ctx); err != nil {
 		return err
+	}
+	// As kube-proxy's --cleanup, in iptables-legacy's tables too.
+	if !handover && a.removeLegacy != nil {
+		r, err := a.removeLegacy(ctx)
+		if len(r.Unreadable) > 0 {
+			fmt.Fprintf(a.stderr, "ipvsplane: the node's iptables-legacy tables are in use, and %s is missing: kube-proxy's chains there, if any, are left\n", strings.Join(r.Unreadable, ", "))
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if stateFile != "" {
 		if err := os.Remove(stateFile); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -67,8 +67,8 @@ func removeLegacyKubeProxy(ctx context.Context, procNet string) (legacyReport, e
 		if len(tables) == 0 {
 			continue
 		}
-		if _, err := exec.LookPath(f.save); err != nil {
-			report.Unreadable = append(report.Unreadable, f.save)
+		if missing := missingPrograms(f.save, f.restore); len(missing) > 0 {
+			report.Unreadable = append(report.Unreadable, missing...)
 			continue
 		}
 		for _, table := range tables {
@@ -78,6 +78,17 @@ func removeLegacyKubeProxy(ctx context.Context, procNet string) (legacyReport, e
 		}
 	}
 	return report, errors.Join(errs...)
+}
+
+// missingPrograms returns those of the programs not found in $PATH.
+func missingPrograms(programs ...string) []string {
+	var missing []string
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	return missing
 }
 
 // removeLegacyTable removes kube-proxy's chains from one legacy table.

@@ -131,3 +131,20 @@ func stripSaveComments(s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Legacy tables in use without the programs to read them are reported,
+// not touched.
+func TestRemoveLegacyKubeProxyWithoutPrograms(t *testing.T) {
+	testutil.RequireProgram(t, "iptables-legacy")
+	ns := testutil.NewNetNS(t)
+	ns.Run(t, "iptables-legacy", "-t", "nat", "-N", "KUBE-SERVICES")
+	t.Setenv("PATH", t.TempDir())
+	var r legacyReport
+	err := ns.Do(func() (err error) {
+		r, err = removeLegacyKubeProxy(context.Background(), "/proc/thread-self/net")
+		return err
+	})
+	if err != nil || len(r.Removed) != 0 || strings.Join(r.Unreadable, " ") != "iptables-legacy-save iptables-legacy-restore" {
+		t.Errorf("%+v %v", r, err)
+	}
+}

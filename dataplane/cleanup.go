@@ -36,9 +36,12 @@ func (d *Dataplane) destroySet(ctx context.Context, name string) error {
 	}
 }
 
-// Cleanup removes everything ipvsplane owns in the kernel, and nothing
-// else: the virtual servers in its ownership sets, the dummy device, its
-// rule tables and its sets.
+// Cleanup removes everything ipvsplane owns in the kernel: the virtual
+// servers in its ownership sets, the dummy device, its rule tables and its
+// sets; and, as kube-proxy's --cleanup does, the iptables chains and
+// nftables tables kube-proxy left (in iptables-nft), which a takeover
+// removes too. Nothing else: other programs' virtual servers, chains and
+// tables stay.
 func (d *Dataplane) Cleanup(ctx context.Context) error {
 	var errs []error
 	owned := map[plan.Entry]bool{}
@@ -68,6 +71,10 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := nftrules.Delete(d.rules); err != nil {
+		errs = append(errs, err)
+	}
+	// Before the sets: kube-proxy's IPVS-mode rules refer to them.
+	if err := removeKubeProxyLeftovers(d.rules); err != nil {
 		errs = append(errs, err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(plan.SetSpecs())) {

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/google/nftables"
@@ -12,31 +13,32 @@ import (
 )
 
 // nftFamilies are the nftables families of kube-proxy's iptables-nft
-// tables.
+// tables and of its nftables mode's tables.
 var nftFamilies = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6}
 
-// kubeProxyChains names, per table, the chains kube-proxy's IPVS mode makes
-// (docs/kube-proxy-ipvs-semantics.md §3.1). ipvsplane removes exactly
-// these, and the rules that do nothing but jump to them; chains of the same
-// tables that other programs made (kubelet's KUBE-FIREWALL, a CNI's, the
-// node's own) are left alone.
-var kubeProxyChains = map[string][]string{
-	"nat":    {"KUBE-SERVICES", "KUBE-POSTROUTING", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-MARK-MASQ"},
-	"filter": {"KUBE-FORWARD", "KUBE-NODE-PORT", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"},
-}
-
-// findKubeProxyChains lists the chains of kubeProxyChains present in the
-// iptables-nft tables of both families.
+// findKubeProxyChains lists what kube-proxy left in nftables, in both
+// families: the tables of its nftables mode, and the chains of its IPVS
+// and iptables modes that plan.IsKubeProxyChain names in the iptables-nft
+// tables (docs/kube-proxy-ipvs-semantics.md §3.1).
 func findKubeProxyChains(conn *nftables.Conn) ([]plan.KubeProxyChain, error) {
 	var found []plan.KubeProxyChain
 	for _, family := range nftFamilies {
 		ipv6 := family == nftables.TableFamilyIPv6
+		tables, err := conn.ListTablesOfFamily(family)
+		if err != nil {
+			return nil, fmt.Errorf("listing the nftables tables: %w", err)
+		}
+		for _, t := range tables {
+			if t.Name == plan.KubeProxyNFTable {
+				found = append(found, plan.KubeProxyChain{IPv6: ipv6, Table: t.Name})
+			}
+		}
 		chains, err := conn.ListChainsOfTableFamily(family)
 		if err != nil {
 			return nil, fmt.Errorf("listing the nftables chains: %w", err)
 		}
 		for _, c := range chains {
-			if slices.Contains(kubeProxyChains[c.Table.Name], c.Name) {
+			if plan.IsKubeProxyChain(c.Table.Name, c.Name) {
 				found = append(found, plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name})
 			}
 		}
@@ -45,46 +47,79 @@ func findKubeProxyChains(conn *nftables.Conn) ([]plan.KubeProxyChain, error) {
 	return found, nil
 }
 
-// removeKubeProxyChains deletes kube-proxy's chains in one transaction:
-// first the rules of other chains in their tables that only jump to them
-// (kube-proxy's jumps from PREROUTING, INPUT and the other hooks), then
-// the chains' rules, then the chains. A rule of another program that
-// refers to one of them is not touched: the kernel then refuses to delete
-// that chain (EBUSY), and the error names it.
+// removeKubeProxyLeftovers finds and removes what kube-proxy left.
+func removeKubeProxyLeftovers(conn *nftables.Conn) error {
+	found, err := findKubeProxyChains(conn)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	return removeKubeProxyChains(conn, found)
+}
+
+// removeKubeProxyChains deletes what kube-proxy left: each nftables-mode
+// table, and each iptables table's chains, in a transaction of its own, as
+// kube-proxy's cleanup restores each table on its own, so that another
+// program's reference into one table's chains keeps only that table's.
+// All are tried; the error joins those that failed.
 func removeKubeProxyChains(conn *nftables.Conn, remove []plan.KubeProxyChain) error {
-	doomed := make(map[plan.KubeProxyChain]bool, len(remove))
-	tables := map[plan.KubeProxyChain]bool{} // the tables they are in, Chain empty
+	var errs []error
+	byTable := map[plan.KubeProxyChain][]plan.KubeProxyChain{} // key: Chain empty
 	for _, c := range remove {
-		doomed[c] = true
-		tables[plan.KubeProxyChain{IPv6: c.IPv6, Table: c.Table}] = true
+		if c.Chain == "" {
+			errs = append(errs, removeKubeProxyTable(conn, c))
+			continue
+		}
+		t := plan.KubeProxyChain{IPv6: c.IPv6, Table: c.Table}
+		byTable[t] = append(byTable[t], c)
+	}
+	for _, t := range slices.SortedFunc(maps.Keys(byTable), plan.KubeProxyChain.Compare) {
+		errs = append(errs, removeKubeProxyTableChains(conn, t, byTable[t]))
+	}
+	return errors.Join(errs...)
+}
+
+// removeKubeProxyTable deletes a table of kube-proxy's nftables mode, as
+// its cleanup does: the whole table, whatever it holds.
+func removeKubeProxyTable(conn *nftables.Conn, t plan.KubeProxyChain) error {
+	family := nftables.TableFamilyIPv4
+	if t.IPv6 {
+		family = nftables.TableFamilyIPv6
+	}
+	conn.DelTable(&nftables.Table{Family: family, Name: t.Table})
+	if err := conn.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("removing kube-proxy's %s: %w", t, err)
+	}
+	return nil
+}
+
+// removeKubeProxyTableChains deletes kube-proxy's chains of one table in
+// one transaction: first the rules of the table's other chains that only
+// jump to them (kube-proxy's jumps from PREROUTING, INPUT and the other
+// hooks), then the chains' rules, then the chains. A rule of another
+// program that refers to one of them is not touched: the kernel then
+// refuses the transaction (EBUSY), and the error names the chains.
+func removeKubeProxyTableChains(conn *nftables.Conn, table plan.KubeProxyChain, remove []plan.KubeProxyChain) error {
+	doomed := make(map[string]bool, len(remove))
+	for _, c := range remove {
+		doomed[c.Chain] = true
+	}
+	family := nftables.TableFamilyIPv4
+	if table.IPv6 {
+		family = nftables.TableFamilyIPv6
+	}
+	chains, err := conn.ListChainsOfTableFamily(family)
+	if err != nil {
+		return fmt.Errorf("listing the nftables chains: %w", err)
 	}
 	var kube []*nftables.Chain
-	for _, family := range nftFamilies {
-		ipv6 := family == nftables.TableFamilyIPv6
-		chains, err := conn.ListChainsOfTableFamily(family)
-		if err != nil {
-			return fmt.Errorf("listing the nftables chains: %w", err)
-		}
-		for _, c := range chains {
-			if !tables[plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name}] {
-				continue
-			}
-			if doomed[plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}] {
-				kube = append(kube, c)
-				continue
-			}
-			rules, err := conn.GetRules(c.Table, c)
-			if err != nil {
-				return fmt.Errorf("reading the rules of %s: %w", plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
-			}
-			for _, r := range rules {
-				if onlyJumpsTo(r, func(target string) bool {
-					return doomed[plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: target}]
-				}) {
-					if err := conn.DelRule(r); err != nil {
-						return fmt.Errorf("deleting a jump to kube-proxy's chains from %s: %w", plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name}, err)
-					}
-				}
+	for _, c := range chains {
+		switch {
+		case c.Table.Name != table.Table:
+		case doomed[c.Name]:
+			kube = append(kube, c)
+		default:
+			if err := delJumpsTo(conn, c, doomed); err != nil {
+				return fmt.Errorf("%s %s: %w", table, c.Name, err)
 			}
 		}
 	}
@@ -103,16 +138,45 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []plan.KubeProxyChain) er
 	return nil
 }
 
+// delJumpsTo queues the deletion of the rules of chain c that only jump
+// to a doomed chain.
+func delJumpsTo(conn *nftables.Conn, c *nftables.Chain, doomed map[string]bool) error {
+	rules, err := conn.GetRules(c.Table, c)
+	if err != nil {
+		return fmt.Errorf("reading the rules: %w", err)
+	}
+	for _, r := range rules {
+		if onlyJumpsTo(r, func(target string) bool { return doomed[target] }) {
+			if err := conn.DelRule(r); err != nil {
+				return fmt.Errorf("deleting a jump to kube-proxy's chains: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // onlyJumpsTo reports whether a rule does nothing but jump (or go) to a
-// chain that doomed names, counting packets on the way, as iptables-nft writes
-// `-m comment --comment ... -j CHAIN` (the comment is user data).
+// chain that doomed names, counting packets on the way, as iptables-nft
+// writes kube-proxy's `[-m conntrack --ctstate NEW] -m comment --comment
+// ... -j CHAIN`: the comment is user data or a comment match, the state a
+// conntrack match or, from newer iptables-nft, a native ct state test.
 func onlyJumpsTo(r *nftables.Rule, doomed func(chain string) bool) bool {
-	jumps := false
+	jumps, ctState := false, false
 	for _, e := range r.Exprs {
 		switch e := e.(type) {
 		case *expr.Counter:
 		case *expr.Match:
-			if e.Name != "comment" {
+			if e.Name != "comment" && e.Name != "conntrack" {
+				return false
+			}
+		case *expr.Ct:
+			if e.Key != expr.CtKeySTATE {
+				return false
+			}
+			ctState = true
+		case *expr.Bitwise, *expr.Cmp:
+			// The mask and comparison of the ct state test.
+			if !ctState {
 				return false
 			}
 		case *expr.Verdict:

@@ -4,8 +4,11 @@ package dataplane
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // kube-proxy's IPVS-mode chains as iptables-nft writes them, with another
@@ -66,4 +69,14 @@ func runWithInput(name, input string) error {
 		return fmt.Errorf("%s: %w: %s", name, err, out)
 	}
 	return nil
+}
+
+// readLeftovers reads a file of testdata/kube-proxy-leftovers.
+func readLeftovers(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "kube-proxy-leftovers", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -117,3 +117,70 @@ func isRemoveKubeProxy(op plan.Op) bool {
 	_, ok := op.(plan.RemoveKubeProxyRules)
 	return ok
 }
+
+// A node whose kube-proxy ran in iptables mode and then in nftables mode:
+// both left rules that DNAT 10.96.0.10:80 to stale endpoints, one of
+// which (10.244.1.3) is gone. ipvsplane's first sync removes them, last,
+// with its own rules in place, so every connection reaches the Service's
+// real servers; other programs' chains and tables stay. Cleanup then
+// removes what kube-proxy left again, as kube-proxy's --cleanup does.
+func TestDataplaneRemovesKubeProxyModesLeftovers(t *testing.T) {
+	for _, p := range []string{"iptables-restore", "iptables-save", "nft"} {
+		testutil.RequireProgram(t, p)
+	}
+	n := setupNet(t)
+	load := func() {
+		t.Helper()
+		if err := n.node.Do(func() error { return runWithInput("iptables-restore", readLeftovers(t, "iptables-mode.v4")) }); err != nil {
+			t.Fatal(err)
+		}
+		n.node.Run(t, "nft", "-f", "testdata/kube-proxy-leftovers/nftables-mode.nft")
+	}
+	load()
+	state := &model.State{Node: vmNode(), Services: vmServices()}
+	d := newDataplane(t, n.node)
+	res := mustSync(t, d, state)
+	if ops := slices.Collect(res.Plan.All()); len(ops) == 0 || !isRemoveKubeProxy(ops[len(ops)-1]) {
+		t.Errorf("kube-proxy's leftovers are not removed last:\n%s", res.Plan)
+	}
+	checkNoKubeProxy := func(when string) {
+		t.Helper()
+		saved := n.node.Run(t, "iptables-save")
+		for _, line := range strings.Split(saved, "\n") {
+			if strings.Contains(line, "KUBE-") && !strings.Contains(line, "KUBE-FIREWALL") && !strings.Contains(line, "KUBE-KUBELET-CANARY") {
+				t.Errorf("%s: kube-proxy's rule left: %s", when, line)
+			}
+		}
+		for _, keep := range []string{"-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT", "-A DOCKER ! -i docker0 -p tcp -m tcp --dport 8080 -j DNAT --to-destination 172.17.0.2:80",
+			"-A INPUT -j KUBE-FIREWALL", ":KUBE-KUBELET-CANARY - [0:0]"} {
+			if !strings.Contains(saved, keep+"\n") {
+				t.Errorf("%s: another program's rule went: %s", when, keep)
+			}
+		}
+		ruleset := n.node.Run(t, "nft", "list", "ruleset")
+		if strings.Contains(ruleset, "table ip kube-proxy {") || strings.Contains(ruleset, "table ip6 kube-proxy {") {
+			t.Errorf("%s: kube-proxy's nftables tables left", when)
+		}
+		if !strings.Contains(ruleset, "table inet neighbour {") || !strings.Contains(ruleset, "table ip kube-proxy-extra {") {
+			t.Errorf("%s: another program's table went:\n%s", when, ruleset)
+		}
+	}
+	checkNoKubeProxy("after the first sync")
+	reached := map[string]int{}
+	for range 20 {
+		reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second)
+		if err != nil {
+			t.Fatalf("10.96.0.10:80 after the takeover: %v", err)
+		}
+		reached[strings.Fields(reply)[0]]++
+	}
+	if len(reached) != 2 {
+		t.Errorf("10.96.0.10:80 reached %v, want both backends", reached)
+	}
+
+	load()
+	if err := d.Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkNoKubeProxy("after Cleanup")
+}

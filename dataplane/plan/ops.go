@@ -108,10 +108,11 @@ type FlushConntrack struct {
 	Real     RealKey
 }
 
-// RemoveKubeProxyRules deletes the iptables chains kube-proxy left, with
-// the rules that jump to them. It comes last, once ipvsplane's own rules
-// and everything else are in place, so that a node taken over from
-// kube-proxy always has one set of rules handling its services.
+// RemoveKubeProxyRules deletes the iptables chains and nftables tables
+// kube-proxy left, with the rules that jump to the chains. It comes last,
+// once ipvsplane's own rules and everything else are in place, so that a
+// node taken over from kube-proxy always has one set of rules handling its
+// services.
 type RemoveKubeProxyRules struct{ Chains []KubeProxyChain }
 
 func (o CreateSet) String() string {
@@ -163,10 +164,17 @@ func (o FlushConntrack) String() string {
 	return s
 }
 
+// removeKubeProxyShown is how many of kube-proxy's chains a plan line
+// names: an iptables-mode node has some per service and endpoint.
+const removeKubeProxyShown = 20
+
 func (o RemoveKubeProxyRules) String() string {
-	names := make([]string, len(o.Chains))
-	for i, c := range o.Chains {
-		names[i] = c.String()
+	var names []string
+	for _, c := range o.Chains[:min(len(o.Chains), removeKubeProxyShown)] {
+		names = append(names, c.String())
+	}
+	if more := len(o.Chains) - len(names); more > 0 {
+		names = append(names, fmt.Sprintf("and %d more", more))
 	}
 	return "kube-proxy remove " + strings.Join(names, ", ")
 }

@@ -70,6 +70,10 @@ type daemon struct {
 	// traffic, with --service-traffic-metrics, maps the kernel's virtual
 	// servers to the service ports it exports the traffic of.
 	traffic *serviceTraffic
+	// legacy removes kube-proxy's iptables-legacy chains (nil: never);
+	// legacyDone is set once it succeeded.
+	legacy     func(ctx context.Context) (legacyReport, error)
+	legacyDone bool
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -96,6 +100,9 @@ func (d *daemon) sync(ctx context.Context) error {
 	d.health.updated()
 	d.followServices(u, full)
 	failed := d.reportProblems(res)
+	if res.Full && failed == 0 {
+		d.removeLegacyLeftovers(ctx)
+	}
 	d.logSynced(u, res, took)
 	d.writeRecord(u, u.Changes, res, start, took)
 	if failed > 0 {
@@ -103,6 +110,29 @@ func (d *daemon) sync(ctx context.Context) error {
 		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
 	}
 	return nil
+}
+
+// removeLegacyLeftovers removes kube-proxy's chains from the
+// iptables-legacy tables once a full sync has put ipvsplane's own rules in
+// place, as the dataplane does last in such a sync for iptables-nft's; it
+// tries again after each full sync until it succeeds once.
+func (d *daemon) removeLegacyLeftovers(ctx context.Context) {
+	if d.legacy == nil || d.legacyDone {
+		return
+	}
+	r, err := d.legacy(ctx)
+	if len(r.Removed) > 0 {
+		d.log.Info("removed kube-proxy's iptables-legacy chains", zap.Int("count", len(r.Removed)), zap.Strings("chains", r.Removed))
+	}
+	if len(r.Unreadable) > 0 {
+		d.log.Warn("the node's iptables-legacy tables are in use and cannot be read: chains a kube-proxy left there are not removed",
+			zap.Strings("missingPrograms", r.Unreadable))
+	}
+	if err != nil {
+		d.log.Warn("cannot remove kube-proxy's iptables-legacy chains; trying again after the next full sync", zap.Error(err))
+		return
+	}
+	d.legacyDone = true
 }
 
 // takeUpdate takes what the tracker holds: everything for the first

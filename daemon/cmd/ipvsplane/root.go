@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -36,6 +37,9 @@ type app struct {
 	version string
 	// kernelIPv6 reports whether the kernel runs IPv6 (see kernelHasIPv6).
 	kernelIPv6 func() bool
+	// removeLegacy removes kube-proxy's iptables-legacy chains (see
+	// removeLegacyKubeProxy); nil leaves them.
+	removeLegacy func(ctx context.Context) (legacyReport, error)
 }
 
 func newApp() *app {
@@ -46,6 +50,9 @@ func newApp() *app {
 		kernelIPv6: func() bool { return kernelHasIPv6("/proc") },
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
+		},
+		removeLegacy: func(ctx context.Context) (legacyReport, error) {
+			return removeLegacyKubeProxy(ctx, "/proc/thread-self/net")
 		},
 	}
 }
@@ -287,6 +294,16 @@ func (a *app) cleanup(ctx context.Context, stateFile string, handover bool) erro
 	}
 	if err := work(ctx); err != nil {
 		return err
+	}
+	// As kube-proxy's --cleanup, in iptables-legacy's tables too.
+	if !handover && a.removeLegacy != nil {
+		r, err := a.removeLegacy(ctx)
+		if len(r.Unreadable) > 0 {
+			fmt.Fprintf(a.stderr, "ipvsplane: the node's iptables-legacy tables are in use, and %s is missing: kube-proxy's chains there, if any, are left\n", strings.Join(r.Unreadable, ", "))
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if stateFile != "" {
 		if err := os.Remove(stateFile); err != nil && !errors.Is(err, os.ErrNotExist) {

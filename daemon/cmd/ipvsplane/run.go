@@ -190,6 +190,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	events, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, events)
+	d.legacy = a.removeLegacy
 	if o.own.ServiceTrafficMetrics {
 		t, stopTraffic, err := startServiceTraffic(ctx, log, m, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
 		if err != nil {

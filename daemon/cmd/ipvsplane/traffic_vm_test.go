@@ -25,21 +25,35 @@ func TestDaemonServiceTrafficMetrics(t *testing.T) {
 		`ipvsplane_service_bytes_total{direction="out",name="web",namespace="demo",port="http",protocol="tcp"}`:  1,
 	}
 	// The kernel folds its per-CPU counters in every 2 s; the daemon reads
-	// them every second.
+	// them every second. Wait for every series the test checks, not just
+	// the first to arrive.
 	var got map[string]float64
-	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(time.Second) {
+	reached := func() bool {
 		got = scrapeService(t, n)
-		if got["ipvsplane_service_connections_total"+series] >= conns {
-			break
+		for name, min := range want {
+			if got[name] < min {
+				return false
+			}
+		}
+		return true
+	}
+	if _, ok := waitFor(30*time.Second, reached); !ok {
+		for name, min := range want {
+			if got[name] < min {
+				t.Errorf("%s = %v, want at least %v", name, got[name], min)
+			}
 		}
 	}
-	for name, min := range want {
-		if got[name] < min {
-			t.Errorf("%s = %v, want at least %v", name, got[name], min)
-		}
-	}
-	out, err := ipvsplane(t, n.node, "status", "--state-file", d.StateFile)
-	if err != nil || !strings.Contains(out, "traffic over the") || !strings.Contains(out, "demo/web") {
+	// Rates need two readings whose window saw traffic: with the kernel's
+	// 2 s fold and a 1 s interval, every other window can be empty, so
+	// the traffic goes on until status shows it.
+	var out string
+	var err error
+	if _, ok := waitFor(30*time.Second, func() bool {
+		spread(t, n.client, "10.96.0.10:80", conns)
+		out, err = ipvsplane(t, n.node, "status", "--state-file", d.StateFile)
+		return err == nil && strings.Contains(out, "traffic over the") && strings.Contains(out, "demo/web")
+	}); !ok {
 		t.Errorf("status does not show the traffic rates: %v\n%s", err, out)
 	}
 }

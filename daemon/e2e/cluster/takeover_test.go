@@ -130,8 +130,11 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 	}
 	c.waitDaemonSet(t, "ipvsplane", 0)
 	c.waitDaemonSet(t, "kube-proxy", 1)
-	eventually(t, 2*time.Minute, "kube-proxy's chains back", func() error {
-		out, err := c.exec(ctx, ns, shell, "iptables-save -t nat | grep -c '^:KUBE-SERVICES' || true")
+	// kube-proxy makes its chains empty before its first sync fills them
+	// in one restore: the handover must wait for their rules, or the node
+	// has neither proxy's rules in between.
+	eventually(t, 2*time.Minute, "kube-proxy's rules back", func() error {
+		out, err := c.exec(ctx, ns, shell, "iptables-save -t nat | grep -c '^-A KUBE-SERVICES' || true")
 		if err != nil || strings.TrimSpace(out) == "0" {
 			return fmt.Errorf("KUBE-SERVICES chains: %q %v", out, err)
 		}

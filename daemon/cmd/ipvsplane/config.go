@@ -50,6 +50,7 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	setString(&cfg.APIVersion, configAPIVersion)
 	setString(&cfg.Kind, configKind)
 	setString((*string)(&cfg.Mode), "ipvs")
+	setString(&cfg.BindAddress, "0.0.0.0")
 	setString(&cfg.HealthzBindAddress, net.JoinHostPort("0.0.0.0", strconv.Itoa(healthzPort)))
 	setString(&cfg.MetricsBindAddress, net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort)))
 	cfg.HealthzBindAddress = appendPortIfNeeded(cfg.HealthzBindAddress, healthzPort)
@@ -65,6 +66,23 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	if cfg.IPTables.MasqueradeBit == nil {
 		bit := int32(14)
 		cfg.IPTables.MasqueradeBit = &bit
+	}
+	// Fields of other modes and of kube-proxy's process that ipvsplane
+	// does not use, defaulted all the same: /configz shows what
+	// kube-proxy's shows for the same file.
+	if cfg.IPTables.LocalhostNodePorts == nil {
+		cfg.IPTables.LocalhostNodePorts = new(true)
+	}
+	if cfg.NFTables.MasqueradeBit == nil {
+		cfg.NFTables.MasqueradeBit = new(int32(14))
+	}
+	if cfg.OOMScoreAdj == nil {
+		cfg.OOMScoreAdj = new(int32(-999))
+	}
+	setString(&cfg.Logging.Format, "text")
+	if cfg.Logging.FlushFrequency.Duration.Duration == 0 {
+		cfg.Logging.FlushFrequency.Duration.Duration = 5 * time.Second
+		cfg.Logging.FlushFrequency.SerializeAsString = true
 	}
 	c := &cfg.Conntrack
 	if c.MaxPerCore == nil {

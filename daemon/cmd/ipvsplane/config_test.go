@@ -31,6 +31,14 @@ func TestLoadKubeadmConfig(t *testing.T) {
 	if *cfg.IPTables.MasqueradeBit != 14 || cfg.ClientConnection.QPS != 5 {
 		t.Errorf("defaults: masqueradeBit %d, qps %v", *cfg.IPTables.MasqueradeBit, cfg.ClientConnection.QPS)
 	}
+	// What kube-proxy's defaulting gives the fields ipvsplane does not
+	// use, as /configz shows them (e2e's TestKubeProxyComparison compares
+	// the two /configz).
+	if !*cfg.IPTables.LocalhostNodePorts || *cfg.NFTables.MasqueradeBit != 14 || cfg.Logging.Format != "text" ||
+		cfg.Logging.FlushFrequency.Duration.Duration != 5*time.Second || !cfg.Logging.FlushFrequency.SerializeAsString {
+		t.Errorf("other modes' and logging defaults: localhostNodePorts %v, nftables.masqueradeBit %d, logging %+v",
+			*cfg.IPTables.LocalhostNodePorts, *cfg.NFTables.MasqueradeBit, cfg.Logging)
+	}
 	want := []string{`bindAddress: "0.0.0.0"`, `oomScoreAdj: -999`}
 	if diff := cmp.Diff(want, ignored); diff != "" {
 		t.Errorf("ignored fields (-want +got):\n%s", diff)
@@ -354,5 +362,32 @@ func TestConfigLogging(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"msg":"using lenient decoding as strict decoding failed"`) {
 		t.Errorf("no warning in JSON:\n%s", stderr)
+	}
+}
+
+// kube-proxy's --v is logging.verbosity: 4 and above is debug.
+func TestVerbosityFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args  []string
+		level string
+	}{
+		{nil, "info"},
+		{[]string{"--v=2"}, "info"},
+		{[]string{"-v", "4"}, "debug"},
+		{[]string{"--v=5", "--log-level=warn"}, "warn"},
+	} {
+		lf := &logFlags{}
+		root := (&app{}).newRootCommand(lf)
+		o := newOptions()
+		o.addFlags(root.Flags())
+		if err := root.ParseFlags(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.load(root.Flags()); err != nil {
+			t.Fatal(err)
+		}
+		if level, _ := lf.withFile(root.Flags(), o); level != tt.level {
+			t.Errorf("%v: level %q, want %q", tt.args, level, tt.level)
+		}
 	}
 }

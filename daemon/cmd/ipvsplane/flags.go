@@ -51,7 +51,6 @@ var ignoredFlags = []struct {
 	{"iptables-localhost-nodeports", "", true, "iptables mode only"},
 	{"iptables-sync-period", "", false, "iptables mode only; see --ipvs-sync-period"},
 	{"iptables-min-sync-period", "", false, "iptables mode only; see --ipvs-min-sync-period"},
-	{"v", "v", false, "see --log-level"},
 	{"vmodule", "", false, "see --log-level"},
 	{"logging-format", "", false, "see --log-format"},
 	{"log-flush-frequency", "", false, "ipvsplane's logs are not buffered"},

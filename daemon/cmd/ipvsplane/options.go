@@ -73,6 +73,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&kp.HostnameOverride, "hostname-override", "", "this node's name, if not the hostname")
 	fs.StringVar(&kp.ClusterCIDR, "cluster-cidr", "", "the pods' address ranges, comma-separated (one per family): traffic to service IPs from outside them is masqueraded")
 	fs.BoolVar(&kp.IPTables.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to service IPs")
+	fs.Uint32VarP((*uint32)(&kp.Logging.Verbosity), "v", "v", uint32(kp.Logging.Verbosity), "klog's verbosity, as logging.verbosity: 4 or more logs at debug level unless --log-level says otherwise")
 	fs.Int32Var(kp.IPTables.MasqueradeBit, "iptables-masquerade-bit", *kp.IPTables.MasqueradeBit, "the fwmark bit (0-31) that marks packets for masquerade")
 	fs.StringVar((*string)(&kp.Mode), "proxy-mode", string(kp.Mode), "only ipvs is supported; accepted for kube-proxy compatibility")
 	fs.StringVar(&kp.IPVS.Scheduler, "ipvs-scheduler", "", "the IPVS scheduler (rr, wrr, lc, wlc, sh, mh, ...); empty means rr")

@@ -121,15 +121,13 @@ func (a *app) withLogger(lf *logFlags, w commandWork, o *options) func(*cobra.Co
 	}
 }
 
-// withFile returns the log level and format: the flags given, else the
-// --config file's logging.verbosity and logging.format, else the flags'
-// defaults. klog's verbosity 4 and above (kube-proxy's debug detail) is
-// debug, lower is info; format text is console, json is json.
+// withFile returns the log level and format: the flags given, else
+// kube-proxy's --v or the --config file's logging.verbosity and
+// logging.format, else the flags' defaults. klog's verbosity 4 and above
+// (kube-proxy's debug detail) is debug, lower is info; format text is
+// console, json is json.
 func (lf *logFlags) withFile(fs *pflag.FlagSet, o *options) (level, format string) {
 	level, format = lf.level, lf.format
-	if o.configFile == "" {
-		return level, format
-	}
 	l := o.kp.Logging
 	if !fs.Changed("log-level") && l.Verbosity >= 4 {
 		level = "debug"

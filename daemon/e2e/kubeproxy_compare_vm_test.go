@@ -58,6 +58,7 @@ func TestKubeProxyComparison(t *testing.T) {
 		return s.hasVirtual(web) && s.hasVirtual(lbFW) && strings.Contains(s.iptables, "-A KUBE-IPVS-OUT-FILTER")
 	})
 	t.Logf("kube-proxy settled in %v", took)
+	kpConfigz := getConfigz(t, "127.0.0.1:10249")
 	kp.stop(t)
 	t.Logf("kube-proxy's state:\n%s", kpState)
 
@@ -68,6 +69,7 @@ func TestKubeProxyComparison(t *testing.T) {
 		return s.hasVirtual(web) && s.hasVirtual(lbFW) && strings.Contains(s.nft, "table ip ipvsplane {")
 	})
 	t.Logf("ipvsplane settled in %v", took)
+	ipConfigz := getConfigz(t, "127.0.0.1:10249")
 	ip.stop(t)
 	t.Logf("ipvsplane's state:\n%s", ipState)
 	if out, err := exec.CommandContext(ctx, "ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
@@ -91,6 +93,9 @@ func TestKubeProxyComparison(t *testing.T) {
 		t.Logf("documented difference (%s): %s", doc, d)
 	}
 	t.Logf("%d documented differences", accepted)
+	for _, d := range configzDiff(kpConfigz, ipConfigz) {
+		t.Errorf("/configz differs: %s", d)
+	}
 }
 
 // cleanupKubeProxy removes the state of a stopped kube-proxy with its own

@@ -379,9 +379,10 @@ func (e *kubeProxyEnv) startKubeProxy(t *testing.T) *kubeProxyProc {
 	return startKubeProxyProc(t, e.dir, "kube-proxy", "--config="+e.configFile, "--v=2")
 }
 
-// startIPVSPlane runs the ipvsplane daemon with the same configuration.
+// startIPVSPlane runs the ipvsplane daemon with the same configuration
+// and kube-proxy's --v (which /configz shows); its log at debug level.
 func (e *kubeProxyEnv) startIPVSPlane(t *testing.T) *kubeProxyProc {
-	return startKubeProxyProc(t, e.dir, "ipvsplane", "run", "--config="+e.configFile, "--state-file=", "--log-level=debug")
+	return startKubeProxyProc(t, e.dir, "ipvsplane", "run", "--config="+e.configFile, "--v=2", "--state-file=", "--log-level=debug")
 }
 
 // runTool runs a program in the guest's root namespace and returns its

@@ -21,9 +21,15 @@ type Result struct {
 	// Errors lists the service ports left out (*model.FieldError,
 	// *plan.ConflictError), those programmed without what they ask
 	// (*model.SchedulerError, *model.SettingError), and the operations
-	// that failed (*OpError). Failed operations are tried again on the
-	// next sync.
+	// that failed (*OpError), and what those held back (*HeldBackError).
+	// Failed operations are tried again on the next sync.
 	Errors []error
+	// RulesFailed is true when creating a set, adding set entries or
+	// writing the rules failed, in the last round of the sync: the node
+	// is not programmed, and new virtual servers and addresses were held
+	// back. kube-proxy does not count such a sync as an update for its
+	// health.
+	RulesFailed bool
 	// Retries counts the rounds in which operations that failed with a
 	// transient errno (ENOBUFS, EBUSY, ENOMEM, EAGAIN, EINTR) were tried
 	// again within the sync, and the retried reads of the kernel.
@@ -167,6 +173,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		d.shareReals(desired)
 	}
 	res.Retries += rounds
+	res.RulesFailed = rulesFailed(opErrs)
 	res.Errors = append(append(modelErrs, res.Errors...), opErrs...)
 	return res, nil
 }

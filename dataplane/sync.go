@@ -94,7 +94,7 @@ func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 }
 
 func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
-	desired, owners := d.planner.Desired()
+	desired, _ := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}
 	d.flowTally = &res.Flows
@@ -103,6 +103,8 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	// outside change, before anything is planned; the periodic reread
 	// runs in the background, and the first sync after it ends merges it.
 	reread := d.finishedReread()
+	// readNow: the kernel was read in this sync, connection counts and all.
+	readNow := false
 	switch {
 	case reread == nil:
 	case reread.err != nil:
@@ -126,7 +128,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 			d.programmed = nil
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed, scope, res.Full = observed, plan.FullScope, true
+		d.programmed, scope, res.Full, readNow = observed, plan.FullScope, true, true
 		d.lastFull = d.cfg.Now()
 	case reread != nil:
 		res.Retries += reread.retries
@@ -151,6 +153,23 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		scope = *d.retry
 	}
 	d.retry = plan.NewScope()
+	if !readNow {
+		n, err := withRetries(ctx, func() error { return d.refreshLeaving(ctx, desired, scope) })
+		res.Retries += n
+		if err != nil {
+			return nil, err
+		}
+	}
+	d.program(ctx, res, scope, node)
+	res.Errors = append(modelErrs, res.Errors...)
+	return res, nil
+}
+
+// program plans what scope covers against the programmed state and
+// carries it out, starting the periodic reread when it is due; it fills
+// res.
+func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, node *model.Node) {
+	desired, owners := d.planner.Desired()
 	if !res.Full && d.resyncDue() {
 		if err := d.startReread(ctx); err != nil {
 			res.Errors = append(res.Errors, err)
@@ -174,8 +193,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	}
 	res.Retries += rounds
 	res.RulesFailed = rulesFailed(opErrs)
-	res.Errors = append(append(modelErrs, res.Errors...), opErrs...)
-	return res, nil
+	res.Errors = append(res.Errors, opErrs...)
 }
 
 // Resync forgets what the dataplane believes the kernel holds, so the next

@@ -168,9 +168,7 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 		net := e
 		net.Addr2, net.Bits2 = src.Masked().Addr(), uint8(src.Bits())
 		b.addEntry(model.SetLoadBalancerSourceNet, ip.Is6(), net)
-		for _, a := range primaryIPs(b.node, ip.Is6()) {
-			allowFromNode = allowFromNode || src.Contains(a)
-		}
+		allowFromNode = allowFromNode || src.Contains(primaryIP(b.node, ip.Is6()))
 	}
 	// Traffic from the node itself to its load balancer address loops
 	// back without leaving the node; let it through when the node is

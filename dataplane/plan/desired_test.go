@@ -155,3 +155,25 @@ func hasEntry(set map[Entry]bool, s string) bool {
 	}
 	return false
 }
+
+// A family the Node gives no IP has its loopback address as the node's
+// own for load-balancer source ranges, as kube-proxy's detectNodeIPs
+// gives it: a range holding 127.0.0.1 lets the node through, one holding
+// only an interface's address does not.
+func TestLoadBalancerSourceRangeNodeLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		ranges string
+		want   bool
+	}{{"127.0.0.0/8", true}, {"192.168.0.0/24", false}} {
+		svc := fixture.Svc("default", "lb", "", model.TCP, 80, "10.96.0.20")
+		svc.LoadBalancerIPs = fixture.IPs("192.0.2.10")
+		svc.LoadBalancerSourceRanges = fixture.Prefixes(tc.ranges)
+		node := fixture.Node()
+		node.Addresses, node.NodeIPs = fixture.IPs("192.168.0.10", "fd00::10"), fixture.IPs("fd00::10")
+		d := Build(&model.State{Node: node, Services: []model.ServicePort{svc}}, nftrules.Render)
+		self := Entry{Addr: fixture.IP("192.0.2.10"), Protocol: model.TCP, Port: 80, Addr2: fixture.IP("192.0.2.10")}
+		if got := d.Kernel.Entries[model.SetLoadBalancerSourceIP][self]; got != tc.want {
+			t.Errorf("source range %s: node allowed %v, want %v", tc.ranges, got, tc.want)
+		}
+	}
+}

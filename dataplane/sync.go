@@ -53,6 +53,7 @@ type FlowCleanup struct {
 // ones plan only the service ports that changed, the objects whose
 // operations failed before, and the real servers still draining.
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
+	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
 	scope, modelErrs := d.planner.Update(state)
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
@@ -206,6 +207,7 @@ func (d *Dataplane) Resync() {
 // DryRun returns the plan a first sync of state would carry out against
 // the kernel as it is now, and changes nothing.
 func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error) {
+	state = d.served(state)
 	desired := plan.Build(state, nftrules.Render)
 	observed, err := d.observe(ctx, desired.Kernel, &state.Node)
 	if err != nil {

@@ -183,6 +183,11 @@ type Node struct {
 	ClusterCIDRs       []netip.Prefix
 	PodInterfacePrefix string
 	PodBridge          string
+	// IPv4Only serves IPv4 alone, as kube-proxy does on a kernel without
+	// IPv6 (booted with ipv6.disable=1, or with IPv6 disabled): no IPv6
+	// virtual server, address, set entry, set or rules. The dataplane
+	// sets it itself on such a kernel.
+	IPv4Only bool
 	// StrictARP makes the node answer ARP only for addresses on the
 	// receiving interface, so the VIPs on kube-ipvs0 are not announced.
 	StrictARP bool

@@ -70,6 +70,9 @@ func HealthCheckAddresses(n *model.Node) []netip.Addr {
 	served := nodePortIPs(n)
 	var out []netip.Addr
 	for _, wildcard := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		if wildcard.Is6() && n.IPv4Only {
+			break
+		}
 		var family []netip.Addr
 		for _, a := range served {
 			if a.Is6() == wildcard.Is6() {

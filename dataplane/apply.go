@@ -20,24 +20,109 @@ type OpError struct {
 func (e *OpError) Error() string { return fmt.Sprintf("%s: %v", e.Op, e.Err) }
 func (e *OpError) Unwrap() error { return e.Err }
 
+// HeldBackError reports the new virtual servers and addresses a sync did
+// not create because the sets, set entries or rules it wrote before them
+// failed: they would have drawn traffic that nothing masquerades or
+// filters. They are planned again on the next sync.
+type HeldBackError struct {
+	Virtual   int
+	Addresses int
+}
+
+func (e *HeldBackError) Error() string {
+	return fmt.Sprintf("dataplane: %d new virtual servers and %d addresses held back until the sets and rules they need are in place",
+		e.Virtual, e.Addresses)
+}
+
 // apply carries out a plan batch by batch, in order (see plan.BatchKind).
 // Each success is recorded in the programmed state; each failure is
-// returned and its objects are planned again on the next sync.
+// returned and its objects are planned again on the next sync. Once an
+// operation on the sets or rules failed, what would draw new traffic is
+// held back (see holdBack); what is already programmed stays.
 func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan) []error {
 	var errs []error
+	prepared := true
+	held := &HeldBackError{}
 	for _, ph := range pl.Phases {
 		for _, b := range ph.Batches {
+			if !prepared {
+				if b.Ops = d.holdBack(b.Ops, held); len(b.Ops) == 0 {
+					continue
+				}
+			}
+			var batchErrs []error
 			switch b.Kind {
 			case plan.AddressBatch:
-				errs = append(errs, d.applyAddresses(ctx, b.Ops)...)
+				batchErrs = d.applyAddresses(ctx, b.Ops)
 			case plan.IPVSBatch:
-				errs = append(errs, d.applyIPVS(ctx, b)...)
+				batchErrs = d.applyIPVS(ctx, b)
 			default:
-				errs = append(errs, d.applyEach(ctx, b.Ops)...)
+				batchErrs = d.applyEach(ctx, b.Ops)
 			}
+			if len(batchErrs) > 0 && prepares(b.Ops[0]) {
+				prepared = false
+			}
+			errs = append(errs, batchErrs...)
 		}
 	}
+	if held.Virtual+held.Addresses > 0 {
+		errs = append(errs, held)
+	}
 	return errs
+}
+
+// prepares reports whether op writes what virtual servers and their
+// addresses need before they may draw traffic: the sets, their entries
+// and the rules that match them (masquerade, firewall). kube-proxy's sync
+// stops when it cannot create a set or restore its rules.
+func prepares(op plan.Op) bool {
+	switch op.(type) {
+	case plan.CreateSet, plan.AddEntries, plan.ReplaceRules:
+		return true
+	}
+	return false
+}
+
+// rulesFailed reports whether any of errs is the failure of an operation
+// that prepares: the node is then not programmed.
+func rulesFailed(errs []error) bool {
+	for _, err := range errs {
+		var oe *OpError
+		if errors.As(err, &oe) && prepares(oe.Op) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdBack returns the operations of ops that draw no new traffic, and
+// counts in held, and plans again for the next sync, those that would: a
+// new virtual server, real servers or weights for a virtual server not
+// programmed, and addresses to bind. Changes to what is programmed, and
+// removals, go ahead.
+func (d *Dataplane) holdBack(ops []plan.Op, held *HeldBackError) []plan.Op {
+	kept := ops[:0:0]
+	for _, op := range ops {
+		hold := false
+		switch o := op.(type) {
+		case plan.AddVirtual:
+			hold = true
+			held.Virtual++
+		case plan.AddReals:
+			hold = !d.isProgrammed(o.Virtual)
+		case plan.UpdateReal:
+			hold = !d.isProgrammed(o.Virtual)
+		case plan.Bind:
+			hold = true
+			held.Addresses++
+		}
+		if hold {
+			d.retry.Touch(op)
+		} else {
+			kept = append(kept, op)
+		}
+	}
+	return kept
 }
 
 // failed remembers what a failed operation touched, to plan it again.
@@ -120,6 +205,12 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op) error {
 		return removeKubeProxyChains(d.rules, o.Chains)
 	}
 	return fmt.Errorf("no kernel operation for %T", op)
+}
+
+// isProgrammed reports whether virtual server vk is in the kernel.
+func (d *Dataplane) isProgrammed(vk plan.VirtualKey) bool {
+	_, ok := d.programmed.Virtual[vk]
+	return ok
 }
 
 // desired returns the planner's desired state.

@@ -97,6 +97,9 @@ type Dataplane struct {
 	background kernelReaders
 	// kernelSysctls are the settings this kernel's release calls for.
 	kernelSysctls []model.Sysctl
+	// ipv6 is false on a kernel without IPv6: the node is then served
+	// IPv4Only.
+	ipv6 bool
 	// flowTally, during a sync, is its Result's conntrack cleanup tally.
 	flowTally *FlowCleanup
 	// schedulers remembers which schedulers the services name that the
@@ -127,6 +130,9 @@ func New(cfg *Config) (*Dataplane, error) {
 	}
 	var err error
 	if d.kernelSysctls, err = kernelSysctls(unix.ByteSliceToString(uts.Release[:])); err != nil {
+		return nil, err
+	}
+	if err := d.detectIPv6(); err != nil {
 		return nil, err
 	}
 	r, err := dialReaders(&d.cfg)

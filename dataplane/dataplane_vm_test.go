@@ -352,6 +352,24 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 	}
 }
 
+// A removed endpoint with no connection, active or inactive, is deleted
+// in the same sync, as kube-proxy's GracefulDeleteRS deletes it, rather
+// than left at weight 0 for a sync (where `sh` would keep its buckets).
+func TestDataplaneDeletesIdleRemovedEndpoint(t *testing.T) {
+	n := setupNet(t)
+	d := newDataplane(t, n.node)
+	state := &model.State{Node: vmNode(), Services: []model.ServicePort{webService()}}
+	mustSync(t, d, state)
+	state.Services[0].Endpoints = state.Services[0].Endpoints[:1]
+	res := mustSync(t, d, state)
+	if plan := res.Plan.String(); !strings.Contains(plan, "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") || strings.Contains(plan, "weight 0") {
+		t.Errorf("the idle removed endpoint was not deleted at once:\n%s", plan)
+	}
+	if out := n.node.Run(t, "ipvsadm", "-Ln", "-t", "10.96.0.10:80"); strings.Contains(out, "10.244.2.2:8080") {
+		t.Errorf("the idle removed endpoint is still there:\n%s", out)
+	}
+}
+
 // Cross-checks the kernel with the real programs after a sync of many
 // service shapes, then removes everything with Cleanup, leaving another
 // program's virtual server alone.

@@ -13,10 +13,12 @@
 //     an observed state into it ([plan.Diff]), in an order that never
 //     sends traffic where nothing handles it: sets and rules first, then
 //     virtual and real servers, then the addresses that draw traffic;
-//     removals in reverse; conntrack cleanup last. Real servers whose
-//     endpoint left drain at weight 0.
+//     removals in reverse; conntrack cleanup last. A sync whose sets or
+//     rules fail holds back new virtual servers and addresses. Real
+//     servers whose endpoint left are deleted at once when idle, else
+//     drain at weight 0.
 //   - [nftrules] compiles the node's settings into ipvsplane's nftables
-//     tables and replaces them in one transaction; the rules match the
+//     tables and replaces each in one transaction; the rules match the
 //     ipsets through the kernel's xt set match, so there are as many rules
 //     for ten services as for fifty thousand.
 //

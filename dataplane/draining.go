@@ -2,11 +2,13 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 // drain returns the drain settings of a plan made now.
@@ -35,6 +37,36 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 		if len(d.draining[vk]) == 0 {
 			delete(d.draining, vk)
 		}
+	}
+	return nil
+}
+
+// refreshLeaving reads the connection counts of the virtual servers in
+// scope that lose real servers still at a weight, one dump each, so the
+// plan deletes at once those with no connection and drains the others,
+// as kube-proxy reads them before it deletes a real server.
+func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelState, scope plan.Scope) error {
+	keys := scope.Virtual
+	if scope.All {
+		keys = map[plan.VirtualKey]bool{}
+		for vk := range d.programmed.Virtual {
+			keys[vk] = true
+		}
+	}
+	for vk := range keys {
+		if _, ok := d.programmed.Virtual[vk]; !ok || !plan.LosesReals(d.programmed, desired, vk) {
+			continue
+		}
+		dests, err := d.ipvs.Destinations(ctx, ipvsKey(vk))
+		if errors.Is(err, ipvs.ErrServiceNotExist) {
+			// Gone behind the dataplane's back: its deletions fail
+			// harmlessly, and the next read of the kernel repairs it.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
+		}
+		d.programmed.Reals[vk] = realsFromIPVS(dests)
 	}
 	return nil
 }

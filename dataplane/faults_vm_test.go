@@ -357,3 +357,52 @@ func svcWithout(s model.ServicePort) model.ServicePort {
 	s.Scheduler = ""
 	return s
 }
+
+// A sync whose rules cannot be written creates no new virtual server and
+// binds no new address, which would draw traffic without its masquerade
+// and firewall rules; what was programmed keeps serving. The next sync
+// that writes the rules programs the rest.
+func TestDataplaneRulesFailureHoldsBack(t *testing.T) {
+	n := setupNet(t)
+	d := newDataplane(t, n.node)
+	state := &model.State{Node: vmNode(), Services: []model.ServicePort{webService()}}
+	mustSync(t, d, state)
+
+	// A node setting that changes the rules, and a new Service, in a sync
+	// whose rules transaction fails.
+	state.Node.MasqueradeAll = true
+	extra := fixture.Svc("default", "extra", "", model.TCP, 81, "10.96.0.30")
+	extra.Endpoints = webService().Endpoints
+	state.Services = append(state.Services, extra)
+	failing := fault.With(context.Background(), func(pkg, req string) error {
+		if pkg == "nftables" && req == "flush" {
+			return errors.New("injected: the rules transaction fails")
+		}
+		return nil
+	})
+	res, err := d.Sync(failing, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held *HeldBackError
+	if !res.RulesFailed || !slices.ContainsFunc(res.Errors, func(e error) bool { return errors.As(e, &held) }) {
+		t.Fatalf("rules failed %v, errors %v: want the failure and what it held back", res.RulesFailed, res.Errors)
+	}
+	if out := n.node.Run(t, "ipvsadm", "-Ln"); strings.Contains(out, "10.96.0.30:81") {
+		t.Errorf("the new Service's virtual server was created without its rules:\n%s", out)
+	}
+	if out := n.node.Run(t, "ip", "-o", "addr", "show", "dev", DefaultDevice); strings.Contains(out, "10.96.0.30") {
+		t.Errorf("the new Service's address was bound without its rules:\n%s", out)
+	}
+	if reply, err := n.client.DialTCP("", "10.96.0.10:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
+		t.Errorf("the Service programmed before stopped answering: %q, %v", reply, err)
+	}
+
+	res = mustSync(t, d, state)
+	if res.RulesFailed {
+		t.Error("rules failed again without a fault")
+	}
+	if reply, err := n.client.DialTCP("", "10.96.0.30:81", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
+		t.Errorf("the new Service after the rules were written: %q, %v", reply, err)
+	}
+}

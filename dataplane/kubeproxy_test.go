@@ -74,7 +74,8 @@ func TestOnlyJumpsTo(t *testing.T) {
 // Node ports are served on every address of the node, as kube-proxy's IPVS
 // mode serves them, whatever the Node object says; a load balancer's
 // source ranges let the node through when they hold its primary IP, the
-// Node object's first of the family.
+// Node object's first of the family, or without one the family's loopback
+// address (kube-proxy's detectNodeIPs).
 func TestNodeAddressesAndNodeIPs(t *testing.T) {
 	np := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.20")
 	np.NodePort = 30080
@@ -86,7 +87,8 @@ func TestNodeAddressesAndNodeIPs(t *testing.T) {
 		nodePorts     []string
 		sourceIP      bool
 	}{
-		{"interfaces", fixture.IPs("192.168.0.10", "10.1.0.1"), nil, []string{"192.168.0.10", "10.1.0.1"}, true},
+		{"interfaces", fixture.IPs("192.168.0.10", "10.1.0.1"), nil, []string{"192.168.0.10", "10.1.0.1"}, false},
+		{"no IPv4 node IP", fixture.IPs("192.168.0.10", "10.1.0.1"), fixture.IPs("2001:db8::5"), []string{"192.168.0.10", "10.1.0.1"}, false},
 		{"primary outside the range", fixture.IPs("192.168.0.10", "10.1.0.1"), fixture.IPs("192.168.0.10", "10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, false},
 		{"primary inside the range", fixture.IPs("192.168.0.10", "10.1.0.1"), fixture.IPs("10.1.0.1"), []string{"192.168.0.10", "10.1.0.1"}, true},
 		{"an ExternalIP not on the node", fixture.IPs("192.168.0.10"), fixture.IPs("192.168.0.10", "203.0.113.5"), []string{"192.168.0.10"}, false},

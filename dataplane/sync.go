@@ -21,9 +21,15 @@ type Result struct {
 	// Errors lists the service ports left out (*model.FieldError,
 	// *plan.ConflictError), those programmed without what they ask
 	// (*model.SchedulerError, *model.SettingError), and the operations
-	// that failed (*OpError). Failed operations are tried again on the
-	// next sync.
+	// that failed (*OpError), and what those held back (*HeldBackError).
+	// Failed operations are tried again on the next sync.
 	Errors []error
+	// RulesFailed is true when creating a set, adding set entries or
+	// writing the rules failed, in the last round of the sync: the node
+	// is not programmed, and new virtual servers and addresses were held
+	// back. kube-proxy does not count such a sync as an update for its
+	// health.
+	RulesFailed bool
 	// Retries counts the rounds in which operations that failed with a
 	// transient errno (ENOBUFS, EBUSY, ENOMEM, EAGAIN, EINTR) were tried
 	// again within the sync, and the retried reads of the kernel.
@@ -47,6 +53,7 @@ type FlowCleanup struct {
 // ones plan only the service ports that changed, the objects whose
 // operations failed before, and the real servers still draining.
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
+	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
 	scope, modelErrs := d.planner.Update(state)
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
@@ -88,7 +95,7 @@ func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 }
 
 func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
-	desired, owners := d.planner.Desired()
+	desired, _ := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}
 	d.flowTally = &res.Flows
@@ -97,6 +104,8 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	// outside change, before anything is planned; the periodic reread
 	// runs in the background, and the first sync after it ends merges it.
 	reread := d.finishedReread()
+	// readNow: the kernel was read in this sync, connection counts and all.
+	readNow := false
 	switch {
 	case reread == nil:
 	case reread.err != nil:
@@ -120,7 +129,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 			d.programmed = nil
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed, scope, res.Full = observed, plan.FullScope, true
+		d.programmed, scope, res.Full, readNow = observed, plan.FullScope, true, true
 		d.lastFull = d.cfg.Now()
 	case reread != nil:
 		res.Retries += reread.retries
@@ -145,6 +154,23 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		scope = *d.retry
 	}
 	d.retry = plan.NewScope()
+	if !readNow {
+		n, err := withRetries(ctx, func() error { return d.refreshLeaving(ctx, desired, scope) })
+		res.Retries += n
+		if err != nil {
+			return nil, err
+		}
+	}
+	d.program(ctx, res, scope, node)
+	res.Errors = append(modelErrs, res.Errors...)
+	return res, nil
+}
+
+// program plans what scope covers against the programmed state and
+// carries it out, starting the periodic reread when it is due; it fills
+// res.
+func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, node *model.Node) {
+	desired, owners := d.planner.Desired()
 	if !res.Full && d.resyncDue() {
 		if err := d.startReread(ctx); err != nil {
 			res.Errors = append(res.Errors, err)
@@ -167,8 +193,8 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		d.shareReals(desired)
 	}
 	res.Retries += rounds
-	res.Errors = append(append(modelErrs, res.Errors...), opErrs...)
-	return res, nil
+	res.RulesFailed = rulesFailed(opErrs)
+	res.Errors = append(res.Errors, opErrs...)
 }
 
 // Resync forgets what the dataplane believes the kernel holds, so the next
@@ -181,6 +207,7 @@ func (d *Dataplane) Resync() {
 // DryRun returns the plan a first sync of state would carry out against
 // the kernel as it is now, and changes nothing.
 func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error) {
+	state = d.served(state)
 	desired := plan.Build(state, nftrules.Render)
 	observed, err := d.observe(ctx, desired.Kernel, &state.Node)
 	if err != nil {

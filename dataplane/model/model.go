@@ -155,7 +155,9 @@ type Node struct {
 	// NodeIPs are the node's IPs as its Node object gives them (InternalIP
 	// first, then ExternalIP). The first of each family is the node's
 	// primary IP: a load balancer's source ranges let the node itself
-	// through when they hold it. Empty means any of Addresses.
+	// through when they hold it (a family without one has its loopback
+	// address, as in kube-proxy). Empty means any of Addresses for the
+	// addresses that serve node ports.
 	NodeIPs []netip.Addr
 	// NodePortAddresses limit the node addresses that serve node ports,
 	// per family as kube-proxy reads them: a family with no prefix here
@@ -182,6 +184,11 @@ type Node struct {
 	ClusterCIDRs       []netip.Prefix
 	PodInterfacePrefix string
 	PodBridge          string
+	// IPv4Only serves IPv4 alone, as kube-proxy does on a kernel without
+	// IPv6 (booted with ipv6.disable=1, or with IPv6 disabled): no IPv6
+	// virtual server, address, set entry, set or rules. The dataplane
+	// sets it itself on such a kernel.
+	IPv4Only bool
 	// StrictARP makes the node answer ARP only for addresses on the
 	// receiving interface, so the VIPs on kube-ipvs0 are not announced.
 	StrictARP bool

@@ -292,16 +292,19 @@ func Current(conn *nftables.Conn, node *model.Node) (bool, error) {
 }
 
 // Write replaces ipvsplane's tables (ip and ip6 TableName) in conn's
-// namespace with the rules the node's settings call for, in one
-// transaction. index resolves the KUBE-* sets, which must exist.
+// namespace with the rules the node's settings call for, one transaction
+// per family, ip first, so that an ip6 table the kernel refuses (no ip6
+// nat) leaves the ip one in place. It stops at the first failure: the
+// connection must then be dialled again. index resolves the KUBE-* sets,
+// which must exist.
 func Write(conn *nftables.Conn, node *model.Node, index SetIndexer) error {
 	for _, t := range nodeTables(node) {
 		if err := queueTable(conn, t, index); err != nil {
 			return fmt.Errorf("nftrules: rules: %w", err)
 		}
-	}
-	if err := conn.Flush(); err != nil {
-		return fmt.Errorf("nftrules: replacing the nftables tables %s: %w", TableName, err)
+		if err := conn.Flush(); err != nil {
+			return fmt.Errorf("nftrules: replacing the nftables table %s %s: %w", t.family(), TableName, err)
+		}
 	}
 	return nil
 }

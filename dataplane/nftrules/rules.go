@@ -155,11 +155,7 @@ func (a action) String() string {
 // texts to decide whether the table must be replaced.
 func (t *ruleTable) String() string {
 	var b strings.Builder
-	family := "ip"
-	if t.ipv6 {
-		family = "ip6"
-	}
-	fmt.Fprintf(&b, "table %s %s {\n", family, TableName)
+	fmt.Fprintf(&b, "table %s %s {\n", t.family(), TableName)
 	for _, c := range t.chains {
 		fmt.Fprintf(&b, "  chain %s {\n", c.name)
 		if c.hook != nil {
@@ -180,4 +176,12 @@ func (t *ruleTable) String() string {
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// family is the table's nftables family: ip or ip6.
+func (t *ruleTable) family() string {
+	if t.ipv6 {
+		return "ip6"
+	}
+	return "ip"
 }

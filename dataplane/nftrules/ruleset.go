@@ -32,8 +32,12 @@ func masqueradeMark(n *model.Node) uint32 {
 	return n.MasqueradeMark
 }
 
-// nodeTables returns the tables of both families.
+// nodeTables returns the tables of both families, or the ip one alone
+// on an IPv4Only node.
 func nodeTables(n *model.Node) []*ruleTable {
+	if n.IPv4Only {
+		return []*ruleTable{nodeTable(n, false)}
+	}
 	return []*ruleTable{nodeTable(n, false), nodeTable(n, true)}
 }
 

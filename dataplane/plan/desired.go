@@ -47,7 +47,7 @@ func contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]erro
 		node:         n,
 		svc:          s,
 		sched:        sched,
-		fams:         families(s.ClusterIPs),
+		fams:         nodeFamilies(n, families(s.ClusterIPs)),
 	}
 	b.internal, b.external = endpointsByPolicy(n, s)
 	b.addClusterIPs()
@@ -118,7 +118,7 @@ func (b *contributionBuilder) addEntry(set string, ipv6 bool, e Entry) {
 
 func (b *contributionBuilder) addClusterIPs() {
 	s := b.svc
-	for _, ip := range s.ClusterIPs {
+	for _, ip := range b.served(s.ClusterIPs) {
 		b.addVirtual(kindClusterIP, ip, s.Port, b.internal, true)
 		b.addEntry(model.SetClusterIP, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
@@ -129,8 +129,7 @@ func (b *contributionBuilder) addClusterIPs() {
 func (b *contributionBuilder) addLoopBack() {
 	s := b.svc
 	for _, ep := range s.Endpoints {
-		if b.node.Name != "" && ep.NodeName == b.node.Name {
-			ip := ep.Addr.Unmap()
+		if ip := ep.Addr.Unmap(); b.node.Name != "" && ep.NodeName == b.node.Name && slices.Contains(b.fams, ip.Is6()) {
 			b.addEntry(model.SetLoopBack, ip.Is6(), Entry{Addr: ip, Protocol: s.Protocol, Port: ep.Port, Addr2: ip})
 		}
 	}
@@ -168,9 +167,7 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 		net := e
 		net.Addr2, net.Bits2 = src.Masked().Addr(), uint8(src.Bits())
 		b.addEntry(model.SetLoadBalancerSourceNet, ip.Is6(), net)
-		for _, a := range primaryIPs(b.node, ip.Is6()) {
-			allowFromNode = allowFromNode || src.Contains(a)
-		}
+		allowFromNode = allowFromNode || src.Contains(primaryIP(b.node, ip.Is6()))
 	}
 	// Traffic from the node itself to its load balancer address loops
 	// back without leaving the node; let it through when the node is
@@ -280,6 +277,15 @@ func realServers(ipv6 bool, chosen []model.Endpoint) Reals {
 }
 
 // families returns the families of addrs, IPv4 (false) first.
+// nodeFamilies returns the families of fams the node serves: IPv4 alone
+// on an IPv4Only node.
+func nodeFamilies(n *model.Node, fams []bool) []bool {
+	if n.IPv4Only {
+		return slices.DeleteFunc(fams, func(ipv6 bool) bool { return ipv6 })
+	}
+	return fams
+}
+
 func families(addrs []netip.Addr) []bool {
 	var fams []bool
 	for _, ipv6 := range []bool{false, true} {

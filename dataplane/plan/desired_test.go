@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -154,4 +155,78 @@ func hasEntry(set map[Entry]bool, s string) bool {
 		}
 	}
 	return false
+}
+
+// A family the Node gives no IP has its loopback address as the node's
+// own for load-balancer source ranges, as kube-proxy's detectNodeIPs
+// gives it: a range holding 127.0.0.1 lets the node through, one holding
+// only an interface's address does not.
+func TestLoadBalancerSourceRangeNodeLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		ranges string
+		want   bool
+	}{{"127.0.0.0/8", true}, {"192.168.0.0/24", false}} {
+		svc := fixture.Svc("default", "lb", "", model.TCP, 80, "10.96.0.20")
+		svc.LoadBalancerIPs = fixture.IPs("192.0.2.10")
+		svc.LoadBalancerSourceRanges = fixture.Prefixes(tc.ranges)
+		node := fixture.Node()
+		node.Addresses, node.NodeIPs = fixture.IPs("192.168.0.10", "fd00::10"), fixture.IPs("fd00::10")
+		d := Build(&model.State{Node: node, Services: []model.ServicePort{svc}}, nftrules.Render)
+		self := Entry{Addr: fixture.IP("192.0.2.10"), Protocol: model.TCP, Port: 80, Addr2: fixture.IP("192.0.2.10")}
+		if got := d.Kernel.Entries[model.SetLoadBalancerSourceIP][self]; got != tc.want {
+			t.Errorf("source range %s: node allowed %v, want %v", tc.ranges, got, tc.want)
+		}
+	}
+}
+
+// An IPv4Only node (a kernel without IPv6) serves a dual-stack Service's
+// IPv4 side alone, as kube-proxy's single-stack IPv4 proxier: no IPv6
+// virtual server, address, entry, set or table; an IPv6-only Service
+// contributes nothing; health checks listen on IPv4 alone.
+func TestIPv4OnlyNode(t *testing.T) {
+	dual := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.10", "fd00:96::10")
+	dual.NodePort = 30080
+	dual.ExternalIPs = fixture.IPs("198.51.100.10", "2001:db8::10")
+	dual.ExternalPolicy = model.PolicyLocal
+	dual.HealthCheckNodePort = 32000
+	dual.Endpoints = []model.Endpoint{fixture.Ready("10.244.0.5", 8080, "node-a"), fixture.Ready("fd00:244::5", 8080, "node-a")}
+	v6 := fixture.Svc("default", "v6", "http", model.TCP, 80, "fd00:96::11")
+	v6.Endpoints = []model.Endpoint{fixture.Ready("fd00:244::6", 8080, "node-a")}
+	node := fixture.Node()
+	node.IPv4Only = true
+	d := Build(&model.State{Node: node, Services: []model.ServicePort{dual, v6}}, nftrules.Render)
+	if len(d.Errors) != 0 {
+		t.Errorf("errors: %v", d.Errors)
+	}
+	for vk := range d.Kernel.Virtual {
+		if vk.Addr.Is6() {
+			t.Errorf("IPv6 virtual server %s", vk)
+		}
+	}
+	if len(d.Kernel.Virtual) != 3 {
+		t.Errorf("virtual servers %v, want the cluster IP, the external IP and the node port", slices.Collect(maps.Keys(d.Kernel.Virtual)))
+	}
+	for a := range d.Kernel.Addresses {
+		if a.Is6() {
+			t.Errorf("IPv6 address %s bound", a)
+		}
+	}
+	for name, spec := range d.Kernel.Sets {
+		if spec.IPv6 {
+			t.Errorf("IPv6 set %s", name)
+		}
+	}
+	for name, entries := range d.Kernel.Entries {
+		for e := range entries {
+			if e.Addr.Is6() || e.Addr2.Is6() {
+				t.Errorf("IPv6 entry %s in %s", e, name)
+			}
+		}
+	}
+	if strings.Contains(d.Kernel.Rules, "table ip6 ") || !strings.Contains(d.Kernel.Rules, "table ip ") {
+		t.Errorf("rules hold the ip6 table, or no ip one")
+	}
+	if got := HealthCheckAddresses(&node); !slices.Equal(got, fixture.IPs("0.0.0.0")) {
+		t.Errorf("health checks listen on %v, want 0.0.0.0 alone", got)
+	}
 }

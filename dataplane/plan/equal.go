@@ -93,7 +93,7 @@ func equalNode(a, b *model.Node) bool {
 		a.MasqueradeMark == b.MasqueradeMark &&
 		slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
 		a.PodInterfacePrefix == b.PodInterfacePrefix && a.PodBridge == b.PodBridge &&
-		a.StrictARP == b.StrictARP &&
+		a.StrictARP == b.StrictARP && a.IPv4Only == b.IPv4Only &&
 		slices.Equal(a.ExcludeCIDRs, b.ExcludeCIDRs) &&
 		a.TCPTimeout == b.TCPTimeout && a.TCPFinTimeout == b.TCPFinTimeout && a.UDPTimeout == b.UDPTimeout
 }

@@ -42,6 +42,9 @@ type desiredIndex struct {
 func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *desiredIndex {
 	state := NewKernelState()
 	state.Sets = SetSpecs()
+	if node.IPv4Only {
+		maps.DeleteFunc(state.Sets, func(_ string, s SetSpec) bool { return s.IPv6 })
+	}
 	state.Rules = rules
 	for name := range state.Sets {
 		state.Entries[name] = map[Entry]bool{}

@@ -7,15 +7,16 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
-// primaryIPs returns the node's primary IP of a family, as kube-proxy
-// takes it from the Node object, or without one every address of the node.
-func primaryIPs(n *model.Node, ipv6 bool) []netip.Addr {
+// primaryIP returns the node's primary IP of a family, as kube-proxy
+// takes it from the Node object, or without one the family's loopback
+// address, as kube-proxy's detectNodeIPs gives a family the Node lacks.
+func primaryIP(n *model.Node, ipv6 bool) netip.Addr {
 	for _, a := range n.NodeIPs {
 		if a.Is6() == ipv6 {
-			return []netip.Addr{a}
+			return a
 		}
 	}
-	return localAddrs(n)
+	return loopback(ipv6)
 }
 
 // localAddrs returns the node's addresses, or without them its Node
@@ -69,6 +70,9 @@ func HealthCheckAddresses(n *model.Node) []netip.Addr {
 	served := nodePortIPs(n)
 	var out []netip.Addr
 	for _, wildcard := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
+		if wildcard.Is6() && n.IPv4Only {
+			break
+		}
 		var family []netip.Addr
 		for _, a := range served {
 			if a.Is6() == wildcard.Is6() {

@@ -249,11 +249,13 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 	return ops
 }
 
-// diffReals adds and reweights real servers, and drains those whose
-// endpoint left: TCP ones go to weight 0 and are deleted once their
-// connections end or the drain times out; UDP and SCTP ones are deleted at
-// once and their flows flushed, since a datagram client would otherwise
-// keep talking to the dead endpoint.
+// diffReals adds and reweights real servers, and removes those whose
+// endpoint left as kube-proxy's GracefulDeleteRS does: a TCP one with no
+// connection (active or inactive, in have's counts, which must be fresh)
+// is deleted at once; one with connections goes to weight 0 and is
+// deleted once they end or the drain times out; UDP and SCTP ones are
+// deleted at once and their flows flushed, since a datagram client would
+// otherwise keep talking to the dead endpoint.
 func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 	if len(have) == 0 {
 		// All of them are new, as on a first sync: the desired list
@@ -288,13 +290,31 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 		case vs.Protocol != model.TCP:
 			ops = append(ops, DeleteReal{Virtual: vs, Real: rk},
 				FlushConntrack{Protocol: vs.Protocol, Addr: vs.Addr, Port: vs.Port, Real: rk})
+		case h.ActiveConns == 0 && h.InactiveConns == 0:
+			ops = append(ops, DeleteReal{Virtual: vs, Real: rk})
 		case h.Weight != 0:
 			ops = append(ops, UpdateReal{Virtual: vs, Real: RealServer{RealKey: rk}})
-		case h.ActiveConns+h.InactiveConns == 0 || drainExpired(drain, vs, rk):
+		case drainExpired(drain, vs, rk):
 			ops = append(ops, DeleteReal{Virtual: vs, Real: rk})
 		}
 	}
 	return ops
+}
+
+// LosesReals reports whether the diff of virtual server vk removes real
+// servers that still have a weight: how it removes them depends on their
+// connection counts, which the caller must read first (see diffReals).
+func LosesReals(observed, desired *KernelState, vk VirtualKey) bool {
+	if vk.Protocol != model.TCP {
+		return false
+	}
+	want := desired.Reals[vk]
+	for _, h := range observed.Reals[vk] {
+		if _, ok := want.Get(h.RealKey); !ok && h.Weight != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // sameReals reports whether diffReals has nothing to do: both sorted

@@ -3,6 +3,7 @@ package plan
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -74,5 +75,55 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 	programmed.Record(UpdateReal{Virtual: vk, Real: realAt("10.0.0.1", 80, 0)})
 	if desired.Reals[vk][0].Weight != 1 || programmed.Reals[vk][0].Weight != 0 {
 		t.Errorf("desired %v, programmed %v after a reweight", desired.Reals[vk], programmed.Reals[vk])
+	}
+}
+
+// A real server whose endpoint left is removed as kube-proxy's
+// GracefulDeleteRS removes it: UDP and SCTP at once, with their flows;
+// TCP at once when it holds no connection, active or inactive, else at
+// weight 0 until its connections end or the drain times out.
+func TestDiffRealsRemoval(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	tcp := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	udp := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 53, Protocol: model.UDP}
+	kept := realAt("10.0.0.1", 80, 1)
+	gone := func(weight int, active, inactive uint32) RealServer {
+		r := realAt("10.0.0.2", 80, weight)
+		r.ActiveConns, r.InactiveConns = active, inactive
+		return r
+	}
+	del := func(vk VirtualKey) Op { return DeleteReal{Virtual: vk, Real: gone(0, 0, 0).RealKey} }
+	drain := UpdateReal{Virtual: tcp, Real: RealServer{RealKey: gone(0, 0, 0).RealKey}}
+	since := func(ago time.Duration) Drain {
+		return Drain{Since: map[VirtualKey]map[RealKey]time.Time{tcp: {gone(0, 0, 0).RealKey: now.Add(-ago)}}, Timeout: time.Minute, Now: now}
+	}
+	for _, tt := range []struct {
+		name  string
+		vk    VirtualKey
+		have  RealServer
+		drain Drain
+		want  []Op
+	}{
+		{"tcp idle is deleted at once", tcp, gone(1, 0, 0), Drain{}, []Op{del(tcp)}},
+		{"tcp with an active connection drains", tcp, gone(1, 1, 0), Drain{}, []Op{drain}},
+		{"tcp with an inactive connection drains", tcp, gone(1, 0, 2), Drain{}, []Op{drain}},
+		{"tcp draining waits for its connections", tcp, gone(0, 1, 0), since(time.Second), nil},
+		{"tcp draining whose connections ended is deleted", tcp, gone(0, 0, 0), since(time.Second), []Op{del(tcp)}},
+		{"tcp draining past its bound is deleted", tcp, gone(0, 1, 0), since(time.Minute), []Op{del(tcp)}},
+		{"udp with connections is deleted at once", udp, gone(1, 3, 3), Drain{}, []Op{del(udp),
+			FlushConntrack{Protocol: model.UDP, Addr: udp.Addr, Port: udp.Port, Real: gone(0, 0, 0).RealKey}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := diffReals(tt.vk, NewReals([]RealServer{kept, tt.have}), Reals{kept}, tt.drain)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+			observed, desired := NewKernelState(), NewKernelState()
+			observed.Reals[tt.vk] = NewReals([]RealServer{kept, tt.have})
+			desired.Reals[tt.vk] = Reals{kept}
+			if want := tt.vk.Protocol == model.TCP && tt.have.Weight != 0; LosesReals(observed, desired, tt.vk) != want {
+				t.Errorf("LosesReals is %v, want %v: the counts must be read first", !want, want)
+			}
+		})
 	}
 }

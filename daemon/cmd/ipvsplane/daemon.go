@@ -97,7 +97,12 @@ func (d *daemon) sync(ctx context.Context) error {
 	d.synced, d.lastFull = true, res.Full
 
 	d.observeSync(u, res, end, took, servicesPending, endpointsPending)
-	d.health.updated()
+	if !res.RulesFailed {
+		// As kube-proxy, whose sync stops before it tells its health
+		// server when a set or its rules cannot be written: the node is
+		// not programmed, and the changes still wait.
+		d.health.updated()
+	}
 	d.followServices(u, full)
 	failed := d.reportProblems(res)
 	if res.Full && failed == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,6 +38,8 @@ type fakeKernel struct {
 	noScheduler bool
 	// problems are reported by every sync.
 	problems []error
+	// rulesFail makes every sync fail to write the rules.
+	rulesFail bool
 }
 
 func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
@@ -55,6 +58,10 @@ func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
 	res := &dataplane.Result{Plan: &plan.Plan{}, Full: full, Errors: slices.Clone(k.problems)}
 	if k.fail != nil {
 		res.Errors = append(res.Errors, &dataplane.OpError{Op: plan.Bind{}, Err: k.fail})
+	}
+	if k.rulesFail {
+		res.Errors = append(res.Errors, &dataplane.OpError{Op: plan.ReplaceRules{}, Err: errors.New("no xt_set")})
+		res.RulesFailed = true
 	}
 	return res, nil
 }
@@ -247,6 +254,54 @@ func TestDaemonSync(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(d.metrics.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
+	}
+}
+
+// A sync whose sets or rules fail is not an update for health, as in
+// kube-proxy: the change it took still waits, and after twice the sync
+// period /healthz and /livez answer 503, until a sync programs the node.
+func TestDaemonHealthFollowsRules(t *testing.T) {
+	const period = 30 * time.Second
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	k := &fakeKernel{rulesFail: true}
+	m := newMetrics()
+	d := &daemon{
+		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(period, clock.now, false, m), now: clock.now,
+		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
+	}
+	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	d.hc.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	defer d.hc.close(context.Background())
+	d.health.updated()
+	feed(t, d.tracker, webManifest)
+	d.health.queued()
+	d.tracker.MarkSynced(watcher.Services)
+	d.tracker.MarkSynced(watcher.EndpointSlices)
+	healthy := func() bool {
+		t.Helper()
+		code, _ := serveJSON(t, d.health.healthzHandler(), "/healthz")
+		live, _ := serveJSON(t, d.health.livezHandler(), "/livez")
+		if (code == http.StatusOK) != (live == http.StatusOK) {
+			t.Errorf("/healthz %d, /livez %d", code, live)
+		}
+		return code == http.StatusOK
+	}
+
+	for range 3 {
+		if err := d.sync(context.Background()); err == nil {
+			t.Error("a sync whose rules failed reported no error")
+		}
+		clock.advance(period)
+	}
+	if healthy() {
+		t.Error("healthy after two sync periods of failing rules")
+	}
+	k.rulesFail = false
+	if err := d.sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !healthy() {
+		t.Error("not healthy after the sync that programmed the node")
 	}
 }
 

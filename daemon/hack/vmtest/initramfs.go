@@ -23,6 +23,8 @@ type guest struct {
 	tools    []string // host programs or paths to copy in
 	network  bool     // bring up eth0 on qemu's user network
 	forwards []guestForward
+	// cmdline are more kernel parameters, such as ipv6.disable=1.
+	cmdline []string
 }
 
 // buildInitramfs writes the gzip-compressed initramfs for g to dst, using

@@ -22,6 +22,8 @@
 //	                 restricted: nothing the guest sends leaves qemu except
 //	                 to the control plane's forwards (see below)
 //	VMTEST_TOOLS     more host programs to copy in, besides testdata/vmtest-tools
+//	VMTEST_CMDLINE   more kernel parameters, besides testdata/vmtest-cmdline
+//	                 (one or more a line, # comments), such as ipv6.disable=1
 //	VMTEST_TIMEOUT   a limit for the whole run (default: the test's -test.timeout plus 5m)
 //	VMTEST_VERBOSE=1 print the guest's boot messages too
 //
@@ -91,12 +93,18 @@ func newGuest(release, binary string, args []string) (guest, error) {
 	if err != nil {
 		return guest{}, err
 	}
+	// The same format: words, one or more a line, with # comments.
+	cmdline, err := readToolList("testdata/vmtest-cmdline", os.Getenv("VMTEST_CMDLINE"))
+	if err != nil {
+		return guest{}, err
+	}
 	g := guest{
 		release: release,
 		binary:  binary,
 		args:    guestArgs(args),
 		env:     guestEnv(os.Environ()),
 		tools:   tools,
+		cmdline: cmdline,
 		network: os.Getenv("VMTEST_NET") == "1",
 	}
 	if info, err := os.Stat("testdata"); err == nil && info.IsDir() {
@@ -284,7 +292,7 @@ func qemuArgs(g guest, self, kernel, initrd, statusFile string) []string {
 		"-serial", "mon:stdio", "-serial", "file:" + statusFile,
 		"-nic", nic,
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+		"-append", strings.Join(append([]string{"console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init"}, g.cmdline...), " "),
 	}
 }
 

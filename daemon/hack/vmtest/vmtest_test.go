@@ -164,3 +164,26 @@ func TestQemuNetworkIsRestricted(t *testing.T) {
 		t.Errorf("a guest without network got %q", args)
 	}
 }
+
+// A package asks for kernel parameters in testdata/vmtest-cmdline, and a
+// run adds more with VMTEST_CMDLINE; both reach the kernel's command line
+// after the harness's own.
+func TestKernelCommandLine(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("testdata", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("testdata/vmtest-cmdline", []byte("# a kernel without IPv6\nipv6.disable=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VMTEST_CMDLINE", "nokaslr")
+	g, err := newGuest("6.1", "pkg.test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := qemuArgs(g, "/vmtest", "vmlinuz", "initrd", "status")
+	i := slices.Index(args, "-append")
+	if i < 0 || !strings.HasPrefix(args[i+1], "console=ttyS0 ") || !strings.HasSuffix(args[i+1], " rdinit=/init ipv6.disable=1 nokaslr") {
+		t.Errorf("kernel command line %q", args[i:])
+	}
+}

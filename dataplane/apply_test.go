@@ -1,0 +1,93 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"golang.org/x/sys/unix"
+)
+
+// A sync whose rules fail creates no new virtual server and binds no
+// address that would draw traffic without its masquerade and firewall
+// rules: it reports the failure and what it held back, plans them all
+// again, and leaves what is programmed alone. (The dataplane has no IPVS
+// or dummy device here: an operation that was not held back would reach
+// the kernel and fail the test.)
+func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	existing := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 443, Protocol: model.TCP}
+	real := plan.RealServer{RealKey: plan.RealKey{Addr: fixture.IP("10.244.0.5"), Port: 8080}, Weight: 1}
+	pl := plan.New(
+		plan.ReplaceRules{Rules: "table ip ipvsplane {}"},
+		plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk, Scheduler: "rr"}},
+		plan.AddReals{Virtual: vk, Reals: plan.Reals{real}},
+		plan.Bind{Addr: vk.Addr},
+	)
+	d := &Dataplane{
+		cfg:        Config{Now: time.Now},
+		programmed: plan.NewKernelState(),
+		retry:      plan.NewScope(),
+		draining:   map[plan.VirtualKey]map[plan.RealKey]time.Time{},
+	}
+	d.programmed.Virtual[existing] = plan.VirtualServer{VirtualKey: existing, Scheduler: "rr"}
+	d.programmed.Addresses[existing.Addr] = true
+	ctx := fault.With(context.Background(), func(pkg, _ string) error {
+		if pkg == "nftables" {
+			return unix.EPERM
+		}
+		return nil
+	})
+
+	errs := d.apply(ctx, pl)
+
+	var oe *OpError
+	if len(errs) == 0 || !errors.As(errs[0], &oe) || !errors.Is(errs[0], unix.EPERM) {
+		t.Fatalf("errors %v: want the rules' failure first", errs)
+	}
+	if _, ok := oe.Op.(plan.ReplaceRules); !ok {
+		t.Errorf("failed operation %v, want the rules", oe.Op)
+	}
+	var held *HeldBackError
+	if len(errs) != 2 || !errors.As(errs[1], &held) || held.Virtual != 1 || held.Addresses != 1 {
+		t.Errorf("errors %v: want one virtual server and one address held back", errs)
+	}
+	if !rulesFailed(errs) {
+		t.Error("rulesFailed is false after the rules failed")
+	}
+	if !d.retry.All || !d.retry.Virtual[vk] || !d.retry.Addresses[vk.Addr] {
+		t.Errorf("planned again: %+v; want everything, the virtual server and its address", d.retry)
+	}
+	if d.isProgrammed(vk) || d.programmed.Addresses[vk.Addr] {
+		t.Error("the held-back virtual server or address is recorded as programmed")
+	}
+	if !d.isProgrammed(existing) || !d.programmed.Addresses[existing.Addr] {
+		t.Error("what was programmed before is gone")
+	}
+}
+
+// Only the failure of what prepares the traffic (sets, entries, rules)
+// makes the node unprogrammed; a virtual server that failed does not.
+func TestRulesFailed(t *testing.T) {
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	for _, tt := range []struct {
+		op   plan.Op
+		want bool
+	}{
+		{plan.CreateSet{Spec: plan.SetSpec{Name: "KUBE-CLUSTER-IP"}}, true},
+		{plan.AddEntries{Set: "KUBE-CLUSTER-IP"}, true},
+		{plan.ReplaceRules{}, true},
+		{plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk}}, false},
+		{plan.Bind{Addr: vk.Addr}, false},
+		{plan.DelEntries{Set: "KUBE-CLUSTER-IP"}, false},
+	} {
+		if got := rulesFailed([]error{&OpError{Op: tt.op, Err: unix.EPERM}}); got != tt.want {
+			t.Errorf("%v failed: rulesFailed %v, want %v", tt.op, got, tt.want)
+		}
+	}
+}

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -319,39 +317,6 @@ func histogramCounts(t *testing.T, h *prometheus.HistogramVec) map[string]uint64
 		}
 	}
 	return out
-}
-
-// The kernel runs IPv6 unless it lists no IPv6 addresses (booted with
-// ipv6.disable=1) or has IPv6 disabled on all interfaces, as kube-proxy
-// checks.
-func TestKernelHasIPv6(t *testing.T) {
-	proc := func(inet6 bool, disable string) string {
-		dir := t.TempDir()
-		if inet6 {
-			os.MkdirAll(filepath.Join(dir, "net"), 0o755)
-			os.WriteFile(filepath.Join(dir, "net", "if_inet6"), nil, 0o644)
-		}
-		if disable != "" {
-			conf := filepath.Join(dir, "sys", "net", "ipv6", "conf", "all")
-			os.MkdirAll(conf, 0o755)
-			os.WriteFile(filepath.Join(conf, "disable_ipv6"), []byte(disable), 0o644)
-		}
-		return dir
-	}
-	for _, tt := range []struct {
-		name    string
-		inet6   bool
-		disable string
-		want    bool
-	}{
-		{"IPv6", true, "0\n", true},
-		{"ipv6.disable=1", false, "", false},
-		{"disable_ipv6=1", true, "1\n", false},
-	} {
-		if got := kernelHasIPv6(proc(tt.inet6, tt.disable)); got != tt.want {
-			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
-		}
-	}
 }
 
 // The last-queued time moves for the families a change concerns among the

@@ -35,8 +35,6 @@ type app struct {
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
 	// version is what --version reports (see buildVersion).
 	version string
-	// kernelIPv6 reports whether the kernel runs IPv6 (see kernelHasIPv6).
-	kernelIPv6 func() bool
 	// removeLegacy removes kube-proxy's iptables-legacy chains (see
 	// removeLegacyKubeProxy); nil leaves them.
 	removeLegacy func(ctx context.Context) (legacyReport, error)
@@ -47,7 +45,6 @@ func newApp() *app {
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, version: buildVersion(),
-		kernelIPv6: func() bool { return kernelHasIPv6("/proc") },
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
 		},

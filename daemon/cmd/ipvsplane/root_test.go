@@ -35,7 +35,6 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return nil, nil, nil
 		},
-		kernelIPv6: func() bool { return true },
 	}, &stdout, &stderr
 }
 

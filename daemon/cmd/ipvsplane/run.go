@@ -177,7 +177,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 	defer k.Close()
-	servedFamilies(log, k, &s.node)
+	ipv6 := servedFamilies(log, k, &s.node)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// As kube-proxy: a scheduler the kernel lacks stops the start, rather
@@ -186,7 +186,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 
-	m := newMetrics().forFamilies(a.kernelIPv6())
+	m := newMetrics().forFamilies(ipv6)
 	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
 	events, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
@@ -363,10 +363,13 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 
 // servedFamilies makes node IPv4Only, and says so once, when the kernel
 // has no IPv6: as kube-proxy, which then runs single-stack IPv4, and so
-// that the health-check servers do not listen on ::.
-func servedFamilies(log *zap.Logger, k kernel, node *model.Node) {
+// that the health-check servers do not listen on :: and the metrics have
+// no IPv6 series. It reports whether IPv6 is served.
+func servedFamilies(log *zap.Logger, k kernel, node *model.Node) bool {
 	if dp, ok := k.(interface{ IPv6() bool }); ok && !dp.IPv6() {
 		node.IPv4Only = true
 		log.Info("the kernel has no IPv6 (booted with ipv6.disable=1, or IPv6 disabled): serving IPv4 only")
+		return false
 	}
+	return true
 }

@@ -171,13 +171,19 @@ func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.
 	} else {
 		m.observeFamilies(m.partialSyncDuration, took.Seconds())
 	}
-	m.setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
 	m.serviceChanges.Add(float64(servicesPending))
 	m.endpointChanges.Add(float64(endpointsPending))
 	s, e := d.tracker.Pending()
 	m.servicesPending.Set(float64(s))
 	m.endpointsPending.Set(float64(e))
 	m.servicePorts.Set(float64(u.ServicePorts))
+	m.observe(res)
+	if res.RulesFailed {
+		// As kube-proxy, whose sync returns before these when its rules
+		// fail: the node is not programmed, nor is the change.
+		return
+	}
+	m.setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
 	// Each family's EndpointSlice changes count for that family only.
 	for i, times := range u.TriggerTimes {
 		if !m.runs(ipFamilies[i]) {
@@ -189,7 +195,6 @@ func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.
 			}
 		}
 	}
-	m.observe(res)
 }
 
 // followServices brings what tracks the services beside the kernel, the

@@ -296,12 +296,19 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	if healthy() {
 		t.Error("healthy after two sync periods of failing rules")
 	}
+	// As kube-proxy, a sync whose rules failed sets no last sync time.
+	if got := testutil.ToFloat64(m.lastSync.WithLabelValues("IPv4")); got != 0 {
+		t.Errorf("last sync time %v after syncs whose rules failed", got)
+	}
 	k.rulesFail = false
 	if err := d.sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if !healthy() {
 		t.Error("not healthy after the sync that programmed the node")
+	}
+	if got := testutil.ToFloat64(m.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
+		t.Errorf("last sync time %v, want %v", got, clock.t.Unix())
 	}
 }
 

@@ -228,10 +228,11 @@ func (c *Cluster) AddNeighbours(kinds []NeighbourKind) {
 }
 
 // servicePort picks, with probability p, a TCP or UDP port of a random
-// Service the proxies serve; ok is false otherwise.
-func (g *generator) servicePort(svcs []*Service, p float64, tcpOnly bool) (svc string, port corev1.ServicePort, ok bool) {
+// Service the proxies serve, and one of its families; ok is false
+// otherwise.
+func (g *generator) servicePort(svcs []*Service, p float64, tcpOnly bool) (svc string, port corev1.ServicePort, family corev1.IPFamily, ok bool) {
 	if !g.chance(p) {
-		return "", port, false
+		return "", port, "", false
 	}
 	var cands []int
 	for i, s := range svcs {
@@ -240,14 +241,27 @@ func (g *generator) servicePort(svcs []*Service, p float64, tcpOnly bool) (svc s
 		}
 	}
 	if len(cands) == 0 {
-		return "", port, false
+		return "", port, "", false
 	}
 	s := svcs[pick(g, cands...)].Service
 	port = pick(g, s.Spec.Ports...)
 	if port.Protocol == corev1.ProtocolSCTP || tcpOnly && port.Protocol != corev1.ProtocolTCP {
-		return "", port, false
+		return "", port, "", false
 	}
-	return s.Name, port, true
+	return s.Name, port, pick(g, g.env.serviceFamilies(&s.Spec)...), true
+}
+
+// serviceFamilies are the families the API server gives a generated
+// Service: those it asks for, else both with a dual-stack policy, else
+// the primary.
+func (e Env) serviceFamilies(s *corev1.ServiceSpec) []corev1.IPFamily {
+	switch {
+	case len(s.IPFamilies) > 0:
+		return s.IPFamilies
+	case s.IPFamilyPolicy != nil && *s.IPFamilyPolicy != corev1.IPFamilyPolicySingleStack:
+		return e.Families()
+	}
+	return e.Families()[:1]
 }
 
 // hostPorts returns one to three pods' hostPorts, most on a Service's
@@ -260,8 +274,8 @@ func (g *generator) hostPorts(svcs []*Service, taken map[string]bool) []HostPort
 		if h.Protocol == corev1.ProtocolUDP {
 			h.Port = pick[int32](g, 53, 8472, 5353)
 		}
-		if name, p, ok := g.servicePort(svcs, 0.7, false); ok {
-			h.Service, h.Protocol, h.Port = name, p.Protocol, p.Port
+		if name, p, f, ok := g.servicePort(svcs, 0.7, false); ok {
+			h.Service, h.Protocol, h.Port, h.Family = name, p.Protocol, p.Port, f
 		}
 		h.Container = fmt.Sprintf("%016x", g.rnd.Uint64())
 		key := fmt.Sprintf("%s/%d/%s", h.Protocol, h.Port, h.Family)
@@ -280,7 +294,8 @@ func (g *generator) dockerPorts(svcs []*Service, taken map[string]bool) []Publis
 	var out []PublishedPort
 	for range 1 + g.rnd.IntN(2) {
 		d := PublishedPort{Port: pick[int32](g, 80, 3000, 8080, 8443)}
-		if name, p, ok := g.servicePort(svcs, 0.7, true); ok {
+		// Docker publishes IPv4 only: its collisions are with IPv4.
+		if name, p, f, ok := g.servicePort(svcs, 0.7, true); ok && f == corev1.IPv4Protocol {
 			d.Service, d.Port = name, p.Port
 		}
 		key := fmt.Sprintf("TCP/%d/%s", d.Port, corev1.IPv4Protocol)

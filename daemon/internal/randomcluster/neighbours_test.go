@@ -52,14 +52,14 @@ func TestNeighboursCover(t *testing.T) {
 			seen["hostport="+string(h.Protocol)] = true
 			seen["hostport-family="+string(h.Family)] = true
 			seen[fmt.Sprintf("hostport-on-service=%v", h.Service != "")] = true
-			if h.Service != "" && !servesPort(c, h.Service, h.Protocol, h.Port) {
-				t.Errorf("seed %d: host port %s/%d is not a port of %s", seed, h.Protocol, h.Port, h.Service)
+			if h.Service != "" && !servesPort(c, h.Service, h.Protocol, h.Port, h.Family) {
+				t.Errorf("seed %d: host port %s/%d %s is not a port of %s", seed, h.Protocol, h.Port, h.Family, h.Service)
 			}
 		}
 		seen[fmt.Sprintf("portmap-prepend=%v", n.PortmapPrepend)] = true
 		for _, d := range n.DockerPorts {
 			seen[fmt.Sprintf("docker-on-service=%v", d.Service != "")] = true
-			if d.Service != "" && !servesPort(c, d.Service, corev1.ProtocolTCP, d.Port) {
+			if d.Service != "" && !servesPort(c, d.Service, corev1.ProtocolTCP, d.Port, corev1.IPv4Protocol) {
 				t.Errorf("seed %d: Docker port %d is not a TCP port of %s", seed, d.Port, d.Service)
 			}
 		}
@@ -81,10 +81,11 @@ func TestNeighboursCover(t *testing.T) {
 	}
 }
 
-func servesPort(c *Cluster, name string, proto corev1.Protocol, port int32) bool {
+// servesPort reports whether the Service has the port, in the family.
+func servesPort(c *Cluster, name string, proto corev1.Protocol, port int32, f corev1.IPFamily) bool {
 	for _, s := range c.Services {
 		if s.Service.Name == name {
-			return slices.ContainsFunc(s.Service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Protocol == proto && p.Port == port })
+			return slices.Contains(c.Env.serviceFamilies(&s.Service.Spec), f) && slices.ContainsFunc(s.Service.Spec.Ports, func(p corev1.ServicePort) bool { return p.Protocol == proto && p.Port == port })
 		}
 	}
 	return false

@@ -21,10 +21,13 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
 )
 
-// difftestSeeds are the seeds CI runs: a few minutes in the emulated VM.
+// difftestSeeds are the seeds CI runs: a few minutes in the emulated VM;
+// difftestNeighbourSeeds gives some of them neighbours.
 // IPVSPLANE_DIFFTEST_SEEDS ("1,2,3") replaces them; make difftest SEEDS=N
-// passes N new ones; IPVSPLANE_DIFFTEST_CASE=FILE (make difftest
-// CASE=FILE) runs instead the reproduction a failing seed printed.
+// passes N new ones; IPVSPLANE_DIFFTEST_NEIGHBOURS (make difftest
+// NEIGHBOURS=1) gives every seed neighbours; IPVSPLANE_DIFFTEST_CASE=FILE
+// (make difftest CASE=FILE) runs instead the reproduction a failing seed
+// printed, with the neighbours it lists.
 var difftestSeeds = []uint64{1, 5}
 
 // difftestServices is how many Services a seed has, unless
@@ -236,7 +239,7 @@ ipvs:
 			for _, n := range c.Neighbours.Services() {
 				involved[n] = true
 			}
-		} else if ex := explainProbe(d.probe, svc, d.kp, d.ip); ex != nil {
+		} else if ex := explainProbe(d.probe, svc, d.kp, d.ip, c.Neighbours); ex != nil {
 			group = "probes: " + ex.name
 			t.Logf("%s: %s (service %s)", ex.name, d, name)
 		} else {

@@ -15,9 +15,12 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
 )
 
-// difftestNeighbourSeeds are the CI seeds that get neighbours, and which.
+// difftestNeighbourSeeds are the CI seeds that get neighbours, and which:
+// not yet kube-proxy's other modes' leftovers, which ipvsplane leaves in
+// place while kube-proxy's IPVS mode deletes or rewrites them at its
+// start, so that they take node ports from ipvsplane.
 var difftestNeighbourSeeds = map[uint64][]randomcluster.NeighbourKind{
-	5: randomcluster.DefaultNeighbourKinds,
+	5: {randomcluster.HostPortNeighbour, randomcluster.DockerNeighbour, randomcluster.ForwardDropNeighbour},
 }
 
 // difftestNeighbours returns the kinds of neighbours a seed gets:

@@ -196,6 +196,35 @@ var probeExclusions = []probeExclusion{
 				pr.client.ns != nil && strings.HasPrefix(kp, "forwarded ") && ip == "dropped"
 		},
 	},
+	{
+		// kube-proxy's IPVS mode keeps the iptables mode's filter
+		// KUBE-SERVICES and KUBE-EXTERNAL-SERVICES, which REJECT what had
+		// no endpoints then; ipvsplane removes them with the rest of that
+		// mode's chains (once it does: the takeover of kube-proxy's other
+		// modes).
+		name: "the iptables mode's stale REJECT of a Service without endpoints",
+		doc:  "a stale REJECT would refuse a Service that has endpoints again",
+		match: func(pr probe, svc *corev1.Service, kp, ip string, n *randomcluster.Neighbours) bool {
+			return n != nil && kp == "refused" && strings.HasPrefix(ip, "forwarded ") && staleReject(pr, svc, n.IPTablesLeftovers)
+		},
+	},
+}
+
+// staleReject reports whether a leftover of the iptables mode rejects the
+// probe's target: its Service's cluster IP and port, or node port.
+func staleReject(pr probe, svc *corev1.Service, leftovers []randomcluster.Leftover) bool {
+	for _, l := range leftovers {
+		if l.What != randomcluster.LeftoverNoEndpoints || l.Service != svc.Name || l.Port >= len(svc.Spec.Ports) {
+			continue
+		}
+		p, port := svc.Spec.Ports[l.Port], int32(pr.target.Port())
+		onClusterIP := slices.Contains(svc.Spec.ClusterIPs, pr.target.Addr().String()) && p.Port == port
+		onNodePort := p.NodePort == port && p.NodePort != 0 && !slices.Contains(svc.Spec.ClusterIPs, pr.target.Addr().String())
+		if p.Protocol == pr.proto && (onClusterIP || onNodePort) {
+			return true
+		}
+	}
+	return false
 }
 
 // isIngressIP reports whether a is one of the Service's load-balancer

@@ -147,14 +147,20 @@ soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 # which make test-vm runs on fixed seeds) on SEEDS new seeds of
 # DIFFTEST_SERVICES random Services each; DIFFTEST_SEEDS=1,2,3 reruns
 # given seeds; CASE=FILE runs the reproduction a failing seed printed,
-# saved to FILE. A seed takes some minutes in the emulated guest.
+# saved to FILE. NEIGHBOURS=1 puts other programs' rules on the node too
+# (portmap hostPorts, Docker, FORWARD DROP, kube-proxy's other modes'
+# leftovers), or NEIGHBOURS=KIND,... those kinds (randomcluster's
+# NeighbourKinds, all, default); NEIGHBOURS=0 none, even on the CI seed
+# that has them. A seed takes some minutes in the emulated guest.
 SEEDS             ?= 3
 DIFFTEST_SERVICES ?= 40
+NEIGHBOURS        ?=
 difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	cd daemon/e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
 	@first=$$(date +%s); seeds=$${DIFFTEST_SEEDS:-$$(seq -s, $$first $$((first + $(SEEDS) - 1)))}; \
 	n=$$(echo "$$seeds" | tr , '\n' | wc -l); echo "difftest: seeds $$seeds"; \
 	cd daemon/e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
+	  $(if $(NEIGHBOURS),IPVSPLANE_DIFFTEST_NEIGHBOURS=$(NEIGHBOURS)) \
 	  $(if $(CASE),IPVSPLANE_DIFFTEST_CASE=$(abspath $(CASE)) VMTEST_TOOLS="$$VMTEST_TOOLS $(abspath $(CASE))") \
 	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
 

@@ -164,13 +164,21 @@ func removeKubeProxyLeftovers(t *testing.T, left *kernelSnapshot) {
 // to them, with the iptables program given.
 func removeKubeChains(t *testing.T, cmd, table string) {
 	t.Helper()
+	removeChains(t, cmd, table, func(c string) bool { return strings.HasPrefix(c, "KUBE-") }, nil)
+}
+
+// removeChains deletes a table's chains that mine says are to go, the
+// rules of other chains that jump to them, and the rules of other chains
+// that rule (if not nil) says are to go, with the iptables program given.
+func removeChains(t *testing.T, cmd, table string, mine, rule func(string) bool) {
+	t.Helper()
 	var chains []string
 	for _, l := range lines(runTool(t, cmd, "-t", table, "-S")) {
 		f := strings.Fields(l)
 		switch {
-		case len(f) == 2 && f[0] == "-N" && strings.HasPrefix(f[1], "KUBE-"):
+		case len(f) == 2 && f[0] == "-N" && mine(f[1]):
 			chains = append(chains, f[1])
-		case len(f) > 2 && f[0] == "-A" && !strings.HasPrefix(f[1], "KUBE-") && strings.Contains(l, "-j KUBE-"):
+		case len(f) > 2 && f[0] == "-A" && !mine(f[1]) && (jumpsTo(f, mine) || rule != nil && rule(l)):
 			// The rule as -S prints it, quotes and all, through a shell.
 			runTool(t, "sh", "-c", cmd+" -t "+table+" -D "+strings.TrimPrefix(l, "-A "))
 		}
@@ -181,6 +189,17 @@ func removeKubeChains(t *testing.T, cmd, table string) {
 	for _, c := range chains {
 		runTool(t, cmd, "-t", table, "-X", c)
 	}
+}
+
+// jumpsTo reports whether a rule's fields jump (-j, -g) to a chain mine
+// names.
+func jumpsTo(f []string, mine func(string) bool) bool {
+	for i := 1; i < len(f); i++ {
+		if (f[i-1] == "-j" || f[i-1] == "-g") && mine(f[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 func lastLines(s string, n int) string {

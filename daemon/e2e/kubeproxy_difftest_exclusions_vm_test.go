@@ -168,20 +168,63 @@ func explainDifference(l difftestLine) *difftestExclusion {
 type probeExclusion struct {
 	name string
 	// doc quotes the row of docs/differences-from-kube-proxy.md.
-	doc   string
-	match func(pr probe, svc *corev1.Service, kp, ip string) bool
+	doc string
+	// match is given the probe, its Service, both outcomes and the
+	// node's neighbours (nil: none).
+	match func(pr probe, svc *corev1.Service, kp, ip string, n *randomcluster.Neighbours) bool
 }
 
 var probeExclusions = []probeExclusion{
 	{
 		name: "the node's own traffic to a load balancer its source ranges leave out",
 		doc:  "`KUBE-IPVS-OUT-FILTER` uses the `ipvs` match ... dropped in OUTPUT whether or not the virtual server has real servers",
-		match: func(pr probe, svc *corev1.Service, kp, ip string) bool {
+		match: func(pr probe, svc *corev1.Service, kp, ip string, _ *randomcluster.Neighbours) bool {
 			denied := func(o string) bool { return o == "dropped" || o == "refused" || o == "denied on the node" }
 			return pr.client.ns == nil && isIngressIP(svc, pr.target.Addr()) &&
 				!allowsNode(svc, pr.target.Addr()) && denied(kp) && (ip == "dropped" || ip == "denied on the node")
 		},
 	},
+	{
+		// The endpoint's reply to a client off the node is forwarded
+		// (IPVS undoes its NAT after the filter table's FORWARD):
+		// kube-proxy's KUBE-FORWARD accepts it as an established
+		// connection, ipvsplane's accept cannot undo the policy DROP.
+		name: "FORWARD policy DROP without the CNI's accept rules of the family",
+		doc:  "Nodes whose FORWARD policy is DROP need an accept rule for pod traffic from their CNI",
+		match: func(pr probe, _ *corev1.Service, kp, ip string, n *randomcluster.Neighbours) bool {
+			return n != nil && n.ForwardDrop != nil && !slices.Contains(n.ForwardDrop.AcceptFamilies, pr.family) &&
+				pr.client.ns != nil && strings.HasPrefix(kp, "forwarded ") && ip == "dropped"
+		},
+	},
+	{
+		// kube-proxy's IPVS mode keeps the iptables mode's filter
+		// KUBE-SERVICES and KUBE-EXTERNAL-SERVICES, which REJECT what had
+		// no endpoints then; ipvsplane removes them with the rest of that
+		// mode's chains (once it does: the takeover of kube-proxy's other
+		// modes).
+		name: "the iptables mode's stale REJECT of a Service without endpoints",
+		doc:  "a stale REJECT would refuse a Service that has endpoints again",
+		match: func(pr probe, svc *corev1.Service, kp, ip string, n *randomcluster.Neighbours) bool {
+			return n != nil && kp == "refused" && strings.HasPrefix(ip, "forwarded ") && staleReject(pr, svc, n.IPTablesLeftovers)
+		},
+	},
+}
+
+// staleReject reports whether a leftover of the iptables mode rejects the
+// probe's target: its Service's cluster IP and port, or node port.
+func staleReject(pr probe, svc *corev1.Service, leftovers []randomcluster.Leftover) bool {
+	for _, l := range leftovers {
+		if l.What != randomcluster.LeftoverNoEndpoints || l.Service != svc.Name || l.Port >= len(svc.Spec.Ports) {
+			continue
+		}
+		p, port := svc.Spec.Ports[l.Port], int32(pr.target.Port())
+		onClusterIP := slices.Contains(svc.Spec.ClusterIPs, pr.target.Addr().String()) && p.Port == port
+		onNodePort := p.NodePort == port && p.NodePort != 0 && !slices.Contains(svc.Spec.ClusterIPs, pr.target.Addr().String())
+		if p.Protocol == pr.proto && (onClusterIP || onNodePort) {
+			return true
+		}
+	}
+	return false
 }
 
 // isIngressIP reports whether a is one of the Service's load-balancer
@@ -213,9 +256,9 @@ func allowsNode(svc *corev1.Service, a netip.Addr) bool {
 	return !family
 }
 
-func explainProbe(pr probe, svc *corev1.Service, kp, ip string) *probeExclusion {
+func explainProbe(pr probe, svc *corev1.Service, kp, ip string, n *randomcluster.Neighbours) *probeExclusion {
 	for i := range probeExclusions {
-		if probeExclusions[i].match(pr, svc, kp, ip) {
+		if probeExclusions[i].match(pr, svc, kp, ip, n) {
 			return &probeExclusions[i]
 		}
 	}

@@ -21,10 +21,13 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
 )
 
-// difftestSeeds are the seeds CI runs: a few minutes in the emulated VM.
+// difftestSeeds are the seeds CI runs: a few minutes in the emulated VM;
+// difftestNeighbourSeeds gives some of them neighbours.
 // IPVSPLANE_DIFFTEST_SEEDS ("1,2,3") replaces them; make difftest SEEDS=N
-// passes N new ones; IPVSPLANE_DIFFTEST_CASE=FILE (make difftest
-// CASE=FILE) runs instead the reproduction a failing seed printed.
+// passes N new ones; IPVSPLANE_DIFFTEST_NEIGHBOURS (make difftest
+// NEIGHBOURS=1) gives every seed neighbours; IPVSPLANE_DIFFTEST_CASE=FILE
+// (make difftest CASE=FILE) runs instead the reproduction a failing seed
+// printed, with the neighbours it lists.
 var difftestSeeds = []uint64{1, 5}
 
 // difftestServices is how many Services a seed has, unless
@@ -96,7 +99,11 @@ func TestKubeProxyDifferential(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			runDifftestSeed(t, e, randomcluster.Generate(seed, env, n), total)
+			c := randomcluster.Generate(seed, env, n)
+			if kinds := difftestNeighbours(t, seed); len(kinds) > 0 {
+				c.AddNeighbours(kinds)
+			}
+			runDifftestSeed(t, e, c, total)
 		})
 	}
 	t.Logf("%d seeds: %d Services generated, %d created (the rest refused by the API server), %d difference lines; %d probes under each proxy, %d outcomes differ",
@@ -137,6 +144,9 @@ ipvs:
 		if out, err := exec.Command("ipvsplane", "cleanup", "--state-file=").CombinedOutput(); err != nil {
 			t.Errorf("ipvsplane cleanup: %v\n%s", err, out)
 		}
+		if c.Neighbours != nil {
+			removeNeighbours(t)
+		}
 		removeKubeProxyLeftovers(t, takeSnapshot(t))
 		resetProxySysctls(t)
 	})
@@ -146,6 +156,7 @@ ipvs:
 	}
 	e.writeConfig(t, string(config))
 	t.Logf("configuration:\n%s", config)
+	t.Logf("neighbours: %s", describeNeighbours(c.Neighbours))
 	e.createNamespace(ctx, t, fmt.Sprintf("kp-diff-%d", c.Seed))
 	created := createRandomCluster(ctx, t, e, c)
 	total.generated += len(c.Services)
@@ -154,6 +165,11 @@ ipvs:
 	// Before the proxies start, so that both see the same node addresses.
 	pn := newProbeNet(t, c.Env, c.Config)
 	probes := pn.probes(created)
+	if c.Neighbours != nil {
+		pn.serveNeighbours(t)
+		probes = append(probes, pn.neighbourProbes(c.Neighbours)...)
+		installNeighbours(t, c, created)
+	}
 
 	resetProxySysctls(t)
 	kp := e.startKubeProxy(t)
@@ -165,6 +181,9 @@ ipvs:
 	t.Logf("kube-proxy: %d probes: %s", len(kpProbes), probeSummary(kpProbes))
 	kp.stop(t)
 	e.cleanupKubeProxy(ctx, t)
+	if c.Neighbours != nil {
+		installNeighbours(t, c, created)
+	}
 
 	ip := e.startIPVSPlane(t)
 	ipState, took := waitKernel(t, ip, 5*time.Minute, func(s *kernelSnapshot) bool {
@@ -214,7 +233,13 @@ ipvs:
 		if ex, ok := explained[name]; ok {
 			group = "probes: " + ex
 			t.Logf("follows from %s: %s (service %s)", ex, d, name)
-		} else if ex := explainProbe(d.probe, created.services[name], d.kp, d.ip); ex != nil {
+		} else if svc := created.services[name]; svc == nil {
+			// A neighbour's own port: the Services it names reproduce it.
+			t.Errorf("unexplained probe difference: %s (%s)", d, name)
+			for _, n := range c.Neighbours.Services() {
+				involved[n] = true
+			}
+		} else if ex := explainProbe(d.probe, svc, d.kp, d.ip, c.Neighbours); ex != nil {
 			group = "probes: " + ex.name
 			t.Logf("%s: %s (service %s)", ex.name, d, name)
 		} else {

@@ -424,18 +424,22 @@ func probeUDP(c net.Conn) ([]byte, error) {
 	return nil, err
 }
 
-// forwarded says whether the endpoint saw the client's own address.
+// forwarded says whether the endpoint saw the client's own address, and
+// names the neighbour that took the connection if one did.
 func forwarded(reply string, local net.Addr) string {
-	seen, ok := strings.CutPrefix(reply, "from ")
-	if !ok {
+	name, seen, ok := strings.Cut(reply, " ")
+	who := "forwarded"
+	if kind, neighbour := strings.CutPrefix(name, neighbourAnswer); neighbour {
+		who = "taken by " + kind
+	} else if !ok || name != "from" {
 		return fmt.Sprintf("answered %q", reply)
 	}
 	host, _, _ := net.SplitHostPort(seen)
 	own, _, _ := net.SplitHostPort(local.String())
 	if host == own {
-		return "forwarded keeping the client address"
+		return who + " keeping the client address"
 	}
-	return "forwarded from " + host
+	return who + " from " + host
 }
 
 // askHealth asks a health-check node port for its state. It dials

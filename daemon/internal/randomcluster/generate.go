@@ -34,6 +34,9 @@ type Cluster struct {
 	Node   *corev1.Node
 	// Services in creation order, named svc-000, svc-001, ...
 	Services []*Service
+	// Neighbours are what else is on the node, if AddNeighbours added
+	// them.
+	Neighbours *Neighbours
 }
 
 // Service is a Service, with the load-balancer status to set once it is

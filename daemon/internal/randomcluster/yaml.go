@@ -36,6 +36,13 @@ func (c *Cluster) YAML(names ...string) ([]byte, error) {
 	if err := write("v1", "Node", c.Node); err != nil {
 		return nil, err
 	}
+	// Whole, whichever Services are named: a leftover of a Service left
+	// out resolves to nothing.
+	if c.Neighbours != nil {
+		if err := write(NeighboursAPIVersion, "Neighbours", c.Neighbours); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range c.Services {
 		if len(names) > 0 && !slices.Contains(names, s.Service.Name) {
 			continue
@@ -69,10 +76,62 @@ func (c *Cluster) ConfigYAML(own []byte) ([]byte, error) {
 	if err := yaml.Unmarshal(own, &ours); err != nil {
 		return nil, fmt.Errorf("randomcluster: the test's KubeProxyConfiguration settings: %w", err)
 	}
-	merged := merge(prune(generated).(map[string]any), ours)
+	base := map[string]any{}
+	if c.Neighbours != nil && c.Neighbours.InstallerConfig {
+		if err := yaml.Unmarshal([]byte(kubeadmConfig), &base); err != nil {
+			return nil, fmt.Errorf("randomcluster: the installer's KubeProxyConfiguration: %w", err)
+		}
+	}
+	merged := merge(merge(base, prune(generated).(map[string]any)), ours)
 	merged["apiVersion"], merged["kind"] = "kubeproxy.config.k8s.io/v1alpha1", "KubeProxyConfiguration"
 	return yaml.Marshal(merged)
 }
+
+// NeighboursAPIVersion is the apiVersion of the reproduction's Neighbours
+// document.
+const NeighboursAPIVersion = "randomcluster.ipvsplane.io/v1"
+
+// kubeadmConfig is the kube-proxy configuration file as kubeadm writes it
+// (its ConfigMap's config.conf: every field, zero values too), as an
+// older kubeadm wrote it: with resourceContainer, udpIdleTimeout and
+// conntrack.max, since removed, which kube-proxy reads with a warning.
+// The generated settings and the test's own go over it.
+const kubeadmConfig = `bindAddress: 0.0.0.0
+clientConnection:
+  acceptContentTypes: ""
+  burst: 10
+  contentType: application/vnd.kubernetes.protobuf
+  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+  qps: 5
+configSyncPeriod: 15m0s
+conntrack:
+  max: null
+  maxPerCore: 32768
+  min: 131072
+  tcpCloseWaitTimeout: 1h0m0s
+  tcpEstablishedTimeout: 24h0m0s
+enableProfiling: false
+featureGates: {}
+healthzBindAddress: 0.0.0.0:10256
+hostnameOverride: ""
+iptables:
+  masqueradeAll: false
+  masqueradeBit: 14
+  minSyncPeriod: 0s
+  syncPeriod: 30s
+ipvs:
+  excludeCIDRs: null
+  minSyncPeriod: 0s
+  scheduler: ""
+  syncPeriod: 30s
+metricsBindAddress: 127.0.0.1:10249
+mode: ""
+nodePortAddresses: null
+oomScoreAdj: -999
+portRange: ""
+resourceContainer: /kube-proxy
+udpIdleTimeout: 250ms
+`
 
 // prune drops zero values (nil, "", "0", "0s", false, 0, empty lists and
 // objects) from a decoded YAML value; it returns nil if nothing is left.
@@ -150,6 +209,12 @@ func ParseYAML(data []byte, env Env) (*Cluster, error) {
 		case "Node":
 			c.Node = &corev1.Node{}
 			err = yaml.Unmarshal(doc, c.Node)
+		case "Neighbours":
+			c.Neighbours = &Neighbours{}
+			err = yaml.UnmarshalStrict(doc, &struct {
+				APIVersion, Kind string
+				*Neighbours      `json:",inline"`
+			}{Neighbours: c.Neighbours})
 		case "Service":
 			s := &Service{Service: &corev1.Service{}}
 			err = yaml.Unmarshal(doc, s.Service)

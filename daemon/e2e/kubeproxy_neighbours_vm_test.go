@@ -16,11 +16,9 @@ import (
 )
 
 // difftestNeighbourSeeds are the CI seeds that get neighbours, and which:
-// not yet kube-proxy's other modes' leftovers, which ipvsplane leaves in
-// place while kube-proxy's IPVS mode deletes or rewrites them at its
-// start, so that they take node ports from ipvsplane.
+// seed 5 every kind.
 var difftestNeighbourSeeds = map[uint64][]randomcluster.NeighbourKind{
-	5: {randomcluster.HostPortNeighbour, randomcluster.DockerNeighbour, randomcluster.ForwardDropNeighbour},
+	5: randomcluster.NeighbourKinds,
 }
 
 // difftestNeighbours returns the kinds of neighbours a seed gets:

@@ -42,13 +42,9 @@ var NeighbourKinds = []NeighbourKind{
 	NFTablesLeftoversNeighbour, IPTablesLeftoversNeighbour, InstallerConfigNeighbour,
 }
 
-// DefaultNeighbourKinds are the kinds a test asks for by default: all
-// but the installer's configuration file, which ipvsplane refuses until
-// it reads configuration files leniently, as kube-proxy does.
-var DefaultNeighbourKinds = []NeighbourKind{
-	HostPortNeighbour, DockerNeighbour, ForwardDropNeighbour,
-	NFTablesLeftoversNeighbour, IPTablesLeftoversNeighbour,
-}
+// DefaultNeighbourKinds are the kinds a test asks for by default: all of
+// them.
+var DefaultNeighbourKinds = NeighbourKinds
 
 // ParseNeighbourKinds reads a comma-separated list of kinds; "all" is
 // every kind, "default" DefaultNeighbourKinds.

@@ -33,8 +33,8 @@ type app struct {
 	eventSink func(o *options) (eventSink, error)
 	// setConntrack writes the conntrack settings (see setConntrack).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
-	// version is what --version reports (see buildVersion).
-	version string
+	// build is what --version and `version` report (see readBuildInfo).
+	build buildInfo
 	// removeLegacy removes kube-proxy's iptables-legacy chains (see
 	// removeLegacyKubeProxy); nil leaves them.
 	removeLegacy func(ctx context.Context) (legacyReport, error)
@@ -44,7 +44,7 @@ func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, version: buildVersion(),
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
 		},
@@ -79,7 +79,7 @@ func (a *app) rootCommand() *cobra.Command {
 	rootOpts.addFlags(root.Flags())
 	root.Args = cobra.NoArgs
 	root.RunE = a.withLogger(lf, a.run, rootOpts)
-	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand())
+	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand(), a.versionCommand())
 	vf := &versionFlag{}
 	vf.add(root.PersistentFlags())
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return vf.printVersion(a) }

@@ -253,16 +253,21 @@ start kube-proxy, wait for its first sync, then run this.`,
 func (a *app) statusCommand() *cobra.Command {
 	stateFile := defaultStateFile
 	top := defaultStatusTop
+	format := "text"
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the services, their virtual and real servers with weights and connections, the sets, and the last sync",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.status(cmd.Context(), stateFile, top)
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--output %q: want text or json", format)
+			}
+			return a.status(cmd.Context(), stateFile, top, format)
 		},
 	}
 	status.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file")
 	status.Flags().IntVar(&top, "top", top, "with the daemon's --service-traffic-metrics, the service ports shown with their rates, busiest by bytes/s first; 0 shows all")
+	status.Flags().StringVarP(&format, "output", "o", format, "output format: text, or json for scripts (docs/status-json.md)")
 	return status
 }
 
@@ -312,7 +317,7 @@ func (a *app) cleanup(ctx context.Context, stateFile string, handover bool) erro
 // of.
 const defaultStatusTop = 20
 
-func (a *app) status(ctx context.Context, stateFile string, top int) error {
+func (a *app) status(ctx context.Context, stateFile string, top int, format string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	view, err := readKernel(ctx, dataplane.DefaultDevice)
@@ -323,6 +328,10 @@ func (a *app) status(ctx context.Context, stateFile string, top int) error {
 		return err
 	}
 	rec, recErr := readRecord(stateFile)
+	if format == "json" {
+		traffic, trafficErr := readTraffic(stateFile)
+		return writeStatusJSON(a.stdout, newStatusJSON(rec, recErr, view, traffic, trafficErr, top, a.now()))
+	}
 	if err := printStatus(a.stdout, rec, recErr, view, a.now()); err != nil {
 		return err
 	}

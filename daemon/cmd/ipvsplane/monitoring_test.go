@@ -223,9 +223,9 @@ func promqlMetricNames(expr string) []string {
 func TestPromQLMetricNames(t *testing.T) {
 	for expr, want := range map[string][]string{
 		`histogram_quantile(0.99, sum by (instance, le) (rate(a_bucket{instance=~"$instance",le!="1e3"}[$__rate_interval])))`: {"a_bucket"},
-		`time() - max without (ip_family) (b) > 2 * 30`:                              {"b"},
-		`c / on (instance) group_left (version) d{x="y"} offset 5m > 0.9 and bool e`: {"c", "d", "e"},
-		`topk(10, sum by (namespace, name) (rate(f[1m])))`:                           {"f"},
+		`time() - max without (ip_family) (b) > 2 * 30`:                                                                       {"b"},
+		`c / on (instance) group_left (version) d{x="y"} offset 5m > 0.9 and bool e`:                                          {"c", "d", "e"},
+		`topk(10, sum by (namespace, name) (rate(f[1m])))`:                                                                    {"f"},
 		`vector(1)`: nil,
 	} {
 		if got := promqlMetricNames(expr); !slices.Equal(got, want) {

@@ -66,12 +66,18 @@ func chartObjects(t *testing.T, manifests []byte) map[string]any {
 	t.Helper()
 	objs := map[string]any{}
 	for _, doc := range strings.Split(string(manifests), "\n---") {
-		var head struct{ Kind string }
+		var head struct {
+			Kind     string
+			Metadata struct{ Name string }
+		}
 		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
 			t.Fatalf("%v:\n%s", err, doc)
 		}
 		if head.Kind == "" {
 			continue
+		}
+		if head.Kind == "ConfigMap" && strings.HasSuffix(head.Metadata.Name, "-dashboard") {
+			head.Kind = "DashboardConfigMap"
 		}
 		if _, dup := objs[head.Kind]; dup {
 			t.Fatalf("two %s objects", head.Kind)
@@ -257,6 +263,8 @@ func TestHelmChartValues(t *testing.T) {
 		t.Errorf("args %v", c.Args)
 	}
 
+	checkChartMonitoring(t, objs)
+
 	pm, ok := objs["PodMonitor"].(map[string]any)
 	if !ok {
 		t.Fatal("no PodMonitor")
@@ -272,5 +280,37 @@ func TestHelmChartValues(t *testing.T) {
 	endpoints, _ := spec["podMetricsEndpoints"].([]any)
 	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" || endpoints[0].(map[string]any)["interval"] != "15s" {
 		t.Errorf("PodMonitor endpoints %v", endpoints)
+	}
+}
+
+// checkChartMonitoring checks the PrometheusRule and the dashboard's
+// ConfigMap: deploy/monitoring's rules and dashboard, unchanged.
+func checkChartMonitoring(t *testing.T, objs map[string]any) {
+	t.Helper()
+	rules, err := os.ReadFile(monitoringDir + "ipvsplane-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(rules, &want); err != nil {
+		t.Fatal(err)
+	}
+	pr, ok := objs["PrometheusRule"].(map[string]any)
+	if !ok {
+		t.Fatal("no PrometheusRule")
+	}
+	if !reflect.DeepEqual(pr["spec"], want) {
+		t.Errorf("the PrometheusRule's spec is not deploy/monitoring's rules:\n%v", pr["spec"])
+	}
+	dashboard, err := os.ReadFile(monitoringDir + "ipvsplane-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, ok := objs["DashboardConfigMap"].(*corev1.ConfigMap)
+	if !ok {
+		t.Fatal("no dashboard ConfigMap")
+	}
+	if cm.Labels["grafana_dashboard"] != "1" || cm.Data["ipvsplane-dashboard.json"] != strings.TrimSuffix(string(dashboard), "\n") {
+		t.Errorf("dashboard ConfigMap: labels %v, data equal to deploy/monitoring's: %v", cm.Labels, cm.Data["ipvsplane-dashboard.json"] == string(dashboard))
 	}
 }

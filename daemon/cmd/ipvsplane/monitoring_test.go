@@ -233,3 +233,21 @@ func TestPromQLMetricNames(t *testing.T) {
 		}
 	}
 }
+
+// The chart's copies of the rules and the dashboard (Helm reads only files
+// inside the chart) are deploy/monitoring's.
+func TestChartMonitoringFiles(t *testing.T) {
+	for _, name := range []string{"ipvsplane-rules.yaml", "ipvsplane-dashboard.json"} {
+		want, err := os.ReadFile(monitoringDir + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile("../../../charts/ipvsplane/files/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("charts/ipvsplane/files/%s differs from deploy/monitoring's: cp deploy/monitoring/%s charts/ipvsplane/files/", name, name)
+		}
+	}
+}

@@ -24,6 +24,12 @@ export VMTEST_KERNEL := $(KERNEL)
 OTHER_KERNELS ?= 5.10 6.12
 KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/... ./daemon/compare/ipvs/...
 
+# The version the binary and the image report: the nearest tag, the
+# commits since and the commit, -dirty with uncommitted changes.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
 .PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
@@ -167,7 +173,7 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 # The ipvsplane image, built without Docker or a registry: the static
 # binary on an empty base, as an OCI archive that `ctr images import` (or
 # any OCI tool) loads. IMAGE names it.
-IMAGE     ?= ghcr.io/ipvsplane/ipvsplane:$(shell git describe --always --dirty 2>/dev/null || echo dev)
+IMAGE     ?= ghcr.io/ipvsplane/ipvsplane:$(VERSION)
 IMAGE_TAR := $(BIN)/ipvsplane-image.tar
 image: $(BIN)/ipvsplane
 	cd hack/images && GOWORK=off $(GO) build -o $(BIN)/mkimage ./mkimage
@@ -208,11 +214,13 @@ deps-node:
 	@hack/install-deps --node
 
 # The e2e tests run the real program; go build only relinks what changed.
-# make bin/ipvsplane builds it alone.
+# make bin/ipvsplane builds it alone. Its version (ipvsplane version,
+# --version, the start-up line, ipvsplane_build_info) is VERSION and its
+# commit REVISION, set at link time.
 .PHONY: $(BIN)/ipvsplane bin/ipvsplane
 bin/ipvsplane: $(BIN)/ipvsplane
 $(BIN)/ipvsplane:
-	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/cmd/ipvsplane
+	CGO_ENABLED=0 $(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $@ ./daemon/cmd/ipvsplane
 
 $(VMTEST): $(shell find daemon/hack/vmtest -type f 2>/dev/null) go.work go.mod daemon/go.mod
 	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/hack/vmtest

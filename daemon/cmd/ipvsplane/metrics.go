@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -61,6 +62,9 @@ type metrics struct {
 	ignoredSettings    prometheus.Gauge
 
 	healthz, livez *prometheus.CounterVec
+
+	// build is ipvsplane_build_info, set by setBuild.
+	build *prometheus.GaugeVec
 }
 
 // ipFamilies are the values of kube-proxy's ip_family label, indexed as
@@ -152,14 +156,65 @@ func newMetrics() *metrics {
 		flowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubeproxy_conntrack_reconciler_deleted_entries_total", Help: "Stale conntrack flows deleted.",
 		}, family),
+		// kube-proxy's kubernetes_build_info has git_version, git_commit,
+		// go_version, compiler and platform (and Kubernetes' major, minor,
+		// tree state and build date); these are the same under
+		// ipvsplane's names.
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ipvsplane_build_info", Help: "A metric with a constant '1' value labeled by the version, commit, Go version, compiler and platform ipvsplane was built with.",
+		}, []string{"version", "revision", "go_version", "compiler", "platform"}),
 	}
 	m.registry.MustRegister(m.healthz, m.livez, m.noLocalEndpoints, m.ruleFailures, m.flowCleanup, m.flowsDeleted,
 		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
-		m.schedulerFallbacks, m.ignoredSettings,
+		m.schedulerFallbacks, m.ignoredSettings, m.build, newConntrackCollector(defaultConntrackPaths.procSys),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// setBuild sets ipvsplane_build_info to b's labels.
+func (m *metrics) setBuild(b buildInfo) *metrics {
+	m.build.Reset()
+	m.build.WithLabelValues(b.Version, b.Revision, b.GoVersion, b.Compiler, b.Platform).Set(1)
+	return m
+}
+
+// conntrackCollector reports the conntrack table's use against its limit
+// at each scrape, read from /proc/sys/net/netfilter, so that an alert can
+// fire before the table fills and new connections are dropped (kube-proxy
+// has no such metric; node_exporter's nf_conntrack collector reads the
+// same files). Without the nf_conntrack module the files are missing and
+// nothing is reported.
+type conntrackCollector struct {
+	procSys      string
+	entries, max *prometheus.Desc
+}
+
+func newConntrackCollector(procSys string) *conntrackCollector {
+	return &conntrackCollector{
+		procSys: procSys,
+		entries: prometheus.NewDesc("ipvsplane_conntrack_entries", "Flows in the conntrack table of the node's network namespace (net.netfilter.nf_conntrack_count).", nil, nil),
+		max:     prometheus.NewDesc("ipvsplane_conntrack_entries_limit", "The conntrack table's size limit (net.netfilter.nf_conntrack_max).", nil, nil),
+	}
+}
+
+func (c *conntrackCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.entries
+	ch <- c.max
+}
+
+func (c *conntrackCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range []struct {
+		desc *prometheus.Desc
+		name string
+	}{{c.entries, "nf_conntrack_count"}, {c.max, "nf_conntrack_max"}} {
+		n, err := readInt(filepath.Join(c.procSys, "net/netfilter", f.name))
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n))
+	}
 }
 
 // observe records a sync's result.

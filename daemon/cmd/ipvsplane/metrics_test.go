@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -334,5 +336,47 @@ func TestSetQueued(t *testing.T) {
 	single.setQueued([2]bool{true, true}, at)
 	if got := seriesFamilies(t, single.lastQueued); !slices.Equal(got, []string{"IPv4"}) {
 		t.Errorf("single-stack series %v, want IPv4's", got)
+	}
+}
+
+// ipvsplane_build_info is 1 with the build's labels, as kube-proxy's
+// kubernetes_build_info.
+func TestBuildInfoMetric(t *testing.T) {
+	m := newMetrics().setBuild(buildInfo{Version: "v9.8.7", Revision: "abc", GoVersion: "go1.99.1", Compiler: "gc", Platform: "linux/amd64"})
+	want := `# HELP ipvsplane_build_info A metric with a constant '1' value labeled by the version, commit, Go version, compiler and platform ipvsplane was built with.
+# TYPE ipvsplane_build_info gauge
+ipvsplane_build_info{compiler="gc",go_version="go1.99.1",platform="linux/amd64",revision="abc",version="v9.8.7"} 1
+`
+	if err := testutil.GatherAndCompare(m.registry, strings.NewReader(want), "ipvsplane_build_info"); err != nil {
+		t.Error(err)
+	}
+}
+
+// The conntrack table's use and limit are read at each scrape; without
+// the files (no nf_conntrack module) there are no series.
+func TestConntrackMetrics(t *testing.T) {
+	dir := t.TempDir()
+	c := newConntrackCollector(dir)
+	if n := testutil.CollectAndCount(c); n != 0 {
+		t.Errorf("%d series without nf_conntrack", n)
+	}
+	nf := filepath.Join(dir, "net/netfilter")
+	if err := os.MkdirAll(nf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{"nf_conntrack_count": "1234\n", "nf_conntrack_max": "262144\n"} {
+		if err := os.WriteFile(filepath.Join(nf, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `# HELP ipvsplane_conntrack_entries Flows in the conntrack table of the node's network namespace (net.netfilter.nf_conntrack_count).
+# TYPE ipvsplane_conntrack_entries gauge
+ipvsplane_conntrack_entries 1234
+# HELP ipvsplane_conntrack_entries_limit The conntrack table's size limit (net.netfilter.nf_conntrack_max).
+# TYPE ipvsplane_conntrack_entries_limit gauge
+ipvsplane_conntrack_entries_limit 262144
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }

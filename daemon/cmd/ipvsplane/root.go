@@ -33,8 +33,8 @@ type app struct {
 	eventSink func(o *options) (eventSink, error)
 	// setConntrack writes the conntrack settings (see setConntrack).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
-	// version is what --version reports (see buildVersion).
-	version string
+	// build is what --version and `version` report (see readBuildInfo).
+	build buildInfo
 	// removeLegacy removes kube-proxy's iptables-legacy chains (see
 	// removeLegacyKubeProxy); nil leaves them.
 	removeLegacy func(ctx context.Context) (legacyReport, error)
@@ -44,7 +44,7 @@ func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, version: buildVersion(),
+		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
 		},
@@ -79,7 +79,7 @@ func (a *app) rootCommand() *cobra.Command {
 	rootOpts.addFlags(root.Flags())
 	root.Args = cobra.NoArgs
 	root.RunE = a.withLogger(lf, a.run, rootOpts)
-	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand())
+	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand(), a.versionCommand())
 	vf := &versionFlag{}
 	vf.add(root.PersistentFlags())
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return vf.printVersion(a) }
@@ -253,16 +253,21 @@ start kube-proxy, wait for its first sync, then run this.`,
 func (a *app) statusCommand() *cobra.Command {
 	stateFile := defaultStateFile
 	top := defaultStatusTop
+	format := "text"
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the services, their virtual and real servers with weights and connections, the sets, and the last sync",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.status(cmd.Context(), stateFile, top)
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--output %q: want text or json", format)
+			}
+			return a.status(cmd.Context(), stateFile, top, format)
 		},
 	}
 	status.Flags().StringVar(&stateFile, "state-file", stateFile, "the daemon's state file")
 	status.Flags().IntVar(&top, "top", top, "with the daemon's --service-traffic-metrics, the service ports shown with their rates, busiest by bytes/s first; 0 shows all")
+	status.Flags().StringVarP(&format, "output", "o", format, "output format: text, or json for scripts (docs/status-json.md)")
 	return status
 }
 
@@ -312,7 +317,7 @@ func (a *app) cleanup(ctx context.Context, stateFile string, handover bool) erro
 // of.
 const defaultStatusTop = 20
 
-func (a *app) status(ctx context.Context, stateFile string, top int) error {
+func (a *app) status(ctx context.Context, stateFile string, top int, format string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	view, err := readKernel(ctx, dataplane.DefaultDevice)
@@ -323,6 +328,10 @@ func (a *app) status(ctx context.Context, stateFile string, top int) error {
 		return err
 	}
 	rec, recErr := readRecord(stateFile)
+	if format == "json" {
+		traffic, trafficErr := readTraffic(stateFile)
+		return writeStatusJSON(a.stdout, newStatusJSON(rec, recErr, view, traffic, trafficErr, top, a.now()))
+	}
 	if err := printStatus(a.stdout, rec, recErr, view, a.now()); err != nil {
 		return err
 	}

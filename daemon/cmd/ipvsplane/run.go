@@ -186,7 +186,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 
-	m := newMetrics().forFamilies(ipv6)
+	m := newMetrics().forFamilies(ipv6).setBuild(a.build)
 	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
 	events, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
@@ -220,7 +220,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	// kube-proxy's birth cry.
 	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
-	log.Info("starting", zap.String("node", s.node.Name), zap.String("source", o.source),
+	log.Info("starting", zap.String("version", a.build.Version), zap.String("revision", a.build.Revision), zap.String("node", s.node.Name), zap.String("source", o.source),
 		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
 		zap.Duration("syncPeriod", s.syncPeriod))
 	return a.follow(ctx, stop, d, o, s, runner, client)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestRunKubernetesSource(t *testing.T) {
 	client := fake.NewClientset(initial...)
 	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
 	a, _, stderr := testApp(k, nil)
+	a.build.Version = "v9.8.7"
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
 	sink := &fakeEventSink{}
 	a.eventSink = func(*options) (eventSink, error) { return sink, nil }
@@ -104,6 +106,10 @@ func TestRunKubernetesSource(t *testing.T) {
 	}
 	if k.calls[0] != "sync" || k.calls[len(k.calls)-1] != "changes" {
 		t.Errorf("calls: %v", k.calls)
+	}
+	// The start-up line names the version.
+	if !regexp.MustCompile(`starting.*"version": "v9.8.7"`).MatchString(stderr.String()) {
+		t.Errorf("no start-up line with the version:\n%s", stderr)
 	}
 	// kube-proxy's birth cry, on the Node.
 	if got := sink.reasons(); len(got) != 1 || got[0] != "Starting" || sink.events[0].Regarding.Name != "node-a" {

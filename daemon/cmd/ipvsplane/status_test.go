@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -16,7 +18,10 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-func TestPrintStatus(t *testing.T) {
+// statusFixture is a node's status: the state file's record, the kernel
+// as read, and the time.
+func statusFixture(t *testing.T) (*syncRecord, *kernelView, time.Time) {
+	t.Helper()
 	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
 	web := model.ServicePort{
 		Name: model.ServicePortName{Namespace: "demo", Name: "web", Port: "http"}, Protocol: model.TCP, Port: 80,
@@ -52,6 +57,11 @@ func TestPrintStatus(t *testing.T) {
 		},
 		devAddr: []netip.Addr{netip.MustParseAddr("10.96.0.80")},
 	}
+	return rec, view, now
+}
+
+func TestPrintStatus(t *testing.T) {
+	rec, view, now := statusFixture(t)
 	var b bytes.Buffer
 	if err := printStatus(&b, rec, nil, view, now); err != nil {
 		t.Fatal(err)
@@ -75,5 +85,55 @@ func TestPrintStatus(t *testing.T) {
 	}
 	if !strings.HasPrefix(b.String(), "no sync recorded (is the daemon running? see --state-file)\nkube-ipvs0: no such device\n") {
 		t.Errorf("got:\n%s", b.String())
+	}
+}
+
+// status -o json: the text view's facts under the names docs/status-json.md
+// documents (testdata/status.json), and null sync and traffic with the
+// reasons when there are none.
+func TestStatusJSON(t *testing.T) {
+	rec, view, now := statusFixture(t)
+	rec.Errors, rec.ErrorCount = []string{"demo/bad:http: no cluster IP"}, 1
+	view.devRoutes = []netip.Addr{netip.MustParseAddr("10.96.0.81")}
+	traffic := &trafficRecord{At: now.Add(-time.Second), Seconds: 10, Ports: []portRate{
+		{Service: "demo/web:http", Protocol: "TCP", ConnectionsPS: 2, PacketsInPS: 20, PacketsOutPS: 18, BytesInPS: 2000, BytesOutPS: 9000},
+		{Service: "demo/db:sql", Protocol: "TCP", ConnectionsPS: 1, PacketsInPS: 2, PacketsOutPS: 2, BytesInPS: 200, BytesOutPS: 100},
+	}}
+	var b bytes.Buffer
+	if err := writeStatusJSON(&b, newStatusJSON(rec, nil, view, traffic, nil, 1, now)); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("testdata/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != string(want) {
+		os.WriteFile("testdata/status.json.got", b.Bytes(), 0o644)
+		t.Errorf("got (in testdata/status.json.got):\n%s\nwant (testdata/status.json):\n%s", got, want)
+	}
+
+	b.Reset()
+	_, recErr := readRecord(filepath.Join(t.TempDir(), "none.json"))
+	_, trafficErr := readTraffic(filepath.Join(t.TempDir(), "none.json"))
+	if err := writeStatusJSON(&b, newStatusJSON(nil, recErr, &kernelView{devErr: errors.New("no such device")}, nil, trafficErr, 20, now)); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := got["device"].(map[string]any)
+	if got["format"] != "ipvsplane.status/v1" || got["sync"] != nil || !strings.HasPrefix(fmt.Sprint(got["syncError"]), "no sync recorded") ||
+		got["traffic"] != nil || got["trafficError"] != nil || dev["error"] != "no such device" ||
+		fmt.Sprint(got["virtualServers"]) != "[]" || fmt.Sprint(got["sets"]) != "[]" {
+		t.Errorf("without a daemon:\n%s", b.String())
+	}
+}
+
+// status -o takes text or json only.
+func TestStatusOutputFlag(t *testing.T) {
+	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	if code := execute(a, []string{"status", "-o", "yaml"}); code == 0 || !strings.Contains(stderr.String(), "text or json") {
+		t.Errorf("exit %d:\n%s%s", code, stdout, stderr)
 	}
 }

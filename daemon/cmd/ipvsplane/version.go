@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -14,6 +18,11 @@ import (
 // -ldflags "-X main.version=v1.2.3"; empty takes the module's build
 // information.
 var version string
+
+// revision is the commit ipvsplane was built from: set at build time with
+// -ldflags "-X main.revision=<commit>"; empty takes the module's build
+// information (go build's vcs.revision, when it stamped one).
+var revision string
 
 // buildVersion returns the version the binary reports.
 func buildVersion() string {
@@ -24,6 +33,65 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// buildInfo describes the binary: what `ipvsplane version` prints, the
+// start-up log line carries and ipvsplane_build_info's labels hold.
+type buildInfo struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	GoVersion string `json:"goVersion"`
+	Compiler  string `json:"compiler"`
+	Platform  string `json:"platform"`
+}
+
+// readBuildInfo returns the running binary's build information.
+func readBuildInfo() buildInfo {
+	b := buildInfo{
+		Version: buildVersion(), Revision: revision, GoVersion: runtime.Version(),
+		Compiler: runtime.Compiler, Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && b.Revision == "" {
+		b.Revision = vcsRevision(bi.Settings)
+	}
+	if b.Revision == "" {
+		b.Revision = "unknown"
+	}
+	return b
+}
+
+// vcsRevision is the commit go build stamped, with "-dirty" when the
+// tree had changes, as git describe --dirty writes it.
+func vcsRevision(settings []debug.BuildSetting) string {
+	var rev string
+	dirty := false
+	for _, s := range settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" && dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+// printBuildInfo writes `ipvsplane version`'s output: text (the
+// --version line, then the rest) or json (the buildInfo object).
+func printBuildInfo(w io.Writer, b buildInfo, format string) error {
+	switch format {
+	case "json":
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(b)
+	case "text", "":
+		_, err := fmt.Fprintf(w, "ipvsplane %s\nrevision: %s\ngo: %s (%s, %s)\n", b.Version, b.Revision, b.GoVersion, b.Compiler, b.Platform)
+		return err
+	}
+	return fmt.Errorf("--output %q: want text or json", format)
 }
 
 // versionFlag is kube-proxy's --version: a boolean that also takes "raw"
@@ -76,7 +144,7 @@ var errVersionPrinted = errors.New("version printed")
 // printVersion prints the version if --version asked for it, and then
 // returns errVersionPrinted.
 func (v *versionFlag) printVersion(a *app) error {
-	reported := a.version
+	reported := a.build.Version
 	if v.override != "" {
 		reported = v.override
 	}
@@ -94,6 +162,21 @@ func (v *versionFlag) printVersion(a *app) error {
 		return nil
 	}
 	return errVersionPrinted
+}
+
+// versionCommand makes "ipvsplane version".
+func (a *app) versionCommand() *cobra.Command {
+	format := "text"
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, the commit, and the Go toolchain and platform ipvsplane was built with",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return printBuildInfo(a.stdout, a.build, format)
+		},
+	}
+	cmd.Flags().StringVarP(&format, "output", "o", format, "output format: text or json")
+	return cmd
 }
 
 // wordSepNormalize spells a flag's underscores as dashes, as kube-proxy's

@@ -55,6 +55,22 @@ func KubeProgram(name string) (string, error) {
 	return "", fmt.Errorf("%s %s (build it with hack/build-kube): %w", name, KubeVersion, errNoProgram)
 }
 
+// ToolProgram returns the path of a program hack/build-tools builds
+// ("promtool", "helm"): from the cache (CacheBase()/tools), else from
+// PATH.
+func ToolProgram(name string) (string, error) {
+	if base, err := CacheBase(); err == nil {
+		p := filepath.Join(base, "tools", name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s (build it with hack/build-tools %s): %w", name, name, errNoProgram)
+}
+
 // EtcdProgram returns the path of the etcd hack/build-kube builds (the
 // version k8s.io/kubernetes requires): from the cache, else from PATH.
 func EtcdProgram() (string, error) { return KubeProgram("etcd") }

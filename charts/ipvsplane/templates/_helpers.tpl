@@ -1,0 +1,42 @@
+{{/* The chart's name. */}}
+{{- define "ipvsplane.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The objects' name: the release's, with the chart's name added unless it is in it. */}}
+{{- define "ipvsplane.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The labels the pods are selected by. */}}
+{{- define "ipvsplane.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ipvsplane.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Every object's labels. */}}
+{{- define "ipvsplane.labels" -}}
+{{ include "ipvsplane.selectorLabels" . }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/version: {{ include "ipvsplane.tag" . | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The image's tag. */}}
+{{- define "ipvsplane.tag" -}}
+{{- default .Chart.AppVersion .Values.image.tag }}
+{{- end }}
+
+{{/* The port of a bind address (host:port) of the configuration. */}}
+{{- define "ipvsplane.port" -}}
+{{- regexFind "[0-9]+$" . }}
+{{- end }}

@@ -1,0 +1,316 @@
+//go:build hosttest
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+const chartDir = "../../../charts/ipvsplane"
+
+// helmCmd runs the helm hack/build-tools builds, with its own empty
+// configuration, cache and data directories.
+type helmCmd struct {
+	t    *testing.T
+	path string
+	env  []string
+}
+
+func newHelm(t *testing.T) *helmCmd {
+	helm, err := controlplane.ToolProgram("helm")
+	testutil.Require(t, err == nil, "helm (run hack/build-tools helm)")
+	dir := t.TempDir()
+	env := append(os.Environ(), "HELM_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"HELM_CACHE_HOME="+filepath.Join(dir, "cache"), "HELM_DATA_HOME="+filepath.Join(dir, "data"))
+	return &helmCmd{t: t, path: helm, env: env}
+}
+
+func (h *helmCmd) run(args ...string) []byte {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.path, args...)
+	cmd.Env = h.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		h.t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	return out
+}
+
+// chartObjects decodes rendered manifests by kind; kinds client-go does
+// not know (the PodMonitor) as maps.
+func chartObjects(t *testing.T, manifests []byte) map[string]any {
+	t.Helper()
+	objs := map[string]any{}
+	for _, doc := range strings.Split(string(manifests), "\n---") {
+		var head struct {
+			Kind     string
+			Metadata struct{ Name string }
+		}
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatalf("%v:\n%s", err, doc)
+		}
+		if head.Kind == "" {
+			continue
+		}
+		if head.Kind == "ConfigMap" && strings.HasSuffix(head.Metadata.Name, "-dashboard") {
+			head.Kind = "DashboardConfigMap"
+		}
+		if _, dup := objs[head.Kind]; dup {
+			t.Fatalf("two %s objects", head.Kind)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			var m map[string]any
+			err = yaml.Unmarshal([]byte(doc), &m)
+			obj = nil
+			objs[head.Kind] = m
+		} else {
+			objs[head.Kind] = obj
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", head.Kind, err)
+		}
+	}
+	return objs
+}
+
+// deployObjects reads deploy/'s objects by kind.
+func deployObjects(t *testing.T) map[string]any {
+	t.Helper()
+	files, err := filepath.Glob("../../../deploy/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in deploy/: %v", err)
+	}
+	var all []byte
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(append(all, "\n---\n"...), data...)
+	}
+	return chartObjects(t, all)
+}
+
+// charts/ipvsplane passes helm lint, and with its default values renders
+// what deploy/ holds: the same ServiceAccount, ClusterRole and binding,
+// configuration and pod spec, under deploy/'s names and namespace for a
+// release named ipvsplane in kube-system; only the chart's labels (its
+// selector has the release's too) and the pods' configuration checksum
+// are added.
+func TestHelmChartDefaults(t *testing.T) {
+	h := newHelm(t)
+	h.run("lint", "--strict", chartDir)
+	got := chartObjects(t, h.run("template", "ipvsplane", chartDir, "--namespace", "kube-system"))
+	want := deployObjects(t)
+	if len(got) != len(want) {
+		t.Errorf("the chart renders %d kinds, deploy/ has %d", len(got), len(want))
+	}
+	for kind, w := range want {
+		g, ok := got[kind]
+		if !ok {
+			t.Errorf("the chart renders no %s", kind)
+			continue
+		}
+		gm, wm := g.(metaObject), w.(metaObject)
+		if gm.GetName() != wm.GetName() || gm.GetNamespace() != wm.GetNamespace() {
+			t.Errorf("%s: %s/%s, deploy/ has %s/%s", kind, gm.GetNamespace(), gm.GetName(), wm.GetNamespace(), wm.GetName())
+		}
+		for k, v := range wm.GetLabels() {
+			if gm.GetLabels()[k] != v {
+				t.Errorf("%s: label %s=%q, deploy/ has %q", kind, k, gm.GetLabels()[k], v)
+			}
+		}
+	}
+	sameAsDeploy(t, got, want)
+}
+
+// metaObject is what every rendered object has.
+type metaObject interface {
+	GetName() string
+	GetNamespace() string
+	GetLabels() map[string]string
+}
+
+// sameAsDeploy compares the parts of the objects that must match.
+func sameAsDeploy(t *testing.T, got, want map[string]any) {
+	t.Helper()
+	if g, w := got["ClusterRole"].(*rbacv1.ClusterRole), want["ClusterRole"].(*rbacv1.ClusterRole); !equality.Semantic.DeepEqual(g.Rules, w.Rules) {
+		t.Errorf("ClusterRole rules:\n%+v\ndeploy/:\n%+v", g.Rules, w.Rules)
+	}
+	gb, wb := got["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding), want["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding)
+	if !equality.Semantic.DeepEqual(gb.RoleRef, wb.RoleRef) || !equality.Semantic.DeepEqual(gb.Subjects, wb.Subjects) {
+		t.Errorf("ClusterRoleBinding: %+v %+v\ndeploy/: %+v %+v", gb.RoleRef, gb.Subjects, wb.RoleRef, wb.Subjects)
+	}
+	gc, wc := got["ConfigMap"].(*corev1.ConfigMap), want["ConfigMap"].(*corev1.ConfigMap)
+	if !slices.Equal(slices.Sorted(maps.Keys(gc.Data)), slices.Sorted(maps.Keys(wc.Data))) {
+		t.Errorf("ConfigMap keys %v, deploy/ has %v", slices.Sorted(maps.Keys(gc.Data)), slices.Sorted(maps.Keys(wc.Data)))
+	}
+	var gconf, wconf map[string]any
+	if err := yaml.Unmarshal([]byte(gc.Data["config.conf"]), &gconf); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(wc.Data["config.conf"]), &wconf); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gconf, wconf) {
+		t.Errorf("config.conf:\n%s\ndeploy/:\n%s", gc.Data["config.conf"], wc.Data["config.conf"])
+	}
+	gd, wd := got["DaemonSet"].(*appsv1.DaemonSet), want["DaemonSet"].(*appsv1.DaemonSet)
+	if !equality.Semantic.DeepEqual(gd.Spec.UpdateStrategy, wd.Spec.UpdateStrategy) {
+		t.Errorf("updateStrategy %+v, deploy/ has %+v", gd.Spec.UpdateStrategy, wd.Spec.UpdateStrategy)
+	}
+	if !equality.Semantic.DeepEqual(gd.Spec.Template.Spec, wd.Spec.Template.Spec) {
+		g, _ := yaml.Marshal(gd.Spec.Template.Spec)
+		w, _ := yaml.Marshal(wd.Spec.Template.Spec)
+		t.Errorf("pod spec:\n%s\ndeploy/:\n%s", g, w)
+	}
+	for k := range gd.Spec.Template.Annotations {
+		if k != "checksum/config" {
+			t.Errorf("pod annotation %s", k)
+		}
+	}
+}
+
+// Non-default values reach the objects: image, API server address,
+// configuration (merged over the defaults, and loaded by ipvsplane whole),
+// ports and probes following the bind addresses, log format and extra
+// arguments (parsed as ipvsplane's flags), tolerations, no priority class,
+// the release's names and namespace, and a PodMonitor on the metrics port.
+func TestHelmChartValues(t *testing.T) {
+	h := newHelm(t)
+	h.run("lint", "--strict", chartDir, "--values", "testdata/helm-values.yaml")
+	objs := chartObjects(t, h.run("template", "edge", chartDir, "--namespace", "net", "--values", "testdata/helm-values.yaml"))
+	ds := objs["DaemonSet"].(*appsv1.DaemonSet)
+	cm := objs["ConfigMap"].(*corev1.ConfigMap)
+	if ds.Name != "edge-ipvsplane" || ds.Namespace != "net" || cm.Name != "edge-ipvsplane" {
+		t.Errorf("names %s/%s and %s", ds.Namespace, ds.Name, cm.Name)
+	}
+	if b := objs["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding); b.Subjects[0].Namespace != "net" || b.Subjects[0].Name != "edge-ipvsplane" || b.RoleRef.Name != "edge-ipvsplane" {
+		t.Errorf("binding %+v %+v", b.Subjects, b.RoleRef)
+	}
+	if cm.Data["apiServerHost"] != "192.0.2.10" || cm.Data["apiServerPort"] != "6443" {
+		t.Errorf("ConfigMap data %v", cm.Data)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "config.conf")
+	if err := os.WriteFile(conf, []byte(cm.Data["config.conf"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kp, notes, err := loadConfig(conf)
+	if err != nil || len(notes.ignored) > 0 || notes.lenient != nil {
+		t.Fatalf("the configuration: %v, notes %+v\n%s", err, notes, cm.Data["config.conf"])
+	}
+	if kp.IPVS.Scheduler != "wrr" || kp.ClusterCIDR != "10.0.0.0/8" || kp.IPVS.SyncPeriod.Duration != 30*time.Second {
+		t.Errorf("configuration: scheduler %q, cluster CIDR %q, sync period %v", kp.IPVS.Scheduler, kp.ClusterCIDR, kp.IPVS.SyncPeriod)
+	}
+
+	pod := ds.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.Image != "registry.example/net/ipvsplane:v9.8.7" || c.ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("image %s, pull policy %s", c.Image, c.ImagePullPolicy)
+	}
+	if pod.PriorityClassName != "" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "node-role.kubernetes.io/control-plane" {
+		t.Errorf("priority class %q, tolerations %+v", pod.PriorityClassName, pod.Tolerations)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["healthz"] != 10266 || ports["metrics"] != 9100 || c.ReadinessProbe.HTTPGet.Port.IntValue() != 10266 || c.LivenessProbe.HTTPGet.Port.IntValue() != 10266 {
+		t.Errorf("ports %v, probes on %v and %v", ports, c.ReadinessProbe.HTTPGet.Port, c.LivenessProbe.HTTPGet.Port)
+	}
+	args := slices.Clone(c.Args)
+	for i, a := range args {
+		a = strings.ReplaceAll(a, "$(NODE_NAME)", "node-a")
+		args[i] = strings.Replace(a, "/etc/ipvsplane/config.conf", conf, 1)
+	}
+	cmd, rest, err := newApp().rootCommand().Find(args)
+	if err != nil || cmd.Name() != "run" {
+		t.Fatalf("the DaemonSet's args %v: %v", c.Args, err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Fatalf("the DaemonSet's args %v: %v", c.Args, err)
+	}
+	if f := cmd.Flags(); f.Lookup("log-format").Value.String() != "console" || f.Lookup("log-level").Value.String() != "debug" {
+		t.Errorf("args %v", c.Args)
+	}
+
+	checkChartMonitoring(t, objs)
+
+	pm, ok := objs["PodMonitor"].(map[string]any)
+	if !ok {
+		t.Fatal("no PodMonitor")
+	}
+	spec, _ := pm["spec"].(map[string]any)
+	sel, _ := spec["selector"].(map[string]any)
+	match, _ := sel["matchLabels"].(map[string]any)
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if match[k] != v {
+			t.Errorf("the PodMonitor selects %v, the pods are %v", match, ds.Spec.Selector.MatchLabels)
+		}
+	}
+	endpoints, _ := spec["podMetricsEndpoints"].([]any)
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" || endpoints[0].(map[string]any)["interval"] != "15s" {
+		t.Errorf("PodMonitor endpoints %v", endpoints)
+	}
+}
+
+// checkChartMonitoring checks the PrometheusRule and the dashboard's
+// ConfigMap: deploy/monitoring's rules and dashboard, unchanged.
+func checkChartMonitoring(t *testing.T, objs map[string]any) {
+	t.Helper()
+	rules, err := os.ReadFile(monitoringDir + "ipvsplane-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal(rules, &want); err != nil {
+		t.Fatal(err)
+	}
+	pr, ok := objs["PrometheusRule"].(map[string]any)
+	if !ok {
+		t.Fatal("no PrometheusRule")
+	}
+	if !reflect.DeepEqual(pr["spec"], want) {
+		t.Errorf("the PrometheusRule's spec is not deploy/monitoring's rules:\n%v", pr["spec"])
+	}
+	dashboard, err := os.ReadFile(monitoringDir + "ipvsplane-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, ok := objs["DashboardConfigMap"].(*corev1.ConfigMap)
+	if !ok {
+		t.Fatal("no dashboard ConfigMap")
+	}
+	if cm.Labels["grafana_dashboard"] != "1" || cm.Data["ipvsplane-dashboard.json"] != strings.TrimSuffix(string(dashboard), "\n") {
+		t.Errorf("dashboard ConfigMap: labels %v, data equal to deploy/monitoring's: %v", cm.Labels, cm.Data["ipvsplane-dashboard.json"] == string(dashboard))
+	}
+}

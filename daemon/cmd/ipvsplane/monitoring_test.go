@@ -1,0 +1,253 @@
+//go:build !vmtest
+
+// The VM has only the package's testdata/, not deploy/.
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/yaml"
+)
+
+const monitoringDir = "../../../deploy/monitoring/"
+
+// Every metric deploy/monitoring's dashboard and alert rules name is one
+// the daemon serves: its registry's metrics (a histogram's _bucket, _sum
+// and _count series included), with --service-traffic-metrics' too.
+func TestMonitoringMetricNames(t *testing.T) {
+	served := servedMetricNames(t)
+	exprs := map[string][]string{}
+	exprs["ipvsplane-dashboard.json"] = dashboardExprs(t, monitoringDir+"ipvsplane-dashboard.json")
+	exprs["ipvsplane-rules.yaml"] = ruleExprs(t, monitoringDir+"ipvsplane-rules.yaml")
+	for file, list := range exprs {
+		if len(list) == 0 {
+			t.Errorf("%s: no expressions", file)
+		}
+		for _, e := range list {
+			names := promqlMetricNames(e)
+			if len(names) == 0 {
+				t.Errorf("%s: %q names no metric", file, e)
+			}
+			for _, n := range names {
+				if !served[n] {
+					t.Errorf("%s: %q names %s, which the daemon does not serve", file, e, n)
+				}
+			}
+		}
+	}
+}
+
+// servedMetricNames lists the series names the daemon can serve: every
+// metric its registry describes, and the _bucket, _sum and _count series
+// of its histograms.
+func servedMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	m := newMetrics().setBuild(readBuildInfo())
+	m.registry.MustRegister(newServiceTraffic(nil, nil))
+	descs := make(chan *prometheus.Desc)
+	go func() {
+		m.registry.Describe(descs)
+		close(descs)
+	}()
+	// A Desc tells its name only in its String form.
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	names := map[string]bool{}
+	for d := range descs {
+		match := fqName.FindStringSubmatch(d.String())
+		if match == nil {
+			t.Fatalf("no name in %s", d)
+		}
+		names[match[1]] = true
+	}
+	// The histograms, observed so that Gather tells their type.
+	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, true}}})
+	for _, h := range []*prometheus.HistogramVec{m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming} {
+		m.observeFamilies(h, 1)
+	}
+	families, err := m.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetType().String() == "HISTOGRAM" {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				names[f.GetName()+s] = true
+			}
+		}
+	}
+	for _, want := range []string{"ipvsplane_build_info", "ipvsplane_service_bytes_total", "kubeproxy_network_programming_duration_seconds_bucket", "ipvsplane_conntrack_entries"} {
+		if !names[want] {
+			t.Fatalf("the registry does not describe %s: %v", want, names)
+		}
+	}
+	return names
+}
+
+// dashboardExprs returns the PromQL of a Grafana dashboard's panels
+// (rows' panels too) and the metrics its variables' label_values read.
+func dashboardExprs(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var d struct {
+		Panels     []json.RawMessage `json:"panels"`
+		Templating struct {
+			List []struct {
+				Type       string `json:"type"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var exprs []string
+	var walk func([]json.RawMessage)
+	walk = func(raw []json.RawMessage) {
+		for _, r := range raw {
+			var p panel
+			if err := json.Unmarshal(r, &p); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			for _, tg := range p.Targets {
+				if tg.Expr == "" {
+					t.Errorf("%s: panel %q has a target without an expression", path, p.Title)
+				}
+				exprs = append(exprs, tg.Expr)
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	labelValues := regexp.MustCompile(`^label_values\(([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,`)
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValues.FindStringSubmatch(v.Definition)
+		if m == nil {
+			t.Errorf("%s: variable query %q is not label_values(metric, label)", path, v.Definition)
+			continue
+		}
+		exprs = append(exprs, m[1])
+	}
+	return exprs
+}
+
+// ruleExprs returns the expressions of a Prometheus rule file.
+func ruleExprs(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `json:"alert"`
+				Expr  string `json:"expr"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	// Only the expressions are read: promtool checks the file's shape.
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var exprs []string
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	return exprs
+}
+
+var (
+	// What in PromQL is not a metric name: strings, label matchers,
+	// ranges and offsets' brackets, grouping label lists, Grafana's
+	// variables.
+	promqlStrings  = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
+	promqlMatchers = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
+	promqlGrouping = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	grafanaVars    = regexp.MustCompile(`\$\{?\w+\}?`)
+	promqlIdent    = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*(\s*\()?`)
+	promqlKeywords = []string{"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset", "inf", "nan", "atan2"}
+)
+
+// promqlMetricNames returns the metric names an expression reads: the
+// identifiers left once strings, matchers, grouping lists and variables
+// are taken out that are neither functions (followed by a parenthesis)
+// nor keywords.
+func promqlMetricNames(expr string) []string {
+	e := promqlStrings.ReplaceAllString(expr, " ")
+	e = promqlMatchers.ReplaceAllString(e, " ")
+	e = promqlGrouping.ReplaceAllString(e, " ")
+	e = grafanaVars.ReplaceAllString(e, " ")
+	var names []string
+	for _, m := range promqlIdent.FindAllStringSubmatchIndex(e, -1) {
+		// A number's exponent or a duration's unit is part of a number.
+		if m[0] > 0 && (e[m[0]-1] >= '0' && e[m[0]-1] <= '9' || e[m[0]-1] == '.') {
+			continue
+		}
+		if m[2] >= 0 {
+			continue // a function
+		}
+		id := e[m[0]:m[1]]
+		if slices.Contains(promqlKeywords, strings.ToLower(id)) {
+			continue
+		}
+		names = append(names, id)
+	}
+	return names
+}
+
+// The metric-name extraction finds the names and only them.
+func TestPromQLMetricNames(t *testing.T) {
+	for expr, want := range map[string][]string{
+		`histogram_quantile(0.99, sum by (instance, le) (rate(a_bucket{instance=~"$instance",le!="1e3"}[$__rate_interval])))`: {"a_bucket"},
+		`time() - max without (ip_family) (b) > 2 * 30`:                                                                       {"b"},
+		`c / on (instance) group_left (version) d{x="y"} offset 5m > 0.9 and bool e`:                                          {"c", "d", "e"},
+		`topk(10, sum by (namespace, name) (rate(f[1m])))`:                                                                    {"f"},
+		`vector(1)`: nil,
+	} {
+		if got := promqlMetricNames(expr); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", expr, got, want)
+		}
+	}
+}
+
+// The chart's copies of the rules and the dashboard (Helm reads only files
+// inside the chart) are deploy/monitoring's.
+func TestChartMonitoringFiles(t *testing.T) {
+	for _, name := range []string{"ipvsplane-rules.yaml", "ipvsplane-dashboard.json"} {
+		want, err := os.ReadFile(monitoringDir + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile("../../../charts/ipvsplane/files/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("charts/ipvsplane/files/%s differs from deploy/monitoring's: cp deploy/monitoring/%s charts/ipvsplane/files/", name, name)
+		}
+	}
+}

@@ -39,7 +39,7 @@ func TestIPv4ServedWithoutIPv6(t *testing.T) {
 	web.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a"), fixture.Ready("fd00:244::2", 8080, "node-a")}
 	state := &model.State{
 		Node: model.Node{Name: "node-a", Addresses: fixture.IPs("192.168.0.1"), NodeIPs: fixture.IPs("192.168.0.1", "fd00::1"),
-			ClusterCIDRs: fixture.Prefixes("10.244.0.0/16", "fd00:244::/64"), MasqueradeBit: 14},
+			ClusterCIDRs: fixture.Prefixes("10.244.0.0/16", "fd00:244::/64"), MasqueradeMark: 1 << 14},
 		Services: []model.ServicePort{web},
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

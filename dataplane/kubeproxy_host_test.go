@@ -25,14 +25,7 @@ func TestRemoveKubeProxyChains(t *testing.T) {
 		}
 	}
 	restore()
-	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found, err := findKubeProxyChains(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, found := kubeProxyChainsIn(t, ns)
 	var names []string
 	for _, c := range found {
 		names = append(names, c.String())
@@ -70,10 +63,7 @@ func TestRemoveKubeProxyChains(t *testing.T) {
 	// a condition is not touched; the chain's removal fails and says why.
 	restore()
 	ns.Run(t, "iptables", "-t", "nat", "-A", "CNI-NAT", "-p", "tcp", "-j", "KUBE-MARK-MASQ")
-	found, err = findKubeProxyChains(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, found = kubeProxyChainsIn(t, ns)
 	if err := removeKubeProxyChains(conn, found); err == nil || !strings.Contains(err.Error(), "another program's rule") {
 		t.Errorf("removal with a foreign reference: %v", err)
 	}
@@ -105,14 +95,7 @@ func TestRemoveKubeProxyModesLeftovers(t *testing.T) {
 	for _, p := range []string{"iptables-save", "ip6tables-save", "iptables-legacy-save"} {
 		before[p] = saved(t, ns, p)
 	}
-	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found, err := findKubeProxyChains(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, found := kubeProxyChainsIn(t, ns)
 	names := map[string]bool{}
 	for _, c := range found {
 		names[c.String()] = true
@@ -170,15 +153,8 @@ func TestRemoveKubeProxyChainsTableByTable(t *testing.T) {
 	}
 	ns.Run(t, "nft", "-f", "testdata/kube-proxy-leftovers/nftables-mode.nft")
 	ns.Run(t, "iptables", "-t", "nat", "-A", "DOCKER", "-p", "tcp", "-j", "KUBE-MARK-MASQ")
-	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found, err := findKubeProxyChains(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = removeKubeProxyChains(conn, found)
+	conn, found := kubeProxyChainsIn(t, ns)
+	err := removeKubeProxyChains(conn, found)
 	if err == nil || !strings.Contains(err.Error(), "another program's rule") || !strings.Contains(err.Error(), "ip nat KUBE-MARK-MASQ") {
 		t.Errorf("removal with a foreign reference: %v", err)
 	}
@@ -208,14 +184,7 @@ func TestRemoveKubeProxyJumpNativeCtState(t *testing.T) {
 	ns.Run(t, "nft", "add chain ip filter OUTPUT { type filter hook output priority 0 ; }")
 	ns.Run(t, "nft", "add", "rule", "ip", "filter", "OUTPUT", "ct", "state", "new", "counter", "jump", "KUBE-SERVICES")
 	ns.Run(t, "nft", "add", "rule", "ip", "filter", "OUTPUT", "ct", "mark", "1", "counter", "jump", "KUBE-SERVICES")
-	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	found, err := findKubeProxyChains(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, found := kubeProxyChainsIn(t, ns)
 	// A ct mark test is another program's condition: the chain stays.
 	if err := removeKubeProxyChains(conn, found); err == nil {
 		t.Errorf("removed with a conditional foreign jump:\n%s", ns.Run(t, "nft", "list", "table", "ip", "filter"))
@@ -228,6 +197,21 @@ func TestRemoveKubeProxyJumpNativeCtState(t *testing.T) {
 	if table := ns.Run(t, "nft", "list", "table", "ip", "filter"); strings.Contains(table, "KUBE-SERVICES") {
 		t.Errorf("left:\n%s", table)
 	}
+}
+
+// kubeProxyChainsIn returns a connection into ns and the kube-proxy
+// chains and tables found there.
+func kubeProxyChainsIn(t *testing.T, ns *testutil.NetNS) (*nftables.Conn, []plan.KubeProxyChain) {
+	t.Helper()
+	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := findKubeProxyChains(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, found
 }
 
 // saved returns a save program's output without its comments, which

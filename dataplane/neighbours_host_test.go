@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -133,8 +130,7 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 			t.Fatal(err)
 		}
 	}
-	index := createSetsWithCLI(t, node)
-	for _, add := range [][]string{
+	writeRulesInNetNS(t, node, [][2]string{
 		{model.SetClusterIP, "10.96.0.1,tcp:443"},
 		{model.SetLoadBalancer, "203.0.113.10,tcp:443"},
 		{model.SetExternalIP, "198.51.100.50,tcp:443"},
@@ -143,17 +139,7 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 		{model.SetIPVSAddresses, "198.51.100.50"},
 		{model.SetName(model.SetClusterIP, true), "fd00:96::1,tcp:443"},
 		{model.SetName(model.SetIPVSAddresses, true), "fd00:96::1"},
-	} {
-		node.Run(t, "ipset", "add", add[0], add[1])
-	}
-	conn, err := nftables.New(nftables.WithNetNSFd(node.FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := fixture.Node()
-	if err := nftrules.Write(conn, &n, func(name string) (uint16, error) { return index[name], nil }); err != nil {
-		t.Fatal(err)
-	}
+	})
 	node.ServeTCP(t, "10.96.0.1:443", "cluster-ip")
 	node.ServeTCP(t, "203.0.113.10:443", "lb")
 	node.ServeTCP(t, "198.51.100.50:443", "external")

@@ -38,6 +38,25 @@ func createSetsWithCLI(t *testing.T, ns *testutil.NetNS) map[string]uint16 {
 	return index
 }
 
+// writeRulesInNetNS creates every KUBE-* set in ns, adds entries (set
+// name, entry as the ipset program spells it) and writes the fixture
+// node's rules against those sets.
+func writeRulesInNetNS(t *testing.T, ns *testutil.NetNS, entries [][2]string) {
+	t.Helper()
+	index := createSetsWithCLI(t, ns)
+	for _, add := range entries {
+		ns.Run(t, "ipset", "add", add[0], add[1])
+	}
+	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := fixture.Node()
+	if err := nftrules.Write(conn, &n, func(name string) (uint16, error) { return index[name], nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRuleTablesLoadIntoTheKernel(t *testing.T) {
 	testutil.RequireProgram(t, "nft")
 	ns := testutil.NewNetNS(t)

@@ -10,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -33,24 +30,13 @@ func TestRulesOnRealTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	index := createSetsWithCLI(t, node)
-	for _, add := range [][]string{
+	writeRulesInNetNS(t, node, [][2]string{
 		{model.SetLoadBalancer, "203.0.113.10,tcp:80"},
 		{model.SetLoadBalancerFW, "203.0.113.10,tcp:80"},
 		{model.SetLoadBalancerSourceNet, "203.0.113.10,tcp:80,198.51.100.0/24"},
 		{model.SetIPVSAddresses, "203.0.113.10"},
 		{model.SetClusterIP, "10.10.0.2,tcp:8080"},
-	} {
-		node.Run(t, "ipset", "add", add[0], add[1])
-	}
-	conn, err := nftables.New(nftables.WithNetNSFd(node.FD()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := fixture.Node()
-	if err := nftrules.Write(conn, &n, func(name string) (uint16, error) { return index[name], nil }); err != nil {
-		t.Fatal(err)
-	}
+	})
 
 	node.ServeTCP(t, "203.0.113.10:80", "lb")
 	node.ServeTCP(t, "203.0.113.10:81", "host-port")

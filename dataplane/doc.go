@@ -36,8 +36,9 @@
 // server, the device, and the rule tables (the nftables ruleset's
 // generation, and the tables' digests when it moved). If another program
 // flushed any of them, the sync reads the kernel again at once and
-// repairs it. Config.ResyncInterval and [Dataplane.Resync] make a sync read
-// everything again, which also repairs what the canary cannot see.
+// repairs it. Config.ResyncInterval has the kernel read again in the
+// background, and [Dataplane.Resync] on the next sync; the sync after the
+// read compares everything, which also repairs what the canary cannot see.
 //
 // # Ownership
 //

@@ -30,12 +30,15 @@
 // the first [Dataplane.Sync] reads the kernel once and compares everything;
 // later syncs ([Dataplane.Sync] with a whole model, [Dataplane.SyncChanges]
 // with tracked changes) plan only what changed, and a failed operation is
-// planned again on the next sync. Each incremental sync first checks a
-// canary (the ownership sets' sizes, one virtual server, the device and
-// the rule tables' digests, a handful of requests): if another program
-// flushed any of them, the sync reads the kernel again at once and repairs
-// it. Config.ResyncInterval and [Dataplane.Resync] make a sync read
-// everything again, which also repairs what the canary cannot see.
+// planned again on the next sync. An incremental sync first checks a
+// canary, at most once a second and with a handful of requests whatever
+// the cluster's size: one member of each ownership set, one virtual
+// server, the device, and the rule tables (the nftables ruleset's
+// generation, and the tables' digests when it moved). If another program
+// flushed any of them, the sync reads the kernel again at once and
+// repairs it. Config.ResyncInterval has the kernel read again in the
+// background, and [Dataplane.Resync] on the next sync; the sync after the
+// read compares everything, which also repairs what the canary cannot see.
 //
 // # Ownership
 //

@@ -41,11 +41,15 @@
 // thousands of services that dominates. With [Config.Binding] set to
 // [BindLocalRoutes], an IPv4 address is bound instead as the route the
 // kernel installs for an address of its own: type local, scope host, in
-// the local table, through the device, with the address as its preferred
-// source, and with protocol [RouteProtocol] so that the package reads and
-// deletes only its own routes. The kernel delivers packets for it locally
-// all the same, and inserting it into the routing trie walks no list. Such
-// an address is not listed by `ip addr show` but by `ip route show table
+// the local table, through the device, with protocol [RouteProtocol] so
+// that the package reads and deletes only its own routes. Unlike the
+// kernel's own route it has no preferred source: the kernel deletes every
+// route whose preferred source is an address being removed, so switching
+// a node from addresses to routes would lose each route as its address
+// went; the node's own connections to such an address leave from one of
+// its other addresses. The kernel delivers packets for it locally all the
+// same, and inserting it into the routing trie walks no list. Such an
+// address is not listed by `ip addr show` but by `ip route show table
 // local proto 201`. IPv6 addresses are bound as addresses in both modes.
 //
 // Each mode reads only its own bindings; [Device.Leftovers] and

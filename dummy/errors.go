@@ -22,7 +22,7 @@ var (
 // OpError is the failure of one operation. Its text reads "dummy: bind
 // 10.96.0.1 on kube-ipvs0: operation not permitted".
 type OpError struct {
-	// Op is the operation: "ensure", "get", "delete", "bind", "unbind" or
+	// Op is the operation: "dial", "ensure", "get", "delete", "bind", "unbind" or
 	// "list".
 	Op string
 	// Object names what it was asked of: the link, or for bind and unbind

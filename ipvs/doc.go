@@ -9,8 +9,9 @@
 // calls as the socket buffers allow and reports each operation's outcome:
 // building a table of thousands of services costs a handful of system
 // calls instead of one round trip per change. Conn.Table reads everything
-// back; the kernel lists real servers one service at a time, so Table
-// spreads those dumps over a few extra sockets in the same namespace.
+// back; the kernel lists real servers one service at a time, so for a
+// table of many services Table spreads those dumps over a few extra
+// sockets in the same namespace.
 //
 // # Privileges and kernels
 //

@@ -13,7 +13,8 @@ var ErrInvalid = errors.New("invalid")
 // FieldError says which field of which object is wrong. The object is
 // skipped; the others are still programmed.
 type FieldError struct {
-	// Object is the service port ("namespace/name:port") or "node".
+	// Object names what is wrong: "service namespace/name:port" or
+	// "node NAME".
 	Object string
 	// Service names the service port, for a service port's error (zero
 	// otherwise), so that the error can be reported on its Service.

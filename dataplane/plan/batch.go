@@ -38,7 +38,7 @@ const (
 	// chains.
 	EachOp BatchKind = iota
 	// IPVSBatch batches go as one batch of IPVS requests (see
-	// [Batch.Requests]), at most ipvsBatchRequests of them.
+	// [Batch.Requests]), at most 2,048 of them.
 	IPVSBatch
 	// AddressBatch batches bind, or unbind, addresses in few writes.
 	AddressBatch

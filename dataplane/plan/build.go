@@ -13,9 +13,9 @@ type Desired struct {
 	Kernel *KernelState
 	// Services names the service port each virtual server belongs to.
 	Services map[VirtualKey]model.ServicePortName
-	// Errors lists the service ports left out as invalid (*FieldError),
-	// the problems of ports that are programmed all the same
-	// (*SchedulerError, *SettingError),
+	// Errors lists the service ports left out as invalid
+	// (*model.FieldError), the problems of ports that are programmed all
+	// the same (*model.SchedulerError, *model.SettingError),
 	// and the claims on a virtual server another port has
 	// (*ConflictError), whose ports are programmed otherwise.
 	Errors []error

@@ -301,7 +301,10 @@ func families(addrs []netip.Addr) []bool {
 
 // ConflictError reports a service port that claims a virtual server
 // another service port has: the rest of the port is programmed, and the
-// virtual server stays the other's (see desiredIndex.better).
+// virtual server stays the other's. The owner is chosen whatever the order
+// of the input: by what made each port claim it (a cluster IP before a
+// node port, a load-balancer address and an external IP, in that order),
+// then the API server's own service, then the name.
 type ConflictError struct {
 	Service model.ServicePortName
 	Virtual VirtualKey

@@ -23,8 +23,9 @@ type Drain struct {
 	Now      time.Time
 }
 
-// Scope limits a plan to the objects some change touched. The zero Scope
-// (All true) covers everything.
+// Scope limits a plan to the objects some change touched. With All set
+// (FullScope) it covers everything; NewScope makes an empty one for
+// Touch and Merge to fill.
 type Scope struct {
 	All       bool
 	Virtual   map[VirtualKey]bool
@@ -301,9 +302,11 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 	return ops
 }
 
-// LosesReals reports whether the diff of virtual server vk removes real
-// servers that still have a weight: how it removes them depends on their
-// connection counts, which the caller must read first (see diffReals).
+// LosesReals reports whether the diff of TCP virtual server vk removes
+// real servers that still have a weight. How Diff removes them depends on
+// their connection counts in observed, which the caller must read first:
+// one with no connection is deleted, one with connections drains at
+// weight 0.
 func LosesReals(observed, desired *KernelState, vk VirtualKey) bool {
 	if vk.Protocol != model.TCP {
 		return false

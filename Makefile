@@ -225,13 +225,14 @@ cluster: deps-node image $(VMTEST) vm-kernel
 conformance: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- hack/conformance
 
-# The cluster tests (daemon/e2e/cluster: the proxy from deploy/ Ready and clean,
+# The cluster tests (daemon/e2e/cluster: the proxy installed with helm from
+# charts/ipvsplane, as `make cluster` installs deploy/ with kubectl, Ready and clean,
 # DNS through the cluster IP, a Service by name, a NodePort and a load
 # balancer from outside the node, scaling) and CONFORMANCE_SLICE of
 # upstream's specs, in one booted cluster.
 CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint from pods|DNS should provide DNS for services|Networking Granular Checks: Pods should function for intra-pod communication: udp).*\[Conformance\]
 test-cluster: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
+	$(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy (IPVS mode)
 # serving pods, deploy/ taking the node over and handing it back, under

@@ -32,7 +32,7 @@ VERSION_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
+.PHONY: release test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -175,10 +175,40 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 # any OCI tool) loads. IMAGE names it.
 IMAGE     ?= ghcr.io/ipvsplane/ipvsplane:$(VERSION)
 IMAGE_TAR := $(BIN)/ipvsplane-image.tar
-image: $(BIN)/ipvsplane
-	cd hack/images && GOWORK=off $(GO) build -o $(BIN)/mkimage ./mkimage
-	$(BIN)/mkimage -o $(IMAGE_TAR) -ref $(IMAGE) -add $(BIN)/ipvsplane=/ipvsplane -entrypoint /ipvsplane
+# The one description of the image, for `make image` and `make release`:
+# the static binary ({os} and {arch} name the platform's) as entrypoint.
+# It runs as root, as kube-proxy's does (docs/releases.md says why).
+IMAGE_RECIPE = -add '$(1)=/ipvsplane' -entrypoint /ipvsplane
+image: $(BIN)/ipvsplane $(BIN)/mkimage
+	$(BIN)/mkimage -o $(IMAGE_TAR) -ref $(IMAGE) $(call IMAGE_RECIPE,$(BIN)/ipvsplane)
 	@echo "image: $(IMAGE) in $(IMAGE_TAR)"
+
+$(BIN)/mkimage: $(wildcard hack/images/mkimage/*.go) hack/images/go.mod
+	cd hack/images && GOWORK=off $(GO) build -o $@ ./mkimage
+
+# make release VERSION=vX.Y.Z: what a release publishes, in dist/VERSION:
+# static binaries for each of RELEASE_PLATFORMS, one image index with all
+# of them (checked: each platform's config and entrypoint), the licence
+# notices of every module the binaries link, and SHA256SUMS of it all.
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+DIST = $(CURDIR)/dist/$(VERSION)
+release: $(BIN)/mkimage
+	@echo "$(VERSION)" | grep -Eq '^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$' || { echo "release: VERSION must be vX.Y.Z, not $(VERSION)"; exit 2; }
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for p in $(RELEASE_PLATFORMS); do \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(VERSION_LDFLAGS) -s -w' \
+	    -o $(DIST)/ipvsplane-$${p%/*}-$${p#*/} ./daemon/cmd/ipvsplane || exit 1; \
+	done
+	$(DIST)/ipvsplane-linux-amd64 version | grep -qx 'ipvsplane $(VERSION)'
+	$(BIN)/mkimage -o $(DIST)/ipvsplane-image.tar -ref $(IMAGE) $(addprefix -platform ,$(RELEASE_PLATFORMS)) \
+	  $(call IMAGE_RECIPE,$(DIST)/ipvsplane-{os}-{arch})
+	$(BIN)/mkimage -inspect $(DIST)/ipvsplane-image.tar | tee $(DIST)/image.txt
+	for p in $(RELEASE_PLATFORMS); do grep -q " $$p entrypoint=/ipvsplane " $(DIST)/image.txt || { echo "release: no $$p image"; exit 1; }; done
+	rm $(DIST)/image.txt
+	hack/licenses $(DIST)/licenses ./daemon/cmd/ipvsplane
+	tar -C $(DIST) --sort=name --mtime=@0 --owner=0 --group=0 -czf $(DIST)/licenses.tar.gz licenses && rm -r $(DIST)/licenses
+	cd $(DIST) && sha256sum ipvsplane-* licenses.tar.gz > SHA256SUMS
+	@echo "release: $(VERSION) in $(DIST)"; cat $(DIST)/SHA256SUMS
 
 # A one-node cluster in the VM (daemon/hack/vmtest -node): the control plane on
 # the host's loopback, a node with containerd, kubelet and CNI, PROXY
@@ -195,13 +225,14 @@ cluster: deps-node image $(VMTEST) vm-kernel
 conformance: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- hack/conformance
 
-# The cluster tests (daemon/e2e/cluster: the proxy from deploy/ Ready and clean,
+# The cluster tests (daemon/e2e/cluster: the proxy installed with helm from
+# charts/ipvsplane, as `make cluster` installs deploy/ with kubectl, Ready and clean,
 # DNS through the cluster IP, a Service by name, a NodePort and a load
 # balancer from outside the node, scaling) and CONFORMANCE_SLICE of
 # upstream's specs, in one booted cluster.
 CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint from pods|DNS should provide DNS for services|Networking Granular Checks: Pods should function for intra-pod communication: udp).*\[Conformance\]
 test-cluster: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
+	$(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy (IPVS mode)
 # serving pods, deploy/ taking the node over and handing it back, under
@@ -229,4 +260,4 @@ vm-kernel:
 	@hack/fetch-vm-kernel "$(IPVSPLANE_CACHE)/kernel" $(KERNEL)
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

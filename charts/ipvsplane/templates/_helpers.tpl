@@ -40,3 +40,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "ipvsplane.port" -}}
 {{- regexFind "[0-9]+$" . }}
 {{- end }}
+
+{{/* "true" for a bind address on loopback (127.0.0.0/8, ::1, localhost). */}}
+{{- define "ipvsplane.loopback" -}}
+{{- if or (hasPrefix "127." .) (hasPrefix "[::1]" .) (hasPrefix "localhost" .) }}true{{ end }}
+{{- end }}

@@ -314,3 +314,22 @@ func checkChartMonitoring(t *testing.T, objs map[string]any) {
 		t.Errorf("dashboard ConfigMap: labels %v, data equal to deploy/monitoring's: %v", cm.Labels, cm.Data["ipvsplane-dashboard.json"] == string(dashboard))
 	}
 }
+
+// Metrics bind to loopback by default, as kube-proxy's: no metrics port
+// is declared, and a PodMonitor, which could not scrape them there, is
+// refused with the value to change.
+func TestHelmChartMetricsOnLoopback(t *testing.T) {
+	h := newHelm(t)
+	ds := chartObjects(t, h.run("template", "ipvsplane", chartDir, "--namespace", "kube-system"))["DaemonSet"].(*appsv1.DaemonSet)
+	for _, p := range ds.Spec.Template.Spec.Containers[0].Ports {
+		if p.Name == "metrics" {
+			t.Errorf("a metrics port on loopback is declared: %+v", p)
+		}
+	}
+	cmd := exec.Command(h.path, "template", "ipvsplane", chartDir, "--set", "metrics.podMonitor.enabled=true")
+	cmd.Env = h.env
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "config.metricsBindAddress is on loopback") {
+		t.Errorf("a PodMonitor with metrics on loopback: %v\n%s", err, out)
+	}
+}

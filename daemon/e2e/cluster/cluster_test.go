@@ -37,6 +37,7 @@ type cluster struct {
 	nodeName   string
 	nodeIP     string
 	proxy      string
+	install    string // kubectl (apply -k deploy/) or helm (charts/ipvsplane)
 	nodeIP6    string
 	// lbPrefix and lbPrefix6 are where the test picks load balancers'
 	// addresses: the test's namespace routes them to the node.
@@ -63,6 +64,7 @@ func newCluster(t *testing.T) *cluster {
 		nodeIP:     os.Getenv("IPVSPLANE_NODE_IP"),
 		nodeIP6:    os.Getenv("IPVSPLANE_NODE_IP6"),
 		proxy:      os.Getenv("IPVSPLANE_NODE_PROXY"),
+		install:    os.Getenv("IPVSPLANE_NODE_INSTALL"),
 	}
 	if c.lbPrefix, err = netip.ParsePrefix(os.Getenv("IPVSPLANE_NODE_LB_CIDR")); err != nil {
 		t.Fatalf("IPVSPLANE_NODE_LB_CIDR: %v", err)

@@ -45,6 +45,12 @@ func TestProxyRunning(t *testing.T) {
 	if ds.Status.NumberReady != 1 || ds.Status.DesiredNumberScheduled != 1 {
 		t.Fatalf("daemonset %s: %d of %d ready", c.proxy, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
+	if c.proxy == "ipvsplane" && c.install == "helm" {
+		if by := ds.Labels["app.kubernetes.io/managed-by"]; by != "Helm" {
+			t.Errorf("daemonset %s is managed by %q, not Helm", c.proxy, by)
+		}
+		t.Logf("daemonset %s installed by helm, chart %s", c.proxy, ds.Labels["helm.sh/chart"])
+	}
 	ns := c.namespace(t, "proxy")
 	shell := c.nodeShell(t, ns)
 	for _, path := range []string{":10256/healthz", ":10256/livez", ":10249/metrics"} {

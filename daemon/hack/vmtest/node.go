@@ -61,6 +61,8 @@ type nodeConfig struct {
 	image    string // the ipvsplane image's OCI archive
 	imageRef string // its reference
 	deploy   string // the manifests' directory, deploy/
+	install  string // how ipvsplane is installed: kubectl (apply -k) or helm
+	chart    string // the Helm chart's directory, charts/ipvsplane
 	mem      int
 	command  []string
 }
@@ -72,6 +74,8 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 	fs.StringVar(&c.image, "image", "", "the ipvsplane image's OCI archive (make image)")
 	fs.StringVar(&c.imageRef, "image-ref", "", "the ipvsplane image's reference")
 	fs.StringVar(&c.deploy, "deploy", "deploy", "the directory of ipvsplane's manifests")
+	fs.StringVar(&c.install, "install", "kubectl", "how ipvsplane is installed: kubectl (apply -k over -deploy) or helm (install -chart)")
+	fs.StringVar(&c.chart, "chart", "charts/ipvsplane", "the directory of ipvsplane's Helm chart")
 	fs.IntVar(&c.mem, "mem", envInt("VMTEST_MEM", 3072), "guest memory in MiB")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -84,6 +88,9 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 	case "ipvsplane", "kube-proxy", "none":
 	default:
 		return c, fmt.Errorf("-proxy %q: want ipvsplane, kube-proxy or none", c.proxy)
+	}
+	if c.install != "kubectl" && c.install != "helm" {
+		return c, fmt.Errorf("-install %q: want kubectl or helm", c.install)
 	}
 	if c.proxy == "ipvsplane" && (c.image == "" || c.imageRef == "") {
 		return c, errors.New("-proxy ipvsplane needs -image and -image-ref (make image)")
@@ -187,6 +194,7 @@ const (
 	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR"  // where load balancers' IPv4 addresses may be picked, routed to the node
 	nodeLB6Env     = "IPVSPLANE_NODE_LB_CIDR6" // the same for IPv6
 	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"    // ipvsplane, kube-proxy or none
+	nodeInstallEnv = "IPVSPLANE_NODE_INSTALL"  // how ipvsplane was installed: kubectl or helm
 	nodeLogEnv     = "IPVSPLANE_NODE_LOG"      // containerd's and the kubelet's log as it streams
 	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY"  // the kustomization that installs ipvsplane from deploy/
 	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"    // the ipvsplane image's reference
@@ -201,6 +209,7 @@ func (n *node) env() []string {
 		nodeLBEnv + "=" + loadBalancerCIDR,
 		nodeLB6Env + "=" + loadBalancerCIDR6,
 		nodeProxyEnv + "=" + n.config.proxy,
+		nodeInstallEnv + "=" + n.config.install,
 		nodeLogEnv + "=" + n.logFile,
 		nodeOverlayEnv + "=" + n.overlay,
 		nodeImageEnv + "=" + n.config.imageRef,

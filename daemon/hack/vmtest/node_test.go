@@ -7,13 +7,14 @@ import (
 
 func TestParseNodeArgs(t *testing.T) {
 	c, err := parseNodeArgs([]string{"-proxy", "kube-proxy", "--", "go", "test"})
-	if err != nil || c.proxy != "kube-proxy" || strings.Join(c.command, " ") != "go test" || c.deploy != "deploy" {
+	if err != nil || c.proxy != "kube-proxy" || strings.Join(c.command, " ") != "go test" || c.deploy != "deploy" || c.install != "kubectl" {
 		t.Errorf("kube-proxy without an image: %+v %v", c, err)
 	}
 	for _, bad := range [][]string{
 		{"-proxy", "ipvsplane", "--", "true"}, // no image
 		{"-proxy", "iptables", "--", "true"},
 		{"-image", "x.tar", "-image-ref", "r:1"}, // no command
+		{"-proxy", "none", "-install", "kustomize", "--", "true"},
 	} {
 		if _, err := parseNodeArgs(bad); err == nil {
 			t.Errorf("%q accepted", bad)

@@ -24,7 +24,11 @@ func (n *node) installAddons(ctx context.Context) error {
 	}
 	switch n.config.proxy {
 	case "ipvsplane":
-		if err := n.kubectl(ctx, "apply", "-k", n.overlay); err != nil {
+		install := n.installIPVSplane
+		if n.config.install == "helm" {
+			install = n.helmInstall
+		}
+		if err := install(ctx); err != nil {
 			return err
 		}
 		if err := n.kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/ipvsplane", "--timeout=10m"); err != nil {
@@ -36,6 +40,34 @@ func (n *node) installAddons(ctx context.Context) error {
 		}
 	}
 	return n.apply(ctx, "coredns.yaml", "deployment/coredns")
+}
+
+// installIPVSplane applies deploy/ through the overlay, as the README
+// tells operators to.
+func (n *node) installIPVSplane(ctx context.Context) error {
+	return n.kubectl(ctx, "apply", "-k", n.overlay)
+}
+
+// helmInstall installs the chart with helm, setting what the overlay
+// sets: the image, and the API server's address as the node reaches it.
+func (n *node) helmInstall(ctx context.Context) error {
+	helm, err := controlplane.ToolProgram("helm")
+	if err != nil {
+		return fmt.Errorf("%w (hack/build-tools helm)", err)
+	}
+	repo, tag, err := splitImageRef(n.config.imageRef)
+	if err != nil {
+		return err
+	}
+	args := []string{"install", "ipvsplane", n.config.chart, "--kubeconfig=" + n.kubeconfig, "--namespace", "kube-system",
+		"--set", "image.repository=" + repo, "--set-string", "image.tag=" + tag,
+		"--set", "apiServer.host=" + controlplane.ClusterHostAddr, "--set-string", fmt.Sprintf("apiServer.port=%d", n.cp.Port())}
+	cmd := exec.CommandContext(ctx, helm, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("helm %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
 }
 
 // apply applies one of the node's manifests, filled in, and waits for its
@@ -88,10 +120,9 @@ func (n *node) writeOverlay() (string, error) {
 // relative path base, the image imageRef (NAME:TAG), and the API server at
 // ClusterHostAddr:apiPort.
 func overlayKustomization(base, imageRef string, apiPort int) (string, error) {
-	slash := strings.LastIndex(imageRef, "/")
-	name, tag, ok := strings.Cut(imageRef[slash+1:], ":")
-	if !ok || tag == "" {
-		return "", fmt.Errorf("-image-ref %q has no tag", imageRef)
+	name, tag, err := splitImageRef(imageRef)
+	if err != nil {
+		return "", err
 	}
 	return fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -110,7 +141,17 @@ patches:
     - op: add
       path: /data/apiServerPort
       value: "%d"
-`, base, imageRef[:slash+1]+name, tag, controlplane.ClusterHostAddr, apiPort), nil
+`, base, name, tag, controlplane.ClusterHostAddr, apiPort), nil
+}
+
+// splitImageRef splits NAME:TAG; the NAME may hold a registry's port.
+func splitImageRef(imageRef string) (name, tag string, err error) {
+	slash := strings.LastIndex(imageRef, "/")
+	base, tag, ok := strings.Cut(imageRef[slash+1:], ":")
+	if !ok || tag == "" {
+		return "", "", fmt.Errorf("-image-ref %q has no tag", imageRef)
+	}
+	return imageRef[:slash+1] + base, tag, nil
 }
 
 // kubectl runs kubectl against the cluster, its output on stderr.

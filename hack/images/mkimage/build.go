@@ -4,13 +4,17 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,11 +29,42 @@ import (
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// build makes the image s describes and writes its archive.
+// platform is an image's operating system and CPU architecture.
+type platform struct{ os, arch string }
+
+func (p platform) String() string { return p.os + "/" + p.arch }
+
+// expand puts p's names in place of {os} and {arch} in a host path.
+func (p platform) expand(host string) string {
+	return strings.NewReplacer("{os}", p.os, "{arch}", p.arch).Replace(host)
+}
+
+// build makes the image s describes, once per platform, and writes the
+// archive.
 func build(s spec) error {
-	layerTar, err := layerContents(s)
+	if s.busybox != "" && len(s.platforms) > 1 {
+		return errors.New("-busybox runs the program to list its applets, so it takes one -platform")
+	}
+	platforms := s.platforms
+	if len(platforms) == 0 {
+		platforms = []platform{{os: "linux", arch: "amd64"}}
+	}
+	images := make([]v1.Image, len(platforms))
+	for i, p := range platforms {
+		img, err := buildImage(s, p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		images[i] = img
+	}
+	return writeLayout(s.out, platforms, images, s.refs)
+}
+
+// buildImage makes the image s describes for p.
+func buildImage(s spec, p platform) (v1.Image, error) {
+	layerTar, err := layerContents(s, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var layer v1.Layer
 	if s.uncompressed {
@@ -39,21 +74,21 @@ func build(s spec) error {
 			return io.NopCloser(bytes.NewReader(layerTar)), nil
 		}, tarball.WithCompressionLevel(gzip.BestSpeed))
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	img = mutate.MediaType(img, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.OS, cf.Architecture = p.os, p.arch
 	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
 	cf.Config.Env = append([]string{defaultPath}, s.env...)
 	cf.Config.User = s.user
@@ -61,14 +96,11 @@ func build(s spec) error {
 		cf.Config.Entrypoint = []string{s.entrypoint}
 	}
 	cf.Config.Cmd = s.args
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return err
-	}
-	return writeLayout(s.out, img, s.refs)
+	return mutate.ConfigFile(img, cf)
 }
 
 // layerContents is the image's one layer as an uncompressed tar.
-func layerContents(s spec) ([]byte, error) {
+func layerContents(s spec, p platform) ([]byte, error) {
 	var buf bytes.Buffer
 	w := &layerWriter{tw: tar.NewWriter(&buf), seen: map[string]bool{}}
 	for _, d := range []string{"bin", "etc", "tmp", "usr/bin", "usr/sbin", "sbin", "root", "proc", "sys", "dev", "run", "var/run"} {
@@ -79,6 +111,7 @@ func layerContents(s spec) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("-add %q: want HOST=GUEST", a)
 		}
+		host = p.expand(host)
 		data, err := os.ReadFile(host)
 		if err != nil {
 			return nil, err
@@ -188,43 +221,57 @@ func (w *layerWriter) busybox(program string) error {
 	return nil
 }
 
-// writeLayout writes img as an OCI image layout in a tar file: oci-layout,
-// index.json with one entry per reference (containerd names the imported
-// image from its annotations), and the blobs.
-func writeLayout(out string, img v1.Image, refs []string) error {
-	manifest, err := img.RawManifest()
-	if err != nil {
-		return err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	blobs := map[string][]byte{digest.Hex: manifest}
-	config, err := img.RawConfigFile()
-	if err != nil {
-		return err
-	}
-	cfgName, err := img.ConfigName()
-	if err != nil {
-		return err
-	}
-	blobs[cfgName.Hex] = config
-	layers, err := img.Layers()
-	if err != nil {
-		return err
-	}
-	for _, l := range layers {
-		if err := addLayerBlob(blobs, l); err != nil {
+// descriptor is an OCI content descriptor.
+type descriptor struct {
+	MediaType   types.MediaType   `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Platform    *ociPlatform      `json:"platform,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type ociPlatform struct {
+	Architecture string `json:"architecture"`
+	OS           string `json:"os"`
+}
+
+// writeLayout writes images (one per platform) as an OCI image layout in
+// a tar file: oci-layout, index.json with one entry per reference
+// (containerd names the imported image from its annotations), and the
+// blobs. Several platforms' images are listed in one image index, which
+// the references name.
+func writeLayout(out string, platforms []platform, images []v1.Image, refs []string) error {
+	blobs := map[string][]byte{}
+	var manifests []descriptor
+	for i, img := range images {
+		d, err := addImageBlobs(blobs, img)
+		if err != nil {
 			return err
 		}
+		d.Platform = &ociPlatform{Architecture: platforms[i].arch, OS: platforms[i].os}
+		manifests = append(manifests, d)
 	}
-	index, err := layoutIndex(refs, digest, int64(len(manifest)))
+	top := manifests[0]
+	if len(manifests) > 1 {
+		index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": types.OCIImageIndex, "manifests": manifests})
+		if err != nil {
+			return err
+		}
+		top = addBlob(blobs, types.OCIImageIndex, index)
+	}
+	index, err := layoutIndex(refs, top)
 	if err != nil {
 		return err
 	}
+	return writeTar(out, index, blobs)
+}
+
+// writeTar writes the layout's files: oci-layout, index.json and the
+// blobs in digest order, each with time zero.
+func writeTar(out string, index []byte, blobs map[string][]byte) error {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	var err error
 	put := func(name string, data []byte) {
 		if err == nil {
 			err = tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0)})
@@ -235,12 +282,7 @@ func writeLayout(out string, img v1.Image, refs []string) error {
 	}
 	put("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
 	put("index.json", index)
-	hexes := make([]string, 0, len(blobs))
-	for h := range blobs {
-		hexes = append(hexes, h)
-	}
-	sort.Strings(hexes)
-	for _, h := range hexes {
+	for _, h := range slices.Sorted(maps.Keys(blobs)) {
 		put("blobs/sha256/"+h, blobs[h])
 	}
 	if err != nil {
@@ -252,11 +294,38 @@ func writeLayout(out string, img v1.Image, refs []string) error {
 	return os.WriteFile(out, buf.Bytes(), 0o644)
 }
 
-func addLayerBlob(blobs map[string][]byte, l v1.Layer) error {
-	d, err := l.Digest()
+// addBlob keeps data as a blob and returns its descriptor.
+func addBlob(blobs map[string][]byte, mediaType types.MediaType, data []byte) descriptor {
+	sum := sha256.Sum256(data)
+	blobs[hex.EncodeToString(sum[:])] = data
+	return descriptor{MediaType: mediaType, Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: int64(len(data))}
+}
+
+// addImageBlobs keeps img's manifest, config and layers as blobs and
+// returns the manifest's descriptor.
+func addImageBlobs(blobs map[string][]byte, img v1.Image) (descriptor, error) {
+	manifest, err := img.RawManifest()
 	if err != nil {
-		return err
+		return descriptor{}, err
 	}
+	config, err := img.RawConfigFile()
+	if err != nil {
+		return descriptor{}, err
+	}
+	addBlob(blobs, types.OCIConfigJSON, config)
+	layers, err := img.Layers()
+	if err != nil {
+		return descriptor{}, err
+	}
+	for _, l := range layers {
+		if err := addLayerBlob(blobs, l); err != nil {
+			return descriptor{}, err
+		}
+	}
+	return addBlob(blobs, types.OCIManifestSchema1, manifest), nil
+}
+
+func addLayerBlob(blobs map[string][]byte, l v1.Layer) error {
 	rc, err := l.Compressed()
 	if err != nil {
 		return err
@@ -266,34 +335,25 @@ func addLayerBlob(blobs map[string][]byte, l v1.Layer) error {
 	if err != nil {
 		return err
 	}
-	blobs[d.Hex] = data
+	addBlob(blobs, "", data)
 	return nil
 }
 
-// layoutIndex is index.json: the manifest once per reference, annotated
-// with the full name (io.containerd.image.name) and the OCI ref name.
-func layoutIndex(refs []string, digest v1.Hash, size int64) ([]byte, error) {
-	type descriptor struct {
-		MediaType   types.MediaType   `json:"mediaType"`
-		Digest      string            `json:"digest"`
-		Size        int64             `json:"size"`
-		Annotations map[string]string `json:"annotations"`
-	}
+// layoutIndex is index.json: top once per reference, annotated with the
+// full name (io.containerd.image.name) and the OCI ref name.
+func layoutIndex(refs []string, top descriptor) ([]byte, error) {
 	var manifests []descriptor
 	for _, r := range refs {
 		ref, err := name.ParseReference(r, name.WeakValidation)
 		if err != nil {
 			return nil, err
 		}
-		manifests = append(manifests, descriptor{
-			MediaType: types.OCIManifestSchema1,
-			Digest:    digest.String(),
-			Size:      size,
-			Annotations: map[string]string{
-				"io.containerd.image.name":          ref.Name(),
-				"org.opencontainers.image.ref.name": ref.Identifier(),
-			},
-		})
+		d := top
+		d.Annotations = map[string]string{
+			"io.containerd.image.name":          ref.Name(),
+			"org.opencontainers.image.ref.name": ref.Identifier(),
+		}
+		manifests = append(manifests, d)
 	}
 	return json.Marshal(map[string]any{
 		"schemaVersion": 2,

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,35 +84,17 @@ func TestBuildLayout(t *testing.T) {
 	}
 }
 
-// readLayout returns an OCI layout archive's blobs by digest and its index.
+// readLayout returns an OCI layout archive's blobs by digest and its
+// index, checking each blob against its digest.
 func readLayout(t *testing.T, file string) (map[string][]byte, []byte) {
 	t.Helper()
-	f, err := os.Open(file)
+	blobs, index, err := readArchive(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	blobs := map[string][]byte{}
-	var index []byte
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		switch {
-		case h.Name == "index.json":
-			index = data
-		case strings.HasPrefix(h.Name, "blobs/sha256/"):
-			sum := sha256.Sum256(data)
-			if hex.EncodeToString(sum[:]) != strings.TrimPrefix(h.Name, "blobs/sha256/") {
-				t.Errorf("%s does not match its digest", h.Name)
-			}
-			blobs["sha256:"+hex.EncodeToString(sum[:])] = data
+	for digest, data := range blobs {
+		if sum := sha256.Sum256(data); "sha256:"+hex.EncodeToString(sum[:]) != digest {
+			t.Errorf("blob %s does not match its digest", digest)
 		}
 	}
 	return blobs, index
@@ -144,5 +127,90 @@ func layerFiles(t *testing.T, layer []byte, uncompressed bool) map[string]string
 			data = []byte("-> " + h.Linkname)
 		}
 		files[h.Name] = string(data)
+	}
+}
+
+// With two platforms every reference names one image index that lists a
+// manifest per platform, each with its platform's config, the same
+// entrypoint, and the host file chosen by {arch}.
+func TestBuildMultiPlatform(t *testing.T) {
+	dir := t.TempDir()
+	for _, arch := range []string{"amd64", "arm64"} {
+		if err := os.WriteFile(filepath.Join(dir, "prog-"+arch), []byte("built for "+arch), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "image.tar")
+	s := spec{
+		out: out, refs: []string{"example.test/a:v1", "example.test/a:latest"},
+		adds:       []string{filepath.Join(dir, "prog-{arch}") + "=/prog"},
+		entrypoint: "/prog", user: "65532",
+		platforms: []platform{{"linux", "amd64"}, {"linux", "arm64"}},
+	}
+	if err := build(s); err != nil {
+		t.Fatal(err)
+	}
+	blobs, index := readLayout(t, out)
+	var top struct {
+		Manifests []struct {
+			MediaType, Digest string
+		}
+	}
+	if err := json.Unmarshal(index, &top); err != nil || len(top.Manifests) != 2 ||
+		top.Manifests[0].Digest != top.Manifests[1].Digest || top.Manifests[0].MediaType != "application/vnd.oci.image.index.v1+json" {
+		t.Fatalf("index.json: %v %s", err, index)
+	}
+	var imageIndex struct {
+		Manifests []struct {
+			Digest   string
+			Platform struct{ OS, Architecture string }
+		}
+	}
+	if err := json.Unmarshal(blobs[top.Manifests[0].Digest], &imageIndex); err != nil || len(imageIndex.Manifests) != 2 {
+		t.Fatalf("image index: %v %s", err, blobs[top.Manifests[0].Digest])
+	}
+	for i, arch := range []string{"amd64", "arm64"} {
+		m := imageIndex.Manifests[i]
+		if m.Platform.OS != "linux" || m.Platform.Architecture != arch {
+			t.Errorf("manifest %d: platform %+v, want linux/%s", i, m.Platform, arch)
+		}
+		var manifest struct {
+			Config struct{ Digest string }
+			Layers []struct{ Digest string }
+		}
+		if err := json.Unmarshal(blobs[m.Digest], &manifest); err != nil || len(manifest.Layers) != 1 {
+			t.Fatalf("%s manifest: %v %s", arch, err, blobs[m.Digest])
+		}
+		var config struct {
+			OS, Architecture string
+			Config           struct {
+				User       string
+				Entrypoint []string
+			}
+		}
+		if err := json.Unmarshal(blobs[manifest.Config.Digest], &config); err != nil {
+			t.Fatal(err)
+		}
+		if config.OS != "linux" || config.Architecture != arch || config.Config.User != "65532" || !slices.Equal(config.Config.Entrypoint, []string{"/prog"}) {
+			t.Errorf("%s config: %+v", arch, config)
+		}
+		if got := layerFiles(t, blobs[manifest.Layers[0].Digest], false)["prog"]; got != "built for "+arch {
+			t.Errorf("%s layer's /prog: %q", arch, got)
+		}
+	}
+	images, err := inspect(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, img := range images {
+		got = append(got, img.String())
+	}
+	want := []string{
+		`example.test/a:v1 linux/amd64 entrypoint=/prog user="65532"`, `example.test/a:v1 linux/arm64 entrypoint=/prog user="65532"`,
+		`example.test/a:latest linux/amd64 entrypoint=/prog user="65532"`, `example.test/a:latest linux/arm64 entrypoint=/prog user="65532"`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("inspect:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

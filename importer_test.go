@@ -1,7 +1,4 @@
-// Package importer checks the library as an importer meets it: fetched
-// with `go get` at a release version from a module proxy, outside this
-// repository's workspace, building the README's example.
-package importer
+package ipvsplane_test
 
 import (
 	"archive/zip"
@@ -10,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +18,16 @@ const module = "github.com/ipvsplane/ipvsplane"
 // tag of this commit would publish.
 const version = "v0.1.0"
 
+// The library as an importer meets it: fetched with `go get` at a release
+// version from a module proxy, outside this repository's workspace, and
+// building the README's example.
 func TestGoGetAtReleaseBuildsREADMEExample(t *testing.T) {
 	root := repoRoot(t)
-	example := readmeExample(t, filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, _ := goBlock(t, readme)
 	proxy := t.TempDir()
 	publish(t, root, proxy)
 
@@ -32,7 +35,7 @@ func TestGoGetAtReleaseBuildsREADMEExample(t *testing.T) {
 	// its own so the version is fetched rather than found; the other
 	// modules come from this machine's cache, used as a second proxy.
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(example), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), example, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cache := strings.TrimSpace(goOutput(t, root, nil, "env", "GOMODCACHE"))
@@ -48,20 +51,6 @@ func TestGoGetAtReleaseBuildsREADMEExample(t *testing.T) {
 	if got := goOutput(t, dir, env, "list", "-m", module); strings.TrimSpace(got) != module+" "+version {
 		t.Errorf("go list -m %s: %q, want %s", module, got, version)
 	}
-}
-
-// readmeExample is the README's first Go block: a whole program.
-func readmeExample(t *testing.T, readme string) string {
-	t.Helper()
-	data, err := os.ReadFile(readme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindSubmatch(data)
-	if m == nil || !bytes.Contains(m[1], []byte("package main")) {
-		t.Fatalf("%s has no Go block with a main package", readme)
-	}
-	return string(m[1])
 }
 
 // publish writes the files git tracks in the root module (not those of

@@ -50,7 +50,9 @@
 //     a base chain EOPNOTSUPP; delete by handle (ENOENT if none), flush of
 //     a chain or a table; handles numbered per table as the kernel does;
 //   - dumps of tables, chains and rules by family, table and chain, and
-//     gets of one table or chain (ENOENT if missing).
+//     gets of one table or chain (ENOENT if missing);
+//   - the ruleset's generation (NFT_MSG_GETGEN, Kernel.Generation), moved
+//     on by each committed batch and by no refused one.
 //
 // Rules are dumped back with the expressions they were written with;
 // google/nftables reads them back the same as from Linux 6.18 for every
@@ -60,8 +62,8 @@
 //
 // Packets: expressions are kept, not evaluated, and not checked beyond
 // their jumps, so an xt set match naming a set that does not exist, which
-// the kernel refuses with ENOENT, is taken. Sets, maps, objects,
-// flowtables and generations beyond the counter in each reply; table
+// the kernel refuses with ENOENT, is taken. Sets, maps, objects and
+// flowtables; table
 // flags (dormant, owner); chain renames and updates other than a hook
 // move; jump loops (ELOOP); the kernel's limits; privileges and module
 // loading; events to listeners other than the requester. Several

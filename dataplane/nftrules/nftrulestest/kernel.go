@@ -74,6 +74,14 @@ func (k *Kernel) Transactions() []Transaction {
 	return out
 }
 
+// Generation returns the ruleset's generation, which each committed batch
+// moves on by one, as NFT_MSG_GETGEN reports it.
+func (k *Kernel) Generation() uint32 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.gen
+}
+
 // Tables returns the names of the tables, each with its family, in the
 // order they were made: "ip ipvsplane".
 func (k *Kernel) Tables() []string {

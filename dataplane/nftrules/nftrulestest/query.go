@@ -8,7 +8,7 @@ import (
 )
 
 // query answers a message outside a batch: a dump of tables, chains or
-// rules, or a get of one table or chain. Changes outside a batch are
+// rules, a get of one table or chain, or of the ruleset's generation. Changes outside a batch are
 // EOPNOTSUPP, as nftables takes them only in one.
 func (k *Kernel) query(m netlink.Message) [][]netlink.Message {
 	r, ok := parseRequest(m)
@@ -16,6 +16,9 @@ func (k *Kernel) query(m netlink.Message) [][]netlink.Message {
 		return [][]netlink.Message{{nl.Ack(m, int(unix.EINVAL), "")}}
 	}
 	typ := msgType(m)
+	if typ == unix.NFT_MSG_GETGEN {
+		return k.generation(m)
+	}
 	dump := m.Header.Flags&netlink.Dump == netlink.Dump
 	var out []netlink.Message
 	add := func(family nftables.TableFamily, typ int, w *nl.Writer) {
@@ -62,6 +65,19 @@ func (k *Kernel) query(m netlink.Message) [][]netlink.Message {
 		return [][]netlink.Message{{nl.Ack(m, int(unix.ENOENT), "")}}
 	}
 	answer := [][]netlink.Message{out}
+	if m.Header.Flags&netlink.Acknowledge != 0 {
+		answer = append(answer, []netlink.Message{nl.Ack(m, 0, "")})
+	}
+	return answer
+}
+
+// generation answers NFT_MSG_GETGEN with the ruleset's generation, which
+// every committed batch moves on by one, so that a client can tell with
+// one message whether anything changed.
+func (k *Kernel) generation(m netlink.Message) [][]netlink.Message {
+	w := &nl.Writer{}
+	w.BE32(unix.NFTA_GEN_ID, k.gen)
+	answer := [][]netlink.Message{{message(m, unix.NFT_MSG_NEWGEN, 0, nftables.TableFamilyUnspecified, k.gen, w)}}
 	if m.Header.Flags&netlink.Acknowledge != 0 {
 		answer = append(answer, []netlink.Message{nl.Ack(m, 0, "")})
 	}

@@ -63,9 +63,8 @@
 // Packets: expressions are kept, not evaluated, and not checked beyond
 // their jumps, so an xt set match naming a set that does not exist, which
 // the kernel refuses with ENOENT, is taken. Sets, maps, objects and
-// flowtables; table
-// flags (dormant, owner); chain renames and updates other than a hook
-// move; jump loops (ELOOP); the kernel's limits; privileges and module
-// loading; events to listeners other than the requester. Several
-// namespaces: each Kernel is one.
+// flowtables; table flags (dormant, owner); chain renames and updates
+// other than a hook move; jump loops (ELOOP); the kernel's limits;
+// privileges and module loading; events to listeners other than the
+// requester. Several namespaces: each Kernel is one.
 package nftrulestest

@@ -154,19 +154,29 @@ func (k *Kernel) delLink(b []byte) unix.Errno {
 	return 0
 }
 
+// addrOn reads an address request and finds its link: EINVAL without an
+// address, ENODEV without the link.
+func (k *Kernel) addrOn(b []byte) (addrRequest, *link, unix.Errno) {
+	r, ok := parseAddr(b)
+	if !ok || !r.prefix.IsValid() {
+		return r, nil, unix.EINVAL
+	}
+	l := k.byIndex(r.index)
+	if l == nil {
+		return r, nil, unix.ENODEV
+	}
+	return r, l, 0
+}
+
 // newAddr is inet_rtm_newaddr and inet6_rtm_newaddr: ENODEV without the
 // link; an address it has is EEXIST unless NLM_F_REPLACE (and not
 // NLM_F_EXCL) updates it. A new IPv4 address gets the kernel's local
 // route in the local table, with itself as preferred source, even on a
 // link that is down; IPv6 ones on a down link get none.
 func (k *Kernel) newAddr(flags netlink.HeaderFlags, b []byte) unix.Errno {
-	r, ok := parseAddr(b)
-	if !ok || !r.prefix.IsValid() {
-		return unix.EINVAL
-	}
-	l := k.byIndex(r.index)
-	if l == nil {
-		return unix.ENODEV
+	r, l, errno := k.addrOn(b)
+	if errno != 0 {
+		return errno
 	}
 	if slices.Contains(l.addrs, r.prefix) {
 		if flags&netlink.Excl != 0 || flags&netlink.Replace == 0 {
@@ -189,13 +199,9 @@ func (k *Kernel) newAddr(flags netlink.HeaderFlags, b []byte) unix.Errno {
 // removes every route that has it as preferred source, the kernel's local
 // route among them.
 func (k *Kernel) delAddr(b []byte) unix.Errno {
-	r, ok := parseAddr(b)
-	if !ok || !r.prefix.IsValid() {
-		return unix.EINVAL
-	}
-	l := k.byIndex(r.index)
-	if l == nil {
-		return unix.ENODEV
+	r, l, errno := k.addrOn(b)
+	if errno != 0 {
+		return errno
 	}
 	n := len(l.addrs)
 	l.addrs = slices.DeleteFunc(l.addrs, func(p netip.Prefix) bool { return p == r.prefix })

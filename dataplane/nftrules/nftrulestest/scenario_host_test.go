@@ -3,14 +3,12 @@
 package nftrulestest_test
 
 import (
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/hostsets"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules/nftrulestest"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -19,21 +17,8 @@ import (
 // leaves, step by step, the same ruleset as read back through
 // google/nftables.
 func TestScenarioMatchesKernel(t *testing.T) {
-	testutil.RequireProgram(t, "ipset")
 	ns := testutil.NewNetNS(t)
-	index := map[string]uint16{}
-	for i, name := range slices.Sorted(maps.Keys(plan.SetSpecs())) {
-		spec := plan.SetSpecs()[name]
-		args := []string{"create", name, string(spec.Type)}
-		switch {
-		case spec.Type == plan.BitmapPort:
-			args = append(args, "range", "0-65535")
-		case spec.IPv6:
-			args = append(args, "family", "inet6")
-		}
-		ns.Run(t, "ipset", args...)
-		index[name] = uint16(i)
-	}
+	index := hostsets.Create(t, ns)
 	byName := func(name string) (uint16, error) { return index[name], nil }
 
 	kc, err := nftables.New(nftables.WithNetNSFd(ns.FD()), nftables.AsLasting())

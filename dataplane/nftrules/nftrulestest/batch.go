@@ -85,7 +85,7 @@ func (k *Kernel) apply(work *ruleset, m netlink.Message) (string, *netlink.Messa
 	case unix.NFT_MSG_DELCHAIN:
 		return op, nil, delChain(work, r)
 	case unix.NFT_MSG_NEWRULE:
-		t, c, rl, errno := newRule(work, m.Header.Flags, r)
+		t, c, rl, errno := k.newRule(work, m.Header.Flags, r)
 		if errno != 0 {
 			return op, nil, errno
 		}

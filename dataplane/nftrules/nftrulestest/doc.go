@@ -46,8 +46,9 @@
 //     unless given; delete of a chain another chain's rule jumps to is
 //     EBUSY, and takes the chain's own rules with it;
 //   - rules: appended, inserted, placed by position or replaced by
-//     handle; a jump or goto to a chain that does not exist is ENOENT, to
-//     a base chain EOPNOTSUPP; delete by handle (ENOENT if none), flush of
+//     handle; a jump or goto to a chain that does not exist is ENOENT,
+//     as is an xt set match naming a set that Options.SetExists says does
+//     not exist, and a jump to a base chain EOPNOTSUPP; delete by handle (ENOENT if none), flush of
 //     a chain or a table; handles numbered per table as the kernel does;
 //   - dumps of tables, chains and rules by family, table and chain, and
 //     gets of one table or chain (ENOENT if missing);
@@ -61,8 +62,7 @@
 // # What it does not model
 //
 // Packets: expressions are kept, not evaluated, and not checked beyond
-// their jumps, so an xt set match naming a set that does not exist, which
-// the kernel refuses with ENOENT, is taken. Sets, maps, objects and
+// their jumps and, with Options.SetExists, their set matches. Sets, maps, objects and
 // flowtables; table flags (dormant, owner); chain renames and updates
 // other than a hook move; jump loops (ELOOP); the kernel's limits;
 // privileges and module loading; events to listeners other than the

@@ -12,7 +12,7 @@ import (
 // A test writes a node's rules on the fake kernel, checks them, and sees
 // which transactions the writer sent.
 func Example() {
-	k := nftrulestest.New()
+	k := nftrulestest.New(nil)
 	conn, err := k.Dial()
 	if err != nil {
 		fmt.Println(err)

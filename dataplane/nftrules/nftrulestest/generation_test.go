@@ -12,7 +12,7 @@ import (
 // NFT_MSG_GETGEN, which no google/nftables method sends, reads the
 // generation a committed batch moves and a refused one does not.
 func TestGeneration(t *testing.T) {
-	k := New()
+	k := New(nil)
 	read := func() uint32 {
 		t.Helper()
 		s := &socket{k: k}

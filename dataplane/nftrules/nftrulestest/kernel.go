@@ -12,9 +12,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Options tune the fake; the zero value takes every rule whose jumps
+// resolve.
+type Options struct {
+	// SetExists, when set, says whether an ipset of the given kernel index
+	// exists: a rule with an xt set match naming one that does not is
+	// ENOENT, as the kernel's set match refuses it. An ipsettest.Kernel,
+	// or the sets a test created, can answer it.
+	SetExists func(index uint16) bool
+}
+
 // Kernel is the nftables ruleset of one network namespace, in memory. Its
 // methods are safe for concurrent use.
 type Kernel struct {
+	opts Options
+
 	mu  sync.Mutex
 	rs  *ruleset
 	gen uint32
@@ -40,9 +52,13 @@ type Transaction struct {
 
 // New returns a kernel without tables, whose chain types are those of a
 // kernel with nftables' NAT for both families: filter everywhere, nat and
-// route in ip and ip6 (nat in inet too).
-func New() *Kernel {
-	return &Kernel{rs: &ruleset{}, missing: map[chainTypeKey]bool{}}
+// route in ip and ip6 (nat in inet too). opts may be nil.
+func New(opts *Options) *Kernel {
+	k := &Kernel{rs: &ruleset{}, missing: map[chainTypeKey]bool{}}
+	if opts != nil {
+		k.opts = *opts
+	}
+	return k
 }
 
 // Dial returns a real *nftables.Conn, lasting, whose socket reaches this

@@ -17,7 +17,7 @@ import (
 // ip table is replaced, the ip6 one stays as the previous write left it,
 // and the refusal carries the errno.
 func TestFailingWriteIsAtomic(t *testing.T) {
-	k := nftrulestest.New()
+	k := nftrulestest.New(nil)
 	conn, err := k.Dial()
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestFailingWriteIsAtomic(t *testing.T) {
 
 // A transaction is recorded in nft's words, each message as it came.
 func TestTransactionsRecordTheBatch(t *testing.T) {
-	k := nftrulestest.New()
+	k := nftrulestest.New(nil)
 	conn, err := k.Dial()
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestTransactionsRecordTheBatch(t *testing.T) {
 // Checks the kernel makes on chains: a nat chain may not hook forward, a
 // chain type must exist, an existing chain with NLM_F_EXCL is EEXIST.
 func TestChainChecks(t *testing.T) {
-	k := nftrulestest.New()
+	k := nftrulestest.New(nil)
 	conn, err := k.Dial()
 	if err != nil {
 		t.Fatal(err)

@@ -176,10 +176,11 @@ func delChain(rs *ruleset, r request) unix.Errno {
 
 // newRule is nf_tables_newrule: table and chain must exist (ENOENT), as
 // must every chain the rule jumps or goes to, which may not be a base
-// chain (EOPNOTSUPP). NLM_F_APPEND adds it at the end, or after the rule
-// NFTA_RULE_POSITION names; without, at the start or before that rule;
-// NLM_F_REPLACE replaces the rule its handle names.
-func newRule(rs *ruleset, flags netlink.HeaderFlags, r request) (*table, *chain, *rule, unix.Errno) {
+// chain (EOPNOTSUPP), and, when Options.SetExists says, every set its set
+// matches name (ENOENT). NLM_F_APPEND adds it at the end, or after the
+// rule NFTA_RULE_POSITION names; without, at the start or before that
+// rule; NLM_F_REPLACE replaces the rule its handle names.
+func (k *Kernel) newRule(rs *ruleset, flags netlink.HeaderFlags, r request) (*table, *chain, *rule, unix.Errno) {
 	t := rs.table(r.family, r.table)
 	if t == nil {
 		return nil, nil, nil, unix.ENOENT
@@ -188,11 +189,16 @@ func newRule(rs *ruleset, flags netlink.HeaderFlags, r request) (*table, *chain,
 	if c == nil {
 		return nil, nil, nil, unix.ENOENT
 	}
-	names, targets, ok := readExprs(r.exprs)
+	ex, ok := readExprs(r.exprs)
 	if !ok {
 		return nil, nil, nil, unix.EINVAL
 	}
-	for _, name := range targets {
+	for _, index := range ex.sets {
+		if k.opts.SetExists != nil && !k.opts.SetExists(index) {
+			return nil, nil, nil, unix.ENOENT
+		}
+	}
+	for _, name := range ex.targets {
 		switch to := t.chain(name); {
 		case to == nil:
 			return nil, nil, nil, unix.ENOENT
@@ -200,7 +206,7 @@ func newRule(rs *ruleset, flags netlink.HeaderFlags, r request) (*table, *chain,
 			return nil, nil, nil, unix.EOPNOTSUPP
 		}
 	}
-	rl := &rule{exprs: r.exprs, userdata: r.userdata, targets: targets, names: names}
+	rl := &rule{exprs: r.exprs, userdata: r.userdata, targets: ex.targets, names: ex.names}
 	at, errno := position(c, flags, r)
 	if errno != 0 {
 		return nil, nil, nil, errno

@@ -28,7 +28,8 @@ func TestScenarioMatchesKernel(t *testing.T) {
 	defer kc.CloseLasting()
 	onKernel := scenario(t, kc, byName)
 
-	fc, err := nftrulestest.New().Dial()
+	sets := len(index)
+	fc, err := nftrulestest.New(&nftrulestest.Options{SetExists: func(i uint16) bool { return int(i) < sets }}).Dial()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,8 @@ type step struct {
 }
 
 // scenario writes the fixture node's rules twice beside another program's
-// table, refuses a batch in the middle of a replacement, and deletes
+// table, refuses batches (a replacement that jumps nowhere, a delete of a
+// chain in use, a match of a missing set), and deletes
 // ipvsplane's tables; it returns each step's outcome and the ruleset
 // listed after it.
 func scenario(t *testing.T, conn *nftables.Conn, index nftrules.SetIndexer) []step {
@@ -122,6 +123,11 @@ func scenario(t *testing.T, conn *nftables.Conn, index nftrules.SetIndexer) []st
 	conn.DelChain(&nftables.Chain{Name: "LOG-ME", Table: other})
 	add("delete a chain jumped to", conn.Flush())
 
+	missingSet := xt.Unknown(append([]byte{0xff, 0x0f, 1, 0}, make([]byte, 44)...))
+	conn.AddRule(&nftables.Rule{Table: other, Chain: input, Exprs: []expr.Any{
+		&expr.Match{Name: "set", Rev: 4, Info: &missingSet}, &expr.Verdict{Kind: expr.VerdictAccept}}})
+	add("match a set that does not exist", conn.Flush())
+
 	add("delete", nftrules.Delete(conn))
 	conn.DelTable(ours)
 	add("delete a missing table", conn.Flush())
@@ -132,7 +138,7 @@ func scenario(t *testing.T, conn *nftables.Conn, index nftrules.SetIndexer) []st
 func anyIndex(string) (uint16, error) { return 0, nil }
 
 func TestScenario(t *testing.T) {
-	k := nftrulestest.New()
+	k := nftrulestest.New(&nftrulestest.Options{SetExists: func(i uint16) bool { return i == 0 }})
 	conn, err := k.Dial()
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +150,7 @@ func TestScenario(t *testing.T) {
 	}
 	want := []string{
 		"write: ok", "another program's table: ok", "write again: ok", "current: true ok",
-		"refused batch: ENOENT", "delete a chain jumped to: EBUSY", "delete: ok", "delete a missing table: ENOENT",
+		"refused batch: ENOENT", "delete a chain jumped to: EBUSY", "match a set that does not exist: ENOENT", "delete: ok", "delete a missing table: ENOENT",
 	}
 	if !slices.Equal(outcomes, want) {
 		t.Fatalf("outcomes %q, want %q", outcomes, want)
@@ -157,7 +163,7 @@ func TestScenario(t *testing.T) {
 			t.Errorf("after writing twice, %d of %q:\n%s", n, fam, written)
 		}
 	}
-	if steps[4].ruleset != written || steps[5].ruleset != written {
+	if steps[4].ruleset != written || steps[5].ruleset != written || steps[6].ruleset != written {
 		t.Errorf("a refused batch changed the ruleset:\n%s\nthen\n%s", written, steps[4].ruleset)
 	}
 	if got, want := k.Tables(), []string{"ip filter"}; !slices.Equal(got, want) {

@@ -117,26 +117,60 @@ func readRule(d *nl.Reader, r *request) {
 	}
 }
 
-// readExprs returns the names of a rule's expressions and the chains its
-// verdicts jump or go to; ok is false for expressions the kernel could
-// not parse.
-func readExprs(b []byte) (names, targets []string, ok bool) {
+// exprsRead is what the fake reads of a rule's expressions.
+type exprsRead struct {
+	// names are the expressions' names, in order.
+	names []string
+	// targets are the chains its verdicts jump or go to.
+	targets []string
+	// sets are the indexes of the ipsets its xt set matches name.
+	sets []uint16
+}
+
+// readExprs reads a rule's expressions; ok is false for expressions the
+// kernel could not parse.
+func readExprs(b []byte) (exprsRead, bool) {
+	var r exprsRead
 	d := nl.NewReader(b, "nftables expressions")
 	for d.Next() {
 		d.Nest(func(e *nl.Reader) {
 			for e.Next() {
 				switch e.Type() {
 				case unix.NFTA_EXPR_NAME:
-					names = append(names, e.String(0))
+					r.names = append(r.names, e.String(0))
 				case unix.NFTA_EXPR_DATA:
 					if t := verdictTarget(e.Bytes()); t != "" {
-						targets = append(targets, t)
+						r.targets = append(r.targets, t)
+					}
+					if index, ok := setMatchIndex(e.Bytes()); ok {
+						r.sets = append(r.sets, index)
 					}
 				}
 			}
 		})
 	}
-	return names, targets, d.Err() == nil
+	return r, d.Err() == nil
+}
+
+// setMatchIndex reads a match expression's data for the xt set match and
+// returns the set's index, which every revision of struct
+// xt_set_info_match starts with, in the host's byte order.
+func setMatchIndex(data []byte) (uint16, bool) {
+	var name string
+	var info []byte
+	d := nl.NewReader(data, "match")
+	for d.Next() {
+		switch d.Type() {
+		case unix.NFTA_MATCH_NAME:
+			name = d.String(0)
+		case unix.NFTA_MATCH_INFO:
+			info = d.Bytes()
+		}
+	}
+	if name != "set" || len(info) < 2 {
+		return 0, false
+	}
+	return binary.NativeEndian.Uint16(info), true
 }
 
 // verdictTarget reads an immediate expression's data for a jump or goto

@@ -29,8 +29,10 @@
 //     EADDRNOTAVAIL; an IPv4 address brings the kernel's local route
 //     (table local, protocol kernel, scope host, the address as preferred
 //     source), even on a link that is down, and removing the address
-//     removes every route with it as preferred source; a deleted link
-//     takes its addresses and routes;
+//     removes every route with it as preferred source; removing a link's
+//     last IPv4 address removes every route through the link (found by
+//     TestScenarioMatchesKernel in the VM); a deleted link takes its
+//     addresses and routes;
 //   - IPv4 routes: adding one identical to a route present is EEXIST, one
 //     that differs only in protocol or preferred source goes beside it;
 //     deleting matches destination and table and whatever else the request

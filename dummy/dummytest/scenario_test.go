@@ -152,8 +152,8 @@ func TestScenario(t *testing.T) {
 		"routes' addresses: [10.96.0.1 10.96.0.5 fd00::1 fd00::2] ok",
 		"leftover addresses: [10.96.0.1 10.96.0.4] ok",
 		"unbind leftovers: ok",
-		"routes' addresses after: [10.96.0.1 10.96.0.5 fd00::1 fd00::2] ok",
-		"leftover routes: [10.96.0.1 10.96.0.5] ok",
+		"routes' addresses after: [fd00::1 fd00::2] ok",
+		"leftover routes: [] ok",
 		"unbind routes: ok",
 		"ensure a veth: ErrLinkNotDummy",
 		"delete a veth: ErrLinkNotDummy",
@@ -177,7 +177,8 @@ func TestWithoutDriver(t *testing.T) {
 }
 
 // The kernel's own local route of an IPv4 address goes with the address,
-// and a local route of package dummy's stays beside it.
+// a local route of package dummy's stays beside it, and all go with the
+// link's last IPv4 address.
 func TestLocalRoutesBesideAddresses(t *testing.T) {
 	k := dummytest.New(nil)
 	ctx := context.Background()
@@ -187,7 +188,7 @@ func TestLocalRoutesBesideAddresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dev.Bind(ctx, netip.MustParseAddr("10.96.0.1")); err != nil {
+	if err := dev.BindAll(ctx, addrs("10.96.0.1", "10.96.0.2")); err != nil {
 		t.Fatal(err)
 	}
 	r := k.Dial(dummy.BindLocalRoutes)
@@ -202,8 +203,16 @@ func TestLocalRoutesBesideAddresses(t *testing.T) {
 	if err := dev.Unbind(ctx, netip.MustParseAddr("10.96.0.1")); err != nil {
 		t.Fatal(err)
 	}
-	want := "2: kube-ipvs0 dummy\nlocal 10.96.0.1/32 dev kube-ipvs0 table 255 proto 201 scope 254\n"
+	want := "2: kube-ipvs0 dummy\n    inet 10.96.0.2/32\n" +
+		"local 10.96.0.2/32 dev kube-ipvs0 table 255 proto 2 scope 254 src 10.96.0.2\n" +
+		"local 10.96.0.1/32 dev kube-ipvs0 table 255 proto 201 scope 254\n"
 	if got := k.Dump(); got != want {
 		t.Errorf("Dump:\n%s\nwant:\n%s", got, want)
+	}
+	if err := dev.Unbind(ctx, netip.MustParseAddr("10.96.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := k.Dump(), "2: kube-ipvs0 dummy\n"; got != want {
+		t.Errorf("after the last address, Dump:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -197,7 +197,8 @@ func (k *Kernel) newAddr(flags netlink.HeaderFlags, b []byte) unix.Errno {
 // delAddr is inet_rtm_deladdr and inet6_rtm_deladdr: ENODEV without the
 // link, EADDRNOTAVAIL without the address. Removing an IPv4 address
 // removes every route that has it as preferred source, the kernel's local
-// route among them.
+// route among them; removing a link's last IPv4 address disables IPv4 on
+// it (fib_disable_ip), which removes every route through it.
 func (k *Kernel) delAddr(b []byte) unix.Errno {
 	r, l, errno := k.addrOn(b)
 	if errno != 0 {
@@ -209,7 +210,8 @@ func (k *Kernel) delAddr(b []byte) unix.Errno {
 		return unix.EADDRNOTAVAIL
 	}
 	if a := r.prefix.Addr(); a.Is4() {
-		k.routes = slices.DeleteFunc(k.routes, func(rt route) bool { return rt.prefsrc == a })
+		last := !slices.ContainsFunc(l.addrs, func(p netip.Prefix) bool { return p.Addr().Is4() })
+		k.routes = slices.DeleteFunc(k.routes, func(rt route) bool { return rt.prefsrc == a || (last && rt.oif == l.index) })
 	}
 	return 0
 }

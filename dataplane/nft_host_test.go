@@ -3,47 +3,22 @@
 package dataplane
 
 import (
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/nftables"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/hostsets"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
-
-// createSetsWithCLI creates every KUBE-* set with the ipset program and
-// returns their indexes: in a fresh namespace the kernel numbers sets in
-// the order they are created.
-func createSetsWithCLI(t *testing.T, ns *testutil.NetNS) map[string]uint16 {
-	t.Helper()
-	testutil.RequireProgram(t, "ipset")
-	specs := plan.SetSpecs()
-	index := map[string]uint16{}
-	for i, name := range slices.Sorted(maps.Keys(specs)) {
-		spec := specs[name]
-		args := []string{"create", name, string(spec.Type)}
-		switch {
-		case spec.Type == plan.BitmapPort:
-			args = append(args, "range", "0-65535")
-		case spec.IPv6:
-			args = append(args, "family", "inet6")
-		}
-		ns.Run(t, "ipset", args...)
-		index[name] = uint16(i)
-	}
-	return index
-}
 
 // writeRulesInNetNS creates every KUBE-* set in ns, adds entries (set
 // name, entry as the ipset program spells it) and writes the fixture
 // node's rules against those sets.
 func writeRulesInNetNS(t *testing.T, ns *testutil.NetNS, entries [][2]string) {
 	t.Helper()
-	index := createSetsWithCLI(t, ns)
+	index := hostsets.Create(t, ns)
 	for _, add := range entries {
 		ns.Run(t, "ipset", "add", add[0], add[1])
 	}
@@ -60,7 +35,7 @@ func writeRulesInNetNS(t *testing.T, ns *testutil.NetNS, entries [][2]string) {
 func TestRuleTablesLoadIntoTheKernel(t *testing.T) {
 	testutil.RequireProgram(t, "nft")
 	ns := testutil.NewNetNS(t)
-	index := createSetsWithCLI(t, ns)
+	index := hostsets.Create(t, ns)
 	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,183 @@
+package dummytest
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Sizes of struct ifinfomsg, ifaddrmsg and rtmsg
+// (include/uapi/linux/rtnetlink.h, if_addr.h).
+const (
+	ifinfomsgLen = 16
+	ifaddrmsgLen = 8
+	rtmsgLen     = 12
+)
+
+// linkRequest is what the fake reads of a link message.
+type linkRequest struct {
+	index int32
+	name  string
+	kind  string
+}
+
+func parseLink(b []byte) (linkRequest, bool) {
+	var r linkRequest
+	if len(b) < ifinfomsgLen {
+		return r, false
+	}
+	r.index = int32(binary.NativeEndian.Uint32(b[4:8]))
+	d := nl.NewReader(b[ifinfomsgLen:], "link")
+	for d.Next() {
+		switch d.Type() {
+		case unix.IFLA_IFNAME:
+			r.name = d.String(unix.IFNAMSIZ)
+		case unix.IFLA_LINKINFO:
+			d.Nest(func(info *nl.Reader) {
+				for info.Next() {
+					if info.Type() == unix.IFLA_INFO_KIND {
+						r.kind = info.String(0)
+					}
+				}
+			})
+		}
+	}
+	return r, d.Err() == nil
+}
+
+// addrRequest is what the fake reads of an address message.
+type addrRequest struct {
+	family uint8
+	index  int32
+	prefix netip.Prefix
+}
+
+// parseAddr reads an address message: the address is IFA_LOCAL, else
+// IFA_ADDRESS, as the kernel takes it for IPv4, and IFA_ADDRESS, else
+// IFA_LOCAL, as for IPv6; a dump request has none.
+func parseAddr(b []byte) (addrRequest, bool) {
+	var r addrRequest
+	if len(b) < ifaddrmsgLen {
+		return r, false
+	}
+	r.family, r.index = b[0], int32(binary.NativeEndian.Uint32(b[4:8]))
+	bits := int(b[1])
+	var local, address netip.Addr
+	d := nl.NewReader(b[ifaddrmsgLen:], "address")
+	for d.Next() {
+		switch d.Type() {
+		case unix.IFA_LOCAL:
+			local = d.Addr()
+		case unix.IFA_ADDRESS:
+			address = d.Addr()
+		}
+	}
+	a := local
+	if !a.IsValid() || (r.family == unix.AF_INET6 && address.IsValid()) {
+		a = address
+	}
+	if a.IsValid() {
+		r.prefix = netip.PrefixFrom(a, bits)
+	}
+	return r, d.Err() == nil
+}
+
+// routeRequest is what the fake reads of a route message.
+type routeRequest struct {
+	family uint8
+	route
+}
+
+func parseRoute(b []byte) (routeRequest, bool) {
+	var r routeRequest
+	if len(b) < rtmsgLen {
+		return r, false
+	}
+	r.family = b[0]
+	bits := int(b[1])
+	r.table, r.protocol, r.scope, r.typ = uint32(b[4]), b[5], b[6], b[7]
+	d := nl.NewReader(b[rtmsgLen:], "route")
+	for d.Next() {
+		switch d.Type() {
+		case unix.RTA_DST:
+			r.dst = netip.PrefixFrom(d.Addr(), bits)
+		case unix.RTA_OIF:
+			r.oif = int32(d.Uint32())
+		case unix.RTA_TABLE:
+			r.table = d.Uint32()
+		case unix.RTA_PREFSRC:
+			r.prefsrc = d.Addr()
+		}
+	}
+	return r, d.Err() == nil
+}
+
+// linkMessage is the RTM_NEWLINK message by which the kernel reports a
+// link: ifinfomsg, IFLA_IFNAME and, for a link of a kind, IFLA_LINKINFO
+// with IFLA_INFO_KIND.
+func linkMessage(l *link) []byte {
+	w := nl.Writer{B: make([]byte, ifinfomsgLen)}
+	typ := uint16(unix.ARPHRD_ETHER)
+	if l.kind == "" {
+		typ = unix.ARPHRD_LOOPBACK
+	}
+	binary.NativeEndian.PutUint16(w.B[2:], typ)
+	binary.NativeEndian.PutUint32(w.B[4:], uint32(l.index))
+	if l.up {
+		binary.NativeEndian.PutUint32(w.B[8:], unix.IFF_UP|unix.IFF_RUNNING)
+	}
+	w.String(unix.IFLA_IFNAME, l.name)
+	if l.kind != "" {
+		n := w.Begin(unix.IFLA_LINKINFO | nl.Nested)
+		w.String(unix.IFLA_INFO_KIND, l.kind)
+		w.End(n)
+	}
+	return w.B
+}
+
+// addrMessage is the RTM_NEWADDR message by which the kernel reports an
+// address: permanent, IPv6 ones without duplicate address detection as
+// package dummy binds them.
+func addrMessage(l *link, p netip.Prefix) []byte {
+	w := nl.Writer{B: make([]byte, ifaddrmsgLen)}
+	w.B[0], w.B[1], w.B[2] = unix.AF_INET, byte(p.Bits()), unix.IFA_F_PERMANENT
+	if p.Addr().Is6() {
+		w.B[0] = unix.AF_INET6
+	}
+	binary.NativeEndian.PutUint32(w.B[4:], uint32(l.index))
+	w.Addr(unix.IFA_ADDRESS, p.Addr())
+	if p.Addr().Is4() {
+		w.Addr(unix.IFA_LOCAL, p.Addr())
+		w.String(unix.IFA_LABEL, l.name)
+		w.Uint32(unix.IFA_FLAGS, unix.IFA_F_PERMANENT)
+	} else {
+		w.Uint32(unix.IFA_FLAGS, unix.IFA_F_PERMANENT|unix.IFA_F_NODAD)
+	}
+	return w.B
+}
+
+// routeMessage is the RTM_NEWROUTE message by which the kernel reports a
+// route.
+func routeMessage(r route) []byte {
+	w := nl.Writer{B: make([]byte, rtmsgLen)}
+	w.B[0], w.B[1] = unix.AF_INET, byte(r.dst.Bits())
+	w.B[4], w.B[5], w.B[6], w.B[7] = byte(min(r.table, 255)), r.protocol, r.scope, r.typ
+	w.Uint32(unix.RTA_TABLE, r.table)
+	w.Addr(unix.RTA_DST, r.dst.Addr())
+	if r.prefsrc.IsValid() {
+		w.Addr(unix.RTA_PREFSRC, r.prefsrc)
+	}
+	w.Uint32(unix.RTA_OIF, uint32(r.oif))
+	return w.B
+}
+
+// reply frames a message of the given type answering req.
+func reply(req netlink.Message, typ uint16, flags netlink.HeaderFlags, data []byte) netlink.Message {
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: flags, Sequence: req.Header.Sequence, PID: req.Header.PID},
+		Data:   data,
+	}
+}

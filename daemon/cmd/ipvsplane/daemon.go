@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -41,7 +42,7 @@ type daemon struct {
 	metrics *metrics
 	health  *health
 	// events records Events on the objects a sync concerns.
-	events    eventRecorder
+	events    events.Recorder
 	hc        *hcServers
 	stateFile string
 	now       func() time.Time

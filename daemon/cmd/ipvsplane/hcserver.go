@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
@@ -38,7 +39,7 @@ type hcServers struct {
 	// elsewhere.
 	listen func(addr netip.AddrPort) (net.Listener, error)
 	// events, if set, records on the Service a port that cannot open.
-	events eventRecorder
+	events events.Recorder
 
 	mu sync.Mutex
 	// addrs are the addresses every port listens on; an unspecified one
@@ -263,7 +264,7 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 				zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
 			h.failed[port] = true
 			if h.events != nil && !retrying[port] {
-				h.events.Eventf(serviceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
+				h.events.Eventf(events.ServiceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
 					"node %s failed to start healthcheck %q on port %d: %v", h.node, st.Namespace+"/"+st.Name, port, err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -30,7 +31,7 @@ type app struct {
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
 	// eventSink records Events in the API server (see kubeEventSink).
-	eventSink func(o *options) (eventSink, error)
+	eventSink func(o *options) (events.Sink, error)
 	// setConntrack writes the conntrack settings (see setConntrack).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
 	// build is what --version and `version` report (see readBuildInfo).

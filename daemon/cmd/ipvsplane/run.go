@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -79,17 +80,17 @@ func (a *app) initNode(log *zap.Logger, o *options) error {
 // recorder returns where the daemon records Events: the API server's
 // events.k8s.io/v1 with the Kubernetes source, the log with files. The
 // function returned posts what is still queued, for a few seconds at most.
-func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder, func()) {
+func (a *app) recorder(log *zap.Logger, o *options, node string) (events.Recorder, func()) {
 	if o.source != sourceKubernetes {
-		return logRecorder{log}, func() {}
+		return events.LogRecorder{Log: log}, func() {}
 	}
 	sink, err := a.eventSink(o)
 	if err != nil {
 		log.Warn("cannot record events; logging them instead", zap.Error(err))
-		return logRecorder{log}, func() {}
+		return events.LogRecorder{Log: log}, func() {}
 	}
-	r := newAPIRecorder(sink, log, node, a.now)
-	return r, func() { r.close(5 * time.Second) }
+	r := events.NewAPIRecorder(sink, log, node, a.now)
+	return r, func() { r.Close(5 * time.Second) }
 }
 
 // initOnly is kube-proxy's --init-only: the scheduler check, then the
@@ -188,9 +189,9 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 
 	m := newMetrics().forFamilies(ipv6).setBuild(a.build)
 	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
-	events, closeEvents := a.recorder(log, o, s.node.Name)
+	rec, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
-	d := a.newDaemon(log, o, s, k, m, h, events)
+	d := a.newDaemon(log, o, s, k, m, h, rec)
 	d.legacy = a.removeLegacy
 	if o.own.ServiceTrafficMetrics {
 		t, stopTraffic, err := startServiceTraffic(ctx, log, m, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
@@ -201,7 +202,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		d.traffic = t
 	}
 	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
-	d.hc.events = events
+	d.hc.events = rec
 	defer d.hc.close(context.Background())
 
 	d.tracker = a.newTracker(d, s, request)
@@ -218,7 +219,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 	// kube-proxy's birth cry.
-	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+	rec.Eventf(events.NodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
 	log.Info("starting", zap.String("version", a.build.Version), zap.String("revision", a.build.Revision), zap.String("node", s.node.Name), zap.String("source", o.source),
 		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
@@ -228,9 +229,9 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 
 // newDaemon makes the daemon, before its traffic, health-check servers
 // and tracker are added.
-func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *health, events eventRecorder) *daemon {
+func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *health, rec events.Recorder) *daemon {
 	return &daemon{
-		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
+		log: log, kernel: k, metrics: m, health: h, events: rec, stateFile: o.stateFile, now: a.now,
 		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
 	}
 }
@@ -307,7 +308,7 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 	healthMux.Handle("/healthz", d.health.healthzHandler())
 	healthMux.Handle("/livez", d.health.livezHandler())
 	if err := servers.serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
-		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
+		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
 	}
 	metricsMux := http.NewServeMux()
@@ -317,7 +318,7 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 		serveProfiles(metricsMux)
 	}
 	if err := servers.serve("/metrics", s.metricsAddr, metricsMux); err != nil {
-		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
+		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err
 	}
 	return nil

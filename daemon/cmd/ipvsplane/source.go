@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
@@ -41,12 +42,12 @@ func kubeClient(o *options) (*watcher.Client, error) {
 }
 
 // kubeEventSink records Events in the API server (see restConfig).
-func kubeEventSink(o *options) (eventSink, error) {
+func kubeEventSink(o *options) (events.Sink, error) {
 	cfg, err := restConfig(o)
 	if err != nil {
 		return nil, err
 	}
-	return newRESTEventSink(cfg)
+	return events.NewRESTSink(cfg)
 }
 
 // watch feeds the tracker from the configured source until ctx is done,

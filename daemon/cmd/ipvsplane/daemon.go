@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -40,10 +41,10 @@ type daemon struct {
 	kernel  kernel
 	tracker *watcher.Tracker
 	metrics *metrics
-	health  *health
+	health  *healthcheck.ProxyHealth
 	// events records Events on the objects a sync concerns.
 	events    events.Recorder
-	hc        *hcServers
+	hc        *healthcheck.ServiceServers
 	stateFile string
 	now       func() time.Time
 	// progressEvery is how often a long sync logs a progress line;
@@ -102,7 +103,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		// As kube-proxy, whose sync stops before it tells its health
 		// server when a set or its rules cannot be written: the node is
 		// not programmed, and the changes still wait.
-		d.health.updated()
+		d.health.Updated()
 	}
 	d.followServices(u, full)
 	failed := d.reportProblems(res)
@@ -205,15 +206,15 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 	changes := u.Changes
 	// The node's addresses may have changed since the last sync; the
 	// health-check ports follow them before the services are updated.
-	d.hc.setAddresses(plan.HealthCheckAddresses(&u.State.Node))
+	d.hc.SetAddresses(plan.HealthCheckAddresses(&u.State.Node))
 	if full {
-		d.hc.replace(u.State.Services)
+		d.hc.Replace(u.State.Services)
 		d.noLocal = noLocalTracker{}
 		for i := range u.State.Services {
 			d.noLocal.set(u.State.Services[i].Name, &u.State.Services[i], u.State.Node.Name)
 		}
 	} else {
-		d.hc.apply(changes)
+		d.hc.Apply(changes)
 		for _, c := range changes {
 			d.noLocal.set(c.Name, c.Port, u.State.Node.Name)
 		}

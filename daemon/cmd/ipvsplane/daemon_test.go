@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -143,23 +145,40 @@ func feed(t *testing.T, tr *watcher.Tracker, manifest string) {
 	}
 }
 
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// testServiceServers returns health-check node port servers of node that
+// report the daemon healthy; a nil listen listens on the address asked.
+func testServiceServers(node string, listen func(netip.AddrPort) (net.Listener, error)) *healthcheck.ServiceServers {
+	return healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: zap.NewNop(), Node: node, Healthy: func() bool { return true }, Listen: listen})
+}
+
+// statusCode serves one request and returns the answer's status code.
+func statusCode(h http.Handler, path string) int {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	return rec.Code
+}
+
 func TestDaemonSync(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{}
 	stateFile := filepath.Join(t.TempDir(), "status.json")
 	m := newMetrics()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, clock.now, false, m),
+		log: zap.NewNop(), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, clock.now, false, m.healthz, m.livez),
 		stateFile: stateFile, now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
 	var listened []netip.AddrPort
-	d.hc.listen = func(a netip.AddrPort) (net.Listener, error) {
+	d.hc = testServiceServers("node-a", func(a netip.AddrPort) (net.Listener, error) {
 		listened = append(listened, a)
 		return net.Listen("tcp", "127.0.0.1:0")
-	}
-	defer d.hc.close(context.Background())
+	})
+	defer d.hc.Close(context.Background())
 	feed(t, d.tracker, webManifest)
 	d.tracker.MarkSynced(watcher.Services)
 	d.tracker.MarkSynced(watcher.EndpointSlices)
@@ -174,7 +193,7 @@ func TestDaemonSync(t *testing.T) {
 	if len(k.state.Services) != 1 {
 		t.Fatalf("first sync: %d service ports", len(k.state.Services))
 	}
-	if got := d.hc.ports(); len(got) != 1 || got[0] != 32000 {
+	if got := d.hc.Ports(); len(got) != 1 || got[0] != 32000 {
 		t.Errorf("health-check ports: %v", got)
 	}
 	if want := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:32000")}; !slices.Equal(listened, want) {
@@ -215,8 +234,8 @@ func TestDaemonSync(t *testing.T) {
 	if len(k.changes) != 1 || k.changes[0].Port != nil {
 		t.Errorf("removal: %+v", k.changes)
 	}
-	if len(d.hc.ports()) != 0 {
-		t.Errorf("health-check ports left: %v", d.hc.ports())
+	if len(d.hc.Ports()) != 0 {
+		t.Errorf("health-check ports left: %v", d.hc.Ports())
 	}
 	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
 		t.Errorf("names after the removal: %v %v", rec.Services, err)
@@ -266,21 +285,20 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	k := &fakeKernel{rulesFail: true}
 	m := newMetrics()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(period, clock.now, false, m), now: clock.now,
+		log: zap.NewNop(), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(period, clock.now, false, m.healthz, m.livez), now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	d.hc.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-	defer d.hc.close(context.Background())
-	d.health.updated()
+	d.hc = testServiceServers("node-a", func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+	defer d.hc.Close(context.Background())
+	d.health.Updated()
 	feed(t, d.tracker, webManifest)
-	d.health.queued()
+	d.health.Queued()
 	d.tracker.MarkSynced(watcher.Services)
 	d.tracker.MarkSynced(watcher.EndpointSlices)
 	healthy := func() bool {
 		t.Helper()
-		code, _ := serveJSON(t, d.health.healthzHandler(), "/healthz")
-		live, _ := serveJSON(t, d.health.livezHandler(), "/livez")
+		code := statusCode(d.health.HealthzHandler(), "/healthz")
+		live := statusCode(d.health.LivezHandler(), "/livez")
 		if (code == http.StatusOK) != (live == http.StatusOK) {
 			t.Errorf("/healthz %d, /livez %d", code, live)
 		}
@@ -318,11 +336,11 @@ func TestDaemonProgress(t *testing.T) {
 	k := &fakeKernel{block: make(chan struct{})}
 	m := newMetrics()
 	d := &daemon{
-		log: zap.New(core), kernel: k, metrics: m, health: newHealth(time.Minute, time.Now, false, m),
+		log: zap.New(core), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(time.Minute, time.Now, false, m.healthz, m.livez),
 		now: time.Now, progressEvery: time.Millisecond,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
 	}
-	d.hc = newHCServers(zap.NewNop(), "", func() bool { return true })
+	d.hc = testServiceServers("", nil)
 	done := make(chan error, 1)
 	go func() { done <- d.sync(context.Background()) }()
 	for logs.FilterMessage("sync in progress").Len() < 2 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -242,10 +243,10 @@ func TestMetricsPerFamily(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMetrics().forFamilies(tt.ipv6)
 			k := &fakeKernel{problems: []error{&dataplane.OpError{Op: plan.ReplaceRules{}, Err: errors.New("refused")}}}
-			d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+			d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, time.Now, false, m.healthz, m.livez),
 				now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-			d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-			defer d.hc.close(context.Background())
+			d.hc = testServiceServers("node-a", nil)
+			defer d.hc.Close(context.Background())
 			d.tracker.SetService(svc)
 			now := time.Now()
 			d.tracker.SetEndpointSlice(slice("web-4", discoveryv1.AddressTypeIPv4, "10.244.1.1"), now.Add(-time.Second))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -120,10 +121,10 @@ func TestDaemonProblemEvents(t *testing.T) {
 		Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler}
 	k := &fakeKernel{problems: append(errs, fallback)}
 	m := newMetrics()
-	d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+	d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, time.Now, false, m.healthz, m.livez),
 		events: rec, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	defer d.hc.close(context.Background())
+	d.hc = testServiceServers("node-a", nil)
+	defer d.hc.Close(context.Background())
 	for range 2 {
 		if err := d.sync(context.Background()); err != nil {
 			t.Fatal(err)
@@ -183,10 +184,10 @@ func TestDaemonLogsPersistingProblemOnce(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{problems: errs, fail: context.DeadlineExceeded}
 	m := newMetrics()
-	d := &daemon{log: zap.New(core), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+	d := &daemon{log: zap.New(core), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, time.Now, false, m.healthz, m.livez),
 		events: &fakeRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	defer d.hc.close(context.Background())
+	d.hc = testServiceServers("node-a", nil)
+	defer d.hc.Close(context.Background())
 	logged := func() (conflicts, fields, ops int) {
 		for _, e := range logs.TakeAll() {
 			if e.Message != "sync problem" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -188,7 +189,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	}
 
 	m := newMetrics().forFamilies(ipv6).setBuild(a.build)
-	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
+	h := healthcheck.NewProxyHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m.healthz, m.livez)
 	rec, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, rec)
@@ -201,9 +202,8 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		defer stopTraffic()
 		d.traffic = t
 	}
-	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
-	d.hc.events = rec
-	defer d.hc.close(context.Background())
+	d.hc = healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: log, Node: s.node.Name, Healthy: h.Healthy, Events: rec})
+	defer d.hc.Close(context.Background())
 
 	d.tracker = a.newTracker(d, s, request)
 	gc := firstSyncGCSettings()
@@ -229,7 +229,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 
 // newDaemon makes the daemon, before its traffic, health-check servers
 // and tracker are added.
-func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *health, rec events.Recorder) *daemon {
+func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
 	return &daemon{
 		log: log, kernel: k, metrics: m, health: h, events: rec, stateFile: o.stateFile, now: a.now,
 		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
@@ -240,10 +240,10 @@ func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *m
 // sees is marked in health and metrics, then asks for a sync.
 func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnQueued: func(families [2]bool) {
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
 		m.setQueued(families, a.now())
 	}, OnChange: func() {
-		h.queued()
+		h.Queued()
 		svc, ep := d.tracker.Pending()
 		m.servicesPending.Set(float64(svc))
 		m.endpointsPending.Set(float64(ep))
@@ -305,8 +305,8 @@ func (hs *httpServers) close() {
 // kube-proxy's Event too.
 func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 	healthMux := http.NewServeMux()
-	healthMux.Handle("/healthz", d.health.healthzHandler())
-	healthMux.Handle("/livez", d.health.livezHandler())
+	healthMux.Handle("/healthz", d.health.HealthzHandler())
+	healthMux.Handle("/livez", d.health.LivezHandler())
 	if err := servers.serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
 		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
@@ -343,7 +343,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.
-	d.health.updated()
+	d.health.Updated()
 	m.setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
 	go func() { runErr <- runner.Run(ctx) }()
 	select {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -323,13 +324,12 @@ func TestDaemonKeepsTrafficMap(t *testing.T) {
 		kernelService(ipvs.TCP, "198.51.100.7", 80, stats(4, 4, 4, 4, 4)),
 	}}
 	d := &daemon{
-		log: zap.NewNop(), kernel: &fakeKernel{}, metrics: m, health: newHealth(30*time.Second, time.Now, false, m), now: time.Now,
+		log: zap.NewNop(), kernel: &fakeKernel{}, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, time.Now, false, m.healthz, m.livez), now: time.Now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 		traffic: newServiceTraffic(k, time.Now),
 	}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	d.hc.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-	defer d.hc.close(context.Background())
+	d.hc = testServiceServers("node-a", func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+	defer d.hc.Close(context.Background())
 	feed(t, d.tracker, webManifest)
 	d.tracker.MarkSynced(watcher.Services)
 	d.tracker.MarkSynced(watcher.EndpointSlices)

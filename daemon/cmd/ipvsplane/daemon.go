@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -55,7 +56,7 @@ type daemon struct {
 	// when the last successful sync compared everything.
 	synced   bool
 	lastFull bool
-	record   syncRecord
+	record   status.Record
 	// names holds each service port's keys in record.Services.
 	names map[model.ServicePortName][]string
 	// namesWritten is when the names file was last written; namesPending
@@ -230,7 +231,7 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 }
 
 // reportProblems records the sync's problems as Events and logs them, up
-// to maxRecordedErrors: a problem that persists from sync to sync (a
+// to status.MaxRecordedErrors: a problem that persists from sync to sync (a
 // conflict, a bad field) once while it lasts, as its Event, and the
 // sync's own errors every time. It returns how many kernel operations
 // failed.
@@ -242,11 +243,11 @@ func (d *daemon) reportProblems(res *dataplane.Result) int {
 		}
 	}
 	fresh := d.problems.report(d.events, res.Errors)
-	for _, e := range fresh[:min(len(fresh), maxRecordedErrors)] {
+	for _, e := range fresh[:min(len(fresh), status.MaxRecordedErrors)] {
 		d.log.Warn("sync problem", zap.Error(e))
 	}
-	if len(fresh) > maxRecordedErrors {
-		d.log.Warn("more sync problems not logged", zap.Int("count", len(fresh)-maxRecordedErrors))
+	if len(fresh) > status.MaxRecordedErrors {
+		d.log.Warn("more sync problems not logged", zap.Int("count", len(fresh)-status.MaxRecordedErrors))
 	}
 	return failed
 }
@@ -326,16 +327,16 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 	r := &d.record
 	r.PID = os.Getpid()
 	r.LastSync = start.Add(took)
-	r.DurationMS = float64(took) / float64(time.Millisecond)
+	r.DurationSeconds = took.Seconds()
 	r.Full = res.Full
 	r.Operations = res.Plan.Len()
 	r.Syncs++
 	if r.Syncs == 1 {
-		r.FirstSyncMS = r.DurationMS
+		r.FirstSyncSeconds = r.DurationSeconds
 	}
 	r.ErrorCount = len(res.Errors)
 	r.Errors = r.Errors[:0]
-	for _, e := range res.Errors[:min(len(res.Errors), maxRecordedErrors)] {
+	for _, e := range res.Errors[:min(len(res.Errors), status.MaxRecordedErrors)] {
 		r.Errors = append(r.Errors, e.Error())
 	}
 	r.ServicePorts = u.ServicePorts
@@ -352,7 +353,7 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 		return
 	}
 	names := d.namesPending && (res.Full || now.Sub(d.namesWritten) >= namesEvery)
-	if err := writeRecord(d.stateFile, r, names); err != nil {
+	if err := status.WriteRecord(d.stateFile, r, names); err != nil {
 		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))
 		return
 	}
@@ -375,9 +376,9 @@ func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
 	r := &d.record
 	if d.names == nil {
 		d.names = make(map[model.ServicePortName][]string, len(u.State.Services))
-		r.Services = serviceNames(u.State.Services)
+		r.Services = status.ServiceNames(u.State.Services)
 		for i := range u.State.Services {
-			d.names[u.State.Services[i].Name] = portKeys(&u.State.Services[i])
+			d.names[u.State.Services[i].Name] = status.PortKeys(&u.State.Services[i])
 		}
 		return true
 	}
@@ -386,7 +387,7 @@ func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
 		old := d.names[c.Name]
 		var cur []string
 		if c.Port != nil {
-			cur = portKeys(c.Port)
+			cur = status.PortKeys(c.Port)
 		}
 		if slices.Equal(old, cur) {
 			continue

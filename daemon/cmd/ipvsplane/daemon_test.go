@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -199,7 +200,7 @@ func TestDaemonSync(t *testing.T) {
 	if want := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:32000")}; !slices.Equal(listened, want) {
 		t.Errorf("health-check port listened on %v, want %v", listened, want)
 	}
-	rec, err := readRecord(stateFile)
+	rec, err := status.ReadRecord(stateFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,12 +212,12 @@ func TestDaemonSync(t *testing.T) {
 	// An endpoint change goes through the incremental path, with its
 	// trigger time observed; it leaves the names file alone.
 	clock.advance(time.Second)
-	if err := os.Remove(namesFile(stateFile)); err != nil {
+	if err := os.Remove(status.NamesFile(stateFile)); err != nil {
 		t.Fatal(err)
 	}
 	feed(t, d.tracker, strings.Replace(webManifest, "10.244.1.10", "10.244.1.11", 1))
 	sync()
-	if _, err := os.Stat(namesFile(stateFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(status.NamesFile(stateFile)); !os.IsNotExist(err) {
 		t.Errorf("an endpoint change rewrote the names file: %v", err)
 	}
 	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
@@ -237,19 +238,19 @@ func TestDaemonSync(t *testing.T) {
 	if len(d.hc.Ports()) != 0 {
 		t.Errorf("health-check ports left: %v", d.hc.Ports())
 	}
-	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
+	if rec, err := status.ReadRecord(stateFile); err != nil || len(rec.Services) != 0 {
 		t.Errorf("names after the removal: %v %v", rec.Services, err)
 	}
 	// Back within namesEvery: the names file waits, and the first sync
 	// after namesEvery writes it, with nothing else changed.
 	feed(t, d.tracker, webManifest)
 	sync()
-	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
+	if rec, err := status.ReadRecord(stateFile); err != nil || len(rec.Services) != 0 {
 		t.Errorf("names rewritten within namesEvery: %v %v", rec.Services, err)
 	}
 	clock.advance(namesEvery)
 	sync()
-	if rec, err := readRecord(stateFile); err != nil || cmp.Diff(wantNames, rec.Services) != "" {
+	if rec, err := status.ReadRecord(stateFile); err != nil || cmp.Diff(wantNames, rec.Services) != "" {
 		t.Errorf("names after namesEvery: %v %v", rec.Services, err)
 	}
 	d.tracker.DeleteService("demo", "web")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -321,21 +322,21 @@ const defaultStatusTop = 20
 func (a *app) status(ctx context.Context, stateFile string, top int, format string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	view, err := readKernel(ctx, dataplane.DefaultDevice)
+	view, err := status.ReadKernel(ctx, dataplane.DefaultDevice)
 	if errors.Is(err, ipvs.ErrNotSupported) {
 		return fmt.Errorf("the kernel has no IPVS (the ip_vs module): %w", err)
 	}
 	if err != nil {
 		return err
 	}
-	rec, recErr := readRecord(stateFile)
+	rec, recErr := status.ReadRecord(stateFile)
 	if format == "json" {
-		traffic, trafficErr := readTraffic(stateFile)
-		return writeStatusJSON(a.stdout, newStatusJSON(rec, recErr, view, traffic, trafficErr, top, a.now()))
+		traffic, trafficErr := status.ReadTraffic(stateFile)
+		return status.PrintJSON(a.stdout, rec, recErr, view, traffic, trafficErr, top, a.now())
 	}
-	if err := printStatus(a.stdout, rec, recErr, view, a.now()); err != nil {
+	if err := status.Print(a.stdout, rec, recErr, view, a.now()); err != nil {
 		return err
 	}
-	traffic, err := readTraffic(stateFile)
-	return printTraffic(a.stdout, traffic, err, top, a.now())
+	traffic, err := status.ReadTraffic(stateFile)
+	return status.PrintTraffic(a.stdout, traffic, err, top, a.now())
 }

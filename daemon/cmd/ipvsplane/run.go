@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -232,7 +233,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
 	return &daemon{
 		log: log, kernel: k, metrics: m, health: h, events: rec, stateFile: o.stateFile, now: a.now,
-		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
+		record: status.Record{Daemon: status.Daemon{Node: s.node.Name, Source: o.source, Started: a.now()}},
 	}
 }
 

@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -293,41 +291,12 @@ func (t *serviceTraffic) snapshot() []trafficPort {
 	return out
 }
 
-// trafficRecord is the file of rates the daemon writes beside the state
-// file after each reading, for `ipvsplane status`.
-type trafficRecord struct {
-	// At is the time of the latest reading; Seconds, the time since the
-	// one before, which the rates are over.
-	At      time.Time `json:"at"`
-	Seconds float64   `json:"seconds"`
-	// Ports holds the ports that had traffic, most bytes per second (in
-	// and out) first: idle ports are left out, so the file follows the
-	// busy ports, not the cluster's size.
-	Ports []portRate `json:"ports,omitempty"`
-}
-
-// portRate is one service port's traffic per second.
-type portRate struct {
-	Service       string  `json:"service"`
-	Protocol      string  `json:"protocol"`
-	ConnectionsPS float64 `json:"connectionsPerSecond"`
-	PacketsInPS   float64 `json:"packetsInPerSecond"`
-	PacketsOutPS  float64 `json:"packetsOutPerSecond"`
-	BytesInPS     float64 `json:"bytesInPerSecond"`
-	BytesOutPS    float64 `json:"bytesOutPerSecond"`
-}
-
-// trafficFile is where the rates go, beside the state file.
-func trafficFile(stateFile string) string {
-	return strings.TrimSuffix(stateFile, ".json") + "-traffic.json"
-}
-
 // rates computes each port's rates from the last two readings; a port
 // that was not in both has none yet.
-func (t *serviceTraffic) rates() *trafficRecord {
+func (t *serviceTraffic) rates() *status.Traffic {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := &trafficRecord{At: t.at}
+	r := &status.Traffic{At: t.at}
 	if t.prevAt.IsZero() {
 		return r
 	}
@@ -340,14 +309,14 @@ func (t *serviceTraffic) rates() *trafficRecord {
 			continue
 		}
 		l := p.last
-		r.Ports = append(r.Ports, portRate{
+		r.Ports = append(r.Ports, status.PortRate{
 			Service: p.name.String(), Protocol: p.protocol.String(),
 			ConnectionsPS: float64(l.Connections) / r.Seconds,
 			PacketsInPS:   float64(l.PacketsIn) / r.Seconds, PacketsOutPS: float64(l.PacketsOut) / r.Seconds,
 			BytesInPS: float64(l.BytesIn) / r.Seconds, BytesOutPS: float64(l.BytesOut) / r.Seconds,
 		})
 	}
-	slices.SortFunc(r.Ports, func(a, b portRate) int {
+	slices.SortFunc(r.Ports, func(a, b status.PortRate) int {
 		return cmp.Or(cmp.Compare(b.BytesInPS+b.BytesOutPS, a.BytesInPS+a.BytesOutPS), cmp.Compare(a.Service, b.Service), cmp.Compare(a.Protocol, b.Protocol))
 	})
 	return r
@@ -403,14 +372,7 @@ func (t *serviceTraffic) report(log *zap.Logger, stateFile string, err error) {
 	if stateFile == "" {
 		return
 	}
-	path := trafficFile(stateFile)
-	// The first reading may come before the first sync wrote the state
-	// file, and its directory.
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		log.Warn("cannot write the traffic rates", zap.String("file", path), zap.Error(err))
-		return
-	}
-	if err := writeJSON(path, t.rates()); err != nil {
-		log.Warn("cannot write the traffic rates", zap.String("file", path), zap.Error(err))
+	if err := status.WriteTraffic(stateFile, t.rates()); err != nil {
+		log.Warn("cannot write the traffic rates", zap.Error(err))
 	}
 }

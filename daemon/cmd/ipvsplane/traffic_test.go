@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -206,7 +207,7 @@ func TestServiceTrafficRates(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := tr.rates()
-	want := []portRate{{Service: "shop/web:http", Protocol: "tcp", ConnectionsPS: 2, PacketsInPS: 20, PacketsOutPS: 10, BytesInPS: 400, BytesOutPS: 200}}
+	want := []status.PortRate{{Service: "shop/web:http", Protocol: "tcp", ConnectionsPS: 2, PacketsInPS: 20, PacketsOutPS: 10, BytesInPS: 400, BytesOutPS: 200}}
 	if r.Seconds != 10 || len(r.Ports) != 1 || r.Ports[0] != want[0] {
 		t.Errorf("got %+v, want over 10s %+v", r, want)
 	}
@@ -381,9 +382,9 @@ func TestStatusShowsTrafficRates(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr.report(zap.NewNop(), stateFile, nil)
-		r, err := readTraffic(stateFile)
+		r, err := status.ReadTraffic(stateFile)
 		out.Reset()
-		if err := printTraffic(&out, r, err, top, clock.t.Add(3*time.Second)); err != nil {
+		if err := status.PrintTraffic(&out, r, err, top, clock.t.Add(3*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		return out.String()
@@ -409,8 +410,8 @@ func TestStatusShowsTrafficRates(t *testing.T) {
 	}
 	// Without the metrics there is no file, and nothing is shown.
 	out.Reset()
-	_, err := readTraffic(filepath.Join(t.TempDir(), "status.json"))
-	if err := printTraffic(&out, nil, err, 20, clock.t); err != nil || out.Len() != 0 {
+	_, err := status.ReadTraffic(filepath.Join(t.TempDir(), "status.json"))
+	if err := status.PrintTraffic(&out, nil, err, 20, clock.t); err != nil || out.Len() != 0 {
 		t.Errorf("without the file: %v %q", err, out.String())
 	}
 }

@@ -208,7 +208,7 @@ func (s *filesSource) read(path string, changed bool) {
 		}
 		// Each entry left out is located, not only the first.
 		var errs []error
-		for _, err := range unjoin(tr.SetObject(o.Object, trigger)) {
+		for _, err := range Unjoin(tr.SetObject(o.Object, trigger)) {
 			if ie, ok := asInvalid(err); ok {
 				located := *ie
 				located.File, located.Line = path, o.Line

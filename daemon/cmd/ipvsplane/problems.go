@@ -156,7 +156,7 @@ func invalidObjectEvents(rec events.Recorder, err error) {
 	if rec == nil {
 		return
 	}
-	for _, e := range unjoin(err) {
+	for _, e := range watcher.Unjoin(err) {
 		ie, ok := errors.AsType[*watcher.InvalidError](e)
 		if !ok || ie.Name == "" {
 			continue

@@ -57,7 +57,7 @@ func kubeEventSink(o *options) (events.Sink, error) {
 // nil.
 func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, client *watcher.Client, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
 	onError := func(err error) {
-		for _, e := range unjoin(err) {
+		for _, e := range watcher.Unjoin(err) {
 			msg := "skipped"
 			if ie, ok := errors.AsType[*watcher.InvalidError](e); ok && ie.Entry {
 				msg = "left out"
@@ -87,15 +87,4 @@ func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, client *wa
 		return nil
 	}
 	return err
-}
-
-// unjoin returns the errors err joins, or err alone.
-func unjoin(err error) []error {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		return joined.Unwrap()
-	}
-	if err != nil {
-		return []error{err}
-	}
-	return nil
 }

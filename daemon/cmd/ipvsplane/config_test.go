@@ -391,3 +391,13 @@ func TestVerbosityFlag(t *testing.T) {
 		}
 	}
 }
+
+// The conntrack settings default to kube-proxy's, which
+// conntracksettings' tests apply.
+func TestConntrackDefaults(t *testing.T) {
+	c := defaultConfig().Conntrack
+	if *c.MaxPerCore != 32768 || *c.Min != 131072 || c.TCPEstablishedTimeout.Duration != 24*time.Hour ||
+		c.TCPCloseWaitTimeout.Duration != time.Hour || c.TCPBeLiberal || c.UDPTimeout.Duration != 0 || c.UDPStreamTimeout.Duration != 0 {
+		t.Errorf("conntrack defaults %+v", c)
+	}
+}

@@ -6,10 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
-	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -168,7 +168,7 @@ func newMetrics() *metrics {
 		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
-		m.schedulerFallbacks, m.ignoredSettings, m.build, newConntrackCollector(defaultConntrackPaths.procSys),
+		m.schedulerFallbacks, m.ignoredSettings, m.build, conntracksettings.NewCollector(conntracksettings.HostPaths().ProcSys),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -178,43 +178,6 @@ func (m *metrics) setBuild(b buildInfo) *metrics {
 	m.build.Reset()
 	m.build.WithLabelValues(b.Version, b.Revision, b.GoVersion, b.Compiler, b.Platform).Set(1)
 	return m
-}
-
-// conntrackCollector reports the conntrack table's use against its limit
-// at each scrape, read from /proc/sys/net/netfilter, so that an alert can
-// fire before the table fills and new connections are dropped (kube-proxy
-// has no such metric; node_exporter's nf_conntrack collector reads the
-// same files). Without the nf_conntrack module the files are missing and
-// nothing is reported.
-type conntrackCollector struct {
-	procSys      string
-	entries, max *prometheus.Desc
-}
-
-func newConntrackCollector(procSys string) *conntrackCollector {
-	return &conntrackCollector{
-		procSys: procSys,
-		entries: prometheus.NewDesc("ipvsplane_conntrack_entries", "Flows in the conntrack table of the node's network namespace (net.netfilter.nf_conntrack_count).", nil, nil),
-		max:     prometheus.NewDesc("ipvsplane_conntrack_entries_limit", "The conntrack table's size limit (net.netfilter.nf_conntrack_max).", nil, nil),
-	}
-}
-
-func (c *conntrackCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.entries
-	ch <- c.max
-}
-
-func (c *conntrackCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, f := range []struct {
-		desc *prometheus.Desc
-		name string
-	}{{c.entries, "nf_conntrack_count"}, {c.max, "nf_conntrack_max"}} {
-		n, err := readInt(filepath.Join(c.procSys, "net/netfilter", f.name))
-		if err != nil {
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n))
-	}
 }
 
 // observe records a sync's result.

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -349,35 +347,6 @@ func TestBuildInfoMetric(t *testing.T) {
 ipvsplane_build_info{compiler="gc",go_version="go1.99.1",platform="linux/amd64",revision="abc",version="v9.8.7"} 1
 `
 	if err := testutil.GatherAndCompare(m.registry, strings.NewReader(want), "ipvsplane_build_info"); err != nil {
-		t.Error(err)
-	}
-}
-
-// The conntrack table's use and limit are read at each scrape; without
-// the files (no nf_conntrack module) there are no series.
-func TestConntrackMetrics(t *testing.T) {
-	dir := t.TempDir()
-	c := newConntrackCollector(dir)
-	if n := testutil.CollectAndCount(c); n != 0 {
-		t.Errorf("%d series without nf_conntrack", n)
-	}
-	nf := filepath.Join(dir, "net/netfilter")
-	if err := os.MkdirAll(nf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, v := range map[string]string{"nf_conntrack_count": "1234\n", "nf_conntrack_max": "262144\n"} {
-		if err := os.WriteFile(filepath.Join(nf, name), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := `# HELP ipvsplane_conntrack_entries Flows in the conntrack table of the node's network namespace (net.netfilter.nf_conntrack_count).
-# TYPE ipvsplane_conntrack_entries gauge
-ipvsplane_conntrack_entries 1234
-# HELP ipvsplane_conntrack_entries_limit The conntrack table's size limit (net.netfilter.nf_conntrack_max).
-# TYPE ipvsplane_conntrack_entries_limit gauge
-ipvsplane_conntrack_entries_limit 262144
-`
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -33,7 +34,7 @@ type app struct {
 	kubeClient func(o *options) (*watcher.Client, error)
 	// eventSink records Events in the API server (see kubeEventSink).
 	eventSink func(o *options) (events.Sink, error)
-	// setConntrack writes the conntrack settings (see setConntrack).
+	// setConntrack writes the conntrack settings (see conntracksettings.Apply).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
 	// build is what --version and `version` report (see readBuildInfo).
 	build buildInfo
@@ -48,7 +49,7 @@ func newApp() *app {
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
-			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
+			return conntracksettings.Apply(c, conntracksettings.OnlineCPUs(), conntracksettings.HostPaths())
 		},
 		removeLegacy: func(ctx context.Context) (legacyReport, error) {
 			return removeLegacyKubeProxy(ctx, "/proc/thread-self/net")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/spf13/pflag"
 )
@@ -271,7 +272,7 @@ func TestIPVSPlaneSection(t *testing.T) {
 		{args: []string{"--config=" + path}, on: true, interval: 30 * time.Second},
 		{args: []string{"--config=" + path, "--service-traffic-metrics-interval=1m"}, on: true, interval: time.Minute},
 		{args: []string{"--config=" + path, "--service-traffic-metrics=false"}, interval: 30 * time.Second},
-		{args: []string{"--service-traffic-metrics"}, on: true, interval: defaultTrafficInterval},
+		{args: []string{"--service-traffic-metrics"}, on: true, interval: traffic.DefaultInterval},
 		{args: []string{"--service-traffic-metrics-interval=10ms"}, err: "at least 1s"},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -72,7 +73,7 @@ type daemon struct {
 	problems problemEvents
 	// traffic, with --service-traffic-metrics, maps the kernel's virtual
 	// servers to the service ports it exports the traffic of.
-	traffic *serviceTraffic
+	traffic *traffic.Collector
 	// legacy removes kube-proxy's iptables-legacy chains (nil: never);
 	// legacyDone is set once it succeeded.
 	legacy     func(ctx context.Context) (legacyReport, error)
@@ -223,9 +224,9 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 	d.metrics.observeNoLocal(d.noLocal)
 	if d.traffic != nil {
 		if full {
-			d.traffic.replace(&u.State.Node, u.State.Services)
+			d.traffic.Replace(&u.State.Node, u.State.Services)
 		} else {
-			d.traffic.apply(&u.State.Node, changes)
+			d.traffic.Apply(&u.State.Node, changes)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +53,7 @@ func TestMonitoringMetricNames(t *testing.T) {
 func servedMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	m := newMetrics().setBuild(readBuildInfo())
-	m.registry.MustRegister(newServiceTraffic(nil, nil))
+	m.registry.MustRegister(traffic.New(nil, nil))
 	descs := make(chan *prometheus.Desc)
 	go func() {
 		m.registry.Describe(descs)

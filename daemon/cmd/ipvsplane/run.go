@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -196,7 +197,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	d := a.newDaemon(log, o, s, k, m, h, rec)
 	d.legacy = a.removeLegacy
 	if o.own.ServiceTrafficMetrics {
-		t, stopTraffic, err := startServiceTraffic(ctx, log, m, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
+		t, stopTraffic, err := traffic.Start(ctx, log, m.registry, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
 		if err != nil {
 			return err
 		}

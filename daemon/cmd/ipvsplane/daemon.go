@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -42,7 +43,7 @@ type daemon struct {
 	log     *zap.Logger
 	kernel  kernel
 	tracker *watcher.Tracker
-	metrics *metrics
+	metrics *metrics.Metrics
 	health  *healthcheck.ProxyHealth
 	// events records Events on the objects a sync concerns.
 	events    events.Recorder
@@ -66,9 +67,6 @@ type daemon struct {
 	namesPending bool
 	// recordWritten is when the state file was last written.
 	recordWritten time.Time
-	// noLocal holds the service ports with Local policies and no local
-	// endpoint, for their metric.
-	noLocal noLocalTracker
 	// problems are the conflicts and bad fields recorded as Events.
 	problems problemEvents
 	// traffic, with --service-traffic-metrics, maps the kernel's virtual
@@ -94,7 +92,7 @@ func (d *daemon) sync(ctx context.Context) error {
 	end := d.now()
 	took := end.Sub(start)
 	if err != nil {
-		d.metrics.syncErrors.Inc()
+		d.metrics.SyncFailed()
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
@@ -115,7 +113,7 @@ func (d *daemon) sync(ctx context.Context) error {
 	d.logSynced(u, res, took)
 	d.writeRecord(u, u.Changes, res, start, took)
 	if failed > 0 {
-		d.metrics.syncErrors.Inc()
+		d.metrics.SyncFailed()
 		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
 	}
 	return nil
@@ -168,37 +166,11 @@ func (d *daemon) program(ctx context.Context, u *watcher.Update, start time.Time
 // observeSync records a successful sync in the metrics; servicesPending
 // and endpointsPending are the changes it took.
 func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.Time, took time.Duration, servicesPending, endpointsPending int) {
-	m := d.metrics
-	m.observeFamilies(m.syncDuration, took.Seconds())
-	if res.Full {
-		m.observeFamilies(m.fullSyncDuration, took.Seconds())
-	} else {
-		m.observeFamilies(m.partialSyncDuration, took.Seconds())
-	}
-	m.serviceChanges.Add(float64(servicesPending))
-	m.endpointChanges.Add(float64(endpointsPending))
 	s, e := d.tracker.Pending()
-	m.servicesPending.Set(float64(s))
-	m.endpointsPending.Set(float64(e))
-	m.servicePorts.Set(float64(u.ServicePorts))
-	m.observe(res)
-	if res.RulesFailed {
-		// As kube-proxy, whose sync returns before these when its rules
-		// fail: the node is not programmed, nor is the change.
-		return
-	}
-	m.setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
-	// Each family's EndpointSlice changes count for that family only.
-	for i, times := range u.TriggerTimes {
-		if !m.runs(ipFamilies[i]) {
-			continue
-		}
-		for _, t := range times {
-			if !t.IsZero() {
-				m.programming.WithLabelValues(ipFamilies[i]).Observe(end.Sub(t).Seconds())
-			}
-		}
-	}
+	d.metrics.ObserveSync(metrics.Sync{
+		Result: res, Took: took, End: end, ServiceChanges: servicesPending, EndpointChanges: endpointsPending,
+		ServicesPending: s, EndpointsPending: e, ServicePorts: u.ServicePorts, TriggerTimes: u.TriggerTimes,
+	})
 }
 
 // followServices brings what tracks the services beside the kernel, the
@@ -211,17 +183,11 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 	d.hc.SetAddresses(plan.HealthCheckAddresses(&u.State.Node))
 	if full {
 		d.hc.Replace(u.State.Services)
-		d.noLocal = noLocalTracker{}
-		for i := range u.State.Services {
-			d.noLocal.set(u.State.Services[i].Name, &u.State.Services[i], u.State.Node.Name)
-		}
+		d.metrics.ReplaceServices(u.State.Node.Name, u.State.Services)
 	} else {
 		d.hc.Apply(changes)
-		for _, c := range changes {
-			d.noLocal.set(c.Name, c.Port, u.State.Node.Name)
-		}
+		d.metrics.ApplyChanges(u.State.Node.Name, changes)
 	}
-	d.metrics.observeNoLocal(d.noLocal)
 	if d.traffic != nil {
 		if full {
 			d.traffic.Replace(&u.State.Node, u.State.Services)

@@ -17,12 +17,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -168,9 +168,9 @@ func TestDaemonSync(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{}
 	stateFile := filepath.Join(t.TempDir(), "status.json")
-	m := newMetrics()
+	m := metrics.New()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, clock.now, false, m.healthz, m.livez),
+		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, clock.now, m),
 		stateFile: stateFile, now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
@@ -224,8 +224,8 @@ func TestDaemonSync(t *testing.T) {
 		t.Errorf("changes: %+v", k.changes)
 	}
 	// An IPv4 slice's change is the IPv4 proxier's, as in kube-proxy.
-	if n := testutil.CollectAndCount(d.metrics.programming); n != 1 || d.metrics.programming.DeleteLabelValues("IPv6") {
-		t.Errorf("network programming latency: %d series, want IPv4's alone", n)
+	if got := seriesFamilies(t, d.metrics, "kubeproxy_network_programming_duration_seconds"); !slices.Equal(got, []string{"IPv4"}) {
+		t.Errorf("network programming latency: series of %v, want IPv4's alone", got)
 	}
 	// A removed service is a change without a port. The names file is
 	// written at most once per namesEvery.
@@ -272,7 +272,7 @@ func TestDaemonSync(t *testing.T) {
 	if err := d.sync(context.Background()); err == nil {
 		t.Error("a sync with failed operations reported no error")
 	}
-	if got := testutil.ToFloat64(d.metrics.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
+	if got := gatheredValue(t, d.metrics, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
 	}
 }
@@ -284,9 +284,9 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	const period = 30 * time.Second
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{rulesFail: true}
-	m := newMetrics()
+	m := metrics.New()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(period, clock.now, false, m.healthz, m.livez), now: clock.now,
+		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(period, clock.now, m), now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
 	d.hc = testServiceServers("node-a", func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
@@ -316,7 +316,7 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 		t.Error("healthy after two sync periods of failing rules")
 	}
 	// As kube-proxy, a sync whose rules failed sets no last sync time.
-	if got := testutil.ToFloat64(m.lastSync.WithLabelValues("IPv4")); got != 0 {
+	if got := gatheredValue(t, m, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != 0 {
 		t.Errorf("last sync time %v after syncs whose rules failed", got)
 	}
 	k.rulesFail = false
@@ -326,7 +326,7 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	if !healthy() {
 		t.Error("not healthy after the sync that programmed the node")
 	}
-	if got := testutil.ToFloat64(m.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
+	if got := gatheredValue(t, m, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync time %v, want %v", got, clock.t.Unix())
 	}
 }
@@ -335,9 +335,9 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 func TestDaemonProgress(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{block: make(chan struct{})}
-	m := newMetrics()
+	m := metrics.New()
 	d := &daemon{
-		log: zap.New(core), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(time.Minute, time.Now, false, m.healthz, m.livez),
+		log: zap.New(core), kernel: k, metrics: m, health: testHealth(time.Minute, time.Now, m),
 		now: time.Now, progressEvery: time.Millisecond,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"go.uber.org/zap"
@@ -69,9 +69,9 @@ func TestSplitRule(t *testing.T) {
 // a failure is tried again, a success is not repeated.
 func TestDaemonRemovesLegacyLeftovers(t *testing.T) {
 	newDaemon := func(k *fakeKernel, results ...error) (*daemon, *int) {
-		m := newMetrics()
+		m := metrics.New()
 		calls := new(int)
-		d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, time.Now, false, m.healthz, m.livez),
+		d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 			events: &fakeRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 		d.hc = testServiceServers("node-a", nil)
 		t.Cleanup(func() { d.hc.Close(context.Background()) })

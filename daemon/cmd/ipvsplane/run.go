@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -190,14 +191,15 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 
-	m := newMetrics().forFamilies(ipv6).setBuild(a.build)
-	h := healthcheck.NewProxyHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m.healthz, m.livez)
+	m := metrics.New().ForFamilies(ipv6).SetBuild(metrics.Build(a.build))
+	healthz, livez := m.AnswerCounters()
+	h := healthcheck.NewProxyHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, healthz, livez)
 	rec, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, rec)
 	d.legacy = a.removeLegacy
 	if o.own.ServiceTrafficMetrics {
-		t, stopTraffic, err := traffic.Start(ctx, log, m.registry, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
+		t, stopTraffic, err := traffic.Start(ctx, log, m.Registry(), a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
 		if err != nil {
 			return err
 		}
@@ -231,7 +233,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 
 // newDaemon makes the daemon, before its traffic, health-check servers
 // and tracker are added.
-func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
+func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics.Metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
 	return &daemon{
 		log: log, kernel: k, metrics: m, health: h, events: rec, stateFile: o.stateFile, now: a.now,
 		record: status.Record{Daemon: status.Daemon{Node: s.node.Name, Source: o.source, Started: a.now()}},
@@ -243,12 +245,11 @@ func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *m
 func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
 	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
-		m.setQueued(families, a.now())
+		m.SetQueued(families, a.now())
 	}, OnChange: func() {
 		h.Queued()
 		svc, ep := d.tracker.Pending()
-		m.servicesPending.Set(float64(svc))
-		m.endpointsPending.Set(float64(ep))
+		m.SetPending(svc, ep)
 		request()
 	}})
 }
@@ -314,10 +315,10 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 		return err
 	}
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", d.metrics.handler())
-	serveKubeProxyPages(metricsMux, o.kp)
+	metricsMux.Handle("/metrics", d.metrics.Handler())
+	metrics.ServeKubeProxyPages(metricsMux, o.kp)
 	if o.kp.EnableProfiling {
-		serveProfiles(metricsMux)
+		metrics.ServeProfiles(metricsMux)
 	}
 	if err := servers.serve("/metrics", s.metricsAddr, metricsMux); err != nil {
 		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
@@ -336,7 +337,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	srcErr := make(chan error, 1)
 	go func() {
 		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.node.Name, func(err error) {
-			m.invalidObjects.Inc()
+			m.InvalidObject()
 			invalidObjectEvents(d.events, err)
 		})
 	}()
@@ -346,7 +347,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.
 	d.health.Updated()
-	m.setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
+	m.Started(a.now())
 	go func() { runErr <- runner.Run(ctx) }()
 	select {
 	case err := <-srcErr:

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -33,7 +33,7 @@ func TestServiceTrafficOffByDefault(t *testing.T) {
 	if o.own.ServiceTrafficMetrics || o.own.ServiceTrafficMetricsInterval.Duration != traffic.DefaultInterval {
 		t.Errorf("defaults: %+v", o.own)
 	}
-	if n, err := testutil.GatherAndCount(newMetrics().registry, "ipvsplane_service_connections_total", "ipvsplane_service_packets_total", "ipvsplane_service_bytes_total"); err != nil || n != 0 {
+	if n, err := testutil.GatherAndCount(metrics.New().Registry(), "ipvsplane_service_connections_total", "ipvsplane_service_packets_total", "ipvsplane_service_bytes_total"); err != nil || n != 0 {
 		t.Errorf("%d series, %v", n, err)
 	}
 }
@@ -41,14 +41,14 @@ func TestServiceTrafficOffByDefault(t *testing.T) {
 // The daemon keeps the map of virtual servers to service ports after
 // every sync: whole after a full one, by the changes after the others.
 func TestDaemonKeepsTrafficMap(t *testing.T) {
-	m := newMetrics()
+	m := metrics.New()
 	vs := func(addr string, port uint16, conns uint64) ipvs.Service {
 		return ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr(addr), Port: port, Scheduler: "rr",
 			Stats: ipvs.Stats{Connections: conns}}
 	}
 	kernel := []ipvs.Service{vs("10.96.0.80", 80, 1), vs("192.0.2.10", 30080, 2), vs("198.51.100.7", 80, 4)}
 	d := &daemon{
-		log: zap.NewNop(), kernel: &fakeKernel{}, metrics: m, health: healthcheck.NewProxyHealth(30*time.Second, time.Now, false, m.healthz, m.livez), now: time.Now,
+		log: zap.NewNop(), kernel: &fakeKernel{}, metrics: m, health: testHealth(30*time.Second, time.Now, m), now: time.Now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 		traffic: traffic.New(listerFunc(func() []ipvs.Service { return kernel }), time.Now),
 	}

@@ -241,3 +241,29 @@ ipvsplane_build_info{compiler="gc",go_version="go1.99.1",platform="linux/amd64",
 		t.Error(err)
 	}
 }
+
+// A sync is timed as full or partial; one whose rules failed sets no
+// last sync time and no programming latency, as kube-proxy's.
+func TestObserveSync(t *testing.T) {
+	m := New()
+	end := time.Unix(1000, 0)
+	m.ObserveSync(Sync{Result: &dataplane.Result{Full: true, Plan: &plan.Plan{}}, Took: time.Second, End: end,
+		ServicesPending: 2, ServicePorts: 7, TriggerTimes: [2][]time.Time{{end.Add(-3 * time.Second)}, nil}})
+	m.ObserveSync(Sync{Result: &dataplane.Result{Plan: &plan.Plan{}, RulesFailed: true}, Took: time.Second, End: end.Add(time.Minute),
+		TriggerTimes: [2][]time.Time{{end}, {end}}})
+	for _, c := range []struct {
+		got, want float64
+		what      string
+	}{
+		{float64(testutil.CollectAndCount(m.fullSyncDuration)), 2, "full sync series"},
+		{float64(testutil.CollectAndCount(m.partialSyncDuration)), 2, "partial sync series"},
+		{testutil.ToFloat64(m.lastSync.WithLabelValues("IPv4")), 1000, "last sync"},
+		{float64(testutil.CollectAndCount(m.programming)), 1, "programming latency series (IPv4's)"},
+		{testutil.ToFloat64(m.servicesPending), 0, "services pending after the second sync"},
+		{testutil.ToFloat64(m.servicePorts), 0, "service ports after the second sync"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}

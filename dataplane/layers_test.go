@@ -16,7 +16,7 @@ import (
 // compute and print plans without them.
 func TestLayersImports(t *testing.T) {
 	const module = "github.com/ipvsplane/ipvsplane/"
-	kernel := []string{"ipvs", "ipset", "conntrack", "dummy", "internal/nl"}
+	kernel := []string{"ipvs", "ipset", "conntrack", "dummy", "linkaddr", "internal/nl"}
 	for pkg, banned := range map[string][]string{
 		"dataplane/model":    append(slices.Clone(kernel), "github.com/google/nftables", "dataplane/plan", "dataplane/nftrules"),
 		"dataplane/plan":     append(slices.Clone(kernel), "github.com/google/nftables", "dataplane/nftrules"),

@@ -95,7 +95,7 @@ func addrMessage(index int32, a netip.Addr) []byte {
 	if a.Is6() {
 		family, bits = unix.AF_INET6, 128
 	}
-	w := nl.Writer{B: make([]byte, ifaddrmsgLen, 64)}
+	w := nl.Writer{B: make([]byte, nl.IfAddrMsgLen, 64)}
 	w.B[0], w.B[1] = family, bits
 	binary.NativeEndian.PutUint32(w.B[4:], uint32(index))
 	if a.Is4() {

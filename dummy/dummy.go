@@ -170,7 +170,7 @@ func (c *Conn) lookup(ctx context.Context, name string) (int32, error) {
 	if len(r.Replies) == 0 {
 		return 0, errors.New("no link in the kernel's reply")
 	}
-	index, kind, err := decodeLink(r.Replies[0].Data)
+	index, _, kind, err := nl.DecodeIfInfo(r.Replies[0].Data)
 	if err != nil {
 		return 0, err
 	}
@@ -242,22 +242,15 @@ func (d *Device) list(ctx context.Context, fn func(context.Context, int32) ([]ne
 // addresses dumps the namespace's addresses and returns those on link
 // index.
 func (d *Device) addresses(ctx context.Context, index int32) ([]netip.Addr, error) {
-	return d.dump(ctx, "address", unix.RTM_GETADDR, unix.RTM_NEWADDR, make([]byte, ifaddrmsgLen), func(b []byte) (netip.Addr, bool, error) {
+	return d.dump(ctx, "address", unix.RTM_GETADDR, unix.RTM_NEWADDR, make([]byte, nl.IfAddrMsgLen), func(b []byte) (netip.Addr, bool, error) {
 		return decodeAddr(b, index)
 	})
 }
 
-// rtnetlink message layouts, from include/uapi/linux/rtnetlink.h,
-// if_link.h and if_addr.h.
-const (
-	ifinfomsgLen = 16
-	ifaddrmsgLen = 8
-)
-
 // linkMessage encodes struct ifinfomsg for a link index, and its name
 // when given.
 func linkMessage(index int32, name string) []byte {
-	w := nl.Writer{B: make([]byte, ifinfomsgLen, 64)}
+	w := nl.Writer{B: make([]byte, nl.IfInfoMsgLen, 64)}
 	binary.NativeEndian.PutUint32(w.B[4:], uint32(index))
 	if name != "" {
 		w.String(unix.IFLA_IFNAME, name)
@@ -274,54 +267,12 @@ func newLinkMessage(name string) []byte {
 	return w.B
 }
 
-// decodeLink reads a link's index and kind from an RTM_NEWLINK reply.
-func decodeLink(b []byte) (index int32, kind string, err error) {
-	if len(b) < ifinfomsgLen {
-		return 0, "", fmt.Errorf("link message of %d bytes", len(b))
-	}
-	index = int32(binary.NativeEndian.Uint32(b[4:8]))
-	d := nl.NewReader(b[ifinfomsgLen:], "link")
-	for d.Next() {
-		if d.Type() != unix.IFLA_LINKINFO {
-			continue
-		}
-		d.Nest(func(info *nl.Reader) {
-			for info.Next() {
-				if info.Type() == unix.IFLA_INFO_KIND {
-					kind = info.String(0)
-				}
-			}
-		})
-	}
-	return index, kind, d.Err()
-}
-
 // decodeAddr reads an RTM_NEWADDR message; ok is false when the address
 // is on another link than index.
 func decodeAddr(b []byte, index int32) (addr netip.Addr, ok bool, err error) {
-	if len(b) < ifaddrmsgLen {
-		return addr, false, fmt.Errorf("address message of %d bytes", len(b))
+	i, addr, err := nl.DecodeIfAddr(b)
+	if err != nil || i != index {
+		return netip.Addr{}, false, err
 	}
-	if int32(binary.NativeEndian.Uint32(b[4:8])) != index {
-		return addr, false, nil
-	}
-	var local, address netip.Addr
-	d := nl.NewReader(b[ifaddrmsgLen:], "address")
-	for d.Next() {
-		switch d.Type() {
-		case unix.IFA_LOCAL:
-			local = d.Addr()
-		case unix.IFA_ADDRESS:
-			address = d.Addr()
-		}
-	}
-	if err := d.Err(); err != nil {
-		return addr, false, err
-	}
-	// IFA_LOCAL is the address itself; IFA_ADDRESS is the peer's on a
-	// point-to-point link, and the only one IPv6 sends.
-	if local.IsValid() {
-		return local, true, nil
-	}
-	return address, address.IsValid(), nil
+	return addr, addr.IsValid(), nil
 }

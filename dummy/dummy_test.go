@@ -38,7 +38,7 @@ func TestAddrMessage(t *testing.T) {
 				t.Errorf("decodes as %v, %v, %v", got, ok, err)
 			}
 			var types []uint16
-			d := nl.NewReader(b[ifaddrmsgLen:], "address")
+			d := nl.NewReader(b[nl.IfAddrMsgLen:], "address")
 			for d.Next() {
 				types = append(types, d.Type())
 				if d.Type() == unix.IFA_FLAGS && d.Uint32() != unix.IFA_F_NODAD {

@@ -24,7 +24,7 @@ import (
 // is left out and the other slices are still used.
 func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) ([]model.ServicePort, []error) {
 	ports, err := convertService(svc)
-	errs := unjoin(err)
+	errs := Unjoin(err)
 	if ports == nil {
 		return nil, errs
 	}
@@ -34,7 +34,7 @@ func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) 
 	var infos []*sliceInfo
 	for _, s := range endpointSlices {
 		info, err := convertSlice(s)
-		errs = append(errs, unjoin(err)...)
+		errs = append(errs, Unjoin(err)...)
 		if info != nil && s.Namespace == svc.Namespace && info.service == svc.Name {
 			infos = append(infos, info)
 		}
@@ -42,8 +42,10 @@ func ServicePorts(svc *v1.Service, endpointSlices []*discoveryv1.EndpointSlice) 
 	return join(ports, infos), errs
 }
 
-// unjoin returns the errors err joins, or err alone.
-func unjoin(err error) []error {
+// Unjoin returns the errors err joins (errors.Join), or err alone; none
+// for nil. The errors an OnError callback gets may join several
+// [*InvalidError]s, one per problem.
+func Unjoin(err error) []error {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		return joined.Unwrap()
 	}

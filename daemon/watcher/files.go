@@ -168,71 +168,99 @@ func (s *filesSource) readAll(changed bool) error {
 }
 
 // read reads one file again and updates the tracker with what it added,
-// changed and no longer defines. A change's trigger time is the file's
-// modification time, or now for a removed file; the first reading has
-// none, since its changes are not new.
+// changed and no longer defines.
 func (s *filesSource) read(path string, changed bool) {
-	var objs []Object
-	trigger := time.Time{}
+	objs, trigger, ok := s.load(path, changed)
+	if !ok {
+		return
+	}
+	keys := make(map[objectKey]bool, len(objs))
+	for _, o := range objs {
+		k := s.set(path, o, trigger)
+		keys[k] = true
+		s.owner[k] = path
+	}
+	reread := s.forget(path, keys)
+	if len(keys) == 0 {
+		delete(s.files, path)
+	} else {
+		s.files[path] = keys
+	}
+	for _, other := range slices.Compact(slices.Sorted(slices.Values(reread))) {
+		s.read(other, changed)
+	}
+}
+
+// load reads and parses one file, reporting its problems; a missing file
+// defines nothing. ok is false when the file cannot be read: what it
+// defined is kept, as it may be readable again soon. A change's trigger
+// time is the file's modification time, or now for a removed file; the
+// first reading has none, since its changes are not new.
+func (s *filesSource) load(path string, changed bool) (objs []Object, trigger time.Time, ok bool) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if changed {
 			trigger = time.Now()
 		}
+		return nil, trigger, true
 	case err != nil:
-		// Keep what the file defined: it may be readable again soon.
 		s.report(fmt.Errorf("read manifests: %w", err))
-		return
+		return nil, trigger, false
+	}
+	if info, err := os.Stat(path); err == nil && changed {
+		trigger = info.ModTime()
+	}
+	objs, errs := ParseManifests(path, data)
+	for _, err := range errs {
+		s.report(err)
+	}
+	return objs, trigger, true
+}
+
+// set hands one object of the file at path to the tracker, reporting the
+// problems it has located in the file, and returns its key.
+func (s *filesSource) set(path string, o Object, trigger time.Time) objectKey {
+	var k objectKey
+	switch obj := o.Object.(type) {
+	case *v1.Service:
+		k = objectKey{"Service", obj.Namespace, obj.Name}
+	case *discoveryv1.EndpointSlice:
+		k = objectKey{"EndpointSlice", obj.Namespace, obj.Name}
+	case *v1.Node:
+		k = objectKey{"Node", "", obj.Name}
+	}
+	// Each entry left out is located, not only the first.
+	var errs []error
+	for _, err := range Unjoin(s.cfg.Tracker.SetObject(o.Object, trigger)) {
+		if ie, ok := asInvalid(err); ok {
+			located := *ie
+			located.File, located.Line = path, o.Line
+			err = &located
+		}
+		errs = append(errs, err)
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		s.report(errs[0])
 	default:
-		if info, err := os.Stat(path); err == nil && changed {
-			trigger = info.ModTime()
-		}
-		var errs []error
-		objs, errs = ParseManifests(path, data)
-		for _, err := range errs {
-			s.report(err)
-		}
+		s.report(errors.Join(errs...))
 	}
+	return k
+}
+
+// forget deletes from the tracker the objects the file at path defined
+// and no longer does (keys are those it defines now), and returns the
+// other files that define some of them: those hold now, and are read
+// again.
+func (s *filesSource) forget(path string, keys map[objectKey]bool) (reread []string) {
 	tr := s.cfg.Tracker
-	keys := make(map[objectKey]bool, len(objs))
-	for _, o := range objs {
-		var k objectKey
-		switch obj := o.Object.(type) {
-		case *v1.Service:
-			k = objectKey{"Service", obj.Namespace, obj.Name}
-		case *discoveryv1.EndpointSlice:
-			k = objectKey{"EndpointSlice", obj.Namespace, obj.Name}
-		case *v1.Node:
-			k = objectKey{"Node", "", obj.Name}
-		}
-		// Each entry left out is located, not only the first.
-		var errs []error
-		for _, err := range unjoin(tr.SetObject(o.Object, trigger)) {
-			if ie, ok := asInvalid(err); ok {
-				located := *ie
-				located.File, located.Line = path, o.Line
-				err = &located
-			}
-			errs = append(errs, err)
-		}
-		switch len(errs) {
-		case 0:
-		case 1:
-			s.report(errs[0])
-		default:
-			s.report(errors.Join(errs...))
-		}
-		keys[k] = true
-		s.owner[k] = path
-	}
-	var reread []string
 	for _, k := range slices.SortedFunc(maps.Keys(s.files[path]), compareObjectKeys) {
 		if keys[k] || s.owner[k] != path {
 			continue
 		}
 		delete(s.owner, k)
-		// Another file still defines the object: that one holds now.
 		if other := s.definedElsewhere(k, path); other != "" {
 			reread = append(reread, other)
 			continue
@@ -246,14 +274,7 @@ func (s *filesSource) read(path string, changed bool) {
 			tr.DeleteNode(k.name)
 		}
 	}
-	if len(keys) == 0 {
-		delete(s.files, path)
-	} else {
-		s.files[path] = keys
-	}
-	for _, other := range slices.Compact(slices.Sorted(slices.Values(reread))) {
-		s.read(other, changed)
-	}
+	return reread
 }
 
 // definedElsewhere returns a file other than path that defines k.

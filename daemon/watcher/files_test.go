@@ -207,7 +207,7 @@ func TestWatchFilesLocatesEveryEntry(t *testing.T) {
 	go func() {
 		done <- WatchFiles(ctx, FilesConfig{Dir: dir, Tracker: tr, OnError: func(err error) {
 			mu.Lock()
-			errs = append(errs, unjoin(err)...)
+			errs = append(errs, Unjoin(err)...)
 			mu.Unlock()
 		}})
 	}()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -84,15 +85,15 @@ func benchDaemon(b *testing.B, n int) {
 		"--service-address-binding=local-route")
 	ready := d.WaitSynced(b, 30*time.Minute)
 	b.StopTimer()
-	rec, err := readRecord(d.StateFile)
+	rec, err := status.ReadRecord(d.StateFile)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if rec.ServicePorts != n || rec.ErrorCount != 0 {
 		b.Fatalf("first sync: %d service ports, %d errors: %v", rec.ServicePorts, rec.ErrorCount, rec.Errors)
 	}
-	b.ReportMetric(rec.FirstSyncMS/1000, "sync-s")
-	b.ReportMetric(ready.Seconds()-rec.FirstSyncMS/1000, "read-s")
+	b.ReportMetric(rec.FirstSyncSeconds, "sync-s")
+	b.ReportMetric(ready.Seconds()-rec.FirstSyncSeconds, "read-s")
 
 	ic, err := ipvs.Dial(&ipvs.Config{NetNS: ns.FD()})
 	if err != nil {

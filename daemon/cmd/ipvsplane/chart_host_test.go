@@ -101,20 +101,9 @@ func chartObjects(t *testing.T, manifests []byte) map[string]any {
 // deployObjects reads deploy/'s objects by kind.
 func deployObjects(t *testing.T) map[string]any {
 	t.Helper()
-	files, err := filepath.Glob("../../../deploy/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in deploy/: %v", err)
-	}
 	var all []byte
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(append(all, "\n---\n"...), data...)
+	for _, m := range deployManifests(t) {
+		all = append(append(all, "\n---\n"...), m.data...)
 	}
 	return chartObjects(t, all)
 }

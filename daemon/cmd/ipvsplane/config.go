@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	yamlv3 "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,7 +136,7 @@ type configFile struct {
 // file that has it, as it refuses any field it does not know.
 type ipvsplaneConfig struct {
 	// ServiceTrafficMetrics exports each service port's traffic (see
-	// serviceTraffic); off by default, as it costs a dump of the virtual
+	// traffic.Collector); off by default, as it costs a dump of the virtual
 	// servers every ServiceTrafficMetricsInterval.
 	ServiceTrafficMetrics         bool            `json:"serviceTrafficMetrics,omitempty"`
 	ServiceTrafficMetricsInterval metav1.Duration `json:"serviceTrafficMetricsInterval,omitempty"`
@@ -152,7 +153,7 @@ type ipvsplaneConfig struct {
 // defaultOwnConfig are the ipvsplane section's defaults.
 func defaultOwnConfig() ipvsplaneConfig {
 	return ipvsplaneConfig{
-		ServiceTrafficMetricsInterval: metav1.Duration{Duration: defaultTrafficInterval},
+		ServiceTrafficMetricsInterval: metav1.Duration{Duration: traffic.DefaultInterval},
 		DrainTimeout:                  metav1.Duration{Duration: defaultDrainTimeout},
 		ServiceAddressBinding:         dummy.BindAddresses.String(),
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/spf13/pflag"
 )
@@ -271,7 +272,7 @@ func TestIPVSPlaneSection(t *testing.T) {
 		{args: []string{"--config=" + path}, on: true, interval: 30 * time.Second},
 		{args: []string{"--config=" + path, "--service-traffic-metrics-interval=1m"}, on: true, interval: time.Minute},
 		{args: []string{"--config=" + path, "--service-traffic-metrics=false"}, interval: 30 * time.Second},
-		{args: []string{"--service-traffic-metrics"}, on: true, interval: defaultTrafficInterval},
+		{args: []string{"--service-traffic-metrics"}, on: true, interval: traffic.DefaultInterval},
 		{args: []string{"--service-traffic-metrics-interval=10ms"}, err: "at least 1s"},
 	}
 	for _, tt := range tests {
@@ -389,5 +390,15 @@ func TestVerbosityFlag(t *testing.T) {
 		if level, _ := lf.withFile(root.Flags(), o); level != tt.level {
 			t.Errorf("%v: level %q, want %q", tt.args, level, tt.level)
 		}
+	}
+}
+
+// The conntrack settings default to kube-proxy's, which
+// conntracksettings' tests apply.
+func TestConntrackDefaults(t *testing.T) {
+	c := defaultConfig().Conntrack
+	if *c.MaxPerCore != 32768 || *c.Min != 131072 || c.TCPEstablishedTimeout.Duration != 24*time.Hour ||
+		c.TCPCloseWaitTimeout.Duration != time.Hour || c.TCPBeLiberal || c.UDPTimeout.Duration != 0 || c.UDPStreamTimeout.Duration != 0 {
+		t.Errorf("conntrack defaults %+v", c)
 	}
 }

@@ -8,6 +8,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -38,11 +43,11 @@ type daemon struct {
 	log     *zap.Logger
 	kernel  kernel
 	tracker *watcher.Tracker
-	metrics *metrics
-	health  *health
+	metrics *metrics.Metrics
+	health  *healthcheck.ProxyHealth
 	// events records Events on the objects a sync concerns.
-	events    eventRecorder
-	hc        *hcServers
+	events    events.Recorder
+	hc        *healthcheck.ServiceServers
 	stateFile string
 	now       func() time.Time
 	// progressEvery is how often a long sync logs a progress line;
@@ -53,7 +58,7 @@ type daemon struct {
 	// when the last successful sync compared everything.
 	synced   bool
 	lastFull bool
-	record   syncRecord
+	record   status.Record
 	// names holds each service port's keys in record.Services.
 	names map[model.ServicePortName][]string
 	// namesWritten is when the names file was last written; namesPending
@@ -62,14 +67,11 @@ type daemon struct {
 	namesPending bool
 	// recordWritten is when the state file was last written.
 	recordWritten time.Time
-	// noLocal holds the service ports with Local policies and no local
-	// endpoint, for their metric.
-	noLocal noLocalTracker
 	// problems are the conflicts and bad fields recorded as Events.
 	problems problemEvents
 	// traffic, with --service-traffic-metrics, maps the kernel's virtual
 	// servers to the service ports it exports the traffic of.
-	traffic *serviceTraffic
+	traffic *traffic.Collector
 	// legacy removes kube-proxy's iptables-legacy chains (nil: never);
 	// legacyDone is set once it succeeded.
 	legacy     func(ctx context.Context) (legacyReport, error)
@@ -90,7 +92,7 @@ func (d *daemon) sync(ctx context.Context) error {
 	end := d.now()
 	took := end.Sub(start)
 	if err != nil {
-		d.metrics.syncErrors.Inc()
+		d.metrics.SyncFailed()
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
@@ -101,7 +103,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		// As kube-proxy, whose sync stops before it tells its health
 		// server when a set or its rules cannot be written: the node is
 		// not programmed, and the changes still wait.
-		d.health.updated()
+		d.health.Updated()
 	}
 	d.followServices(u, full)
 	failed := d.reportProblems(res)
@@ -111,7 +113,7 @@ func (d *daemon) sync(ctx context.Context) error {
 	d.logSynced(u, res, took)
 	d.writeRecord(u, u.Changes, res, start, took)
 	if failed > 0 {
-		d.metrics.syncErrors.Inc()
+		d.metrics.SyncFailed()
 		return fmt.Errorf("%d kernel operations failed; they are tried again", failed)
 	}
 	return nil
@@ -164,37 +166,11 @@ func (d *daemon) program(ctx context.Context, u *watcher.Update, start time.Time
 // observeSync records a successful sync in the metrics; servicesPending
 // and endpointsPending are the changes it took.
 func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.Time, took time.Duration, servicesPending, endpointsPending int) {
-	m := d.metrics
-	m.observeFamilies(m.syncDuration, took.Seconds())
-	if res.Full {
-		m.observeFamilies(m.fullSyncDuration, took.Seconds())
-	} else {
-		m.observeFamilies(m.partialSyncDuration, took.Seconds())
-	}
-	m.serviceChanges.Add(float64(servicesPending))
-	m.endpointChanges.Add(float64(endpointsPending))
 	s, e := d.tracker.Pending()
-	m.servicesPending.Set(float64(s))
-	m.endpointsPending.Set(float64(e))
-	m.servicePorts.Set(float64(u.ServicePorts))
-	m.observe(res)
-	if res.RulesFailed {
-		// As kube-proxy, whose sync returns before these when its rules
-		// fail: the node is not programmed, nor is the change.
-		return
-	}
-	m.setFamilies(m.lastSync, float64(end.UnixNano())/1e9)
-	// Each family's EndpointSlice changes count for that family only.
-	for i, times := range u.TriggerTimes {
-		if !m.runs(ipFamilies[i]) {
-			continue
-		}
-		for _, t := range times {
-			if !t.IsZero() {
-				m.programming.WithLabelValues(ipFamilies[i]).Observe(end.Sub(t).Seconds())
-			}
-		}
-	}
+	d.metrics.ObserveSync(metrics.Sync{
+		Result: res, Took: took, End: end, ServiceChanges: servicesPending, EndpointChanges: endpointsPending,
+		ServicesPending: s, EndpointsPending: e, ServicePorts: u.ServicePorts, TriggerTimes: u.TriggerTimes,
+	})
 }
 
 // followServices brings what tracks the services beside the kernel, the
@@ -204,31 +180,25 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 	changes := u.Changes
 	// The node's addresses may have changed since the last sync; the
 	// health-check ports follow them before the services are updated.
-	d.hc.setAddresses(plan.HealthCheckAddresses(&u.State.Node))
+	d.hc.SetAddresses(plan.HealthCheckAddresses(&u.State.Node))
 	if full {
-		d.hc.replace(u.State.Services)
-		d.noLocal = noLocalTracker{}
-		for i := range u.State.Services {
-			d.noLocal.set(u.State.Services[i].Name, &u.State.Services[i], u.State.Node.Name)
-		}
+		d.hc.Replace(u.State.Services)
+		d.metrics.ReplaceServices(u.State.Node.Name, u.State.Services)
 	} else {
-		d.hc.apply(changes)
-		for _, c := range changes {
-			d.noLocal.set(c.Name, c.Port, u.State.Node.Name)
-		}
+		d.hc.Apply(changes)
+		d.metrics.ApplyChanges(u.State.Node.Name, changes)
 	}
-	d.metrics.observeNoLocal(d.noLocal)
 	if d.traffic != nil {
 		if full {
-			d.traffic.replace(&u.State.Node, u.State.Services)
+			d.traffic.Replace(&u.State.Node, u.State.Services)
 		} else {
-			d.traffic.apply(&u.State.Node, changes)
+			d.traffic.Apply(&u.State.Node, changes)
 		}
 	}
 }
 
 // reportProblems records the sync's problems as Events and logs them, up
-// to maxRecordedErrors: a problem that persists from sync to sync (a
+// to status.MaxRecordedErrors: a problem that persists from sync to sync (a
 // conflict, a bad field) once while it lasts, as its Event, and the
 // sync's own errors every time. It returns how many kernel operations
 // failed.
@@ -240,11 +210,11 @@ func (d *daemon) reportProblems(res *dataplane.Result) int {
 		}
 	}
 	fresh := d.problems.report(d.events, res.Errors)
-	for _, e := range fresh[:min(len(fresh), maxRecordedErrors)] {
+	for _, e := range fresh[:min(len(fresh), status.MaxRecordedErrors)] {
 		d.log.Warn("sync problem", zap.Error(e))
 	}
-	if len(fresh) > maxRecordedErrors {
-		d.log.Warn("more sync problems not logged", zap.Int("count", len(fresh)-maxRecordedErrors))
+	if len(fresh) > status.MaxRecordedErrors {
+		d.log.Warn("more sync problems not logged", zap.Int("count", len(fresh)-status.MaxRecordedErrors))
 	}
 	return failed
 }
@@ -324,16 +294,16 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 	r := &d.record
 	r.PID = os.Getpid()
 	r.LastSync = start.Add(took)
-	r.DurationMS = float64(took) / float64(time.Millisecond)
+	r.DurationSeconds = took.Seconds()
 	r.Full = res.Full
 	r.Operations = res.Plan.Len()
 	r.Syncs++
 	if r.Syncs == 1 {
-		r.FirstSyncMS = r.DurationMS
+		r.FirstSyncSeconds = r.DurationSeconds
 	}
 	r.ErrorCount = len(res.Errors)
 	r.Errors = r.Errors[:0]
-	for _, e := range res.Errors[:min(len(res.Errors), maxRecordedErrors)] {
+	for _, e := range res.Errors[:min(len(res.Errors), status.MaxRecordedErrors)] {
 		r.Errors = append(r.Errors, e.Error())
 	}
 	r.ServicePorts = u.ServicePorts
@@ -350,7 +320,7 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 		return
 	}
 	names := d.namesPending && (res.Full || now.Sub(d.namesWritten) >= namesEvery)
-	if err := writeRecord(d.stateFile, r, names); err != nil {
+	if err := status.WriteRecord(d.stateFile, r, names); err != nil {
 		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))
 		return
 	}
@@ -373,9 +343,9 @@ func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
 	r := &d.record
 	if d.names == nil {
 		d.names = make(map[model.ServicePortName][]string, len(u.State.Services))
-		r.Services = serviceNames(u.State.Services)
+		r.Services = status.ServiceNames(u.State.Services)
 		for i := range u.State.Services {
-			d.names[u.State.Services[i].Name] = portKeys(&u.State.Services[i])
+			d.names[u.State.Services[i].Name] = status.PortKeys(&u.State.Services[i])
 		}
 		return true
 	}
@@ -384,7 +354,7 @@ func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
 		old := d.names[c.Name]
 		var cur []string
 		if c.Port != nil {
-			cur = portKeys(c.Port)
+			cur = status.PortKeys(c.Port)
 		}
 		if slices.Equal(old, cur) {
 			continue

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,11 +16,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -143,23 +146,40 @@ func feed(t *testing.T, tr *watcher.Tracker, manifest string) {
 	}
 }
 
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// testServiceServers returns health-check node port servers of node that
+// report the daemon healthy; a nil listen listens on the address asked.
+func testServiceServers(node string, listen func(netip.AddrPort) (net.Listener, error)) *healthcheck.ServiceServers {
+	return healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: zap.NewNop(), Node: node, Healthy: func() bool { return true }, Listen: listen})
+}
+
+// statusCode serves one request and returns the answer's status code.
+func statusCode(h http.Handler, path string) int {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	return rec.Code
+}
+
 func TestDaemonSync(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{}
 	stateFile := filepath.Join(t.TempDir(), "status.json")
-	m := newMetrics()
+	m := metrics.New()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, clock.now, false, m),
+		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, clock.now, m),
 		stateFile: stateFile, now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
 	var listened []netip.AddrPort
-	d.hc.listen = func(a netip.AddrPort) (net.Listener, error) {
+	d.hc = testServiceServers("node-a", func(a netip.AddrPort) (net.Listener, error) {
 		listened = append(listened, a)
 		return net.Listen("tcp", "127.0.0.1:0")
-	}
-	defer d.hc.close(context.Background())
+	})
+	defer d.hc.Close(context.Background())
 	feed(t, d.tracker, webManifest)
 	d.tracker.MarkSynced(watcher.Services)
 	d.tracker.MarkSynced(watcher.EndpointSlices)
@@ -174,13 +194,13 @@ func TestDaemonSync(t *testing.T) {
 	if len(k.state.Services) != 1 {
 		t.Fatalf("first sync: %d service ports", len(k.state.Services))
 	}
-	if got := d.hc.ports(); len(got) != 1 || got[0] != 32000 {
+	if got := d.hc.Ports(); len(got) != 1 || got[0] != 32000 {
 		t.Errorf("health-check ports: %v", got)
 	}
 	if want := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:32000")}; !slices.Equal(listened, want) {
 		t.Errorf("health-check port listened on %v, want %v", listened, want)
 	}
-	rec, err := readRecord(stateFile)
+	rec, err := status.ReadRecord(stateFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,20 +212,20 @@ func TestDaemonSync(t *testing.T) {
 	// An endpoint change goes through the incremental path, with its
 	// trigger time observed; it leaves the names file alone.
 	clock.advance(time.Second)
-	if err := os.Remove(namesFile(stateFile)); err != nil {
+	if err := os.Remove(status.NamesFile(stateFile)); err != nil {
 		t.Fatal(err)
 	}
 	feed(t, d.tracker, strings.Replace(webManifest, "10.244.1.10", "10.244.1.11", 1))
 	sync()
-	if _, err := os.Stat(namesFile(stateFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(status.NamesFile(stateFile)); !os.IsNotExist(err) {
 		t.Errorf("an endpoint change rewrote the names file: %v", err)
 	}
 	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
 		t.Errorf("changes: %+v", k.changes)
 	}
 	// An IPv4 slice's change is the IPv4 proxier's, as in kube-proxy.
-	if n := testutil.CollectAndCount(d.metrics.programming); n != 1 || d.metrics.programming.DeleteLabelValues("IPv6") {
-		t.Errorf("network programming latency: %d series, want IPv4's alone", n)
+	if got := seriesFamilies(t, d.metrics, "kubeproxy_network_programming_duration_seconds"); !slices.Equal(got, []string{"IPv4"}) {
+		t.Errorf("network programming latency: series of %v, want IPv4's alone", got)
 	}
 	// A removed service is a change without a port. The names file is
 	// written at most once per namesEvery.
@@ -215,22 +235,22 @@ func TestDaemonSync(t *testing.T) {
 	if len(k.changes) != 1 || k.changes[0].Port != nil {
 		t.Errorf("removal: %+v", k.changes)
 	}
-	if len(d.hc.ports()) != 0 {
-		t.Errorf("health-check ports left: %v", d.hc.ports())
+	if len(d.hc.Ports()) != 0 {
+		t.Errorf("health-check ports left: %v", d.hc.Ports())
 	}
-	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
+	if rec, err := status.ReadRecord(stateFile); err != nil || len(rec.Services) != 0 {
 		t.Errorf("names after the removal: %v %v", rec.Services, err)
 	}
 	// Back within namesEvery: the names file waits, and the first sync
 	// after namesEvery writes it, with nothing else changed.
 	feed(t, d.tracker, webManifest)
 	sync()
-	if rec, err := readRecord(stateFile); err != nil || len(rec.Services) != 0 {
+	if rec, err := status.ReadRecord(stateFile); err != nil || len(rec.Services) != 0 {
 		t.Errorf("names rewritten within namesEvery: %v %v", rec.Services, err)
 	}
 	clock.advance(namesEvery)
 	sync()
-	if rec, err := readRecord(stateFile); err != nil || cmp.Diff(wantNames, rec.Services) != "" {
+	if rec, err := status.ReadRecord(stateFile); err != nil || cmp.Diff(wantNames, rec.Services) != "" {
 		t.Errorf("names after namesEvery: %v %v", rec.Services, err)
 	}
 	d.tracker.DeleteService("demo", "web")
@@ -252,7 +272,7 @@ func TestDaemonSync(t *testing.T) {
 	if err := d.sync(context.Background()); err == nil {
 		t.Error("a sync with failed operations reported no error")
 	}
-	if got := testutil.ToFloat64(d.metrics.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
+	if got := gatheredValue(t, d.metrics, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
 	}
 }
@@ -264,23 +284,22 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	const period = 30 * time.Second
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{rulesFail: true}
-	m := newMetrics()
+	m := metrics.New()
 	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(period, clock.now, false, m), now: clock.now,
+		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(period, clock.now, m), now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	d.hc.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-	defer d.hc.close(context.Background())
-	d.health.updated()
+	d.hc = testServiceServers("node-a", func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+	defer d.hc.Close(context.Background())
+	d.health.Updated()
 	feed(t, d.tracker, webManifest)
-	d.health.queued()
+	d.health.Queued()
 	d.tracker.MarkSynced(watcher.Services)
 	d.tracker.MarkSynced(watcher.EndpointSlices)
 	healthy := func() bool {
 		t.Helper()
-		code, _ := serveJSON(t, d.health.healthzHandler(), "/healthz")
-		live, _ := serveJSON(t, d.health.livezHandler(), "/livez")
+		code := statusCode(d.health.HealthzHandler(), "/healthz")
+		live := statusCode(d.health.LivezHandler(), "/livez")
 		if (code == http.StatusOK) != (live == http.StatusOK) {
 			t.Errorf("/healthz %d, /livez %d", code, live)
 		}
@@ -297,7 +316,7 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 		t.Error("healthy after two sync periods of failing rules")
 	}
 	// As kube-proxy, a sync whose rules failed sets no last sync time.
-	if got := testutil.ToFloat64(m.lastSync.WithLabelValues("IPv4")); got != 0 {
+	if got := gatheredValue(t, m, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != 0 {
 		t.Errorf("last sync time %v after syncs whose rules failed", got)
 	}
 	k.rulesFail = false
@@ -307,7 +326,7 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	if !healthy() {
 		t.Error("not healthy after the sync that programmed the node")
 	}
-	if got := testutil.ToFloat64(m.lastSync.WithLabelValues("IPv4")); got != float64(clock.t.Unix()) {
+	if got := gatheredValue(t, m, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync time %v, want %v", got, clock.t.Unix())
 	}
 }
@@ -316,13 +335,13 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 func TestDaemonProgress(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{block: make(chan struct{})}
-	m := newMetrics()
+	m := metrics.New()
 	d := &daemon{
-		log: zap.New(core), kernel: k, metrics: m, health: newHealth(time.Minute, time.Now, false, m),
+		log: zap.New(core), kernel: k, metrics: m, health: testHealth(time.Minute, time.Now, m),
 		now: time.Now, progressEvery: time.Millisecond,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
 	}
-	d.hc = newHCServers(zap.NewNop(), "", func() bool { return true })
+	d.hc = testServiceServers("", nil)
 	done := make(chan error, 1)
 	go func() { done <- d.sync(context.Background()) }()
 	for logs.FilterMessage("sync in progress").Len() < 2 {

@@ -18,15 +18,20 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// deploy/ holds valid objects, the DaemonSet's arguments parse as
-// ipvsplane's flags, its ConfigMap holds a configuration ipvsplane uses
-// whole, and the ClusterRole grants what the watcher reads.
-func TestDeployManifests(t *testing.T) {
+// manifest is a file of deploy/ and what it holds.
+type manifest struct {
+	path string
+	data []byte
+}
+
+// deployManifests reads deploy/'s files of objects.
+func deployManifests(t *testing.T) []manifest {
+	t.Helper()
 	files, err := filepath.Glob("../../../deploy/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in deploy/: %v", err)
 	}
-	objs := map[string]runtime.Object{}
+	var out []manifest
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {
 			// Not an object: `kubectl apply -k deploy/` reads it (the
@@ -37,9 +42,20 @@ func TestDeployManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
+		out = append(out, manifest{f, data})
+	}
+	return out
+}
+
+// deploy/ holds valid objects, the DaemonSet's arguments parse as
+// ipvsplane's flags, its ConfigMap holds a configuration ipvsplane uses
+// whole, and the ClusterRole grants what the watcher reads.
+func TestDeployManifests(t *testing.T) {
+	objs := map[string]runtime.Object{}
+	for _, m := range deployManifests(t) {
+		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(m.data, nil, nil)
 		if err != nil {
-			t.Fatalf("%s: %v", f, err)
+			t.Fatalf("%s: %v", m.path, err)
 		}
 		objs[gvk.Kind] = obj
 	}

@@ -53,10 +53,10 @@ endpoints:
 	return addrs
 }
 
-// traffic keeps long-lived connections busy, a line echoed every few
+// echoLoad keeps long-lived connections busy, a line echoed every few
 // milliseconds on each, and opens new connections meanwhile, counting
 // whatever fails.
-type traffic struct {
+type echoLoad struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -70,9 +70,9 @@ type traffic struct {
 
 // startTraffic opens perService long-lived connections to each address
 // from the client and starts the churn of new ones.
-func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perService int) *traffic {
+func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perService int) *echoLoad {
 	t.Helper()
-	tr := &traffic{stop: make(chan struct{})}
+	tr := &echoLoad{stop: make(chan struct{})}
 	for _, addr := range addrs {
 		for range perService {
 			c, err := client.DialEcho(addr, 3*time.Second)
@@ -115,7 +115,7 @@ func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perServi
 // echoTimeout is how long a line's echo may take.
 const echoTimeout = 5 * time.Second
 
-func (tr *traffic) keepBusy(c *testutil.EchoConn, addr string) {
+func (tr *echoLoad) keepBusy(c *testutil.EchoConn, addr string) {
 	defer tr.wg.Done()
 	defer c.Close()
 	for i := 0; ; i++ {
@@ -136,7 +136,7 @@ func (tr *traffic) keepBusy(c *testutil.EchoConn, addr string) {
 
 // end stops the traffic and returns the broken long-lived connections
 // and the failed new ones.
-func (tr *traffic) end() (broken, newErrs []string) {
+func (tr *echoLoad) end() (broken, newErrs []string) {
 	close(tr.stop)
 	tr.wg.Wait()
 	return tr.broken, tr.newErrs

@@ -79,7 +79,7 @@ func TestFaultRestartUnderTraffic(t *testing.T) {
 	}
 }
 
-func (tr *traffic) brokenNow() []string {
+func (tr *echoLoad) brokenNow() []string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return append([]string(nil), tr.broken...)

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
-	"io"
 	"net/netip"
 	"os"
 	"testing"
-	"time"
 )
 
 // FuzzParseConfig feeds arbitrary KubeProxyConfiguration files to the
@@ -30,22 +27,5 @@ func FuzzParseConfig(f *testing.F) {
 		if err := s.node.Validate(); err != nil {
 			t.Fatalf("settings resolve accepted are rejected by the dataplane: %v", err)
 		}
-	})
-}
-
-// FuzzReadRecord feeds arbitrary state files to `ipvsplane status`:
-// reading and printing them may fail but never panic.
-func FuzzReadRecord(f *testing.F) {
-	rec := syncRecord{Node: "node-a", Source: "files", PID: 7, Syncs: 3, Errors: []string{"x"},
-		LastSync: time.Unix(1e9, 0), Started: time.Unix(1e9-60, 0), Services: map[string]string{"TCP 10.96.0.10:80": "demo/web:http"}}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(data, []byte(`{"TCP 10.96.0.10:80":"demo/web:http"}`))
-	f.Add([]byte(`{"durationMs":1e308,"firstSyncMs":-1e308}`), []byte(`[]`))
-	f.Fuzz(func(t *testing.T, state, names []byte) {
-		r, err := parseRecord("status.json", state, names)
-		_ = printStatus(io.Discard, r, err, &kernelView{}, time.Unix(1e9, 0))
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"go.uber.org/zap"
@@ -68,12 +69,12 @@ func TestSplitRule(t *testing.T) {
 // a failure is tried again, a success is not repeated.
 func TestDaemonRemovesLegacyLeftovers(t *testing.T) {
 	newDaemon := func(k *fakeKernel, results ...error) (*daemon, *int) {
-		m := newMetrics()
+		m := metrics.New()
 		calls := new(int)
-		d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+		d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 			events: &fakeRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-		d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-		t.Cleanup(func() { d.hc.close(context.Background()) })
+		d.hc = testServiceServers("node-a", nil)
+		t.Cleanup(func() { d.hc.Close(context.Background()) })
 		d.legacy = func(context.Context) (legacyReport, error) {
 			err := results[min(*calls, len(results)-1)]
 			*calls++

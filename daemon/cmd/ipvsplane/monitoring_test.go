@@ -11,7 +11,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,11 +54,11 @@ func TestMonitoringMetricNames(t *testing.T) {
 // of its histograms.
 func servedMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
-	m := newMetrics().setBuild(readBuildInfo())
-	m.registry.MustRegister(newServiceTraffic(nil, nil))
+	m := metrics.New().SetBuild(metrics.Build(readBuildInfo()))
+	m.Registry().MustRegister(traffic.New(nil, nil))
 	descs := make(chan *prometheus.Desc)
 	go func() {
-		m.registry.Describe(descs)
+		m.Registry().Describe(descs)
 		close(descs)
 	}()
 	// A Desc tells its name only in its String form.
@@ -69,11 +72,13 @@ func servedMetricNames(t *testing.T) map[string]bool {
 		names[match[1]] = true
 	}
 	// The histograms, observed so that Gather tells their type.
-	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, true}}})
-	for _, h := range []*prometheus.HistogramVec{m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming} {
-		m.observeFamilies(h, 1)
+	for _, full := range []bool{true, false} {
+		m.ObserveSync(metrics.Sync{
+			Result: &dataplane.Result{Full: full, Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, true}}},
+			End:    time.Unix(2, 0), TriggerTimes: [2][]time.Time{{time.Unix(1, 0)}, {time.Unix(1, 0)}},
+		})
 	}
-	families, err := m.registry.Gather()
+	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/spf13/pflag"
@@ -116,7 +117,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it to 1.1x the memory in use after the first sync, raised as the cluster grows. GOMEMLIMIT, if set, wins")
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
 	fs.BoolVar(&o.own.ServiceTrafficMetrics, "service-traffic-metrics", false, "export each service port's connections, packets and bytes (ipvsplane_service_*_total), and their rates to ipvsplane status, from one read of the IPVS counters every --service-traffic-metrics-interval")
-	fs.DurationVar(&o.own.ServiceTrafficMetricsInterval.Duration, "service-traffic-metrics-interval", defaultTrafficInterval, "how often --service-traffic-metrics reads the kernel; scrapes in between get the last reading")
+	fs.DurationVar(&o.own.ServiceTrafficMetricsInterval.Duration, "service-traffic-metrics-interval", traffic.DefaultInterval, "how often --service-traffic-metrics reads the kernel; scrapes in between get the last reading")
 	fs.StringVar(&o.own.ServiceAddressBinding, "service-address-binding", o.own.ServiceAddressBinding, "how service IPs are bound to kube-ipvs0: address (as kube-proxy does; ip addr show lists them) or local-route (IPv4 ones as local routes, proto 201 in table local, which is faster to program for many services; IPv6 ones stay addresses) (config file: ipvsplane.serviceAddressBinding)")
 	fs.DurationVar(&o.own.DrainTimeout.Duration, "drain-timeout", defaultDrainTimeout, "how long a real server whose endpoint left keeps its open TCP connections at weight 0 before it is deleted anyway; a Service's ipvsplane.io/drain-timeout annotation overrides it (config file: ipvsplane.drainTimeout)")
 }

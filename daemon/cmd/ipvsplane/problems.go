@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -52,12 +53,12 @@ type schedulerProblem struct {
 	unknown             bool
 }
 
-// report records with events the problems among errs that the last sync
+// report records with rec the problems among errs that the last sync
 // did not report, and forgets those that went away. It returns the errors
 // to log: those new problems, and every other error, which is this sync's
 // own (a failed operation, the node's settings). A problem that persists
 // is thus logged, as it is recorded, once while it lasts.
-func (p *problemEvents) report(events eventRecorder, errs []error) []error {
+func (p *problemEvents) report(rec events.Recorder, errs []error) []error {
 	next := problemEvents{conflicts: map[plan.ConflictError]bool{}, fields: map[model.FieldError]bool{},
 		schedulers: map[schedulerProblem]bool{}, settings: map[model.SettingError]bool{}}
 	var fresh []error
@@ -69,14 +70,14 @@ func (p *problemEvents) report(events eventRecorder, errs []error) []error {
 		isNew := true
 		switch {
 		case errors.As(err, &ce):
-			isNew = once(p.conflicts, next.conflicts, *ce, events, func() { conflict(events, ce) })
+			isNew = once(p.conflicts, next.conflicts, *ce, rec, func() { conflict(rec, ce) })
 		case errors.As(err, &fe) && fe.Service.Name != "":
-			isNew = once(p.fields, next.fields, *fe, events, func() { field(events, fe) })
+			isNew = once(p.fields, next.fields, *fe, rec, func() { field(rec, fe) })
 		case errors.As(err, &se):
 			key := schedulerProblem{se.Service, se.Scheduler, se.Fallback, errors.Is(se, model.ErrUnknownScheduler)}
-			isNew = once(p.schedulers, next.schedulers, key, events, func() { scheduler(events, se, key.unknown) })
+			isNew = once(p.schedulers, next.schedulers, key, rec, func() { scheduler(rec, se, key.unknown) })
 		case errors.As(err, &ie):
-			isNew = once(p.settings, next.settings, *ie, events, func() { setting(events, ie) })
+			isNew = once(p.settings, next.settings, *ie, rec, func() { setting(rec, ie) })
 		}
 		if isNew {
 			fresh = append(fresh, err)
@@ -89,9 +90,9 @@ func (p *problemEvents) report(events eventRecorder, errs []error) []error {
 // once records a problem k that the last sync (last) did not report and
 // this one (now) has not yet, when there is a recorder, notes it in now,
 // and reports whether it was new.
-func once[K comparable](last, now map[K]bool, k K, events eventRecorder, record func()) bool {
+func once[K comparable](last, now map[K]bool, k K, rec events.Recorder, record func()) bool {
 	isNew := !last[k] && !now[k]
-	if isNew && events != nil {
+	if isNew && rec != nil {
 		record()
 	}
 	now[k] = true
@@ -101,35 +102,35 @@ func once[K comparable](last, now map[K]bool, k K, events eventRecorder, record 
 // conflict records a lost claim on both Services: the one that does not
 // get the virtual server, and the one that keeps it, whose operator may be
 // the one to change.
-func conflict(events eventRecorder, e *plan.ConflictError) {
-	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonConflict, actionSync,
+func conflict(rec events.Recorder, e *plan.ConflictError) {
+	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonConflict, actionSync,
 		"virtual server %s of service port %s is not programmed: service port %s claims it first; the rest of %s is programmed",
 		e.Virtual, e.Service, e.Owner, e.Service)
 	if e.Owner.Namespace == e.Service.Namespace && e.Owner.Name == e.Service.Name {
 		return
 	}
-	events.Eventf(serviceRef(e.Owner.Namespace, e.Owner.Name), v1.EventTypeWarning, reasonConflict, actionSync,
+	rec.Eventf(events.ServiceRef(e.Owner.Namespace, e.Owner.Name), v1.EventTypeWarning, reasonConflict, actionSync,
 		"virtual server %s of service port %s is also claimed by service port %s, which does not get it",
 		e.Virtual, e.Owner, e.Service)
 }
 
 // field records on its Service a service port left out for a bad field.
-func field(events eventRecorder, e *model.FieldError) {
-	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonInvalidField, actionSync,
+func field(rec events.Recorder, e *model.FieldError) {
+	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonInvalidField, actionSync,
 		"service port %s is not programmed: field %s: %s", e.Service, e.Field, e.Reason)
 }
 
 // scheduler records on its Service a service port programmed with the
 // node's scheduler instead of the one it names.
-func scheduler(events eventRecorder, e *model.SchedulerError, unknown bool) {
-	ref := serviceRef(e.Service.Namespace, e.Service.Name)
+func scheduler(rec events.Recorder, e *model.SchedulerError, unknown bool) {
+	ref := events.ServiceRef(e.Service.Namespace, e.Service.Name)
 	if unknown {
-		events.Eventf(ref, v1.EventTypeWarning, reasonUnknownScheduler, actionSync,
+		rec.Eventf(ref, v1.EventTypeWarning, reasonUnknownScheduler, actionSync,
 			"service port %s: annotation %s (or %s) names %q, which is not an IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos); it is programmed with the node's scheduler %s",
 			e.Service, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Scheduler, e.Fallback)
 		return
 	}
-	events.Eventf(ref, v1.EventTypeWarning, reasonMissingScheduler, actionSync,
+	rec.Eventf(ref, v1.EventTypeWarning, reasonMissingScheduler, actionSync,
 		"service port %s: the kernel lacks the IPVS scheduler %q that annotation %s (or %s) names (%v); it is programmed with the node's scheduler %s",
 		e.Service, e.Scheduler, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Err, e.Fallback)
 }
@@ -137,12 +138,12 @@ func scheduler(events eventRecorder, e *model.SchedulerError, unknown bool) {
 // setting records on its Service a setting its port is programmed
 // without. The dataplane names scheduler flags by its model's field; the
 // Event names the annotations they come from.
-func setting(events eventRecorder, e *model.SettingError) {
+func setting(rec events.Recorder, e *model.SettingError) {
 	where := "annotation " + e.Field
 	if e.Field == model.FieldSchedulerFlags {
 		where = fmt.Sprintf("annotation %s (or %s)", watcher.AnnotationSchedulerFlags, watcher.AnnotationKubeRouterFlags)
 	}
-	events.Eventf(serviceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonIgnoredSetting, actionSync,
+	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonIgnoredSetting, actionSync,
 		"service port %s: %s: %q is ignored: %s", e.Service, where, e.Value, e.Reason)
 }
 
@@ -151,11 +152,11 @@ func setting(events eventRecorder, e *model.SettingError) {
 // EndpointSlice or a Node as it is read: an entry left out while the rest
 // is programmed, or the object skipped. Each arrives once per version of
 // the object.
-func invalidObjectEvents(events eventRecorder, err error) {
-	if events == nil {
+func invalidObjectEvents(rec events.Recorder, err error) {
+	if rec == nil {
 		return
 	}
-	for _, e := range unjoin(err) {
+	for _, e := range watcher.Unjoin(err) {
 		ie, ok := errors.AsType[*watcher.InvalidError](e)
 		if !ok || ie.Name == "" {
 			continue
@@ -163,11 +164,11 @@ func invalidObjectEvents(events eventRecorder, err error) {
 		var ref v1.ObjectReference
 		switch ie.Kind {
 		case "Service":
-			ref = serviceRef(ie.Namespace, ie.Name)
+			ref = events.ServiceRef(ie.Namespace, ie.Name)
 		case "EndpointSlice":
 			ref = v1.ObjectReference{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice", Namespace: ie.Namespace, Name: ie.Name}
 		case "Node":
-			ref = nodeRef(ie.Name)
+			ref = events.NodeRef(ie.Name)
 		default:
 			continue
 		}
@@ -178,6 +179,6 @@ func invalidObjectEvents(events eventRecorder, err error) {
 		case ie.Kind == "Node":
 			outcome = "the node keeps the settings it had"
 		}
-		events.Eventf(ref, v1.EventTypeWarning, reason, actionRead, "field %s: %s; %s", ie.Field, ie.Reason, outcome)
+		rec.Eventf(ref, v1.EventTypeWarning, reason, actionRead, "field %s: %s; %s", ie.Field, ie.Reason, outcome)
 	}
 }

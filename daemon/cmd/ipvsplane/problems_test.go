@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
-	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
@@ -119,11 +119,11 @@ func TestDaemonProblemEvents(t *testing.T) {
 	fallback := &model.SchedulerError{Service: model.ServicePortName{Namespace: "demo", Name: "cache"},
 		Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler}
 	k := &fakeKernel{problems: append(errs, fallback)}
-	m := newMetrics()
-	d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+	m := metrics.New()
+	d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 		events: rec, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	defer d.hc.close(context.Background())
+	d.hc = testServiceServers("node-a", nil)
+	defer d.hc.Close(context.Background())
 	for range 2 {
 		if err := d.sync(context.Background()); err != nil {
 			t.Fatal(err)
@@ -132,7 +132,7 @@ func TestDaemonProblemEvents(t *testing.T) {
 	if got := rec.take(); len(got) != 4 || got[3].reason != reasonUnknownScheduler {
 		t.Errorf("events after two syncs: %v, want 4, the last of the scheduler fallback", got)
 	}
-	if got := promtestutil.ToFloat64(m.schedulerFallbacks); got != 1 {
+	if got := gatheredValue(t, m, "ipvsplane_scheduler_fallbacks"); got != 1 {
 		t.Errorf("scheduler fallbacks: %v, want 1", got)
 	}
 }
@@ -182,11 +182,11 @@ func TestDaemonLogsPersistingProblemOnce(t *testing.T) {
 	errs := problemErrors(t)
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{problems: errs, fail: context.DeadlineExceeded}
-	m := newMetrics()
-	d := &daemon{log: zap.New(core), kernel: k, metrics: m, health: newHealth(30*time.Second, time.Now, false, m),
+	m := metrics.New()
+	d := &daemon{log: zap.New(core), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 		events: &fakeRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-	d.hc = newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	defer d.hc.close(context.Background())
+	d.hc = testServiceServers("node-a", nil)
+	defer d.hc.Close(context.Background())
 	logged := func() (conflicts, fields, ops int) {
 		for _, e := range logs.TakeAll() {
 			if e.Message != "sync problem" {

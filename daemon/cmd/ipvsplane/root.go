@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -30,8 +33,8 @@ type app struct {
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
 	// eventSink records Events in the API server (see kubeEventSink).
-	eventSink func(o *options) (eventSink, error)
-	// setConntrack writes the conntrack settings (see setConntrack).
+	eventSink func(o *options) (events.Sink, error)
+	// setConntrack writes the conntrack settings (see conntracksettings.Apply).
 	setConntrack func(c *kubeproxy.KubeProxyConntrackConfiguration) (changed []string, skipped, err error)
 	// build is what --version and `version` report (see readBuildInfo).
 	build buildInfo
@@ -46,7 +49,7 @@ func newApp() *app {
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
-			return setConntrack(c, onlineCPUs(), defaultConntrackPaths)
+			return conntracksettings.Apply(c, conntracksettings.OnlineCPUs(), conntracksettings.HostPaths())
 		},
 		removeLegacy: func(ctx context.Context) (legacyReport, error) {
 			return removeLegacyKubeProxy(ctx, "/proc/thread-self/net")
@@ -320,21 +323,21 @@ const defaultStatusTop = 20
 func (a *app) status(ctx context.Context, stateFile string, top int, format string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	view, err := readKernel(ctx, dataplane.DefaultDevice)
+	view, err := status.ReadKernel(ctx, dataplane.DefaultDevice)
 	if errors.Is(err, ipvs.ErrNotSupported) {
 		return fmt.Errorf("the kernel has no IPVS (the ip_vs module): %w", err)
 	}
 	if err != nil {
 		return err
 	}
-	rec, recErr := readRecord(stateFile)
+	rec, recErr := status.ReadRecord(stateFile)
 	if format == "json" {
-		traffic, trafficErr := readTraffic(stateFile)
-		return writeStatusJSON(a.stdout, newStatusJSON(rec, recErr, view, traffic, trafficErr, top, a.now()))
+		traffic, trafficErr := status.ReadTraffic(stateFile)
+		return status.PrintJSON(a.stdout, rec, recErr, view, traffic, trafficErr, top, a.now())
 	}
-	if err := printStatus(a.stdout, rec, recErr, view, a.now()); err != nil {
+	if err := status.Print(a.stdout, rec, recErr, view, a.now()); err != nil {
 		return err
 	}
-	traffic, err := readTraffic(stateFile)
-	return printTraffic(a.stdout, traffic, err, top, a.now())
+	traffic, err := status.ReadTraffic(stateFile)
+	return status.PrintTraffic(a.stdout, traffic, err, top, a.now())
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
@@ -31,7 +32,7 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 			return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil
 		},
 		kubeClient: kubeClient,
-		eventSink:  func(*options) (eventSink, error) { return &fakeEventSink{}, nil },
+		eventSink:  func(*options) (events.Sink, error) { return &fakeEventSink{}, nil },
 		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return nil, nil, nil
 		},

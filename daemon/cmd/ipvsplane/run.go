@@ -12,6 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -79,17 +84,17 @@ func (a *app) initNode(log *zap.Logger, o *options) error {
 // recorder returns where the daemon records Events: the API server's
 // events.k8s.io/v1 with the Kubernetes source, the log with files. The
 // function returned posts what is still queued, for a few seconds at most.
-func (a *app) recorder(log *zap.Logger, o *options, node string) (eventRecorder, func()) {
+func (a *app) recorder(log *zap.Logger, o *options, node string) (events.Recorder, func()) {
 	if o.source != sourceKubernetes {
-		return logRecorder{log}, func() {}
+		return events.LogRecorder{Log: log}, func() {}
 	}
 	sink, err := a.eventSink(o)
 	if err != nil {
 		log.Warn("cannot record events; logging them instead", zap.Error(err))
-		return logRecorder{log}, func() {}
+		return events.LogRecorder{Log: log}, func() {}
 	}
-	r := newAPIRecorder(sink, log, node, a.now)
-	return r, func() { r.close(5 * time.Second) }
+	r := events.NewAPIRecorder(sink, log, node, a.now)
+	return r, func() { r.Close(5 * time.Second) }
 }
 
 // initOnly is kube-proxy's --init-only: the scheduler check, then the
@@ -186,23 +191,23 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 
-	m := newMetrics().forFamilies(ipv6).setBuild(a.build)
-	h := newHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, m)
-	events, closeEvents := a.recorder(log, o, s.node.Name)
+	m := metrics.New().ForFamilies(ipv6).SetBuild(metrics.Build(a.build))
+	healthz, livez := m.AnswerCounters()
+	h := healthcheck.NewProxyHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, healthz, livez)
+	rec, closeEvents := a.recorder(log, o, s.node.Name)
 	defer closeEvents()
-	d := a.newDaemon(log, o, s, k, m, h, events)
+	d := a.newDaemon(log, o, s, k, m, h, rec)
 	d.legacy = a.removeLegacy
 	if o.own.ServiceTrafficMetrics {
-		t, stopTraffic, err := startServiceTraffic(ctx, log, m, a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
+		t, stopTraffic, err := traffic.Start(ctx, log, m.Registry(), a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
 		if err != nil {
 			return err
 		}
 		defer stopTraffic()
 		d.traffic = t
 	}
-	d.hc = newHCServers(log, s.node.Name, func() bool { return h.check().Healthy })
-	d.hc.events = events
-	defer d.hc.close(context.Background())
+	d.hc = healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: log, Node: s.node.Name, Healthy: h.Healthy, Events: rec})
+	defer d.hc.Close(context.Background())
 
 	d.tracker = a.newTracker(d, s, request)
 	gc := firstSyncGCSettings()
@@ -218,7 +223,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 	// kube-proxy's birth cry.
-	events.Eventf(nodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+	rec.Eventf(events.NodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
 	log.Info("starting", zap.String("version", a.build.Version), zap.String("revision", a.build.Revision), zap.String("node", s.node.Name), zap.String("source", o.source),
 		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
@@ -228,10 +233,10 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 
 // newDaemon makes the daemon, before its traffic, health-check servers
 // and tracker are added.
-func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics, h *health, events eventRecorder) *daemon {
+func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics.Metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
 	return &daemon{
-		log: log, kernel: k, metrics: m, health: h, events: events, stateFile: o.stateFile, now: a.now,
-		record: syncRecord{Node: s.node.Name, Source: o.source, Started: a.now()},
+		log: log, kernel: k, metrics: m, health: h, events: rec, stateFile: o.stateFile, now: a.now,
+		record: status.Record{Daemon: status.Daemon{Node: s.node.Name, Source: o.source, Started: a.now()}},
 	}
 }
 
@@ -239,13 +244,12 @@ func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *m
 // sees is marked in health and metrics, then asks for a sync.
 func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.setNode, OnQueued: func(families [2]bool) {
-		m.setQueued(families, a.now())
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
+		m.SetQueued(families, a.now())
 	}, OnChange: func() {
-		h.queued()
+		h.Queued()
 		svc, ep := d.tracker.Pending()
-		m.servicesPending.Set(float64(svc))
-		m.endpointsPending.Set(float64(ep))
+		m.SetPending(svc, ep)
 		request()
 	}})
 }
@@ -304,20 +308,20 @@ func (hs *httpServers) close() {
 // kube-proxy's Event too.
 func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 	healthMux := http.NewServeMux()
-	healthMux.Handle("/healthz", d.health.healthzHandler())
-	healthMux.Handle("/livez", d.health.livezHandler())
+	healthMux.Handle("/healthz", d.health.HealthzHandler())
+	healthMux.Handle("/livez", d.health.LivezHandler())
 	if err := servers.serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
-		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
+		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
 	}
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", d.metrics.handler())
-	serveKubeProxyPages(metricsMux, o.kp)
+	metricsMux.Handle("/metrics", d.metrics.Handler())
+	metrics.ServeKubeProxyPages(metricsMux, o.kp)
 	if o.kp.EnableProfiling {
-		serveProfiles(metricsMux)
+		metrics.ServeProfiles(metricsMux)
 	}
 	if err := servers.serve("/metrics", s.metricsAddr, metricsMux); err != nil {
-		d.events.Eventf(nodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
+		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err
 	}
 	return nil
@@ -333,7 +337,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	srcErr := make(chan error, 1)
 	go func() {
 		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.node.Name, func(err error) {
-			m.invalidObjects.Inc()
+			m.InvalidObject()
 			invalidObjectEvents(d.events, err)
 		})
 	}()
@@ -342,8 +346,8 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.
-	d.health.updated()
-	m.setFamilies(m.lastQueued, float64(a.now().UnixNano())/1e9)
+	d.health.Updated()
+	m.Started(a.now())
 	go func() { runErr <- runner.Run(ctx) }()
 	select {
 	case err := <-srcErr:

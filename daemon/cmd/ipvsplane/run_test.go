@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher/clientset"
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -41,7 +42,7 @@ func TestRunKubernetesSource(t *testing.T) {
 	a.build.Version = "v9.8.7"
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
 	sink := &fakeEventSink{}
-	a.eventSink = func(*options) (eventSink, error) { return sink, nil }
+	a.eventSink = func(*options) (events.Sink, error) { return sink, nil }
 	var cfg *dataplane.Config
 	a.newKernel = func(c *dataplane.Config) (kernel, error) {
 		cfg = c
@@ -183,7 +184,7 @@ func TestRunKubernetesSourceBadEntry(t *testing.T) {
 	a, _, stderr := testApp(k, nil)
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(fake.NewClientset(initial...)), nil }
 	sink := &fakeEventSink{}
-	a.eventSink = func(*options) (eventSink, error) { return sink, nil }
+	a.eventSink = func(*options) (events.Sink, error) { return sink, nil }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	root := a.rootCommand()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
@@ -41,12 +42,12 @@ func kubeClient(o *options) (*watcher.Client, error) {
 }
 
 // kubeEventSink records Events in the API server (see restConfig).
-func kubeEventSink(o *options) (eventSink, error) {
+func kubeEventSink(o *options) (events.Sink, error) {
 	cfg, err := restConfig(o)
 	if err != nil {
 		return nil, err
 	}
-	return newRESTEventSink(cfg)
+	return events.NewRESTSink(cfg)
 }
 
 // watch feeds the tracker from the configured source until ctx is done,
@@ -56,7 +57,7 @@ func kubeEventSink(o *options) (eventSink, error) {
 // nil.
 func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, client *watcher.Client, tracker *watcher.Tracker, nodeName string, invalid func(error)) error {
 	onError := func(err error) {
-		for _, e := range unjoin(err) {
+		for _, e := range watcher.Unjoin(err) {
 			msg := "skipped"
 			if ie, ok := errors.AsType[*watcher.InvalidError](e); ok && ie.Entry {
 				msg = "left out"
@@ -86,15 +87,4 @@ func (a *app) watch(ctx context.Context, log *zap.Logger, o *options, client *wa
 		return nil
 	}
 	return err
-}
-
-// unjoin returns the errors err joins, or err alone.
-func unjoin(err error) []error {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		return joined.Unwrap()
-	}
-	if err != nil {
-		return []error{err}
-	}
-	return nil
 }

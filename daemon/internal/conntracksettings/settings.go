@@ -1,4 +1,8 @@
-package main
+// Package conntracksettings applies kube-proxy's conntrack settings at
+// start (the table's size, its timeouts), as kube-proxy's
+// pkg/proxy/conntrack does, and reports the table's use against its limit
+// as metrics.
+package conntracksettings
 
 import (
 	"errors"
@@ -20,29 +24,32 @@ import (
 // so that a many-core node does not spend its memory on the table.
 const conntrackMaxLimit = 1 << 20
 
-// conntrackPaths are where the conntrack settings live: /proc/sys, and
-// the nf_conntrack module's parameters for the hash table's size.
-type conntrackPaths struct {
-	procSys, moduleParams string
+// Paths are where the conntrack settings live: /proc/sys, and the
+// nf_conntrack module's parameters for the hash table's size.
+type Paths struct {
+	ProcSys, ModuleParams string
 }
 
-var defaultConntrackPaths = conntrackPaths{procSys: "/proc/sys", moduleParams: "/sys/module/nf_conntrack/parameters"}
+// HostPaths are the paths of the running kernel.
+func HostPaths() Paths {
+	return Paths{ProcSys: "/proc/sys", ModuleParams: "/sys/module/nf_conntrack/parameters"}
+}
 
-// errReadOnly is matched by the error of a conntrack setting this network
+// ErrReadOnly is matched by the error of a conntrack setting this network
 // namespace may not change: nf_conntrack_max and the hash size belong to
 // the whole host, and read only in other namespaces.
-var errReadOnly = errors.New("read-only here")
+var ErrReadOnly = errors.New("read-only here")
 
-// setConntrack writes kube-proxy's conntrack settings as kube-proxy does
+// Apply writes kube-proxy's conntrack settings as kube-proxy does
 // at start: nf_conntrack_max raised (never lowered) to maxPerCore per CPU,
 // at least min (the product capped at 2^20), and the hash table grown to a quarter of it
 // (both only when maxPerCore is above 0); each timeout, when above 0; be
 // liberal, when true. It returns the settings it changed. The table's size
 // belongs to the host: where this network namespace may not change it,
-// that is returned as skipped (errReadOnly) and the rest is still set.
-func setConntrack(c *kubeproxy.KubeProxyConntrackConfiguration, cpus int, p conntrackPaths) (changed []string, skipped, err error) {
+// that is returned as skipped (ErrReadOnly) and the rest is still set.
+func Apply(c *kubeproxy.KubeProxyConntrackConfiguration, cpus int, p Paths) (changed []string, skipped, err error) {
 	changed, err = raiseConntrackMax(conntrackMax(c, cpus), p)
-	if errors.Is(err, errReadOnly) {
+	if errors.Is(err, ErrReadOnly) {
 		skipped, err = err, nil
 	}
 	if err != nil {
@@ -65,30 +72,30 @@ func setConntrack(c *kubeproxy.KubeProxyConntrackConfiguration, cpus int, p conn
 	}
 	seconds("nf_conntrack_udp_timeout", c.UDPTimeout.Duration)
 	seconds("nf_conntrack_udp_timeout_stream", c.UDPStreamTimeout.Duration)
-	more, err := dataplane.WriteSysctls(p.procSys, set)
+	more, err := dataplane.WriteSysctls(p.ProcSys, set)
 	return append(changed, more...), skipped, err
 }
 
 // raiseConntrackMax raises nf_conntrack_max to want, and the hash table
 // to a quarter of it; want 0 leaves both.
-func raiseConntrackMax(want int, p conntrackPaths) ([]string, error) {
+func raiseConntrackMax(want int, p Paths) ([]string, error) {
 	if want <= 0 {
 		return nil, nil
 	}
 	var changed []string
-	cur, err := readInt(filepath.Join(p.procSys, "net/netfilter/nf_conntrack_max"))
+	cur, err := readInt(filepath.Join(p.ProcSys, "net/netfilter/nf_conntrack_max"))
 	if err != nil || cur < want {
-		if err := writeSetting(p.procSys, "net/netfilter/nf_conntrack_max", want); err != nil {
+		if err := writeSetting(p.ProcSys, "net/netfilter/nf_conntrack_max", want); err != nil {
 			return nil, err
 		}
 		changed = append(changed, "net/netfilter/nf_conntrack_max")
 	}
-	hash, err := readInt(filepath.Join(p.moduleParams, "hashsize"))
+	hash, err := readInt(filepath.Join(p.ModuleParams, "hashsize"))
 	if err != nil {
 		return changed, fmt.Errorf("conntrack hash size: %w", err)
 	}
 	if hash < want/4 {
-		if err := writeSetting(p.moduleParams, "hashsize", want/4); err != nil {
+		if err := writeSetting(p.ModuleParams, "hashsize", want/4); err != nil {
 			return changed, err
 		}
 		changed = append(changed, "nf_conntrack hashsize")
@@ -114,6 +121,7 @@ func conntrackMax(c *kubeproxy.KubeProxyConntrackConfiguration, cpus int) int {
 	return max(scaled, floor)
 }
 
+// readInt reads a file holding one integer.
 func readInt(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -123,11 +131,11 @@ func readInt(path string) (int, error) {
 }
 
 // writeSetting writes one value below root; a setting this namespace may
-// not change gives an error matching errReadOnly.
+// not change gives an error matching ErrReadOnly.
 func writeSetting(root, name string, v int) error {
 	err := os.WriteFile(filepath.Join(root, name), []byte(strconv.Itoa(v)), 0o644)
 	if errors.Is(err, fs.ErrPermission) {
-		return fmt.Errorf("%s = %d: %w (%w)", name, v, errReadOnly, err)
+		return fmt.Errorf("%s = %d: %w (%w)", name, v, ErrReadOnly, err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s = %d: %w", name, v, err)
@@ -135,10 +143,10 @@ func writeSetting(root, name string, v int) error {
 	return nil
 }
 
-// onlineCPUs counts the host's online CPUs, as kube-proxy sizes the
+// OnlineCPUs counts the host's online CPUs, as kube-proxy sizes the
 // host-wide conntrack table: not the CPUs this process may use, which a
 // static CPU policy limits.
-func onlineCPUs() int {
+func OnlineCPUs() int {
 	b, err := os.ReadFile("/sys/devices/system/cpu/online")
 	if err != nil {
 		return runtime.NumCPU()

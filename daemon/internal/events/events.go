@@ -1,4 +1,8 @@
-package main
+// Package events records Kubernetes Events about the objects ipvsplane
+// serves, as kube-proxy's recorder does: through the API server
+// (NewAPIRecorder on a Sink such as NewRESTSink) or, without one, to the
+// log (LogRecorder).
+package events
 
 import (
 	"context"
@@ -15,16 +19,16 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// eventRecorder records Kubernetes Events about objects, as kube-proxy's
+// Recorder records Kubernetes Events about objects, as kube-proxy's
 // recorder does: the daemon's parts report what an operator should see
 // on the object (a health-check port that cannot open on its Service, the
 // start on the Node). It never blocks.
-type eventRecorder interface {
+type Recorder interface {
 	Eventf(regarding v1.ObjectReference, eventType, reason, action, note string, args ...any)
 }
 
-// eventSink creates Events in the API server.
-type eventSink interface {
+// Sink creates Events in the API server.
+type Sink interface {
 	Create(ctx context.Context, e *eventsv1.Event) error
 }
 
@@ -34,21 +38,21 @@ const eventController = "ipvsplane"
 // maxEventNote is the API server's limit on an Event's note.
 const maxEventNote = 1024
 
-// nodeRef refers to this node's Node, which kube-proxy's node-wide
+// NodeRef refers to this node's Node, which kube-proxy's node-wide
 // Events regard.
-func nodeRef(name string) v1.ObjectReference {
+func NodeRef(name string) v1.ObjectReference {
 	return v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name}
 }
 
-// serviceRef refers to a Service.
-func serviceRef(namespace, name string) v1.ObjectReference {
+// ServiceRef refers to a Service.
+func ServiceRef(namespace, name string) v1.ObjectReference {
 	return v1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: namespace, Name: name}
 }
 
-// apiRecorder posts Events through a sink in the background; Events that
+// APIRecorder posts Events through a sink in the background; Events that
 // come faster than the API server takes them are dropped and logged.
-type apiRecorder struct {
-	sink     eventSink
+type APIRecorder struct {
+	sink     Sink
 	log      *zap.Logger
 	instance string
 	now      func() time.Time
@@ -56,16 +60,17 @@ type apiRecorder struct {
 	done     chan struct{}
 }
 
-// newAPIRecorder starts a recorder; instance names this ipvsplane (the
+// NewAPIRecorder starts a recorder; instance names this ipvsplane (the
 // node's name). Close it to post what is queued.
-func newAPIRecorder(sink eventSink, log *zap.Logger, instance string, now func() time.Time) *apiRecorder {
-	r := &apiRecorder{sink: sink, log: log, instance: eventController + "-" + instance, now: now,
+func NewAPIRecorder(sink Sink, log *zap.Logger, instance string, now func() time.Time) *APIRecorder {
+	r := &APIRecorder{sink: sink, log: log, instance: eventController + "-" + instance, now: now,
 		queue: make(chan *eventsv1.Event, 64), done: make(chan struct{})}
 	go r.post()
 	return r
 }
 
-func (r *apiRecorder) Eventf(regarding v1.ObjectReference, eventType, reason, action, note string, args ...any) {
+// Eventf queues an Event; it drops it, logging, when the queue is full.
+func (r *APIRecorder) Eventf(regarding v1.ObjectReference, eventType, reason, action, note string, args ...any) {
 	now := r.now()
 	ns := regarding.Namespace
 	if ns == "" {
@@ -89,7 +94,7 @@ func (r *apiRecorder) Eventf(regarding v1.ObjectReference, eventType, reason, ac
 	}
 }
 
-func (r *apiRecorder) post() {
+func (r *APIRecorder) post() {
 	defer close(r.done)
 	for e := range r.queue {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -100,8 +105,8 @@ func (r *apiRecorder) post() {
 	}
 }
 
-// close posts the queued Events, waiting at most wait.
-func (r *apiRecorder) close(wait time.Duration) {
+// Close posts the queued Events, waiting at most wait.
+func (r *APIRecorder) Close(wait time.Duration) {
 	close(r.queue)
 	select {
 	case <-r.done:
@@ -109,23 +114,26 @@ func (r *apiRecorder) close(wait time.Duration) {
 	}
 }
 
-// logRecorder logs Events where there is no API server to record them
+// LogRecorder logs Events where there is no API server to record them
 // (manifests from files).
-type logRecorder struct{ log *zap.Logger }
+type LogRecorder struct{ Log *zap.Logger }
 
-func (r logRecorder) Eventf(regarding v1.ObjectReference, eventType, reason, action, note string, args ...any) {
+// Eventf logs the Event.
+func (r LogRecorder) Eventf(regarding v1.ObjectReference, eventType, reason, action, note string, args ...any) {
 	if len(args) > 0 {
 		note = fmt.Sprintf(note, args...)
 	}
-	r.log.Info("event", zap.String("type", eventType), zap.String("reason", reason), zap.String("action", action),
+	r.Log.Info("event", zap.String("type", eventType), zap.String("reason", reason), zap.String("action", action),
 		zap.String("object", regarding.Kind+" "+regarding.Namespace+"/"+regarding.Name), zap.String("note", note))
 }
 
-// restEventSink creates Events through events.k8s.io/v1 with a client
+// restSink creates Events through events.k8s.io/v1 with a client
 // that knows that group only.
-type restEventSink struct{ client *rest.RESTClient }
+type restSink struct{ client *rest.RESTClient }
 
-func newRESTEventSink(cfg *rest.Config) (*restEventSink, error) {
+// NewRESTSink returns a Sink that creates Events through events.k8s.io/v1
+// with the API server of cfg.
+func NewRESTSink(cfg *rest.Config) (Sink, error) {
 	scheme := runtime.NewScheme()
 	if err := eventsv1.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -138,9 +146,10 @@ func newRESTEventSink(cfg *rest.Config) (*restEventSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &restEventSink{client: client}, nil
+	return &restSink{client: client}, nil
 }
 
-func (s *restEventSink) Create(ctx context.Context, e *eventsv1.Event) error {
+// Create posts e.
+func (s *restSink) Create(ctx context.Context, e *eventsv1.Event) error {
 	return s.client.Post().Namespace(e.Namespace).Resource("events").Body(e).Do(ctx).Error()
 }

@@ -1,4 +1,4 @@
-package main
+package healthcheck
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +19,13 @@ type fakeClock struct{ t time.Time }
 func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-// get serves one request and decodes the answer.
+// answerCounters returns counters of /healthz and /livez answers by code.
+func answerCounters() (healthz, livez *prometheus.CounterVec) {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "healthz_total"}, []string{"code"}),
+		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "livez_total"}, []string{"code"})
+}
+
+// serveJSON serves one request and decodes the answer.
 func serveJSON(t *testing.T, h http.Handler, path string) (int, map[string]any) {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -40,47 +47,47 @@ func TestHealthSyncs(t *testing.T) {
 	const period = 30 * time.Second
 	tests := []struct {
 		name  string
-		steps func(h *health, c *fakeClock)
+		steps func(h *ProxyHealth, c *fakeClock)
 		want  bool
 	}{
-		{"not started", func(h *health, c *fakeClock) { c.advance(10 * period) }, true},
-		{"idle", func(h *health, c *fakeClock) { h.updated(); c.advance(10 * period) }, true},
-		{"change waiting", func(h *health, c *fakeClock) { h.updated(); h.queued(); c.advance(2*period - time.Second) }, true},
-		{"change waited too long", func(h *health, c *fakeClock) { h.updated(); h.queued(); c.advance(2 * period) }, false},
-		{"oldest change counts", func(h *health, c *fakeClock) {
-			h.updated()
-			h.queued()
+		{"not started", func(h *ProxyHealth, c *fakeClock) { c.advance(10 * period) }, true},
+		{"idle", func(h *ProxyHealth, c *fakeClock) { h.Updated(); c.advance(10 * period) }, true},
+		{"change waiting", func(h *ProxyHealth, c *fakeClock) { h.Updated(); h.Queued(); c.advance(2*period - time.Second) }, true},
+		{"change waited too long", func(h *ProxyHealth, c *fakeClock) { h.Updated(); h.Queued(); c.advance(2 * period) }, false},
+		{"oldest change counts", func(h *ProxyHealth, c *fakeClock) {
+			h.Updated()
+			h.Queued()
 			c.advance(period)
-			h.queued()
+			h.Queued()
 			c.advance(period)
 		}, false},
-		{"change programmed", func(h *health, c *fakeClock) {
-			h.updated()
-			h.queued()
+		{"change programmed", func(h *ProxyHealth, c *fakeClock) {
+			h.Updated()
+			h.Queued()
 			c.advance(3 * period)
-			h.updated()
+			h.Updated()
 		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &fakeClock{t: time.Unix(1e9, 0)}
-			m := newMetrics()
-			h := newHealth(period, c.now, false, m)
+			healthz, livez := answerCounters()
+			h := NewProxyHealth(period, c.now, false, healthz, livez)
 			tt.steps(h, c)
 			code := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tt.want]
 			for _, p := range []struct {
 				path    string
 				handler http.Handler
-			}{{"/healthz", h.healthzHandler()}, {"/livez", h.livezHandler()}} {
+			}{{"/healthz", h.HealthzHandler()}, {"/livez", h.LivezHandler()}} {
 				got, body := serveJSON(t, p.handler, p.path)
 				if got != code || body["healthy"] != tt.want {
 					t.Errorf("%s answered %d %v, want %d healthy=%v", p.path, got, body, code, tt.want)
 				}
 			}
-			if n := testutil.ToFloat64(m.healthz.WithLabelValues(strconv.Itoa(code))); n != 1 {
+			if n := testutil.ToFloat64(healthz.WithLabelValues(strconv.Itoa(code))); n != 1 {
 				t.Errorf("kubeproxy_proxy_healthz_total{code=%d} = %v, want 1", code, n)
 			}
-			if n := testutil.ToFloat64(m.livez.WithLabelValues(strconv.Itoa(code))); n != 1 {
+			if n := testutil.ToFloat64(livez.WithLabelValues(strconv.Itoa(code))); n != 1 {
 				t.Errorf("kubeproxy_proxy_livez_total{code=%d} = %v, want 1", code, n)
 			}
 		})
@@ -112,10 +119,11 @@ func TestHealthNodeEligible(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &fakeClock{t: time.Unix(1e9, 0)}
-			h := newHealth(time.Minute, c.now, tt.nodeRequired, newMetrics())
-			h.updated()
-			h.setNode(tt.node)
-			code, body := serveJSON(t, h.healthzHandler(), "/healthz")
+			healthz, livez := answerCounters()
+			h := NewProxyHealth(time.Minute, c.now, tt.nodeRequired, healthz, livez)
+			h.Updated()
+			h.SetNode(tt.node)
+			code, body := serveJSON(t, h.HealthzHandler(), "/healthz")
 			wantCode := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tt.want]
 			if code != wantCode || body["nodeEligible"] != tt.want || body["healthy"] != true {
 				t.Errorf("/healthz answered %d %v, want %d nodeEligible=%v healthy=true", code, body, wantCode, tt.want)
@@ -128,7 +136,7 @@ func TestHealthNodeEligible(t *testing.T) {
 			if st, _ := body["status"].(map[string]any); st["IPv4"] == nil || st["IPv6"] == nil {
 				t.Errorf("/healthz status per family: %v", body["status"])
 			}
-			code, body = serveJSON(t, h.livezHandler(), "/livez")
+			code, body = serveJSON(t, h.LivezHandler(), "/livez")
 			if _, ok := body["nodeEligible"]; code != http.StatusOK || ok {
 				t.Errorf("/livez answered %d %v, want 200 without nodeEligible", code, body)
 			}

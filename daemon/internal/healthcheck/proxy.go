@@ -1,4 +1,4 @@
-package main
+package healthcheck
 
 import (
 	"encoding/json"
@@ -15,12 +15,12 @@ import (
 // is about to delete; cloud load balancers drain a node by its /healthz.
 const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
-// health answers /healthz and /livez as kube-proxy does: the daemon is
+// ProxyHealth answers /healthz and /livez as kube-proxy does: the daemon is
 // healthy unless a change has waited longer than twice the sync period to
 // be programmed (stuck or failing syncs), and /healthz also asks that this
 // node's Node be eligible: known, not being deleted, and without the
 // autoscaler's to-be-deleted taint.
-type health struct {
+type ProxyHealth struct {
 	now     func() time.Time
 	timeout time.Duration
 	// nodeRequired makes an unknown Node ineligible, as for kube-proxy;
@@ -38,23 +38,26 @@ type health struct {
 	node         *v1.Node
 }
 
-func newHealth(syncPeriod time.Duration, now func() time.Time, nodeRequired bool, m *metrics) *health {
-	return &health{now: now, timeout: 2 * syncPeriod, nodeRequired: nodeRequired,
-		healthzCodes: m.healthz, livezCodes: m.livez}
+// NewProxyHealth returns the health of a daemon syncing every syncPeriod,
+// not yet started. nodeRequired makes an unknown Node ineligible;
+// healthzCodes and livezCodes count the answers by status code.
+func NewProxyHealth(syncPeriod time.Duration, now func() time.Time, nodeRequired bool, healthzCodes, livezCodes *prometheus.CounterVec) *ProxyHealth {
+	return &ProxyHealth{now: now, timeout: 2 * syncPeriod, nodeRequired: nodeRequired,
+		healthzCodes: healthzCodes, livezCodes: livezCodes}
 }
 
-// updated records that the kernel holds every change queued so far: at
+// Updated records that the kernel holds every change queued so far: at
 // start (a sync that never succeeds must still turn the daemon unhealthy
 // only after the timeout) and at each sync's end.
-func (h *health) updated() {
+func (h *ProxyHealth) Updated() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastUpdated = h.now()
 	h.oldestQueued = time.Time{}
 }
 
-// queued records a change that a sync is to program.
-func (h *health) queued() {
+// Queued records a change that a sync is to program.
+func (h *ProxyHealth) Queued() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.oldestQueued.IsZero() {
@@ -62,8 +65,8 @@ func (h *health) queued() {
 	}
 }
 
-// setNode records this node's Node object; nil when it was deleted.
-func (h *health) setNode(n *v1.Node) {
+// SetNode records this node's Node object; nil when it was deleted.
+func (h *ProxyHealth) SetNode(n *v1.Node) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.node = n
@@ -87,7 +90,7 @@ type healthResponse struct {
 }
 
 // check reports the syncs' health (without the node's eligibility).
-func (h *health) check() healthResponse {
+func (h *ProxyHealth) check() healthResponse {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
@@ -104,10 +107,15 @@ func (h *health) check() healthResponse {
 	return r
 }
 
+// Healthy reports whether the syncs are healthy, without the node's
+// eligibility: what the health-check node ports report as
+// serviceProxyHealthy.
+func (h *ProxyHealth) Healthy() bool { return h.check().Healthy }
+
 // nodeEligible reports whether load balancers may send traffic to this
 // node: its Node is known, not being deleted and not tainted by the
 // cluster autoscaler for deletion.
-func (h *health) nodeEligible() bool {
+func (h *ProxyHealth) nodeEligible() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.node == nil {
@@ -124,9 +132,9 @@ func (h *health) nodeEligible() bool {
 	return true
 }
 
-// healthzHandler serves /healthz: the syncs' health and the node's
+// HealthzHandler serves /healthz: the syncs' health and the node's
 // eligibility.
-func (h *health) healthzHandler() http.Handler {
+func (h *ProxyHealth) HealthzHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r := h.check()
 		eligible := h.nodeEligible()
@@ -135,16 +143,16 @@ func (h *health) healthzHandler() http.Handler {
 	})
 }
 
-// livezHandler serves /livez: the syncs' health only, without the node's
+// LivezHandler serves /livez: the syncs' health only, without the node's
 // eligibility (a node being drained is alive).
-func (h *health) livezHandler() http.Handler {
+func (h *ProxyHealth) LivezHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r := h.check()
 		h.answer(w, r, r.Healthy, h.livezCodes)
 	})
 }
 
-func (h *health) answer(w http.ResponseWriter, r healthResponse, ok bool, codes *prometheus.CounterVec) {
+func (h *ProxyHealth) answer(w http.ResponseWriter, r healthResponse, ok bool, codes *prometheus.CounterVec) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	code := http.StatusOK

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"cmp"
@@ -37,21 +37,12 @@ type statusJSON struct {
 	TrafficError string         `json:"trafficError,omitempty"`
 }
 
+// statusSync is the state file's record with the time since, in the
+// documented order: the daemon, secondsAgo, the sync.
 type statusSync struct {
-	Node             string    `json:"node"`
-	Source           string    `json:"source"`
-	PID              int       `json:"pid"`
-	Started          time.Time `json:"started"`
-	LastSync         time.Time `json:"lastSync"`
-	SecondsAgo       float64   `json:"secondsAgo"`
-	DurationSeconds  float64   `json:"durationSeconds"`
-	Full             bool      `json:"full"`
-	Operations       int       `json:"operations"`
-	Syncs            int       `json:"syncs"`
-	FirstSyncSeconds float64   `json:"firstSyncSeconds"`
-	ServicePorts     int       `json:"servicePorts"`
-	ErrorCount       int       `json:"errorCount"`
-	Errors           []string  `json:"errors"`
+	Daemon
+	SecondsAgo float64 `json:"secondsAgo"`
+	Sync
 }
 
 type statusDevice struct {
@@ -94,12 +85,12 @@ type statusTraffic struct {
 	At      time.Time `json:"at"`
 	Seconds float64   `json:"seconds"`
 	// Ports are the busiest first, --top of them; the rest had less.
-	Ports     []portRate `json:"ports"`
+	Ports     []PortRate `json:"ports"`
 	MorePorts int        `json:"morePorts"`
 }
 
 // newStatusJSON gathers the status for -o json.
-func newStatusJSON(rec *syncRecord, recErr error, v *kernelView, traffic *trafficRecord, trafficErr error, top int, now time.Time) *statusJSON {
+func newStatusJSON(rec *Record, recErr error, v *Kernel, traffic *Traffic, trafficErr error, top int, now time.Time) *statusJSON {
 	s := &statusJSON{
 		Format:         statusFormat,
 		Device:         statusDevice{Name: dataplane.DefaultDevice, Addresses: []string{}, LocalRoutes: []string{}},
@@ -108,12 +99,9 @@ func newStatusJSON(rec *syncRecord, recErr error, v *kernelView, traffic *traffi
 	}
 	switch {
 	case rec != nil:
-		s.Sync = &statusSync{
-			Node: rec.Node, Source: rec.Source, PID: rec.PID, Started: rec.Started, LastSync: rec.LastSync,
-			SecondsAgo: now.Sub(rec.LastSync).Seconds(), DurationSeconds: rec.DurationMS / 1e3, Full: rec.Full,
-			Operations: rec.Operations, Syncs: rec.Syncs, FirstSyncSeconds: rec.FirstSyncMS / 1e3,
-			ServicePorts: rec.ServicePorts, ErrorCount: rec.ErrorCount, Errors: append([]string{}, rec.Errors...),
-		}
+		s.Sync = &statusSync{Daemon: rec.Daemon, SecondsAgo: now.Sub(rec.LastSync).Seconds(), Sync: rec.Sync}
+		// A list is [] when empty, never null.
+		s.Sync.Errors = append([]string{}, rec.Errors...)
 	case errors.Is(recErr, fs.ErrNotExist):
 		s.SyncError = "no sync recorded (is the daemon running? see --state-file)"
 	case recErr != nil:
@@ -134,7 +122,7 @@ func newStatusJSON(rec *syncRecord, recErr error, v *kernelView, traffic *traffi
 	}
 	switch {
 	case traffic != nil:
-		s.Traffic = &statusTraffic{At: traffic.At, Seconds: traffic.Seconds, Ports: append([]portRate{}, traffic.Ports...)}
+		s.Traffic = &statusTraffic{At: traffic.At, Seconds: traffic.Seconds, Ports: append([]PortRate{}, traffic.Ports...)}
 		if top > 0 && len(s.Traffic.Ports) > top {
 			s.Traffic.Ports, s.Traffic.MorePorts = s.Traffic.Ports[:top], len(s.Traffic.Ports)-top
 		}
@@ -146,7 +134,7 @@ func newStatusJSON(rec *syncRecord, recErr error, v *kernelView, traffic *traffi
 
 // statusVirtuals lists the virtual servers as printVirtualServers does:
 // sorted, firewall-mark services left out, real servers sorted.
-func statusVirtuals(rec *syncRecord, v *kernelView) []statusVirtual {
+func statusVirtuals(rec *Record, v *Kernel) []statusVirtual {
 	out := []statusVirtual{}
 	slices.SortFunc(v.table, func(a, b ipvs.VirtualServer) int {
 		return cmp.Or(a.Service.Addr.Compare(b.Service.Addr), cmp.Compare(a.Service.Port, b.Service.Port), cmp.Compare(a.Service.Protocol, b.Service.Protocol))
@@ -180,6 +168,13 @@ func statusVirtuals(rec *syncRecord, v *kernelView) []statusVirtual {
 		out = append(out, sv)
 	}
 	return out
+}
+
+// PrintJSON writes the status for scripts, one indented object
+// (docs/status-json.md): the record, or why there is none; the kernel; the
+// top busiest ports of the traffic rates, or why they cannot be read.
+func PrintJSON(w io.Writer, rec *Record, recErr error, v *Kernel, traffic *Traffic, trafficErr error, top int, now time.Time) error {
+	return writeStatusJSON(w, newStatusJSON(rec, recErr, v, traffic, trafficErr, top, now))
 }
 
 // writeStatusJSON writes s indented, one object.

@@ -1,10 +1,11 @@
-package main
+package status
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -20,7 +21,7 @@ import (
 
 // statusFixture is a node's status: the state file's record, the kernel
 // as read, and the time.
-func statusFixture(t *testing.T) (*syncRecord, *kernelView, time.Time) {
+func statusFixture(t *testing.T) (*Record, *Kernel, time.Time) {
 	t.Helper()
 	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
 	web := model.ServicePort{
@@ -28,21 +29,22 @@ func statusFixture(t *testing.T) (*syncRecord, *kernelView, time.Time) {
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.80")}, NodePort: 30080,
 	}
 	path := filepath.Join(t.TempDir(), "status.json")
-	err := writeRecord(path, &syncRecord{
-		Node: "node-a", Source: "files", PID: 42, Started: now.Add(-time.Hour), LastSync: now.Add(-2 * time.Second),
-		DurationMS: 12.5, FirstSyncMS: 250, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1, Services: serviceNames([]model.ServicePort{web}),
+	err := WriteRecord(path, &Record{
+		Daemon:   Daemon{Node: "node-a", Source: "files", PID: 42, Started: now.Add(-time.Hour), LastSync: now.Add(-2 * time.Second)},
+		Sync:     Sync{DurationSeconds: 0.0125, FirstSyncSeconds: 0.25, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1},
+		Services: ServiceNames([]model.ServicePort{web}),
 	}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := readRecord(path)
+	rec, err := ReadRecord(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := func(addr string, w int, active, inactive uint32) ipvs.Destination {
 		return ipvs.Destination{Addr: netip.MustParseAddr(addr), Port: 8080, Weight: w, ActiveConnections: active, InactiveConnections: inactive}
 	}
-	view := &kernelView{
+	view := &Kernel{
 		table: []ipvs.VirtualServer{
 			{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("192.168.0.1"), Port: 30080, Scheduler: "rr"},
 				Destinations: []ipvs.Destination{dst("10.244.1.2", 1, 0, 2)}},
@@ -63,7 +65,7 @@ func statusFixture(t *testing.T) (*syncRecord, *kernelView, time.Time) {
 func TestPrintStatus(t *testing.T) {
 	rec, view, now := statusFixture(t)
 	var b bytes.Buffer
-	if err := printStatus(&b, rec, nil, view, now); err != nil {
+	if err := Print(&b, rec, nil, view, now); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile("testdata/status.txt")
@@ -76,11 +78,11 @@ func TestPrintStatus(t *testing.T) {
 	}
 
 	b.Reset()
-	_, recErr := readRecord(filepath.Join(t.TempDir(), "none.json"))
+	_, recErr := ReadRecord(filepath.Join(t.TempDir(), "none.json"))
 	if !errors.Is(recErr, fs.ErrNotExist) {
 		t.Fatal(recErr)
 	}
-	if err := printStatus(&b, nil, recErr, &kernelView{devErr: errors.New("no such device")}, now); err != nil {
+	if err := Print(&b, nil, recErr, &Kernel{devErr: errors.New("no such device")}, now); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(b.String(), "no sync recorded (is the daemon running? see --state-file)\nkube-ipvs0: no such device\n") {
@@ -95,7 +97,7 @@ func TestStatusJSON(t *testing.T) {
 	rec, view, now := statusFixture(t)
 	rec.Errors, rec.ErrorCount = []string{"demo/bad:http: no cluster IP"}, 1
 	view.devRoutes = []netip.Addr{netip.MustParseAddr("10.96.0.81")}
-	traffic := &trafficRecord{At: now.Add(-time.Second), Seconds: 10, Ports: []portRate{
+	traffic := &Traffic{At: now.Add(-time.Second), Seconds: 10, Ports: []PortRate{
 		{Service: "demo/web:http", Protocol: "TCP", ConnectionsPS: 2, PacketsInPS: 20, PacketsOutPS: 18, BytesInPS: 2000, BytesOutPS: 9000},
 		{Service: "demo/db:sql", Protocol: "TCP", ConnectionsPS: 1, PacketsInPS: 2, PacketsOutPS: 2, BytesInPS: 200, BytesOutPS: 100},
 	}}
@@ -113,9 +115,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 
 	b.Reset()
-	_, recErr := readRecord(filepath.Join(t.TempDir(), "none.json"))
-	_, trafficErr := readTraffic(filepath.Join(t.TempDir(), "none.json"))
-	if err := writeStatusJSON(&b, newStatusJSON(nil, recErr, &kernelView{devErr: errors.New("no such device")}, nil, trafficErr, 20, now)); err != nil {
+	_, recErr := ReadRecord(filepath.Join(t.TempDir(), "none.json"))
+	_, trafficErr := ReadTraffic(filepath.Join(t.TempDir(), "none.json"))
+	if err := writeStatusJSON(&b, newStatusJSON(nil, recErr, &Kernel{devErr: errors.New("no such device")}, nil, trafficErr, 20, now)); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
@@ -130,10 +132,19 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
-// status -o takes text or json only.
-func TestStatusOutputFlag(t *testing.T) {
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
-	if code := execute(a, []string{"status", "-o", "yaml"}); code == 0 || !strings.Contains(stderr.String(), "text or json") {
-		t.Errorf("exit %d:\n%s%s", code, stdout, stderr)
+// FuzzReadRecord feeds arbitrary state files to `ipvsplane status`:
+// reading and printing them may fail but never panic.
+func FuzzReadRecord(f *testing.F) {
+	rec := Record{Daemon: Daemon{Node: "node-a", Source: "files", PID: 7, LastSync: time.Unix(1e9, 0), Started: time.Unix(1e9-60, 0)},
+		Sync: Sync{Syncs: 3, Errors: []string{"x"}}, Services: map[string]string{"TCP 10.96.0.10:80": "demo/web:http"}}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		f.Fatal(err)
 	}
+	f.Add(data, []byte(`{"TCP 10.96.0.10:80":"demo/web:http"}`))
+	f.Add([]byte(`{"durationSeconds":1e308,"firstSyncSeconds":-1e308}`), []byte(`[]`))
+	f.Fuzz(func(t *testing.T, state, names []byte) {
+		r, err := parseRecord("status.json", state, names)
+		_ = Print(io.Discard, r, err, &Kernel{}, time.Unix(1e9, 0))
+	})
 }

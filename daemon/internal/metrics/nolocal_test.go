@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"net/netip"
@@ -42,7 +42,7 @@ func TestNoLocalEndpoints(t *testing.T) {
 	for i := range ports {
 		tr.set(ports[i].Name, &ports[i], "node-a")
 	}
-	m := newMetrics()
+	m := New()
 	m.observeNoLocal(tr)
 	for labels, want := range map[[2]string]float64{
 		{"internal", "IPv4"}: 2, {"internal", "IPv6"}: 0,

@@ -1,4 +1,4 @@
-package main
+package conntracksettings
 
 import (
 	"os"
@@ -9,18 +9,28 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
+
+// kubeProxyDefaults is kube-proxy's conntrack configuration when the
+// configuration sets none (the daemon's defaults).
+func kubeProxyDefaults() *kubeproxy.KubeProxyConntrackConfiguration {
+	return &kubeproxy.KubeProxyConntrackConfiguration{
+		MaxPerCore: new(int32(32 * 1024)), Min: new(int32(128 * 1024)),
+		TCPEstablishedTimeout: &metav1.Duration{Duration: 24 * time.Hour}, TCPCloseWaitTimeout: &metav1.Duration{Duration: time.Hour},
+	}
+}
 
 // conntrackRoot makes /proc/sys and the module's parameters with the
 // given files and values.
-func conntrackRoot(t *testing.T, files map[string]string) conntrackPaths {
+func conntrackRoot(t *testing.T, files map[string]string) Paths {
 	t.Helper()
 	root := t.TempDir()
-	p := conntrackPaths{procSys: filepath.Join(root, "proc/sys"), moduleParams: filepath.Join(root, "params")}
+	p := Paths{ProcSys: filepath.Join(root, "proc/sys"), ModuleParams: filepath.Join(root, "params")}
 	for name, v := range files {
-		path := filepath.Join(p.procSys, name)
+		path := filepath.Join(p.ProcSys, name)
 		if name == "hashsize" {
-			path = filepath.Join(p.moduleParams, name)
+			path = filepath.Join(p.ModuleParams, name)
 		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -56,7 +66,7 @@ var kernelDefaults = map[string]string{
 // a day and CLOSE_WAIT after an hour; the rest stays.
 func TestConntrackDefaults(t *testing.T) {
 	p := conntrackRoot(t, kernelDefaults)
-	changed, skipped, err := setConntrack(&defaultConfig().Conntrack, 2, p)
+	changed, skipped, err := Apply(kubeProxyDefaults(), 2, p)
 	if err != nil || skipped != nil {
 		t.Fatal(err, skipped)
 	}
@@ -69,30 +79,30 @@ func TestConntrackDefaults(t *testing.T) {
 		"net/netfilter/nf_conntrack_udp_timeout_stream":      "120",
 	}
 	for name, v := range want {
-		if got := readSetting(t, filepath.Join(p.procSys, name)); got != v {
+		if got := readSetting(t, filepath.Join(p.ProcSys, name)); got != v {
 			t.Errorf("%s = %s, want %s", name, got, v)
 		}
 	}
-	if got := readSetting(t, filepath.Join(p.moduleParams, "hashsize")); got != "32768" {
+	if got := readSetting(t, filepath.Join(p.ModuleParams, "hashsize")); got != "32768" {
 		t.Errorf("hashsize = %s, want 32768", got)
 	}
 	if len(changed) != 4 {
 		t.Errorf("changed %v", changed)
 	}
 	// With 8 CPUs the per-core figure wins; a bigger table stays.
-	if _, _, err := setConntrack(&defaultConfig().Conntrack, 8, p); err != nil {
+	if _, _, err := Apply(kubeProxyDefaults(), 8, p); err != nil {
 		t.Fatal(err)
 	}
-	if got := readSetting(t, filepath.Join(p.procSys, "net/netfilter/nf_conntrack_max")); got != "262144" {
+	if got := readSetting(t, filepath.Join(p.ProcSys, "net/netfilter/nf_conntrack_max")); got != "262144" {
 		t.Errorf("8 CPUs: nf_conntrack_max = %s, want 262144", got)
 	}
-	if changed, _, _ := setConntrack(&defaultConfig().Conntrack, 2, p); len(changed) != 0 {
+	if changed, _, _ := Apply(kubeProxyDefaults(), 2, p); len(changed) != 0 {
 		t.Errorf("a smaller table: changed %v; kube-proxy never lowers it", changed)
 	}
 }
 
 func TestConntrackSettings(t *testing.T) {
-	c := defaultConfig().Conntrack
+	c := *kubeProxyDefaults()
 	c.MaxPerCore = new(int32(0))
 	c.TCPEstablishedTimeout = &metav1.Duration{}
 	c.TCPCloseWaitTimeout = &metav1.Duration{Duration: 90 * time.Second}
@@ -100,7 +110,7 @@ func TestConntrackSettings(t *testing.T) {
 	c.UDPTimeout.Duration = 10 * time.Second
 	c.UDPStreamTimeout.Duration = 5 * time.Minute
 	p := conntrackRoot(t, kernelDefaults)
-	changed, _, err := setConntrack(&c, 4, p)
+	changed, _, err := Apply(&c, 4, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +123,7 @@ func TestConntrackSettings(t *testing.T) {
 		"net/netfilter/nf_conntrack_max": "65536", "net/netfilter/nf_conntrack_tcp_timeout_close_wait": "90",
 		"net/netfilter/nf_conntrack_udp_timeout_stream": "300", "net/netfilter/nf_conntrack_tcp_be_liberal": "1",
 	} {
-		if got := readSetting(t, filepath.Join(p.procSys, name)); got != v {
+		if got := readSetting(t, filepath.Join(p.ProcSys, name)); got != v {
 			t.Errorf("%s = %s, want %s", name, got, v)
 		}
 	}
@@ -123,7 +133,7 @@ func TestConntrackSettings(t *testing.T) {
 // it; a larger conntrack.min is the operator's and is kept, unless the
 // product itself went over the cap (kube-proxy's getConntrackMax).
 func TestConntrackMax(t *testing.T) {
-	c := defaultConfig().Conntrack
+	c := *kubeProxyDefaults()
 	for cpus, want := range map[int]int{1: 131072, 4: 131072, 5: 163840, 64: 1 << 20} {
 		if got := conntrackMax(&c, cpus); got != want {
 			t.Errorf("%d CPUs: %d, want %d", cpus, got, want)

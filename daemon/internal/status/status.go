@@ -1,4 +1,9 @@
-package main
+// Package status is the daemon's report of itself: the state file it
+// writes after every sync (Record) and the traffic rates beside it
+// (Traffic), and `ipvsplane status`, which reads them with the kernel's
+// tables (ReadKernel) and prints them for people (Print, PrintTraffic) or
+// scripts (PrintJSON, documented in docs/status-json.md).
+package status
 
 import (
 	"cmp"
@@ -23,41 +28,54 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-// syncRecord is the state file the daemon writes after every sync (see
+// Record is the state file the daemon writes after every sync (see
 // --state-file), for `ipvsplane status`: when it synced, how it went, and
 // which service each virtual server belongs to, which the kernel does not
 // know.
-type syncRecord struct {
-	Node       string    `json:"node"`
-	Source     string    `json:"source"`
-	PID        int       `json:"pid"`
-	Started    time.Time `json:"started"`
-	LastSync   time.Time `json:"lastSync"`
-	DurationMS float64   `json:"durationMs"`
-	Full       bool      `json:"full"`
-	Operations int       `json:"operations"`
-	Syncs      int       `json:"syncs"`
-	// FirstSyncMS is how long the first sync took: the whole state,
-	// from an empty or foreign kernel.
-	FirstSyncMS float64 `json:"firstSyncMs"`
-	// Errors holds the last sync's first errors; ErrorCount counts all.
-	Errors       []string `json:"errors,omitempty"`
-	ErrorCount   int      `json:"errorCount"`
-	ServicePorts int      `json:"servicePorts"`
+type Record struct {
+	Daemon
+	Sync
 	// Services maps "tcp/10.96.0.10:80" to "namespace/name:port"; node
 	// ports are under the address "*". It is kept in a file of its own
-	// (namesFile), written only when it changes: at 10,000 services it is
+	// (NamesFile), written only when it changes: at 10,000 services it is
 	// a megabyte, and endpoint changes leave it as it is.
 	Services map[string]string `json:"-"`
 }
 
-// namesFile is where the record's Services go, beside the state file.
-func namesFile(stateFile string) string {
+// Daemon is which daemon synced, and when it last did: in the state file
+// and in `ipvsplane status -o json` under the same names.
+type Daemon struct {
+	Node     string    `json:"node"`
+	Source   string    `json:"source"`
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+	LastSync time.Time `json:"lastSync"`
+}
+
+// Sync is how the last sync went: in the state file and in `ipvsplane
+// status -o json` under the same names.
+type Sync struct {
+	DurationSeconds float64 `json:"durationSeconds"`
+	Full            bool    `json:"full"`
+	Operations      int     `json:"operations"`
+	Syncs           int     `json:"syncs"`
+	// FirstSyncSeconds is how long the first sync took: the whole state,
+	// from an empty or foreign kernel.
+	FirstSyncSeconds float64 `json:"firstSyncSeconds"`
+	ServicePorts     int     `json:"servicePorts"`
+	// Errors holds the last sync's first errors (MaxRecordedErrors);
+	// ErrorCount counts all.
+	ErrorCount int      `json:"errorCount"`
+	Errors     []string `json:"errors"`
+}
+
+// NamesFile is where the record's Services go, beside the state file.
+func NamesFile(stateFile string) string {
 	return strings.TrimSuffix(stateFile, ".json") + "-services.json"
 }
 
-// maxRecordedErrors bounds the errors kept in the state file.
-const maxRecordedErrors = 20
+// MaxRecordedErrors bounds the errors kept in the state file.
+const MaxRecordedErrors = 20
 
 func virtualKey(proto string, addr string, port uint16) string {
 	return fmt.Sprintf("%s/%s", strings.ToLower(proto), netipJoin(addr, port))
@@ -70,9 +88,9 @@ func netipJoin(addr string, port uint16) string {
 	return fmt.Sprintf("%s:%d", addr, port)
 }
 
-// portKeys lists the virtual servers of a service port as the state
+// PortKeys lists the virtual servers of a service port as the state
 // file names them.
-func portKeys(sp *model.ServicePort) []string {
+func PortKeys(sp *model.ServicePort) []string {
 	var keys []string
 	proto := sp.Protocol.String()
 	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
@@ -86,25 +104,25 @@ func portKeys(sp *model.ServicePort) []string {
 	return keys
 }
 
-// serviceNames maps the virtual servers of services to their names.
-func serviceNames(services []model.ServicePort) map[string]string {
+// ServiceNames maps the virtual servers of services to their names.
+func ServiceNames(services []model.ServicePort) map[string]string {
 	out := make(map[string]string, 2*len(services))
 	for i := range services {
-		for _, k := range portKeys(&services[i]) {
+		for _, k := range PortKeys(&services[i]) {
 			out[k] = services[i].Name.String()
 		}
 	}
 	return out
 }
 
-// writeRecord replaces the state file, and the names file when names is
+// WriteRecord replaces the state file, and the names file when names is
 // true, each in one rename, so a reader never sees half of one.
-func writeRecord(path string, r *syncRecord, names bool) error {
+func WriteRecord(path string, r *Record, names bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	if names {
-		if err := writeJSON(namesFile(path), r.Services); err != nil {
+		if err := writeJSON(NamesFile(path), r.Services); err != nil {
 			return err
 		}
 	}
@@ -123,35 +141,38 @@ func writeJSON(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-func readRecord(path string) (*syncRecord, error) {
+// ReadRecord reads the state file at path and the names file beside it;
+// a missing state file is fs.ErrNotExist, a missing names file leaves
+// Services empty.
+func ReadRecord(path string) (*Record, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	names, err := os.ReadFile(namesFile(path))
+	names, err := os.ReadFile(NamesFile(path))
 	if err != nil {
 		names = nil
 	}
 	return parseRecord(path, data, names)
 }
 
-// parseRecord is readRecord on the files' contents; names is nil when the
+// parseRecord is ReadRecord on the files' contents; names is nil when the
 // names file is missing.
-func parseRecord(path string, data, names []byte) (*syncRecord, error) {
-	var r syncRecord
+func parseRecord(path string, data, names []byte) (*Record, error) {
+	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if names != nil {
 		if err := json.Unmarshal(names, &r.Services); err != nil {
-			return nil, fmt.Errorf("%s: %w", namesFile(path), err)
+			return nil, fmt.Errorf("%s: %w", NamesFile(path), err)
 		}
 	}
 	return &r, nil
 }
 
-// kernelView is what `ipvsplane status` reads from the kernel.
-type kernelView struct {
+// Kernel is what `ipvsplane status` reads from the kernel.
+type Kernel struct {
 	table   []ipvs.VirtualServer
 	owned   map[string]bool
 	sets    []ipset.Header
@@ -162,8 +183,10 @@ type kernelView struct {
 	devErr    error
 }
 
-func readKernel(ctx context.Context, device string) (*kernelView, error) {
-	v := &kernelView{owned: map[string]bool{}}
+// ReadKernel reads the IPVS table, the KUBE-* sets and what is on the
+// device.
+func ReadKernel(ctx context.Context, device string) (*Kernel, error) {
+	v := &Kernel{owned: map[string]bool{}}
 	ic, err := ipvs.Dial(nil)
 	if err != nil {
 		return nil, err
@@ -217,9 +240,9 @@ func readKernel(ctx context.Context, device string) (*kernelView, error) {
 	return v, nil
 }
 
-// printStatus writes the human view: the last sync, the services with
+// Print writes the human view: the last sync, the services with
 // their virtual and real servers, the sets.
-func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now time.Time) error {
+func Print(w io.Writer, rec *Record, recErr error, v *Kernel, now time.Time) error {
 	printSyncRecord(w, rec, recErr, now)
 	if v.devErr != nil {
 		fmt.Fprintf(w, "%s: %v\n", dataplane.DefaultDevice, v.devErr)
@@ -239,15 +262,14 @@ func printStatus(w io.Writer, rec *syncRecord, recErr error, v *kernelView, now 
 }
 
 // printSyncRecord writes the daemon's last sync, or why there is none.
-func printSyncRecord(w io.Writer, rec *syncRecord, recErr error, now time.Time) {
+func printSyncRecord(w io.Writer, rec *Record, recErr error, now time.Time) {
 	switch {
 	case rec != nil:
 		fmt.Fprintf(w, "node %s (source %s, pid %d, up %s)\n", rec.Node, rec.Source, rec.PID, now.Sub(rec.Started).Round(time.Second))
 		fmt.Fprintf(w, "last sync %s (%s ago), took %s, %s, %d operations, %d errors; %d syncs, %d service ports\n",
-			rec.LastSync.Format(time.RFC3339), now.Sub(rec.LastSync).Round(time.Second),
-			time.Duration(rec.DurationMS*float64(time.Millisecond)).Round(time.Microsecond),
+			rec.LastSync.Format(time.RFC3339), now.Sub(rec.LastSync).Round(time.Second), seconds(rec.DurationSeconds),
 			map[bool]string{true: "full", false: "incremental"}[rec.Full], rec.Operations, rec.ErrorCount, rec.Syncs, rec.ServicePorts)
-		fmt.Fprintf(w, "first sync took %s\n", time.Duration(rec.FirstSyncMS*float64(time.Millisecond)).Round(time.Microsecond))
+		fmt.Fprintf(w, "first sync took %s\n", seconds(rec.FirstSyncSeconds))
 		for _, e := range rec.Errors {
 			fmt.Fprintf(w, "  error: %s\n", e)
 		}
@@ -258,9 +280,14 @@ func printSyncRecord(w io.Writer, rec *syncRecord, recErr error, now time.Time) 
 	}
 }
 
+// seconds is a duration in seconds as the text view shows it.
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond)
+}
+
 // printVirtualServers writes the table of virtual servers, sorted, each
 // with its real servers; firewall-mark services are left out.
-func printVirtualServers(w io.Writer, rec *syncRecord, v *kernelView) error {
+func printVirtualServers(w io.Writer, rec *Record, v *Kernel) error {
 	slices.SortFunc(v.table, func(a, b ipvs.VirtualServer) int {
 		return cmp.Or(a.Service.Addr.Compare(b.Service.Addr), cmp.Compare(a.Service.Port, b.Service.Port), cmp.Compare(a.Service.Protocol, b.Service.Protocol))
 	})
@@ -277,7 +304,7 @@ func printVirtualServers(w io.Writer, rec *syncRecord, v *kernelView) error {
 
 // printVirtualServer writes one virtual server's rows: one per real
 // server, or one saying it has none.
-func printVirtualServer(tw io.Writer, rec *syncRecord, v *kernelView, vs ipvs.VirtualServer) {
+func printVirtualServer(tw io.Writer, rec *Record, v *Kernel, vs ipvs.VirtualServer) {
 	s := vs.Service
 	proto := strings.ToLower(s.Protocol.String())
 	name := serviceName(rec, proto, s)
@@ -306,7 +333,7 @@ func printVirtualServer(tw io.Writer, rec *syncRecord, v *kernelView, vs ipvs.Vi
 
 // serviceName names the service port of a virtual server from the sync
 // record: by its address, else as a node port; "-" if unknown.
-func serviceName(rec *syncRecord, proto string, s ipvs.Service) string {
+func serviceName(rec *Record, proto string, s ipvs.Service) string {
 	if rec == nil {
 		return "-"
 	}
@@ -339,60 +366,4 @@ func printSets(w io.Writer, sets []ipset.Header) error {
 		fmt.Fprintf(w, "(%d empty sets not shown)\n", empty)
 	}
 	return nil
-}
-
-// readTraffic reads the rates the daemon writes with
-// --service-traffic-metrics; a missing file is fs.ErrNotExist.
-func readTraffic(stateFile string) (*trafficRecord, error) {
-	path := trafficFile(stateFile)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r trafficRecord
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &r, nil
-}
-
-// printTraffic writes the rates of the busiest service ports by bytes per
-// second, top of them (0 for all), from the daemon's last two readings.
-// Without --service-traffic-metrics there is no file, and nothing is
-// written.
-func printTraffic(w io.Writer, r *trafficRecord, err error, top int, now time.Time) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		_, err = fmt.Fprintf(w, "\ntraffic: %v\n", err)
-		return err
-	}
-	fmt.Fprintln(w)
-	ago := now.Sub(r.At).Round(time.Second)
-	if r.Seconds == 0 {
-		_, err = fmt.Fprintf(w, "traffic: one reading so far (%s ago); rates need two\n", ago)
-		return err
-	}
-	fmt.Fprintf(w, "traffic over the %s to %s (%s ago), busiest first:\n", time.Duration(r.Seconds*float64(time.Second)).Round(time.Millisecond), r.At.Format(time.RFC3339), ago)
-	if len(r.Ports) == 0 {
-		_, err = fmt.Fprintln(w, "(no service port had traffic)")
-		return err
-	}
-	shown := r.Ports
-	if top > 0 && len(shown) > top {
-		shown = shown[:top]
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tPROTOCOL\tCONN/S\tPKT/S IN\tPKT/S OUT\tBYTES/S IN\tBYTES/S OUT")
-	for _, p := range shown {
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\n", p.Service, p.Protocol, p.ConnectionsPS, p.PacketsInPS, p.PacketsOutPS, p.BytesInPS, p.BytesOutPS)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(shown) < len(r.Ports) {
-		_, err = fmt.Fprintf(w, "(%d more service ports had traffic; --top 0 shows all)\n", len(r.Ports)-len(shown))
-	}
-	return err
 }

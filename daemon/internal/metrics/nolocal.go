@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -91,7 +91,7 @@ func (t noLocalTracker) counts() map[noLocal]int {
 }
 
 // observeNoLocal sets the gauge from the tracker.
-func (m *metrics) observeNoLocal(t noLocalTracker) {
+func (m *Metrics) observeNoLocal(t noLocalTracker) {
 	c := t.counts()
 	for bit, labels := range map[noLocal][2]string{
 		noLocalInternal4: {"internal", "IPv4"}, noLocalInternal6: {"internal", "IPv6"},

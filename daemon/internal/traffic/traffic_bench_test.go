@@ -1,4 +1,4 @@
-package main
+package traffic
 
 import (
 	"context"
@@ -48,20 +48,20 @@ func BenchmarkServiceTraffic10000(b *testing.B) {
 	ctx := context.Background()
 	b.Run("map", func(b *testing.B) {
 		for range b.N {
-			tr := newServiceTraffic(&fakeLister{}, time.Now)
-			tr.replace(node, ports)
+			tr := New(&fakeLister{}, time.Now)
+			tr.Replace(node, ports)
 		}
 	})
 	k := &fakeLister{svcs: svcs}
-	tr := newServiceTraffic(k, time.Now)
-	tr.replace(node, ports)
-	if err := tr.refresh(ctx); err != nil {
+	tr := New(k, time.Now)
+	tr.Replace(node, ports)
+	if err := tr.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("refresh", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			if err := tr.refresh(ctx); err != nil {
+			if err := tr.Refresh(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,9 @@
-package main
+// Package metrics holds the daemon's Prometheus metrics: kube-proxy's
+// names and labels where they mean the same, ipvsplane_* for the rest,
+// fed by the syncs (ObserveSync) and the watch of the objects (SetQueued,
+// SetPending, InvalidObject), and the pages kube-proxy's metrics server
+// serves beside them.
+package metrics
 
 import (
 	"encoding/json"
@@ -6,10 +11,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
-	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -19,10 +24,10 @@ import (
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
-// metrics are the daemon's Prometheus metrics: kube-proxy's names where
+// Metrics are the daemon's Prometheus metrics: kube-proxy's names where
 // they mean the same, ipvsplane_* for the rest. They live in their own
 // registry, so that tests can make as many as they like.
-type metrics struct {
+type Metrics struct {
 	registry *prometheus.Registry
 
 	// families are the ip_family values the node's syncs record under:
@@ -63,21 +68,25 @@ type metrics struct {
 
 	healthz, livez *prometheus.CounterVec
 
-	// build is ipvsplane_build_info, set by setBuild.
+	// build is ipvsplane_build_info, set by SetBuild.
 	build *prometheus.GaugeVec
+
+	// noLocal holds the service ports with Local policies and no local
+	// endpoints, for noLocalEndpoints.
+	noLocal noLocalTracker
 }
 
-// ipFamilies are the values of kube-proxy's ip_family label, indexed as
-// the dataplane's per-family results are.
-var ipFamilies = []string{"IPv4", "IPv6"}
+// ipFamilies returns the values of kube-proxy's ip_family label, indexed
+// as the dataplane's per-family results are.
+func ipFamilies() []string { return []string{"IPv4", "IPv6"} }
 
-// newMetrics returns the metrics of a node that runs both families; see
-// forFamilies.
-func newMetrics() *metrics {
+// New returns the metrics of a node that runs both families, in a
+// registry of their own (see ForFamilies).
+func New() *Metrics {
 	family := []string{"ip_family"}
 	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
-	m := &metrics{
-		families: ipFamilies,
+	m := &Metrics{
+		families: ipFamilies(), noLocal: noLocalTracker{},
 		registry: prometheus.NewRegistry(),
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "How long a sync of the kernel state took.", Buckets: syncBuckets,
@@ -168,57 +177,113 @@ func newMetrics() *metrics {
 		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
-		m.schedulerFallbacks, m.ignoredSettings, m.build, newConntrackCollector(defaultConntrackPaths.procSys),
+		m.schedulerFallbacks, m.ignoredSettings, m.build, conntracksettings.NewCollector(conntracksettings.HostPaths().ProcSys),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// setBuild sets ipvsplane_build_info to b's labels.
-func (m *metrics) setBuild(b buildInfo) *metrics {
+// Build is what ipvsplane was built from and with.
+type Build struct {
+	Version, Revision, GoVersion, Compiler, Platform string
+}
+
+// SetBuild sets ipvsplane_build_info to b's labels.
+func (m *Metrics) SetBuild(b Build) *Metrics {
 	m.build.Reset()
 	m.build.WithLabelValues(b.Version, b.Revision, b.GoVersion, b.Compiler, b.Platform).Set(1)
 	return m
 }
 
-// conntrackCollector reports the conntrack table's use against its limit
-// at each scrape, read from /proc/sys/net/netfilter, so that an alert can
-// fire before the table fills and new connections are dropped (kube-proxy
-// has no such metric; node_exporter's nf_conntrack collector reads the
-// same files). Without the nf_conntrack module the files are missing and
-// nothing is reported.
-type conntrackCollector struct {
-	procSys      string
-	entries, max *prometheus.Desc
+// Sync is what a successful sync reports.
+type Sync struct {
+	Result *dataplane.Result
+	Took   time.Duration
+	End    time.Time
+	// ServiceChanges and EndpointChanges are the changes it took;
+	// ServicesPending and EndpointsPending, those waiting after it.
+	ServiceChanges, EndpointChanges   int
+	ServicesPending, EndpointsPending int
+	// ServicePorts are the service ports of the desired state.
+	ServicePorts int
+	// TriggerTimes are the trigger times of the endpoint changes it
+	// programmed, IPv4's and IPv6's (watcher.Update.TriggerTimes).
+	TriggerTimes [2][]time.Time
 }
 
-func newConntrackCollector(procSys string) *conntrackCollector {
-	return &conntrackCollector{
-		procSys: procSys,
-		entries: prometheus.NewDesc("ipvsplane_conntrack_entries", "Flows in the conntrack table of the node's network namespace (net.netfilter.nf_conntrack_count).", nil, nil),
-		max:     prometheus.NewDesc("ipvsplane_conntrack_entries_limit", "The conntrack table's size limit (net.netfilter.nf_conntrack_max).", nil, nil),
+// ObserveSync records a successful sync.
+func (m *Metrics) ObserveSync(s Sync) {
+	took := s.Took.Seconds()
+	m.observeFamilies(m.syncDuration, took)
+	if s.Result.Full {
+		m.observeFamilies(m.fullSyncDuration, took)
+	} else {
+		m.observeFamilies(m.partialSyncDuration, took)
 	}
-}
-
-func (c *conntrackCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.entries
-	ch <- c.max
-}
-
-func (c *conntrackCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, f := range []struct {
-		desc *prometheus.Desc
-		name string
-	}{{c.entries, "nf_conntrack_count"}, {c.max, "nf_conntrack_max"}} {
-		n, err := readInt(filepath.Join(c.procSys, "net/netfilter", f.name))
-		if err != nil {
+	m.serviceChanges.Add(float64(s.ServiceChanges))
+	m.endpointChanges.Add(float64(s.EndpointChanges))
+	m.SetPending(s.ServicesPending, s.EndpointsPending)
+	m.servicePorts.Set(float64(s.ServicePorts))
+	m.observe(s.Result)
+	if s.Result.RulesFailed {
+		// As kube-proxy, whose sync returns before these when its rules
+		// fail: the node is not programmed, nor is the change.
+		return
+	}
+	m.setFamilies(m.lastSync, float64(s.End.UnixNano())/1e9)
+	// Each family's EndpointSlice changes count for that family only.
+	for i, times := range s.TriggerTimes {
+		f := ipFamilies()[i]
+		if !m.runs(f) {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n))
+		for _, t := range times {
+			if !t.IsZero() {
+				m.programming.WithLabelValues(f).Observe(s.End.Sub(t).Seconds())
+			}
+		}
 	}
+}
+
+// SyncFailed counts a sync that could not read or program the kernel.
+func (m *Metrics) SyncFailed() { m.syncErrors.Inc() }
+
+// SetPending sets the services with changes not yet synced.
+func (m *Metrics) SetPending(services, endpoints int) {
+	m.servicesPending.Set(float64(services))
+	m.endpointsPending.Set(float64(endpoints))
+}
+
+// Started records the daemon's start as the time a change was last
+// queued, as kube-proxy's sync loop does.
+func (m *Metrics) Started(at time.Time) {
+	m.setFamilies(m.lastQueued, float64(at.UnixNano())/1e9)
+}
+
+// InvalidObject counts a Service, EndpointSlice or Node version skipped
+// as invalid, or read with invalid entries left out.
+func (m *Metrics) InvalidObject() { m.invalidObjects.Inc() }
+
+// ReplaceServices follows the desired state whole, after a full sync,
+// for the services without local endpoints on node.
+func (m *Metrics) ReplaceServices(node string, services []model.ServicePort) {
+	m.noLocal = noLocalTracker{}
+	for i := range services {
+		m.noLocal.set(services[i].Name, &services[i], node)
+	}
+	m.observeNoLocal(m.noLocal)
+}
+
+// ApplyChanges follows an incremental sync's changes, for the services
+// without local endpoints on node.
+func (m *Metrics) ApplyChanges(node string, changes []plan.Change) {
+	for _, c := range changes {
+		m.noLocal.set(c.Name, c.Port, node)
+	}
+	m.observeNoLocal(m.noLocal)
 }
 
 // observe records a sync's result.
-func (m *metrics) observe(res *dataplane.Result) {
+func (m *Metrics) observe(res *dataplane.Result) {
 	if res.Plan != nil {
 		m.opsPerSync.Observe(float64(res.Plan.Len()))
 		for op := range res.Plan.All() {
@@ -231,7 +296,7 @@ func (m *metrics) observe(res *dataplane.Result) {
 			m.operations.WithLabelValues(opKind(op)).Add(float64(n))
 		}
 	}
-	for i, f := range ipFamilies {
+	for i, f := range ipFamilies() {
 		if res.Flows.Ran[i] && m.runs(f) {
 			m.flowCleanup.WithLabelValues(f).Observe(res.Flows.Took[i].Seconds())
 			m.flowsDeleted.WithLabelValues(f).Add(float64(res.Flows.Deleted[i]))
@@ -243,7 +308,7 @@ func (m *metrics) observe(res *dataplane.Result) {
 // observeErrors counts a sync's errors. Every sync reports all the
 // service ports it leaves out or programs without what they ask, not
 // only the new ones: gauges, not counters.
-func (m *metrics) observeErrors(errs []error) {
+func (m *Metrics) observeErrors(errs []error) {
 	var leftOut, fallbacks, ignored int
 	for _, err := range errs {
 		var oe *dataplane.OpError
@@ -270,7 +335,16 @@ func (m *metrics) observeErrors(errs []error) {
 	m.ignoredSettings.Set(float64(ignored))
 }
 
-func (m *metrics) handler() http.Handler {
+// Registry is the metrics' registry, where other collectors of the
+// daemon's go too.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// AnswerCounters are the counters of /healthz and /livez answers by
+// status code (see healthcheck.NewProxyHealth).
+func (m *Metrics) AnswerCounters() (healthz, livez *prometheus.CounterVec) { return m.healthz, m.livez }
+
+// Handler serves the metrics.
+func (m *Metrics) Handler() http.Handler {
 	// Uncompressed: the page is a few kilobytes, and a gzip writer costs
 	// a megabyte of garbage per scrape.
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry, DisableCompression: true})
@@ -311,21 +385,21 @@ func opKind(op plan.Op) string {
 	return "other"
 }
 
-// forFamilies limits the series to the node's families: IPv4 and, when
+// ForFamilies limits the series to the node's families: IPv4 and, when
 // ipv6, IPv6, as kube-proxy runs a proxier for IPv6 only where the kernel
 // has it.
-func (m *metrics) forFamilies(ipv6 bool) *metrics {
-	m.families = ipFamilies[:1]
+func (m *Metrics) ForFamilies(ipv6 bool) *Metrics {
+	m.families = ipFamilies()[:1]
 	if ipv6 {
-		m.families = ipFamilies
+		m.families = ipFamilies()
 	}
 	return m
 }
 
-// setQueued records when a change that asks for a sync arrived, under the
+// SetQueued records when a change that asks for a sync arrived, under the
 // families it concerns among the node's (see watcher.TrackerConfig.OnQueued).
-func (m *metrics) setQueued(families [2]bool, at time.Time) {
-	for i, f := range ipFamilies {
+func (m *Metrics) SetQueued(families [2]bool, at time.Time) {
+	for i, f := range ipFamilies() {
 		if families[i] && m.runs(f) {
 			m.lastQueued.WithLabelValues(f).Set(float64(at.UnixNano()) / 1e9)
 		}
@@ -333,27 +407,27 @@ func (m *metrics) setQueued(families [2]bool, at time.Time) {
 }
 
 // runs reports whether family f is one of the node's.
-func (m *metrics) runs(f string) bool { return slices.Contains(m.families, f) }
+func (m *Metrics) runs(f string) bool { return slices.Contains(m.families, f) }
 
 // observeFamilies records v under each of the node's families.
-func (m *metrics) observeFamilies(h *prometheus.HistogramVec, v float64) {
+func (m *Metrics) observeFamilies(h *prometheus.HistogramVec, v float64) {
 	for _, f := range m.families {
 		h.WithLabelValues(f).Observe(v)
 	}
 }
 
 // setFamilies sets g to v under each of the node's families.
-func (m *metrics) setFamilies(g *prometheus.GaugeVec, v float64) {
+func (m *Metrics) setFamilies(g *prometheus.GaugeVec, v float64) {
 	for _, f := range m.families {
 		g.WithLabelValues(f).Set(v)
 	}
 }
 
-// serveKubeProxyPages adds the pages kube-proxy serves beside /metrics:
+// ServeKubeProxyPages adds the pages kube-proxy serves beside /metrics:
 // /proxyMode ("ipvs"), /configz (the configuration in use, as
 // {"kubeproxy.config.k8s.io": KubeProxyConfiguration}) and /healthz
 // ("ok" while the server runs).
-func serveKubeProxyPages(mux *http.ServeMux, kp *kubeproxy.KubeProxyConfiguration) {
+func ServeKubeProxyPages(mux *http.ServeMux, kp *kubeproxy.KubeProxyConfiguration) {
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -376,10 +450,10 @@ func serveKubeProxyPages(mux *http.ServeMux, kp *kubeproxy.KubeProxyConfiguratio
 	})
 }
 
-// serveProfiles serves Go's runtime profiles under /debug/pprof/, as
+// ServeProfiles serves Go's runtime profiles under /debug/pprof/, as
 // kube-proxy does with --profiling: a CPU profile of a slow sync shows
 // where its time goes.
-func serveProfiles(mux *http.ServeMux) {
+func ServeProfiles(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -1,4 +1,4 @@
-package main
+package healthcheck
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
 )
 
 func localService(name string, hc uint16, eps ...model.Endpoint) model.ServicePort {
@@ -41,7 +42,7 @@ func TestLocalEndpoints(t *testing.T) {
 	none := localService("none", 32001, endpoint("10.0.0.5", "node-b", true))
 	cluster := localService("cluster", 32002, endpoint("10.0.0.6", "node-a", true))
 	cluster.ExternalPolicy = model.PolicyCluster
-	states := func(h *hcServers) map[uint16]hcState {
+	states := func(h *ServiceServers) map[uint16]hcState {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		out := map[uint16]hcState{}
@@ -50,31 +51,31 @@ func TestLocalEndpoints(t *testing.T) {
 		}
 		return out
 	}
-	newServers := func() *hcServers {
-		h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-		h.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-		h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
-		t.Cleanup(func() { h.close(context.Background()) })
+	newServers := func() *ServiceServers {
+		h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }})
+		h.cfg.Listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+		h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
+		t.Cleanup(func() { h.Close(context.Background()) })
 		return h
 	}
 	want := map[uint16]hcState{32000: {"demo", "web", [2]int{2, 0}, [2]bool{true, false}}, 32001: {"demo", "none", [2]int{}, [2]bool{true, false}}}
 
 	whole := newServers()
-	whole.replace([]model.ServicePort{web, web2, none, cluster})
+	whole.Replace([]model.ServicePort{web, web2, none, cluster})
 	if got := states(whole); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("replace: got %v, want %v", got, want)
 	}
 	changes := newServers()
-	changes.apply([]plan.Change{{Name: web.Name, Port: &web}, {Name: none.Name, Port: &none}})
-	changes.apply([]plan.Change{{Name: web2.Name, Port: &web2}, {Name: cluster.Name, Port: &cluster}})
+	changes.Apply([]plan.Change{{Name: web.Name, Port: &web}, {Name: none.Name, Port: &none}})
+	changes.Apply([]plan.Change{{Name: web2.Name, Port: &web2}, {Name: cluster.Name, Port: &cluster}})
 	if got := states(changes); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("apply: got %v, want %v", got, want)
 	}
-	changes.apply([]plan.Change{{Name: web2.Name}, {Name: none.Name}})
+	changes.Apply([]plan.Change{{Name: web2.Name}, {Name: none.Name}})
 	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", [2]int{1, 0}, [2]bool{true, false}}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after removals: got %v, want %v", got, want)
 	}
-	if got := changes.ports(); len(got) != 1 || got[0] != 32000 {
+	if got := changes.Ports(); len(got) != 1 || got[0] != 32000 {
 		t.Errorf("ports after removals: %v", got)
 	}
 }
@@ -84,16 +85,16 @@ func TestLocalEndpoints(t *testing.T) {
 func TestHealthCheckNodePorts(t *testing.T) {
 	addrs := map[uint16]string{}
 	healthy := true
-	h := newHCServers(zap.NewNop(), "node-a", func() bool { return healthy })
-	h.listen = func(a netip.AddrPort) (net.Listener, error) {
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return healthy }})
+	h.cfg.Listen = func(a netip.AddrPort) (net.Listener, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err == nil {
 			addrs[a.Port()] = ln.Addr().String()
 		}
 		return ln, err
 	}
-	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
-	defer h.close(context.Background())
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
+	defer h.Close(context.Background())
 	get := func(port uint16) (int, map[string]any) {
 		t.Helper()
 		resp, err := http.Get("http://" + addrs[port] + "/")
@@ -109,7 +110,7 @@ func TestHealthCheckNodePorts(t *testing.T) {
 		return resp.StatusCode, v
 	}
 
-	h.replace([]model.ServicePort{
+	h.Replace([]model.ServicePort{
 		localService("web", 32000, endpoint("10.0.0.1", "node-a", true)),
 		localService("none", 32001, endpoint("10.0.0.2", "node-b", true)),
 	})
@@ -124,11 +125,11 @@ func TestHealthCheckNodePorts(t *testing.T) {
 		t.Errorf("web with the proxy unhealthy: %d", code)
 	}
 	healthy = true
-	h.replace([]model.ServicePort{localService("web", 32000)})
+	h.Replace([]model.ServicePort{localService("web", 32000)})
 	if code, _ := get(32000); code != 503 {
 		t.Errorf("web without endpoints: %d", code)
 	}
-	if got := h.ports(); len(got) != 1 || got[0] != 32000 {
+	if got := h.Ports(); len(got) != 1 || got[0] != 32000 {
 		t.Errorf("ports after 32001 went: %v", got)
 	}
 	if _, err := http.Get("http://" + addrs[32001] + "/"); err == nil {
@@ -140,11 +141,11 @@ func TestHealthCheckNodePorts(t *testing.T) {
 // endpoints of the family the request came in on (issue 15 §1.12): a
 // dual-stack pod is one endpoint, not two.
 func TestHealthCheckNodePortPerFamily(t *testing.T) {
-	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
-	h.listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
-	h.setAddresses([]netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()})
-	defer h.close(context.Background())
-	h.replace([]model.ServicePort{localService("web", 32000,
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }})
+	h.cfg.Listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()})
+	defer h.Close(context.Background())
+	h.Replace([]model.ServicePort{localService("web", 32000,
 		endpoint("10.0.0.1", "node-a", true), endpoint("fd00::1", "node-a", true), endpoint("fd00::2", "node-b", true))})
 	for _, tt := range []struct {
 		local string
@@ -171,24 +172,24 @@ func TestHealthCheckNodePortPerFamily(t *testing.T) {
 // A port that cannot be opened is tried again at the next update, even
 // one that does not change its service.
 func TestHealthCheckNodePortRetried(t *testing.T) {
-	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }})
 	busy := true
-	h.listen = func(netip.AddrPort) (net.Listener, error) {
+	h.cfg.Listen = func(netip.AddrPort) (net.Listener, error) {
 		if busy {
 			return nil, errors.New("address already in use")
 		}
 		return net.Listen("tcp", "127.0.0.1:0")
 	}
-	h.setAddresses([]netip.Addr{netip.IPv4Unspecified()})
-	defer h.close(context.Background())
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
+	defer h.Close(context.Background())
 	web := localService("web", 32000, endpoint("10.0.0.1", "node-a", true))
-	h.apply([]plan.Change{{Name: web.Name, Port: &web}})
-	if got := h.ports(); len(got) != 0 {
+	h.Apply([]plan.Change{{Name: web.Name, Port: &web}})
+	if got := h.Ports(); len(got) != 0 {
 		t.Fatalf("ports while busy: %v", got)
 	}
 	busy = false
-	h.apply(nil)
-	if got := h.ports(); len(got) != 1 || got[0] != 32000 {
+	h.Apply(nil)
+	if got := h.Ports(); len(got) != 1 || got[0] != 32000 {
 		t.Errorf("ports after the retry: %v", got)
 	}
 }
@@ -197,12 +198,12 @@ func TestHealthCheckNodePortRetried(t *testing.T) {
 // listeners on the addresses still wanted, closes the others and opens
 // the new ones; each listener answers on its own socket.
 func TestHealthCheckNodePortRelisten(t *testing.T) {
-	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }})
 	// The real sockets are on loopback addresses, on ports the kernel
 	// picks; actual maps what was asked for to where it listens.
 	actual := map[netip.AddrPort]string{}
 	opened := 0
-	h.listen = func(a netip.AddrPort) (net.Listener, error) {
+	h.cfg.Listen = func(a netip.AddrPort) (net.Listener, error) {
 		ln, err := listenFamily(netip.AddrPortFrom(a.Addr(), 0))
 		if err == nil {
 			actual[a] = ln.Addr().String()
@@ -210,10 +211,10 @@ func TestHealthCheckNodePortRelisten(t *testing.T) {
 		}
 		return ln, err
 	}
-	defer h.close(context.Background())
+	defer h.Close(context.Background())
 	one, two := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	h.setAddresses([]netip.Addr{one})
-	h.replace([]model.ServicePort{
+	h.SetAddresses([]netip.Addr{one})
+	h.Replace([]model.ServicePort{
 		localService("web", 32000, endpoint("10.0.0.1", "node-a", true)),
 		localService("api", 32001, endpoint("10.0.0.2", "node-a", true)),
 	})
@@ -230,16 +231,16 @@ func TestHealthCheckNodePortRelisten(t *testing.T) {
 		t.Fatalf("on %v: %d listeners opened, %v", one, opened, actual)
 	}
 
-	h.setAddresses([]netip.Addr{one, two})
+	h.SetAddresses([]netip.Addr{one, two})
 	if opened != 4 || !answers(one, 32000) || !answers(two, 32000) || !answers(two, 32001) {
 		t.Errorf("adding %v: %d listeners opened in all, want 4 (those on %v kept): %v", two, opened, one, actual)
 	}
-	h.setAddresses([]netip.Addr{two})
+	h.SetAddresses([]netip.Addr{two})
 	if opened != 4 || answers(one, 32000) || answers(one, 32001) || !answers(two, 32000) || !answers(two, 32001) {
 		t.Errorf("leaving %v: %d listeners opened in all, want 4, and %v closed: %v", one, opened, one, actual)
 	}
-	h.setAddresses(nil)
-	if got := h.ports(); len(got) != 0 || answers(two, 32000) {
+	h.SetAddresses(nil)
+	if got := h.Ports(); len(got) != 0 || answers(two, 32000) {
 		t.Errorf("without addresses: ports %v still listening", got)
 	}
 }
@@ -247,20 +248,20 @@ func TestHealthCheckNodePortRelisten(t *testing.T) {
 // A health-check port listens only in its service's families, as
 // kube-proxy's proxier of each family serves only its family's services.
 func TestHealthCheckPortFamilies(t *testing.T) {
-	h := newHCServers(zap.NewNop(), "node-a", func() bool { return true })
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }})
 	listening := map[uint16][]string{}
-	h.listen = func(a netip.AddrPort) (net.Listener, error) {
+	h.cfg.Listen = func(a netip.AddrPort) (net.Listener, error) {
 		listening[a.Port()] = append(listening[a.Port()], a.Addr().String())
 		return net.Listen("tcp", "127.0.0.1:0")
 	}
-	defer h.close(context.Background())
-	h.setAddresses([]netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()})
+	defer h.Close(context.Background())
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()})
 	v4 := localService("v4", 32000)
 	v6 := localService("v6", 32001)
 	v6.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:10:96::10")}
 	dual := localService("dual", 32002)
 	dual.ClusterIPs = append(dual.ClusterIPs, netip.MustParseAddr("fd00:10:96::11"))
-	h.replace([]model.ServicePort{v4, v6, dual})
+	h.Replace([]model.ServicePort{v4, v6, dual})
 	want := map[uint16][]string{32000: {"0.0.0.0"}, 32001: {"::"}, 32002: {"0.0.0.0", "::"}}
 	if fmt.Sprint(listening) != fmt.Sprint(want) {
 		t.Errorf("listening on %v, want %v", listening, want)
@@ -296,5 +297,27 @@ func TestListenFamily(t *testing.T) {
 	defer ln4.Close()
 	if a := ln4.Addr().(*net.TCPAddr); a.IP.To4() == nil {
 		t.Errorf("IPv4 listener on %v", a)
+	}
+}
+
+// reasons records the reasons of the Events it is given.
+type reasons []string
+
+func (r *reasons) Eventf(_ v1.ObjectReference, _, reason, _, _ string, _ ...any) {
+	*r = append(*r, reason)
+}
+
+// A health-check node port that cannot open is recorded once on its
+// Service, not at every retry.
+func TestHealthCheckPortEvent(t *testing.T) {
+	var got reasons
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }, Events: &got,
+		Listen: func(netip.AddrPort) (net.Listener, error) { return nil, errors.New("address already in use") }})
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
+	ports := []model.ServicePort{localService("lb", 32000)}
+	h.Replace(ports)
+	h.Replace(ports)
+	if len(got) != 1 || got[0] != "FailedToStartServiceHealthcheck" {
+		t.Errorf("events %v, want one FailedToStartServiceHealthcheck", got)
 	}
 }

@@ -1,16 +1,18 @@
-package main
+// Package traffic exports the traffic of every service port as
+// Prometheus counters, summed from the kernel's counters of its IPVS
+// virtual servers, and writes its rates for `ipvsplane status`
+// (--service-traffic-metrics).
+package traffic
 
 import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -19,14 +21,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// defaultTrafficInterval is how often the daemon reads the virtual
+// DefaultInterval is how often the daemon reads the virtual
 // servers' counters for --service-traffic-metrics: one dump of every
 // virtual server each time, whatever the number of scrapes.
-const defaultTrafficInterval = 10 * time.Second
+const DefaultInterval = 10 * time.Second
 
-// serviceLister reads every virtual server, with its counters, in one
+// Lister reads every virtual server, with its counters, in one
 // dump; *ipvs.Conn is one.
-type serviceLister interface {
+type Lister interface {
 	Services(ctx context.Context) ([]ipvs.Service, error)
 }
 
@@ -80,9 +82,9 @@ type trafficPort struct {
 	readings int
 }
 
-// serviceTraffic exports the traffic of every service port from the
+// Collector exports the traffic of every service port from the
 // kernel's counters of its virtual servers. The kernel is read once an
-// interval (see run), never on a scrape, so that scrapes cost no netlink
+// interval (see Start), never on a scrape, so that scrapes cost no netlink
 // dump however many scrapers there are; scrapes serve the last reading.
 //
 // The kernel's counters belong to a virtual server and restart from zero
@@ -93,8 +95,8 @@ type trafficPort struct {
 // virtual server counted since the reading before, so a port's counters
 // only go up while the daemon runs, and a restart of the daemon is the
 // one reset.
-type serviceTraffic struct {
-	source serviceLister
+type Collector struct {
+	source Lister
 	now    func() time.Time
 
 	mu     sync.Mutex
@@ -109,10 +111,13 @@ type serviceTraffic struct {
 	connections, packets, bytes *prometheus.Desc
 }
 
-func newServiceTraffic(source serviceLister, now func() time.Time) *serviceTraffic {
+// New returns a collector of the virtual servers source lists, mapping
+// none to a service port yet (Replace, Apply) and read never (Start,
+// Refresh).
+func New(source Lister, now func() time.Time) *Collector {
 	labels := []string{"namespace", "name", "port", "protocol"}
 	withDirection := append(slices.Clone(labels), "direction")
-	return &serviceTraffic{
+	return &Collector{
 		source: source, now: now,
 		ports:  map[model.ServicePortName]*trafficPort{},
 		owners: map[plan.VirtualKey]*trafficPort{},
@@ -127,9 +132,9 @@ func newServiceTraffic(source serviceLister, now func() time.Time) *serviceTraff
 	}
 }
 
-// replace maps the virtual servers of a whole desired state to their
+// Replace maps the virtual servers of a whole desired state to their
 // service ports, after a full sync. Ports that stay keep their counters.
-func (t *serviceTraffic) replace(node *model.Node, services []model.ServicePort) {
+func (t *Collector) Replace(node *model.Node, services []model.ServicePort) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	present := make(map[model.ServicePortName]bool, len(services))
@@ -144,8 +149,8 @@ func (t *serviceTraffic) replace(node *model.Node, services []model.ServicePort)
 	}
 }
 
-// apply follows an incremental sync's changes, in their time.
-func (t *serviceTraffic) apply(node *model.Node, changes []plan.Change) {
+// Apply follows an incremental sync's changes, in their time.
+func (t *Collector) Apply(node *model.Node, changes []plan.Change) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, c := range changes {
@@ -160,7 +165,7 @@ func (t *serviceTraffic) apply(node *model.Node, changes []plan.Change) {
 // set maps the port's virtual servers to it; t.mu is held. A virtual
 // server two ports claim (a VirtualServerConflict) counts for the one set
 // last.
-func (t *serviceTraffic) set(node *model.Node, sp *model.ServicePort) {
+func (t *Collector) set(node *model.Node, sp *model.ServicePort) {
 	p := t.ports[sp.Name]
 	if p != nil && p.protocol != sp.Protocol {
 		// Another protocol is another series.
@@ -186,7 +191,7 @@ func (t *serviceTraffic) set(node *model.Node, sp *model.ServicePort) {
 }
 
 // drop forgets a removed port and its series; t.mu is held.
-func (t *serviceTraffic) drop(name model.ServicePortName) {
+func (t *Collector) drop(name model.ServicePortName) {
 	p := t.ports[name]
 	if p == nil {
 		return
@@ -200,16 +205,16 @@ func (t *serviceTraffic) drop(name model.ServicePortName) {
 // release unmaps one of p's virtual servers. Its last reading goes too:
 // if it comes back, it is a new virtual server whose counters start from
 // zero.
-func (t *serviceTraffic) release(p *trafficPort, k plan.VirtualKey) {
+func (t *Collector) release(p *trafficPort, k plan.VirtualKey) {
 	if t.owners[k] == p {
 		delete(t.owners, k)
 		delete(t.seen, k)
 	}
 }
 
-// refresh reads every virtual server's counters in one dump and adds
+// Refresh reads every virtual server's counters in one dump and adds
 // what each counted since the last reading to its service port.
-func (t *serviceTraffic) refresh(ctx context.Context) error {
+func (t *Collector) Refresh(ctx context.Context) error {
 	svcs, err := t.source.Services(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the IPVS virtual servers' counters: %w", err)
@@ -224,7 +229,7 @@ func (t *serviceTraffic) refresh(ctx context.Context) error {
 // account adds a reading taken at at; t.mu is held. Virtual servers that
 // are no service port's (another program's, a firewall mark's) are
 // skipped.
-func (t *serviceTraffic) account(svcs []ipvs.Service, at time.Time) {
+func (t *Collector) account(svcs []ipvs.Service, at time.Time) {
 	for _, p := range t.ports {
 		p.last = trafficCounters{}
 	}
@@ -252,16 +257,16 @@ func (t *serviceTraffic) account(svcs []ipvs.Service, at time.Time) {
 	t.prevAt, t.at = t.at, at
 }
 
-// Describe and Collect make serviceTraffic a prometheus.Collector of
+// Describe and Collect make Collector a prometheus.Collector of
 // constant metrics: the values are the kernel's, not counted here.
-func (t *serviceTraffic) Describe(ch chan<- *prometheus.Desc) {
+func (t *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- t.connections
 	ch <- t.packets
 	ch <- t.bytes
 }
 
 // Collect serves the last reading; before the first, nothing.
-func (t *serviceTraffic) Collect(ch chan<- prometheus.Metric) {
+func (t *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range t.snapshot() {
 		n := p.name
 		proto := p.protocol.String()
@@ -278,7 +283,7 @@ func (t *serviceTraffic) Collect(ch chan<- prometheus.Metric) {
 
 // snapshot copies the ports' totals, so that a slow scrape does not hold
 // up the syncs.
-func (t *serviceTraffic) snapshot() []trafficPort {
+func (t *Collector) snapshot() []trafficPort {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.at.IsZero() {
@@ -293,41 +298,12 @@ func (t *serviceTraffic) snapshot() []trafficPort {
 	return out
 }
 
-// trafficRecord is the file of rates the daemon writes beside the state
-// file after each reading, for `ipvsplane status`.
-type trafficRecord struct {
-	// At is the time of the latest reading; Seconds, the time since the
-	// one before, which the rates are over.
-	At      time.Time `json:"at"`
-	Seconds float64   `json:"seconds"`
-	// Ports holds the ports that had traffic, most bytes per second (in
-	// and out) first: idle ports are left out, so the file follows the
-	// busy ports, not the cluster's size.
-	Ports []portRate `json:"ports,omitempty"`
-}
-
-// portRate is one service port's traffic per second.
-type portRate struct {
-	Service       string  `json:"service"`
-	Protocol      string  `json:"protocol"`
-	ConnectionsPS float64 `json:"connectionsPerSecond"`
-	PacketsInPS   float64 `json:"packetsInPerSecond"`
-	PacketsOutPS  float64 `json:"packetsOutPerSecond"`
-	BytesInPS     float64 `json:"bytesInPerSecond"`
-	BytesOutPS    float64 `json:"bytesOutPerSecond"`
-}
-
-// trafficFile is where the rates go, beside the state file.
-func trafficFile(stateFile string) string {
-	return strings.TrimSuffix(stateFile, ".json") + "-traffic.json"
-}
-
 // rates computes each port's rates from the last two readings; a port
 // that was not in both has none yet.
-func (t *serviceTraffic) rates() *trafficRecord {
+func (t *Collector) rates() *status.Traffic {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := &trafficRecord{At: t.at}
+	r := &status.Traffic{At: t.at}
 	if t.prevAt.IsZero() {
 		return r
 	}
@@ -340,14 +316,14 @@ func (t *serviceTraffic) rates() *trafficRecord {
 			continue
 		}
 		l := p.last
-		r.Ports = append(r.Ports, portRate{
+		r.Ports = append(r.Ports, status.PortRate{
 			Service: p.name.String(), Protocol: p.protocol.String(),
 			ConnectionsPS: float64(l.Connections) / r.Seconds,
 			PacketsInPS:   float64(l.PacketsIn) / r.Seconds, PacketsOutPS: float64(l.PacketsOut) / r.Seconds,
 			BytesInPS: float64(l.BytesIn) / r.Seconds, BytesOutPS: float64(l.BytesOut) / r.Seconds,
 		})
 	}
-	slices.SortFunc(r.Ports, func(a, b portRate) int {
+	slices.SortFunc(r.Ports, func(a, b status.PortRate) int {
 		return cmp.Or(cmp.Compare(b.BytesInPS+b.BytesOutPS, a.BytesInPS+a.BytesOutPS), cmp.Compare(a.Service, b.Service), cmp.Compare(a.Protocol, b.Protocol))
 	})
 	return r
@@ -356,28 +332,30 @@ func (t *serviceTraffic) rates() *trafficRecord {
 // run reads the kernel on every tick until ctx ends, and hands each
 // reading's error (nil when it worked) to after. Scrapes in between are
 // served from the last reading.
-func (t *serviceTraffic) run(ctx context.Context, ticks <-chan time.Time, after func(error)) {
+func (t *Collector) run(ctx context.Context, ticks <-chan time.Time, after func(error)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticks:
 		}
-		after(t.refresh(ctx))
+		after(t.Refresh(ctx))
 	}
 }
 
-// startServiceTraffic starts --service-traffic-metrics: the collector in m's
-// registry and a reading every interval, on an IPVS connection of its own
+// Start starts --service-traffic-metrics: the collector in reg and a reading every interval, on an IPVS connection of its own
 // so that it never waits behind a sync's. The function returned stops the
 // readings and closes the connection.
-func startServiceTraffic(ctx context.Context, log *zap.Logger, m *metrics, now func() time.Time, interval time.Duration, stateFile string) (*serviceTraffic, func(), error) {
+func Start(ctx context.Context, log *zap.Logger, reg prometheus.Registerer, now func() time.Time, interval time.Duration, stateFile string) (*Collector, func(), error) {
 	conn, err := ipvs.Dial(nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("service traffic metrics: %w", err)
 	}
-	t := newServiceTraffic(conn, now)
-	m.registry.MustRegister(t)
+	t := New(conn, now)
+	if err := reg.Register(t); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("service traffic metrics: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	ticker := time.NewTicker(interval)
 	done := make(chan struct{})
@@ -395,7 +373,7 @@ func startServiceTraffic(ctx context.Context, log *zap.Logger, m *metrics, now f
 
 // report logs a failed reading, or writes the rates for `ipvsplane
 // status` when the state file is on.
-func (t *serviceTraffic) report(log *zap.Logger, stateFile string, err error) {
+func (t *Collector) report(log *zap.Logger, stateFile string, err error) {
 	if err != nil {
 		log.Warn("cannot read the service traffic counters; the metrics keep the last reading", zap.Error(err))
 		return
@@ -403,14 +381,7 @@ func (t *serviceTraffic) report(log *zap.Logger, stateFile string, err error) {
 	if stateFile == "" {
 		return
 	}
-	path := trafficFile(stateFile)
-	// The first reading may come before the first sync wrote the state
-	// file, and its directory.
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		log.Warn("cannot write the traffic rates", zap.String("file", path), zap.Error(err))
-		return
-	}
-	if err := writeJSON(path, t.rates()); err != nil {
-		log.Warn("cannot write the traffic rates", zap.String("file", path), zap.Error(err))
+	if err := status.WriteTraffic(stateFile, t.rates()); err != nil {
+		log.Warn("cannot write the traffic rates", zap.Error(err))
 	}
 }

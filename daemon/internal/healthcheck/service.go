@@ -1,4 +1,4 @@
-package main
+package healthcheck
 
 import (
 	"cmp"
@@ -16,29 +16,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 )
 
-// hcServers serves the health-check node ports of load-balancer services
-// with externalTrafficPolicy Local, as kube-proxy does: an HTTP server on
+// ServiceServers serve the health-check node ports of load-balancer
+// services with externalTrafficPolicy Local, as kube-proxy does: an HTTP server on
 // each port answers with the number of the service's endpoints on this
 // node, 200 when there are some and 503 when there are none, so the cloud
 // load balancer sends traffic only to nodes that can take it. Like
 // kube-proxy's server per family, each port listens on the node's
 // health-check addresses (see plan.HealthCheckAddresses) and
 // counts the endpoints of the family the request came in on.
-type hcServers struct {
-	log     *zap.Logger
-	node    string
-	healthy func() bool
-	// listen opens a port's listener on one address; tests listen
-	// elsewhere.
-	listen func(addr netip.AddrPort) (net.Listener, error)
-	// events, if set, records on the Service a port that cannot open.
-	events eventRecorder
+type ServiceServers struct {
+	cfg ServiceConfig
 
 	mu sync.Mutex
 	// addrs are the addresses every port listens on; an unspecified one
@@ -47,7 +41,7 @@ type hcServers struct {
 	servers map[uint16]*hcServer
 	// entries are the service ports that have a health-check port, with
 	// their ready endpoints on this node; byPort indexes them by port (the
-	// ports of one service share it).
+	// Ports of one service share it).
 	entries map[model.ServicePortName]hcEntry
 	byPort  map[uint16]map[model.ServicePortName]bool
 	// failed are the ports that could not be opened on some address,
@@ -103,10 +97,30 @@ type hcState struct {
 	Families [2]bool
 }
 
-func newHCServers(log *zap.Logger, node string, healthy func() bool) *hcServers {
-	return &hcServers{log: log, node: node, healthy: healthy, servers: map[uint16]*hcServer{},
+// ServiceConfig is what ServiceServers need.
+type ServiceConfig struct {
+	Log *zap.Logger
+	// Node is this node's name: the endpoints counted are those on it.
+	Node string
+	// Healthy reports whether the daemon is healthy (ProxyHealth.Healthy);
+	// an unhealthy daemon's ports answer 503.
+	Healthy func() bool
+	// Events, if set, records on the Service a port that cannot open.
+	Events events.Recorder
+	// Listen opens a port's listener on one address; nil listens there
+	// in the address's family only, as kube-proxy does.
+	Listen func(addr netip.AddrPort) (net.Listener, error)
+}
+
+// NewServiceServers returns servers listening nowhere yet: SetAddresses,
+// then Replace or Apply, open them. Close stops them.
+func NewServiceServers(cfg ServiceConfig) *ServiceServers {
+	if cfg.Listen == nil {
+		cfg.Listen = listenFamily
+	}
+	return &ServiceServers{cfg: cfg, servers: map[uint16]*hcServer{},
 		entries: map[model.ServicePortName]hcEntry{}, byPort: map[uint16]map[model.ServicePortName]bool{},
-		failed: map[uint16]bool{}, listen: listenFamily}
+		failed: map[uint16]bool{}}
 }
 
 // listenFamily listens on addr in its family only, as kube-proxy's tcp4
@@ -120,10 +134,10 @@ func listenFamily(addr netip.AddrPort) (net.Listener, error) {
 	return net.Listen(network, addr.String())
 }
 
-// setAddresses makes every port listen on addrs, which the node's
+// SetAddresses makes every port listen on addrs, which the node's
 // addresses decide and may change at any sync: listeners on an address
 // still wanted stay, the others close, and the new addresses open.
-func (h *hcServers) setAddresses(addrs []netip.Addr) {
+func (h *ServiceServers) SetAddresses(addrs []netip.Addr) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if slices.Equal(h.addrs, addrs) {
@@ -155,9 +169,9 @@ func entry(node string, sp *model.ServicePort) (hcEntry, bool) {
 	return e, true
 }
 
-// replace makes the servers match services, after a sync that handed
+// Replace makes the servers match services, after a sync that handed
 // over the whole state.
-func (h *hcServers) replace(services []model.ServicePort) {
+func (h *ServiceServers) Replace(services []model.ServicePort) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	dirty := map[uint16]bool{}
@@ -172,9 +186,9 @@ func (h *hcServers) replace(services []model.ServicePort) {
 	h.refreshLocked(dirty)
 }
 
-// apply updates the servers for the service ports that changed; its cost
+// Apply updates the servers for the service ports that changed; its cost
 // follows the changes, not the number of services.
-func (h *hcServers) apply(changes []plan.Change) {
+func (h *ServiceServers) Apply(changes []plan.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	dirty := map[uint16]bool{}
@@ -186,7 +200,7 @@ func (h *hcServers) apply(changes []plan.Change) {
 
 // setLocked records a service port's new version (nil: removed) and marks
 // the ports it was and is on.
-func (h *hcServers) setLocked(name model.ServicePortName, sp *model.ServicePort, dirty map[uint16]bool) {
+func (h *ServiceServers) setLocked(name model.ServicePortName, sp *model.ServicePort, dirty map[uint16]bool) {
 	if old, ok := h.entries[name]; ok {
 		dirty[old.port] = true
 		delete(h.byPort[old.port], name)
@@ -195,7 +209,7 @@ func (h *hcServers) setLocked(name model.ServicePortName, sp *model.ServicePort,
 		}
 		delete(h.entries, name)
 	}
-	e, ok := entry(h.node, sp)
+	e, ok := entry(h.cfg.Node, sp)
 	if !ok {
 		return
 	}
@@ -210,7 +224,7 @@ func (h *hcServers) setLocked(name model.ServicePortName, sp *model.ServicePort,
 // state works out what a health-check port reports: its service and the
 // distinct addresses of the ready endpoints on this node over the
 // service's ports, as kube-proxy's LocalReadyEndpoints counts them.
-func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
+func (h *ServiceServers) stateLocked(port uint16) (hcState, bool) {
 	names := h.byPort[port]
 	if len(names) == 0 {
 		return hcState{}, false
@@ -239,7 +253,7 @@ func (h *hcServers) stateLocked(port uint16) (hcState, bool) {
 // refreshLocked opens, updates and closes the servers of the dirty ports.
 // A port that cannot be opened is logged, recorded on its Service once,
 // and tried again at the next update.
-func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
+func (h *ServiceServers) refreshLocked(dirty map[uint16]bool) {
 	retrying := maps.Clone(h.failed)
 	maps.Copy(dirty, h.failed)
 	clear(h.failed)
@@ -259,12 +273,12 @@ func (h *hcServers) refreshLocked(dirty map[uint16]bool) {
 		}
 		s.state.Store(&st)
 		if err := h.listenLocked(port, s, h.addrsOf(st.Families)); err != nil {
-			h.log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
+			h.cfg.Log.Error("cannot serve a health-check node port", zap.Uint16("port", port),
 				zap.String("service", st.Namespace+"/"+st.Name), zap.Error(err))
 			h.failed[port] = true
-			if h.events != nil && !retrying[port] {
-				h.events.Eventf(serviceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
-					"node %s failed to start healthcheck %q on port %d: %v", h.node, st.Namespace+"/"+st.Name, port, err)
+			if h.cfg.Events != nil && !retrying[port] {
+				h.cfg.Events.Eventf(events.ServiceRef(st.Namespace, st.Name), v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
+					"node %s failed to start healthcheck %q on port %d: %v", h.cfg.Node, st.Namespace+"/"+st.Name, port, err)
 			}
 		}
 	}
@@ -279,7 +293,7 @@ func familyIndex(a netip.Addr) int {
 }
 
 // addrsOf returns the listen addresses of the families.
-func (h *hcServers) addrsOf(families [2]bool) []netip.Addr {
+func (h *ServiceServers) addrsOf(families [2]bool) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range h.addrs {
 		if families[familyIndex(a)] {
@@ -292,7 +306,7 @@ func (h *hcServers) addrsOf(families [2]bool) []netip.Addr {
 // listenLocked makes a port's listeners match addrs: it closes those on
 // addresses no longer wanted and opens the missing ones, returning the
 // errors of those that cannot open.
-func (h *hcServers) listenLocked(port uint16, s *hcServer, addrs []netip.Addr) error {
+func (h *ServiceServers) listenLocked(port uint16, s *hcServer, addrs []netip.Addr) error {
 	for a, l := range s.listeners {
 		if !slices.Contains(addrs, a) {
 			l.close()
@@ -304,7 +318,7 @@ func (h *hcServers) listenLocked(port uint16, s *hcServer, addrs []netip.Addr) e
 		if s.listeners[a] != nil {
 			continue
 		}
-		ln, err := h.listen(netip.AddrPortFrom(a, port))
+		ln, err := h.cfg.Listen(netip.AddrPortFrom(a, port))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -313,7 +327,7 @@ func (h *hcServers) listenLocked(port uint16, s *hcServer, addrs []netip.Addr) e
 		s.listeners[a] = l
 		go func() {
 			if err := l.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				h.log.Error("health-check node port stopped", zap.Stringer("address", netip.AddrPortFrom(a, port)), zap.Error(err))
+				h.cfg.Log.Error("health-check node port stopped", zap.Stringer("address", netip.AddrPortFrom(a, port)), zap.Error(err))
 			}
 		}()
 	}
@@ -328,7 +342,7 @@ func (s *hcServer) close() {
 	}
 }
 
-func (h *hcServers) handler(s *hcServer) http.Handler {
+func (h *ServiceServers) handler(s *hcServer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
 		local := st.Local[0]
@@ -337,7 +351,7 @@ func (h *hcServers) handler(s *hcServer) http.Handler {
 				local = st.Local[1]
 			}
 		}
-		healthy := h.healthy()
+		healthy := h.cfg.Healthy()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(local))
@@ -349,9 +363,8 @@ func (h *hcServers) handler(s *hcServer) http.Handler {
 	})
 }
 
-// ports returns the ports served on at least one address, for tests and
-// the log.
-func (h *hcServers) ports() []uint16 {
+// Ports returns the ports served on at least one address.
+func (h *ServiceServers) Ports() []uint16 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []uint16
@@ -363,8 +376,9 @@ func (h *hcServers) ports() []uint16 {
 	return out
 }
 
-// close stops every server.
-func (h *hcServers) close(ctx context.Context) {
+// Close stops every server, letting requests under way end while ctx
+// lasts.
+func (h *ServiceServers) Close(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for port, s := range h.servers {

@@ -322,3 +322,26 @@ func TestHelmChartMetricsOnLoopback(t *testing.T) {
 		t.Errorf("a PodMonitor with metrics on loopback: %v\n%s", err, out)
 	}
 }
+
+// `kubectl apply -k deploy/` and `kubectl apply -f deploy/` install the
+// same objects: kubectl's kustomize builds from deploy/Kustomization
+// exactly the files -f reads.
+func TestDeployKustomizeMatchesFiles(t *testing.T) {
+	kubectl, err := controlplane.KubeProgram("kubectl")
+	testutil.Require(t, err == nil, "kubectl "+controlplane.KubeVersion+" (run hack/build-kube kubectl)")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	built, err := exec.CommandContext(ctx, kubectl, "kustomize", "../../../deploy").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy/: %v", err)
+	}
+	got, want := chartObjects(t, built), deployObjects(t)
+	if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))) {
+		t.Fatalf("kustomize built %v, the files hold %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	for kind := range want {
+		if !equality.Semantic.DeepEqual(got[kind], want[kind]) {
+			t.Errorf("%s differs between kubectl kustomize and the file", kind)
+		}
+	}
+}

@@ -24,20 +24,23 @@ type manifest struct {
 	data []byte
 }
 
-// deployManifests reads deploy/'s files of objects.
+// deployManifests reads the files `kubectl apply -f deploy/` reads:
+// every one must be an object (deploy/Kustomization has no extension).
 func deployManifests(t *testing.T) []manifest {
 	t.Helper()
-	files, err := filepath.Glob("../../../deploy/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in deploy/: %v", err)
+	var files []string
+	for _, ext := range []string{"yaml", "yml", "json"} {
+		matches, err := filepath.Glob("../../../deploy/*." + ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, matches...)
+	}
+	if len(files) == 0 {
+		t.Fatal("no manifests in deploy/")
 	}
 	var out []manifest
 	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			// Not an object: `kubectl apply -k deploy/` reads it (the
-			// cluster tests apply deploy/ that way).
-			continue
-		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package ipvs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -41,19 +42,21 @@ func ExampleFromConn() {
 	defer handle.Close()
 
 	svc := &ipvs.Service{AddressFamily: syscall.AF_INET, FWMark: 7, SchedName: ipvs.SourceHashing}
+	if err := handle.NewService(svc); err != nil {
+		log.Fatal(err)
+	}
 	for _, ip := range []string{"10.244.0.5", "10.244.0.6"} {
 		d := &ipvs.Destination{Address: net.ParseIP(ip), Port: 8080, Weight: 1}
-		if err := handle.NewService(svc); err != nil {
-			fmt.Println(err)
-		}
 		if err := handle.NewDestination(svc, d); err != nil {
-			fmt.Println(err)
+			log.Fatal(err)
 		}
 	}
+	err := handle.NewService(svc)
+	fmt.Println(err, errors.Is(err, syscall.EEXIST))
 	dests, _ := handle.GetDestinations(svc)
 	fmt.Println(len(dests), "destinations")
 	// Output:
-	// ipvs: create service FWM 7 IPv4: service already exists (file exists)
+	// ipvs: create service FWM 7 IPv4: service already exists (file exists) true
 	// 2 destinations
 }
 

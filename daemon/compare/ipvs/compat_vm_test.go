@@ -50,7 +50,30 @@ func TestCompatSameKernelState(t *testing.T) {
 	if diff := cmp.Diff(strings.Join(moby, "\n"), strings.Join(ours, "\n")); diff != "" {
 		t.Fatalf("moby/ipvs (-) and compat (+) differ:\n%s", diff)
 	}
-	t.Logf("%d observations agree, the last:\n%s", len(moby), strings.Join(moby[len(moby)-12:], "\n"))
+	// Agreeing is not enough: the calls must also have done what they
+	// say, in moby/ipvs's run and so in compat's.
+	for _, want := range []string{
+		"new service protocol 132 [fd00:96::3]:5060: ok",
+		"new destination protocol 6 10.96.0.1:80 -> 127.0.0.1: ok",
+		"new service again: errno file exists",
+		"new destination again: errno file exists",
+		"new destination in a missing service: errno no such process",
+		"update a missing service: errno no such process",
+		"update a missing destination: errno no such file or directory",
+		"service present: true: ok",
+		"missing service present: false: ok",
+		"write back destination protocol 6 10.96.0.1:80 -> 127.0.0.1: ok",
+		"delete destination again: errno no such file or directory",
+		"delete service again: errno no such process",
+		"-A -t 10.96.0.1:80 -s wrr -p 60",
+		"-a -f 100 -r 10.244.4.2",
+		"get services after flush: 0, nil true: ok",
+	} {
+		if !slices.ContainsFunc(moby, func(l string) bool { return strings.Contains(l, want) }) {
+			t.Errorf("the scenario did not observe %q", want)
+		}
+	}
+	t.Logf("%d observations agree:\n%s", len(moby), strings.Join(moby, "\n"))
 }
 
 // handle is moby/ipvs's API as the scenario calls it.
@@ -112,12 +135,15 @@ func (r *recorder) checkpoint(name string) {
 	timeouts := strings.TrimSpace(r.ns.Run(r.t, "ipvsadm", "-L", "--timeout"))
 	r.log = append(r.log, "ipvsadm --timeout after "+name+": "+timeouts)
 	table, err := r.conn.Table(testutil.Context(r.t))
+	// Every field, not the types' String methods' short names.
+	type service ipvs.Service
+	type destination ipvs.Destination
 	var vs []string
 	for _, v := range table {
 		for _, d := range v.Destinations {
-			vs = append(vs, fmt.Sprintf("%v -> %+v", v.Service, d))
+			vs = append(vs, fmt.Sprintf("%v -> %+v", v.Service, destination(d)))
 		}
-		vs = append(vs, fmt.Sprintf("%+v", v.Service))
+		vs = append(vs, fmt.Sprintf("%+v", service(v.Service)))
 	}
 	r.values("package ipvs's table after "+name, vs, err)
 }

@@ -11,19 +11,6 @@ import (
 
 var errNilConfig = errors.New("nil config")
 
-// toPair converts a service and one of its destinations.
-func toPair(s *Service, d *Destination) (ipvs.Service, ipvs.Destination, error) {
-	svc, err := ToService(s)
-	if err != nil {
-		return ipvs.Service{}, ipvs.Destination{}, err
-	}
-	dst, err := ToDestination(d)
-	if err != nil {
-		return ipvs.Service{}, ipvs.Destination{}, err
-	}
-	return svc, dst, nil
-}
-
 // convertError is the failure of op on values that did not convert: an
 // *ipvs.OpError, as every failure of a Handle is, naming the object by its
 // raw fields.

@@ -64,11 +64,7 @@ func (h *Handle) Close() {
 
 // NewService creates the service s.
 func (h *Handle) NewService(s *Service) error {
-	svc, err := ToService(s)
-	if err != nil {
-		return convertError("create service", s, nil, err)
-	}
-	return h.conn.CreateService(context.Background(), svc)
+	return serviceOp("create service", s, h.conn.CreateService)
 }
 
 // IsServicePresent reports whether the service s identifies exists. Any
@@ -81,20 +77,12 @@ func (h *Handle) IsServicePresent(s *Service) bool {
 // UpdateService sets the scheduler, flags and persistence of the existing
 // service s.
 func (h *Handle) UpdateService(s *Service) error {
-	svc, err := ToService(s)
-	if err != nil {
-		return convertError("update service", s, nil, err)
-	}
-	return h.conn.UpdateService(context.Background(), svc)
+	return serviceOp("update service", s, h.conn.UpdateService)
 }
 
 // DelService deletes the service s identifies, with its destinations.
 func (h *Handle) DelService(s *Service) error {
-	svc, err := ToService(s)
-	if err != nil {
-		return convertError("delete service", s, nil, err)
-	}
-	return h.conn.DeleteService(context.Background(), svc)
+	return serviceOp("delete service", s, h.conn.DeleteService)
 }
 
 // Flush deletes every service in the namespace.
@@ -104,30 +92,18 @@ func (h *Handle) Flush() error {
 
 // NewDestination adds d to the existing service s.
 func (h *Handle) NewDestination(s *Service, d *Destination) error {
-	svc, dst, err := toPair(s, d)
-	if err != nil {
-		return convertError("create destination", s, d, err)
-	}
-	return h.conn.CreateDestination(context.Background(), svc, dst)
+	return destinationOp("create destination", s, d, h.conn.CreateDestination)
 }
 
 // UpdateDestination sets the weight, forwarding method and thresholds of
 // d in service s.
 func (h *Handle) UpdateDestination(s *Service, d *Destination) error {
-	svc, dst, err := toPair(s, d)
-	if err != nil {
-		return convertError("update destination", s, d, err)
-	}
-	return h.conn.UpdateDestination(context.Background(), svc, dst)
+	return destinationOp("update destination", s, d, h.conn.UpdateDestination)
 }
 
 // DelDestination removes d from service s.
 func (h *Handle) DelDestination(s *Service, d *Destination) error {
-	svc, dst, err := toPair(s, d)
-	if err != nil {
-		return convertError("delete destination", s, d, err)
-	}
-	return h.conn.DeleteDestination(context.Background(), svc, dst)
+	return destinationOp("delete destination", s, d, h.conn.DeleteDestination)
 }
 
 // GetServices lists the services of the namespace, nil when there are
@@ -137,11 +113,7 @@ func (h *Handle) GetServices() ([]*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*Service
-	for _, s := range svcs {
-		out = append(out, FromService(s))
-	}
-	return out, nil
+	return convertAll(svcs, FromService), nil
 }
 
 // GetDestinations lists the destinations of service s, nil when there
@@ -155,11 +127,7 @@ func (h *Handle) GetDestinations(s *Service) ([]*Destination, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*Destination
-	for _, d := range ds {
-		out = append(out, FromDestination(d))
-	}
-	return out, nil
+	return convertAll(ds, FromDestination), nil
 }
 
 // GetService returns the service s identifies, with its settings and
@@ -196,4 +164,36 @@ func (h *Handle) SetConfig(c *Config) error {
 		TCPFin: c.TimeoutTCPFin.Truncate(time.Second),
 		UDP:    c.TimeoutUDP.Truncate(time.Second),
 	})
+}
+
+// serviceOp converts s and calls do with it.
+func serviceOp(op string, s *Service, do func(context.Context, ipvs.Service) error) error {
+	svc, err := ToService(s)
+	if err != nil {
+		return convertError(op, s, nil, err)
+	}
+	return do(context.Background(), svc)
+}
+
+// destinationOp converts s and d and calls do with them.
+func destinationOp(op string, s *Service, d *Destination, do func(context.Context, ipvs.Service, ipvs.Destination) error) error {
+	svc, err := ToService(s)
+	if err != nil {
+		return convertError(op, s, d, err)
+	}
+	dst, err := ToDestination(d)
+	if err != nil {
+		return convertError(op, s, d, err)
+	}
+	return do(context.Background(), svc, dst)
+}
+
+// convertAll converts a list read back; an empty one is nil, as
+// moby/ipvs returned it.
+func convertAll[T, S any](in []S, convert func(S) *T) []*T {
+	var out []*T
+	for _, v := range in {
+		out = append(out, convert(v))
+	}
+	return out
 }

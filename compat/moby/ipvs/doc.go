@@ -12,8 +12,9 @@
 //
 // # The import path
 //
-// The path is moby/ipvs's own with github.com/ipvsplane/ipvsplane/compat/
-// in front: switching is one edit of the import line, which a sed can make.
+// The path is moby/ipvs's own, moby/ipvs, under
+// github.com/ipvsplane/ipvsplane/compat/: switching is one edit of the
+// import line, which a sed can make.
 // Its last element is ipvs, so the package name, and every ipvs.X in the
 // importer's code, stays what it was. compat/ holds API shapes of other
 // libraries kept for their importers, apart from this module's own
@@ -22,8 +23,8 @@
 //
 // # What is the same
 //
-// Each call makes the kernel request moby/ipvs made, with the same effect:
-// the same calls leave the kernel in the same state and fail with the same
+// Each call asks the kernel for the change moby/ipvs's asked for: the same
+// calls leave the kernel in the same state and fail with the same
 // errno, and the Get methods return what moby/ipvs returned (nil slices for
 // none; IPv4 addresses of four bytes; flags with the kernel's Hashed bit;
 // counters clipped to 32 bits as in the kernel's 32-bit attribute). A test
@@ -39,11 +40,11 @@
 //     ipvs.ErrServiceExist) both hold, and the text still contains the
 //     errno's ("file exists"). moby/ipvs returned the bare syscall.Errno, so
 //     err == syscall.EEXIST becomes errors.Is(err, syscall.EEXIST).
-//   - Values the kernel would refuse are refused before the request, with
-//     an *ipvs.OpError whose Err says why instead of an errno: protocols
-//     other than TCP, UDP and SCTP, negative weights, forwarding by cache
-//     bypass, netmasks and timeouts out of range. An unknown address family
-//     fails with unix.EAFNOSUPPORT as the kernel did.
+//   - Values package ipvs does not take are refused before any request,
+//     with an *ipvs.OpError whose Err says why instead of an errno:
+//     protocols other than TCP, UDP and SCTP, negative weights, forwarding
+//     by cache bypass, netmasks and timeouts out of range. An unknown
+//     address family fails with unix.EAFNOSUPPORT as the kernel did.
 //   - Defaults where moby/ipvs let the kernel fail: an empty SchedName is
 //     ipvsadm's default, wlc (the kernel refused "" with ENOENT); an IPv6
 //     Netmask of 0 is 128 (the kernel refused it with EINVAL). An IPv4

@@ -18,8 +18,8 @@ type Handle struct {
 }
 
 // New opens a handle on IPVS in the network namespace at path (such as
-// /var/run/netns/NAME or /proc/PID/ns/net), or in the calling thread's
-// when path is empty. It fails with an error matching ipvs.ErrNotSupported
+// /var/run/netns/NAME or /proc/PID/ns/net), or in the caller's when path
+// is empty. It fails with an error matching ipvs.ErrNotSupported
 // when the kernel has no IPVS; it never loads the module.
 func New(path string) (*Handle, error) {
 	if path == "" {

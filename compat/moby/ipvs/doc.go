@@ -23,9 +23,9 @@
 //
 // # What is the same
 //
-// Each call asks the kernel for the change moby/ipvs's asked for: the same
-// calls leave the kernel in the same state and fail with the same
-// errno, and the Get methods return what moby/ipvs returned (nil slices for
+// Each call asks the kernel for the change moby/ipvs's asked for: but for
+// the cases below, the same calls leave the kernel in the same state and
+// fail with the same errno, and the Get methods return what moby/ipvs returned (nil slices for
 // none; IPv4 addresses of four bytes; flags with the kernel's Hashed bit;
 // counters clipped to 32 bits as in the kernel's 32-bit attribute). A test
 // in the repository's daemon module runs one scenario through both

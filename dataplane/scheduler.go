@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,7 @@ var ErrNoScheduler = errors.New("the kernel has no such IPVS scheduler")
 
 // schedulerProbe is the virtual server kube-proxy creates to try a
 // scheduler: an address from TEST-NET-2 (RFC 5737), which no node uses.
-var schedulerProbe = ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("198.51.100.0"), Port: 20000}
+var schedulerProbe = ipvs.Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("198.51.100.0"), Port: 20000}
 
 // CheckScheduler checks that the kernel can give virtual servers the node's
 // scheduler, as kube-proxy checks before it starts: nothing to do when a

@@ -54,8 +54,8 @@ func (s *ServicePort) Validate() error {
 	switch {
 	case s.Name.Namespace == "" || s.Name.Name == "":
 		return fail("name", "namespace and name must be set")
-	case s.Protocol < TCP || s.Protocol > SCTP:
-		return fail("protocol", "unknown protocol %d (want TCP, UDP or SCTP)", s.Protocol)
+	case !ServiceProtocol(s.Protocol):
+		return fail("protocol", "unknown protocol %d (want TCP, UDP or SCTP)", uint8(s.Protocol))
 	case s.Port == 0:
 		return fail("port", "must be 1-65535")
 	case len(s.ClusterIPs) == 0:

@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
@@ -49,7 +50,7 @@ func problemErrors(t *testing.T) []error {
 	ip := netip.MustParseAddr("10.96.0.10")
 	port := func(ns, name string) model.ServicePort {
 		return model.ServicePort{Name: model.ServicePortName{Namespace: ns, Name: name, Port: "http"},
-			Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{ip}}
+			Protocol: inet.TCP, Port: 80, ClusterIPs: []netip.Addr{ip}}
 	}
 	bad := port("demo", "bad")
 	bad.ClusterIPs, bad.Port = []netip.Addr{netip.MustParseAddr("10.96.0.11")}, 0
@@ -96,7 +97,7 @@ func TestProblemEvents(t *testing.T) {
 func TestProblemEventsOneService(t *testing.T) {
 	rec := &fakeRecorder{}
 	var p problemEvents
-	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: inet.TCP}
 	p.report(rec, []error{
 		&plan.ConflictError{Service: model.ServicePortName{Namespace: "demo", Name: "web", Port: "b"}, Virtual: vk,
 			Owner: model.ServicePortName{Namespace: "demo", Name: "web", Port: "a"}},

@@ -337,7 +337,7 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 			t.Fatal(err)
 		}
 		var se *model.SchedulerError
-		if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !errors.Is(se, ErrNoScheduler) || se.Service != bad.Name {
+		if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !errors.Is(se, ErrSchedulerNotSupported) || se.Service != bad.Name {
 			t.Fatalf("sync %d: errors %v; want the bad service's scheduler fallback alone", round, res.Errors)
 		}
 	}

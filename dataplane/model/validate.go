@@ -8,7 +8,7 @@ import (
 )
 
 // ErrInvalid is matched (errors.Is) by every [FieldError].
-var ErrInvalid = errors.New("invalid")
+var ErrInvalid = errors.New("model: invalid")
 
 // FieldError says which field of which object is wrong. The object is
 // skipped; the others are still programmed.

@@ -145,7 +145,7 @@ func TestSchedulerProblemEvents(t *testing.T) {
 	name := func(svc string) model.ServicePortName {
 		return model.ServicePortName{Namespace: "demo", Name: svc, Port: "http"}
 	}
-	missing := fmt.Errorf("IPVS scheduler %q: %w", "twos", dataplane.ErrNoScheduler)
+	missing := fmt.Errorf("IPVS scheduler %q: %w", "twos", dataplane.ErrSchedulerNotSupported)
 	errs := []error{
 		&model.SchedulerError{Service: name("typo"), Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler},
 		&model.SchedulerError{Service: name("twos"), Scheduler: "twos", Fallback: "rr", Err: missing},
@@ -158,7 +158,7 @@ func TestSchedulerProblemEvents(t *testing.T) {
 	got := rec.take()
 	want := []recordedEvent{
 		{"Service demo/typo", "Warning", reasonUnknownScheduler, `service port demo/typo:http: annotation ipvsplane.io/scheduler (or kube-router.io/service.scheduler) names "fastest", which is not an IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos); it is programmed with the node's scheduler rr`},
-		{"Service demo/twos", "Warning", reasonMissingScheduler, `service port demo/twos:http: the kernel lacks the IPVS scheduler "twos" that annotation ipvsplane.io/scheduler (or kube-router.io/service.scheduler) names (IPVS scheduler "twos": the kernel has no such IPVS scheduler); it is programmed with the node's scheduler rr`},
+		{"Service demo/twos", "Warning", reasonMissingScheduler, `service port demo/twos:http: the kernel lacks the IPVS scheduler "twos" that annotation ipvsplane.io/scheduler (or kube-router.io/service.scheduler) names (IPVS scheduler "twos": dataplane: IPVS scheduler not supported by this kernel); it is programmed with the node's scheduler rr`},
 		{"Service demo/flags", "Warning", reasonIgnoredSetting, `service port demo/flags:http: annotation ipvsplane.io/scheduler-flags (or kube-router.io/service.schedflags): "sh-port" is ignored: the lc scheduler does not read them`},
 		{"Service demo/drain", "Warning", reasonIgnoredSetting, `service port demo/drain:http: annotation ipvsplane.io/drain-timeout: "soon" is ignored: not a duration`},
 	}

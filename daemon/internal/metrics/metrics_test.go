@@ -191,7 +191,7 @@ func TestMetricsSchedulerFallbacks(t *testing.T) {
 	name := model.ServicePortName{Namespace: "demo", Name: "web"}
 	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Errors: []error{
 		&model.SchedulerError{Service: name, Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler},
-		&model.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrNoScheduler},
+		&model.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrSchedulerNotSupported},
 		&model.SettingError{Service: name, Field: "schedulerFlags", Value: "sh-port"},
 	}})
 	for _, c := range []struct {

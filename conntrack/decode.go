@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
@@ -93,7 +94,7 @@ func decodeProto(ad *nl.Reader, t *Tuple) {
 	for ad.Next() {
 		switch ad.Type() {
 		case ctaProtoNum:
-			t.Protocol = Protocol(ad.Uint8())
+			t.Protocol = inet.Protocol(ad.Uint8())
 		case ctaProtoSrcPort:
 			t.SrcPort = ad.BE16()
 		case ctaProtoDstPort:

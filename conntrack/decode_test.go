@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // dumpReplyMessages returns the entry messages of the dump the kernel sent
@@ -28,25 +29,25 @@ func TestDecodeKernelDump(t *testing.T) {
 	a := netip.MustParseAddr
 	want := []Flow{
 		{
-			Orig:   Tuple{Src: a("10.0.0.1"), Dst: a("10.0.0.2"), Protocol: UDP, SrcPort: 1000, DstPort: 53},
-			Reply:  Tuple{Src: a("10.0.0.2"), Dst: a("10.0.0.1"), Protocol: UDP, SrcPort: 53, DstPort: 1000},
+			Orig:   Tuple{Src: a("10.0.0.1"), Dst: a("10.0.0.2"), Protocol: inet.UDP, SrcPort: 1000, DstPort: 53},
+			Reply:  Tuple{Src: a("10.0.0.2"), Dst: a("10.0.0.1"), Protocol: inet.UDP, SrcPort: 53, DstPort: 1000},
 			Status: StatusConfirmed,
 		},
 		{
-			Orig:   Tuple{Src: a("10.0.0.1"), Dst: a("10.0.0.3"), Protocol: UDP, SrcPort: 1000, DstPort: 53},
-			Reply:  Tuple{Src: a("10.0.0.3"), Dst: a("10.0.0.1"), Protocol: UDP, SrcPort: 53, DstPort: 1000},
+			Orig:   Tuple{Src: a("10.0.0.1"), Dst: a("10.0.0.3"), Protocol: inet.UDP, SrcPort: 1000, DstPort: 53},
+			Reply:  Tuple{Src: a("10.0.0.3"), Dst: a("10.0.0.1"), Protocol: inet.UDP, SrcPort: 53, DstPort: 1000},
 			Zone:   3,
 			Mark:   7,
 			Status: StatusAssured | StatusConfirmed,
 		},
 		{
-			Orig:   Tuple{Src: a("fd00::1"), Dst: a("fd00::2"), Protocol: UDP, SrcPort: 1000, DstPort: 53},
-			Reply:  Tuple{Src: a("fd00::2"), Dst: a("fd00::1"), Protocol: UDP, SrcPort: 53, DstPort: 1000},
+			Orig:   Tuple{Src: a("fd00::1"), Dst: a("fd00::2"), Protocol: inet.UDP, SrcPort: 1000, DstPort: 53},
+			Reply:  Tuple{Src: a("fd00::2"), Dst: a("fd00::1"), Protocol: inet.UDP, SrcPort: 53, DstPort: 1000},
 			Status: StatusConfirmed,
 		},
 		{
-			Orig:   Tuple{Src: a("fd00::1"), Dst: a("fd00::2"), Protocol: TCP, SrcPort: 1000, DstPort: 80},
-			Reply:  Tuple{Src: a("fd00::2"), Dst: a("fd00::1"), Protocol: TCP, SrcPort: 80, DstPort: 1000},
+			Orig:   Tuple{Src: a("fd00::1"), Dst: a("fd00::2"), Protocol: inet.TCP, SrcPort: 1000, DstPort: 80},
+			Reply:  Tuple{Src: a("fd00::2"), Dst: a("fd00::1"), Protocol: inet.TCP, SrcPort: 80, DstPort: 1000},
 			Status: StatusConfirmed,
 		},
 	}

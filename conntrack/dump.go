@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -91,7 +92,7 @@ func (c *Conn) walk(ctx context.Context, f *Filter, reset func(), fn func(*Flow)
 
 // walkFamily runs one dump, stepping the Conn's filter level down while the
 // kernel refuses the request as unsupported or invalid.
-func (c *Conn) walkFamily(ctx context.Context, fam Family, f *Filter, fn func(*Flow)) (interrupted bool, err error) {
+func (c *Conn) walkFamily(ctx context.Context, fam inet.Family, f *Filter, fn func(*Flow)) (interrupted bool, err error) {
 	for {
 		level := kernelLevel(c.level.Load())
 		req, err := f.dumpRequest(fam, level)

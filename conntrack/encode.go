@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
@@ -22,7 +23,7 @@ func request(typ uint8, flags netlink.HeaderFlags, data []byte) netlink.Message 
 
 // newWriter starts a message's data with its nfgenmsg; ctnetlink's
 // integers are in network byte order, except the CTA_FILTER flags.
-func newWriter(family Family) *nl.Writer {
+func newWriter(family inet.Family) *nl.Writer {
 	return &nl.Writer{B: nl.AppendNFGenMsg(make([]byte, 0, 128), uint8(family), nl.NFNetlinkV0)}
 }
 
@@ -60,7 +61,7 @@ func encodeAddrs(w *nl.Writer, t Tuple, src, dst bool) {
 func encodeProto(w *nl.Writer, t Tuple, src, dst bool) {
 	w.Uint8(ctaProtoNum, uint8(t.Protocol))
 	switch {
-	case t.Protocol.hasPorts():
+	case hasPorts(t.Protocol):
 		if src {
 			w.BE16(ctaProtoSrcPort, t.SrcPort)
 		}
@@ -70,11 +71,11 @@ func encodeProto(w *nl.Writer, t Tuple, src, dst bool) {
 	case !src || !dst:
 		// A filter never compares ICMP fields; only complete tuples carry
 		// them.
-	case t.Protocol == ICMP:
+	case t.Protocol == inet.ICMP:
 		w.BE16(ctaProtoICMPID, t.ICMPID)
 		w.Uint8(ctaProtoICMPType, t.ICMPType)
 		w.Uint8(ctaProtoICMPCode, t.ICMPCode)
-	case t.Protocol == ICMPv6:
+	case t.Protocol == inet.ICMPv6:
 		w.BE16(ctaProtoICMPv6ID, t.ICMPID)
 		w.Uint8(ctaProtoICMPv6Ty, t.ICMPType)
 		w.Uint8(ctaProtoICMPv6Co, t.ICMPCode)
@@ -137,7 +138,7 @@ func encodeLookup(typ uint8, orig Tuple, zone uint16, id uint32, ack bool) (netl
 	if err := validTuple(orig); err != nil {
 		return netlink.Message{}, err
 	}
-	w := newWriter(familyOf(orig.Src))
+	w := newWriter(inet.FamilyOf(orig.Src))
 	encodeTuple(w, ctaTupleOrig, orig)
 	if zone != 0 {
 		w.BE16(ctaZone, zone)
@@ -155,7 +156,7 @@ func encodeLookup(typ uint8, orig Tuple, zone uint16, id uint32, ack bool) (netl
 // encodeFlush builds the delete of every entry of a family (0: all). The
 // kernel (since Linux 4.19) honours the family of a flush only when the
 // nfgenmsg version is nonzero; with version 0 it flushes both families.
-func encodeFlush(family Family) netlink.Message {
+func encodeFlush(family inet.Family) netlink.Message {
 	version := uint8(nl.NFNetlinkV0)
 	if family != 0 {
 		version = 1

@@ -7,17 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/mdlayher/netlink"
 )
 
 var (
 	udp4 = Tuple{
 		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
-		Protocol: UDP, SrcPort: 1000, DstPort: 53,
+		Protocol: inet.UDP, SrcPort: 1000, DstPort: 53,
 	}
 	udp6 = Tuple{
 		Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"),
-		Protocol: UDP, SrcPort: 1000, DstPort: 53,
+		Protocol: inet.UDP, SrcPort: 1000, DstPort: 53,
 	}
 )
 
@@ -51,7 +52,7 @@ func TestEncodeMatchesConntrackProgram(t *testing.T) {
 	udp4b.Dst = netip.MustParseAddr("10.0.0.3")
 	// conntrack -F -f ipv6 sends nfgenmsg version 0, with which the kernel
 	// flushes both families; this package sends version 1.
-	flush6 := encodeFlush(IPv6)
+	flush6 := encodeFlush(inet.IPv6)
 	flush6.Data[1] = 0
 	tests := []struct {
 		capture string
@@ -68,7 +69,7 @@ func TestEncodeMatchesConntrackProgram(t *testing.T) {
 		{"flush", encodeFlush(0)},
 		{"flush6", flush6},
 		{"count", encodeStats()},
-		{"dump4", must((&Filter{Family: IPv4}).dumpRequest(IPv4, levelTuple))},
+		{"dump4", must((&Filter{Family: inet.IPv4}).dumpRequest(inet.IPv4, levelTuple))},
 		{"dump-mark", must((&Filter{Mark: 5, MarkMask: 0xff}).dumpRequest(0, levelTuple))},
 	}
 	for _, tt := range tests {
@@ -109,8 +110,8 @@ func TestEncodeRejectsIncompleteTuples(t *testing.T) {
 		name string
 		t    Tuple
 	}{
-		{"no source", Tuple{Dst: udp4.Dst, Protocol: UDP}},
-		{"mixed families", Tuple{Src: udp4.Src, Dst: udp6.Dst, Protocol: UDP}},
+		{"no source", Tuple{Dst: udp4.Dst, Protocol: inet.UDP}},
+		{"mixed families", Tuple{Src: udp4.Src, Dst: udp6.Dst, Protocol: inet.UDP}},
 		{"no protocol", Tuple{Src: udp4.Src, Dst: udp4.Dst}},
 	}
 	for _, tt := range tests {

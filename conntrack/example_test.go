@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Removes the UDP entries of a service IP that went away. It needs
@@ -21,7 +22,7 @@ func Example() {
 	}
 	defer conn.Close()
 
-	f := conntrack.ByDestination(conntrack.UDP, netip.MustParseAddr("10.96.0.10"), 0)
+	f := conntrack.ByDestination(inet.UDP, netip.MustParseAddr("10.96.0.10"), 0)
 	n, err := conn.DeleteMatching(ctx, f)
 	if err != nil {
 		log.Fatal(err)
@@ -44,7 +45,7 @@ func ExampleByStaleEndpoints() {
 		netip.MustParseAddrPort("10.244.1.5:5353"),
 		netip.MustParseAddrPort("10.244.2.7:5353"),
 	}
-	f := conntrack.ByStaleEndpoints(conntrack.UDP, service, endpoints)
+	f := conntrack.ByStaleEndpoints(inet.UDP, service, endpoints)
 	if _, err := conn.DeleteMatching(ctx, f); err != nil {
 		log.Fatal(err)
 	}
@@ -52,16 +53,16 @@ func ExampleByStaleEndpoints() {
 
 // A filter can be tried on entries without a kernel.
 func ExampleFilter_Match() {
-	f := conntrack.ByEndpoint(conntrack.UDP,
+	f := conntrack.ByEndpoint(inet.UDP,
 		netip.MustParseAddrPort("10.96.0.10:53"), netip.MustParseAddrPort("10.244.1.5:0"))
 	flow := conntrack.Flow{
 		Orig: conntrack.Tuple{
 			Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.96.0.10"),
-			Protocol: conntrack.UDP, SrcPort: 40000, DstPort: 53,
+			Protocol: inet.UDP, SrcPort: 40000, DstPort: 53,
 		},
 		Reply: conntrack.Tuple{
 			Src: netip.MustParseAddr("10.244.1.5"), Dst: netip.MustParseAddr("10.0.0.2"),
-			Protocol: conntrack.UDP, SrcPort: 5353, DstPort: 40000,
+			Protocol: inet.UDP, SrcPort: 5353, DstPort: 40000,
 		},
 	}
 	fmt.Println(f.Match(&flow))

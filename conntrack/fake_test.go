@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -81,7 +82,7 @@ func (k *fakeKernel) dump(req netlink.Message) []netlink.Message {
 	}
 	var out []netlink.Message
 	for _, f := range slices.Concat(k.table, k.ghosts) {
-		if req.Data[0] != 0 && Family(req.Data[0]) != f.Family() {
+		if req.Data[0] != 0 && inet.Family(req.Data[0]) != f.Family() {
 			continue
 		}
 		m := flowMessage(k.t, f)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"golang.org/x/sys/unix"
 )
@@ -27,7 +28,7 @@ func TestFaultHook(t *testing.T) {
 		}
 		return nil
 	})
-	f := ByDestination(UDP, netip.MustParseAddr("10.96.0.10"), 53)
+	f := ByDestination(inet.UDP, netip.MustParseAddr("10.96.0.10"), 53)
 	n, err := c.DeleteMatching(ctx, f)
 	if n != 6 || !errors.Is(err, unix.ENOBUFS) {
 		t.Fatalf("DeleteMatching: %d deleted, %v; want 6 and ENOBUFS", n, err)

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Filter selects conntrack entries: an entry matches when every field that
@@ -13,9 +15,9 @@ import (
 type Filter struct {
 	// Family restricts to one address family; 0 means both, unless an
 	// address below implies one.
-	Family Family
+	Family inet.Family
 	// Protocol restricts to one protocol; 0 means any.
-	Protocol Protocol
+	Protocol inet.Protocol
 	// Orig and Reply match fields of the original and reply tuples.
 	Orig, Reply TupleFilter
 	// MarkMask, when nonzero, selects entries whose mark&MarkMask equals
@@ -61,21 +63,21 @@ func (t TupleFilter) isZero() bool { return t == TupleFilter{} }
 // ByDestination selects the entries of proto whose original destination is
 // dst, and whose original destination port is port unless port is 0: the
 // entries of a removed service IP (or IP and port).
-func ByDestination(proto Protocol, dst netip.Addr, port uint16) Filter {
+func ByDestination(proto inet.Protocol, dst netip.Addr, port uint16) Filter {
 	return Filter{Protocol: proto, Orig: TupleFilter{Dst: dst, DstPort: port}}
 }
 
 // ByDestinationPort selects the entries of proto in family whose original
 // destination port is port, on any address: the entries of a NodePort.
 // Family 0 means both families.
-func ByDestinationPort(family Family, proto Protocol, port uint16) Filter {
+func ByDestinationPort(family inet.Family, proto inet.Protocol, port uint16) Filter {
 	return Filter{Family: family, Protocol: proto, Orig: TupleFilter{DstPort: port}}
 }
 
 // ByEndpoint selects the entries of proto to service (any port when its
 // port is 0) that NAT sent to endpoint (any port when its port is 0): the
 // entries of a removed endpoint of a service.
-func ByEndpoint(proto Protocol, service, endpoint netip.AddrPort) Filter {
+func ByEndpoint(proto inet.Protocol, service, endpoint netip.AddrPort) Filter {
 	return Filter{
 		Protocol: proto,
 		Orig:     TupleFilter{Dst: service.Addr(), DstPort: service.Port()},
@@ -86,7 +88,7 @@ func ByEndpoint(proto Protocol, service, endpoint netip.AddrPort) Filter {
 // ByStaleEndpoints selects the entries of proto to service (any port when
 // its port is 0) whose reply source is none of keep: after a sync, the
 // entries that still point at endpoints the service no longer has.
-func ByStaleEndpoints(proto Protocol, service netip.AddrPort, keep []netip.AddrPort) Filter {
+func ByStaleEndpoints(proto inet.Protocol, service netip.AddrPort, keep []netip.AddrPort) Filter {
 	return Filter{
 		Protocol:         proto,
 		Orig:             TupleFilter{Dst: service.Addr(), DstPort: service.Port()},
@@ -151,7 +153,7 @@ func (f Filter) String() string {
 func (f *Filter) validate() error {
 	fam := f.Family
 	for _, a := range []netip.Addr{f.Orig.Src, f.Orig.Dst, f.Reply.Src, f.Reply.Dst} {
-		af := familyOf(a)
+		af := inet.FamilyOf(a)
 		if af == 0 {
 			continue
 		}
@@ -163,7 +165,7 @@ func (f *Filter) validate() error {
 		}
 		fam = af
 	}
-	if fam != 0 && fam != IPv4 && fam != IPv6 {
+	if fam != 0 && fam != inet.IPv4 && fam != inet.IPv6 {
 		return fmt.Errorf("filter %v: unknown family", f)
 	}
 	return nil
@@ -178,7 +180,7 @@ func (f Filter) Match(fl *Flow) bool {
 	if f.Protocol != 0 && fl.Orig.Protocol != f.Protocol {
 		return false
 	}
-	ports := f.Protocol.hasPorts()
+	ports := hasPorts(f.Protocol)
 	if !f.Orig.match(&fl.Orig, ports) || !f.Reply.match(&fl.Reply, ports) {
 		return false
 	}

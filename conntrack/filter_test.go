@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/mdlayher/netlink"
 )
 
@@ -37,13 +38,13 @@ func TestDumpRequest(t *testing.T) {
 	tests := []struct {
 		name   string
 		filter Filter
-		family Family
+		family inet.Family
 		level  kernelLevel
 		want   []byte
 	}{
 		{
 			name:   "destination address and port",
-			filter: ByDestination(UDP, svc, 53), family: IPv4, level: levelTuple,
+			filter: ByDestination(inet.UDP, svc, 53), family: inet.IPv4, level: levelTuple,
 			want: bytes.Join([][]byte{
 				nested(ctaTupleOrig,
 					nested(ctaTupleIP, attr(ctaIPv4Dst, ip4("10.96.0.10"))),
@@ -53,7 +54,7 @@ func TestDumpRequest(t *testing.T) {
 		},
 		{
 			name:   "destination address only",
-			filter: ByDestination(UDP, svc, 0), family: IPv4, level: levelTuple,
+			filter: ByDestination(inet.UDP, svc, 0), family: inet.IPv4, level: levelTuple,
 			want: bytes.Join([][]byte{
 				nested(ctaTupleOrig,
 					nested(ctaTupleIP, attr(ctaIPv4Dst, ip4("10.96.0.10"))),
@@ -63,7 +64,7 @@ func TestDumpRequest(t *testing.T) {
 		},
 		{
 			name:   "node port",
-			filter: ByDestinationPort(0, UDP, 30053), family: IPv4, level: levelTuple,
+			filter: ByDestinationPort(0, inet.UDP, 30053), family: inet.IPv4, level: levelTuple,
 			want: bytes.Join([][]byte{
 				nested(ctaTupleOrig,
 					nested(ctaTupleProto, attr(ctaProtoNum, []byte{17}), attr(ctaProtoDstPort, be16(30053)))),
@@ -72,7 +73,7 @@ func TestDumpRequest(t *testing.T) {
 		},
 		{
 			name:   "endpoint",
-			filter: ByEndpoint(UDP, netip.AddrPortFrom(svc, 53), ep), family: IPv4, level: levelTuple,
+			filter: ByEndpoint(inet.UDP, netip.AddrPortFrom(svc, 53), ep), family: inet.IPv4, level: levelTuple,
 			want: bytes.Join([][]byte{
 				nested(ctaTupleOrig,
 					nested(ctaTupleIP, attr(ctaIPv4Dst, ip4("10.96.0.10"))),
@@ -87,7 +88,7 @@ func TestDumpRequest(t *testing.T) {
 		},
 		{
 			name:   "stale endpoints: the exclusion stays in Go",
-			filter: ByStaleEndpoints(UDP, netip.AddrPortFrom(svc, 53), []netip.AddrPort{ep}), family: IPv4, level: levelTuple,
+			filter: ByStaleEndpoints(inet.UDP, netip.AddrPortFrom(svc, 53), []netip.AddrPort{ep}), family: inet.IPv4, level: levelTuple,
 			want: bytes.Join([][]byte{
 				nested(ctaTupleOrig,
 					nested(ctaTupleIP, attr(ctaIPv4Dst, ip4("10.96.0.10"))),
@@ -97,7 +98,7 @@ func TestDumpRequest(t *testing.T) {
 		},
 		{
 			name:   "IPv6 addresses stay in Go",
-			filter: ByDestination(UDP, netip.MustParseAddr("fd00::10"), 53), family: IPv6, level: levelTuple,
+			filter: ByDestination(inet.UDP, netip.MustParseAddr("fd00::10"), 53), family: inet.IPv6, level: levelTuple,
 			want: bytes.Join([][]byte{
 				nested(ctaTupleOrig,
 					nested(ctaTupleProto, attr(ctaProtoNum, []byte{17}), attr(ctaProtoDstPort, be16(53)))),
@@ -113,12 +114,12 @@ func TestDumpRequest(t *testing.T) {
 		},
 		{
 			name:   "kernel without CTA_FILTER",
-			filter: Filter{Protocol: UDP, Orig: TupleFilter{Dst: svc}, Mark: 1, MarkMask: 1}, family: IPv4, level: levelMark,
+			filter: Filter{Protocol: inet.UDP, Orig: TupleFilter{Dst: svc}, Mark: 1, MarkMask: 1}, family: inet.IPv4, level: levelMark,
 			want: bytes.Join([][]byte{attr(ctaMark, be32(1)), attr(ctaMarkMask, be32(1))}, nil),
 		},
 		{
 			name:   "kernel with family filtering only",
-			filter: ByDestination(UDP, svc, 53), family: IPv4, level: levelFamily,
+			filter: ByDestination(inet.UDP, svc, 53), family: inet.IPv4, level: levelFamily,
 			want: nil,
 		},
 	}
@@ -145,14 +146,14 @@ func TestFilterMatch(t *testing.T) {
 	a := netip.MustParseAddr
 	flow := func(src, dst string, sport, dport uint16, rsrc string, rsport uint16) Flow {
 		return Flow{
-			Orig:  Tuple{Src: a(src), Dst: a(dst), Protocol: UDP, SrcPort: sport, DstPort: dport},
-			Reply: Tuple{Src: a(rsrc), Dst: a(src), Protocol: UDP, SrcPort: rsport, DstPort: sport},
+			Orig:  Tuple{Src: a(src), Dst: a(dst), Protocol: inet.UDP, SrcPort: sport, DstPort: dport},
+			Reply: Tuple{Src: a(rsrc), Dst: a(src), Protocol: inet.UDP, SrcPort: rsport, DstPort: sport},
 		}
 	}
 	toSvc := flow("10.0.0.1", "10.96.0.10", 4000, 53, "10.244.1.5", 5353)
 	toSvc6 := flow("fd00::1", "fd00::10", 4000, 53, "fd00:244::5", 5353)
 	tcp := toSvc
-	tcp.Orig.Protocol, tcp.Reply.Protocol = TCP, TCP
+	tcp.Orig.Protocol, tcp.Reply.Protocol = inet.TCP, inet.TCP
 	marked := toSvc
 	marked.Mark, marked.Zone = 0x4321, 4
 	zone4 := uint16(4)
@@ -165,28 +166,28 @@ func TestFilterMatch(t *testing.T) {
 		want   bool
 	}{
 		{"all", All(), toSvc, true},
-		{"destination", ByDestination(UDP, a("10.96.0.10"), 53), toSvc, true},
-		{"destination any port", ByDestination(UDP, a("10.96.0.10"), 0), toSvc, true},
-		{"other destination", ByDestination(UDP, a("10.96.0.11"), 0), toSvc, false},
-		{"other port", ByDestination(UDP, a("10.96.0.10"), 54), toSvc, false},
-		{"other protocol", ByDestination(UDP, a("10.96.0.10"), 53), tcp, false},
-		{"other family", ByDestination(UDP, a("10.96.0.10"), 53), toSvc6, false},
-		{"IPv6 destination", ByDestination(UDP, a("fd00::10"), 53), toSvc6, true},
-		{"node port", ByDestinationPort(0, UDP, 53), toSvc6, true},
-		{"node port in IPv4 only", ByDestinationPort(IPv4, UDP, 53), toSvc6, false},
-		{"endpoint", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:5353")), toSvc, true},
-		{"endpoint any port", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:0")), toSvc, true},
-		{"other endpoint", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.6:5353")), toSvc, false},
-		{"endpoint other port", ByEndpoint(UDP, svc, netip.MustParseAddrPort("10.244.1.5:53")), toSvc, false},
-		{"stale endpoint", ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.6:5353")}), toSvc, true},
-		{"kept endpoint", ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:5353")}), toSvc, false},
-		{"kept endpoint any port", ByStaleEndpoints(UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:0")}), toSvc, false},
-		{"no endpoints kept", ByStaleEndpoints(UDP, svc, nil), toSvc, true},
+		{"destination", ByDestination(inet.UDP, a("10.96.0.10"), 53), toSvc, true},
+		{"destination any port", ByDestination(inet.UDP, a("10.96.0.10"), 0), toSvc, true},
+		{"other destination", ByDestination(inet.UDP, a("10.96.0.11"), 0), toSvc, false},
+		{"other port", ByDestination(inet.UDP, a("10.96.0.10"), 54), toSvc, false},
+		{"other protocol", ByDestination(inet.UDP, a("10.96.0.10"), 53), tcp, false},
+		{"other family", ByDestination(inet.UDP, a("10.96.0.10"), 53), toSvc6, false},
+		{"IPv6 destination", ByDestination(inet.UDP, a("fd00::10"), 53), toSvc6, true},
+		{"node port", ByDestinationPort(0, inet.UDP, 53), toSvc6, true},
+		{"node port in IPv4 only", ByDestinationPort(inet.IPv4, inet.UDP, 53), toSvc6, false},
+		{"endpoint", ByEndpoint(inet.UDP, svc, netip.MustParseAddrPort("10.244.1.5:5353")), toSvc, true},
+		{"endpoint any port", ByEndpoint(inet.UDP, svc, netip.MustParseAddrPort("10.244.1.5:0")), toSvc, true},
+		{"other endpoint", ByEndpoint(inet.UDP, svc, netip.MustParseAddrPort("10.244.1.6:5353")), toSvc, false},
+		{"endpoint other port", ByEndpoint(inet.UDP, svc, netip.MustParseAddrPort("10.244.1.5:53")), toSvc, false},
+		{"stale endpoint", ByStaleEndpoints(inet.UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.6:5353")}), toSvc, true},
+		{"kept endpoint", ByStaleEndpoints(inet.UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:5353")}), toSvc, false},
+		{"kept endpoint any port", ByStaleEndpoints(inet.UDP, svc, []netip.AddrPort{netip.MustParseAddrPort("10.244.1.5:0")}), toSvc, false},
+		{"no endpoints kept", ByStaleEndpoints(inet.UDP, svc, nil), toSvc, true},
 		{"mark", Filter{Mark: 0x4300, MarkMask: 0xff00}, marked, true},
 		{"other mark", Filter{Mark: 0x4400, MarkMask: 0xff00}, marked, false},
 		{"zone", Filter{Zone: &zone4}, marked, true},
 		{"default zone", Filter{Zone: &zone0}, marked, false},
-		{"original source", Filter{Orig: TupleFilter{Src: a("10.0.0.1"), SrcPort: 4000}, Protocol: UDP}, toSvc, true},
+		{"original source", Filter{Orig: TupleFilter{Src: a("10.0.0.1"), SrcPort: 4000}, Protocol: inet.UDP}, toSvc, true},
 		{"reply destination", Filter{Reply: TupleFilter{Dst: a("10.0.0.2")}}, toSvc, false},
 	}
 	for _, tt := range tests {
@@ -205,14 +206,14 @@ func TestFilterFamilies(t *testing.T) {
 	tests := []struct {
 		name   string
 		filter *Filter
-		want   []Family
+		want   []inet.Family
 	}{
-		{"nil", nil, []Family{0}},
-		{"mark only", &Filter{Mark: 1, MarkMask: 1}, []Family{0}},
-		{"family", &Filter{Family: IPv6}, []Family{IPv6}},
-		{"address", ptr(ByDestination(UDP, a("10.0.0.1"), 0)), []Family{IPv4}},
-		{"IPv6 reply address", &Filter{Reply: TupleFilter{Src: a("fd00::1")}}, []Family{IPv6}},
-		{"port on both families", ptr(ByDestinationPort(0, UDP, 30000)), []Family{IPv4, IPv6}},
+		{"nil", nil, []inet.Family{0}},
+		{"mark only", &Filter{Mark: 1, MarkMask: 1}, []inet.Family{0}},
+		{"family", &Filter{Family: inet.IPv6}, []inet.Family{inet.IPv6}},
+		{"address", ptr(ByDestination(inet.UDP, a("10.0.0.1"), 0)), []inet.Family{inet.IPv4}},
+		{"IPv6 reply address", &Filter{Reply: TupleFilter{Src: a("fd00::1")}}, []inet.Family{inet.IPv6}},
+		{"port on both families", ptr(ByDestinationPort(0, inet.UDP, 30000)), []inet.Family{inet.IPv4, inet.IPv6}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,8 +232,8 @@ func TestFilterValidate(t *testing.T) {
 		wantErr bool
 	}{
 		{"empty", Filter{}, false},
-		{"consistent", Filter{Family: IPv4, Orig: TupleFilter{Dst: a("10.0.0.1")}}, false},
-		{"family contradicts address", Filter{Family: IPv6, Orig: TupleFilter{Dst: a("10.0.0.1")}}, true},
+		{"consistent", Filter{Family: inet.IPv4, Orig: TupleFilter{Dst: a("10.0.0.1")}}, false},
+		{"family contradicts address", Filter{Family: inet.IPv6, Orig: TupleFilter{Dst: a("10.0.0.1")}}, true},
 		{"addresses of both families", Filter{Orig: TupleFilter{Dst: a("10.0.0.1")}, Reply: TupleFilter{Src: a("fd00::1")}}, true},
 		{"IPv4-mapped address", Filter{Orig: TupleFilter{Dst: a("::ffff:10.0.0.1")}}, true},
 		{"unknown family", Filter{Family: 7}, true},

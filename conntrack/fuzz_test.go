@@ -13,7 +13,7 @@ func FuzzDecodeFlow(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if validTuple(fl.Orig) != nil || !fl.Orig.Protocol.hasPorts() {
+		if validTuple(fl.Orig) != nil || !hasPorts(fl.Orig.Protocol) {
 			return
 		}
 		w := newWriter(fl.Family())

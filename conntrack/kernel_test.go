@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/mdlayher/netlink"
@@ -23,8 +24,8 @@ func TestKernelCreateGetDeleteFlush(t *testing.T) {
 	v4 := Flow{Orig: udp4, Timeout: time.Minute, Mark: 9, Zone: 0}
 	v6 := Flow{Orig: udp6, Timeout: time.Minute}
 	nat := Flow{
-		Orig:    Tuple{Src: a("10.0.0.1"), Dst: a("10.96.0.10"), Protocol: UDP, SrcPort: 4000, DstPort: 53},
-		Reply:   Tuple{Src: a("10.244.0.5"), Dst: a("10.0.0.1"), Protocol: UDP, SrcPort: 5353, DstPort: 4000},
+		Orig:    Tuple{Src: a("10.0.0.1"), Dst: a("10.96.0.10"), Protocol: inet.UDP, SrcPort: 4000, DstPort: 53},
+		Reply:   Tuple{Src: a("10.244.0.5"), Dst: a("10.0.0.1"), Protocol: inet.UDP, SrcPort: 5353, DstPort: 4000},
 		Timeout: time.Minute,
 	}
 	if err := c.Create(ctx, v4, v6, nat); err != nil {
@@ -58,7 +59,7 @@ func TestKernelCreateGetDeleteFlush(t *testing.T) {
 		t.Errorf("Get after delete: %v, want ErrFlowNotExist", err)
 	}
 
-	if err := c.Flush(ctx, IPv6); err != nil {
+	if err := c.Flush(ctx, inet.IPv6); err != nil {
 		t.Fatal(err)
 	}
 	left := conntrackList(t, ns)
@@ -80,8 +81,8 @@ func TestKernelDumpFilters(t *testing.T) {
 	zone := uint16(7)
 	flows := []Flow{
 		{Orig: udp4, Mark: 0x100, Timeout: time.Minute},
-		{Orig: Tuple{Src: a("10.0.0.3"), Dst: a("10.0.0.4"), Protocol: UDP, SrcPort: 7, DstPort: 8}, Mark: 0x200, Timeout: time.Minute},
-		{Orig: Tuple{Src: a("10.0.0.9"), Dst: a("10.0.0.2"), Protocol: TCP, SrcPort: 9, DstPort: 53}, Timeout: time.Minute, Zone: zone},
+		{Orig: Tuple{Src: a("10.0.0.3"), Dst: a("10.0.0.4"), Protocol: inet.UDP, SrcPort: 7, DstPort: 8}, Mark: 0x200, Timeout: time.Minute},
+		{Orig: Tuple{Src: a("10.0.0.9"), Dst: a("10.0.0.2"), Protocol: inet.TCP, SrcPort: 9, DstPort: 53}, Timeout: time.Minute, Zone: zone},
 		{Orig: udp6, Timeout: time.Minute},
 	}
 	if err := c.Create(ctx, flows...); err != nil {
@@ -93,10 +94,10 @@ func TestKernelDumpFilters(t *testing.T) {
 		want   int
 	}{
 		{"all", All(), 4},
-		{"family", Filter{Family: IPv6}, 1},
+		{"family", Filter{Family: inet.IPv6}, 1},
 		{"mark", Filter{Mark: 0x100, MarkMask: 0xf00}, 1},
 		{"zone", Filter{Zone: &zone}, 1},
-		{"protocol", Filter{Protocol: TCP}, 1},
+		{"protocol", Filter{Protocol: inet.TCP}, 1},
 		{"destination on both protocols", Filter{Orig: TupleFilter{Dst: a("10.0.0.2")}}, 2},
 	}
 	for _, tt := range tests {
@@ -203,22 +204,22 @@ func deleteCases(ad addrs) []deleteCase {
 	ep1 := netip.AddrPortFrom(ad.ep1, 5353)
 	ep2 := netip.AddrPortFrom(ad.ep2, 5353)
 	return []deleteCase{
-		{"service IP and port", ByDestination(UDP, ad.svc, 53), func(e listed) bool {
+		{"service IP and port", ByDestination(inet.UDP, ad.svc, 53), func(e listed) bool {
 			return e.proto == "udp" && e.origDst == svc53
 		}},
-		{"service IP", ByDestination(UDP, ad.svc, 0), func(e listed) bool {
+		{"service IP", ByDestination(inet.UDP, ad.svc, 0), func(e listed) bool {
 			return e.proto == "udp" && e.origDst.Addr() == ad.svc
 		}},
-		{"node port on any address", ByDestinationPort(0, UDP, 30053), func(e listed) bool {
+		{"node port on any address", ByDestinationPort(0, inet.UDP, 30053), func(e listed) bool {
 			return e.proto == "udp" && e.origDst.Port() == 30053
 		}},
-		{"removed endpoint", ByEndpoint(UDP, svc53, ep1), func(e listed) bool {
+		{"removed endpoint", ByEndpoint(inet.UDP, svc53, ep1), func(e listed) bool {
 			return e.proto == "udp" && e.origDst == svc53 && e.replySrc == ep1
 		}},
-		{"removed endpoint any port", ByEndpoint(UDP, netip.AddrPortFrom(ad.svc, 0), netip.AddrPortFrom(ad.ep1, 0)), func(e listed) bool {
+		{"removed endpoint any port", ByEndpoint(inet.UDP, netip.AddrPortFrom(ad.svc, 0), netip.AddrPortFrom(ad.ep1, 0)), func(e listed) bool {
 			return e.proto == "udp" && e.origDst.Addr() == ad.svc && e.replySrc.Addr() == ad.ep1
 		}},
-		{"stale endpoints", ByStaleEndpoints(UDP, svc53, []netip.AddrPort{ep2}), func(e listed) bool {
+		{"stale endpoints", ByStaleEndpoints(inet.UDP, svc53, []netip.AddrPort{ep2}), func(e listed) bool {
 			return e.proto == "udp" && e.origDst == svc53 && e.replySrc != ep2
 		}},
 	}
@@ -229,7 +230,7 @@ func deleteCases(ad addrs) []deleteCase {
 // service; replies from two endpoints.
 func natFlows(ad addrs) []Flow {
 	var flows []Flow
-	add := func(n int, proto Protocol, dst netip.Addr, dport uint16, ep netip.Addr, eport uint16) {
+	add := func(n int, proto inet.Protocol, dst netip.Addr, dport uint16, ep netip.Addr, eport uint16) {
 		for range n {
 			sport := uint16(20000 + len(flows))
 			flows = append(flows, Flow{
@@ -239,13 +240,13 @@ func natFlows(ad addrs) []Flow {
 			})
 		}
 	}
-	add(5, UDP, ad.svc, 53, ad.ep1, 5353)
-	add(4, UDP, ad.svc, 53, ad.ep2, 5353)
-	add(3, UDP, ad.svc, 80, ad.ep1, 8080)
-	add(3, UDP, ad.otherSvc, 53, ad.ep1, 5353)
-	add(2, TCP, ad.svc, 53, ad.ep1, 5353)
-	add(3, UDP, ad.node, 30053, ad.ep2, 5353)
-	add(2, UDP, ad.client, 30053, ad.ep1, 5353)
+	add(5, inet.UDP, ad.svc, 53, ad.ep1, 5353)
+	add(4, inet.UDP, ad.svc, 53, ad.ep2, 5353)
+	add(3, inet.UDP, ad.svc, 80, ad.ep1, 8080)
+	add(3, inet.UDP, ad.otherSvc, 53, ad.ep1, 5353)
+	add(2, inet.TCP, ad.svc, 53, ad.ep1, 5353)
+	add(3, inet.UDP, ad.node, 30053, ad.ep2, 5353)
+	add(2, inet.UDP, ad.client, 30053, ad.ep1, 5353)
 	return flows
 }
 
@@ -286,7 +287,7 @@ func TestKernelDelete100k(t *testing.T) {
 		t.Fatalf("Count(nil) = %d, %v; want 100000", n, err)
 	}
 	target := testutil.SpreadService(3)
-	f := ByDestination(UDP, target, 0)
+	f := ByDestination(inet.UDP, target, 0)
 	if n, err := c.Count(ctx, f); err != nil || n != 10000 {
 		t.Fatalf("Count(%v) = %d, %v; want 10000", &f, n, err)
 	}
@@ -321,7 +322,7 @@ func TestKernelCanceledThenReused(t *testing.T) {
 	} else if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cut-short dump: %v, want context.DeadlineExceeded", err)
 	}
-	f := ByDestination(UDP, testutil.SpreadService(1), 0)
+	f := ByDestination(inet.UDP, testutil.SpreadService(1), 0)
 	if n, err := c.Count(ctx, f); err != nil || n != 10000 {
 		t.Errorf("Count after a cut-short dump = %d, %v; want 10000", n, err)
 	}
@@ -345,7 +346,7 @@ func TestKernelIPv6DumpFilter(t *testing.T) {
 	if err := c.Create(ctx, Flow{Orig: udp6, Timeout: time.Minute}, Flow{Orig: other, Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	w := newWriter(IPv6)
+	w := newWriter(inet.IPv6)
 	n := w.Begin(ctaFilter | nl.Nested)
 	// The flags are NLA_U32 in host byte order.
 	w.Uint32(ctaFilterOrigFlags, filterIPDst)

@@ -3,6 +3,7 @@ package conntrack
 import (
 	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
@@ -10,23 +11,23 @@ import (
 // families returns the families to dump. The kernel applies tuple filters
 // only to a dump of one family, so a filter with tuple fields but no
 // family takes one dump per family.
-func (f *Filter) families() []Family {
+func (f *Filter) families() []inet.Family {
 	if f == nil {
-		return []Family{0}
+		return []inet.Family{0}
 	}
 	fam := f.Family
 	for _, a := range []netip.Addr{f.Orig.Src, f.Orig.Dst, f.Reply.Src, f.Reply.Dst} {
-		if af := familyOf(a); af != 0 {
+		if af := inet.FamilyOf(a); af != 0 {
 			fam = af
 		}
 	}
 	if fam != 0 {
-		return []Family{fam}
+		return []inet.Family{fam}
 	}
 	if f.Protocol != 0 || !f.Orig.isZero() || !f.Reply.isZero() {
-		return []Family{IPv4, IPv6}
+		return []inet.Family{inet.IPv4, inet.IPv6}
 	}
-	return []Family{0}
+	return []inet.Family{0}
 }
 
 // kernelLevel is how much of a Filter the running kernel accepts in a dump
@@ -45,7 +46,7 @@ const (
 
 // dumpRequest builds the dump of one family with as much of the filter as
 // level allows.
-func (f *Filter) dumpRequest(family Family, level kernelLevel) (netlink.Message, error) {
+func (f *Filter) dumpRequest(family inet.Family, level kernelLevel) (netlink.Message, error) {
 	flags := netlink.Dump
 	if f == nil || level == levelFamily {
 		return request(msgGet, flags, newWriter(family).B), nil
@@ -84,10 +85,10 @@ func (f *Filter) dumpRequest(family Family, level kernelLevel) (netlink.Message,
 // comparison in ctnetlink_filter_match_tuple is inverted (it drops the
 // entries that match) on many kernels, Debian's 5.10 and 6.1 and 6.18.44
 // among them, though not on Debian 13's 6.12.118 (TestKernelIPv6DumpFilter).
-func (t TupleFilter) kernelTuple(w *nl.Writer, typ uint16, family Family, proto Protocol) uint32 {
+func (t TupleFilter) kernelTuple(w *nl.Writer, typ uint16, family inet.Family, proto inet.Protocol) uint32 {
 	var flags uint32
 	var tu Tuple
-	if family == IPv4 {
+	if family == inet.IPv4 {
 		if t.Src.IsValid() {
 			flags |= filterIPSrc
 			tu.Src = t.Src
@@ -100,11 +101,11 @@ func (t TupleFilter) kernelTuple(w *nl.Writer, typ uint16, family Family, proto 
 	if proto != 0 {
 		flags |= filterProto
 		tu.Protocol = proto
-		if proto.hasPorts() && t.SrcPort != 0 {
+		if hasPorts(proto) && t.SrcPort != 0 {
 			flags |= filterSrcPort
 			tu.SrcPort = t.SrcPort
 		}
-		if proto.hasPorts() && t.DstPort != 0 {
+		if hasPorts(proto) && t.DstPort != 0 {
 			flags |= filterDstPort
 			tu.DstPort = t.DstPort
 		}

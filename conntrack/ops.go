@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +72,7 @@ func (c *Conn) Delete(ctx context.Context, f Flow) error {
 }
 
 // Flush removes every entry of family; 0 means both families.
-func (c *Conn) Flush(ctx context.Context, family Family) error {
+func (c *Conn) Flush(ctx context.Context, family inet.Family) error {
 	obj := "family " + family.String()
 	_, err := c.exchange(ctx, encodeFlush(family))
 	return opError("flush", obj, err)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ func udpFlows(n int, dst string, firstID uint32) []Flow {
 		flows[i] = Flow{
 			Orig: Tuple{
 				Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr(dst),
-				Protocol: UDP, SrcPort: uint16(10000 + i), DstPort: 53,
+				Protocol: inet.UDP, SrcPort: uint16(10000 + i), DstPort: 53,
 			},
 			ID: firstID + uint32(i),
 		}
@@ -49,7 +50,7 @@ func TestDeleteMatchingBatches(t *testing.T) {
 			}
 			c := k.conn()
 			defer c.Close()
-			f := ByDestination(UDP, netip.MustParseAddr("10.96.0.10"), 53)
+			f := ByDestination(inet.UDP, netip.MustParseAddr("10.96.0.10"), 53)
 			n, err := c.DeleteMatching(context.Background(), f)
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +82,7 @@ func TestDeleteMatchingReportsOtherErrors(t *testing.T) {
 	k := &fakeKernel{t: t, table: udpFlows(3, "10.96.0.10", 1), deleteErrno: unix.EPERM}
 	c := k.conn()
 	defer c.Close()
-	f := ByDestination(UDP, netip.MustParseAddr("10.96.0.10"), 0)
+	f := ByDestination(inet.UDP, netip.MustParseAddr("10.96.0.10"), 0)
 	n, err := c.DeleteMatching(context.Background(), f)
 	if n != 0 || !errors.Is(err, unix.EPERM) {
 		t.Fatalf("got %d, %v; want 0 and EPERM", n, err)
@@ -115,7 +116,7 @@ func TestDumpFallsBackWithoutKernelFilter(t *testing.T) {
 	k.table = append(udpFlows(3, "10.96.0.10", 1), udpFlows(4, "10.96.0.11", 100)...)
 	c := k.conn()
 	defer c.Close()
-	f := ByDestination(UDP, netip.MustParseAddr("10.96.0.10"), 53)
+	f := ByDestination(inet.UDP, netip.MustParseAddr("10.96.0.10"), 53)
 	n, err := c.Count(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -89,7 +90,7 @@ func trafficNode(t *testing.T) (*Conn, *testutil.NetNS) {
 	// Packets cross the veth asynchronously; wait until all are tracked.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, err := c.Count(testutil.Context(t), Filter{Protocol: UDP})
+		n, err := c.Count(testutil.Context(t), Filter{Protocol: inet.UDP})
 		if err != nil {
 			t.Fatal(err)
 		}

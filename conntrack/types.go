@@ -3,80 +3,15 @@ package conntrack
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-// Family is an address family of conntrack entries.
-type Family uint8
-
-// The address families conntrack tracks.
-const (
-	IPv4 Family = 2  // AF_INET
-	IPv6 Family = 10 // AF_INET6
-)
-
-func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "ipv4"
-	case IPv6:
-		return "ipv6"
-	case 0:
-		return "any"
-	}
-	return "family(" + strconv.Itoa(int(f)) + ")"
-}
-
-// familyOf returns the family of an address, 0 for the zero Addr.
-func familyOf(a netip.Addr) Family {
-	switch {
-	case a.Is4():
-		return IPv4
-	case a.Is6():
-		return IPv6
-	}
-	return 0
-}
-
-// Protocol is an IP protocol number.
-type Protocol uint8
-
-// Protocols that conntrack tracks by port or ICMP identifier.
-const (
-	ICMP    Protocol = 1   // IPPROTO_ICMP
-	TCP     Protocol = 6   // IPPROTO_TCP
-	UDP     Protocol = 17  // IPPROTO_UDP
-	DCCP    Protocol = 33  // IPPROTO_DCCP
-	ICMPv6  Protocol = 58  // IPPROTO_ICMPV6
-	SCTP    Protocol = 132 // IPPROTO_SCTP
-	UDPLite Protocol = 136 // IPPROTO_UDPLITE
-)
-
-func (p Protocol) String() string {
+// hasPorts reports whether the kernel keys a protocol by ports.
+func hasPorts(p inet.Protocol) bool {
 	switch p {
-	case ICMP:
-		return "icmp"
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case DCCP:
-		return "dccp"
-	case ICMPv6:
-		return "icmpv6"
-	case SCTP:
-		return "sctp"
-	case UDPLite:
-		return "udplite"
-	}
-	return "proto(" + strconv.Itoa(int(p)) + ")"
-}
-
-// hasPorts reports whether the kernel keys the protocol by ports.
-func (p Protocol) hasPorts() bool {
-	switch p {
-	case TCP, UDP, DCCP, SCTP, UDPLite:
+	case inet.TCP, inet.UDP, inet.DCCP, inet.SCTP, inet.UDPLite:
 		return true
 	}
 	return false
@@ -85,7 +20,7 @@ func (p Protocol) hasPorts() bool {
 // Tuple is one direction of a connection.
 type Tuple struct {
 	Src, Dst netip.Addr
-	Protocol Protocol
+	Protocol inet.Protocol
 	// SrcPort and DstPort are set for port-based protocols.
 	SrcPort, DstPort uint16
 	// ICMPID, ICMPType and ICMPCode are set for ICMP and ICMPv6.
@@ -104,7 +39,7 @@ func (t Tuple) Reverse() Tuple {
 }
 
 func (t Tuple) String() string {
-	if t.Protocol.hasPorts() {
+	if hasPorts(t.Protocol) {
 		return fmt.Sprintf("%s %s->%s", t.Protocol,
 			netip.AddrPortFrom(t.Src, t.SrcPort), netip.AddrPortFrom(t.Dst, t.DstPort))
 	}
@@ -144,7 +79,7 @@ type Flow struct {
 }
 
 // Family returns the address family of the entry.
-func (f Flow) Family() Family { return familyOf(f.Orig.Src) }
+func (f Flow) Family() inet.Family { return inet.FamilyOf(f.Orig.Src) }
 
 func (f Flow) String() string {
 	return fmt.Sprintf("%s reply %s->%s", f.Orig,

@@ -11,29 +11,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipset"
 )
 
-// OpError is the failure of one planned operation.
-type OpError struct {
-	Op  plan.Op
-	Err error
-}
-
-func (e *OpError) Error() string { return fmt.Sprintf("%s: %v", e.Op, e.Err) }
-func (e *OpError) Unwrap() error { return e.Err }
-
-// HeldBackError reports the new virtual servers and addresses a sync did
-// not create because the sets, set entries or rules it wrote before them
-// failed: they would have drawn traffic that nothing masquerades or
-// filters. They are planned again on the next sync.
-type HeldBackError struct {
-	Virtual   int
-	Addresses int
-}
-
-func (e *HeldBackError) Error() string {
-	return fmt.Sprintf("dataplane: %d new virtual servers and %d addresses held back until the sets and rules they need are in place",
-		e.Virtual, e.Addresses)
-}
-
 // apply carries out a plan batch by batch, in order (see plan.BatchKind).
 // Each success is recorded in the programmed state; each failure is
 // returned and its objects are planned again on the next sync. Once an
@@ -200,7 +177,7 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op) error {
 	case plan.RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.
 		if d.programmed.Rules != d.desired().Rules {
-			return errors.New("ipvsplane's own rules are not in place")
+			return ErrRulesNotProgrammed
 		}
 		return removeKubeProxyChains(d.rules, o.Chains)
 	}

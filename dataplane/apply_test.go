@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +20,8 @@ import (
 // or dummy device here: an operation that was not held back would reach
 // the kernel and fail the test.)
 func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
-	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: model.TCP}
-	existing := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 443, Protocol: model.TCP}
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: inet.TCP}
+	existing := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 443, Protocol: inet.TCP}
 	real := plan.RealServer{RealKey: plan.RealKey{Addr: fixture.IP("10.244.0.5"), Port: 8080}, Weight: 1}
 	pl := plan.New(
 		plan.ReplaceRules{Rules: "table ip ipvsplane {}"},
@@ -74,7 +74,7 @@ func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
 // Only the failure of what prepares the traffic (sets, entries, rules)
 // makes the node unprogrammed; a virtual server that failed does not.
 func TestRulesFailed(t *testing.T) {
-	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: inet.TCP}
 	for _, tt := range []struct {
 		op   plan.Op
 		want bool

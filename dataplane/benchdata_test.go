@@ -10,6 +10,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Where benchServices takes its addresses from: the cluster IPs from the
@@ -36,7 +37,7 @@ func benchServices(n int) []model.ServicePort {
 	for i := range services {
 		s := model.ServicePort{
 			Name:       model.ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i), Port: "http"},
-			Protocol:   model.TCP,
+			Protocol:   inet.TCP,
 			Port:       80,
 			ClusterIPs: []netip.Addr{benchAddr(benchServiceBase, uint32(i))},
 		}

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -127,5 +126,5 @@ func readGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
 			return 0, err
 		}
 	}
-	return 0, errors.New("no generation in the kernel's answer")
+	return 0, fmt.Errorf("dataplane: no generation in nftables' answer: %w", unix.EBADMSG)
 }

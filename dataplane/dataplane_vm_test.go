@@ -21,6 +21,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -57,7 +58,7 @@ func vmNode() model.Node {
 }
 
 func webService() model.ServicePort {
-	s := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.10")
+	s := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.10")
 	s.NodePort = 30080
 	s.ExternalIPs = fixture.IPs("198.51.100.10")
 	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a"), fixture.Ready("10.244.2.2", 8080, "node-b")}
@@ -66,15 +67,15 @@ func webService() model.ServicePort {
 
 func vmServices() []model.ServicePort {
 	web := webService()
-	sticky := fixture.Svc("default", "sticky", "", model.TCP, 80, "10.96.0.11")
+	sticky := fixture.Svc("default", "sticky", "", inet.TCP, 80, "10.96.0.11")
 	sticky.SessionAffinity = time.Hour
 	sticky.Endpoints = web.Endpoints
-	lb := fixture.Svc("default", "lb", "", model.TCP, 80, "10.96.0.12")
+	lb := fixture.Svc("default", "lb", "", inet.TCP, 80, "10.96.0.12")
 	lb.NodePort = 30081
 	lb.LoadBalancerIPs = fixture.IPs("203.0.113.10")
 	lb.LoadBalancerSourceRanges = fixture.Prefixes("192.168.0.0/24")
 	lb.Endpoints = web.Endpoints
-	local := fixture.Svc("default", "local", "", model.TCP, 80, "10.96.0.13")
+	local := fixture.Svc("default", "local", "", inet.TCP, 80, "10.96.0.13")
 	local.NodePort = 30082
 	local.LoadBalancerIPs = fixture.IPs("203.0.113.11")
 	local.ExternalPolicy = model.PolicyLocal
@@ -303,7 +304,7 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 
 	// A long-lived connection to backend-2.
 	n.b2.ServeEcho(t, "10.244.2.2:9090")
-	long := fixture.Svc("default", "long", "", model.TCP, 90, "10.96.0.20")
+	long := fixture.Svc("default", "long", "", inet.TCP, 90, "10.96.0.20")
 	long.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 9090, "node-a"), fixture.Ready("10.244.2.2", 9090, "node-b")}
 	state.Services = append(state.Services, long)
 	mustSync(t, d, state)
@@ -503,7 +504,7 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	d := newDataplane(t, n.node)
 	n.b1.ServeUDP(t, "10.244.1.2:5353", "backend-1")
 	n.b2.ServeUDP(t, "10.244.2.2:5353", "backend-2")
-	dns := fixture.Svc("kube-system", "dns", "", model.UDP, 53, "10.96.0.53")
+	dns := fixture.Svc("kube-system", "dns", "", inet.UDP, 53, "10.96.0.53")
 	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 5353, "node-a"), fixture.Ready("10.244.2.2", 5353, "node-b")}
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{dns}}
 	mustSync(t, d, state)

@@ -8,6 +8,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Plans a NodePort service on an empty node and prints the operations, as
@@ -17,7 +18,7 @@ func Example() {
 		Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10")}},
 		Services: []model.ServicePort{{
 			Name:       model.ServicePortName{Namespace: "default", Name: "web"},
-			Protocol:   model.TCP,
+			Protocol:   inet.TCP,
 			Port:       80,
 			NodePort:   30080,
 			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")},

@@ -21,6 +21,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
@@ -89,7 +90,7 @@ func faultServices() []model.ServicePort {
 	for i := range 300 {
 		s := model.ServicePort{
 			Name:       model.ServicePortName{Namespace: "faults", Name: fmt.Sprintf("svc-%03d", i), Port: "p"},
-			Protocol:   []model.Protocol{model.TCP, model.UDP}[i%2],
+			Protocol:   []inet.Protocol{inet.TCP, inet.UDP}[i%2],
 			Port:       80,
 			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)})},
 		}
@@ -118,7 +119,7 @@ func changedServices() []model.ServicePort {
 		out = append(out, s)
 	}
 	for i := range 40 {
-		s := fixture.Svc("faults", fmt.Sprintf("new-%d", i), "", model.TCP, 443, netip.AddrFrom4([4]byte{10, 101, 0, byte(i)}).String())
+		s := fixture.Svc("faults", fmt.Sprintf("new-%d", i), "", inet.TCP, 443, netip.AddrFrom4([4]byte{10, 101, 0, byte(i)}).String())
 		s.ExternalIPs = []netip.Addr{netip.AddrFrom4([4]byte{198, 51, 101, byte(i)})}
 		s.Endpoints = []model.Endpoint{fixture.Ready("10.244.9.2", 8443, "node-b")}
 		out = append(out, s)
@@ -324,7 +325,7 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 	ns := testutil.NewNetNS(t)
 	d := newDataplane(t, ns)
 	services := faultServices()[:100]
-	bad := fixture.Svc("faults", "bad-scheduler", "", model.TCP, 80, "10.102.0.1")
+	bad := fixture.Svc("faults", "bad-scheduler", "", inet.TCP, 80, "10.102.0.1")
 	bad.Scheduler = sched
 	bad.Endpoints = []model.Endpoint{fixture.Ready("10.244.9.2", 8080, "node-b")}
 	state := &model.State{Node: vmNode(), Services: append(services, bad)}
@@ -336,7 +337,7 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 			t.Fatal(err)
 		}
 		var se *model.SchedulerError
-		if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !errors.Is(se, ErrNoScheduler) || se.Service != bad.Name {
+		if len(res.Errors) != 1 || !errors.As(res.Errors[0], &se) || !errors.Is(se, ErrSchedulerNotSupported) || se.Service != bad.Name {
 			t.Fatalf("sync %d: errors %v; want the bad service's scheduler fallback alone", round, res.Errors)
 		}
 	}
@@ -344,7 +345,7 @@ func TestDataplaneKernelLacksScheduler(t *testing.T) {
 	if n := strings.Count(out, "-A "); n != len(want.Kernel.Virtual) {
 		t.Errorf("%d virtual servers programmed, want %d", n, len(want.Kernel.Virtual))
 	}
-	if !strings.Contains(out, "-A -t 10.102.0.1:80 -s "+want.Kernel.Virtual[plan.VirtualKey{Addr: fixture.IP("10.102.0.1"), Port: 80, Protocol: model.TCP}].Scheduler) {
+	if !strings.Contains(out, "-A -t 10.102.0.1:80 -s "+want.Kernel.Virtual[plan.VirtualKey{Addr: fixture.IP("10.102.0.1"), Port: 80, Protocol: inet.TCP}].Scheduler) {
 		t.Errorf("the bad service's virtual server does not have the node's scheduler:\n%s", out)
 	}
 	if strings.Contains(out, "198.51.100.0") {
@@ -371,7 +372,7 @@ func TestDataplaneRulesFailureHoldsBack(t *testing.T) {
 	// A node setting that changes the rules, and a new Service, in a sync
 	// whose rules transaction fails.
 	state.Node.MasqueradeAll = true
-	extra := fixture.Svc("default", "extra", "", model.TCP, 81, "10.96.0.30")
+	extra := fixture.Svc("default", "extra", "", inet.TCP, 81, "10.96.0.30")
 	extra.Endpoints = webService().Endpoints
 	state.Services = append(state.Services, extra)
 	failing := fault.With(context.Background(), func(pkg, req string) error {

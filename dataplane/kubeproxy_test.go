@@ -11,12 +11,13 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // A node taken over from kube-proxy: its chains are removed last, after
 // ipvsplane's rules and everything else, and only then.
 func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
-	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.20")}}
+	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.20")}}
 	desired := plan.Build(state, nftrules.Render)
 	chains := []plan.KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
 	observed := plan.NewKernelState()
@@ -77,7 +78,7 @@ func TestOnlyJumpsTo(t *testing.T) {
 // Node object's first of the family, or without one the family's loopback
 // address (kube-proxy's detectNodeIPs).
 func TestNodeAddressesAndNodeIPs(t *testing.T) {
-	np := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.20")
+	np := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.20")
 	np.NodePort = 30080
 	np.LoadBalancerIPs = fixture.IPs("192.0.2.10")
 	np.LoadBalancerSourceRanges = fixture.Prefixes("10.1.0.0/16")
@@ -109,7 +110,7 @@ func TestNodeAddressesAndNodeIPs(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("node ports on %v, want %v", got, want)
 			}
-			if has := d.Kernel.Entries[model.SetLoadBalancerSourceIP][plan.Entry{Addr: fixture.IP("192.0.2.10"), Protocol: model.TCP, Port: 80, Addr2: fixture.IP("192.0.2.10")}]; has != tc.sourceIP {
+			if has := d.Kernel.Entries[model.SetLoadBalancerSourceIP][plan.Entry{Addr: fixture.IP("192.0.2.10"), Protocol: inet.TCP, Port: 80, Addr2: fixture.IP("192.0.2.10")}]; has != tc.sourceIP {
 				t.Errorf("KUBE-LOAD-BALANCER-SOURCE-IP entry: %v, want %v", has, tc.sourceIP)
 			}
 		})

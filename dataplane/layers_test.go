@@ -13,7 +13,8 @@ import (
 
 // The pure layers import no kernel package and no google/nftables, and the
 // rule compiler none of the kernel packages: a controller or a CNI can
-// compute and print plans without them.
+// compute and print plans without them. inet, the vocabulary every layer
+// shares, is the leaf: it imports nothing of the module and no netlink.
 func TestLayersImports(t *testing.T) {
 	const module = "github.com/ipvsplane/ipvsplane/"
 	kernel := []string{"ipvs", "ipset", "conntrack", "dummy", "linkaddr", "internal/nl"}
@@ -21,6 +22,7 @@ func TestLayersImports(t *testing.T) {
 		"dataplane/model":    append(slices.Clone(kernel), "github.com/google/nftables", "dataplane/plan", "dataplane/nftrules"),
 		"dataplane/plan":     append(slices.Clone(kernel), "github.com/google/nftables", "dataplane/nftrules"),
 		"dataplane/nftrules": append(slices.Clone(kernel), "dataplane/plan"),
+		"inet":               append(slices.Clone(kernel), "dataplane", "internal", "github.com/google/nftables", "github.com/mdlayher/netlink", "golang.org/x/sys"),
 	} {
 		for dep := range deps(t, module+pkg) {
 			for _, b := range banned {

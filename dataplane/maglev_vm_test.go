@@ -12,6 +12,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -54,7 +55,7 @@ func newMaglevNode(t *testing.T) *maglevNode {
 // hashedState is the load balancer with the given backends, its
 // scheduler hashing the client's address and port.
 func hashedState(sched string, flags model.SchedulerFlags, backends []string) *model.State {
-	s := fixture.Svc("default", "dns", "", model.UDP, 53, maglevVIP)
+	s := fixture.Svc("default", "dns", "", inet.UDP, 53, maglevVIP)
 	s.Scheduler, s.SchedulerFlags = sched, flags
 	for _, b := range backends {
 		s.Endpoints = append(s.Endpoints, fixture.Ready(b, maglevPort, "node-b"))

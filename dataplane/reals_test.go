@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,8 +19,8 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 	realAt := func(addr string, port uint16, weight int) plan.RealServer {
 		return plan.RealServer{RealKey: plan.RealKey{Addr: fixture.IP(addr), Port: port}, Weight: weight}
 	}
-	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	other := plan.VirtualKey{Addr: fixture.IP("10.96.0.2"), Port: 80, Protocol: model.TCP}
+	vk := plan.VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: inet.TCP}
+	other := plan.VirtualKey{Addr: fixture.IP("10.96.0.2"), Port: 80, Protocol: inet.TCP}
 	add := plan.AddReals{Virtual: vk, Reals: plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1), realAt("10.0.0.3", 80, 1)}}
 	ops := []plan.Op{
 		plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk, Scheduler: "rr"}},

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // A background read may have seen what the syncs changed while it ran
@@ -14,9 +14,9 @@ import (
 // everywhere else the read.
 func TestMergeRead(t *testing.T) {
 	addr := netip.MustParseAddr
-	added := plan.VirtualKey{Addr: addr("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	removed := plan.VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: model.TCP}
-	drifted := plan.VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: model.TCP}
+	added := plan.VirtualKey{Addr: addr("10.96.0.1"), Port: 80, Protocol: inet.TCP}
+	removed := plan.VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: inet.TCP}
+	drifted := plan.VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: inet.TCP}
 	reals := func(weight int) plan.Reals {
 		return plan.NewReals([]plan.RealServer{{RealKey: plan.RealKey{Addr: addr("10.244.0.1"), Port: 8080}, Weight: weight}})
 	}
@@ -69,7 +69,7 @@ func TestMergeRead(t *testing.T) {
 
 // ce is the KUBE-CLUSTER-IP entry of an address's TCP port 80.
 func ce(a string) plan.Entry {
-	return plan.Entry{Addr: netip.MustParseAddr(a), Protocol: model.TCP, Port: 80}
+	return plan.Entry{Addr: netip.MustParseAddr(a), Protocol: inet.TCP, Port: 80}
 }
 
 // The periodic reread starts a ResyncInterval after the last one started,

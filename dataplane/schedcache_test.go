@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // planLines syncs state into an empty kernel and returns the plan's lines
@@ -22,7 +23,7 @@ func TestSchedulerCacheProbesOnce(t *testing.T) {
 		probed = append(probed, name)
 		switch name {
 		case "twos":
-			return fmt.Errorf("scheduler %q: %w", name, ErrNoScheduler)
+			return fmt.Errorf("scheduler %q: %w", name, ErrSchedulerNotSupported)
 		case "ovf":
 			return transient
 		}
@@ -38,9 +39,9 @@ func TestSchedulerCacheProbesOnce(t *testing.T) {
 		t.Errorf("errors %v, want the failed probe's", errs)
 	}
 	// The planner lacks twos alone: a port naming it gets the node's.
-	twos, sh := fixture.Svc("default", "a", "", model.TCP, 80, "10.96.0.1"), fixture.Svc("default", "b", "", model.TCP, 80, "10.96.0.2")
+	twos, sh := fixture.Svc("default", "a", "", inet.TCP, 80, "10.96.0.1"), fixture.Svc("default", "b", "", inet.TCP, 80, "10.96.0.2")
 	twos.Scheduler, sh.Scheduler = "twos", "sh"
-	if _, errs := p.Update(&model.State{Node: fixture.Node(), Services: []model.ServicePort{twos, sh}}); len(errs) != 1 || !errors.Is(errs[0], ErrNoScheduler) {
+	if _, errs := p.Update(&model.State{Node: fixture.Node(), Services: []model.ServicePort{twos, sh}}); len(errs) != 1 || !errors.Is(errs[0], ErrSchedulerNotSupported) {
 		t.Errorf("the planner's errors %v, want twos's alone", errs)
 	}
 	probed = nil

@@ -3,24 +3,19 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoScheduler is matched by the error of [Dataplane.CheckScheduler]
-// when the kernel has no such scheduler: its module is neither loaded nor
-// loadable.
-var ErrNoScheduler = errors.New("the kernel has no such IPVS scheduler")
-
 // schedulerProbe is the virtual server kube-proxy creates to try a
 // scheduler: an address from TEST-NET-2 (RFC 5737), which no node uses.
-var schedulerProbe = ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("198.51.100.0"), Port: 20000}
+var schedulerProbe = ipvs.Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("198.51.100.0"), Port: 20000}
 
 // CheckScheduler checks that the kernel can give virtual servers the node's
 // scheduler, as kube-proxy checks before it starts: nothing to do when a
@@ -34,7 +29,7 @@ func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 	}
 	svcs, err := d.ipvs.Services(ctx)
 	if err != nil {
-		return fmt.Errorf("dataplane: checking the IPVS scheduler %q: %w", name, err)
+		return &checkError{op: "check IPVS scheduler", object: name, cause: err}
 	}
 	for _, s := range svcs {
 		if string(s.Scheduler) == name {
@@ -46,13 +41,13 @@ func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 	err = d.ipvs.CreateService(ctx, probe)
 	if errors.Is(err, unix.ENOENT) {
 		// The kernel's answer to a scheduler it cannot find.
-		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing (%w)", name, ErrNoScheduler, name, err)
+		return &checkError{op: "check IPVS scheduler", object: name, sentinel: ErrSchedulerNotSupported, cause: err}
 	}
 	if err != nil {
-		return fmt.Errorf("dataplane: checking the IPVS scheduler %q with a probe virtual server: %w", name, err)
+		return &checkError{op: "check IPVS scheduler", object: name + " with a probe virtual server", cause: err}
 	}
 	if err := d.ipvs.DeleteService(ctx, probe); err != nil {
-		return fmt.Errorf("dataplane: removing the probe virtual server of the IPVS scheduler check: %w", err)
+		return &checkError{op: "remove the probe virtual server of IPVS scheduler", object: name, cause: err}
 	}
 	return nil
 }
@@ -85,7 +80,7 @@ func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node string
 		switch {
 		case err == nil:
 			c.known[name] = nil
-		case errors.Is(err, ErrNoScheduler):
+		case errors.Is(err, ErrSchedulerNotSupported):
 			c.known[name] = err
 			p.LackScheduler(name, err)
 		default:

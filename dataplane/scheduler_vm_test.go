@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -60,7 +61,7 @@ func TestPerServiceSchedulerInPlace(t *testing.T) {
 	d := newDataplane(t, n.node)
 	n.b1.ServeEcho(t, "10.244.1.2:9090")
 	n.b2.ServeEcho(t, "10.244.2.2:9090")
-	s := fixture.Svc("default", "echo", "", model.TCP, 90, "10.96.0.90")
+	s := fixture.Svc("default", "echo", "", inet.TCP, 90, "10.96.0.90")
 	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 9090, "node-a"), fixture.Ready("10.244.2.2", 9090, "node-b")}
 	s.Scheduler = "rr"
 	state := &model.State{Node: vmNode(), Services: []model.ServicePort{s}}
@@ -141,9 +142,9 @@ func TestPerServiceDrainTimeout(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node) // the node's bound: 10 s
 	n.b2.ServeEcho(t, "10.244.2.2:9090")
-	short := fixture.Svc("default", "short", "", model.TCP, 91, "10.96.0.91")
+	short := fixture.Svc("default", "short", "", inet.TCP, 91, "10.96.0.91")
 	short.DrainTimeout = time.Second
-	long := fixture.Svc("default", "long", "", model.TCP, 92, "10.96.0.92")
+	long := fixture.Svc("default", "long", "", inet.TCP, 92, "10.96.0.92")
 	for _, s := range []*model.ServicePort{&short, &long} {
 		s.Endpoints = []model.Endpoint{fixture.Ready("10.244.2.2", 9090, "node-b")}
 	}

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"time"
@@ -18,11 +17,13 @@ type Result struct {
 	Plan *plan.Plan
 	// Full is true when the sync read the kernel and compared everything.
 	Full bool
-	// Errors lists the service ports left out (*model.FieldError,
-	// *plan.ConflictError), those programmed without what they ask
-	// (*model.SchedulerError, *model.SettingError), and the operations
-	// that failed (*OpError), and what those held back (*HeldBackError).
-	// Failed operations are tried again on the next sync.
+	// Errors lists every failure of a sync that ran: the service ports
+	// left out (*model.FieldError, *plan.ConflictError), those programmed
+	// without what they ask (*model.SchedulerError, *model.SettingError),
+	// the operations that failed (*OpError), what those held back
+	// (*HeldBackError), and a failed background reread of the kernel.
+	// Failed operations are tried again on the next sync. It is the one
+	// place a sync's failures go: see [Dataplane.Sync].
 	Errors []error
 	// RulesFailed is true when creating a set, adding set entries or
 	// writing the rules failed, in the last round of the sync: the node
@@ -52,6 +53,15 @@ type FlowCleanup struct {
 // sync after Resync, reads the kernel once and compares everything; later
 // ones plan only the service ports that changed, the objects whose
 // operations failed before, and the real servers still draining.
+//
+// Failures are reported one way: a sync that ran returns a Result and a
+// nil error, and lists whatever failed in Result.Errors (a failed sync is
+// one with a *OpError there; Result.RulesFailed says whether the node's
+// sets and rules are in place). The error is non-nil, and the Result nil,
+// only when no sync ran: what it must read of the kernel before planning
+// could not be read (the cause wrapped, errno or context error and all).
+// This is the shape of go/packages' Load, whose per-package
+// errors ride on the packages and whose error means nothing was loaded.
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
 	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
@@ -62,10 +72,11 @@ func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, erro
 // SyncChanges is Sync for a caller that tracks which service ports changed
 // (a watcher does): it costs what the changes cost, whatever the number of
 // services. The node's settings stay those of the last Sync, which must
-// have come first.
+// have come first: otherwise it returns ErrNotSynced. It reports failures
+// as Sync does.
 func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Result, error) {
 	if d.planner.Node() == nil {
-		return nil, errors.New("dataplane: SyncChanges before the first Sync: the node's settings are not known")
+		return nil, ErrNotSynced
 	}
 	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)

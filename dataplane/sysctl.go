@@ -13,10 +13,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
-// ErrNoSysctl is matched by the error of a setting the kernel does not have
-// (the IPVS ones without the ip_vs module).
-var ErrNoSysctl = errors.New("no such kernel setting")
-
 // WriteSysctls writes each setting below root (normally /proc/sys) whose
 // value differs, and returns the names it changed. It must run in the
 // network namespace the settings are for.
@@ -26,17 +22,17 @@ func WriteSysctls(root string, settings []model.Sysctl) ([]string, error) {
 		path := filepath.Join(root, s.Name)
 		cur, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {
-			return changed, fmt.Errorf("dataplane: sysctl %s: %w (%w)", s.Name, ErrNoSysctl, err)
+			return changed, &checkError{op: "write sysctl", object: s.Name, sentinel: ErrSysctlNotExist, cause: err}
 		}
 		if err != nil {
-			return changed, fmt.Errorf("dataplane: sysctl %s: %w", s.Name, err)
+			return changed, &checkError{op: "write sysctl", object: s.Name, cause: err}
 		}
 		want := strconv.Itoa(s.Value)
 		if string(bytes.TrimSpace(cur)) == want {
 			continue
 		}
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			return changed, fmt.Errorf("dataplane: sysctl %s = %s: %w", s.Name, want, err)
+			return changed, &checkError{op: "write sysctl", object: s.Name + " = " + want, cause: err}
 		}
 		changed = append(changed, s.Name)
 	}

@@ -44,8 +44,8 @@ func TestWriteSysctlsChangesOnlyWhatDiffers(t *testing.T) {
 	if changed, _ := WriteSysctls(root, n.Sysctls()); len(changed) != 0 {
 		t.Errorf("a second run changed %v", changed)
 	}
-	if _, err := WriteSysctls(t.TempDir(), n.Sysctls()); !errors.Is(err, ErrNoSysctl) {
-		t.Errorf("a missing setting: %v, want ErrNoSysctl", err)
+	if _, err := WriteSysctls(t.TempDir(), n.Sysctls()); !errors.Is(err, ErrSysctlNotExist) {
+		t.Errorf("a missing setting: %v, want ErrSysctlNotExist", err)
 	}
 }
 

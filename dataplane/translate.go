@@ -7,25 +7,18 @@ import (
 	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
-// Translations between the dataplane's values and the kernel packages',
-// which all name a protocol by its IP protocol number.
-
-func ipvsProtocol(p model.Protocol) ipvs.Protocol { return ipvs.Protocol(p.Number()) }
-func conntrackProtocol(p model.Protocol) conntrack.Protocol {
-	return conntrack.Protocol(p.Number())
-}
-
-func protocolFromIPVS(n ipvs.Protocol) (model.Protocol, bool) {
-	p := protocolFromNumber(uint8(n))
-	return p, p != 0
-}
+// Translations between the plan's values and the kernel packages': what
+// truly differs between them (flag bits, kernel-only fields, unmapped
+// addresses). Families and protocols are the same inet values on both
+// sides.
 
 func ipvsService(v plan.VirtualServer) ipvs.Service {
-	s := ipvs.Service{Protocol: ipvsProtocol(v.Protocol), Addr: v.Addr, Port: v.Port, Scheduler: ipvs.Scheduler(v.Scheduler)}
+	s := ipvs.Service{Protocol: v.Protocol, Addr: v.Addr, Port: v.Port, Scheduler: ipvs.Scheduler(v.Scheduler)}
 	s.Flags |= ipvsSchedulerFlags(v.SchedulerFlags)
 	if v.Persistence > 0 {
 		s.Flags |= ipvs.Persistent
@@ -62,18 +55,17 @@ func schedulerFlagsFromIPVS(f ipvs.ServiceFlags) model.SchedulerFlags {
 }
 
 func ipvsKey(k plan.VirtualKey) ipvs.Service {
-	return ipvs.Service{Protocol: ipvsProtocol(k.Protocol), Addr: k.Addr, Port: k.Port}
+	return ipvs.Service{Protocol: k.Protocol, Addr: k.Addr, Port: k.Port}
 }
 
 // VirtualKeyOf names a kernel virtual service as the desired state does;
 // false for a firewall-mark service or a protocol services do not use,
 // which are not ipvsplane's.
 func VirtualKeyOf(s ipvs.Service) (plan.VirtualKey, bool) {
-	p, ok := protocolFromIPVS(s.Protocol)
-	if !ok || s.FirewallMark != 0 {
+	if !model.ServiceProtocol(s.Protocol) || s.FirewallMark != 0 {
 		return plan.VirtualKey{}, false
 	}
-	return plan.VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: p}, true
+	return plan.VirtualKey{Addr: s.Addr.Unmap(), Port: s.Port, Protocol: s.Protocol}, true
 }
 
 // virtualFromIPVS reads a kernel service; see VirtualKeyOf for those that
@@ -122,9 +114,9 @@ func ipsetSet(s plan.SetSpec) ipset.Set {
 	case s.Type == plan.BitmapPort:
 		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
 	case s.IPv6:
-		set.Family = ipset.IPv6
+		set.Family = inet.IPv6
 	default:
-		set.Family = ipset.IPv4
+		set.Family = inet.IPv4
 	}
 	return set
 }
@@ -132,27 +124,13 @@ func ipsetSet(s plan.SetSpec) ipset.Set {
 // flushFilter is the conntrack filter of a FlushConntrack operation.
 func flushFilter(o plan.FlushConntrack) conntrack.Filter {
 	if o.Real.Addr.IsValid() {
-		return conntrack.ByEndpoint(conntrackProtocol(o.Protocol), netip.AddrPortFrom(o.Addr, o.Port), netip.AddrPortFrom(o.Real.Addr, o.Real.Port))
+		return conntrack.ByEndpoint(o.Protocol, netip.AddrPortFrom(o.Addr, o.Port), netip.AddrPortFrom(o.Real.Addr, o.Real.Port))
 	}
-	return conntrack.ByDestination(conntrackProtocol(o.Protocol), o.Addr, o.Port)
-}
-
-// protocolFromNumber returns the protocol of an IP protocol number, or 0
-// for one services do not use.
-func protocolFromNumber(n uint8) model.Protocol {
-	for _, p := range []model.Protocol{model.TCP, model.UDP, model.SCTP} {
-		if p.Number() == n {
-			return p
-		}
-	}
-	return 0
+	return conntrack.ByDestination(o.Protocol, o.Addr, o.Port)
 }
 
 func ipsetEntry(e plan.Entry) ipset.Entry {
-	out := ipset.Entry{Addr: e.Addr, Port: e.Port, Addr2: e.Addr2}
-	if e.Protocol != 0 {
-		out.Protocol = ipset.Protocol(e.Protocol.Number())
-	}
+	out := ipset.Entry{Addr: e.Addr, Protocol: e.Protocol, Port: e.Port, Addr2: e.Addr2}
 	if net, ok := e.Net2(); ok {
 		out.Addr2, out.Net2 = netip.Addr{}, net
 	}
@@ -169,10 +147,7 @@ func ipsetEntries(entries []plan.Entry) []ipset.Entry {
 
 // entryFromIPSet reads a kernel entry of one of ipvsplane's sets.
 func entryFromIPSet(e ipset.Entry) plan.Entry {
-	out := plan.Entry{Addr: e.Addr, Port: e.Port, Addr2: e.Addr2}
-	if e.Protocol != 0 {
-		out.Protocol = protocolFromNumber(uint8(e.Protocol))
-	}
+	out := plan.Entry{Addr: e.Addr, Protocol: e.Protocol, Port: e.Port, Addr2: e.Addr2}
 	if e.Net2.IsValid() {
 		out.Addr2, out.Bits2 = e.Net2.Addr(), uint8(e.Net2.Bits())
 	}

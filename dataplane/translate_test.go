@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 )
 
@@ -20,11 +20,11 @@ func TestSetEntriesTranslate(t *testing.T) {
 		e   plan.Entry
 	}{
 		{plan.HashIP, plan.Entry{Addr: vip}},
-		{plan.HashIPPort, plan.Entry{Addr: vip, Protocol: model.SCTP, Port: 3868}},
-		{plan.HashIPPortIP, plan.Entry{Addr: pod, Protocol: model.TCP, Port: 8080, Addr2: pod}},
-		{plan.HashIPPortNet, plan.Entry{Addr: vip, Protocol: model.UDP, Port: 53, Addr2: fixture.IP("192.168.0.0"), Bits2: 24}},
-		{plan.HashIPPortNet, plan.Entry{Addr: vip, Protocol: model.TCP, Port: 80, Addr2: fixture.IP("198.51.100.7"), Bits2: 32}},
-		{plan.HashIPPortNet, plan.Entry{Addr: fixture.IP("fd00::1"), Protocol: model.TCP, Port: 80, Addr2: fixture.IP("fd00:1::"), Bits2: 64}},
+		{plan.HashIPPort, plan.Entry{Addr: vip, Protocol: inet.SCTP, Port: 3868}},
+		{plan.HashIPPortIP, plan.Entry{Addr: pod, Protocol: inet.TCP, Port: 8080, Addr2: pod}},
+		{plan.HashIPPortNet, plan.Entry{Addr: vip, Protocol: inet.UDP, Port: 53, Addr2: fixture.IP("192.168.0.0"), Bits2: 24}},
+		{plan.HashIPPortNet, plan.Entry{Addr: vip, Protocol: inet.TCP, Port: 80, Addr2: fixture.IP("198.51.100.7"), Bits2: 32}},
+		{plan.HashIPPortNet, plan.Entry{Addr: fixture.IP("fd00::1"), Protocol: inet.TCP, Port: 80, Addr2: fixture.IP("fd00:1::"), Bits2: 64}},
 		{plan.BitmapPort, plan.Entry{Port: 30080}},
 	} {
 		parsed, err := ipset.ParseEntry(ipset.Type(tt.typ), tt.e.String())

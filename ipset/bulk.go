@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
@@ -47,7 +48,7 @@ type chunk struct {
 	indexes []int
 }
 
-func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, fam Family, name string, entries []Entry, exclusive bool) error {
+func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, fam inet.Family, name string, entries []Entry, exclusive bool) error {
 	l, ok := typ.layout()
 	if !ok {
 		return &OpError{Op: op, Object: name, Err: typeError(typ)}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -34,7 +35,7 @@ type Conn struct {
 
 type typeFamily struct {
 	t Type
-	f Family
+	f inet.Family
 }
 
 // dialTimeout bounds the protocol negotiation at Dial.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipset/ipsettest"
 	"golang.org/x/sys/unix"
@@ -37,7 +38,7 @@ func dial(t *testing.T) (*ipsettest.Kernel, *ipset.Conn) {
 	return k, c
 }
 
-func ipPort(a string, p ipset.Protocol, port uint16) ipset.Entry {
+func ipPort(a string, p inet.Protocol, port uint16) ipset.Entry {
 	return ipset.Entry{Addr: netip.MustParseAddr(a), Protocol: p, Port: port}
 }
 
@@ -54,7 +55,7 @@ func must(t *testing.T, errs ...error) {
 func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 	ctx := context.Background()
 	hashIPPort := ipset.Set{Name: "s", Type: ipset.HashIPPort}
-	e := ipPort("1.1.1.1", ipset.TCP, 1)
+	e := ipPort("1.1.1.1", inet.TCP, 1)
 	tests := []struct {
 		name     string
 		call     func(t *testing.T, k *ipsettest.Kernel, c *ipset.Conn) error
@@ -96,7 +97,7 @@ func TestErrorsMatchSentinelsAndErrno(t *testing.T) {
 		{"add to full hash", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
 			must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIPPort, MaxElem: 1}, ipset.Exclusive),
 				c.Add(ctx, "s", e, ipset.Exclusive))
-			return c.Add(ctx, "s", ipPort("1.1.1.2", ipset.TCP, 1), ipset.ExistOK)
+			return c.Add(ctx, "s", ipPort("1.1.1.2", inet.TCP, 1), ipset.ExistOK)
 		}, ipset.ErrSetFull, errHashFull},
 		{"add out of bitmap range", func(t *testing.T, _ *ipsettest.Kernel, c *ipset.Conn) error {
 			must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.BitmapPort, PortFrom: 10, PortTo: 20}, ipset.Exclusive))
@@ -141,15 +142,15 @@ func TestTestMembership(t *testing.T) {
 	_, c := dial(t)
 	must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIPPort}, ipset.Exclusive),
 		c.Create(ctx, ipset.Set{Name: "nets", Type: ipset.HashNet}, ipset.Exclusive),
-		c.Add(ctx, "s", ipPort("1.1.1.1", ipset.TCP, 1), ipset.Exclusive),
+		c.Add(ctx, "s", ipPort("1.1.1.1", inet.TCP, 1), ipset.Exclusive),
 		c.Add(ctx, "nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.2.3/16")}, ipset.Exclusive))
 	tests := []struct {
 		set   string
 		entry ipset.Entry
 		want  bool
 	}{
-		{"s", ipPort("1.1.1.1", ipset.TCP, 1), true},
-		{"s", ipPort("1.1.1.1", ipset.UDP, 1), false},
+		{"s", ipPort("1.1.1.1", inet.TCP, 1), true},
+		{"s", ipPort("1.1.1.1", inet.UDP, 1), false},
 		{"nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.200.1/32")}, true},
 		{"nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.0.0/16")}, true},
 		{"nets", ipset.Entry{Net: netip.MustParsePrefix("10.1.0.0/24")}, false},
@@ -169,10 +170,10 @@ func TestBulkFailures(t *testing.T) {
 	ctx := context.Background()
 	k, c := dial(t)
 	must(t, c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIPPort}, ipset.Exclusive),
-		c.Add(ctx, "s", ipPort("10.0.0.5", ipset.TCP, 80), ipset.Exclusive))
+		c.Add(ctx, "s", ipPort("10.0.0.5", inet.TCP, 80), ipset.Exclusive))
 	var entries []ipset.Entry
 	for i := range 2000 {
-		entries = append(entries, ipPort(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}).String(), ipset.TCP, 80))
+		entries = append(entries, ipPort(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}).String(), inet.TCP, 80))
 	}
 	err := c.AddEntries(ctx, "s", entries, ipset.Exclusive)
 	var be *ipset.BatchError
@@ -194,9 +195,9 @@ func TestReplaceKeepsReferences(t *testing.T) {
 	ctx := context.Background()
 	k, c := dial(t)
 	s := ipset.Set{Name: "svc", Type: ipset.HashIPPort}
-	must(t, c.Create(ctx, s, ipset.Exclusive), c.Add(ctx, "svc", ipPort("10.0.0.1", ipset.TCP, 80), ipset.Exclusive),
+	must(t, c.Create(ctx, s, ipset.Exclusive), c.Add(ctx, "svc", ipPort("10.0.0.1", inet.TCP, 80), ipset.Exclusive),
 		k.SetReferences("svc", 2))
-	want := []ipset.Entry{ipPort("10.0.0.2", ipset.UDP, 53), ipPort("10.0.0.3", ipset.TCP, 443)}
+	want := []ipset.Entry{ipPort("10.0.0.2", inet.UDP, 53), ipPort("10.0.0.3", inet.TCP, 443)}
 	must(t, c.Replace(ctx, s, want))
 	h, got, ok := k.Set("svc")
 	if !ok || h.References != 2 || !slices.Equal(got, want) {
@@ -218,7 +219,7 @@ func TestListing(t *testing.T) {
 	must(t, c.Create(ctx, ipset.Set{Name: "a", Type: ipset.HashIP}, ipset.Exclusive),
 		c.Create(ctx, ipset.Set{Name: "b", Type: ipset.BitmapPort, PortFrom: 1, PortTo: 1024}, ipset.Exclusive),
 		c.Destroy(ctx, "a"),
-		c.Create(ctx, ipset.Set{Name: "c", Type: ipset.HashNet, Family: ipset.IPv6, HashSize: 100}, ipset.Exclusive))
+		c.Create(ctx, ipset.Set{Name: "c", Type: ipset.HashNet, Family: inet.IPv6, HashSize: 100}, ipset.Exclusive))
 	names, err := c.Names(ctx)
 	if err != nil || !slices.Equal(names, []string{"c", "b"}) {
 		t.Fatalf("Names: %v, %v", names, err)
@@ -227,7 +228,7 @@ func TestListing(t *testing.T) {
 		t.Errorf("Index c: %d, %v; want the freed 0", idx, err)
 	}
 	h, err := c.Header(ctx, "c")
-	if err != nil || h.Type != ipset.HashNet || h.Family != ipset.IPv6 {
+	if err != nil || h.Type != ipset.HashNet || h.Family != inet.IPv6 {
 		t.Errorf("Header c: %+v, %v", h, err)
 	}
 	h, _, err = c.List(ctx, "c")

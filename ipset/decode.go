@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
@@ -162,7 +163,7 @@ func decodeSetAttr(ad *netlink.AttributeDecoder, cur *dumped) error {
 	case attrRevision:
 		cur.header.Revision = ad.Uint8()
 	case attrFamily:
-		cur.header.Family = Family(ad.Uint8())
+		cur.header.Family = inet.Family(ad.Uint8())
 	case attrData:
 		ad.Nested(func(nad *netlink.AttributeDecoder) error {
 			nad.ByteOrder = binary.BigEndian

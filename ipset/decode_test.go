@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // TestDecodeListCaptures decodes the kernel's list replies captured from
@@ -74,7 +76,7 @@ func TestDecodeListNamesAndHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := sets[0].header
-	if h.Name != "kube" || h.Type != HashIPPort || h.Family != IPv4 || h.Entries != 1 || h.BucketSize != 12 || h.InitVal == 0 || len(sets[0].entries) != 0 {
+	if h.Name != "kube" || h.Type != HashIPPort || h.Family != inet.IPv4 || h.Entries != 1 || h.BucketSize != 12 || h.InitVal == 0 || len(sets[0].entries) != 0 {
 		t.Errorf("header %+v, entries %v", h, sets[0].entries)
 	}
 }
@@ -85,7 +87,7 @@ func TestDecodeHeaderCommand(t *testing.T) {
 		t.Fatalf("%d sets, %v", len(sets), err)
 	}
 	h := sets[0].header
-	if h.Name != "kube" || h.Type != HashIPPort || h.Family != IPv4 || h.Revision != 7 {
+	if h.Name != "kube" || h.Type != HashIPPort || h.Family != inet.IPv4 || h.Revision != 7 {
 		t.Errorf("header %+v", h)
 	}
 }

@@ -17,7 +17,7 @@
 // Apply sends just that change (Diff computes it from two lists), at a cost
 // that does not grow with the set.
 //
-// Entries are typed (netip.Addr, netip.Prefix, Protocol and port) and print and
+// Entries are typed (netip.Addr, netip.Prefix, inet.Protocol and port) and print and
 // parse in the syntax of `ipset save`; ParseSave and WriteSave read and write
 // whole save files.
 //

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
@@ -34,7 +35,7 @@ func encodeProtocol(protocol uint8) netlink.Message {
 	return m
 }
 
-func encodeType(protocol uint8, t Type, f Family) (netlink.Message, error) {
+func encodeType(protocol uint8, t Type, f inet.Family) (netlink.Message, error) {
 	return message(protocol, cmdType, 0, func(w *nl.Writer) {
 		w.String(attrTypeName, string(t))
 		w.Uint8(attrFamily, uint8(f))

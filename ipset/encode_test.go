@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/mdlayher/netlink"
 )
 
-func ipPort(a string, p Protocol, port uint16) Entry {
+func ipPort(a string, p inet.Protocol, port uint16) Entry {
 	return Entry{Addr: netip.MustParseAddr(a), Protocol: p, Port: port}
 }
 
@@ -40,10 +41,10 @@ func TestEncodeMatchesIPSet(t *testing.T) {
 			return encodeProtocol(7), nil
 		}},
 		{"create_hash_ip_port", cmdType, func(t *testing.T) (netlink.Message, error) {
-			return encodeType(7, HashIPPort, IPv4)
+			return encodeType(7, HashIPPort, inet.IPv4)
 		}},
 		{"create_hash_ip_port", cmdCreate, func(t *testing.T) (netlink.Message, error) {
-			s := Set{Name: "kube", Type: HashIPPort, Family: IPv4, HashSize: 1024, MaxElem: 65536}
+			s := Set{Name: "kube", Type: HashIPPort, Family: inet.IPv4, HashSize: 1024, MaxElem: 65536}
 			return encodeCreate(7, s, revision(t, "create_hash_ip_port"), true)
 		}},
 		{"create_exist", cmdCreate, func(t *testing.T) (netlink.Message, error) {
@@ -55,14 +56,14 @@ func TestEncodeMatchesIPSet(t *testing.T) {
 			return encodeCreate(7, s, revision(t, "create_bitmap_port"), true)
 		}},
 		{"create_hash_ip6", cmdCreate, func(t *testing.T) (netlink.Message, error) {
-			s := Set{Name: "h6", Type: HashIP, Family: IPv6, HashSize: 64, MaxElem: 100, Timeout: 300 * time.Second, Counters: true, Comment: true}
+			s := Set{Name: "h6", Type: HashIP, Family: inet.IPv6, HashSize: 64, MaxElem: 100, Timeout: 300 * time.Second, Counters: true, Comment: true}
 			return encodeCreate(7, s, revision(t, "create_hash_ip6"), true)
 		}},
 		{"add_ip_port", cmdAdd, func(t *testing.T) (netlink.Message, error) {
-			return encodeEntryCmd(7, cmdAdd, "kube", ipPort("10.0.0.1", TCP, 80), true)
+			return encodeEntryCmd(7, cmdAdd, "kube", ipPort("10.0.0.1", inet.TCP, 80), true)
 		}},
 		{"add_exist", cmdAdd, func(t *testing.T) (netlink.Message, error) {
-			return encodeEntryCmd(7, cmdAdd, "kube", ipPort("10.0.0.1", TCP, 80), false)
+			return encodeEntryCmd(7, cmdAdd, "kube", ipPort("10.0.0.1", inet.TCP, 80), false)
 		}},
 		{"add_net_comment", cmdAdd, func(t *testing.T) (netlink.Message, error) {
 			return encodeEntryCmd(7, cmdAdd, "n", entry(t, HashNet, `10.0.0.0/8 comment "hi"`), true)
@@ -83,10 +84,10 @@ func TestEncodeMatchesIPSet(t *testing.T) {
 			return encodeNamed(7, cmdHeader, 0, "kube")
 		}},
 		{"test_member", cmdTest, func(t *testing.T) (netlink.Message, error) {
-			return encodeEntryCmd(7, cmdTest, "kube", ipPort("10.0.0.1", TCP, 80), false)
+			return encodeEntryCmd(7, cmdTest, "kube", ipPort("10.0.0.1", inet.TCP, 80), false)
 		}},
 		{"del", cmdDel, func(t *testing.T) (netlink.Message, error) {
-			return encodeEntryCmd(7, cmdDel, "kube", ipPort("10.0.0.1", TCP, 80), true)
+			return encodeEntryCmd(7, cmdDel, "kube", ipPort("10.0.0.1", inet.TCP, 80), true)
 		}},
 		{"flush", cmdFlush, func(t *testing.T) (netlink.Message, error) {
 			return encodeNamed(7, cmdFlush, namedFlags(cmdFlush), "x")
@@ -110,7 +111,7 @@ func TestEncodeMatchesIPSet(t *testing.T) {
 			return encodeList(7, "kube", 0)
 		}},
 		{"restore", cmdAdd, func(t *testing.T) (netlink.Message, error) {
-			entries := []Entry{ipPort("10.0.0.2", UDP, 53), ipPort("10.0.0.3", SCTP, 9), ipPort("10.0.0.4", TCP, 443)}
+			entries := []Entry{ipPort("10.0.0.2", inet.UDP, 53), ipPort("10.0.0.3", inet.SCTP, 9), ipPort("10.0.0.4", inet.TCP, 443)}
 			chunks, err := packChunks(7, cmdAdd, "kube", entries, []int{0, 1, 2}, true)
 			if err != nil || len(chunks) != 1 {
 				t.Fatalf("packChunks: %d chunks, %v", len(chunks), err)
@@ -140,7 +141,7 @@ func TestPackChunksSplitsAtAttributeLimit(t *testing.T) {
 	entries := make([]Entry, 5000)
 	indexes := make([]int, len(entries))
 	for i := range entries {
-		entries[i] = ipPort("10.0.0.1", TCP, uint16(i))
+		entries[i] = ipPort("10.0.0.1", inet.TCP, uint16(i))
 		indexes[i] = i
 	}
 	chunks, err := packChunks(7, cmdAdd, "s", entries, indexes, false)

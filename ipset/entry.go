@@ -6,35 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-// Protocol is the IP protocol of an entry's port (an IPPROTO_* number).
-type Protocol uint8
-
-// Protocols a port can belong to.
-const (
-	TCP     Protocol = 6   // IPPROTO_TCP
-	UDP     Protocol = 17  // IPPROTO_UDP
-	SCTP    Protocol = 132 // IPPROTO_SCTP
-	UDPLite Protocol = 136 // IPPROTO_UDPLITE
-)
-
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case SCTP:
-		return "sctp"
-	case UDPLite:
-		return "udplite"
-	}
-	return strconv.Itoa(int(p))
-}
-
-func parseProtocol(s string) (Protocol, error) {
-	for _, p := range []Protocol{TCP, UDP, SCTP, UDPLite} {
+func parseProtocol(s string) (inet.Protocol, error) {
+	for _, p := range []inet.Protocol{inet.TCP, inet.UDP, inet.SCTP, inet.UDPLite} {
 		if s == p.String() {
 			return p, nil
 		}
@@ -65,7 +42,7 @@ type Counters struct {
 type Entry struct {
 	Addr     netip.Addr
 	Net      netip.Prefix
-	Protocol Protocol
+	Protocol inet.Protocol
 	Port     uint16
 	Addr2    netip.Addr
 	Net2     netip.Prefix
@@ -86,7 +63,7 @@ type key struct {
 	// plain address.
 	bits, bits2 uint8
 	v4          bool
-	proto       Protocol
+	proto       inet.Protocol
 	port        uint16
 }
 
@@ -162,9 +139,9 @@ func (e Entry) checkLayout(t Type, l layout) error {
 
 // checkFamily reports an entry whose addresses are not of the set's family,
 // which the kernel would reject as a protocol error.
-func (e Entry) checkFamily(f Family) error {
+func (e Entry) checkFamily(f inet.Family) error {
 	for _, a := range []netip.Addr{e.Addr, e.Net.Addr(), e.Addr2, e.Net2.Addr()} {
-		if a.IsValid() && (f == IPv4) != a.Is4() {
+		if a.IsValid() && (f == inet.IPv4) != a.Is4() {
 			return fmt.Errorf("entry address %s is not of the set's family %s", a, f)
 		}
 	}

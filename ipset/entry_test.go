@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 func TestParseEntryRoundTrip(t *testing.T) {
@@ -17,15 +19,15 @@ func TestParseEntryRoundTrip(t *testing.T) {
 	}{
 		{HashIP, "10.0.0.1", Entry{Addr: netip.MustParseAddr("10.0.0.1")}, ""},
 		{HashIP, "fd00::5", Entry{Addr: netip.MustParseAddr("fd00::5")}, ""},
-		{HashIPPort, "10.96.0.1,tcp:80", ipPort("10.96.0.1", TCP, 80), ""},
-		{HashIPPort, "fd00::1,udplite:5", ipPort("fd00::1", UDPLite, 5), ""},
-		{HashIPPortIP, "10.0.0.2,tcp:8080,10.0.0.2", Entry{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: TCP, Port: 8080, Addr2: netip.MustParseAddr("10.0.0.2")}, ""},
-		{HashIPPortNet, "1.2.3.4,tcp:443,10.0.0.0/8", Entry{Addr: netip.MustParseAddr("1.2.3.4"), Protocol: TCP, Port: 443, Net2: netip.MustParsePrefix("10.0.0.0/8")}, ""},
-		{HashIPPortNet, "fd00::1,udp:53,fd00::/64", Entry{Addr: netip.MustParseAddr("fd00::1"), Protocol: UDP, Port: 53, Net2: netip.MustParsePrefix("fd00::/64")}, ""},
+		{HashIPPort, "10.96.0.1,tcp:80", ipPort("10.96.0.1", inet.TCP, 80), ""},
+		{HashIPPort, "fd00::1,udplite:5", ipPort("fd00::1", inet.UDPLite, 5), ""},
+		{HashIPPortIP, "10.0.0.2,tcp:8080,10.0.0.2", Entry{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: inet.TCP, Port: 8080, Addr2: netip.MustParseAddr("10.0.0.2")}, ""},
+		{HashIPPortNet, "1.2.3.4,tcp:443,10.0.0.0/8", Entry{Addr: netip.MustParseAddr("1.2.3.4"), Protocol: inet.TCP, Port: 443, Net2: netip.MustParsePrefix("10.0.0.0/8")}, ""},
+		{HashIPPortNet, "fd00::1,udp:53,fd00::/64", Entry{Addr: netip.MustParseAddr("fd00::1"), Protocol: inet.UDP, Port: 53, Net2: netip.MustParsePrefix("fd00::/64")}, ""},
 		{HashNet, "10.0.0.0/8", Entry{Net: netip.MustParsePrefix("10.0.0.0/8")}, ""},
 		{HashNet, "10.0.0.1/32", Entry{Net: netip.MustParsePrefix("10.0.0.1/32")}, "10.0.0.1"},
 		{HashNet, "10.0.0.1", Entry{Net: netip.MustParsePrefix("10.0.0.1/32")}, ""},
-		{HashNetPort, "10.1.0.0/16,sctp:9", Entry{Net: netip.MustParsePrefix("10.1.0.0/16"), Protocol: SCTP, Port: 9}, ""},
+		{HashNetPort, "10.1.0.0/16,sctp:9", Entry{Net: netip.MustParsePrefix("10.1.0.0/16"), Protocol: inet.SCTP, Port: 9}, ""},
 		{BitmapPort, "80", Entry{Port: 80}, ""},
 		{BitmapPort, "tcp:81", Entry{Port: 81}, "81"},
 		{HashIP, `1.1.1.1 timeout 30 comment "a b"`, Entry{Addr: netip.MustParseAddr("1.1.1.1"), Timeout: 30 * time.Second, Comment: "a b"}, ""},
@@ -96,10 +98,10 @@ func TestEntryCheck(t *testing.T) {
 		{HashIP, Entry{}, false},
 		{HashIP, Entry{Net: netip.MustParsePrefix("1.1.1.0/24")}, false},
 		{HashIPPort, ipPort("1.1.1.1", 0, 80), false},
-		{HashIPPort, ipPort("1.1.1.1", TCP, 80), true},
+		{HashIPPort, ipPort("1.1.1.1", inet.TCP, 80), true},
 		{HashIP, Entry{Addr: netip.MustParseAddr("1.1.1.1"), Timeout: 1500 * time.Millisecond}, false},
 		{HashIP, Entry{Addr: netip.MustParseAddr("1.1.1.1"), Comment: `a"b`}, false},
-		{BitmapPort, Entry{Port: 1, Protocol: TCP}, false},
+		{BitmapPort, Entry{Port: 1, Protocol: inet.TCP}, false},
 	}
 	for _, tt := range tests {
 		if err := tt.e.check(tt.typ); (err == nil) != tt.ok {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"net/netip"
 	"strings"
@@ -85,7 +86,7 @@ func decodeEntry(b []byte, l layout) (Entry, error) {
 		case attrPort:
 			e.Port = uint16(it.uintN(2))
 		case attrProto:
-			e.Protocol = Protocol(it.uintN(1))
+			e.Protocol = inet.Protocol(it.uintN(1))
 		case attrIP2:
 			ip2, it.err = decodeAddr(it.data)
 		case attrCIDR2:

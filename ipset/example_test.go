@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 )
 
@@ -23,10 +24,10 @@ func Example() {
 	}
 	defer c.Close()
 
-	set := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort, Family: ipset.IPv4}
+	set := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort, Family: inet.IPv4}
 	entries := []ipset.Entry{
-		{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: ipset.TCP, Port: 443},
-		{Addr: netip.MustParseAddr("10.96.0.10"), Protocol: ipset.UDP, Port: 53},
+		{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: inet.TCP, Port: 443},
+		{Addr: netip.MustParseAddr("10.96.0.10"), Protocol: inet.UDP, Port: 53},
 	}
 	if err := c.Replace(ctx, set, entries); err != nil {
 		log.Fatal(err)
@@ -37,7 +38,7 @@ func Example() {
 	}
 	fmt.Println("set index for the xt set match:", index)
 
-	entries = append(entries, ipset.Entry{Addr: netip.MustParseAddr("10.96.0.20"), Protocol: ipset.TCP, Port: 80})
+	entries = append(entries, ipset.Entry{Addr: netip.MustParseAddr("10.96.0.20"), Protocol: inet.TCP, Port: 80})
 	plan, err := c.Sync(ctx, set.Name, entries)
 	if err != nil {
 		log.Fatal(err)
@@ -62,8 +63,8 @@ func ExampleConn_AddEntries() {
 	}
 	defer c.Close()
 	entries := []ipset.Entry{
-		{Addr: netip.MustParseAddr("10.0.0.1"), Protocol: ipset.TCP, Port: 80},
-		{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: ipset.TCP, Port: 80},
+		{Addr: netip.MustParseAddr("10.0.0.1"), Protocol: inet.TCP, Port: 80},
+		{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: inet.TCP, Port: 80},
 	}
 	err = c.AddEntries(ctx, "KUBE-LOOP-BACK", entries, ipset.Exclusive)
 	var batch *ipset.BatchError

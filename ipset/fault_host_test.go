@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
@@ -48,7 +49,7 @@ func TestFaultHook(t *testing.T) {
 	}
 	entries := make([]Entry, 30000)
 	for i := range entries {
-		entries[i] = Entry{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Protocol: TCP, Port: 80}
+		entries[i] = Entry{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Protocol: inet.TCP, Port: 80}
 	}
 	// Large enough for several messages: fail the second.
 	asked = asked[:0]

@@ -11,13 +11,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // ipPortEntries makes n distinct hash:ip,port entries; offset shifts them
 // so that two lists differ.
 func ipPortEntries(n, offset int) []Entry {
-	return testutil.Keys(n, offset, func(k netip.AddrPort) Entry { return Entry{Addr: k.Addr(), Protocol: TCP, Port: k.Port()} })
+	return testutil.Keys(n, offset, func(k netip.AddrPort) Entry { return Entry{Addr: k.Addr(), Protocol: inet.TCP, Port: k.Port()} })
 }
 
 func TestHostLargeSet(t *testing.T) {
@@ -93,7 +94,7 @@ func TestHostReplace(t *testing.T) {
 		t.Errorf("sets after Replace: %q; the temporary set must go", out)
 	}
 	// A failing entry leaves the set as it was.
-	bad := append(ipPortEntries(2, 500), Entry{Addr: netip.MustParseAddr("fd00::1"), Protocol: TCP, Port: 1})
+	bad := append(ipPortEntries(2, 500), Entry{Addr: netip.MustParseAddr("fd00::1"), Protocol: inet.TCP, Port: 1})
 	if err := c.Replace(ctx, s, bad); !errors.Is(err, ErrEntryInvalid) {
 		t.Errorf("Replace with an IPv6 entry: %v", err)
 	}

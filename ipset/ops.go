@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/mdlayher/netlink"
 )
 
@@ -46,7 +47,7 @@ func (c *Conn) create(ctx context.Context, s Set, exclusive bool) error {
 }
 
 // revision returns the newest revision of a type, asking the kernel once.
-func (c *Conn) revision(ctx context.Context, t Type, f Family) (uint8, error) {
+func (c *Conn) revision(ctx context.Context, t Type, f inet.Family) (uint8, error) {
 	k := typeFamily{t, f}
 	if rev, ok := c.revisions[k]; ok {
 		return rev, nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -65,7 +66,7 @@ func TestHostSetOperations(t *testing.T) {
 		t.Errorf("after rename, Index(c) = %d, %v; want 1", idx, err)
 	}
 	h, err := c.Header(ctx, "c")
-	if err != nil || h.Entries != 1 || h.Type != HashIP || h.Family != IPv4 || h.Revision == 0 {
+	if err != nil || h.Entries != 1 || h.Type != HashIP || h.Family != inet.IPv4 || h.Revision == 0 {
 		t.Errorf("Header = %+v, %v", h, err)
 	}
 	if err := c.Flush(ctx, "c"); err != nil {
@@ -121,7 +122,7 @@ func TestHostErrors(t *testing.T) {
 		{"IPv6 entry in IPv4 set", c.Add(ctx, "ip", Entry{Addr: netip.MustParseAddr("fd00::1")}, ExistOK), ErrProtocolMismatch, errProtocol},
 		// Not hash:mac, which the host's kernel lacks but the VM's has.
 		{"type the kernel lacks", func() error {
-			_, err := c.revision(ctx, "hash:nosuchtype", IPv4)
+			_, err := c.revision(ctx, "hash:nosuchtype", inet.IPv4)
 			return opError("create", "m", "", err)
 		}(), ErrTypeNotSupported, errFindType},
 	}
@@ -148,7 +149,7 @@ func TestHostBulkErrorsNameEntries(t *testing.T) {
 	entries := make([]Entry, n)
 	var want []string
 	for i := range entries {
-		entries[i] = ipPort(netip.AddrFrom4([4]byte{10, 1, byte(i / 256), byte(i % 256)}).String(), TCP, 80)
+		entries[i] = ipPort(netip.AddrFrom4([4]byte{10, 1, byte(i / 256), byte(i % 256)}).String(), inet.TCP, 80)
 		want = append(want, entries[i].String())
 	}
 	// Entries already there fail an exclusive add, spread over messages.

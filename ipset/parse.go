@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // ParseEntry parses an entry of a set of type t in the syntax of
@@ -101,7 +103,7 @@ func parsePart(p part, s string) (netip.Addr, netip.Prefix, error) {
 
 // parsePort reads "proto:port"; a bitmap takes a bare port and ignores the
 // protocol, as the kernel does.
-func parsePort(s string, bitmap bool) (Protocol, uint16, error) {
+func parsePort(s string, bitmap bool) (inet.Protocol, uint16, error) {
 	name, num, found := strings.Cut(s, ":")
 	if !found {
 		if !bitmap {

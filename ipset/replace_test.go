@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 func entryStrings(es []Entry) []string {
@@ -16,9 +18,9 @@ func entryStrings(es []Entry) []string {
 }
 
 func TestDiff(t *testing.T) {
-	a := ipPort("10.0.0.1", TCP, 80)
-	b := ipPort("10.0.0.2", TCP, 80)
-	c := ipPort("10.0.0.3", UDP, 53)
+	a := ipPort("10.0.0.1", inet.TCP, 80)
+	b := ipPort("10.0.0.2", inet.TCP, 80)
+	c := ipPort("10.0.0.3", inet.UDP, 53)
 	commented := a
 	commented.Comment = "svc"
 	net1 := Entry{Net: netip.MustParsePrefix("10.1.2.3/16")}
@@ -55,7 +57,7 @@ func TestDiffOnePercent(t *testing.T) {
 	current := make([]Entry, n)
 	desired := make([]Entry, n)
 	for i := range n {
-		current[i] = ipPort(fmt.Sprintf("10.%d.%d.1", i/256, i%256), TCP, 80)
+		current[i] = ipPort(fmt.Sprintf("10.%d.%d.1", i/256, i%256), inet.TCP, 80)
 		desired[i] = current[i]
 	}
 	for i := 0; i < n; i += 100 {

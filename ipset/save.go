@@ -141,7 +141,7 @@ func (h Header) String() string {
 	if h.Type == BitmapPort {
 		fmt.Fprintf(&b, " range %d-%d", h.PortFrom, h.PortTo)
 	} else {
-		fmt.Fprintf(&b, " family %s hashsize %d maxelem %d", h.family(), h.HashSize, h.MaxElem)
+		fmt.Fprintf(&b, " family %s hashsize %d maxelem %d", familyName(h.family()), h.HashSize, h.MaxElem)
 	}
 	if h.Timeout != 0 {
 		fmt.Fprintf(&b, " timeout %d", h.Timeout/time.Second)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 func TestParseSave(t *testing.T) {
@@ -22,7 +24,7 @@ add KUBE-CLUSTER-IP 10.96.0.10,udp:53
 	if len(sets) != 2 {
 		t.Fatalf("%d sets", len(sets))
 	}
-	want0 := Set{Name: "KUBE-CLUSTER-IP", Type: HashIPPort, Family: IPv4, HashSize: 1024, MaxElem: 65536}
+	want0 := Set{Name: "KUBE-CLUSTER-IP", Type: HashIPPort, Family: inet.IPv4, HashSize: 1024, MaxElem: 65536}
 	if sets[0].Set != want0 || len(sets[0].Entries) != 2 || sets[0].Entries[1].String() != "10.96.0.10,udp:53" {
 		t.Errorf("first set %+v", sets[0])
 	}
@@ -69,7 +71,7 @@ func TestParseSaveErrors(t *testing.T) {
 // A header says bucketsize and initval only when the kernel reported them,
 // as ipset save does; Linux 5.10 reports neither.
 func TestHeaderBucketSizeOnlyWhenReported(t *testing.T) {
-	set := Set{Name: "s", Type: HashIP, Family: IPv4, HashSize: 1024, MaxElem: 65536}
+	set := Set{Name: "s", Type: HashIP, Family: inet.IPv4, HashSize: 1024, MaxElem: 65536}
 	for _, tt := range []struct {
 		h    Header
 		want string

@@ -3,36 +3,27 @@ package ipset
 import (
 	"fmt"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-// Family is the address family of a set (the kernel's NFPROTO_* value,
-// which is its AF_* value). It prints as ipset(8) names it: inet, inet6.
-type Family uint8
-
-// Address families. Bitmap:port sets have none: their Family is zero.
-const (
-	IPv4 Family = 2  // NFPROTO_IPV4
-	IPv6 Family = 10 // NFPROTO_IPV6
-)
-
-func (f Family) String() string {
+// familyName names a family as ipset(8) does: inet, inet6.
+func familyName(f inet.Family) string {
 	switch f {
-	case 0:
-		return "unspec"
-	case IPv4:
+	case inet.IPv4:
 		return "inet"
-	case IPv6:
+	case inet.IPv6:
 		return "inet6"
 	}
-	return fmt.Sprintf("family(%d)", uint8(f))
+	return f.String()
 }
 
-func parseFamily(s string) (Family, error) {
+func parseFamily(s string) (inet.Family, error) {
 	switch s {
 	case "inet":
-		return IPv4, nil
+		return inet.IPv4, nil
 	case "inet6":
-		return IPv6, nil
+		return inet.IPv6, nil
 	}
 	return 0, fmt.Errorf("unknown family %q", s)
 }
@@ -103,7 +94,7 @@ type Set struct {
 	Type Type
 	// Family is IPv4 or IPv6 for hash types (zero means IPv4) and ignored
 	// for bitmap:port.
-	Family   Family
+	Family   inet.Family
 	HashSize uint32
 	MaxElem  uint32
 	// Timeout is the default lifetime of entries; nonzero turns timeout
@@ -115,12 +106,12 @@ type Set struct {
 	PortFrom, PortTo uint16
 }
 
-func (s Set) family() Family {
+func (s Set) family() inet.Family {
 	if s.Type == BitmapPort {
 		return 0
 	}
 	if s.Family == 0 {
-		return IPv4
+		return inet.IPv4
 	}
 	return s.Family
 }
@@ -132,7 +123,7 @@ func (s Set) validate() error {
 	if _, ok := s.Type.layout(); !ok {
 		return typeError(s.Type)
 	}
-	if f := s.family(); s.Type != BitmapPort && f != IPv4 && f != IPv6 {
+	if f := s.family(); s.Type != BitmapPort && f != inet.IPv4 && f != inet.IPv6 {
 		return fmt.Errorf("set %s: family %v is not inet or inet6", s.Name, f)
 	}
 	if s.Type == BitmapPort && s.PortFrom > s.PortTo {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
@@ -24,11 +25,11 @@ func writeAddr(w *nl.Writer, typ uint16, a netip.Addr) {
 // decodeAddr reads a union nf_inet_addr of the given family. The kernel
 // accepts (and older kernels sent) just the address bytes, so 4 bytes are
 // fine for IPv4.
-func decodeAddr(b []byte, f Family) (netip.Addr, error) {
+func decodeAddr(b []byte, f inet.Family) (netip.Addr, error) {
 	switch {
-	case f == IPv4 && len(b) >= 4:
+	case f == inet.IPv4 && len(b) >= 4:
 		return netip.AddrFrom4([4]byte(b[:4])), nil
-	case f == IPv6 && len(b) >= 16:
+	case f == inet.IPv6 && len(b) >= 16:
 		return netip.AddrFrom16([16]byte(b[:16])), nil
 	}
 	return netip.Addr{}, fmt.Errorf("address of %d bytes for %v", len(b), f)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
 	"golang.org/x/sys/unix"
@@ -28,7 +29,7 @@ func TestOperations(t *testing.T) {
 	c := k.Dial()
 	defer c.Close()
 
-	svc := ipvs.Service{Protocol: ipvs.TCP, Addr: vip4, Port: 80, Scheduler: "rr"}
+	svc := ipvs.Service{Protocol: inet.TCP, Addr: vip4, Port: 80, Scheduler: "rr"}
 	if err := c.CreateService(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := svc
-	want.Family, want.Flags, want.Netmask = ipvs.IPv4, ipvs.Hashed, 32
+	want.Family, want.Flags, want.Netmask = inet.IPv4, ipvs.Hashed, 32
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("GetService: %+v, want %+v", got, want)
 	}
@@ -93,14 +94,14 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	c := ipvstest.New(&ipvstest.Options{Message: "the kernel's reason"}).Dial()
 	defer c.Close()
-	svc := ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("2001:db8::1"), Port: 53}
+	svc := ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("2001:db8::1"), Port: 53}
 	if err := c.CreateService(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.CreateDestination(ctx, svc, ipvs.Destination{Addr: netip.MustParseAddr("2001:db8::2"), Port: 53}); err != nil {
 		t.Fatal(err)
 	}
-	missing := ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("2001:db8::9"), Port: 53}
+	missing := ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("2001:db8::9"), Port: 53}
 	tests := []struct {
 		name     string
 		err      error
@@ -119,7 +120,7 @@ func TestErrors(t *testing.T) {
 		{"missing destination", c.DeleteDestination(ctx, svc, ipvs.Destination{Addr: netip.MustParseAddr("2001:db8::3"), Port: 53}),
 			ipvs.ErrDestinationNotExist, unix.ENOENT,
 			"ipvs: delete destination UDP [2001:db8::1]:53 -> [2001:db8::3]:53: destination does not exist (no such file or directory): the kernel's reason"},
-		{"unknown scheduler", c.CreateService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: vip4, Port: 1, Scheduler: "nope"}),
+		{"unknown scheduler", c.CreateService(ctx, ipvs.Service{Protocol: inet.TCP, Addr: vip4, Port: 1, Scheduler: "nope"}),
 			ipvs.ErrSchedulerNotSupported, unix.ENOENT, ""},
 		{"get missing service", func() error { _, err := c.GetService(ctx, missing); return err }(), ipvs.ErrServiceNotExist, unix.ESRCH, ""},
 		{"get missing destination", func() error {
@@ -160,7 +161,7 @@ func TestBatch(t *testing.T) {
 	svcs := make([]ipvs.Service, 2000)
 	wantFailed := map[int]error{}
 	for i := range svcs {
-		svcs[i] = ipvs.Service{Protocol: ipvs.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
+		svcs[i] = ipvs.Service{Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
 		b.CreateService(svcs[i])
 		for j := range 4 {
 			if i%500 == 7 && j == 3 {
@@ -172,13 +173,13 @@ func TestBatch(t *testing.T) {
 			b.CreateDestination(svcs[i], backend(i*4+j))
 		}
 	}
-	missing := ipvs.Service{Protocol: ipvs.SCTP, Addr: vip4, Port: 1}
+	missing := ipvs.Service{Protocol: inet.SCTP, Addr: vip4, Port: 1}
 	wantFailed[b.Len()] = ipvs.ErrServiceNotExist
 	b.DeleteService(missing)
 	wantFailed[b.Len()] = ipvs.ErrServiceExist
 	b.CreateService(svcs[3])
 	wantFailed[b.Len()] = errInvalid
-	b.CreateService(ipvs.Service{Protocol: ipvs.TCP})
+	b.CreateService(ipvs.Service{Protocol: inet.TCP})
 	if b.Len() != 10003 {
 		t.Fatalf("batch of %d", b.Len())
 	}
@@ -232,7 +233,7 @@ func TestBatchSmallBuffers(t *testing.T) {
 	c := k.Dial()
 	var b ipvs.Batch
 	for i := range 1000 {
-		b.CreateService(ipvs.Service{Protocol: ipvs.UDP, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Port: 53})
+		b.CreateService(ipvs.Service{Protocol: inet.UDP, Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), Port: 53})
 	}
 	if err := c.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestTableMultipartDumps(t *testing.T) {
 			var b ipvs.Batch
 			want := map[string]int{}
 			for i := range 50 {
-				s := ipvs.Service{Protocol: ipvs.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Port: 80, Scheduler: "wrr"}
+				s := ipvs.Service{Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Port: 80, Scheduler: "wrr"}
 				b.CreateService(s)
 				for j := range i % 7 {
 					b.CreateDestination(s, backend(j))
@@ -284,7 +285,7 @@ func TestDestinationWeightDefault(t *testing.T) {
 	ctx := context.Background()
 	k := ipvstest.New(nil)
 	c := k.Dial()
-	svc := ipvs.Service{Protocol: ipvs.TCP, Addr: vip4, Port: 80, Scheduler: ipvs.RoundRobin}
+	svc := ipvs.Service{Protocol: inet.TCP, Addr: vip4, Port: 80, Scheduler: ipvs.RoundRobin}
 	d := ipvs.Destination{Addr: netip.MustParseAddr("10.1.0.9"), Port: 80}
 	var b ipvs.Batch
 	b.CreateService(svc)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/mdlayher/netlink"
 )
 
@@ -15,11 +16,11 @@ var (
 		CPS: 4, PacketsInPS: 3, PacketsOutPS: 2, BytesInPS: 1, BytesOutPS: 9,
 	}
 	sampleServices = []Service{
-		{Family: IPv4, Protocol: TCP, Addr: vip4, Port: 80, Scheduler: "rr", Flags: Hashed, Netmask: 32},
-		{Family: IPv6, Protocol: UDP, Addr: netip.MustParseAddr("2001:db8::1"), Port: 53, Scheduler: "wrr",
+		{Family: inet.IPv4, Protocol: inet.TCP, Addr: vip4, Port: 80, Scheduler: "rr", Flags: Hashed, Netmask: 32},
+		{Family: inet.IPv6, Protocol: inet.UDP, Addr: netip.MustParseAddr("2001:db8::1"), Port: 53, Scheduler: "wrr",
 			Flags: Persistent | Hashed, Timeout: 300 * time.Second, Netmask: 64, Stats: sampleStats},
-		{Family: IPv4, FirewallMark: 7, Scheduler: "mh", Flags: MHFallback | MHPort | Hashed, Netmask: 32},
-		{Family: IPv4, Protocol: SCTP, Addr: netip.MustParseAddr("10.0.0.3"), Port: 9, Scheduler: "sh",
+		{Family: inet.IPv4, FirewallMark: 7, Scheduler: "mh", Flags: MHFallback | MHPort | Hashed, Netmask: 32},
+		{Family: inet.IPv4, Protocol: inet.SCTP, Addr: netip.MustParseAddr("10.0.0.3"), Port: 9, Scheduler: "sh",
 			PersistenceEngine: "sip", Flags: Persistent | Hashed, Timeout: time.Minute, Netmask: 24},
 	}
 	sampleDestinations = []Destination{
@@ -50,7 +51,7 @@ func TestDecodeService(t *testing.T) {
 func TestDecodeDestination(t *testing.T) {
 	for _, want := range sampleDestinations {
 		t.Run(want.String(), func(t *testing.T) {
-			got, err := decodeDestination(encodeDestinationReply(want), IPv4)
+			got, err := decodeDestination(encodeDestinationReply(want), inet.IPv4)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +76,7 @@ func TestDecodeOldKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeDestination(b, IPv6)
+	got, err := decodeDestination(b, inet.IPv6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,27 +106,27 @@ func TestDecodeErrors(t *testing.T) {
 		}},
 		{"service with short port", func() error {
 			_, err := decodeService(attrs(func(ae *netlink.AttributeEncoder) {
-				ae.Uint16(svcAttrAF, uint16(IPv4))
+				ae.Uint16(svcAttrAF, uint16(inet.IPv4))
 				ae.Uint8(svcAttrPort, 1)
 			}))
 			return err
 		}},
 		{"service with short address", func() error {
 			_, err := decodeService(attrs(func(ae *netlink.AttributeEncoder) {
-				ae.Uint16(svcAttrAF, uint16(IPv6))
+				ae.Uint16(svcAttrAF, uint16(inet.IPv6))
 				ae.Bytes(svcAttrAddr, make([]byte, 4))
 			}))
 			return err
 		}},
 		{"service with long scheduler", func() error {
 			_, err := decodeService(attrs(func(ae *netlink.AttributeEncoder) {
-				ae.Uint16(svcAttrAF, uint16(IPv4))
+				ae.Uint16(svcAttrAF, uint16(inet.IPv4))
 				ae.String(svcAttrSchedName, "a-very-long-scheduler")
 			}))
 			return err
 		}},
 		{"destination without address", func() error {
-			_, err := decodeDestination(attrs(func(ae *netlink.AttributeEncoder) { aePort(ae, destAttrPort, 1) }), IPv4)
+			_, err := decodeDestination(attrs(func(ae *netlink.AttributeEncoder) { aePort(ae, destAttrPort, 1) }), inet.IPv4)
 			return err
 		}},
 		{"stats counter of 3 bytes", func() error {
@@ -162,16 +163,16 @@ func TestDecodeTimeoutsInfo(t *testing.T) {
 
 func TestNetmask(t *testing.T) {
 	tests := []struct {
-		family Family
+		family inet.Family
 		ones   int
 		want   []byte
 		back   int
 	}{
-		{IPv4, 0, []byte{255, 255, 255, 255}, 32},
-		{IPv4, 24, []byte{255, 255, 255, 0}, 24},
-		{IPv4, 1, []byte{128, 0, 0, 0}, 1},
-		{IPv6, 0, netmaskBytes(IPv6, 128), 128},
-		{IPv6, 64, netmaskBytes(IPv6, 64), 64},
+		{inet.IPv4, 0, []byte{255, 255, 255, 255}, 32},
+		{inet.IPv4, 24, []byte{255, 255, 255, 0}, 24},
+		{inet.IPv4, 1, []byte{128, 0, 0, 0}, 1},
+		{inet.IPv6, 0, netmaskBytes(inet.IPv6, 128), 128},
+		{inet.IPv6, 64, netmaskBytes(inet.IPv6, 64), 64},
 	}
 	for _, tt := range tests {
 		b := netmaskBytes(tt.family, tt.ones)
@@ -190,7 +191,7 @@ func TestDecodeStats64Preferred(t *testing.T) {
 	full := Stats{Connections: 1<<32 + 5, PacketsIn: 1<<33 + 1, PacketsOut: 3, BytesIn: 1 << 40, BytesOut: 9}
 	for _, stats64First := range []bool{true, false} {
 		ae := netlink.NewAttributeEncoder()
-		ae.Uint16(svcAttrAF, uint16(IPv4))
+		ae.Uint16(svcAttrAF, uint16(inet.IPv4))
 		nests := []func(){
 			func() {
 				ae.Nested(svcAttrStats, func(nae *netlink.AttributeEncoder) error {

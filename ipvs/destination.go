@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"math"
 	"net/netip"
@@ -43,11 +44,11 @@ type Destination struct {
 	Stats                 Stats
 }
 
-func (d Destination) family() Family {
+func (d Destination) family() inet.Family {
 	if d.Addr.Is4() {
-		return IPv4
+		return inet.IPv4
 	}
-	return IPv6
+	return inet.IPv6
 }
 
 // String names the destination as "10.1.0.5:8080" or "[2001:db8::5]:80".
@@ -117,7 +118,7 @@ func (d Destination) encode(w *nl.Writer, full bool) {
 // decodeDestination reads the attributes nested in IPVS_CMD_ATTR_DEST. A
 // destination reported without its own family (before Linux 3.18) has the
 // service's, svcFamily.
-func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
+func decodeDestination(b []byte, svcFamily inet.Family) (Destination, error) {
 	var err error
 	ad := nl.NewReader(b, "destination")
 	var (
@@ -137,7 +138,7 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 			}
 			d.Port = p
 		case destAttrAddrFamily:
-			family = Family(decodeByte(&ad, "address family"))
+			family = inet.Family(decodeByte(&ad, "address family"))
 		case destAttrFwdMethod:
 			d.Forward = ForwardMethod(ad.Uint32() & connFwdMask)
 		case destAttrWeight:
@@ -175,7 +176,7 @@ func decodeDestination(b []byte, svcFamily Family) (Destination, error) {
 	if addr == nil {
 		return Destination{}, errors.New("destination without an address")
 	}
-	if family != IPv4 && family != IPv6 {
+	if family != inet.IPv4 && family != inet.IPv6 {
 		return Destination{}, fmt.Errorf("destination of unknown address family %v", family)
 	}
 	if d.Addr, err = decodeAddr(addr, family); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
@@ -83,7 +84,7 @@ func nestedAttrs(t *testing.T, payload []byte, typ uint16) map[uint16][]byte {
 
 var (
 	vip4 = netip.MustParseAddr("10.0.0.1")
-	tcp4 = Service{Protocol: TCP, Addr: vip4, Port: 80}
+	tcp4 = Service{Protocol: inet.TCP, Addr: vip4, Port: 80}
 )
 
 // The requests this package sends, against what ipvsadm 1.31 sent for the
@@ -99,19 +100,19 @@ func TestEncodeMatchesIpvsadm(t *testing.T) {
 		// so only the key attributes are compared.
 		keyOnly bool
 	}{
-		{"create-service-tcp4", op{kind: opCreateService, svc: Service{Protocol: TCP, Addr: vip4, Port: 80, Scheduler: "rr"}}, false},
+		{"create-service-tcp4", op{kind: opCreateService, svc: Service{Protocol: inet.TCP, Addr: vip4, Port: 80, Scheduler: "rr"}}, false},
 		{"create-service-udp6-persistent", op{kind: opCreateService, svc: Service{
-			Protocol: UDP, Addr: netip.MustParseAddr("2001:db8::1"), Port: 53, Scheduler: "wrr",
+			Protocol: inet.UDP, Addr: netip.MustParseAddr("2001:db8::1"), Port: 53, Scheduler: "wrr",
 			Flags: Persistent, Timeout: 300 * time.Second,
 		}}, false},
 		{"create-service-fwmark-sh", op{kind: opCreateService, svc: Service{
-			Family: IPv4, FirewallMark: 7, Scheduler: "sh", Flags: SHFallback | SHPort,
+			Family: inet.IPv4, FirewallMark: 7, Scheduler: "sh", Flags: SHFallback | SHPort,
 		}}, false},
 		{"create-service-sctp-netmask", op{kind: opCreateService, svc: Service{
-			Protocol: SCTP, Addr: netip.MustParseAddr("10.0.0.3"), Port: 9, Scheduler: "lc",
+			Protocol: inet.SCTP, Addr: netip.MustParseAddr("10.0.0.3"), Port: 9, Scheduler: "lc",
 			Flags: Persistent, Timeout: time.Minute, Netmask: 24,
 		}}, false},
-		{"update-service", op{kind: opUpdateService, svc: Service{Protocol: TCP, Addr: vip4, Port: 80, Scheduler: "wlc"}}, false},
+		{"update-service", op{kind: opUpdateService, svc: Service{Protocol: inet.TCP, Addr: vip4, Port: 80, Scheduler: "wlc"}}, false},
 		{"delete-service", op{kind: opDeleteService, svc: tcp4}, true},
 		{"create-destination-masq", op{kind: opCreateDestination, svc: tcp4, dest: Destination{
 			Addr: netip.MustParseAddr("10.1.0.1"), Port: 8080, Forward: Masquerade, Weight: 3,

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
@@ -20,7 +21,7 @@ func Example() {
 	}
 	defer conn.Close()
 
-	svc := ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Scheduler: "rr"}
+	svc := ipvs.Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Scheduler: "rr"}
 	var b ipvs.Batch
 	b.CreateService(svc)
 	for _, backend := range []string{"10.244.0.5:8080", "10.244.0.6:8080"} {
@@ -50,8 +51,8 @@ func ExampleConn_Apply() {
 	defer conn.Close()
 
 	var b ipvs.Batch
-	b.DeleteService(ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.96.0.53"), Port: 53})
-	b.CreateService(ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.96.0.53"), Port: 53, Scheduler: "sh"})
+	b.DeleteService(ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.0.53"), Port: 53})
+	b.CreateService(ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.0.53"), Port: 53, Scheduler: "sh"})
 	err = conn.Apply(ctx, &b)
 	var be *ipvs.BatchError
 	if errors.As(err, &be) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -76,8 +77,8 @@ func TestContextDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	var b Batch
-	b.CreateService(Service{Protocol: TCP, Addr: vip4, Port: 1, Scheduler: "rr"})
-	b.CreateService(Service{Protocol: TCP, Addr: vip4, Port: 2, Scheduler: "rr"})
+	b.CreateService(Service{Protocol: inet.TCP, Addr: vip4, Port: 1, Scheduler: "rr"})
+	b.CreateService(Service{Protocol: inet.TCP, Addr: vip4, Port: 2, Scheduler: "rr"})
 	err := c.Apply(ctx, &b)
 	var be *BatchError
 	if !errors.As(err, &be) || len(be.Failed) != 2 || !errors.Is(err, context.DeadlineExceeded) {
@@ -100,11 +101,11 @@ func TestReceiveError(t *testing.T) {
 	ctx := context.Background()
 	c, s := scripted(succeed)
 	s.failNext = unix.ENOBUFS
-	err := c.CreateService(ctx, Service{Protocol: TCP, Addr: vip4, Port: 1, Scheduler: "rr"})
+	err := c.CreateService(ctx, Service{Protocol: inet.TCP, Addr: vip4, Port: 1, Scheduler: "rr"})
 	if !errors.Is(err, unix.ENOBUFS) {
 		t.Fatalf("CreateService: %v", err)
 	}
-	if err := c.CreateService(ctx, Service{Protocol: TCP, Addr: vip4, Port: 2, Scheduler: "rr"}); err != nil {
+	if err := c.CreateService(ctx, Service{Protocol: inet.TCP, Addr: vip4, Port: 2, Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -113,7 +114,7 @@ func TestReceiveError(t *testing.T) {
 // next with EBUSY until the old one is read to its end; the request is
 // sent again until it goes through.
 func TestDumpBusy(t *testing.T) {
-	svc := Service{Protocol: TCP, Addr: vip4, Port: 80, Scheduler: "rr"}
+	svc := Service{Protocol: inet.TCP, Addr: vip4, Port: 80, Scheduler: "rr"}
 	entry := func(seq uint32, d Destination) netlink.Message {
 		b := append(nl.AppendGenlHeader(nil, cmdNewDest, genlVersion), wrap(cmdAttrDest, encodeDestinationReply(d))...)
 		return netlink.Message{Header: netlink.Header{Type: 0x20, Flags: netlink.Multi, Sequence: seq}, Data: b}
@@ -148,13 +149,13 @@ func TestValidation(t *testing.T) {
 		name string
 		op   op
 	}{
-		{"no address", op{kind: opCreateService, svc: Service{Protocol: TCP, Port: 80}}},
+		{"no address", op{kind: opCreateService, svc: Service{Protocol: inet.TCP, Port: 80}}},
 		{"no protocol", op{kind: opCreateService, svc: Service{Addr: vip4, Port: 80}}},
-		{"family mismatch", op{kind: opDeleteService, svc: Service{Family: IPv6, Protocol: TCP, Addr: vip4}}},
+		{"family mismatch", op{kind: opDeleteService, svc: Service{Family: inet.IPv6, Protocol: inet.TCP, Addr: vip4}}},
 		{"fwmark without family", op{kind: opDeleteService, svc: Service{FirewallMark: 1}}},
-		{"long scheduler", op{kind: opCreateService, svc: Service{Protocol: TCP, Addr: vip4, Scheduler: "0123456789abcdef"}}},
-		{"fractional timeout", op{kind: opCreateService, svc: Service{Protocol: TCP, Addr: vip4, Timeout: 1500 * time.Millisecond}}},
-		{"netmask too long", op{kind: opCreateService, svc: Service{Protocol: TCP, Addr: vip4, Netmask: 33}}},
+		{"long scheduler", op{kind: opCreateService, svc: Service{Protocol: inet.TCP, Addr: vip4, Scheduler: "0123456789abcdef"}}},
+		{"fractional timeout", op{kind: opCreateService, svc: Service{Protocol: inet.TCP, Addr: vip4, Timeout: 1500 * time.Millisecond}}},
+		{"netmask too long", op{kind: opCreateService, svc: Service{Protocol: inet.TCP, Addr: vip4, Netmask: 33}}},
 		{"negative weight", op{kind: opCreateDestination, svc: tcp4, dest: Destination{Addr: vip4, Weight: -1}}},
 		{"local forwarding", op{kind: opCreateDestination, svc: tcp4, dest: Destination{Addr: vip4, Forward: LocalNode}}},
 		{"destination without address", op{kind: opDeleteDestination, svc: tcp4}},

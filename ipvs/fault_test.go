@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
@@ -31,7 +32,7 @@ func TestFaultHook(t *testing.T) {
 
 	var b ipvs.Batch
 	for i := range 6 {
-		b.CreateService(ipvs.Service{Protocol: ipvs.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Port: 80, Scheduler: "rr"})
+		b.CreateService(ipvs.Service{Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Port: 80, Scheduler: "rr"})
 	}
 	err := c.Apply(ctx, &b)
 	var be *ipvs.BatchError

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/mdlayher/netlink"
 )
 
@@ -34,9 +35,9 @@ func FuzzDecodeDestination(f *testing.F) {
 		f.Add(encodeDestinationReply(d), true)
 	}
 	f.Fuzz(func(t *testing.T, b []byte, v6 bool) {
-		fam := IPv4
+		fam := inet.IPv4
 		if v6 {
-			fam = IPv6
+			fam = inet.IPv6
 		}
 		d, err := decodeDestination(b, fam)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -17,22 +18,22 @@ import (
 var schedulers = []Scheduler{RoundRobin, WeightedRoundRobin, LeastConnection, WeightedLeastConnection, SourceHashing, MaglevHashing, ShortestExpectedDelay, NeverQueue}
 
 // serviceKinds are a service of each kind for one family.
-func serviceKinds(f Family) []Service {
+func serviceKinds(f inet.Family) []Service {
 	addr := netip.MustParseAddr("10.96.0.1")
-	if f == IPv6 {
+	if f == inet.IPv6 {
 		addr = netip.MustParseAddr("fd00:96::1")
 	}
 	return []Service{
-		{Protocol: TCP, Addr: addr, Port: 80},
-		{Protocol: UDP, Addr: addr, Port: 53},
-		{Protocol: SCTP, Addr: addr, Port: 9},
+		{Protocol: inet.TCP, Addr: addr, Port: 80},
+		{Protocol: inet.UDP, Addr: addr, Port: 53},
+		{Protocol: inet.SCTP, Addr: addr, Port: 9},
 		{Family: f, FirewallMark: 42},
 	}
 }
 
-func realServer(f Family, i int, port uint16) Destination {
+func realServer(f inet.Family, i int, port uint16) Destination {
 	a := netip.AddrFrom4([4]byte{10, 244, 0, byte(i)})
-	if f == IPv6 {
+	if f == inet.IPv6 {
 		a = netip.AddrFrom16([16]byte{0xfd, 0, 0x2, 0x44, 15: byte(i)})
 	}
 	return Destination{Addr: a, Port: port, Weight: 1}
@@ -41,7 +42,7 @@ func realServer(f Family, i int, port uint16) Destination {
 // Every operation on every kind of service, for both families, each state
 // checked with the three readers.
 func TestLifecycle(t *testing.T) {
-	for _, f := range []Family{IPv4, IPv6} {
+	for _, f := range []inet.Family{inet.IPv4, inet.IPv6} {
 		for i, base := range serviceKinds(f) {
 			t.Run(fmt.Sprintf("%v/%v", f, base), func(t *testing.T) {
 				e := setup(t)
@@ -105,7 +106,7 @@ func TestSchedulers(t *testing.T) {
 	c := testutil.Context(t)
 	var want []VirtualServer
 	for i, sched := range schedulers {
-		svc := Service{Protocol: TCP, Addr: netip.AddrFrom4([4]byte{10, 96, 1, byte(i)}), Port: 443, Scheduler: sched}
+		svc := Service{Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 96, 1, byte(i)}), Port: 443, Scheduler: sched}
 		switch sched {
 		case "sh":
 			svc.Flags = SHFallback | SHPort
@@ -115,7 +116,7 @@ func TestSchedulers(t *testing.T) {
 		if err := e.c.CreateService(c, svc); err != nil {
 			t.Fatalf("%s: %v", sched, err)
 		}
-		d := realServer(IPv4, i, 443)
+		d := realServer(inet.IPv4, i, 443)
 		if err := e.c.CreateDestination(c, svc, d); err != nil {
 			t.Fatal(err)
 		}
@@ -129,13 +130,13 @@ func TestPersistence(t *testing.T) {
 	e := setup(t)
 	c := testutil.Context(t)
 	want := []VirtualServer{
-		{Service: Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.5"), Port: 80, Scheduler: "rr",
+		{Service: Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.5"), Port: 80, Scheduler: "rr",
 			Flags: Persistent, Timeout: 10800 * time.Second}},
-		{Service: Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.6"), Port: 80, Scheduler: "rr",
+		{Service: Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.6"), Port: 80, Scheduler: "rr",
 			Flags: Persistent, Timeout: 60 * time.Second, Netmask: 24}},
-		{Service: Service{Protocol: UDP, Addr: netip.MustParseAddr("fd00:96::6"), Port: 53, Scheduler: "lc",
+		{Service: Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("fd00:96::6"), Port: 53, Scheduler: "lc",
 			Flags: Persistent, Timeout: 300 * time.Second, Netmask: 64}},
-		{Service: Service{Protocol: UDP, Addr: netip.MustParseAddr("10.96.0.7"), Port: 53, Scheduler: "rr", Flags: OnePacket}},
+		{Service: Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.0.7"), Port: 53, Scheduler: "rr", Flags: OnePacket}},
 	}
 	for _, v := range want {
 		if err := e.c.CreateService(c, v.Service); err != nil {
@@ -158,7 +159,7 @@ func TestPersistence(t *testing.T) {
 func TestForwarding(t *testing.T) {
 	e := setup(t)
 	c := testutil.Context(t)
-	svc := Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Scheduler: "wlc"}
+	svc := Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Scheduler: "wlc"}
 	dests := []Destination{
 		{Addr: netip.MustParseAddr("10.244.0.1"), Port: 8080, Forward: Masquerade, Weight: 1},
 		{Addr: netip.MustParseAddr("10.244.0.2"), Port: 80, Forward: Route, Weight: 2},
@@ -196,15 +197,15 @@ func TestForwarding(t *testing.T) {
 func TestErrorsVM(t *testing.T) {
 	e := setup(t)
 	c := testutil.Context(t)
-	svc := Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.20"), Port: 80, Scheduler: "rr"}
-	d := realServer(IPv4, 1, 80)
+	svc := Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.20"), Port: 80, Scheduler: "rr"}
+	d := realServer(inet.IPv4, 1, 80)
 	if err := e.c.CreateService(c, svc); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.c.CreateDestination(c, svc, d); err != nil {
 		t.Fatal(err)
 	}
-	missing := Service{Protocol: UDP, Addr: netip.MustParseAddr("10.96.0.21"), Port: 80}
+	missing := Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.0.21"), Port: 80}
 	tests := []struct {
 		name  string
 		err   error
@@ -216,11 +217,11 @@ func TestErrorsVM(t *testing.T) {
 		{"update missing service", e.c.UpdateService(c, missing), ErrServiceNotExist, unix.ESRCH},
 		{"delete missing service", e.c.DeleteService(c, missing), ErrServiceNotExist, unix.ESRCH},
 		{"destination of missing service", e.c.CreateDestination(c, missing, d), ErrServiceNotExist, unix.ESRCH},
-		{"update missing destination", e.c.UpdateDestination(c, svc, realServer(IPv4, 9, 80)), ErrDestinationNotExist, unix.ENOENT},
-		{"delete missing destination", e.c.DeleteDestination(c, svc, realServer(IPv4, 9, 80)), ErrDestinationNotExist, unix.ENOENT},
-		{"unknown scheduler", e.c.CreateService(c, Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.22"), Port: 1, Scheduler: "nosuch"}),
+		{"update missing destination", e.c.UpdateDestination(c, svc, realServer(inet.IPv4, 9, 80)), ErrDestinationNotExist, unix.ENOENT},
+		{"delete missing destination", e.c.DeleteDestination(c, svc, realServer(inet.IPv4, 9, 80)), ErrDestinationNotExist, unix.ENOENT},
+		{"unknown scheduler", e.c.CreateService(c, Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.22"), Port: 1, Scheduler: "nosuch"}),
 			ErrSchedulerNotSupported, unix.ENOENT},
-		{"masquerade to the other family", e.c.CreateDestination(c, svc, realServer(IPv6, 1, 80)), unix.EINVAL, unix.EINVAL},
+		{"masquerade to the other family", e.c.CreateDestination(c, svc, realServer(inet.IPv6, 1, 80)), unix.EINVAL, unix.EINVAL},
 		{"get missing service", func() error { _, err := e.c.GetService(c, missing); return err }(), ErrServiceNotExist, unix.ESRCH},
 	}
 	for _, tt := range tests {
@@ -245,11 +246,11 @@ func TestBatch10000(t *testing.T) {
 		bad  = map[int]error{}
 	)
 	for i := range 2000 {
-		svc := Service{Protocol: TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
+		svc := Service{Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
 		b.CreateService(svc)
 		v := VirtualServer{Service: svc}
 		for j := range 4 {
-			d := realServer(IPv4, j+1, uint16(8000+i))
+			d := realServer(inet.IPv4, j+1, uint16(8000+i))
 			if i%400 == 3 && j == 3 {
 				bad[b.Len()] = ErrDestinationExist
 				b.CreateDestination(svc, v.Destinations[0])
@@ -261,13 +262,13 @@ func TestBatch10000(t *testing.T) {
 		want = append(want, v)
 	}
 	bad[b.Len()] = ErrServiceNotExist
-	b.DeleteService(Service{Protocol: UDP, Addr: netip.MustParseAddr("10.96.255.255"), Port: 1})
+	b.DeleteService(Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.255.255"), Port: 1})
 	bad[b.Len()] = ErrServiceExist
 	b.CreateService(want[10].Service)
 	bad[b.Len()] = ErrSchedulerNotSupported
-	b.CreateService(Service{Protocol: TCP, Addr: netip.MustParseAddr("10.97.0.1"), Port: 1, Scheduler: "nosuch"})
+	b.CreateService(Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.97.0.1"), Port: 1, Scheduler: "nosuch"})
 	bad[b.Len()] = ErrDestinationNotExist
-	b.DeleteDestination(want[20].Service, realServer(IPv4, 99, 1))
+	b.DeleteDestination(want[20].Service, realServer(inet.IPv4, 99, 1))
 	if b.Len() != 10004 {
 		t.Fatalf("batch of %d", b.Len())
 	}
@@ -311,7 +312,7 @@ func TestTimeoutsInfoZeroFlush(t *testing.T) {
 	if out := e.ns.Run(t, "ipvsadm", "-Ln"); !strings.HasPrefix(out, header) {
 		t.Fatalf("Info %+v; ipvsadm -Ln:\n%s", info, out)
 	}
-	svc := Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.30"), Port: 80}
+	svc := Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.30"), Port: 80}
 	if err := e.c.CreateService(c, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +333,7 @@ func TestContextAndNamespace(t *testing.T) {
 	e := setup(t)
 	other := setup(t)
 	c := testutil.Context(t)
-	svc := Service{Protocol: TCP, Addr: netip.MustParseAddr("10.96.0.40"), Port: 80}
+	svc := Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.40"), Port: 80}
 	if err := e.c.CreateService(c, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +365,7 @@ func TestBatchAllFail(t *testing.T) {
 			}
 			var b Batch
 			for i := range 10000 {
-				b.DeleteService(Service{Protocol: UDP, Addr: netip.AddrFrom4([4]byte{10, 98, byte(i >> 8), byte(i)}), Port: 53})
+				b.DeleteService(Service{Protocol: inet.UDP, Addr: netip.AddrFrom4([4]byte{10, 98, byte(i >> 8), byte(i)}), Port: 53})
 			}
 			err := e.c.Apply(testutil.Context(t), &b)
 			var be *BatchError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -162,7 +163,7 @@ func decodeServiceReply(b []byte) (Service, error) {
 	return decodeService(nb)
 }
 
-func decodeDestinationReply(b []byte, svcFamily Family) (Destination, error) {
+func decodeDestinationReply(b []byte, svcFamily inet.Family) (Destination, error) {
 	nb, err := nested(b, cmdAttrDest, "destination")
 	if err != nil {
 		return Destination{}, err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -72,7 +73,7 @@ func normalize(vs []VirtualServer) []VirtualServer {
 		s.Stats = Stats{}
 		s.Flags &^= Hashed
 		if s.Netmask == 0 {
-			s.Netmask = s.Family.bits()
+			s.Netmask = s.Family.Bits()
 		}
 		if s.Scheduler == "" {
 			s.Scheduler = DefaultScheduler
@@ -103,13 +104,13 @@ func saveLines(vs []VirtualServer) []string {
 		s := v.Service
 		var key string
 		switch {
-		case s.FirewallMark != 0 && s.Family == IPv6:
+		case s.FirewallMark != 0 && s.Family == inet.IPv6:
 			key = fmt.Sprintf("-f %d -6", s.FirewallMark)
 		case s.FirewallMark != 0:
 			key = fmt.Sprintf("-f %d", s.FirewallMark)
-		case s.Protocol == TCP:
+		case s.Protocol == inet.TCP:
 			key = "-t " + netip.AddrPortFrom(s.Addr, s.Port).String()
-		case s.Protocol == UDP:
+		case s.Protocol == inet.UDP:
 			key = "-u " + netip.AddrPortFrom(s.Addr, s.Port).String()
 		default:
 			key = "--sctp-service " + netip.AddrPortFrom(s.Addr, s.Port).String()
@@ -117,8 +118,8 @@ func saveLines(vs []VirtualServer) []string {
 		line := "-A " + key + " -s " + string(s.Scheduler)
 		if s.Flags&Persistent != 0 {
 			line += fmt.Sprintf(" -p %d", s.Timeout/time.Second)
-			if s.Netmask != s.Family.bits() {
-				if s.Family == IPv4 {
+			if s.Netmask != s.Family.Bits() {
+				if s.Family == inet.IPv4 {
 					m := netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, ^uint32(0)<<(32-s.Netmask))))
 					line += " -M " + m.String()
 				} else {

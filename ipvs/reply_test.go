@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
@@ -68,7 +69,7 @@ func encodeServiceReply(s Service) []byte {
 	flags := binary.NativeEndian.AppendUint32(nil, uint32(s.Flags))
 	ae.Bytes(svcAttrFlags, binary.NativeEndian.AppendUint32(flags, math.MaxUint32))
 	ae.Uint32(svcAttrTimeout, uint32(s.Timeout/time.Second))
-	if s.Family == IPv6 {
+	if s.Family == inet.IPv6 {
 		ae.Uint32(svcAttrNetmask, uint32(s.Netmask))
 	} else {
 		ae.Bytes(svcAttrNetmask, binary.BigEndian.AppendUint32(nil, uint32(uint64(math.MaxUint32)<<(32-s.Netmask))))

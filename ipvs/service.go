@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"math"
 	"math/bits"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -42,8 +44,8 @@ const DefaultScheduler = WeightedLeastConnection
 type Service struct {
 	// Family is the address family. It may be left zero when Addr is set;
 	// a firewall-mark service needs it.
-	Family   Family
-	Protocol Protocol
+	Family   inet.Family
+	Protocol inet.Protocol
 	Addr     netip.Addr
 	Port     uint16
 	// FirewallMark, when not zero, makes this a service for packets
@@ -71,14 +73,14 @@ type Service struct {
 
 // family returns the service's address family, from Addr when Family is
 // not set.
-func (s Service) family() Family {
+func (s Service) family() inet.Family {
 	if s.Family != 0 || !s.Addr.IsValid() {
 		return s.Family
 	}
 	if s.Addr.Is4() {
-		return IPv4
+		return inet.IPv4
 	}
-	return IPv6
+	return inet.IPv6
 }
 
 // String names the service as ipvsadm does: "TCP 10.0.0.1:80",
@@ -87,13 +89,13 @@ func (s Service) String() string {
 	if s.FirewallMark != 0 {
 		return fmt.Sprintf("FWM %d %v", s.FirewallMark, s.family())
 	}
-	return fmt.Sprintf("%v %s", s.Protocol, netip.AddrPortFrom(s.Addr, s.Port))
+	return strings.ToUpper(s.Protocol.String()) + " " + netip.AddrPortFrom(s.Addr, s.Port).String()
 }
 
 // validateKey checks the fields that identify the service.
 func (s Service) validateKey() error {
 	f := s.family()
-	if f != IPv4 && f != IPv6 {
+	if f != inet.IPv4 && f != inet.IPv6 {
 		return errors.New("service needs an address family (set Addr or Family)")
 	}
 	if s.FirewallMark != 0 {
@@ -102,14 +104,14 @@ func (s Service) validateKey() error {
 	if !s.Addr.IsValid() {
 		return errors.New("service needs an address or a firewall mark")
 	}
-	if s.Addr.Is4() != (f == IPv4) {
+	if s.Addr.Is4() != (f == inet.IPv4) {
 		return fmt.Errorf("address %v is not %v", s.Addr, f)
 	}
 	if s.Addr.Zone() != "" {
 		return fmt.Errorf("address %v has a zone", s.Addr)
 	}
 	switch s.Protocol {
-	case TCP, UDP, SCTP:
+	case inet.TCP, inet.UDP, inet.SCTP:
 	default:
 		return fmt.Errorf("unsupported protocol %v", s.Protocol)
 	}
@@ -130,7 +132,7 @@ func (s Service) validate() error {
 	if s.Timeout < 0 || s.Timeout/time.Second > math.MaxUint32 || s.Timeout%time.Second != 0 {
 		return fmt.Errorf("persistence timeout %v is not a whole number of seconds in range", s.Timeout)
 	}
-	if s.Netmask < 0 || s.Netmask > s.family().bits() {
+	if s.Netmask < 0 || s.Netmask > s.family().Bits() {
 		return fmt.Errorf("persistence netmask /%d out of range for %v", s.Netmask, s.family())
 	}
 	return nil
@@ -172,12 +174,12 @@ func (s Service) encode(w *nl.Writer, full bool) {
 // netmaskBytes encodes the persistence netmask as the kernel reads it: for
 // IPv4 a mask in network byte order, for IPv6 the prefix length as a host
 // integer (ip_vs_ctl.c checks it against 1..128).
-func netmaskBytes(f Family, ones int) []byte {
+func netmaskBytes(f inet.Family, ones int) []byte {
 	if ones == 0 {
-		ones = f.bits()
+		ones = f.Bits()
 	}
 	var b [4]byte
-	if f == IPv6 {
+	if f == inet.IPv6 {
 		binary.NativeEndian.PutUint32(b[:], uint32(ones))
 	} else {
 		binary.BigEndian.PutUint32(b[:], ^uint32(0)<<(32-ones))
@@ -187,11 +189,11 @@ func netmaskBytes(f Family, ones int) []byte {
 
 // decodeNetmask is netmaskBytes' inverse. A non-contiguous IPv4 mask, which
 // only the old setsockopt interface could set, reads as its leading ones.
-func decodeNetmask(f Family, b []byte) (int, error) {
+func decodeNetmask(f inet.Family, b []byte) (int, error) {
 	if len(b) != 4 {
 		return 0, fmt.Errorf("netmask of %d bytes", len(b))
 	}
-	if f == IPv6 {
+	if f == inet.IPv6 {
 		n := binary.NativeEndian.Uint32(b)
 		if n > 128 {
 			return 0, fmt.Errorf("IPv6 netmask /%d", n)
@@ -214,10 +216,10 @@ func decodeService(b []byte) (Service, error) {
 	for d.Next() {
 		switch d.Type() {
 		case svcAttrAF:
-			s.Family = Family(decodeByte(&d, "address family"))
+			s.Family = inet.Family(decodeByte(&d, "address family"))
 			haveAF = true
 		case svcAttrProtocol:
-			s.Protocol = Protocol(decodeByte(&d, "protocol"))
+			s.Protocol = inet.Protocol(decodeByte(&d, "protocol"))
 		case svcAttrAddr:
 			addr = d.Bytes()
 		case svcAttrPort:
@@ -252,7 +254,7 @@ func decodeService(b []byte) (Service, error) {
 	if err := d.Err(); err != nil {
 		return Service{}, err
 	}
-	if !haveAF || (s.Family != IPv4 && s.Family != IPv6) {
+	if !haveAF || (s.Family != inet.IPv4 && s.Family != inet.IPv6) {
 		return Service{}, fmt.Errorf("service without a known address family (%v)", s.Family)
 	}
 	if addr != nil {

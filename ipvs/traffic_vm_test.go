@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -38,7 +39,7 @@ func TestTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	svc := Service{Protocol: TCP, Addr: vip, Port: 80, Scheduler: "rr"}
+	svc := Service{Protocol: inet.TCP, Addr: vip, Port: 80, Scheduler: "rr"}
 	var b Batch
 	b.CreateService(svc)
 	for _, d := range backends {

@@ -5,58 +5,6 @@ import (
 	"strings"
 )
 
-// Family is an address family: IPv4 or IPv6. The kernel's attribute is 16
-// bits wide; the encoders widen it.
-type Family uint8
-
-// Address families.
-const (
-	IPv4 Family = 2  // AF_INET
-	IPv6 Family = 10 // AF_INET6
-)
-
-func (f Family) String() string {
-	switch f {
-	case IPv4:
-		return "IPv4"
-	case IPv6:
-		return "IPv6"
-	}
-	return fmt.Sprintf("family(%d)", uint8(f))
-}
-
-// bits returns the address length in bits.
-func (f Family) bits() int {
-	if f == IPv6 {
-		return 128
-	}
-	return 32
-}
-
-// Protocol is the transport protocol (an IPPROTO_* number) of a service
-// addressed by IP and port. The kernel's attribute is 16 bits wide; the
-// encoders widen it.
-type Protocol uint8
-
-// Transport protocols IPVS balances.
-const (
-	TCP  Protocol = 6   // IPPROTO_TCP
-	UDP  Protocol = 17  // IPPROTO_UDP
-	SCTP Protocol = 132 // IPPROTO_SCTP
-)
-
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "TCP"
-	case UDP:
-		return "UDP"
-	case SCTP:
-		return "SCTP"
-	}
-	return fmt.Sprintf("proto(%d)", uint8(p))
-}
-
 // ServiceFlags are a service's flags (IP_VS_SVC_F_*).
 type ServiceFlags uint32
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -30,7 +31,7 @@ func (k *Kernel) dump(m netlink.Message, r request, now time.Time) []netlink.Mes
 
 // selection is a dump's filter as ctnetlink_alloc_filter builds it.
 type selection struct {
-	family         conntrack.Family
+	family         inet.Family
 	mark, markMask uint32
 	zone           uint16
 	orig, reply    conntrack.Tuple
@@ -93,7 +94,7 @@ func matchTuple(want, got *conntrack.Tuple, flags uint32) bool {
 		flags&filterProto != 0 && want.Protocol != got.Protocol:
 		return false
 	}
-	if got.Protocol != conntrack.TCP && got.Protocol != conntrack.UDP {
+	if got.Protocol != inet.TCP && got.Protocol != inet.UDP {
 		return true
 	}
 	return (flags&filterSrcPort == 0 || want.SrcPort == got.SrcPort) &&

@@ -7,12 +7,13 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/conntrack/conntracktest"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // forget is the importer's code under test: when a UDP service's endpoint
 // goes away, it removes the entries that still lead there.
 func forget(ctx context.Context, c *conntrack.Conn, service, endpoint netip.AddrPort) (int, error) {
-	return c.DeleteMatching(ctx, conntrack.ByEndpoint(conntrack.UDP, service, endpoint))
+	return c.DeleteMatching(ctx, conntrack.ByEndpoint(inet.UDP, service, endpoint))
 }
 
 // A test of forget seeds the fake table with the entries traffic would
@@ -24,8 +25,8 @@ func Example() {
 	client := netip.MustParseAddr("10.0.0.2")
 	udp := func(sport uint16, backend string) conntrack.Flow {
 		return conntrack.Flow{
-			Orig:  conntrack.Tuple{Protocol: conntrack.UDP, Src: client, SrcPort: sport, Dst: dns, DstPort: 53},
-			Reply: conntrack.Tuple{Protocol: conntrack.UDP, Src: netip.MustParseAddr(backend), SrcPort: 5353, Dst: client, DstPort: sport},
+			Orig:  conntrack.Tuple{Protocol: inet.UDP, Src: client, SrcPort: sport, Dst: dns, DstPort: 53},
+			Reply: conntrack.Tuple{Protocol: inet.UDP, Src: netip.MustParseAddr(backend), SrcPort: 5353, Dst: client, DstPort: sport},
 		}
 	}
 	if err := k.Add(udp(40000, "10.244.1.5"), udp(40001, "10.244.2.7")); err != nil {

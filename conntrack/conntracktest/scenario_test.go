@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/conntrack/conntracktest"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,8 +19,8 @@ import (
 func udpFlow(client string, sport uint16, svc, backend string) conntrack.Flow {
 	c, s, b := netip.MustParseAddr(client), netip.MustParseAddrPort(svc), netip.MustParseAddrPort(backend)
 	return conntrack.Flow{
-		Orig:    conntrack.Tuple{Protocol: conntrack.UDP, Src: c, SrcPort: sport, Dst: s.Addr(), DstPort: s.Port()},
-		Reply:   conntrack.Tuple{Protocol: conntrack.UDP, Src: b.Addr(), SrcPort: b.Port(), Dst: c, DstPort: sport},
+		Orig:    conntrack.Tuple{Protocol: inet.UDP, Src: c, SrcPort: sport, Dst: s.Addr(), DstPort: s.Port()},
+		Reply:   conntrack.Tuple{Protocol: inet.UDP, Src: b.Addr(), SrcPort: b.Port(), Dst: c, DstPort: sport},
 		Timeout: time.Minute,
 	}
 }
@@ -54,7 +55,7 @@ func scenario(t *testing.T, c *conntrack.Conn) []string {
 	zoned := udpFlow("10.0.0.9", 40000, "10.96.0.10:53", "10.244.1.5:5353")
 	zoned.Zone = 5
 	tcp := udpFlow("10.0.0.2", 40000, "10.96.0.10:80", "10.244.1.5:8080")
-	tcp.Orig.Protocol, tcp.Reply.Protocol = conntrack.TCP, conntrack.TCP
+	tcp.Orig.Protocol, tcp.Reply.Protocol = inet.TCP, inet.TCP
 	tcp.Status = conntrack.StatusConfirmed | conntrack.StatusSeenReply | conntrack.StatusAssured | conntrack.StatusSrcNAT
 	var out []string
 	step := func(name string, n int, err error) { out = append(out, name+": "+outcome(n, err)) }
@@ -83,12 +84,12 @@ func scenario(t *testing.T, c *conntrack.Conn) []string {
 	n, err = c.Count(ctx, conntrack.Filter{Zone: &zone})
 	step("count zone 5", n, err)
 
-	n, err = c.DeleteMatching(ctx, conntrack.ByEndpoint(conntrack.UDP,
+	n, err = c.DeleteMatching(ctx, conntrack.ByEndpoint(inet.UDP,
 		netip.MustParseAddrPort("10.96.0.10:53"), netip.MustParseAddrPort("10.244.1.5:0")))
 	step("delete by endpoint", n, err)
-	n, err = c.DeleteMatching(ctx, conntrack.ByDestinationPort(conntrack.IPv6, conntrack.UDP, 53))
+	n, err = c.DeleteMatching(ctx, conntrack.ByDestinationPort(inet.IPv6, inet.UDP, 53))
 	step("delete by destination port", n, err)
-	n, err = c.DeleteMatching(ctx, conntrack.ByStaleEndpoints(conntrack.UDP,
+	n, err = c.DeleteMatching(ctx, conntrack.ByStaleEndpoints(inet.UDP,
 		netip.MustParseAddrPort("10.96.0.11:53"), []netip.AddrPort{netip.MustParseAddrPort("10.244.2.7:5353")}))
 	step("delete stale endpoints", n, err)
 
@@ -97,7 +98,7 @@ func scenario(t *testing.T, c *conntrack.Conn) []string {
 	stale.ID++
 	step("delete a stale ID", 0, c.Delete(ctx, stale))
 	step("delete missing", 0, c.Delete(ctx, flows[0]))
-	step("flush ipv6", 0, c.Flush(ctx, conntrack.IPv6))
+	step("flush ipv6", 0, c.Flush(ctx, inet.IPv6))
 
 	left, err := c.Dump(ctx, conntrack.All())
 	step("dump", len(left), err)

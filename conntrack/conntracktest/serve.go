@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -199,7 +200,7 @@ func (k *Kernel) delete(r request) unix.Errno {
 	return 0
 }
 
-func (k *Kernel) flush(fam conntrack.Family) {
+func (k *Kernel) flush(fam inet.Family) {
 	kept := k.entries[:0]
 	for _, e := range k.entries {
 		if fam != 0 && e.flow.Family() != fam {

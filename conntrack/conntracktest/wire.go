@@ -2,6 +2,7 @@ package conntracktest
 
 import (
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
@@ -63,9 +64,9 @@ const (
 )
 
 // hasPorts says whether the kernel keys the protocol by ports.
-func hasPorts(p conntrack.Protocol) bool {
+func hasPorts(p inet.Protocol) bool {
 	switch p {
-	case conntrack.TCP, conntrack.UDP, conntrack.DCCP, conntrack.SCTP, conntrack.UDPLite:
+	case inet.TCP, inet.UDP, inet.DCCP, inet.SCTP, inet.UDPLite:
 		return true
 	}
 	return false
@@ -73,7 +74,7 @@ func hasPorts(p conntrack.Protocol) bool {
 
 // request is what the fake reads of a ctnetlink message.
 type request struct {
-	family   conntrack.Family
+	family   inet.Family
 	version  uint8
 	orig     *conntrack.Tuple
 	reply    *conntrack.Tuple
@@ -99,7 +100,7 @@ func parseRequest(data []byte) (request, bool) {
 	if len(data) < nl.NFGenMsgLen {
 		return r, false
 	}
-	r.family, r.version = conntrack.Family(data[0]), data[1]
+	r.family, r.version = inet.Family(data[0]), data[1]
 	d := nl.NewReader(data[nl.NFGenMsgLen:], "ctnetlink")
 	for d.Next() {
 		switch d.Type() {
@@ -169,7 +170,7 @@ func parseProto(d *nl.Reader, t *conntrack.Tuple) {
 	for d.Next() {
 		switch d.Type() {
 		case ctaProtoNum:
-			t.Protocol = conntrack.Protocol(d.Uint8())
+			t.Protocol = inet.Protocol(d.Uint8())
 		case ctaProtoSrcPort:
 			t.SrcPort = d.BE16()
 		case ctaProtoDstPort:
@@ -218,11 +219,11 @@ func writeTuple(w *nl.Writer, typ uint16, t conntrack.Tuple) {
 	case hasPorts(t.Protocol):
 		w.BE16(ctaProtoSrcPort, t.SrcPort)
 		w.BE16(ctaProtoDstPort, t.DstPort)
-	case t.Protocol == conntrack.ICMP:
+	case t.Protocol == inet.ICMP:
 		w.BE16(ctaProtoICMPID, t.ICMPID)
 		w.Uint8(ctaProtoICMPType, t.ICMPType)
 		w.Uint8(ctaProtoICMPCode, t.ICMPCode)
-	case t.Protocol == conntrack.ICMPv6:
+	case t.Protocol == inet.ICMPv6:
 		w.BE16(ctaProtoICMPv6ID, t.ICMPID)
 		w.Uint8(ctaProtoICMPv6Ty, t.ICMPType)
 		w.Uint8(ctaProtoICMPv6Co, t.ICMPCode)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/nftables"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -315,7 +316,7 @@ func ipvsHolds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr) error
 	}
 	dests := map[netip.Addr]int{}
 	for _, vs := range table {
-		if vs.Service.Port == 80 && vs.Service.Protocol == ipvs.TCP {
+		if vs.Service.Port == 80 && vs.Service.Protocol == inet.TCP {
 			dests[vs.Service.Addr] = len(vs.Destinations)
 		}
 	}
@@ -335,7 +336,7 @@ func ipvsHasDest(ctx context.Context, ns *testutil.NetNS, vip, addr netip.Addr) 
 		return false, err
 	}
 	defer c.Close()
-	dests, err := c.Destinations(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: vip, Port: 80})
+	dests, err := c.Destinations(ctx, ipvs.Service{Protocol: inet.TCP, Addr: vip, Port: 80})
 	if err != nil {
 		return false, err
 	}

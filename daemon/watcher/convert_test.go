@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -213,15 +214,15 @@ func TestServicePorts(t *testing.T) {
 		}, withEndpoints(apiEndpoint("10.244.1.5")))},
 		want: []model.ServicePort{
 			servicePort(func(p *model.ServicePort) {
-				p.Name.Port, p.Protocol, p.Port = "dns", model.UDP, 53
+				p.Name.Port, p.Protocol, p.Port = "dns", inet.UDP, 53
 				p.Endpoints = []model.Endpoint{ep("10.244.1.5", 5353)}
 			}),
 			servicePort(func(p *model.ServicePort) {
-				p.Name.Port, p.Protocol, p.Port = "dns-tcp", model.TCP, 53
+				p.Name.Port, p.Protocol, p.Port = "dns-tcp", inet.TCP, 53
 				p.Endpoints = []model.Endpoint{ep("10.244.1.5", 5354)}
 			}),
 			servicePort(func(p *model.ServicePort) {
-				p.Name.Port, p.Protocol, p.Port = "sig", model.SCTP, 3868
+				p.Name.Port, p.Protocol, p.Port = "sig", inet.SCTP, 3868
 				p.Endpoints = []model.Endpoint{ep("10.244.1.5", 3869)}
 			}),
 		},

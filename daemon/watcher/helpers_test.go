@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,7 +67,7 @@ func ptr[T any](v T) *T { return &v }
 func servicePort(changes ...func(*model.ServicePort)) model.ServicePort {
 	p := model.ServicePort{
 		Name:       model.ServicePortName{Namespace: "default", Name: "web", Port: "http"},
-		Protocol:   model.TCP,
+		Protocol:   inet.TCP,
 		Port:       80,
 		ClusterIPs: addrs("10.96.0.10"),
 	}

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Labels that keep kube-proxy away from an object, each read where
@@ -298,14 +299,14 @@ func readPorts(svc *v1.Service, shared model.ServicePort, fail fieldErrorFunc) (
 }
 
 // protocol converts an API protocol; empty is the API's default, TCP.
-func protocol(p v1.Protocol) (model.Protocol, error) {
+func protocol(p v1.Protocol) (inet.Protocol, error) {
 	switch p {
 	case "", v1.ProtocolTCP:
-		return model.TCP, nil
+		return inet.TCP, nil
 	case v1.ProtocolUDP:
-		return model.UDP, nil
+		return inet.UDP, nil
 	case v1.ProtocolSCTP:
-		return model.SCTP, nil
+		return inet.SCTP, nil
 	}
 	return 0, fmt.Errorf("unknown protocol %q (want TCP, UDP or SCTP)", p)
 }

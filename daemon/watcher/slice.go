@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // LabelServiceName joins an EndpointSlice to its service.
@@ -34,7 +35,7 @@ type sliceInfo struct {
 
 type slicePort struct {
 	name     string
-	protocol model.Protocol
+	protocol inet.Protocol
 	port     uint16
 }
 
@@ -96,7 +97,7 @@ func readSlicePorts(ports []discoveryv1.EndpointPort, fail fieldErrorFunc) ([]sl
 			leftOut = append(leftOut, fail.leftOut(field+".port", "%d is not from 1 to 65535; the port is left out", *p.Port))
 			continue
 		}
-		sp := slicePort{port: uint16(*p.Port), protocol: model.TCP}
+		sp := slicePort{port: uint16(*p.Port), protocol: inet.TCP}
 		if p.Protocol != nil {
 			proto, err := protocol(*p.Protocol)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // A service port is checked before it is programmed. A bad one is reported
@@ -14,7 +15,7 @@ import (
 func ExampleServicePort_Validate() {
 	dns := model.ServicePort{
 		Name:       model.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"},
-		Protocol:   model.UDP,
+		Protocol:   inet.UDP,
 		Port:       53,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		Endpoints: []model.Endpoint{

@@ -1,44 +1,16 @@
 package model
 
 import (
-	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-// Protocol is a service port's transport protocol.
-type Protocol uint8
-
-// The protocols Kubernetes services carry.
-const (
-	TCP Protocol = iota + 1
-	UDP
-	SCTP
-)
-
-// String returns the protocol's name as ipset and ipvsadm print it.
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case SCTP:
-		return "sctp"
-	}
-	return fmt.Sprintf("protocol(%d)", uint8(p))
-}
-
-// Number returns the protocol's IP protocol number (IPPROTO_TCP,
-// IPPROTO_UDP, IPPROTO_SCTP), as netlink carries it.
-func (p Protocol) Number() uint8 {
-	switch p {
-	case UDP:
-		return 17
-	case SCTP:
-		return 132
-	}
-	return 6
+// ServiceProtocol reports whether Kubernetes services carry a protocol:
+// TCP, UDP or SCTP.
+func ServiceProtocol(p inet.Protocol) bool {
+	return p == inet.TCP || p == inet.UDP || p == inet.SCTP
 }
 
 // TrafficPolicy says which endpoints traffic may reach: any in the cluster,
@@ -80,7 +52,7 @@ func (n ServicePortName) String() string {
 // dataplane programs.
 type ServicePort struct {
 	Name     ServicePortName
-	Protocol Protocol
+	Protocol inet.Protocol
 	// Port is the service port on the cluster, external and load-balancer
 	// addresses.
 	Port uint16

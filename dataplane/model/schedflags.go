@@ -135,7 +135,7 @@ var ErrUnknownScheduler = errors.New("not an IPVS scheduler the kernel has (rr, 
 // SchedulerError reports a service port whose scheduler is unknown or
 // missing from the kernel: its virtual servers get the node's scheduler
 // (Fallback) instead, and are programmed. Err matches ErrUnknownScheduler
-// or ErrNoScheduler.
+// or dataplane.ErrSchedulerNotSupported.
 type SchedulerError struct {
 	Service   ServicePortName
 	Scheduler string

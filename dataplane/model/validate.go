@@ -8,7 +8,7 @@ import (
 )
 
 // ErrInvalid is matched (errors.Is) by every [FieldError].
-var ErrInvalid = errors.New("invalid")
+var ErrInvalid = errors.New("model: invalid")
 
 // FieldError says which field of which object is wrong. The object is
 // skipped; the others are still programmed.
@@ -54,8 +54,8 @@ func (s *ServicePort) Validate() error {
 	switch {
 	case s.Name.Namespace == "" || s.Name.Name == "":
 		return fail("name", "namespace and name must be set")
-	case s.Protocol < TCP || s.Protocol > SCTP:
-		return fail("protocol", "unknown protocol %d (want TCP, UDP or SCTP)", s.Protocol)
+	case !ServiceProtocol(s.Protocol):
+		return fail("protocol", "unknown protocol %d (want TCP, UDP or SCTP)", uint8(s.Protocol))
 	case s.Port == 0:
 		return fail("port", "must be 1-65535")
 	case len(s.ClusterIPs) == 0:

@@ -114,7 +114,7 @@ func matchExprs(m match, ipv6 bool, index SetIndexer) ([]expr.Any, error) {
 	case l4proto:
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{m.proto.Number()}},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{byte(m.proto)}},
 		}, nil
 	case inInterface:
 		data := []byte(m.name)

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // The packet rules of kube-proxy's IPVS mode, as one nftables table per
@@ -71,7 +71,7 @@ type srcNet struct {
 type srcLoopback struct{}
 
 // l4proto matches the transport protocol.
-type l4proto struct{ proto model.Protocol }
+type l4proto struct{ proto inet.Protocol }
 
 // inInterface matches the input interface's name, or with prefix set, its
 // beginning.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Priorities of the base chains. IPVS takes packets in LOCAL_IN at 98 and
@@ -150,13 +151,13 @@ func natChains(n *model.Node, f familyRules) []ruleChain {
 func (f familyRules) nodePortRules() []rule {
 	var rules []rule
 	for _, p := range []struct {
-		proto      model.Protocol
+		proto      inet.Protocol
 		set, local string
 		dirs       []string
 	}{
-		{model.TCP, model.SetNodePortTCP, model.SetNodePortLocalTCP, []string{"dst"}},
-		{model.UDP, model.SetNodePortUDP, model.SetNodePortLocalUDP, []string{"dst"}},
-		{model.SCTP, model.SetNodePortSCTP, model.SetNodePortLocalSCTP, []string{"dst", "dst"}},
+		{inet.TCP, model.SetNodePortTCP, model.SetNodePortLocalTCP, []string{"dst"}},
+		{inet.UDP, model.SetNodePortUDP, model.SetNodePortLocalUDP, []string{"dst"}},
+		{inet.SCTP, model.SetNodePortSCTP, model.SetNodePortLocalSCTP, []string{"dst", "dst"}},
 	} {
 		rules = append(rules,
 			newRule(verdict("return"), l4proto{p.proto}, f.set(p.local, p.dirs...)),

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // A plan comes in phases of batches: IPVS operations in batches of at
@@ -14,7 +14,7 @@ import (
 // its operations stay in phase order.
 func TestPlanBatches(t *testing.T) {
 	vk := func(i int) VirtualKey {
-		return VirtualKey{Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Protocol: model.TCP}
+		return VirtualKey{Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Protocol: inet.TCP}
 	}
 	reals := make(Reals, ipvsBatchRequests)
 	for i := range reals {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // contributionOf is what one service port puts into the kernel.
@@ -242,9 +243,9 @@ func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, 
 	// An ExternalPolicy Local port is in both sets; the rules look at the
 	// -LOCAL set first and skip masquerade for it.
 	switch s.Protocol {
-	case model.TCP, model.UDP:
+	case inet.TCP, inet.UDP:
 		set, localSet := model.SetNodePortTCP, model.SetNodePortLocalTCP
-		if s.Protocol == model.UDP {
+		if s.Protocol == inet.UDP {
 			set, localSet = model.SetNodePortUDP, model.SetNodePortLocalUDP
 		}
 		for _, fam := range fams {
@@ -253,11 +254,11 @@ func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, 
 				entry(localSet, fam, Entry{Port: s.NodePort})
 			}
 		}
-	case model.SCTP:
+	case inet.SCTP:
 		for _, ip := range nodeAddrs {
-			entry(model.SetNodePortSCTP, ip.Is6(), portEntry(ip, model.SCTP, s.NodePort))
+			entry(model.SetNodePortSCTP, ip.Is6(), portEntry(ip, inet.SCTP, s.NodePort))
 			if local {
-				entry(model.SetNodePortLocalSCTP, ip.Is6(), portEntry(ip, model.SCTP, s.NodePort))
+				entry(model.SetNodePortLocalSCTP, ip.Is6(), portEntry(ip, inet.SCTP, s.NodePort))
 			}
 		}
 	}

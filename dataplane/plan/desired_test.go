@@ -9,13 +9,14 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Load balancer source ranges are read per family, as kube-proxy reads
 // them: a family with no range, or with a range of prefix length 0, is
 // open to every source; only a family with ranges gets the firewall.
 func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
-	lb := fixture.Svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb := fixture.Svc("default", "lb", "", inet.TCP, 443, "10.96.0.30", "fd00:96::30")
 	lb.LoadBalancerIPs = fixture.IPs("203.0.113.10", "2001:db8::10")
 	lb.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.9", 8443, "node-a"), fixture.Ready("fd00:244::9", 8443, "node-a")}
 	tests := []struct {
@@ -132,7 +133,7 @@ func TestHealthCheckAddresses(t *testing.T) {
 // node-port entries and no health-check node port, as kube-proxy skips
 // the rest of such a port.
 func TestNodePortEntriesOnlyWithNodeAddresses(t *testing.T) {
-	lb := fixture.Svc("default", "lb", "", model.TCP, 443, "10.96.0.30", "fd00:96::30")
+	lb := fixture.Svc("default", "lb", "", inet.TCP, 443, "10.96.0.30", "fd00:96::30")
 	lb.NodePort, lb.HealthCheckNodePort, lb.ExternalPolicy = 30443, 32000, model.PolicyLocal
 	node := fixture.Node()
 	node.NodePortAddresses = fixture.Prefixes("127.0.0.0/8")
@@ -166,13 +167,13 @@ func TestLoadBalancerSourceRangeNodeLoopback(t *testing.T) {
 		ranges string
 		want   bool
 	}{{"127.0.0.0/8", true}, {"192.168.0.0/24", false}} {
-		svc := fixture.Svc("default", "lb", "", model.TCP, 80, "10.96.0.20")
+		svc := fixture.Svc("default", "lb", "", inet.TCP, 80, "10.96.0.20")
 		svc.LoadBalancerIPs = fixture.IPs("192.0.2.10")
 		svc.LoadBalancerSourceRanges = fixture.Prefixes(tc.ranges)
 		node := fixture.Node()
 		node.Addresses, node.NodeIPs = fixture.IPs("192.168.0.10", "fd00::10"), fixture.IPs("fd00::10")
 		d := Build(&model.State{Node: node, Services: []model.ServicePort{svc}}, nftrules.Render)
-		self := Entry{Addr: fixture.IP("192.0.2.10"), Protocol: model.TCP, Port: 80, Addr2: fixture.IP("192.0.2.10")}
+		self := Entry{Addr: fixture.IP("192.0.2.10"), Protocol: inet.TCP, Port: 80, Addr2: fixture.IP("192.0.2.10")}
 		if got := d.Kernel.Entries[model.SetLoadBalancerSourceIP][self]; got != tc.want {
 			t.Errorf("source range %s: node allowed %v, want %v", tc.ranges, got, tc.want)
 		}
@@ -184,13 +185,13 @@ func TestLoadBalancerSourceRangeNodeLoopback(t *testing.T) {
 // virtual server, address, entry, set or table; an IPv6-only Service
 // contributes nothing; health checks listen on IPv4 alone.
 func TestIPv4OnlyNode(t *testing.T) {
-	dual := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.10", "fd00:96::10")
+	dual := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.10", "fd00:96::10")
 	dual.NodePort = 30080
 	dual.ExternalIPs = fixture.IPs("198.51.100.10", "2001:db8::10")
 	dual.ExternalPolicy = model.PolicyLocal
 	dual.HealthCheckNodePort = 32000
 	dual.Endpoints = []model.Endpoint{fixture.Ready("10.244.0.5", 8080, "node-a"), fixture.Ready("fd00:244::5", 8080, "node-a")}
-	v6 := fixture.Svc("default", "v6", "http", model.TCP, 80, "fd00:96::11")
+	v6 := fixture.Svc("default", "v6", "http", inet.TCP, 80, "fd00:96::11")
 	v6.Endpoints = []model.Endpoint{fixture.Ready("fd00:244::6", 8080, "node-a")}
 	node := fixture.Node()
 	node.IPv4Only = true

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Entry is one member of an ipset, with the dimensions of its set's type
@@ -15,7 +15,7 @@ import (
 // with ==, and print as `ipset save` writes them.
 type Entry struct {
 	Addr     netip.Addr
-	Protocol model.Protocol
+	Protocol inet.Protocol
 	Port     uint16
 	Addr2    netip.Addr
 	// Bits2 is the prefix length of the network in a hash:ip,port,net
@@ -25,7 +25,7 @@ type Entry struct {
 }
 
 // portEntry is the hash:ip,port entry of an address, protocol and port.
-func portEntry(ip netip.Addr, p model.Protocol, port uint16) Entry {
+func portEntry(ip netip.Addr, p inet.Protocol, port uint16) Entry {
 	return Entry{Addr: ip, Protocol: p, Port: port}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // A Planner keeps the desired state between syncs: the first sync plans
@@ -17,7 +18,7 @@ func ExamplePlanner() {
 	node := model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10")}}
 	web := model.ServicePort{
 		Name:       model.ServicePortName{Namespace: "default", Name: "web"},
-		Protocol:   model.TCP,
+		Protocol:   inet.TCP,
 		Port:       80,
 		NodePort:   30080,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")},
@@ -50,12 +51,12 @@ func ExampleBuild() {
 		Node: model.Node{Name: "node-a"},
 		Services: []model.ServicePort{{
 			Name:       model.ServicePortName{Namespace: "default", Name: "web"},
-			Protocol:   model.TCP,
+			Protocol:   inet.TCP,
 			Port:       80,
 			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")},
 		}, {
 			Name:       model.ServicePortName{Namespace: "default", Name: "broken"},
-			Protocol:   model.TCP,
+			Protocol:   inet.TCP,
 			Port:       0,
 			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.21")},
 		}},

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // VirtualKey identifies an IPVS virtual server.
 type VirtualKey struct {
 	Addr     netip.Addr
 	Port     uint16
-	Protocol model.Protocol
+	Protocol inet.Protocol
 }
 
 // String returns "tcp 10.96.0.1:80" or "tcp [fd00::1]:80".

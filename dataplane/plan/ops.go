@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Op is one kernel operation of a plan. Its String form is one line of the
@@ -102,7 +103,7 @@ type Unbind struct{ Addr netip.Addr }
 // any local address (a node port); a valid Real limits the flush to flows
 // answered by that endpoint.
 type FlushConntrack struct {
-	Protocol model.Protocol
+	Protocol inet.Protocol
 	Addr     netip.Addr
 	Port     uint16
 	Real     RealKey

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Drain settings for real servers whose endpoint went away.
@@ -236,7 +237,7 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 			ops = append(ops, AddVirtual{Service: services[k], Virtual: want})
 		case !wanted && had:
 			ops = append(ops, DeleteVirtual{Virtual: k})
-			if k.Protocol != model.TCP {
+			if k.Protocol != inet.TCP {
 				ops = append(ops, FlushConntrack{Protocol: k.Protocol, Addr: k.Addr, Port: k.Port})
 			}
 			continue
@@ -288,7 +289,7 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 			continue
 		}
 		switch {
-		case vs.Protocol != model.TCP:
+		case vs.Protocol != inet.TCP:
 			ops = append(ops, DeleteReal{Virtual: vs, Real: rk},
 				FlushConntrack{Protocol: vs.Protocol, Addr: vs.Addr, Port: vs.Port, Real: rk})
 		case h.ActiveConns == 0 && h.InactiveConns == 0:
@@ -308,7 +309,7 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 // one with no connection is deleted, one with connections drains at
 // weight 0.
 func LosesReals(observed, desired *KernelState, vk VirtualKey) bool {
-	if vk.Protocol != model.TCP {
+	if vk.Protocol != inet.TCP {
 		return false
 	}
 	want := desired.Reals[vk]

@@ -13,13 +13,14 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // manyServices returns n ClusterIP+NodePort services with two endpoints.
 func manyServices(n int) []model.ServicePort {
 	var out []model.ServicePort
 	for i := range n {
-		s := fixture.Svc("ns", fmt.Sprintf("svc-%05d", i), "http", model.TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
+		s := fixture.Svc("ns", fmt.Sprintf("svc-%05d", i), "http", inet.TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
 		s.NodePort = uint16(30000 + i%2000)
 		if i >= 2000 {
 			s.NodePort = 0
@@ -102,7 +103,7 @@ func serviceChanges() []incrementalChange {
 		{
 			name: "add one service",
 			change: func(s []model.ServicePort) []model.ServicePort {
-				extra := fixture.Svc("ns", "new", "", model.TCP, 443, "10.97.0.1")
+				extra := fixture.Svc("ns", "new", "", inet.TCP, 443, "10.97.0.1")
 				extra.Endpoints = []model.Endpoint{fixture.Ready("10.247.0.1", 8443, "node-b")}
 				return append(s, extra)
 			},
@@ -193,12 +194,12 @@ func TestUnchangedModelPlansNothing(t *testing.T) {
 }
 
 func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
-	good := fixture.Svc("ns", "good", "", model.TCP, 80, "10.96.0.1")
-	twin := fixture.Svc("ns", "twin", "", model.TCP, 80, "10.96.0.1")
-	badPort := fixture.Svc("ns", "bad-port", "", model.TCP, 0, "10.96.0.2")
-	badEndpoint := fixture.Svc("ns", "bad-endpoint", "", model.TCP, 80, "10.96.0.3")
+	good := fixture.Svc("ns", "good", "", inet.TCP, 80, "10.96.0.1")
+	twin := fixture.Svc("ns", "twin", "", inet.TCP, 80, "10.96.0.1")
+	badPort := fixture.Svc("ns", "bad-port", "", inet.TCP, 0, "10.96.0.2")
+	badEndpoint := fixture.Svc("ns", "bad-endpoint", "", inet.TCP, 80, "10.96.0.3")
 	badEndpoint.Endpoints = []model.Endpoint{fixture.Ready("fd00::1", 80, "node-a")}
-	badScheduler := fixture.Svc("ns", "bad-scheduler", "", model.UDP, 53, "10.96.0.4")
+	badScheduler := fixture.Svc("ns", "bad-scheduler", "", inet.UDP, 53, "10.96.0.4")
 	badScheduler.Scheduler = "fastest"
 
 	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
@@ -239,7 +240,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	if len(errs) != 0 {
 		t.Errorf("errors after the conflict went away: %v", errs)
 	}
-	if _, owners := p.Desired(); owners[VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}].Name != "twin" {
+	if _, owners := p.Desired(); owners[VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: inet.TCP}].Name != "twin" {
 		t.Errorf("the freed virtual server was not taken over")
 	}
 }
@@ -285,7 +286,7 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 	next[20].Port = 8080
 	removed := next[30].Name
 	next = append(next[:30], next[31:]...)
-	added := fixture.Svc("ns", "added", "", model.UDP, 53, "10.97.0.53")
+	added := fixture.Svc("ns", "added", "", inet.UDP, 53, "10.97.0.53")
 	next = append(next, added)
 
 	planA := syncAll(t, byModel, kernelA, &model.State{Node: fixture.Node(), Services: next})
@@ -385,9 +386,9 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 // An address and a set entry that several service ports put in stay until
 // the last of them goes.
 func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
-	http := fixture.Svc("ns", "web", "http", model.TCP, 80, "10.96.0.10")
-	https := fixture.Svc("ns", "web", "https", model.TCP, 443, "10.96.0.10")
-	other := fixture.Svc("ns", "other", "", model.TCP, 80, "10.96.0.11")
+	http := fixture.Svc("ns", "web", "http", inet.TCP, 80, "10.96.0.10")
+	https := fixture.Svc("ns", "web", "https", inet.TCP, 443, "10.96.0.10")
+	other := fixture.Svc("ns", "other", "", inet.TCP, 80, "10.96.0.11")
 	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
 	syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: []model.ServicePort{http, https, other}})
 	steps := []struct {
@@ -432,15 +433,15 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 // service's external IP naming it, even one whose name sorts first. When
 // the owner goes, the other takes over.
 func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
-	web := fixture.Svc("zz", "web", "", model.TCP, 80, "10.96.0.10")
+	web := fixture.Svc("zz", "web", "", inet.TCP, 80, "10.96.0.10")
 	web.NodePort = 30080
 	web.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 8080, "node-a")}
-	evil := fixture.Svc("aa", "evil", "", model.TCP, 80, "10.96.0.20")
+	evil := fixture.Svc("aa", "evil", "", inet.TCP, 80, "10.96.0.20")
 	evil.ExternalIPs = fixture.IPs("10.96.0.10")
 	evil.Endpoints = []model.Endpoint{fixture.Ready("10.244.2.7", 8080, "node-b")}
-	contested := VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: model.TCP}
-	evilOwn := VirtualKey{Addr: fixture.IP("10.96.0.20"), Port: 80, Protocol: model.TCP}
-	nodePort := VirtualKey{Addr: fixture.IP("192.168.0.10"), Port: 30080, Protocol: model.TCP}
+	contested := VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: inet.TCP}
+	evilOwn := VirtualKey{Addr: fixture.IP("10.96.0.20"), Port: 80, Protocol: inet.TCP}
+	nodePort := VirtualKey{Addr: fixture.IP("192.168.0.10"), Port: 30080, Protocol: inet.TCP}
 	wantErr := "service aa/evil: virtual server tcp 10.96.0.10:80 is served by zz/web, which claims it first; the rest of aa/evil is programmed"
 
 	for _, order := range [][]model.ServicePort{{web, evil}, {evil, web}} {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 func realAt(addr string, port uint16, weight int) RealServer {
@@ -14,7 +14,7 @@ func realAt(addr string, port uint16, weight int) RealServer {
 }
 
 func TestRealsChanged(t *testing.T) {
-	vk := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	vk := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: inet.TCP}
 	base := Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.5", 80, 1)}
 	tests := []struct {
 		name string
@@ -49,7 +49,7 @@ func TestRealsChanged(t *testing.T) {
 // A first sync adds a virtual server's whole desired list, and the
 // programmed state then holds that same list, not a copy.
 func TestFirstSyncSharesDesiredReals(t *testing.T) {
-	vk := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
+	vk := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: inet.TCP}
 	desired := NewKernelState()
 	desired.Virtual[vk] = VirtualServer{VirtualKey: vk, Scheduler: "rr"}
 	desired.Reals[vk] = Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
@@ -84,8 +84,8 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 // weight 0 until its connections end or the drain times out.
 func TestDiffRealsRemoval(t *testing.T) {
 	now := time.Unix(1e9, 0)
-	tcp := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}
-	udp := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 53, Protocol: model.UDP}
+	tcp := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: inet.TCP}
+	udp := VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 53, Protocol: inet.UDP}
 	kept := realAt("10.0.0.1", 80, 1)
 	gone := func(weight int, active, inactive uint32) RealServer {
 		r := realAt("10.0.0.2", 80, weight)
@@ -111,7 +111,7 @@ func TestDiffRealsRemoval(t *testing.T) {
 		{"tcp draining whose connections ended is deleted", tcp, gone(0, 0, 0), since(time.Second), []Op{del(tcp)}},
 		{"tcp draining past its bound is deleted", tcp, gone(0, 1, 0), since(time.Minute), []Op{del(tcp)}},
 		{"udp with connections is deleted at once", udp, gone(1, 3, 3), Drain{}, []Op{del(udp),
-			FlushConntrack{Protocol: model.UDP, Addr: udp.Addr, Port: udp.Port, Real: gone(0, 0, 0).RealKey}}},
+			FlushConntrack{Protocol: inet.UDP, Addr: udp.Addr, Port: udp.Port, Real: gone(0, 0, 0).RealKey}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := diffReals(tt.vk, NewReals([]RealServer{kept, tt.have}), Reals{kept}, tt.drain)
@@ -121,7 +121,7 @@ func TestDiffRealsRemoval(t *testing.T) {
 			observed, desired := NewKernelState(), NewKernelState()
 			observed.Reals[tt.vk] = NewReals([]RealServer{kept, tt.have})
 			desired.Reals[tt.vk] = Reals{kept}
-			if want := tt.vk.Protocol == model.TCP && tt.have.Weight != 0; LosesReals(observed, desired, tt.vk) != want {
+			if want := tt.vk.Protocol == inet.TCP && tt.have.Weight != 0; LosesReals(observed, desired, tt.vk) != want {
 				t.Errorf("LosesReals is %v, want %v: the counts must be read first", !want, want)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // planLines syncs state into an empty kernel and returns the plan's lines
@@ -30,7 +31,7 @@ func planVirtual(t *testing.T, p *Planner, state *model.State) ([]string, []erro
 
 func TestServiceSchedulerAndFlags(t *testing.T) {
 	named := func(name, sched string, flags model.SchedulerFlags) model.ServicePort {
-		s := fixture.Svc("ns", name, "", model.TCP, 80, fmt.Sprintf("10.96.0.%d", len(name)))
+		s := fixture.Svc("ns", name, "", inet.TCP, 80, fmt.Sprintf("10.96.0.%d", len(name)))
 		s.Scheduler, s.SchedulerFlags = sched, flags
 		return s
 	}
@@ -73,7 +74,7 @@ func TestMissingSchedulerFallsBack(t *testing.T) {
 	p := NewPlanner(nftrules.Render)
 	missing := fmt.Errorf("dataplane: IPVS scheduler %q: %w", "twos", errNoScheduler)
 	p.LackScheduler("twos", missing)
-	s := fixture.Svc("ns", "web", "", model.TCP, 80, "10.96.0.1")
+	s := fixture.Svc("ns", "web", "", inet.TCP, 80, "10.96.0.1")
 	s.Scheduler = "twos"
 	lines, errs := planVirtual(t, p, &model.State{Node: fixture.Node(), Services: []model.ServicePort{s}})
 	if want := "ipvs add tcp 10.96.0.1:80 rr (ns/web)"; !slices.Equal(lines, []string{want}) {
@@ -99,7 +100,7 @@ func TestMissingSchedulerFallsBack(t *testing.T) {
 
 func TestSchedulerChangeEditsInPlace(t *testing.T) {
 	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
-	s := fixture.Svc("ns", "cache", "", model.TCP, 80, "10.96.0.9")
+	s := fixture.Svc("ns", "cache", "", inet.TCP, 80, "10.96.0.9")
 	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 8080, "node-a")}
 	syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: []model.ServicePort{s}})
 	for _, change := range []struct{ sched, want string }{{"sh", "sh sh-port"}, {"mh", "mh mh-fallback"}, {"", "rr"}} {
@@ -107,7 +108,7 @@ func TestSchedulerChangeEditsInPlace(t *testing.T) {
 		s.SchedulerFlags = map[string]model.SchedulerFlags{"sh": model.SHPort, "mh": model.MHFallback}[change.sched]
 		plan := syncAll(t, p, kernel, &model.State{Node: fixture.Node(), Services: []model.ServicePort{s}})
 		want := []Op{UpdateVirtual{Service: s.Name, Virtual: VirtualServer{
-			VirtualKey: VirtualKey{Addr: fixture.IP("10.96.0.9"), Port: 80, Protocol: model.TCP}, Scheduler: strings.Fields(change.want)[0],
+			VirtualKey: VirtualKey{Addr: fixture.IP("10.96.0.9"), Port: 80, Protocol: inet.TCP}, Scheduler: strings.Fields(change.want)[0],
 			SchedulerFlags: kernelOnly(s.SchedulerFlags, change.sched)}}}
 		if !slices.Equal(slices.Collect(plan.All()), want) {
 			t.Errorf("to %q: plan\n%swant one edit, no delete", change.want, plan)
@@ -128,22 +129,22 @@ func kernelOnly(f model.SchedulerFlags, sched string) model.SchedulerFlags {
 // servers; others keep the node's.
 func TestDrainTimeoutOverride(t *testing.T) {
 	p, kernel := NewPlanner(nftrules.Render), NewKernelState()
-	quick := fixture.Svc("ns", "quick", "", model.TCP, 80, "10.96.0.1")
+	quick := fixture.Svc("ns", "quick", "", inet.TCP, 80, "10.96.0.1")
 	quick.DrainTimeout = time.Minute
-	slow := fixture.Svc("ns", "slow", "", model.TCP, 80, "10.96.0.2")
+	slow := fixture.Svc("ns", "slow", "", inet.TCP, 80, "10.96.0.2")
 	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{quick, slow}}
 	syncAll(t, p, kernel, state)
 	now := time.Now()
 	drain := Drain{Since: map[VirtualKey]map[RealKey]time.Time{}, Timeout: 15 * time.Minute, Timeouts: p.DrainTimeouts(), Now: now}
 	gone := RealServer{RealKey: RealKey{Addr: fixture.IP("10.244.1.5"), Port: 8080}, ActiveConns: 3}
 	for _, addr := range []string{"10.96.0.1", "10.96.0.2"} {
-		vk := VirtualKey{Addr: fixture.IP(addr), Port: 80, Protocol: model.TCP}
+		vk := VirtualKey{Addr: fixture.IP(addr), Port: 80, Protocol: inet.TCP}
 		kernel.Reals[vk] = Reals{gone}
 		drain.Since[vk] = map[RealKey]time.Time{gone.RealKey: now.Add(-5 * time.Minute)}
 	}
 	desired, owners := p.Desired()
 	plan := Diff(kernel, desired, owners, FullScope, drain)
-	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: model.TCP}, Real: gone.RealKey}}
+	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: inet.TCP}, Real: gone.RealKey}}
 	if !slices.Equal(slices.Collect(plan.All()), want) {
 		t.Errorf("plan\n%swant the quick service's real server deleted alone", plan)
 	}

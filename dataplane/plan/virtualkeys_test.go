@@ -7,6 +7,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // VirtualKeys lists what a sync programs for the port: every family of
@@ -14,19 +15,19 @@ import (
 // families it serves, and its node port on each node address.
 func TestVirtualKeys(t *testing.T) {
 	node := fixture.Node()
-	s := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.20", "fd00:96::20")
+	s := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.20", "fd00:96::20")
 	s.NodePort = 30080
 	s.ExternalIPs = fixture.IPs("203.0.113.5")
 	s.LoadBalancerIPs = fixture.IPs("2001:db8::10")
 	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 8080, "node-a")}
 	got := VirtualKeys(&node, &s)
 	want := []VirtualKey{
-		{Addr: fixture.IP("10.96.0.20"), Port: 80, Protocol: model.TCP},
-		{Addr: fixture.IP("fd00:96::20"), Port: 80, Protocol: model.TCP},
-		{Addr: fixture.IP("203.0.113.5"), Port: 80, Protocol: model.TCP},
-		{Addr: fixture.IP("2001:db8::10"), Port: 80, Protocol: model.TCP},
-		{Addr: fixture.IP("192.168.0.10"), Port: 30080, Protocol: model.TCP},
-		{Addr: fixture.IP("fd00:1::10"), Port: 30080, Protocol: model.TCP},
+		{Addr: fixture.IP("10.96.0.20"), Port: 80, Protocol: inet.TCP},
+		{Addr: fixture.IP("fd00:96::20"), Port: 80, Protocol: inet.TCP},
+		{Addr: fixture.IP("203.0.113.5"), Port: 80, Protocol: inet.TCP},
+		{Addr: fixture.IP("2001:db8::10"), Port: 80, Protocol: inet.TCP},
+		{Addr: fixture.IP("192.168.0.10"), Port: 30080, Protocol: inet.TCP},
+		{Addr: fixture.IP("fd00:1::10"), Port: 30080, Protocol: inet.TCP},
 	}
 	slices.SortFunc(got, VirtualKey.compare)
 	slices.SortFunc(want, VirtualKey.compare)

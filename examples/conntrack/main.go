@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 func main() {
@@ -49,7 +50,7 @@ func run(dest string, cfg *conntrack.Config) (int, error) {
 		return 0, err
 	}
 	defer conn.Close()
-	f := conntrack.ByDestination(conntrack.UDP, addr, port)
+	f := conntrack.ByDestination(inet.UDP, addr, port)
 	return conn.DeleteMatching(ctx, f)
 }
 

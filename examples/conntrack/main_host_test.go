@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -30,7 +31,7 @@ func TestExampleRuns(t *testing.T) {
 		}
 		flows = append(flows, conntrack.Flow{Orig: conntrack.Tuple{
 			Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst),
-			Protocol: conntrack.UDP, SrcPort: uint16(40000 + i), DstPort: uint16(53 + i%2),
+			Protocol: inet.UDP, SrcPort: uint16(40000 + i), DstPort: uint16(53 + i%2),
 		}, Timeout: time.Minute})
 	}
 	if err := c.Create(ctx, flows...); err != nil {

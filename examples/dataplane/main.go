@@ -24,6 +24,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // description is the file format: a node and its service ports.
@@ -130,7 +131,7 @@ func load(path string) (*model.State, error) {
 		StrictARP:    desc.Node.StrictARP,
 	}}
 	for i, s := range desc.Services {
-		proto, ok := map[string]model.Protocol{"": model.TCP, "TCP": model.TCP, "UDP": model.UDP, "SCTP": model.SCTP}[strings.ToUpper(s.Protocol)]
+		proto, ok := map[string]inet.Protocol{"": inet.TCP, "TCP": inet.TCP, "UDP": inet.UDP, "SCTP": inet.SCTP}[strings.ToUpper(s.Protocol)]
 		if !ok {
 			return nil, fmt.Errorf("%s: services[%d].protocol: unknown protocol %q", path, i, s.Protocol)
 		}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
@@ -108,7 +109,7 @@ func run(ctx context.Context, o options, args []string, out io.Writer) error {
 }
 
 func parse(o options, args []string) (ipvs.Service, []ipvs.Destination, error) {
-	protos := map[string]ipvs.Protocol{"tcp": ipvs.TCP, "udp": ipvs.UDP, "sctp": ipvs.SCTP}
+	protos := map[string]inet.Protocol{"tcp": inet.TCP, "udp": inet.UDP, "sctp": inet.SCTP}
 	proto, ok := protos[strings.ToLower(o.proto)]
 	if !ok {
 		return ipvs.Service{}, nil, fmt.Errorf("unknown protocol %q", o.proto)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -23,7 +24,7 @@ const (
 func Table() []ipvs.VirtualServer {
 	out := make([]ipvs.VirtualServer, Services)
 	for i := range out {
-		s := ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
+		s := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"}
 		v := ipvs.VirtualServer{Service: s}
 		for j := range Reals {
 			v.Destinations = append(v.Destinations, ipvs.Destination{

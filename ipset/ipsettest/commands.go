@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"golang.org/x/sys/unix"
@@ -77,7 +78,7 @@ func newSet(r request) (*set, unix.Errno) {
 		h.Family = 0
 		return &set{header: h}, 0
 	}
-	if r.family != ipset.IPv4 && r.family != ipset.IPv6 {
+	if r.family != inet.IPv4 && r.family != inet.IPv6 {
 		return nil, errInvalidFam
 	}
 	h.HashSize, h.MaxElem = hashSize(c.hashSize), c.maxElem

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"golang.org/x/sys/unix"
 )
@@ -85,7 +86,7 @@ func (s *set) place(p part, a netip.Addr, cidr int) (netip.Addr, netip.Prefix, u
 	if p == partNone {
 		return netip.Addr{}, netip.Prefix{}, 0
 	}
-	if !a.IsValid() || a.Is4() != (s.header.Family == ipset.IPv4) {
+	if !a.IsValid() || a.Is4() != (s.header.Family == inet.IPv4) {
 		return netip.Addr{}, netip.Prefix{}, errProtocol
 	}
 	if p == partAddr {
@@ -112,9 +113,9 @@ func portOf(e *ipset.Entry, r rawEntry) unix.Errno {
 	if r.proto == 0 {
 		return errInvalidProto
 	}
-	e.Protocol = ipset.Protocol(r.proto)
+	e.Protocol = inet.Protocol(r.proto)
 	switch e.Protocol {
-	case ipset.TCP, ipset.UDP, ipset.SCTP, ipset.UDPLite:
+	case inet.TCP, inet.UDP, inet.SCTP, inet.UDPLite:
 		e.Port = r.port
 	}
 	return 0

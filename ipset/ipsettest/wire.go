@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"golang.org/x/sys/unix"
@@ -117,7 +118,7 @@ type request struct {
 	name, name2     string
 	typeName        string
 	revision        uint8
-	family          ipset.Family
+	family          inet.Family
 	flags           uint32
 	data, adt       []byte
 	hasData, hasADT bool
@@ -147,7 +148,7 @@ func parseRequest(cmd uint8, b []byte) (request, unix.Errno) {
 		case attrRevision:
 			r.revision = d.Uint8()
 		case attrFamily:
-			r.family = ipset.Family(d.Uint8())
+			r.family = inet.Family(d.Uint8())
 		case attrFlags:
 			r.flags = d.BE32()
 		case attrData:

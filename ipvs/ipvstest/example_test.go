@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
 )
@@ -12,7 +13,7 @@ import (
 // publish is the importer's code under test: it programs a virtual
 // server with its backends.
 func publish(ctx context.Context, c *ipvs.Conn, vip netip.AddrPort, backends ...netip.AddrPort) error {
-	svc := ipvs.Service{Protocol: ipvs.TCP, Addr: vip.Addr(), Port: vip.Port(), Scheduler: ipvs.RoundRobin}
+	svc := ipvs.Service{Protocol: inet.TCP, Addr: vip.Addr(), Port: vip.Port(), Scheduler: ipvs.RoundRobin}
 	var b ipvs.Batch
 	b.CreateService(svc)
 	for _, be := range backends {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
 	"golang.org/x/sys/unix"
@@ -19,7 +20,7 @@ func TestKernelChecks(t *testing.T) {
 	k := ipvstest.New(nil)
 	c := k.Dial()
 	defer c.Close()
-	fwm := ipvs.Service{Family: ipvs.IPv6, FirewallMark: 7, Scheduler: ipvs.SourceHashing}
+	fwm := ipvs.Service{Family: inet.IPv6, FirewallMark: 7, Scheduler: ipvs.SourceHashing}
 	v4 := ipvs.Destination{Addr: netip.MustParseAddr("10.0.0.1"), Port: 80}
 	tunnelled := ipvs.Destination{Addr: netip.MustParseAddr("10.0.0.2"), Port: 80, Forward: ipvs.Tunnel}
 	if err := c.CreateService(ctx, fwm); err != nil {
@@ -36,11 +37,11 @@ func TestKernelChecks(t *testing.T) {
 	if err := c.UpdateDestination(ctx, fwm, thresholds); !errors.Is(err, unix.ERANGE) {
 		t.Errorf("lower threshold above the upper: %v, want ERANGE", err)
 	}
-	got, err := c.GetService(ctx, ipvs.Service{Family: ipvs.IPv6, FirewallMark: 7})
+	got, err := c.GetService(ctx, ipvs.Service{Family: inet.IPv6, FirewallMark: 7})
 	if err != nil || got.FirewallMark != 7 || got.Scheduler != ipvs.SourceHashing || got.Netmask != 128 {
 		t.Errorf("GetService: %+v, %v", got, err)
 	}
-	if err := c.CreateService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.0.0.9"), Port: 1, PersistenceEngine: "nope"}); !errors.Is(err, ipvs.ErrSchedulerNotSupported) {
+	if err := c.CreateService(ctx, ipvs.Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.0.0.9"), Port: 1, PersistenceEngine: "nope"}); !errors.Is(err, ipvs.ErrSchedulerNotSupported) {
 		t.Errorf("unknown persistence engine: %v", err)
 	}
 }
@@ -53,7 +54,7 @@ func TestSharedStateAndDump(t *testing.T) {
 	a, b := k.Dial(), k.Dial()
 	defer a.Close()
 	defer b.Close()
-	svc := ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53, Scheduler: ipvs.RoundRobin,
+	svc := ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 53, Scheduler: ipvs.RoundRobin,
 		Flags: ipvs.Persistent, Timeout: 3 * time.Minute}
 	if err := a.CreateService(ctx, svc); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/mdlayher/netlink"
 )
@@ -144,9 +145,9 @@ func parseService(b []byte) (ipvs.Service, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case svcAttrAF:
-			s.Family = ipvs.Family(min(ad.Uint16(), 0xff)) // wider values are unknown families, as 0xff is
+			s.Family = inet.Family(min(ad.Uint16(), 0xff)) // wider values are unknown families, as 0xff is
 		case svcAttrProtocol:
-			s.Protocol = ipvs.Protocol(min(ad.Uint16(), 0xff)) // IPPROTO_RAW stands for any wider value: all unsupported
+			s.Protocol = inet.Protocol(min(ad.Uint16(), 0xff)) // IPPROTO_RAW stands for any wider value: all unsupported
 		case svcAttrAddr:
 			addr = ad.Bytes()
 		case svcAttrPort:
@@ -168,7 +169,7 @@ func parseService(b []byte) (ipvs.Service, error) {
 	if err := ad.Err(); err != nil {
 		return s, err
 	}
-	if s.Family != ipvs.IPv4 && s.Family != ipvs.IPv6 {
+	if s.Family != inet.IPv4 && s.Family != inet.IPv6 {
 		return s, fmt.Errorf("service of address family %d", s.Family)
 	}
 	if s.FirewallMark != 0 {
@@ -199,7 +200,7 @@ func parseNetmask(s *ipvs.Service, b []byte) error {
 	if len(b) != 4 {
 		return fmt.Errorf("netmask of %d bytes", len(b))
 	}
-	if s.Family == ipvs.IPv6 {
+	if s.Family == inet.IPv6 {
 		n := binary.NativeEndian.Uint32(b)
 		if n < 1 || n > 128 {
 			return fmt.Errorf("IPv6 netmask /%d", n)
@@ -217,7 +218,7 @@ func parseDest(b []byte) (ipvs.Destination, error) {
 	var (
 		d    ipvs.Destination
 		addr []byte
-		af   ipvs.Family
+		af   inet.Family
 	)
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {
@@ -226,7 +227,7 @@ func parseDest(b []byte) (ipvs.Destination, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case destAttrAddrFamily:
-			af = ipvs.Family(min(ad.Uint16(), 0xff)) // wider values are unknown families, as 0xff is
+			af = inet.Family(min(ad.Uint16(), 0xff)) // wider values are unknown families, as 0xff is
 		case destAttrAddr:
 			addr = ad.Bytes()
 		case destAttrPort:
@@ -256,11 +257,11 @@ func parseDest(b []byte) (ipvs.Destination, error) {
 }
 
 // parseAddr reads a union nf_inet_addr of family f.
-func parseAddr(b []byte, f ipvs.Family) (netip.Addr, error) {
+func parseAddr(b []byte, f inet.Family) (netip.Addr, error) {
 	switch {
-	case f == ipvs.IPv4 && len(b) >= 4:
+	case f == inet.IPv4 && len(b) >= 4:
 		return netip.AddrFrom4([4]byte(b[:4])), nil
-	case f == ipvs.IPv6 && len(b) >= 16:
+	case f == inet.IPv6 && len(b) >= 16:
 		return netip.AddrFrom16([16]byte(b[:16])), nil
 	case b == nil:
 		return netip.Addr{}, errors.New("no address")
@@ -302,7 +303,7 @@ func encodeService(ae *netlink.AttributeEncoder, s ipvs.Service) {
 
 // netmaskBytes is parseNetmask's inverse.
 func netmaskBytes(s ipvs.Service) []byte {
-	if s.Family == ipvs.IPv6 {
+	if s.Family == inet.IPv6 {
 		return binary.NativeEndian.AppendUint32(nil, uint32(s.Netmask))
 	}
 	return binary.BigEndian.AppendUint32(nil, uint32(uint64(math.MaxUint32)<<(32-s.Netmask)))
@@ -366,9 +367,9 @@ func addrBytes(a netip.Addr) []byte {
 	return v6[:]
 }
 
-func addrFamily(a netip.Addr) ipvs.Family {
+func addrFamily(a netip.Addr) inet.Family {
 	if a.Is4() {
-		return ipvs.IPv4
+		return inet.IPv4
 	}
-	return ipvs.IPv6
+	return inet.IPv6
 }

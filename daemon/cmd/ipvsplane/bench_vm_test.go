@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -110,7 +111,7 @@ func benchDaemon(b *testing.B, n int) {
 		start := time.Now()
 		writeFile(b, filepath.Join(dir, fmt.Sprintf("services-%04d.yaml", svc%files)), benchManifest(n, svc%files, svc, from))
 		for {
-			dests, err := ic.Destinations(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: benchVIP(svc), Port: 80})
+			dests, err := ic.Destinations(ctx, ipvs.Service{Protocol: inet.TCP, Addr: benchVIP(svc), Port: 80})
 			if err != nil {
 				b.Fatal(err)
 			}

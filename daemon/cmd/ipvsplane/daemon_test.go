@@ -52,7 +52,7 @@ func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
 
 func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 	if k.noScheduler {
-		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing", name, dataplane.ErrNoScheduler, name)
+		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing", name, dataplane.ErrSchedulerNotSupported, name)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -30,7 +31,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ic.Close()
-	foreign := ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.0.0.99"), Port: 53, Scheduler: "wlc"}
+	foreign := ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.0.0.99"), Port: 53, Scheduler: "wlc"}
 	if err := ic.CreateService(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		// Programmed: the virtual server with both real servers, and its
 		// address bound, which the same sync does a moment later.
 		for took = time.Since(start); took < limit; took = time.Since(start) {
-			s, err := ic.GetService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: addr, Port: 80})
+			s, err := ic.GetService(ctx, ipvs.Service{Protocol: inet.TCP, Addr: addr, Port: 80})
 			if err == nil {
 				dests, _ := ic.Destinations(ctx, s)
 				if len(dests) == 2 && strings.Contains(n.node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"), " "+addr.String()+"/32 ") {
@@ -156,7 +157,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		}
 		start = time.Now()
 		for time.Since(start) < limit {
-			if _, err := ic.GetService(ctx, ipvs.Service{Protocol: ipvs.TCP, Addr: addr, Port: 80}); err != nil {
+			if _, err := ic.GetService(ctx, ipvs.Service{Protocol: inet.TCP, Addr: addr, Port: 80}); err != nil {
 				return
 			}
 			time.Sleep(10 * time.Millisecond)

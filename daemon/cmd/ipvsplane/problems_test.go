@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	v1 "k8s.io/api/core/v1"
@@ -49,7 +50,7 @@ func problemErrors(t *testing.T) []error {
 	ip := netip.MustParseAddr("10.96.0.10")
 	port := func(ns, name string) model.ServicePort {
 		return model.ServicePort{Name: model.ServicePortName{Namespace: ns, Name: name, Port: "http"},
-			Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{ip}}
+			Protocol: inet.TCP, Port: 80, ClusterIPs: []netip.Addr{ip}}
 	}
 	bad := port("demo", "bad")
 	bad.ClusterIPs, bad.Port = []netip.Addr{netip.MustParseAddr("10.96.0.11")}, 0
@@ -96,7 +97,7 @@ func TestProblemEvents(t *testing.T) {
 func TestProblemEventsOneService(t *testing.T) {
 	rec := &fakeRecorder{}
 	var p problemEvents
-	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: model.TCP}
+	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: inet.TCP}
 	p.report(rec, []error{
 		&plan.ConflictError{Service: model.ServicePortName{Namespace: "demo", Name: "web", Port: "b"}, Virtual: vk,
 			Owner: model.ServicePortName{Namespace: "demo", Name: "web", Port: "a"}},
@@ -144,7 +145,7 @@ func TestSchedulerProblemEvents(t *testing.T) {
 	name := func(svc string) model.ServicePortName {
 		return model.ServicePortName{Namespace: "demo", Name: svc, Port: "http"}
 	}
-	missing := fmt.Errorf("IPVS scheduler %q: %w", "twos", dataplane.ErrNoScheduler)
+	missing := fmt.Errorf("IPVS scheduler %q: %w", "twos", dataplane.ErrSchedulerNotSupported)
 	errs := []error{
 		&model.SchedulerError{Service: name("typo"), Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler},
 		&model.SchedulerError{Service: name("twos"), Scheduler: "twos", Fallback: "rr", Err: missing},
@@ -157,7 +158,7 @@ func TestSchedulerProblemEvents(t *testing.T) {
 	got := rec.take()
 	want := []recordedEvent{
 		{"Service demo/typo", "Warning", reasonUnknownScheduler, `service port demo/typo:http: annotation ipvsplane.io/scheduler (or kube-router.io/service.scheduler) names "fastest", which is not an IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos); it is programmed with the node's scheduler rr`},
-		{"Service demo/twos", "Warning", reasonMissingScheduler, `service port demo/twos:http: the kernel lacks the IPVS scheduler "twos" that annotation ipvsplane.io/scheduler (or kube-router.io/service.scheduler) names (IPVS scheduler "twos": the kernel has no such IPVS scheduler); it is programmed with the node's scheduler rr`},
+		{"Service demo/twos", "Warning", reasonMissingScheduler, `service port demo/twos:http: the kernel lacks the IPVS scheduler "twos" that annotation ipvsplane.io/scheduler (or kube-router.io/service.scheduler) names (IPVS scheduler "twos": dataplane: IPVS scheduler not supported by this kernel); it is programmed with the node's scheduler rr`},
 		{"Service demo/flags", "Warning", reasonIgnoredSetting, `service port demo/flags:http: annotation ipvsplane.io/scheduler-flags (or kube-router.io/service.schedflags): "sh-port" is ignored: the lc scheduler does not read them`},
 		{"Service demo/drain", "Warning", reasonIgnoredSetting, `service port demo/drain:http: annotation ipvsplane.io/drain-timeout: "soon" is ignored: not a duration`},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -43,7 +44,7 @@ func TestServiceTrafficOffByDefault(t *testing.T) {
 func TestDaemonKeepsTrafficMap(t *testing.T) {
 	m := metrics.New()
 	vs := func(addr string, port uint16, conns uint64) ipvs.Service {
-		return ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.MustParseAddr(addr), Port: port, Scheduler: "rr",
+		return ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr(addr), Port: port, Scheduler: "rr",
 			Stats: ipvs.Stats{Connections: conns}}
 	}
 	kernel := []ipvs.Service{vs("10.96.0.80", 80, 1), vs("192.0.2.10", 30080, 2), vs("198.51.100.7", 80, 4)}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -61,7 +62,7 @@ func BenchmarkDelete10kOf100k(b *testing.B) {
 	})
 	b.Run("ipvsplane", func(b *testing.B) {
 		benchDelete(b, total, dests, func(ns *testutil.NetNS) int {
-			return deleteWithPackage(b, ns, conntrack.ByDestination(conntrack.UDP, target, 0))
+			return deleteWithPackage(b, ns, conntrack.ByDestination(inet.UDP, target, 0))
 		}, true)
 	})
 }
@@ -75,7 +76,7 @@ func BenchmarkDeleteTableSize(b *testing.B) {
 	for _, total := range []int{20000, 100000} {
 		b.Run("table-"+strconv.Itoa(total), func(b *testing.B) {
 			benchDelete(b, total, total/matches, func(ns *testutil.NetNS) int {
-				return deleteWithPackage(b, ns, conntrack.ByDestination(conntrack.UDP, target, 0))
+				return deleteWithPackage(b, ns, conntrack.ByDestination(inet.UDP, target, 0))
 			}, true)
 		})
 	}
@@ -108,7 +109,7 @@ func benchDelete(b *testing.B, total, dests int, del func(*testutil.NetNS) int, 
 	defer c.Close()
 	ctx := context.Background()
 	flows := testutil.Spread(total, dests, func(client netip.AddrPort, dst netip.Addr) conntrack.Flow {
-		return conntrack.Flow{Orig: conntrack.Tuple{Src: client.Addr(), Dst: dst, Protocol: conntrack.UDP, SrcPort: client.Port(), DstPort: 53}, Timeout: 10 * time.Minute}
+		return conntrack.Flow{Orig: conntrack.Tuple{Src: client.Addr(), Dst: dst, Protocol: inet.UDP, SrcPort: client.Port(), DstPort: 53}, Timeout: 10 * time.Minute}
 	})
 	if err := c.Create(ctx, flows...); err != nil {
 		b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	vnl "github.com/vishvananda/netlink"
@@ -39,7 +40,7 @@ func benchSet(n int) ipset.Set {
 // so that two lists differ.
 func ipPortEntries(n, offset int) []ipset.Entry {
 	return testutil.Keys(n, offset, func(k netip.AddrPort) ipset.Entry {
-		return ipset.Entry{Addr: k.Addr(), Protocol: ipset.TCP, Port: k.Port()}
+		return ipset.Entry{Addr: k.Addr(), Protocol: inet.TCP, Port: k.Port()}
 	})
 }
 

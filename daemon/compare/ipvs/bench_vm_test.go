@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/ipvsbench"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -184,7 +185,7 @@ func BenchmarkServicesDump10000(b *testing.B) {
 	e := mobySetup(b)
 	var batch ipvs.Batch
 	for i := range dumpServices {
-		batch.CreateService(ipvs.Service{Family: ipvs.IPv4, Protocol: ipvs.TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"})
+		batch.CreateService(ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: "rr"})
 	}
 	if err := e.C.Apply(context.Background(), &batch); err != nil {
 		b.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	mobyipvs "github.com/moby/ipvs"
@@ -40,24 +41,24 @@ func TestMobyReadsTable(t *testing.T) {
 	addr := netip.MustParseAddr
 	var batch ipvs.Batch
 	for _, v := range []ipvs.VirtualServer{
-		{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: addr("10.96.0.1"), Port: 80, Scheduler: "rr"}, Destinations: []ipvs.Destination{
+		{Service: ipvs.Service{Protocol: inet.TCP, Addr: addr("10.96.0.1"), Port: 80, Scheduler: "rr"}, Destinations: []ipvs.Destination{
 			{Addr: addr("10.244.0.1"), Port: 8080, Weight: 1},
 			{Addr: addr("10.244.0.2"), Port: 8080, Forward: ipvs.Route, Weight: 2, UpperThreshold: 100, LowerThreshold: 10},
 			{Addr: addr("10.244.0.3"), Port: 8080, Forward: ipvs.Tunnel, Weight: 3, TunnelType: ipvs.GUE, TunnelPort: 6080, TunnelFlags: ipvs.TunnelChecksum},
 			{Addr: addr("10.244.0.4"), Port: 8080, Weight: 0, Drained: true},
 		}},
-		{Service: ipvs.Service{Protocol: ipvs.UDP, Addr: addr("10.96.0.2"), Port: 53, Scheduler: "wrr", Flags: ipvs.OnePacket}},
-		{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: addr("10.96.0.3"), Port: 443, Scheduler: "rr",
+		{Service: ipvs.Service{Protocol: inet.UDP, Addr: addr("10.96.0.2"), Port: 53, Scheduler: "wrr", Flags: ipvs.OnePacket}},
+		{Service: ipvs.Service{Protocol: inet.TCP, Addr: addr("10.96.0.3"), Port: 443, Scheduler: "rr",
 			Flags: ipvs.Persistent, Timeout: 60 * time.Second, Netmask: 24}},
-		{Service: ipvs.Service{Protocol: ipvs.SCTP, Addr: addr("10.96.0.4"), Port: 9, Scheduler: "lc"}},
-		{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: addr("fd00:96::1"), Port: 80, Scheduler: "rr",
+		{Service: ipvs.Service{Protocol: inet.SCTP, Addr: addr("10.96.0.4"), Port: 9, Scheduler: "lc"}},
+		{Service: ipvs.Service{Protocol: inet.TCP, Addr: addr("fd00:96::1"), Port: 80, Scheduler: "rr",
 			Flags: ipvs.Persistent, Timeout: 300 * time.Second, Netmask: 64}, Destinations: []ipvs.Destination{
 			{Addr: addr("fd00:244::1"), Port: 8080, Weight: 1},
 		}},
-		{Service: ipvs.Service{Family: ipvs.IPv4, FirewallMark: 42, Scheduler: "rr"}, Destinations: []ipvs.Destination{
+		{Service: ipvs.Service{Family: inet.IPv4, FirewallMark: 42, Scheduler: "rr"}, Destinations: []ipvs.Destination{
 			{Addr: addr("10.244.1.1"), Weight: 1},
 		}},
-		{Service: ipvs.Service{Family: ipvs.IPv6, FirewallMark: 43, Scheduler: "rr"}},
+		{Service: ipvs.Service{Family: inet.IPv6, FirewallMark: 43, Scheduler: "rr"}},
 	} {
 		batch.CreateService(v.Service)
 		for _, d := range v.Destinations {
@@ -120,9 +121,9 @@ func mobyTable(t *testing.T, h *mobyipvs.Handle) []ipvs.VirtualServer {
 	}
 	var out []ipvs.VirtualServer
 	for _, ms := range svcs {
-		f := ipvs.Family(ms.AddressFamily)
+		f := inet.Family(ms.AddressFamily)
 		s := ipvs.Service{
-			Family: f, Protocol: ipvs.Protocol(ms.Protocol), Port: ms.Port,
+			Family: f, Protocol: inet.Protocol(ms.Protocol), Port: ms.Port,
 			FirewallMark: ms.FWMark, Scheduler: ipvs.Scheduler(ms.SchedName), Flags: ipvs.ServiceFlags(ms.Flags),
 			Timeout: time.Duration(ms.Timeout) * time.Second, PersistenceEngine: ms.PEName,
 			Netmask: mobyNetmask(f, ms.Netmask),
@@ -139,7 +140,7 @@ func mobyTable(t *testing.T, h *mobyipvs.Handle) []ipvs.VirtualServer {
 		var ds []ipvs.Destination
 		for _, md := range dests {
 			ds = append(ds, ipvs.Destination{
-				Addr: ipAddr(md.Address, ipvs.Family(md.AddressFamily)), Port: md.Port, Weight: md.Weight, Drained: md.Weight == 0,
+				Addr: ipAddr(md.Address, inet.Family(md.AddressFamily)), Port: md.Port, Weight: md.Weight, Drained: md.Weight == 0,
 				Forward: ipvs.ForwardMethod(md.ConnectionFlags & connFwdMask), UpperThreshold: md.UpperThreshold,
 				LowerThreshold: md.LowerThreshold,
 			})
@@ -153,9 +154,9 @@ func mobyTable(t *testing.T, h *mobyipvs.Handle) []ipvs.VirtualServer {
 // destination's connection flags.
 const connFwdMask = 0x0007
 
-func ipAddr(ip net.IP, f ipvs.Family) netip.Addr {
+func ipAddr(ip net.IP, f inet.Family) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip)
-	if f == ipvs.IPv4 {
+	if f == inet.IPv4 {
 		return a.Unmap()
 	}
 	return a
@@ -163,8 +164,8 @@ func ipAddr(ip net.IP, f ipvs.Family) netip.Addr {
 
 // mobyNetmask converts moby/ipvs's raw netmask (the attribute read as a
 // host integer) to a prefix length.
-func mobyNetmask(f ipvs.Family, raw uint32) int {
-	if f == ipvs.IPv6 {
+func mobyNetmask(f inet.Family, raw uint32) int {
+	if f == inet.IPv6 {
 		return int(raw)
 	}
 	return bits.OnesCount32(binary.BigEndian.Uint32(binary.NativeEndian.AppendUint32(nil, raw)))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -22,7 +23,7 @@ import (
 
 func localService(name string, hc uint16, eps ...model.Endpoint) model.ServicePort {
 	return model.ServicePort{
-		Name: model.ServicePortName{Namespace: "demo", Name: name, Port: "http"}, Protocol: model.TCP, Port: 80,
+		Name: model.ServicePortName{Namespace: "demo", Name: name, Port: "http"}, Protocol: inet.TCP, Port: 80,
 		ClusterIPs:     []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		ExternalPolicy: model.PolicyLocal, HealthCheckNodePort: hc, Endpoints: eps,
 	}

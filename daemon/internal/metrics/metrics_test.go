@@ -14,6 +14,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
@@ -128,7 +129,7 @@ func TestKubeProxyPages(t *testing.T) {
 
 func TestMetricsObserve(t *testing.T) {
 	m := New()
-	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: model.TCP, Port: 80}
+	vk := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.1"), Protocol: inet.TCP, Port: 80}
 	add := plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk}}
 	m.observe(&dataplane.Result{
 		Plan:   plan.New(add, plan.Bind{Addr: vk.Addr}),
@@ -190,7 +191,7 @@ func TestMetricsSchedulerFallbacks(t *testing.T) {
 	name := model.ServicePortName{Namespace: "demo", Name: "web"}
 	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Errors: []error{
 		&model.SchedulerError{Service: name, Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler},
-		&model.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrNoScheduler},
+		&model.SchedulerError{Service: name, Scheduler: "twos", Fallback: "rr", Err: dataplane.ErrSchedulerNotSupported},
 		&model.SettingError{Service: name, Field: "schedulerFlags", Value: "sh-port"},
 	}})
 	for _, c := range []struct {

@@ -153,7 +153,7 @@ func statusVirtuals(rec *Record, v *Kernel) []statusVirtual {
 		}
 		sv := statusVirtual{
 			Service: name, NodePort: nodePort, Owned: v.owned[fmt.Sprintf("%s,%s:%d", s.Addr, proto, s.Port)],
-			Protocol: s.Protocol.String(), Address: s.Addr.String(), Port: s.Port, Scheduler: string(s.Scheduler),
+			Protocol: strings.ToUpper(s.Protocol.String()), Address: s.Addr.String(), Port: s.Port, Scheduler: string(s.Scheduler),
 			PersistenceSeconds: int(s.Timeout.Seconds()), RealServers: []statusReal{},
 		}
 		slices.SortFunc(vs.Destinations, func(a, b ipvs.Destination) int {

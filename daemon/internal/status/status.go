@@ -315,7 +315,7 @@ func printVirtualServer(tw io.Writer, rec *Record, v *Kernel, vs ipvs.VirtualSer
 	if s.Timeout > 0 {
 		sched += fmt.Sprintf(" persistent %ds", int(s.Timeout.Seconds()))
 	}
-	vip := fmt.Sprintf("%s %s", s.Protocol, netipJoin(s.Addr.String(), s.Port))
+	vip := fmt.Sprintf("%s %s", strings.ToUpper(s.Protocol.String()), netipJoin(s.Addr.String(), s.Port))
 	if len(vs.Destinations) == 0 {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t(none)\t-\t-\t-\n", name, vip, sched)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -25,7 +26,7 @@ func statusFixture(t *testing.T) (*Record, *Kernel, time.Time) {
 	t.Helper()
 	now := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
 	web := model.ServicePort{
-		Name: model.ServicePortName{Namespace: "demo", Name: "web", Port: "http"}, Protocol: model.TCP, Port: 80,
+		Name: model.ServicePortName{Namespace: "demo", Name: "web", Port: "http"}, Protocol: inet.TCP, Port: 80,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.80")}, NodePort: 30080,
 	}
 	path := filepath.Join(t.TempDir(), "status.json")
@@ -46,11 +47,11 @@ func statusFixture(t *testing.T) (*Record, *Kernel, time.Time) {
 	}
 	view := &Kernel{
 		table: []ipvs.VirtualServer{
-			{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("192.168.0.1"), Port: 30080, Scheduler: "rr"},
+			{Service: ipvs.Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("192.168.0.1"), Port: 30080, Scheduler: "rr"},
 				Destinations: []ipvs.Destination{dst("10.244.1.2", 1, 0, 2)}},
-			{Service: ipvs.Service{Protocol: ipvs.TCP, Addr: netip.MustParseAddr("10.96.0.80"), Port: 80, Scheduler: "rr", Timeout: 3 * time.Hour},
+			{Service: ipvs.Service{Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.80"), Port: 80, Scheduler: "rr", Timeout: 3 * time.Hour},
 				Destinations: []ipvs.Destination{dst("10.244.2.2", 0, 1, 0), dst("10.244.1.2", 1, 3, 4)}},
-			{Service: ipvs.Service{Protocol: ipvs.UDP, Addr: netip.MustParseAddr("10.0.0.99"), Port: 53, Scheduler: "wlc"}},
+			{Service: ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.0.0.99"), Port: 53, Scheduler: "wlc"}},
 		},
 		owned: map[string]bool{"10.96.0.80,tcp:80": true, "192.168.0.1,tcp:30080": true},
 		sets: []ipset.Header{

@@ -16,6 +16,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -72,7 +73,7 @@ func (c *trafficCounters) add(o trafficCounters) {
 // servers.
 type trafficPort struct {
 	name     model.ServicePortName
-	protocol model.Protocol
+	protocol inet.Protocol
 	keys     []plan.VirtualKey
 	// total is what the port's virtual servers counted while the daemon
 	// read them; last, what the latest reading added.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -28,10 +29,10 @@ func benchTraffic() (*model.Node, []model.ServicePort, []ipvs.Service) {
 		v6 := netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x96, 14: byte(i >> 8), 15: byte(i)})
 		ports[i] = model.ServicePort{
 			Name:     model.ServicePortName{Namespace: "ns" + strconv.Itoa(i%100), Name: "svc" + strconv.Itoa(i), Port: "http"},
-			Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{v4, v6}, NodePort: uint16(20000 + i),
+			Protocol: inet.TCP, Port: 80, ClusterIPs: []netip.Addr{v4, v6}, NodePort: uint16(20000 + i),
 		}
 		for _, k := range plan.VirtualKeys(node, &ports[i]) {
-			svcs = append(svcs, kernelService(ipvs.TCP, k.Addr.String(), k.Port, stats(uint64(i), 10, 10, 1000, 1000)))
+			svcs = append(svcs, kernelService(inet.TCP, k.Addr.String(), k.Port, stats(uint64(i), 10, 10, 1000, 1000)))
 		}
 	}
 	return node, ports, svcs

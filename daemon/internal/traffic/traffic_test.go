@@ -12,6 +12,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -43,11 +44,11 @@ func (f *fakeLister) dumped() int {
 	return f.dumps
 }
 
-func kernelService(proto ipvs.Protocol, addr string, port uint16, s ipvs.Stats) ipvs.Service {
+func kernelService(proto inet.Protocol, addr string, port uint16, s ipvs.Stats) ipvs.Service {
 	a := netip.MustParseAddr(addr)
-	f := ipvs.IPv4
+	f := inet.IPv4
 	if a.Is6() {
-		f = ipvs.IPv6
+		f = inet.IPv6
 	}
 	return ipvs.Service{Family: f, Protocol: proto, Addr: a, Port: port, Scheduler: "rr", Stats: s}
 }
@@ -60,7 +61,7 @@ func trafficNode() *model.Node {
 // IPs, node ports, an external and a load-balancer address.
 func webPort() model.ServicePort {
 	return model.ServicePort{
-		Name: model.ServicePortName{Namespace: "shop", Name: "web", Port: "http"}, Protocol: model.TCP, Port: 80,
+		Name: model.ServicePortName{Namespace: "shop", Name: "web", Port: "http"}, Protocol: inet.TCP, Port: 80,
 		ClusterIPs:  []netip.Addr{netip.MustParseAddr("10.96.0.20"), netip.MustParseAddr("fd00:96::20")},
 		NodePort:    30080,
 		ExternalIPs: []netip.Addr{netip.MustParseAddr("203.0.113.5")}, LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("2001:db8::10")},
@@ -69,7 +70,7 @@ func webPort() model.ServicePort {
 
 func dnsPort() model.ServicePort {
 	return model.ServicePort{
-		Name: model.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"}, Protocol: model.UDP, Port: 53,
+		Name: model.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"}, Protocol: inet.UDP, Port: 53,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 	}
 }
@@ -98,17 +99,17 @@ func exposition(connections, packets, bytes string) string {
 func TestServiceTrafficSumsVirtualServers(t *testing.T) {
 	web, dns := webPort(), dnsPort()
 	k := &fakeLister{svcs: []ipvs.Service{
-		kernelService(ipvs.TCP, "10.96.0.20", 80, stats(1, 10, 20, 1000, 2000)),
-		kernelService(ipvs.TCP, "fd00:96::20", 80, stats(2, 10, 20, 1000, 2000)),
-		kernelService(ipvs.TCP, "203.0.113.5", 80, stats(3, 10, 20, 1000, 2000)),
-		kernelService(ipvs.TCP, "2001:db8::10", 80, stats(4, 10, 20, 1000, 2000)),
-		kernelService(ipvs.TCP, "192.168.0.10", 30080, stats(5, 10, 20, 1000, 2000)),
-		kernelService(ipvs.TCP, "fd00:1::10", 30080, stats(6, 10, 20, 1000, 2000)),
-		kernelService(ipvs.UDP, "10.96.0.10", 53, stats(7, 7, 7, 700, 1400)),
+		kernelService(inet.TCP, "10.96.0.20", 80, stats(1, 10, 20, 1000, 2000)),
+		kernelService(inet.TCP, "fd00:96::20", 80, stats(2, 10, 20, 1000, 2000)),
+		kernelService(inet.TCP, "203.0.113.5", 80, stats(3, 10, 20, 1000, 2000)),
+		kernelService(inet.TCP, "2001:db8::10", 80, stats(4, 10, 20, 1000, 2000)),
+		kernelService(inet.TCP, "192.168.0.10", 30080, stats(5, 10, 20, 1000, 2000)),
+		kernelService(inet.TCP, "fd00:1::10", 30080, stats(6, 10, 20, 1000, 2000)),
+		kernelService(inet.UDP, "10.96.0.10", 53, stats(7, 7, 7, 700, 1400)),
 		// Another program's, and the same address under another protocol.
-		kernelService(ipvs.TCP, "192.0.2.1", 80, stats(100, 100, 100, 100, 100)),
-		kernelService(ipvs.UDP, "10.96.0.20", 80, stats(100, 100, 100, 100, 100)),
-		{Family: ipvs.IPv4, FirewallMark: 7, Scheduler: "rr", Stats: stats(100, 100, 100, 100, 100)},
+		kernelService(inet.TCP, "192.0.2.1", 80, stats(100, 100, 100, 100, 100)),
+		kernelService(inet.UDP, "10.96.0.20", 80, stats(100, 100, 100, 100, 100)),
+		{Family: inet.IPv4, FirewallMark: 7, Scheduler: "rr", Stats: stats(100, 100, 100, 100, 100)},
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := New(k, clock.now)
@@ -138,7 +139,7 @@ ipvsplane_service_bytes_total{direction="out",name="web",namespace="shop",port="
 // first tick, when there are no series.
 func TestServiceTrafficOneDumpPerInterval(t *testing.T) {
 	web := webPort()
-	k := &fakeLister{svcs: []ipvs.Service{kernelService(ipvs.TCP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}}
+	k := &fakeLister{svcs: []ipvs.Service{kernelService(inet.TCP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}}
 	tr := New(k, time.Now)
 	tr.Replace(trafficNode(), []model.ServicePort{web})
 	reg := prometheus.NewPedanticRegistry()
@@ -178,9 +179,9 @@ func TestServiceTrafficOneDumpPerInterval(t *testing.T) {
 func TestServiceTrafficRates(t *testing.T) {
 	web, dns := webPort(), dnsPort()
 	k := &fakeLister{svcs: []ipvs.Service{
-		kernelService(ipvs.TCP, "10.96.0.20", 80, stats(10, 100, 100, 1000, 1000)),
-		kernelService(ipvs.TCP, "192.168.0.10", 30080, stats(10, 100, 100, 1000, 1000)),
-		kernelService(ipvs.UDP, "10.96.0.10", 53, stats(5, 5, 5, 500, 500)),
+		kernelService(inet.TCP, "10.96.0.20", 80, stats(10, 100, 100, 1000, 1000)),
+		kernelService(inet.TCP, "192.168.0.10", 30080, stats(10, 100, 100, 1000, 1000)),
+		kernelService(inet.UDP, "10.96.0.10", 53, stats(5, 5, 5, 500, 500)),
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := New(k, clock.now)
@@ -195,14 +196,14 @@ func TestServiceTrafficRates(t *testing.T) {
 	// Ten seconds on: web counted 20 connections (10 on each of two
 	// virtual servers), dns nothing; a new port appears.
 	clock.advance(10 * time.Second)
-	api := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "api"}, Protocol: model.TCP, Port: 443,
+	api := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "api"}, Protocol: inet.TCP, Port: 443,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}
 	tr.Apply(trafficNode(), []plan.Change{{Name: api.Name, Port: &api}})
 	k.svcs = []ipvs.Service{
-		kernelService(ipvs.TCP, "10.96.0.20", 80, stats(20, 200, 150, 3000, 2000)),
-		kernelService(ipvs.TCP, "192.168.0.10", 30080, stats(20, 200, 150, 3000, 2000)),
-		kernelService(ipvs.UDP, "10.96.0.10", 53, stats(5, 5, 5, 500, 500)),
-		kernelService(ipvs.TCP, "10.96.0.1", 443, stats(1000, 1000, 1000, 1e6, 1e6)),
+		kernelService(inet.TCP, "10.96.0.20", 80, stats(20, 200, 150, 3000, 2000)),
+		kernelService(inet.TCP, "192.168.0.10", 30080, stats(20, 200, 150, 3000, 2000)),
+		kernelService(inet.UDP, "10.96.0.10", 53, stats(5, 5, 5, 500, 500)),
+		kernelService(inet.TCP, "10.96.0.1", 443, stats(1000, 1000, 1000, 1e6, 1e6)),
 	}
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestServiceTrafficRates(t *testing.T) {
 func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	web := webPort()
 	web.NodePort, web.ExternalIPs, web.LoadBalancerIPs = 0, nil, nil
-	k := &fakeLister{svcs: []ipvs.Service{kernelService(ipvs.TCP, "10.96.0.20", 80, stats(100, 100, 100, 100, 100))}}
+	k := &fakeLister{svcs: []ipvs.Service{kernelService(inet.TCP, "10.96.0.20", 80, stats(100, 100, 100, 100, 100))}}
 	tr := New(k, time.Now)
 	tr.Replace(trafficNode(), []model.ServicePort{web})
 	ctx := context.Background()
@@ -270,8 +271,8 @@ func TestServiceTrafficSeriesFollowPorts(t *testing.T) {
 	web, dns := webPort(), dnsPort()
 	web.NodePort, web.ExternalIPs, web.LoadBalancerIPs = 0, nil, nil
 	k := &fakeLister{svcs: []ipvs.Service{
-		kernelService(ipvs.TCP, "10.96.0.20", 80, stats(4, 4, 4, 4, 4)),
-		kernelService(ipvs.UDP, "10.96.0.10", 53, stats(2, 2, 2, 2, 2)),
+		kernelService(inet.TCP, "10.96.0.20", 80, stats(4, 4, 4, 4, 4)),
+		kernelService(inet.UDP, "10.96.0.10", 53, stats(2, 2, 2, 2, 2)),
 	}}
 	tr := New(k, time.Now)
 	tr.Replace(trafficNode(), []model.ServicePort{web, dns})
@@ -280,9 +281,9 @@ func TestServiceTrafficSeriesFollowPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	udpWeb := web
-	udpWeb.Protocol = model.UDP
+	udpWeb.Protocol = inet.UDP
 	tr.Apply(trafficNode(), []plan.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}})
-	k.svcs = []ipvs.Service{kernelService(ipvs.UDP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}
+	k.svcs = []ipvs.Service{kernelService(inet.UDP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -303,8 +304,8 @@ func TestStatusShowsTrafficRates(t *testing.T) {
 	stateFile := filepath.Join(t.TempDir(), "run", "status.json")
 	web, dns := webPort(), dnsPort()
 	k := &fakeLister{svcs: []ipvs.Service{
-		kernelService(ipvs.TCP, "10.96.0.20", 80, stats(0, 0, 0, 0, 0)),
-		kernelService(ipvs.UDP, "10.96.0.10", 53, stats(0, 0, 0, 0, 0)),
+		kernelService(inet.TCP, "10.96.0.20", 80, stats(0, 0, 0, 0, 0)),
+		kernelService(inet.UDP, "10.96.0.10", 53, stats(0, 0, 0, 0, 0)),
 	}}
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	tr := New(k, clock.now)

@@ -12,6 +12,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -34,7 +35,7 @@ func TestIPv4ServedWithoutIPv6(t *testing.T) {
 	if d.IPv6() {
 		t.Fatal("the dataplane finds IPv6 on a kernel booted without it")
 	}
-	web := fixture.Svc("default", "web", "http", model.TCP, 80, "10.96.0.10", "fd00:96::10")
+	web := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.10", "fd00:96::10")
 	web.NodePort = 30080
 	web.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a"), fixture.Ready("fd00:244::2", 8080, "node-a")}
 	state := &model.State{

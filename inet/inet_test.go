@@ -1,0 +1,38 @@
+package inet
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestProtocolNamesRoundTrip(t *testing.T) {
+	for _, n := range protocolNames {
+		for _, s := range []string{n.name, n.p.String()} {
+			if p, err := ParseProtocol(s); err != nil || p != n.p {
+				t.Errorf("ParseProtocol(%q) = %v, %v; want %v", s, p, err, n.p)
+			}
+		}
+	}
+	if got := Protocol(99).String(); got != "proto(99)" {
+		t.Errorf("Protocol(99) = %q", got)
+	}
+	if _, err := ParseProtocol("tcp6"); err == nil {
+		t.Error("ParseProtocol(tcp6) did not fail")
+	}
+}
+
+func TestFamilyOf(t *testing.T) {
+	for _, c := range []struct {
+		addr netip.Addr
+		want Family
+		bits int
+	}{
+		{netip.MustParseAddr("10.0.0.1"), IPv4, 32},
+		{netip.MustParseAddr("::ffff:10.0.0.1"), IPv6, 128},
+		{netip.Addr{}, 0, 32},
+	} {
+		if f := FamilyOf(c.addr); f != c.want || f.Bits() != c.bits {
+			t.Errorf("FamilyOf(%v) = %v (%d bits); want %v (%d bits)", c.addr, f, f.Bits(), c.want, c.bits)
+		}
+	}
+}

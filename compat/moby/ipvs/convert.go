@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
@@ -26,9 +27,9 @@ func ToService(s *Service) (ipvs.Service, error) {
 	var out ipvs.Service
 	switch s.AddressFamily {
 	case unix.AF_INET:
-		out.Family = ipvs.IPv4
+		out.Family = inet.IPv4
 	case unix.AF_INET6:
-		out.Family = ipvs.IPv6
+		out.Family = inet.IPv6
 	default:
 		return ipvs.Service{}, fmt.Errorf("address family %d: %w", s.AddressFamily, unix.EAFNOSUPPORT)
 	}
@@ -42,7 +43,7 @@ func ToService(s *Service) (ipvs.Service, error) {
 		if err != nil {
 			return ipvs.Service{}, err
 		}
-		out.Protocol, out.Addr, out.Port = ipvs.Protocol(s.Protocol), addr, s.Port
+		out.Protocol, out.Addr, out.Port = inet.Protocol(s.Protocol), addr, s.Port
 	}
 	netmask, err := prefixLen(out.Family, s.Netmask)
 	if err != nil {
@@ -58,9 +59,9 @@ func ToService(s *Service) (ipvs.Service, error) {
 
 // serviceAddr converts a service's address. A nil one is the unspecified
 // address, which is what the kernel made of moby/ipvs's empty attribute.
-func serviceAddr(ip net.IP, f ipvs.Family) (netip.Addr, error) {
+func serviceAddr(ip net.IP, f inet.Family) (netip.Addr, error) {
 	if len(ip) == 0 {
-		if f == ipvs.IPv6 {
+		if f == inet.IPv6 {
 			return netip.IPv6Unspecified(), nil
 		}
 		return netip.IPv4Unspecified(), nil
@@ -82,8 +83,8 @@ func addrFromIP(ip net.IP) (netip.Addr, error) {
 // prefixLen converts moby/ipvs's raw netmask to package ipvs's prefix
 // length. moby/ipvs wrote the field as a host integer and the kernel reads
 // an IPv4 mask from those bytes in network byte order.
-func prefixLen(f ipvs.Family, raw uint32) (int, error) {
-	if f == ipvs.IPv6 {
+func prefixLen(f inet.Family, raw uint32) (int, error) {
+	if f == inet.IPv6 {
 		if raw > 128 {
 			return 0, fmt.Errorf("IPv6 netmask /%d out of range", raw)
 		}
@@ -98,8 +99,8 @@ func prefixLen(f ipvs.Family, raw uint32) (int, error) {
 }
 
 // rawNetmask is prefixLen's inverse.
-func rawNetmask(f ipvs.Family, ones int) uint32 {
-	if f == ipvs.IPv6 {
+func rawNetmask(f inet.Family, ones int) uint32 {
+	if f == inet.IPv6 {
 		return uint32(ones)
 	}
 	mask := ^uint32(0) << (32 - ones)

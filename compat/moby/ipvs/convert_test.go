@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/compat/moby/ipvs"
+	"github.com/ipvsplane/ipvsplane/inet"
 	ipvsplane "github.com/ipvsplane/ipvsplane/ipvs"
 )
 
@@ -22,13 +23,13 @@ func TestToService(t *testing.T) {
 	}{
 		{name: "mapped IPv4 address, full mask",
 			in:   ipvs.Service{AddressFamily: syscall.AF_INET, Protocol: 6, Address: net.ParseIP("10.0.0.1"), Port: 80, Netmask: 0xffffffff},
-			want: ipvsplane.Service{Family: ipvsplane.IPv4, Protocol: ipvsplane.TCP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 80, Netmask: 32}},
+			want: ipvsplane.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 80, Netmask: 32}},
 		{name: "nil address is the unspecified one",
 			in:   ipvs.Service{AddressFamily: syscall.AF_INET6, Protocol: 17, Port: 53, Netmask: 128},
-			want: ipvsplane.Service{Family: ipvsplane.IPv6, Protocol: ipvsplane.UDP, Addr: netip.IPv6Unspecified(), Port: 53, Netmask: 128}},
+			want: ipvsplane.Service{Family: inet.IPv6, Protocol: inet.UDP, Addr: netip.IPv6Unspecified(), Port: 53, Netmask: 128}},
 		{name: "fwmark ignores the address fields",
 			in:   ipvs.Service{AddressFamily: syscall.AF_INET, FWMark: 3, Protocol: 6, Address: net.ParseIP("10.0.0.1"), Netmask: raw(255, 255, 0, 0)},
-			want: ipvsplane.Service{Family: ipvsplane.IPv4, FirewallMark: 3, Netmask: 16}},
+			want: ipvsplane.Service{Family: inet.IPv4, FirewallMark: 3, Netmask: 16}},
 		{name: "unknown family", in: ipvs.Service{AddressFamily: 0, FWMark: 3}, bad: true},
 		{name: "mask not a prefix", in: ipvs.Service{AddressFamily: syscall.AF_INET, FWMark: 3, Netmask: raw(255, 0, 255, 0)}, bad: true},
 		{name: "IPv6 prefix too long", in: ipvs.Service{AddressFamily: syscall.AF_INET6, FWMark: 3, Netmask: 129}, bad: true},
@@ -49,9 +50,9 @@ func TestToService(t *testing.T) {
 // what was read.
 func TestFromServiceRoundTrip(t *testing.T) {
 	for _, s := range []ipvsplane.Service{
-		{Family: ipvsplane.IPv4, Protocol: ipvsplane.SCTP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 9, Scheduler: "lc", Netmask: 24},
-		{Family: ipvsplane.IPv4, FirewallMark: 5, Scheduler: "rr", Netmask: 0},
-		{Family: ipvsplane.IPv6, Protocol: ipvsplane.TCP, Addr: netip.MustParseAddr("fd00::1"), Port: 443, Netmask: 128, PersistenceEngine: "sip"},
+		{Family: inet.IPv4, Protocol: inet.SCTP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 9, Scheduler: "lc", Netmask: 24},
+		{Family: inet.IPv4, FirewallMark: 5, Scheduler: "rr", Netmask: 0},
+		{Family: inet.IPv6, Protocol: inet.TCP, Addr: netip.MustParseAddr("fd00::1"), Port: 443, Netmask: 128, PersistenceEngine: "sip"},
 	} {
 		m := ipvs.FromService(s)
 		if s.FirewallMark != 0 && m.Address != nil {

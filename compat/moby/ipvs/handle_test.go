@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/compat/moby/ipvs"
+	"github.com/ipvsplane/ipvsplane/inet"
 	ipvsplane "github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
 	"golang.org/x/sys/unix"
@@ -51,16 +52,16 @@ func TestHandleWrites(t *testing.T) {
 	}
 	a := netip.MustParseAddr
 	want := []ipvsplane.VirtualServer{
-		{Service: ipvsplane.Service{Family: ipvsplane.IPv4, Protocol: ipvsplane.TCP, Addr: a("10.96.0.1"), Port: 80,
+		{Service: ipvsplane.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: a("10.96.0.1"), Port: 80,
 			Scheduler: "rr", Flags: ipvsplane.Persistent | ipvsplane.Hashed, Timeout: 300 * time.Second, Netmask: 24},
 			Destinations: []ipvsplane.Destination{
 				{Addr: a("10.244.0.1"), Port: 8080, Weight: 1},
 				{Addr: a("10.244.0.2"), Port: 8080, Drained: true, Forward: ipvsplane.Route},
 				{Addr: a("10.244.0.3"), Port: 8080, Weight: 70000, Forward: ipvsplane.Tunnel, UpperThreshold: 100, LowerThreshold: 10},
 			}},
-		{Service: ipvsplane.Service{Family: ipvsplane.IPv6, Protocol: ipvsplane.UDP, Addr: a("fd00::1"), Port: 53,
+		{Service: ipvsplane.Service{Family: inet.IPv6, Protocol: inet.UDP, Addr: a("fd00::1"), Port: 53,
 			Scheduler: "sh", Flags: ipvsplane.SHFallback | ipvsplane.SHPort | ipvsplane.Hashed, Netmask: 64}},
-		{Service: ipvsplane.Service{Family: ipvsplane.IPv4, FirewallMark: 9, Scheduler: "wrr", Flags: ipvsplane.Hashed, Netmask: 32}},
+		{Service: ipvsplane.Service{Family: inet.IPv4, FirewallMark: 9, Scheduler: "wrr", Flags: ipvsplane.Hashed, Netmask: 32}},
 	}
 	if got := k.Table(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("kernel table:\n got %+v\nwant %+v", got, want)

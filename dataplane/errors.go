@@ -66,16 +66,17 @@ func (e *HeldBackError) Error() string {
 
 // checkError is the failure of what the dataplane does outside a plan
 // (checking a scheduler, writing a setting), in the kernel packages'
-// shape: what was done, to what, the sentinel and the cause. Callers
-// match it with errors.Is; it is no *OpError, which counts failed
-// operations of a plan.
+// shape: what was done, to what, the sentinel and the cause, and what an
+// operator can do about it. Callers match it with errors.Is; it is no
+// *OpError, which counts failed operations of a plan.
 type checkError struct {
 	op, object      string
 	sentinel, cause error
+	hint            string
 }
 
 func (e *checkError) Error() string {
-	return nl.OpErrorText("dataplane", e.op, e.object, e.sentinel, e.cause, "")
+	return nl.OpErrorText("dataplane", e.op, e.object, e.sentinel, e.cause, e.hint)
 }
 
 func (e *checkError) Unwrap() []error { return nl.OpErrorUnwrap(e.sentinel, e.cause) }

@@ -41,7 +41,8 @@ func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 	err = d.ipvs.CreateService(ctx, probe)
 	if errors.Is(err, unix.ENOENT) {
 		// The kernel's answer to a scheduler it cannot find.
-		return &checkError{op: "check IPVS scheduler", object: name, sentinel: ErrSchedulerNotSupported, cause: err}
+		return &checkError{op: "check IPVS scheduler", object: name, sentinel: ErrSchedulerNotSupported, cause: err,
+			hint: "load its kernel module, ip_vs_" + name}
 	}
 	if err != nil {
 		return &checkError{op: "check IPVS scheduler", object: name + " with a probe virtual server", cause: err}

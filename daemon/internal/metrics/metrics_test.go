@@ -74,6 +74,7 @@ func TestMetricNames(t *testing.T) {
 		"ipvsplane_scheduler_fallbacks":                              nil,
 		"ipvsplane_ignored_service_settings":                         nil,
 		"go_goroutines":                                              nil,
+		"go_gc_heap_live_bytes":                                      nil,
 		"process_resident_memory_bytes":                              nil,
 	} {
 		got, ok := labels[name]

@@ -37,8 +37,9 @@
 //
 // # What it does not model
 //
-// Traffic: connection counts and statistics are zero, and Zero has nothing
-// to clear. Checks the kernel makes against the host: whether an address
+// Traffic: statistics are zero, and Zero has nothing to clear; connection
+// counts are what Kernel.SetConnections set, which a test stands in for
+// traffic with. Checks the kernel makes against the host: whether an address
 // is local (forwarding reported as ipvs.LocalNode), loading modules,
 // privileges (EPERM), memory limits (ENOMEM, ENOBUFS). Kernels older than
 // the newest interface: the fake always sends destination families,

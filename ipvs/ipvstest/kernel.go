@@ -2,6 +2,7 @@ package ipvstest
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -101,6 +102,29 @@ func (k *Kernel) Writes() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.writes
+}
+
+// SetConnections sets the connection counts of destination addr:port of
+// service s as traffic through it would leave them: active connections
+// (established TCP) and inactive ones (any other state). A destination
+// keeps them when it is edited, drained or not, until they are set
+// again, as the kernel keeps its connections until they end. It fails
+// with ipvs.ErrServiceNotExist or ipvs.ErrDestinationNotExist when
+// there is no such service or destination.
+func (k *Kernel) SetConnections(s ipvs.Service, addr netip.Addr, port uint16, active, inactive uint32) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	i := k.find(s)
+	if i < 0 {
+		return fmt.Errorf("ipvstest: service %v: %w", s, ipvs.ErrServiceNotExist)
+	}
+	vs := k.services[i]
+	j := slices.IndexFunc(vs.dests, func(x ipvs.Destination) bool { return x.Addr == addr && x.Port == port })
+	if j < 0 {
+		return fmt.Errorf("ipvstest: destination %v of %v: %w", netip.AddrPortFrom(addr, port), s, ipvs.ErrDestinationNotExist)
+	}
+	vs.dests[j].ActiveConnections, vs.dests[j].InactiveConnections = active, inactive
+	return nil
 }
 
 // Dump prints the table much as ipvsadm -Ln does, one line per service
@@ -245,10 +269,14 @@ func setDest(vs *virtualServer, cmd uint8, d ipvs.Destination) unix.Errno {
 	case cmd == cmdNewDest && j >= 0:
 		return unix.EEXIST
 	case cmd == cmdNewDest:
+		// A new destination has no connections; an edited one keeps its.
+		d.ActiveConnections, d.InactiveConnections, d.PersistentConnections = 0, 0, 0
 		vs.dests = append(vs.dests, d)
 	case j < 0:
 		return unix.ENOENT
 	case cmd == cmdSetDest:
+		old := vs.dests[j]
+		d.ActiveConnections, d.InactiveConnections, d.PersistentConnections = old.ActiveConnections, old.InactiveConnections, old.PersistentConnections
 		vs.dests[j] = d
 	case cmd == cmdDelDest:
 		vs.dests = slices.Delete(vs.dests, j, j+1)

@@ -84,3 +84,43 @@ func TestSharedStateAndDump(t *testing.T) {
 		t.Errorf("Timeouts: %+v", got)
 	}
 }
+
+// Connection counts stand in for traffic: read back by Destinations, kept
+// through an edit (a drain), and refused for what does not exist.
+func TestSetConnections(t *testing.T) {
+	ctx := context.Background()
+	k := ipvstest.New(nil)
+	c := k.Dial()
+	defer c.Close()
+	svc := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Scheduler: ipvs.RoundRobin}
+	dest := ipvs.Destination{Addr: netip.MustParseAddr("10.244.0.5"), Port: 8080, Weight: 1}
+	if err := c.CreateService(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateDestination(ctx, svc, dest); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.SetConnections(svc, dest.Addr, dest.Port, 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	drained := dest
+	drained.Weight, drained.Drained = 0, true
+	if err := c.UpdateDestination(ctx, svc, drained); err != nil {
+		t.Fatal(err)
+	}
+	dests, err := c.Destinations(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dests) != 1 || dests[0].ActiveConnections != 3 || dests[0].InactiveConnections != 2 || dests[0].Weight != 0 {
+		t.Errorf("drained destination %+v, want weight 0 with 3 active and 2 inactive connections", dests)
+	}
+	if err := k.SetConnections(svc, dest.Addr, 9, 1, 0); !errors.Is(err, ipvs.ErrDestinationNotExist) {
+		t.Errorf("missing destination: %v, want ErrDestinationNotExist", err)
+	}
+	other := svc
+	other.Port = 81
+	if err := k.SetConnections(other, dest.Addr, dest.Port, 1, 0); !errors.Is(err, ipvs.ErrServiceNotExist) {
+		t.Errorf("missing service: %v, want ErrServiceNotExist", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/ipset"
@@ -15,8 +14,9 @@ import (
 // Each success is recorded in the programmed state; each failure is
 // returned and its objects are planned again on the next sync. Once an
 // operation on the sets or rules failed, what would draw new traffic is
-// held back (see holdBack); what is already programmed stays.
-func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan) []error {
+// held back (see holdBack); what is already programmed stays. The
+// conntrack cleanup is tallied in flows.
+func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan, flows *FlowCleanup) []error {
 	var errs []error
 	prepared := true
 	held := &HeldBackError{}
@@ -34,7 +34,7 @@ func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan) []error {
 			case plan.IPVSBatch:
 				batchErrs = d.applyIPVS(ctx, b)
 			default:
-				batchErrs = d.applyEach(ctx, b.Ops)
+				batchErrs = d.applyEach(ctx, b.Ops, flows)
 			}
 			if len(batchErrs) > 0 && prepares(b.Ops[0]) {
 				prepared = false
@@ -109,10 +109,10 @@ func (d *Dataplane) failed(op plan.Op, err error) error {
 }
 
 // applyEach carries out operations one by one.
-func (d *Dataplane) applyEach(ctx context.Context, ops []plan.Op) []error {
+func (d *Dataplane) applyEach(ctx context.Context, ops []plan.Op, flows *FlowCleanup) []error {
 	var errs []error
 	for _, op := range ops {
-		if err := d.applyOne(ctx, op); err != nil {
+		if err := d.applyOne(ctx, op, flows); err != nil {
 			errs = append(errs, d.failed(op, err))
 		} else {
 			d.succeeded(op)
@@ -121,67 +121,49 @@ func (d *Dataplane) applyEach(ctx context.Context, ops []plan.Op) []error {
 	return errs
 }
 
-func (d *Dataplane) applyOne(ctx context.Context, op plan.Op) error {
+func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup) error {
 	switch o := op.(type) {
 	case plan.CreateSet:
-		err := d.sets.Create(ctx, ipsetSet(o.Spec), ipset.ExistOK)
+		err := d.k.sets.Create(ctx, ipsetSet(o.Spec), ipset.ExistOK)
 		if err == nil {
-			d.setIndex[o.Spec.Name], err = d.sets.Index(ctx, o.Spec.Name)
+			d.setIndex[o.Spec.Name], err = d.k.sets.Index(ctx, o.Spec.Name)
 		}
 		return err
 	case plan.AddEntries:
-		return d.sets.AddEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
+		return d.k.sets.AddEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
 	case plan.DelEntries:
-		return d.sets.DeleteEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
+		return d.k.sets.DeleteEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
 	case plan.ReplaceRules:
 		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
 			return err
 		}
-		err := nftrules.Write(d.rules, d.planner.Node(), func(name string) (uint16, error) {
-			if id, ok := d.setIndex[name]; ok {
-				return id, nil
-			}
-			id, err := d.sets.Index(ctx, name)
-			if err == nil {
-				d.setIndex[name] = id
-			}
-			return id, err
-		})
-		if err != nil {
-			// A failed transaction can leave messages queued on the
-			// socket and replies unread in it (on Linux 6.12 every later
-			// read of the table then failed with "unexpected header
-			// type"): start again on a fresh socket.
-			_ = d.rules.CloseLasting()
-			rules, err2 := d.dialRules()
-			if err2 != nil {
-				return errors.Join(err, err2)
-			}
-			d.rules = rules
-		}
-		return err
+		return d.k.writeRules(d.planner.Node(), func(name string) (uint16, error) { return d.setIndexOf(ctx, name) })
 	case plan.FlushConntrack:
-		f := flushFilter(o)
 		start := d.cfg.Now()
-		n, err := d.flows.DeleteMatching(ctx, f)
-		if t := d.flowTally; t != nil {
-			i := 0
-			if o.Addr.Is6() {
-				i = 1
-			}
-			t.Ran[i] = true
-			t.Deleted[i] += n
-			t.Took[i] += d.cfg.Now().Sub(start)
-		}
+		n, err := d.k.flows.DeleteMatching(ctx, flushFilter(o))
+		flows.add(o.Addr.Is6(), n, d.cfg.Now().Sub(start))
 		return err
 	case plan.RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.
 		if d.programmed.Rules != d.desired().Rules {
 			return ErrRulesNotProgrammed
 		}
-		return removeKubeProxyChains(d.rules, o.Chains)
+		return removeKubeProxyChains(d.k.rules, o.Chains)
 	}
 	return fmt.Errorf("no kernel operation for %T", op)
+}
+
+// setIndexOf returns the kernel index of ipset name, which the rules
+// match by, remembered from when the set was made or first looked up.
+func (d *Dataplane) setIndexOf(ctx context.Context, name string) (uint16, error) {
+	if id, ok := d.setIndex[name]; ok {
+		return id, nil
+	}
+	id, err := d.k.sets.Index(ctx, name)
+	if err == nil {
+		d.setIndex[name] = id
+	}
+	return id, err
 }
 
 // isProgrammed reports whether virtual server vk is in the kernel.

@@ -33,7 +33,7 @@ func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
 		cfg:        Config{Now: time.Now},
 		programmed: plan.NewKernelState(),
 		retry:      plan.NewScope(),
-		draining:   map[plan.VirtualKey]map[plan.RealKey]time.Time{},
+		draining:   draining{},
 	}
 	d.programmed.Virtual[existing] = plan.VirtualServer{VirtualKey: existing, Scheduler: "rr"}
 	d.programmed.Addresses[existing.Addr] = true
@@ -44,7 +44,7 @@ func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
 		return nil
 	})
 
-	errs := d.apply(ctx, pl)
+	errs := d.apply(ctx, pl, &FlowCleanup{})
 
 	var oe *OpError
 	if len(errs) == 0 || !errors.As(errs[0], &oe) || !errors.Is(errs[0], unix.EPERM) {

@@ -77,7 +77,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
 	failures := map[int]error{}
 	var batchErr *ipvs.BatchError
-	if err := d.ipvs.Apply(ctx, b); errors.As(err, &batchErr) {
+	if err := d.k.ipvs.Apply(ctx, b); errors.As(err, &batchErr) {
 		for _, f := range batchErr.Failed {
 			failures[f.Index] = f
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -18,41 +19,48 @@ import (
 // repaired a second later.
 const canaryEvery = time.Second
 
-// canaryDue reports whether the canary should look on this sync, and if
-// so notes that it did.
-func (d *Dataplane) canaryDue() bool {
-	now := d.cfg.Now()
-	if now.Sub(d.lastCanary) < canaryEvery {
+// canary checks cheaply, at most every canaryEvery, that the kernel still
+// holds what the dataplane programmed. It remembers when it last looked
+// and the ruleset generation at which the rules were last found current.
+type canary struct {
+	last     time.Time
+	rulesGen uint32
+}
+
+// due reports whether the canary should look at now, and if so notes
+// that it did.
+func (c *canary) due(now time.Time) bool {
+	if now.Sub(c.last) < canaryEvery {
 		return false
 	}
-	d.lastCanary = now
+	c.last = now
 	return true
 }
 
-// canaryAlive checks, with a few requests whatever the cluster's size,
-// that the kernel still holds what the dataplane programmed: a member of
-// each ownership set, one of its virtual servers, its device and its rule
-// tables. An outside flush of any of them (ipvsadm -C, ipset flush, a
-// deleted device, nft flush ruleset) makes it false, and the sync reads
-// the kernel again at once instead of at the next full resync.
-func (d *Dataplane) canaryAlive(ctx context.Context, node *model.Node) bool {
+// alive checks, with a few requests whatever the cluster's size, that
+// the kernel still holds programmed: a member of each ownership set, one
+// of its virtual servers, its device and its rule tables. An outside
+// flush of any of them (ipvsadm -C, ipset flush, a deleted device, nft
+// flush ruleset) makes it false, and the sync reads the kernel again at
+// once instead of at the next full resync.
+func (c *canary) alive(ctx context.Context, k *kernel, programmed *plan.KernelState, device string, node *model.Node) bool {
 	for _, ipv6 := range []bool{false, true} {
-		if !d.setIntact(ctx, model.SetName(model.SetOwned, ipv6)) {
+		if !setIntact(ctx, k, programmed, model.SetName(model.SetOwned, ipv6)) {
 			return false
 		}
 	}
-	for vk := range d.programmed.Virtual {
-		if _, err := d.ipvs.GetService(ctx, ipvsKey(vk)); err != nil {
+	for vk := range programmed.Virtual {
+		if _, err := k.ipvs.GetService(ctx, ipvsKey(vk)); err != nil {
 			return false
 		}
 		break
 	}
-	if len(d.programmed.Addresses) > 0 {
-		if _, err := d.links.Get(ctx, d.cfg.Device); err != nil {
+	if len(programmed.Addresses) > 0 {
+		if _, err := k.links.Get(ctx, device); err != nil {
 			return false
 		}
 	}
-	return d.rulesCurrent(ctx, node)
+	return c.rulesCurrent(ctx, k, node)
 }
 
 // rulesCurrent reports whether ipvsplane's nftables rules are the ones
@@ -60,29 +68,29 @@ func (d *Dataplane) canaryAlive(ctx context.Context, node *model.Node) bool {
 // chain's rules, decoded, on every sync; while the ruleset's generation
 // has not moved since they were last found current, nothing in nftables
 // has changed and they still are.
-func (d *Dataplane) rulesCurrent(ctx context.Context, node *model.Node) bool {
-	gen, err := rulesetGeneration(ctx, d.ruleset)
-	if err == nil && gen != 0 && gen == d.rulesGen {
+func (c *canary) rulesCurrent(ctx context.Context, k *kernel, node *model.Node) bool {
+	gen, err := k.gen.generation(ctx)
+	if err == nil && gen != 0 && gen == c.rulesGen {
 		return true
 	}
-	current, cerr := nftrules.Current(d.rules, node)
+	current, cerr := nftrules.Current(k.rules, node)
 	if err == nil && cerr == nil && current {
-		d.rulesGen = gen
+		c.rulesGen = gen
 	}
 	return cerr == nil && current
 }
 
-// setIntact tests one of the members the dataplane put in a set, or for
-// a set it left empty, that the set is there and empty. Counting a set's
+// setIntact tests one of the members programmed holds for a set, or for
+// a set it holds empty, that the set is there and empty. Counting a set's
 // members would make the kernel walk all of it (it sizes the set's memory
 // as it answers), which costs as much as the cluster is large on every
 // sync.
-func (d *Dataplane) setIntact(ctx context.Context, name string) bool {
-	for e := range d.programmed.Entries[name] {
-		in, err := d.sets.Test(ctx, name, ipsetEntry(e))
+func setIntact(ctx context.Context, k *kernel, programmed *plan.KernelState, name string) bool {
+	for e := range programmed.Entries[name] {
+		in, err := k.sets.Test(ctx, name, ipsetEntry(e))
 		return err == nil && in
 	}
-	h, err := d.sets.Header(ctx, name)
+	h, err := k.sets.Header(ctx, name)
 	return err == nil && h.Entries == 0
 }
 

@@ -21,7 +21,7 @@ import (
 // held: the kernel releases them after the rule transaction, not within it.
 func (d *Dataplane) destroySet(ctx context.Context, name string) error {
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
-		err := d.sets.Destroy(ctx, name)
+		err := d.k.sets.Destroy(ctx, name)
 		if !errors.Is(err, ipset.ErrSetInUse) || wait > 5*time.Second {
 			if errors.Is(err, ipset.ErrSetNotExist) {
 				return nil
@@ -46,7 +46,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	var errs []error
 	owned := map[plan.Entry]bool{}
 	for _, ipv6 := range []bool{false, true} {
-		_, entries, err := d.sets.List(ctx, model.SetName(model.SetOwned, ipv6))
+		_, entries, err := d.k.sets.List(ctx, model.SetName(model.SetOwned, ipv6))
 		if err != nil {
 			continue
 		}
@@ -54,7 +54,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 			owned[entryFromIPSet(e)] = true
 		}
 	}
-	table, err := d.ipvs.Table(ctx)
+	table, err := d.k.ipvs.Table(ctx)
 	if err != nil {
 		return fmt.Errorf("dataplane: reading the IPVS table: %w", err)
 	}
@@ -64,17 +64,17 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 			b.DeleteService(vs.Service)
 		}
 	}
-	if err := d.ipvs.Apply(ctx, &b); err != nil && !errors.Is(err, ipvs.ErrServiceNotExist) {
+	if err := d.k.ipvs.Apply(ctx, &b); err != nil && !errors.Is(err, ipvs.ErrServiceNotExist) {
 		errs = append(errs, err)
 	}
-	if err := d.links.Delete(ctx, d.cfg.Device); err != nil {
+	if err := d.k.links.Delete(ctx, d.cfg.Device); err != nil {
 		errs = append(errs, err)
 	}
-	if err := nftrules.Delete(d.rules); err != nil {
+	if err := nftrules.Delete(d.k.rules); err != nil {
 		errs = append(errs, err)
 	}
 	// Before the sets: kube-proxy's IPVS-mode rules refer to them.
-	if err := removeKubeProxyLeftovers(d.rules); err != nil {
+	if err := removeKubeProxyLeftovers(d.k.rules); err != nil {
 		errs = append(errs, err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(plan.SetSpecs())) {
@@ -99,7 +99,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 // --handover` does not know the daemon's.
 func (d *Dataplane) Handover(ctx context.Context) error {
 	var errs []error
-	if err := nftrules.Delete(d.rules); err != nil {
+	if err := nftrules.Delete(d.k.rules); err != nil {
 		errs = append(errs, err)
 	}
 	if err := d.routesToAddresses(ctx); err != nil {
@@ -120,7 +120,7 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 // addresses of the device, then removes the routes: kube-proxy would never
 // remove a route, and a stale one keeps a deleted service's address local.
 func (d *Dataplane) routesToAddresses(ctx context.Context) error {
-	c, err := dummy.Dial(&dummy.Config{NetNS: d.cfg.NetNS})
+	c, err := d.k.ns.dialLinks(dummy.BindAddresses)
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}

@@ -2,20 +2,13 @@ package dataplane
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
-	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"github.com/ipvsplane/ipvsplane/ipset"
-	"github.com/ipvsplane/ipvsplane/ipvs"
-	"golang.org/x/sys/unix"
 )
 
 // DefaultDevice is the dummy device the virtual IPs are bound to, named as
@@ -63,24 +56,17 @@ type Config struct {
 // the change costs. A Dataplane is not safe for concurrent use: one
 // goroutine runs its syncs.
 type Dataplane struct {
-	cfg   Config
-	ipvs  *ipvs.Conn
-	sets  *ipset.Conn
-	links *dummy.Conn
-	rules *nftables.Conn
-	// ruleset reads the nftables ruleset generation; rulesGen is the
-	// generation at which the rules were last found current (0: not yet).
-	ruleset  *nl.Conn
-	rulesGen uint32
-	flows    *conntrack.Conn
-	planner  *plan.Planner
+	cfg Config
+	// k is what talks to the kernel; the rest remembers.
+	k       *kernel
+	planner *plan.Planner
 	// programmed is what the kernel holds, as far as the dataplane knows;
 	// nil until the first sync reads the kernel.
 	programmed *plan.KernelState
 	// retry holds the objects whose operations failed, planned again on
 	// the next sync.
 	retry    *plan.Scope
-	draining map[plan.VirtualKey]map[plan.RealKey]time.Time
+	draining draining
 	setIndex map[string]uint16
 	device   *dummy.Device
 	// leftovers are virtual IPs bound the other way than cfg.Binding
@@ -89,8 +75,7 @@ type Dataplane struct {
 	lastFull  time.Time
 	// lastReread is the last finished background read's timing.
 	lastReread rereadTiming
-	// lastCanary is when the canary last looked.
-	lastCanary time.Time
+	canary     canary
 	// reread is the periodic read of the kernel while it runs, through
 	// the background connections, opened on the first one.
 	reread     *reread
@@ -100,8 +85,6 @@ type Dataplane struct {
 	// ipv6 is false on a kernel without IPv6: the node is then served
 	// IPv4Only.
 	ipv6 bool
-	// flowTally, during a sync, is its Result's conntrack cleanup tally.
-	flowTally *FlowCleanup
 	// schedulers remembers which schedulers the services name that the
 	// kernel has.
 	schedulers schedulerCache
@@ -110,8 +93,20 @@ type Dataplane struct {
 // New opens the netlink connections. It fails with an error matching
 // ipvs.ErrNotSupported when the kernel has no IPVS.
 func New(cfg *Config) (*Dataplane, error) {
-	d := &Dataplane{planner: plan.NewPlanner(nftrules.Render), retry: plan.NewScope(), draining: map[plan.VirtualKey]map[plan.RealKey]time.Time{}, setIndex: map[string]uint16{}}
-	d.schedulers = schedulerCache{probe: d.CheckScheduler, known: map[string]error{}}
+	var netns int
+	if cfg != nil {
+		netns = cfg.NetNS
+	}
+	ns, err := hostNamespace(netns)
+	if err != nil {
+		return nil, err
+	}
+	return openDataplane(cfg, ns)
+}
+
+// openDataplane opens a Dataplane's connections in ns.
+func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
+	d := &Dataplane{planner: plan.NewPlanner(nftrules.Render), retry: plan.NewScope(), draining: draining{}, setIndex: map[string]uint16{}}
 	if cfg != nil {
 		d.cfg = *cfg
 	}
@@ -124,62 +119,26 @@ func New(cfg *Config) (*Dataplane, error) {
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
 	}
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		return nil, fmt.Errorf("dataplane: uname: %w", err)
-	}
 	var err error
-	if d.kernelSysctls, err = kernelSysctls(unix.ByteSliceToString(uts.Release[:])); err != nil {
+	if d.kernelSysctls, err = kernelSysctls(ns.release); err != nil {
 		return nil, err
 	}
-	if err := d.detectIPv6(); err != nil {
-		return nil, err
-	}
-	r, err := dialReaders(&d.cfg)
+	err = ns.inProc(func(procSys, procNet string) (err error) {
+		d.ipv6, err = hasIPv6(procNet, procSys)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	d.ipvs, d.sets, d.links = r.ipvs, r.sets, r.links
-	if d.rules, err = d.dialRules(); err != nil {
-		d.Close()
+	if d.k, err = openKernel(ns, d.cfg.Binding); err != nil {
 		return nil, err
 	}
-	if d.flows, err = conntrack.Dial(&conntrack.Config{NetNS: d.cfg.NetNS}); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("dataplane: %w", err)
-	}
-	if d.ruleset, err = nl.Dial(unix.NETLINK_NETFILTER, d.cfg.NetNS); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("dataplane: nftables: %w", err)
-	}
+	d.schedulers = schedulerCache{probe: d.k.checkScheduler, known: map[string]error{}}
 	return d, nil
-}
-
-// dialRules opens the nftables socket the rules are written and read on.
-func (d *Dataplane) dialRules() (*nftables.Conn, error) {
-	opts := []nftables.ConnOption{nftables.AsLasting()}
-	if d.cfg.NetNS != 0 {
-		opts = append(opts, nftables.WithNetNSFd(d.cfg.NetNS))
-	}
-	c, err := nftables.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: nftables: %w", err)
-	}
-	return c, nil
 }
 
 // Close closes the connections.
 func (d *Dataplane) Close() error {
 	d.stopReread()
-	errs := []error{d.readers().close(), d.background.close()}
-	if d.rules != nil {
-		errs = append(errs, d.rules.CloseLasting())
-	}
-	if d.flows != nil {
-		errs = append(errs, d.flows.Close())
-	}
-	if d.ruleset != nil {
-		errs = append(errs, d.ruleset.Close())
-	}
-	return errors.Join(errs...)
+	return errors.Join(d.k.close(), d.background.close())
 }

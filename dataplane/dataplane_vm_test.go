@@ -780,7 +780,7 @@ func TestRulesetGeneration(t *testing.T) {
 	ctx := context.Background()
 	gen := func() uint32 {
 		t.Helper()
-		g, err := rulesetGeneration(ctx, d.ruleset)
+		g, err := d.k.gen.generation(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

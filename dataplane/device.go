@@ -69,7 +69,7 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 	if d.device != nil {
 		return nil
 	}
-	dev, err := d.links.Ensure(ctx, d.cfg.Device)
+	dev, err := d.k.links.Ensure(ctx, d.cfg.Device)
 	if err == nil {
 		d.device = dev
 	}

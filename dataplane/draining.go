@@ -11,6 +11,47 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
+// draining remembers since when each real server that drains (at weight
+// 0, with connections) has drained, by virtual server.
+type draining map[plan.VirtualKey]map[plan.RealKey]time.Time
+
+// track notes, from a carried-out operation, when real servers start and
+// stop draining.
+func (dr draining) track(op plan.Op, now time.Time) {
+	switch o := op.(type) {
+	case plan.UpdateReal:
+		if o.Real.Weight == 0 {
+			if dr[o.Virtual] == nil {
+				dr[o.Virtual] = map[plan.RealKey]time.Time{}
+			}
+			dr[o.Virtual][o.Real.RealKey] = now
+		} else {
+			dr.stop(o.Virtual, o.Real.RealKey)
+		}
+	case plan.DeleteReal:
+		dr.stop(o.Virtual, o.Real)
+	case plan.DeleteVirtual:
+		delete(dr, o.Virtual)
+	}
+}
+
+// stop forgets a real server that no longer drains.
+func (dr draining) stop(vk plan.VirtualKey, rk plan.RealKey) {
+	delete(dr[vk], rk)
+	if len(dr[vk]) == 0 {
+		delete(dr, vk)
+	}
+}
+
+// keep forgets the real servers of vk that current no longer holds.
+func (dr draining) keep(vk plan.VirtualKey, current plan.Reals) {
+	for rk := range dr[vk] {
+		if _, ok := current.Get(rk); !ok {
+			dr.stop(vk, rk)
+		}
+	}
+}
+
 // drain returns the drain settings of a plan made now.
 func (d *Dataplane) drain() plan.Drain {
 	return plan.Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
@@ -21,7 +62,7 @@ func (d *Dataplane) drain() plan.Drain {
 // those whose connections ended.
 func (d *Dataplane) refreshDraining(ctx context.Context) error {
 	for vk := range d.draining {
-		dests, err := d.ipvs.Destinations(ctx, ipvsKey(vk))
+		dests, err := d.k.ipvs.Destinations(ctx, ipvsKey(vk))
 		if err != nil {
 			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
 		}
@@ -29,14 +70,7 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 		if _, ok := d.programmed.Virtual[vk]; ok {
 			d.programmed.Reals[vk] = current
 		}
-		for rk := range d.draining[vk] {
-			if _, ok := current.Get(rk); !ok {
-				delete(d.draining[vk], rk)
-			}
-		}
-		if len(d.draining[vk]) == 0 {
-			delete(d.draining, vk)
-		}
+		d.draining.keep(vk, current)
 	}
 	return nil
 }
@@ -57,7 +91,7 @@ func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelStat
 		if _, ok := d.programmed.Virtual[vk]; !ok || !plan.LosesReals(d.programmed, desired, vk) {
 			continue
 		}
-		dests, err := d.ipvs.Destinations(ctx, ipvsKey(vk))
+		dests, err := d.k.ipvs.Destinations(ctx, ipvsKey(vk))
 		if errors.Is(err, ipvs.ErrServiceNotExist) {
 			// Gone behind the dataplane's back: its deletions fail
 			// harmlessly, and the next read of the kernel repairs it.
@@ -74,27 +108,9 @@ func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelStat
 // succeeded records carried-out operations.
 func (d *Dataplane) succeeded(ops ...plan.Op) {
 	d.programmed.Record(ops...)
+	now := d.cfg.Now()
 	for _, op := range ops {
-		d.trackDraining(op)
-	}
-}
-
-// trackDraining notes when real servers start and stop draining.
-func (d *Dataplane) trackDraining(op plan.Op) {
-	switch o := op.(type) {
-	case plan.UpdateReal:
-		if o.Real.Weight == 0 {
-			if d.draining[o.Virtual] == nil {
-				d.draining[o.Virtual] = map[plan.RealKey]time.Time{}
-			}
-			d.draining[o.Virtual][o.Real.RealKey] = d.cfg.Now()
-		} else {
-			d.stopDraining(o.Virtual, o.Real.RealKey)
-		}
-	case plan.DeleteReal:
-		d.stopDraining(o.Virtual, o.Real)
-	case plan.DeleteVirtual:
-		delete(d.draining, o.Virtual)
+		d.draining.track(op, now)
 	}
 }
 
@@ -106,12 +122,5 @@ func (d *Dataplane) shareReals(desired *plan.KernelState) {
 		if want, ok := desired.Reals[vk]; ok && slices.Equal(have, want) {
 			d.programmed.Reals[vk] = want
 		}
-	}
-}
-
-func (d *Dataplane) stopDraining(vk plan.VirtualKey, rk plan.RealKey) {
-	delete(d.draining[vk], rk)
-	if len(d.draining[vk]) == 0 {
-		delete(d.draining, vk)
 	}
 }

@@ -36,15 +36,6 @@ func hasIPv6(procNet, procSys string) (bool, error) {
 	return string(bytes.TrimSpace(b)) != "1", nil
 }
 
-// detectIPv6 sets d.ipv6 from the dataplane's namespace, as its thread
-// sees /proc.
-func (d *Dataplane) detectIPv6() error {
-	return d.inNamespace(func() (err error) {
-		d.ipv6, err = hasIPv6("/proc/thread-self/net", "/proc/sys")
-		return err
-	})
-}
-
 // served returns state as the dataplane serves it: on a kernel without
 // IPv6 with the node IPv4Only (a copy), else state itself.
 func (d *Dataplane) served(state *model.State) *model.State {

@@ -95,7 +95,7 @@ func TestDataplaneTakesOverFromKubeProxy(t *testing.T) {
 // dataplane's namespace has scheduled since it was created.
 func realServerConnections(t *testing.T, d *Dataplane) map[string]uint64 {
 	t.Helper()
-	table, err := d.ipvs.Table(context.Background())
+	table, err := d.k.ipvs.Table(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

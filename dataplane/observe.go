@@ -12,18 +12,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
-	"github.com/ipvsplane/ipvsplane/ipvs"
 )
-
-// kernelReaders are the connections a read of the kernel goes through.
-// The sync's own connections read on the first sync; a second set reads
-// in the background for the periodic reread, so that syncs go on while
-// it runs.
-type kernelReaders struct {
-	ipvs  *ipvs.Conn
-	sets  *ipset.Conn
-	links *dummy.Conn
-}
 
 // kernelRead is what a read of the kernel found before it is narrowed to
 // what ipvsplane owns: that needs the desired state, which only the
@@ -167,7 +156,7 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.K
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
 func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
-	read, err := readKernel(ctx, d.readers(), d.cfg.Device, true)
+	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, true)
 	if err != nil {
 		return nil, err
 	}
@@ -190,24 +179,19 @@ func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desire
 		d.device = nil
 	case d.device == nil:
 		// Known, so that stale addresses can be unbound.
-		if d.device, err = d.links.Get(ctx, d.cfg.Device); err != nil && !errors.Is(err, dummy.ErrLinkNotExist) {
+		if d.device, err = d.k.links.Get(ctx, d.cfg.Device); err != nil && !errors.Is(err, dummy.ErrLinkNotExist) {
 			return nil, err
 		}
 	}
-	current, err := nftrules.Current(d.rules, node)
+	current, err := nftrules.Current(d.k.rules, node)
 	if err != nil {
 		return nil, err
 	}
 	if current {
 		k.Rules = nftrules.Render(node)
 	}
-	if k.KubeProxyChains, err = findKubeProxyChains(d.rules); err != nil {
+	if k.KubeProxyChains, err = findKubeProxyChains(d.k.rules); err != nil {
 		return nil, err
 	}
 	return k, nil
-}
-
-// readers returns the sync's own connections as kernel readers.
-func (d *Dataplane) readers() kernelReaders {
-	return kernelReaders{ipvs: d.ipvs, sets: d.sets, links: d.links}
 }

@@ -33,7 +33,7 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 		cfg:        Config{Now: time.Now},
 		programmed: plan.NewKernelState(),
 		retry:      plan.NewScope(),
-		draining:   map[plan.VirtualKey]map[plan.RealKey]time.Time{},
+		draining:   draining{},
 	}
 	d.programmed.Reals[vk] = plan.Reals{realAt("10.0.0.9", 80, 1)}
 	errs := d.recordIPVS(ops, reqs, map[int]error{2: unix.ENOMEM, 4: unix.EBUSY})

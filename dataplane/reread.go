@@ -2,14 +2,9 @@ package dataplane
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
-	"github.com/ipvsplane/ipvsplane/dummy"
-	"github.com/ipvsplane/ipvsplane/ipset"
-	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 // reread is a periodic read of the whole kernel running in the
@@ -46,7 +41,7 @@ type rereadTiming struct {
 // kernel themselves end it.
 func (d *Dataplane) startReread(ctx context.Context) error {
 	if d.background.ipvs == nil {
-		r, err := dialReaders(&d.cfg)
+		r, err := d.k.ns.dialReaders(d.cfg.Binding)
 		if err != nil {
 			return err
 		}
@@ -132,37 +127,6 @@ func mergeRead(observed, programmed *plan.KernelState, since plan.Scope) *plan.K
 		}
 	}
 	return observed
-}
-
-// dialReaders opens the connections a background read goes through.
-func dialReaders(cfg *Config) (kernelReaders, error) {
-	var r kernelReaders
-	var err error
-	if r.ipvs, err = ipvs.Dial(&ipvs.Config{NetNS: cfg.NetNS}); err != nil {
-		return r, fmt.Errorf("dataplane: %w", err)
-	}
-	if r.sets, err = ipset.Dial(&ipset.Config{NetNS: cfg.NetNS}); err != nil {
-		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
-	}
-	if r.links, err = dummy.Dial(&dummy.Config{NetNS: cfg.NetNS, Binding: cfg.Binding}); err != nil {
-		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
-	}
-	return r, nil
-}
-
-// close closes the connections that are open.
-func (r kernelReaders) close() error {
-	var errs []error
-	if r.ipvs != nil {
-		errs = append(errs, r.ipvs.Close())
-	}
-	if r.sets != nil {
-		errs = append(errs, r.sets.Close())
-	}
-	if r.links != nil {
-		errs = append(errs, r.links.Close())
-	}
-	return errors.Join(errs...)
 }
 
 // rereadDutyFactor bounds the time the periodic reread takes: after a

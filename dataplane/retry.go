@@ -86,8 +86,8 @@ func withRetries(ctx context.Context, fn func() error) (int, error) {
 // between rounds. The operations of every round are added to the plan;
 // the failures of the last round are returned, and stay planned for the
 // next sync.
-func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName) ([]error, int) {
-	errs := d.apply(ctx, pl)
+func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName, flows *FlowCleanup) ([]error, int) {
+	errs := d.apply(ctx, pl, flows)
 	rounds := 0
 	for ; rounds < retryAttempts && anyTransient(errs); rounds++ {
 		if sleep(ctx, backoff(rounds)) != nil {
@@ -100,7 +100,7 @@ func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *p
 		d.retry = plan.NewScope()
 		again := plan.Diff(d.programmed, desired, owners, scope, d.drain())
 		pl.Append(again)
-		errs = d.apply(ctx, again)
+		errs = d.apply(ctx, again, flows)
 	}
 	return errs, rounds
 }

@@ -24,10 +24,14 @@ var schedulerProbe = ipvs.Service{Protocol: inet.TCP, Addr: netip.MustParseAddr(
 // scheduler's module if it can, and removes the probe again. An empty
 // name means the node's default, rr.
 func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
+	return d.k.checkScheduler(ctx, name)
+}
+
+func (k *kernel) checkScheduler(ctx context.Context, name string) error {
 	if name == "" {
 		name = (&model.Node{}).EffectiveScheduler()
 	}
-	svcs, err := d.ipvs.Services(ctx)
+	svcs, err := k.ipvs.Services(ctx)
 	if err != nil {
 		return &checkError{op: "check IPVS scheduler", object: name, cause: err}
 	}
@@ -38,7 +42,7 @@ func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 	}
 	probe := schedulerProbe
 	probe.Scheduler = ipvs.Scheduler(name)
-	err = d.ipvs.CreateService(ctx, probe)
+	err = k.ipvs.CreateService(ctx, probe)
 	if errors.Is(err, unix.ENOENT) {
 		// The kernel's answer to a scheduler it cannot find.
 		return &checkError{op: "check IPVS scheduler", object: name, sentinel: ErrSchedulerNotSupported, cause: err,
@@ -47,7 +51,7 @@ func (d *Dataplane) CheckScheduler(ctx context.Context, name string) error {
 	if err != nil {
 		return &checkError{op: "check IPVS scheduler", object: name + " with a probe virtual server", cause: err}
 	}
-	if err := d.ipvs.DeleteService(ctx, probe); err != nil {
+	if err := k.ipvs.DeleteService(ctx, probe); err != nil {
 		return &checkError{op: "remove the probe virtual server of IPVS scheduler", object: name, cause: err}
 	}
 	return nil

@@ -39,6 +39,17 @@ type Result struct {
 	Flows FlowCleanup
 }
 
+// add tallies a deletion of n flows of one family that took took.
+func (f *FlowCleanup) add(ipv6 bool, n int, took time.Duration) {
+	i := 0
+	if ipv6 {
+		i = 1
+	}
+	f.Ran[i] = true
+	f.Deleted[i] += n
+	f.Took[i] += took
+}
+
 // FlowCleanup tallies the conntrack flows a sync deleted, per family
 // (index 0 IPv4, 1 IPv6), and the time that took: what kube-proxy's
 // conntrack reconciler reports. Ran is false for a family nothing was
@@ -109,8 +120,6 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	desired, _ := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}
-	d.flowTally = &res.Flows
-	defer func() { d.flowTally = nil }()
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
 	// runs in the background, and the first sync after it ends merges it.
@@ -128,7 +137,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		d.lastFull, reread = time.Time{}, nil
 	}
 	switch {
-	case d.programmed == nil || (!d.retry.All && d.canaryDue() && !d.canaryAlive(ctx, node)):
+	case d.programmed == nil || (!d.retry.All && d.canary.due(d.cfg.Now()) && !d.canary.alive(ctx, d.k, d.programmed, d.cfg.Device, node)):
 		d.stopReread()
 		var observed *plan.KernelState
 		n, err := withRetries(ctx, func() (err error) {
@@ -196,7 +205,7 @@ func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, 
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
 	res.Plan = plan.Diff(d.programmed, desired, owners, scope, d.drain())
-	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners)
+	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners, &res.Flows)
 	if err := d.unbindLeftovers(ctx); err != nil {
 		opErrs = append(opErrs, err)
 	}

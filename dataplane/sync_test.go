@@ -1,0 +1,248 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+	"golang.org/x/sys/unix"
+)
+
+// Sync's paths on the kernel packages' fakes, in plain go test. The VM
+// tests (dataplane_vm_test.go, faults_vm_test.go) run the same scenarios
+// on real kernels with traffic.
+
+// A first sync reads the empty kernel and programs all of it: virtual
+// servers, sets, the device's addresses, the rules and the sysctls.
+func TestSyncFirst(t *testing.T) {
+	d, n := newFakeDataplane(t, nil)
+	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{fakeWeb()}}
+
+	res := syncOK(t, d, context.Background(), state)
+
+	if !res.Full || res.Plan.Len() == 0 {
+		t.Errorf("first sync: full=%v with %d operations, want a full sync that programs", res.Full, res.Plan.Len())
+	}
+	checkKernel(t, n, state)
+	if got, want := n.ipvs.Dump(), "  -> 10.244.2.2:8080 masq 1\n"; !strings.Contains(got, "TCP 10.96.0.10:80 rr\n") || !strings.Contains(got, want) {
+		t.Errorf("IPVS:\n%s", got)
+	}
+	if got := n.links.Dump(); !strings.Contains(got, "10.96.0.10") || !strings.Contains(got, "198.51.100.10") {
+		t.Errorf("the device does not hold the service's addresses:\n%s", got)
+	}
+	if got, err := os.ReadFile(filepath.Join(n.procSys, "net/ipv4/ip_forward")); err != nil || strings.TrimSpace(string(got)) != "1" {
+		t.Errorf("net.ipv4.ip_forward = %q, %v; want 1", got, err)
+	}
+	if res := syncOK(t, d, context.Background(), state); res.Full || res.Plan.Len() != 0 {
+		t.Errorf("a sync with nothing changed: full=%v\n%s", res.Full, res.Plan)
+	}
+}
+
+// After the first sync, a sync plans only the service ports that changed,
+// by Sync's comparison or SyncChanges' list, and reads nothing back.
+func TestSyncIncremental(t *testing.T) {
+	d, n := newFakeDataplane(t, nil)
+	web := fakeWeb()
+	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{web}}
+	syncOK(t, d, context.Background(), state)
+
+	api := fixture.Svc("default", "api", "", inet.TCP, 443, "10.96.0.20")
+	api.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.3", 8443, "node-a")}
+	state.Services = append(state.Services, api)
+	res := syncOK(t, d, context.Background(), state)
+	if res.Full || !strings.Contains(res.Plan.String(), "10.96.0.20:443") || strings.Contains(res.Plan.String(), "10.96.0.10") {
+		t.Errorf("adding a service port: full=%v, want it alone planned:\n%s", res.Full, res.Plan)
+	}
+	checkKernel(t, n, state)
+
+	api.Endpoints = append(api.Endpoints, fixture.Ready("10.244.2.3", 8443, "node-b"))
+	res, err := d.SyncChanges(context.Background(), []plan.Change{{Name: api.Name, Port: &api}})
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatal(err, res.Errors)
+	}
+	if got := res.Plan.String(); res.Full || !strings.Contains(got, "10.244.2.3:8443") || strings.Contains(got, "10.96.0.10") {
+		t.Errorf("an endpoint added through SyncChanges: full=%v\n%s", res.Full, got)
+	}
+	state.Services[1] = api
+	checkKernel(t, n, state)
+
+	res, err = d.SyncChanges(context.Background(), []plan.Change{{Name: api.Name}})
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatal(err, res.Errors)
+	}
+	state.Services = state.Services[:1]
+	checkKernel(t, n, state)
+}
+
+// A real server whose endpoint left while it has connections drains at
+// weight 0 and is deleted once they end, or when the drain timeout
+// passes; one without connections is deleted at once.
+func TestSyncDrain(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	d, n := newFakeDataplane(t, &Config{DrainTimeout: 10 * time.Second, Now: func() time.Time { return now }})
+	web := fakeWeb()
+	idle := fixture.Svc("default", "idle", "", inet.TCP, 81, "10.96.0.11")
+	idle.Endpoints = web.Endpoints
+	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{web, idle}}
+	syncOK(t, d, context.Background(), state)
+	vs := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: fixture.IP("10.96.0.10"), Port: 80}
+	if err := n.ipvs.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	state.Services[0].Endpoints = web.Endpoints[:1]
+	state.Services[1].Endpoints = web.Endpoints[:1]
+	res := syncOK(t, d, context.Background(), state)
+	got := res.Plan.String()
+	if !strings.Contains(got, "ipvs edit tcp 10.96.0.10:80 -> 10.244.2.2:8080 weight 0") {
+		t.Errorf("the removed endpoint with a connection was not drained:\n%s", got)
+	}
+	if !strings.Contains(got, "ipvs del tcp 10.96.0.11:81 -> 10.244.2.2:8080") {
+		t.Errorf("the removed idle endpoint was not deleted at once:\n%s", got)
+	}
+
+	now = now.Add(time.Second)
+	if res := syncOK(t, d, context.Background(), state); strings.Contains(res.Plan.String(), "10.244.2.2") {
+		t.Errorf("a draining real server with a connection was touched:\n%s", res.Plan)
+	}
+	if err := n.ipvs.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if res := syncOK(t, d, context.Background(), state); !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") {
+		t.Errorf("the drained real server was not deleted when its connections ended:\n%s", res.Plan)
+	}
+	checkKernel(t, n, state)
+
+	// A connection that outlives the drain timeout does not keep it.
+	state.Services[0].Endpoints = web.Endpoints
+	syncOK(t, d, context.Background(), state)
+	if err := n.ipvs.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	state.Services[0].Endpoints = web.Endpoints[:1]
+	syncOK(t, d, context.Background(), state)
+	now = now.Add(11 * time.Second)
+	if res := syncOK(t, d, context.Background(), state); !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") {
+		t.Errorf("the drain timeout passed and the real server stayed:\n%s", res.Plan)
+	}
+	checkKernel(t, n, state)
+}
+
+// An operation the kernel refuses is reported and planned again on the
+// next sync; one refused with a transient errno is tried again within
+// the sync.
+func TestSyncRetry(t *testing.T) {
+	d, n := newFakeDataplane(t, nil)
+	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{fakeWeb()}}
+	refuse := func(errno unix.Errno, times int) context.Context {
+		return fault.With(context.Background(), func(pkg, req string) error {
+			if pkg == "ipvs" && req == "new destination" && times > 0 {
+				times--
+				return errno
+			}
+			return nil
+		})
+	}
+
+	res, err := d.Sync(refuse(unix.EPERM, 1), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oe *OpError
+	if len(res.Errors) != 1 || !errors.As(res.Errors[0], &oe) || !errors.Is(oe, unix.EPERM) {
+		t.Fatalf("errors %v: want the refused real server's", res.Errors)
+	}
+	if _, ok := oe.Op.(plan.AddReals); !ok {
+		t.Errorf("failed operation %v, want the real servers'", oe.Op)
+	}
+	res = syncOK(t, d, context.Background(), state)
+	if res.Full || !strings.Contains(res.Plan.String(), "ipvs add tcp 10.96.0.10:80 ->") {
+		t.Errorf("the next sync (full=%v) did not add the refused real server again:\n%s", res.Full, res.Plan)
+	}
+	checkKernel(t, n, state)
+
+	api := fixture.Svc("default", "api", "", inet.TCP, 443, "10.96.0.20")
+	api.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.3", 8443, "node-a")}
+	state.Services = append(state.Services, api)
+	res = syncOK(t, d, refuse(unix.ENOBUFS, 2), state)
+	if res.Retries == 0 {
+		t.Error("a transient refusal was not retried within the sync")
+	}
+	checkKernel(t, n, state)
+}
+
+// What changes behind the dataplane's back is repaired: an outside flush
+// at once (the canary sees it on the next sync), a weight change by the
+// periodic reread of the kernel.
+func TestSyncRepairsDrift(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	read := make(chan struct{}, 1)
+	d, n := newFakeDataplane(t, &Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
+		KernelRead: func() { read <- struct{}{} }})
+	ctx := context.Background()
+	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{fakeWeb()}}
+	syncOK(t, d, ctx, state)
+	outside := n.ipvs.Dial()
+	defer outside.Close()
+	sets, err := n.sets.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sets.Close()
+	rules, err := n.rules.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: fixture.IP("10.96.0.10"), Port: 80}
+	for name, flush := range map[string]func() error{
+		"ipvsadm -C": func() error { return outside.Flush(ctx) },
+		"ipset flush": func() error {
+			for _, name := range n.sets.Names() {
+				if err := sets.Flush(ctx, name); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		"ip link del":       func() error { return n.links.DeleteLink(DefaultDevice) },
+		"nft flush ruleset": func() error { rules.FlushRuleset(); return rules.Flush() },
+	} {
+		if err := flush(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		now = now.Add(canaryEvery) // the canary looks at most this often
+		if res := syncOK(t, d, ctx, state); !res.Full || res.Plan.Len() == 0 {
+			t.Errorf("after %s the next sync was full=%v with %d operations", name, res.Full, res.Plan.Len())
+		}
+		checkKernel(t, n, state)
+	}
+
+	edit := ipvs.Destination{Addr: fixture.IP("10.244.1.2"), Port: 8080, Weight: 7}
+	if err := outside.UpdateDestination(ctx, vs, edit); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(canaryEvery)
+	if res := syncOK(t, d, ctx, state); res.Full {
+		t.Fatal("the canary saw a weight change")
+	}
+	now = now.Add(time.Minute)
+	if res := syncOK(t, d, ctx, state); res.Full {
+		t.Error("the sync that started the periodic reread waited for it")
+	}
+	<-read
+	res := syncOK(t, d, ctx, state)
+	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
+		t.Errorf("the sync after the periodic reread did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
+	}
+	checkKernel(t, n, state)
+}

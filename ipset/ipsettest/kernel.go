@@ -73,6 +73,15 @@ func (k *Kernel) Set(name string) (ipset.Header, []ipset.Entry, bool) {
 	return s.headerNow(), slices.Clone(s.entries), true
 }
 
+// HasIndex reports whether a set of the kernel index exists: what a
+// firewall rule's set match names a set by (nftrulestest's
+// Options.SetExists takes this method).
+func (k *Kernel) HasIndex(index uint16) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return int(index) < len(k.sets) && k.sets[index] != nil
+}
+
 // SetReferences says how many firewall rules use the set, as iptables
 // rules with -m set do: a referenced set cannot be destroyed or renamed.
 func (k *Kernel) SetReferences(name string, n uint32) error {

@@ -69,7 +69,7 @@ func (c *canary) alive(ctx context.Context, k *kernel, programmed *plan.KernelSt
 // has not moved since they were last found current, nothing in nftables
 // has changed and they still are.
 func (c *canary) rulesCurrent(ctx context.Context, k *kernel, node *model.Node) bool {
-	gen, err := k.gen.generation(ctx)
+	gen, err := k.gen.Generation(ctx)
 	if err == nil && gen != 0 && gen == c.rulesGen {
 		return true
 	}

@@ -120,7 +120,7 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 // addresses of the device, then removes the routes: kube-proxy would never
 // remove a route, and a stale one keeps a deleted service's address local.
 func (d *Dataplane) routesToAddresses(ctx context.Context) error {
-	c, err := d.k.ns.dialLinks(dummy.BindAddresses)
+	c, err := d.k.ns.DialLinks(dummy.BindAddresses)
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}

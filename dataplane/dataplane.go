@@ -120,10 +120,10 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 		d.cfg.Now = time.Now
 	}
 	var err error
-	if d.kernelSysctls, err = kernelSysctls(ns.release); err != nil {
+	if d.kernelSysctls, err = kernelSysctls(ns.Release); err != nil {
 		return nil, err
 	}
-	err = ns.inProc(func(procSys, procNet string) (err error) {
+	err = ns.InProc(func(procSys, procNet string) (err error) {
 		d.ipv6, err = hasIPv6(procNet, procSys)
 		return err
 	})

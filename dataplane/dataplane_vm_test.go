@@ -780,7 +780,7 @@ func TestRulesetGeneration(t *testing.T) {
 	ctx := context.Background()
 	gen := func() uint32 {
 		t.Helper()
-		g, err := d.k.gen.generation(ctx)
+		g, err := d.k.gen.Generation(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,111 +1,25 @@
-package dataplane
+package dataplane_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/conntrack"
-	"github.com/ipvsplane/ipvsplane/conntrack/conntracktest"
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules/nftrulestest"
-	"github.com/ipvsplane/ipvsplane/dummy"
-	"github.com/ipvsplane/ipvsplane/dummy/dummytest"
 	"github.com/ipvsplane/ipvsplane/inet"
-	"github.com/ipvsplane/ipvsplane/ipset/ipsettest"
-	"github.com/ipvsplane/ipvsplane/ipvs"
-	"github.com/ipvsplane/ipvsplane/ipvs/ipvstest"
 )
 
-// fakeNode is a network namespace made of the kernel packages' public
-// fakes, with a /proc/sys and /proc/net in a directory: what a Dataplane
-// programs in the unit tests. The VM tests run the same scenarios on
-// real kernels.
-type fakeNode struct {
-	ipvs    *ipvstest.Kernel
-	sets    *ipsettest.Kernel
-	links   *dummytest.Kernel
-	flows   *conntracktest.Kernel
-	rules   *nftrulestest.Kernel
-	procSys string
-}
-
-func newFakeNode(t *testing.T) *fakeNode {
+// newFakeDataplane returns a Dataplane on a new dataplanetest.Node,
+// closed when the test ends. cfg may be nil.
+func newFakeDataplane(t *testing.T, cfg *dataplane.Config) (*dataplane.Dataplane, *dataplanetest.Node) {
 	t.Helper()
-	n := &fakeNode{
-		ipvs:    ipvstest.New(nil),
-		sets:    ipsettest.New(),
-		links:   dummytest.New(nil),
-		flows:   conntracktest.New(),
-		procSys: filepath.Join(t.TempDir(), "sys"),
-	}
-	// The rules' set matches name sets by the kernel's index: only a set
-	// that exists may be named, as the kernel's xt set match checks.
-	n.rules = nftrulestest.New(&nftrulestest.Options{SetExists: n.setExists})
-	node := fakeModelNode()
-	for _, s := range append(node.Sysctls(), model.Sysctl{Name: "net/ipv6/conf/all/disable_ipv6"}) {
-		path := filepath.Join(n.procSys, s.Name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte("0\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return n
-}
-
-// setExists reports whether an ipset of kernel index id exists.
-func (n *fakeNode) setExists(id uint16) bool {
-	c, err := n.sets.Dial()
+	n, err := dataplanetest.New(t.TempDir(), nil)
 	if err != nil {
-		return false
-	}
-	defer c.Close()
-	for _, name := range n.sets.Names() {
-		if got, err := c.Index(context.Background(), name); err == nil && got == id {
-			return true
-		}
-	}
-	return false
-}
-
-// namespace opens connections on the fakes. Its /proc/net is procSys's
-// sibling, which has if_inet6: the node has IPv6.
-func (n *fakeNode) namespace(t *testing.T) *namespace {
-	procNet := filepath.Join(filepath.Dir(n.procSys), "net")
-	if err := os.MkdirAll(procNet, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(procNet, "if_inet6"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return &namespace{
-		dialIPVS:       func() (*ipvs.Conn, error) { return n.ipvs.Dial(), nil },
-		dialSets:       n.sets.Dial,
-		dialLinks:      func(b dummy.Binding) (*dummy.Conn, error) { return n.links.Dial(b), nil },
-		dialRules:      n.rules.Dial,
-		dialFlows:      func() (*conntrack.Conn, error) { return n.flows.Dial(), nil },
-		dialGeneration: func() (generationReader, error) { return fakeGeneration{n.rules}, nil },
-		release:        "6.1.0-fake",
-		inProc:         func(fn func(procSys, procNet string) error) error { return fn(n.procSys, procNet) },
-	}
-}
-
-// fakeGeneration reads the fake ruleset's generation.
-type fakeGeneration struct{ k *nftrulestest.Kernel }
-
-func (g fakeGeneration) generation(context.Context) (uint32, error) { return g.k.Generation(), nil }
-func (fakeGeneration) Close() error                                 { return nil }
-
-// newFakeDataplane returns a Dataplane on a new fake node, closed when the
-// test ends. cfg may be nil.
-func newFakeDataplane(t *testing.T, cfg *Config) (*Dataplane, *fakeNode) {
-	t.Helper()
-	n := newFakeNode(t)
-	d, err := openDataplane(cfg, n.namespace(t))
+	d, err := n.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +52,7 @@ func fakeWeb() model.ServicePort {
 }
 
 // syncOK syncs state and fails the test on any failure.
-func syncOK(t *testing.T, d *Dataplane, ctx context.Context, state *model.State) *Result {
+func syncOK(t *testing.T, d *dataplane.Dataplane, ctx context.Context, state *model.State) *dataplane.Result {
 	t.Helper()
 	res, err := d.Sync(ctx, state)
 	if err != nil {
@@ -153,9 +67,9 @@ func syncOK(t *testing.T, d *Dataplane, ctx context.Context, state *model.State)
 // checkKernel reads the fake kernel through fresh connections, as a
 // restarted ipvsplane would, and fails the test unless a first sync would
 // find nothing to do: the kernel holds all that state asks.
-func checkKernel(t *testing.T, n *fakeNode, state *model.State) {
+func checkKernel(t *testing.T, n *dataplanetest.Node, state *model.State) {
 	t.Helper()
-	d, err := openDataplane(nil, n.namespace(t))
+	d, err := n.Open(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +80,6 @@ func checkKernel(t *testing.T, n *fakeNode, state *model.State) {
 	}
 	if pl.Len() != 0 {
 		t.Errorf("the kernel does not hold the state; a first sync would do:\n%s\nIPVS:\n%s\nipsets:\n%s\nlinks:\n%s\nnftables:\n%s",
-			pl, n.ipvs.Dump(), n.sets.Dump(), n.links.Dump(), n.rules.Dump())
+			pl, n.IPVS.Dump(), n.Sets.Dump(), n.Links.Dump(), n.Rules.Dump())
 	}
 }

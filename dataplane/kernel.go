@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/ipvsplane/ipvsplane/conntrack"
+	ns "github.com/ipvsplane/ipvsplane/dataplane/internal/namespace"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dummy"
@@ -17,31 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// namespace opens connections to one network namespace's kernel and
-// reaches its /proc: the host's (hostNamespace) or, in the unit tests,
-// the fakes'. Connections are opened more than once: a background read
-// has its own, and the rules' socket is replaced after a failed
-// transaction.
-type namespace struct {
-	dialIPVS  func() (*ipvs.Conn, error)
-	dialSets  func() (*ipset.Conn, error)
-	dialLinks func(dummy.Binding) (*dummy.Conn, error)
-	dialRules func() (*nftables.Conn, error)
-	dialFlows func() (*conntrack.Conn, error)
-	// dialGeneration opens a reader of the nftables ruleset generation.
-	dialGeneration func() (generationReader, error)
-	// release is the kernel's release, as uname -r prints it.
-	release string
-	// inProc runs fn with the namespace's /proc/sys and /proc/net.
-	inProc func(fn func(procSys, procNet string) error) error
-}
-
-// generationReader reads the nftables ruleset generation (see
-// rulesetGeneration).
-type generationReader interface {
-	generation(ctx context.Context) (uint32, error)
-	Close() error
-}
+// namespace is how a Dataplane reaches its network namespace's kernel:
+// the host's (hostNamespace) or the fakes' (dataplanetest).
+type namespace = ns.Namespace
 
 // hostNamespace is the network namespace netns (0: the calling
 // process's) of the running kernel.
@@ -51,25 +30,25 @@ func hostNamespace(netns int) (*namespace, error) {
 		return nil, fmt.Errorf("dataplane: uname: %w", err)
 	}
 	return &namespace{
-		dialIPVS: func() (*ipvs.Conn, error) { return ipvs.Dial(&ipvs.Config{NetNS: netns}) },
-		dialSets: func() (*ipset.Conn, error) { return ipset.Dial(&ipset.Config{NetNS: netns}) },
-		dialLinks: func(b dummy.Binding) (*dummy.Conn, error) {
+		DialIPVS: func() (*ipvs.Conn, error) { return ipvs.Dial(&ipvs.Config{NetNS: netns}) },
+		DialSets: func() (*ipset.Conn, error) { return ipset.Dial(&ipset.Config{NetNS: netns}) },
+		DialLinks: func(b dummy.Binding) (*dummy.Conn, error) {
 			return dummy.Dial(&dummy.Config{NetNS: netns, Binding: b})
 		},
-		dialRules: func() (*nftables.Conn, error) {
+		DialRules: func() (*nftables.Conn, error) {
 			opts := []nftables.ConnOption{nftables.AsLasting()}
 			if netns != 0 {
 				opts = append(opts, nftables.WithNetNSFd(netns))
 			}
 			return nftables.New(opts...)
 		},
-		dialFlows: func() (*conntrack.Conn, error) { return conntrack.Dial(&conntrack.Config{NetNS: netns}) },
-		dialGeneration: func() (generationReader, error) {
+		DialFlows: func() (*conntrack.Conn, error) { return conntrack.Dial(&conntrack.Config{NetNS: netns}) },
+		DialGeneration: func() (ns.GenerationReader, error) {
 			c, err := nl.Dial(unix.NETLINK_NETFILTER, netns)
 			return netfilterConn{c}, err
 		},
-		release: unix.ByteSliceToString(uts.Release[:]),
-		inProc: func(fn func(procSys, procNet string) error) error {
+		Release: unix.ByteSliceToString(uts.Release[:]),
+		InProc: func(fn func(procSys, procNet string) error) error {
 			return inNetNS(netns, func() error { return fn("/proc/sys", "/proc/thread-self/net") })
 		},
 	}, nil
@@ -78,7 +57,7 @@ func hostNamespace(netns int) (*namespace, error) {
 // netfilterConn reads the ruleset generation from the kernel.
 type netfilterConn struct{ *nl.Conn }
 
-func (c netfilterConn) generation(ctx context.Context) (uint32, error) {
+func (c netfilterConn) Generation(ctx context.Context) (uint32, error) {
 	return rulesetGeneration(ctx, c.Conn)
 }
 
@@ -113,18 +92,18 @@ type kernelReaders struct {
 	links *dummy.Conn
 }
 
-// dialReaders opens a set of kernel readers, their device connection
-// binding as b.
-func (ns *namespace) dialReaders(b dummy.Binding) (kernelReaders, error) {
+// dialReaders opens a set of kernel readers in n, their device
+// connection binding as b.
+func dialReaders(n *namespace, b dummy.Binding) (kernelReaders, error) {
 	var r kernelReaders
 	var err error
-	if r.ipvs, err = ns.dialIPVS(); err != nil {
+	if r.ipvs, err = n.DialIPVS(); err != nil {
 		return r, fmt.Errorf("dataplane: %w", err)
 	}
-	if r.sets, err = ns.dialSets(); err != nil {
+	if r.sets, err = n.DialSets(); err != nil {
 		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
 	}
-	if r.links, err = ns.dialLinks(b); err != nil {
+	if r.links, err = n.DialLinks(b); err != nil {
 		return r, errors.Join(fmt.Errorf("dataplane: %w", err), r.close())
 	}
 	return r, nil
@@ -152,25 +131,25 @@ type kernel struct {
 	ns *namespace
 	kernelReaders
 	rules *nftables.Conn
-	gen   generationReader
+	gen   ns.GenerationReader
 	flows *conntrack.Conn
 }
 
 // openKernel opens the sync's connections in ns, the device's binding as
 // b.
-func openKernel(ns *namespace, b dummy.Binding) (*kernel, error) {
-	k := &kernel{ns: ns}
+func openKernel(n *namespace, b dummy.Binding) (*kernel, error) {
+	k := &kernel{ns: n}
 	var err error
-	if k.kernelReaders, err = ns.dialReaders(b); err != nil {
+	if k.kernelReaders, err = dialReaders(n, b); err != nil {
 		return nil, err
 	}
-	if k.rules, err = ns.dialRules(); err != nil {
+	if k.rules, err = n.DialRules(); err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: nftables: %w", err), k.close())
 	}
-	if k.flows, err = ns.dialFlows(); err != nil {
+	if k.flows, err = n.DialFlows(); err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), k.close())
 	}
-	if k.gen, err = ns.dialGeneration(); err != nil {
+	if k.gen, err = n.DialGeneration(); err != nil {
 		k.gen = nil
 		return nil, errors.Join(fmt.Errorf("dataplane: nftables: %w", err), k.close())
 	}
@@ -204,7 +183,7 @@ func (k *kernel) writeRules(node *model.Node, setIndex func(name string) (uint16
 	// then failed with "unexpected header type"): start again on a fresh
 	// socket.
 	_ = k.rules.CloseLasting()
-	rules, err2 := k.ns.dialRules()
+	rules, err2 := k.ns.DialRules()
 	if err2 != nil {
 		return errors.Join(err, fmt.Errorf("dataplane: nftables: %w", err2))
 	}

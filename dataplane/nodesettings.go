@@ -11,7 +11,7 @@ import (
 // applyNodeSettings writes the sysctls and the IPVS timeouts.
 func (d *Dataplane) applyNodeSettings(ctx context.Context, node *model.Node) []error {
 	var errs []error
-	err := d.k.ns.inProc(func(procSys, _ string) error {
+	err := d.k.ns.InProc(func(procSys, _ string) error {
 		_, err := WriteSysctls(procSys, append(node.Sysctls(), d.kernelSysctls...))
 		return err
 	})

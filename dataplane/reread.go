@@ -41,7 +41,7 @@ type rereadTiming struct {
 // kernel themselves end it.
 func (d *Dataplane) startReread(ctx context.Context) error {
 	if d.background.ipvs == nil {
-		r, err := d.k.ns.dialReaders(d.cfg.Binding)
+		r, err := dialReaders(d.k.ns, d.cfg.Binding)
 		if err != nil {
 			return err
 		}

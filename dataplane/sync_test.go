@@ -1,8 +1,9 @@
-package dataplane
+package dataplane_test
 
 import (
 	"context"
 	"errors"
+	"github.com/ipvsplane/ipvsplane/dataplane"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,13 +35,13 @@ func TestSyncFirst(t *testing.T) {
 		t.Errorf("first sync: full=%v with %d operations, want a full sync that programs", res.Full, res.Plan.Len())
 	}
 	checkKernel(t, n, state)
-	if got, want := n.ipvs.Dump(), "  -> 10.244.2.2:8080 masq 1\n"; !strings.Contains(got, "TCP 10.96.0.10:80 rr\n") || !strings.Contains(got, want) {
+	if got, want := n.IPVS.Dump(), "  -> 10.244.2.2:8080 masq 1\n"; !strings.Contains(got, "TCP 10.96.0.10:80 rr\n") || !strings.Contains(got, want) {
 		t.Errorf("IPVS:\n%s", got)
 	}
-	if got := n.links.Dump(); !strings.Contains(got, "10.96.0.10") || !strings.Contains(got, "198.51.100.10") {
+	if got := n.Links.Dump(); !strings.Contains(got, "10.96.0.10") || !strings.Contains(got, "198.51.100.10") {
 		t.Errorf("the device does not hold the service's addresses:\n%s", got)
 	}
-	if got, err := os.ReadFile(filepath.Join(n.procSys, "net/ipv4/ip_forward")); err != nil || strings.TrimSpace(string(got)) != "1" {
+	if got, err := os.ReadFile(filepath.Join(n.ProcSys, "net/ipv4/ip_forward")); err != nil || strings.TrimSpace(string(got)) != "1" {
 		t.Errorf("net.ipv4.ip_forward = %q, %v; want 1", got, err)
 	}
 	if res := syncOK(t, d, context.Background(), state); res.Full || res.Plan.Len() != 0 {
@@ -89,14 +90,14 @@ func TestSyncIncremental(t *testing.T) {
 // passes; one without connections is deleted at once.
 func TestSyncDrain(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	d, n := newFakeDataplane(t, &Config{DrainTimeout: 10 * time.Second, Now: func() time.Time { return now }})
+	d, n := newFakeDataplane(t, &dataplane.Config{DrainTimeout: 10 * time.Second, Now: func() time.Time { return now }})
 	web := fakeWeb()
 	idle := fixture.Svc("default", "idle", "", inet.TCP, 81, "10.96.0.11")
 	idle.Endpoints = web.Endpoints
 	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{web, idle}}
 	syncOK(t, d, context.Background(), state)
 	vs := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: fixture.IP("10.96.0.10"), Port: 80}
-	if err := n.ipvs.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 1, 0); err != nil {
+	if err := n.IPVS.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -115,7 +116,7 @@ func TestSyncDrain(t *testing.T) {
 	if res := syncOK(t, d, context.Background(), state); strings.Contains(res.Plan.String(), "10.244.2.2") {
 		t.Errorf("a draining real server with a connection was touched:\n%s", res.Plan)
 	}
-	if err := n.ipvs.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 0, 0); err != nil {
+	if err := n.IPVS.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if res := syncOK(t, d, context.Background(), state); !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") {
@@ -126,7 +127,7 @@ func TestSyncDrain(t *testing.T) {
 	// A connection that outlives the drain timeout does not keep it.
 	state.Services[0].Endpoints = web.Endpoints
 	syncOK(t, d, context.Background(), state)
-	if err := n.ipvs.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 0, 3); err != nil {
+	if err := n.IPVS.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 0, 3); err != nil {
 		t.Fatal(err)
 	}
 	state.Services[0].Endpoints = web.Endpoints[:1]
@@ -158,7 +159,7 @@ func TestSyncRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var oe *OpError
+	var oe *dataplane.OpError
 	if len(res.Errors) != 1 || !errors.As(res.Errors[0], &oe) || !errors.Is(oe, unix.EPERM) {
 		t.Fatalf("errors %v: want the refused real server's", res.Errors)
 	}
@@ -187,19 +188,19 @@ func TestSyncRetry(t *testing.T) {
 func TestSyncRepairsDrift(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	read := make(chan struct{}, 1)
-	d, n := newFakeDataplane(t, &Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
+	d, n := newFakeDataplane(t, &dataplane.Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
 		KernelRead: func() { read <- struct{}{} }})
 	ctx := context.Background()
 	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{fakeWeb()}}
 	syncOK(t, d, ctx, state)
-	outside := n.ipvs.Dial()
+	outside := n.IPVS.Dial()
 	defer outside.Close()
-	sets, err := n.sets.Dial()
+	sets, err := n.Sets.Dial()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sets.Close()
-	rules, err := n.rules.Dial()
+	rules, err := n.Rules.Dial()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,20 +208,20 @@ func TestSyncRepairsDrift(t *testing.T) {
 	for name, flush := range map[string]func() error{
 		"ipvsadm -C": func() error { return outside.Flush(ctx) },
 		"ipset flush": func() error {
-			for _, name := range n.sets.Names() {
+			for _, name := range n.Sets.Names() {
 				if err := sets.Flush(ctx, name); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
-		"ip link del":       func() error { return n.links.DeleteLink(DefaultDevice) },
+		"ip link del":       func() error { return n.Links.DeleteLink(dataplane.DefaultDevice) },
 		"nft flush ruleset": func() error { rules.FlushRuleset(); return rules.Flush() },
 	} {
 		if err := flush(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		now = now.Add(canaryEvery) // the canary looks at most this often
+		now = now.Add(time.Second) // the canary looks at most once a second
 		if res := syncOK(t, d, ctx, state); !res.Full || res.Plan.Len() == 0 {
 			t.Errorf("after %s the next sync was full=%v with %d operations", name, res.Full, res.Plan.Len())
 		}
@@ -231,7 +232,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 	if err := outside.UpdateDestination(ctx, vs, edit); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(canaryEvery)
+	now = now.Add(time.Second)
 	if res := syncOK(t, d, ctx, state); res.Full {
 		t.Fatal("the canary saw a weight change")
 	}

@@ -37,7 +37,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 		reqs = append(reqs, ipvsRequest{op: i})
 		addIPVS(&b, op)
 	}
-	failures := d.sendIPVS(ctx, &b)
+	failures := d.k.sendIPVS(ctx, &b)
 	var retry []int
 	for i, err := range failures {
 		op := ops[reqs[i].op]
@@ -60,7 +60,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 				b.UpdateService(ipvsService(o.Virtual))
 			}
 		}
-		retried := d.sendIPVS(ctx, &b)
+		retried := d.k.sendIPVS(ctx, &b)
 		for j, i := range retry {
 			if err, ok := retried[j]; ok {
 				failures[i] = err
@@ -74,10 +74,10 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 
 // sendIPVS applies a batch and returns its failures by their place in
 // the batch.
-func (d *Dataplane) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
+func (k *kernel) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
 	failures := map[int]error{}
 	var batchErr *ipvs.BatchError
-	if err := d.k.ipvs.Apply(ctx, b); errors.As(err, &batchErr) {
+	if err := k.ipvs.Apply(ctx, b); errors.As(err, &batchErr) {
 		for _, f := range batchErr.Failed {
 			failures[f.Index] = f
 		}

@@ -19,9 +19,9 @@ import (
 
 // destroySet destroys a set, waiting out the references the deleted rules
 // held: the kernel releases them after the rule transaction, not within it.
-func (d *Dataplane) destroySet(ctx context.Context, name string) error {
+func (k *kernel) destroySet(ctx context.Context, name string) error {
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
-		err := d.k.sets.Destroy(ctx, name)
+		err := k.sets.Destroy(ctx, name)
 		if !errors.Is(err, ipset.ErrSetInUse) || wait > 5*time.Second {
 			if errors.Is(err, ipset.ErrSetNotExist) {
 				return nil
@@ -78,7 +78,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(plan.SetSpecs())) {
-		if err := d.destroySet(ctx, name); err != nil {
+		if err := d.k.destroySet(ctx, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -102,11 +102,11 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 	if err := nftrules.Delete(d.k.rules); err != nil {
 		errs = append(errs, err)
 	}
-	if err := d.routesToAddresses(ctx); err != nil {
+	if err := d.k.routesToAddresses(ctx, d.cfg.Device); err != nil {
 		errs = append(errs, err)
 	}
 	for _, ipv6 := range []bool{false, true} {
-		if err := d.destroySet(ctx, model.SetName(model.SetOwned, ipv6)); err != nil {
+		if err := d.k.destroySet(ctx, model.SetName(model.SetOwned, ipv6)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -119,13 +119,13 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 // routesToAddresses binds the virtual IPs that are local routes as
 // addresses of the device, then removes the routes: kube-proxy would never
 // remove a route, and a stale one keeps a deleted service's address local.
-func (d *Dataplane) routesToAddresses(ctx context.Context) error {
-	c, err := d.k.ns.DialLinks(dummy.BindAddresses)
+func (k *kernel) routesToAddresses(ctx context.Context, device string) error {
+	c, err := k.ns.DialLinks(dummy.BindAddresses)
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
 	defer c.Close()
-	dev, err := c.Get(ctx, d.cfg.Device)
+	dev, err := c.Get(ctx, device)
 	if errors.Is(err, dummy.ErrLinkNotExist) {
 		return nil
 	}

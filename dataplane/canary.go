@@ -109,10 +109,9 @@ func rulesetGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
 
 func readGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
 	r := &nl.Request{
-		Type:  unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN,
+		Type:  nl.NFType(unix.NFNL_SUBSYS_NFTABLES, unix.NFT_MSG_GETGEN),
 		Flags: netlink.Acknowledge,
-		// struct nfgenmsg: family, version, resource id.
-		Data: []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+		Data:  nl.AppendNFGenMsg(nil, unix.AF_UNSPEC, nl.NFNetlinkV0),
 	}
 	if err := c.Exchange(ctx, r); err != nil {
 		return 0, err
@@ -121,10 +120,10 @@ func readGeneration(ctx context.Context, c *nl.Conn) (uint32, error) {
 		return 0, r.Err
 	}
 	for _, m := range r.Replies {
-		if m.Header.Type != unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWGEN || len(m.Data) < 4 {
+		if uint16(m.Header.Type) != nl.NFType(unix.NFNL_SUBSYS_NFTABLES, unix.NFT_MSG_NEWGEN) || len(m.Data) < nl.NFGenMsgLen {
 			continue
 		}
-		d := nl.NewReader(m.Data[4:], "generation")
+		d := nl.NewReader(m.Data[nl.NFGenMsgLen:], "generation")
 		for d.Next() {
 			if d.Type() == unix.NFTA_GEN_ID {
 				return d.BE32(), d.Err()

@@ -1,12 +1,16 @@
 package ipvsplane_test
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,22 +18,20 @@ import (
 
 const module = "github.com/ipvsplane/ipvsplane"
 
-// version is the release the proxy serves the working tree as: what a
-// tag of this commit would publish.
-const version = "v0.1.0"
+// untagged is the version the working tree is served as when no release
+// tag is reachable from it (a clone made without tags).
+const untagged = "v0.0.0-untagged"
 
-// The library as an importer meets it: fetched with `go get` at a release
-// version from a module proxy, outside this repository's workspace, and
-// building the README's example.
+// The library as an importer meets it: fetched with `go get` at its
+// newest release tag from a module proxy, outside this repository's
+// workspace, and building the README's example as the tag has it.
 func TestGoGetAtReleaseBuildsREADMEExample(t *testing.T) {
 	root := repoRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	example, _ := goBlock(t, readme)
+	version, files := release(t, root)
+	t.Logf("serving %s at %s", module, version)
+	example, _ := goBlock(t, files["README.md"])
 	proxy := t.TempDir()
-	publish(t, root, proxy)
+	publish(t, proxy, version, files)
 
 	// The importer's own module, away from go.work, with a module cache of
 	// its own so the version is fetched rather than found; the other
@@ -53,50 +55,91 @@ func TestGoGetAtReleaseBuildsREADMEExample(t *testing.T) {
 	}
 }
 
-// publish writes the files git tracks in the root module (not those of
-// the modules nested in it) as version in the proxy's layout
+// release returns the newest library release tag reachable from HEAD
+// (vX.Y.Z; the daemon's are daemon/vX.Y.Z) and the root module's files
+// at it, those of the modules nested in it left out; without such a tag,
+// untagged and the files git tracks in the working tree.
+func release(t *testing.T, root string) (string, map[string][]byte) {
+	t.Helper()
+	cmd := exec.Command("git", "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		files := map[string][]byte{}
+		for _, f := range strings.Fields(gitOutput(t, root, "ls-files")) {
+			data, err := os.ReadFile(filepath.Join(root, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[f] = data
+		}
+		return untagged, rootModule(files)
+	}
+	tag := strings.TrimSpace(string(out))
+	files := map[string][]byte{}
+	tr := tar.NewReader(strings.NewReader(gitOutput(t, root, "archive", "--format=tar", tag)))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = data
+	}
+	return tag, rootModule(files)
+}
+
+// rootModule leaves out of files those of the modules nested in the
+// root one.
+func rootModule(files map[string][]byte) map[string][]byte {
+	nested := map[string]bool{}
+	for f := range files {
+		if filepath.Base(f) == "go.mod" && f != "go.mod" {
+			nested[filepath.Dir(f)+"/"] = true
+		}
+	}
+	for f := range files {
+		if inNested(f, nested) {
+			delete(files, f)
+		}
+	}
+	return files
+}
+
+// publish writes files as the module at version in the proxy's layout
 // (cmd/go's GOPROXY protocol: list, .info, .mod, .zip).
-func publish(t *testing.T, root, proxy string) {
+func publish(t *testing.T, proxy, version string, files map[string][]byte) {
 	t.Helper()
 	dir := filepath.Join(proxy, module, "@v")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	files := strings.Fields(gitOutput(t, root, "ls-files"))
-	nested := map[string]bool{}
-	for _, f := range files {
-		if filepath.Base(f) == "go.mod" && f != "go.mod" {
-			nested[filepath.Dir(f)+"/"] = true
-		}
-	}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for _, f := range files {
-		if inNested(f, nested) {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range slices.Sorted(maps.Keys(files)) {
 		w, err := zw.Create(module + "@" + version + "/" + f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.Write(data); err != nil {
+		if _, err := w.Write(files[f]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	info, _ := json.Marshal(map[string]any{"Version": version, "Time": time.Now().UTC().Format(time.RFC3339)})
 	for name, data := range map[string][]byte{
-		"list": []byte(version + "\n"), version + ".info": info, version + ".mod": gomod, version + ".zip": buf.Bytes(),
+		"list": []byte(version + "\n"), version + ".info": info, version + ".mod": files["go.mod"], version + ".zip": buf.Bytes(),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)

@@ -130,7 +130,11 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 		}
 		return err
 	case plan.AddEntries:
-		return d.k.sets.AddEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
+		err := d.k.sets.AddEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
+		if errors.Is(err, ipset.ErrSetFull) {
+			return d.growSet(ctx, o)
+		}
+		return err
 	case plan.DelEntries:
 		return d.k.sets.DeleteEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
 	case plan.ReplaceRules:
@@ -151,6 +155,32 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 		return removeKubeProxyChains(d.k.rules, o.Chains)
 	}
 	return fmt.Errorf("no kernel operation for %T", op)
+}
+
+// growSet makes a set that filled hold what the dataplane programmed in
+// it and add's entries. A hash set's maxelem is fixed when it is made, so
+// a larger one is filled and swapped in (ipset.Replace): readers never
+// miss an entry the set held, and the set keeps its name and kernel
+// index, which the rules match it by.
+func (d *Dataplane) growSet(ctx context.Context, add plan.AddEntries) error {
+	have := d.programmed.Entries[add.Set]
+	entries := make([]plan.Entry, 0, len(have)+len(add.Entries))
+	for e := range have {
+		entries = append(entries, e)
+	}
+	for _, e := range add.Entries {
+		if !have[e] {
+			entries = append(entries, e)
+		}
+	}
+	spec := d.programmed.Sets[add.Set]
+	spec.Name = add.Set
+	spec = spec.Sized(len(entries))
+	if err := d.k.sets.Replace(ctx, ipsetSet(spec), ipsetEntries(entries)); err != nil {
+		return fmt.Errorf("dataplane: growing full ipset %s to maxelem %d: %w", add.Set, spec.MaxElem, err)
+	}
+	d.programmed.Sets[add.Set] = spec
+	return nil
 }
 
 // setIndexOf returns the kernel index of ipset name, which the rules

@@ -795,3 +795,33 @@ func TestRulesetGeneration(t *testing.T) {
 		t.Errorf("the generation stayed at %d after a table was added", after)
 	}
 }
+
+// A set that fills is grown in place on a real kernel too: the larger
+// set takes its name, and every entry is in it.
+func TestDataplaneGrowsFullSet(t *testing.T) {
+	n := setupNet(t)
+	n.node.Run(t, "ipset", "create", "KUBE-CLUSTER-IP", "hash:ip,port", "maxelem", "4")
+	d := newDataplane(t, n.node)
+	state := &model.State{Node: vmNode()}
+	add := func(from, to int) {
+		for i := from; i < to; i++ {
+			s := fixture.Svc("default", fmt.Sprintf("s%d", i), "", inet.TCP, 80, fmt.Sprintf("10.96.1.%d", i))
+			s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a")}
+			state.Services = append(state.Services, s)
+		}
+	}
+	add(1, 4)
+	mustSync(t, d, state)
+	add(4, 10)
+	mustSync(t, d, state)
+	out := n.node.Run(t, "ipset", "list", "KUBE-CLUSTER-IP")
+	if !strings.Contains(out, "maxelem 65536") || !strings.Contains(out, "Number of entries: 9") {
+		t.Errorf("the full set was not grown with every entry:\n%s", out)
+	}
+	if res := mustSync(t, d, state); res.Plan.Len() != 0 {
+		t.Errorf("a sync after the growth planned:\n%s", res.Plan)
+	}
+	if reply, err := n.client.DialTCP("", "10.96.1.9:80", 2*time.Second); err != nil || !strings.HasPrefix(reply, "backend-") {
+		t.Errorf("a service whose entry needed the growth answers %q, %v", reply, err)
+	}
+}

@@ -3,18 +3,20 @@ package dataplane_test
 import (
 	"context"
 	"errors"
-	"github.com/ipvsplane/ipvsplane/dataplane"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
@@ -244,6 +246,43 @@ func TestSyncRepairsDrift(t *testing.T) {
 	res := syncOK(t, d, ctx, state)
 	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
 		t.Errorf("the sync after the periodic reread did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
+	}
+	checkKernel(t, n, state)
+}
+
+// A set that fills is grown in place: a larger one replaces it under its
+// name, with every entry, and the sync reports no failure.
+func TestSyncGrowsFullSet(t *testing.T) {
+	ctx := context.Background()
+	d, n := newFakeDataplane(t, nil)
+	sets, err := n.Sets.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sets.Close()
+	// Made small by an earlier run (or by hand): four entries at most.
+	small := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort, Family: inet.IPv4, MaxElem: 4}
+	if err := sets.Create(ctx, small, 0); err != nil {
+		t.Fatal(err)
+	}
+	state := &model.State{Node: fakeModelNode()}
+	addServices := func(from, to int) {
+		for i := from; i < to; i++ {
+			s := fixture.Svc("default", fmt.Sprintf("s%d", i), "", inet.TCP, 80, fmt.Sprintf("10.96.1.%d", i))
+			s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a")}
+			state.Services = append(state.Services, s)
+		}
+	}
+	addServices(1, 4)
+	syncOK(t, d, ctx, state)
+	addServices(4, 10)
+	res := syncOK(t, d, ctx, state)
+	if !strings.Contains(res.Plan.String(), "KUBE-CLUSTER-IP") {
+		t.Fatalf("no entries added:\n%s", res.Plan)
+	}
+	h, entries, ok := n.Sets.Set("KUBE-CLUSTER-IP")
+	if !ok || len(entries) != 9 || h.MaxElem < 9 {
+		t.Errorf("KUBE-CLUSTER-IP: maxelem %d with %d entries (exists %v), want all 9", h.MaxElem, len(entries), ok)
 	}
 	checkKernel(t, n, state)
 }

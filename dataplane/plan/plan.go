@@ -48,7 +48,7 @@ func Diff(observed, desired *KernelState, services map[VirtualKey]model.ServiceP
 	if scope.All {
 		for _, name := range slices.Sorted(maps.Keys(desired.Sets)) {
 			if _, ok := observed.Sets[name]; !ok {
-				ops = append(ops, CreateSet{Spec: sized(desired.Sets[name], len(desired.Entries[name]))})
+				ops = append(ops, CreateSet{Spec: desired.Sets[name].Sized(len(desired.Entries[name]))})
 			}
 		}
 		if desired.Rules != observed.Rules {
@@ -107,13 +107,14 @@ func diffEntries(observed, desired *KernelState, scope Scope) []Op {
 	return ops
 }
 
-// sized returns spec with room for entries: kube-proxy's maxelem of 65,536
-// while that holds them, which keeps the set's options identical to those
-// kube-proxy creates it with (`ipset create -exist` fails on any
-// difference, so a set kube-proxy did not make its way breaks a handover);
-// beyond it, a power of two twice as large, since kube-proxy's limit would
-// refuse the rest (a set cannot grow its maxelem once made).
-func sized(spec SetSpec, entries int) SetSpec {
+// Sized returns spec with room for entries: its maxelem (kube-proxy's
+// 65,536) while that holds them, which keeps the set's options identical
+// to those kube-proxy creates it with (`ipset create -exist` fails on any
+// difference, so a set kube-proxy did not make its way breaks a
+// handover); beyond it, a power of two at least twice as large, since the
+// limit would refuse the rest (a set cannot grow its maxelem once made:
+// one that fills is replaced by a larger one).
+func (spec SetSpec) Sized(entries int) SetSpec {
 	if spec.MaxElem == 0 || uint64(entries) <= uint64(spec.MaxElem) {
 		return spec
 	}

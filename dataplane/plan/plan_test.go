@@ -55,11 +55,11 @@ func TestSized(t *testing.T) {
 		entries int
 		want    uint32
 	}{{0, 65536}, {65536, 65536}, {65537, 262144}, {100000, 262144}, {200000, 524288}} {
-		if got := sized(spec, tc.entries).MaxElem; got != tc.want {
+		if got := spec.Sized(tc.entries).MaxElem; got != tc.want {
 			t.Errorf("%d entries: maxelem %d, want %d", tc.entries, got, tc.want)
 		}
 	}
-	if got := sized(SetSpec{Type: BitmapPort}, 100000); got.MaxElem != 0 {
+	if got := (SetSpec{Type: BitmapPort}).Sized(100000); got.MaxElem != 0 {
 		t.Errorf("a bitmap got maxelem %d", got.MaxElem)
 	}
 }

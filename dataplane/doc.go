@@ -80,6 +80,21 @@
 // are flushed from conntrack, so datagram clients move on at their next
 // packet.
 //
+// # Growth
+//
+// The sets are made with kube-proxy's maxelem while it holds their
+// entries. One that fills (the cluster outgrew it) is replaced by a
+// larger one under its name, filled first and swapped in, so that no
+// entry goes missing and the rules, which match it by name and kernel
+// index, keep matching it.
+//
+// # Testing
+//
+// Package dataplane/dataplanetest opens a Dataplane on an in-memory
+// network namespace made of the kernel packages' fakes: a program built
+// on this package can run its syncs in a unit test, without privileges,
+// and read back what the kernel would hold.
+//
 // docs/kube-proxy-ipvs-semantics.md describes kube-proxy's behaviour that
 // is reproduced here; docs/differences-from-kube-proxy.md lists where
 // ipvsplane differs, and why.

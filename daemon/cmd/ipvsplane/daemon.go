@@ -219,11 +219,12 @@ func (d *daemon) reportProblems(res *dataplane.Result) int {
 	return failed
 }
 
-// logSynced logs the sync's summary: at info level when it did
-// something, at debug level when it had nothing to do.
+// logSynced logs the sync's summary: at info level for a full sync and a
+// sync with failures, at debug level for the incremental ones, as
+// kube-proxy logs each sync at V(4): under churn they come many a second.
 func (d *daemon) logSynced(u *watcher.Update, res *dataplane.Result, took time.Duration) {
 	level := zap.DebugLevel
-	if res.Full || res.Plan.Len() > 0 || len(res.Errors) > 0 {
+	if res.Full || len(res.Errors) > 0 {
 		level = zap.InfoLevel
 	}
 	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", res.Plan.Len()),

@@ -32,7 +32,7 @@ VERSION_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: release test test-unit test-host test-vm test-kernels lint bench fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
+.PHONY: release test test-unit test-host test-vm test-kernels lint bench bench-dataplane fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -148,6 +148,21 @@ soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	cd daemon/e2e && IPVSPLANE_SOAK_SERVICES=$(SOAK_SERVICES) IPVSPLANE_SOAK_DURATION=$(SOAK_DURATION) IPVSPLANE_SOAK_RATE=$(SOAK_RATE) \
 	  IPVSPLANE_SOAK_PROXIES=$(SOAK_PROXIES) VMTEST_MEM=$${VMTEST_MEM:-4096} VMTEST_TIMEOUT=150m \
 	  $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestChurnSoak$$' -test.v -test.timeout 140m
+
+# The data-plane benchmark (e2e's TestDataPlaneBench; make test-vm runs it
+# with 100 services and ipvsplane alone): with each of DATAPLANE_SIZES
+# services installed through the API server, each of DATAPLANE_PROXIES in
+# turn, a client opening short TCP connections to one service's
+# ClusterIP, NodePort and load balancer IP for DATAPLANE_DURATION each;
+# connections per second and connect latency, as ratios to ipvsplane.
+DATAPLANE_SIZES    ?= 1000,10000,30000
+DATAPLANE_PROXIES  ?= ipvsplane,kube-proxy-ipvs,kube-proxy-nftables,kube-proxy-iptables
+DATAPLANE_DURATION ?= 10s
+bench-dataplane: $(VMTEST) $(BIN)/ipvsplane vm-kernel
+	cd daemon/e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
+	cd daemon/e2e && IPVSPLANE_DATAPLANE_SIZES=$(DATAPLANE_SIZES) IPVSPLANE_DATAPLANE_PROXIES=$(DATAPLANE_PROXIES) \
+	  IPVSPLANE_DATAPLANE_DURATION=$(DATAPLANE_DURATION) VMTEST_MEM=$${VMTEST_MEM:-6144} VMTEST_TIMEOUT=300m \
+	  $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestDataPlaneBench$$' -test.v -test.timeout 290m
 
 # The differential test against kube-proxy (e2e's TestKubeProxyDifferential,
 # which make test-vm runs on fixed seeds) on SEEDS new seeds of

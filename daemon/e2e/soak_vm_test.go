@@ -308,6 +308,8 @@ func soakProxy(name string) (benchProxy, bool) {
 		return benchProxy{name: name, ipvs: true, args: kubeProxy("ipvs")}, true
 	case "kube-proxy-nftables":
 		return benchProxy{name: name, args: kubeProxy("nftables")}, true
+	case "kube-proxy-iptables":
+		return benchProxy{name: name, args: kubeProxy("iptables")}, true
 	case "ipvsplane":
 		return benchProxy{name: name, ipvs: true, args: func(kubeconfig, dir string) []string {
 			return append([]string{"ipvsplane", "run", "--kubeconfig=" + kubeconfig, "--state-file=" + filepath.Join(dir, "status.json")}, common...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/memory"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
@@ -162,7 +163,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 // listeners) is checked before the first setting is written to the node,
 // so that a start that fails changes nothing.
 func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *settings) error {
-	mem, err := newSoftMemoryLimit(o.memoryLimit)
+	mem, err := memory.NewSoftLimit(o.memoryLimit)
 	if err != nil {
 		return err
 	}
@@ -210,8 +211,8 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	defer d.hc.Close(context.Background())
 
 	d.tracker = a.newTracker(d, s, request)
-	gc := firstSyncGCSettings()
-	defer gc.synced()
+	gc := memory.NewFirstSyncGC()
+	defer gc.Synced()
 	runner = newSyncRunner(d, s, gc, mem)
 
 	servers := &httpServers{log: log}
@@ -257,20 +258,20 @@ func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracke
 // newSyncRunner makes the runner of the daemon's syncs. It relaxes the
 // garbage collector until the first sync and applies the memory limit
 // after each full one.
-func newSyncRunner(d *daemon, s *settings, gc firstSyncGC, mem *softMemoryLimit) *watcher.Runner {
+func newSyncRunner(d *daemon, s *settings, gc memory.FirstSyncGC, mem *memory.SoftLimit) *watcher.Runner {
 	return watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,
 	}, func(ctx context.Context) error {
 		if !d.synced {
-			gc.listed()
+			gc.Listed()
 		}
 		d.lastFull = false
 		err := d.sync(ctx)
 		if d.synced {
-			gc.synced()
+			gc.Synced()
 		}
 		if d.lastFull {
-			mem.afterFullSync()
+			mem.AfterFullSync()
 		}
 		return err
 	})

@@ -1,4 +1,4 @@
-package main
+package memory
 
 import (
 	"math"
@@ -18,18 +18,18 @@ func TestFirstSyncGCSettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Setenv("GOGC", tt.gogc)
 		orig := debug.SetGCPercent(80)
-		gc := firstSyncGCSettings()
+		gc := NewFirstSyncGC()
 		if got := debug.SetGCPercent(80); got != 80 {
 			t.Errorf("GOGC=%q: while listing %d, want 80", tt.gogc, got)
 		}
-		gc.listed()
-		gc.listed()
+		gc.Listed()
+		gc.Listed()
 		if got := debug.SetGCPercent(-1); got != tt.during {
 			t.Errorf("GOGC=%q: during the first sync %d, want %d", tt.gogc, got, tt.during)
 		}
 		debug.SetGCPercent(tt.during)
-		gc.synced()
-		gc.synced()
+		gc.Synced()
+		gc.Synced()
 		if got := debug.SetGCPercent(orig); got != tt.set {
 			t.Errorf("GOGC=%q: after %d, want %d", tt.gogc, got, tt.set)
 		}
@@ -41,17 +41,17 @@ func TestSoftMemoryLimit(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
 	t.Setenv("GOMEMLIMIT", "")
 
-	if _, err := newSoftMemoryLimit("lots"); err == nil {
+	if _, err := NewSoftLimit("lots"); err == nil {
 		t.Error("--memory-limit lots was accepted")
 	}
-	if _, err := newSoftMemoryLimit("-1Mi"); err == nil {
+	if _, err := NewSoftLimit("-1Mi"); err == nil {
 		t.Error("a negative --memory-limit was accepted")
 	}
-	m, err := newSoftMemoryLimit("256Mi")
+	m, err := NewSoftLimit("256Mi")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.afterFullSync()
+	m.AfterFullSync()
 	if got := debug.SetMemoryLimit(-1); got != 256<<20 {
 		t.Errorf("--memory-limit 256Mi set %d", got)
 	}
@@ -59,14 +59,14 @@ func TestSoftMemoryLimit(t *testing.T) {
 	// No limit, as at a start without GOMEMLIMIT (an earlier test's
 	// limit could equal the one computed here).
 	debug.SetMemoryLimit(math.MaxInt64)
-	m, err = newSoftMemoryLimit("")
+	m, err = NewSoftLimit("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("the automatic limit was set before the first sync: %d", got)
 	}
-	m.afterFullSync()
+	m.AfterFullSync()
 	first := debug.SetMemoryLimit(-1)
 	inUse, _ := memoryInUse()
 	if first == math.MaxInt64 || first < inUse {
@@ -76,7 +76,7 @@ func TestSoftMemoryLimit(t *testing.T) {
 	// raises it.
 	grown := make([]byte, 4*first)
 	runtime.GC()
-	m.afterFullSync()
+	m.AfterFullSync()
 	if got := debug.SetMemoryLimit(-1); got <= first {
 		t.Errorf("a live heap grown to %d left the limit at %d (was %d)", len(grown), got, first)
 	}

@@ -1,4 +1,7 @@
-package main
+// Package memory holds the daemon's garbage-collector settings: a low
+// GOGC while the first sync programs the kernel, its peak, and a soft
+// memory limit that keeps the daemon near what that sync left.
+package memory
 
 import (
 	"fmt"
@@ -21,30 +24,34 @@ import (
 // costs time (measured: see docs/benchmarks.md).
 const firstSyncGCPercent = 10
 
-// firstSyncGC holds the garbage collector's settings around the first
+// FirstSyncGC holds the garbage collector's settings around the first
 // sync.
-type firstSyncGC struct {
-	// listed returns the listing's garbage to the system, which the
-	// runtime would otherwise keep resident beside the pages the first
-	// sync takes, and lowers GOGC for the first sync.
-	listed func()
-	// synced sets back the previous GOGC and returns the first sync's
-	// garbage to the system. Both do their work once.
-	synced func()
+type FirstSyncGC struct {
+	listed, synced func()
 }
 
-// firstSyncGCSettings returns the settings, which do nothing when the
-// operator chose a GOGC.
-func firstSyncGCSettings() firstSyncGC {
+// Listed returns the listing's garbage to the system, which the runtime
+// would otherwise keep resident beside the pages the first sync takes,
+// and lowers GOGC for the first sync. It does its work once.
+func (g FirstSyncGC) Listed() { g.listed() }
+
+// Synced sets back the previous GOGC and returns the first sync's
+// garbage to the system, after doing Listed's work if it was not done.
+// It does its work once.
+func (g FirstSyncGC) Synced() { g.synced() }
+
+// NewFirstSyncGC returns the settings, which do nothing when the operator
+// chose a GOGC.
+func NewFirstSyncGC() FirstSyncGC {
 	if os.Getenv("GOGC") != "" {
-		return firstSyncGC{listed: func() {}, synced: func() {}}
+		return FirstSyncGC{listed: func() {}, synced: func() {}}
 	}
 	var prev int
 	listed := sync.OnceFunc(func() {
 		debug.FreeOSMemory()
 		prev = debug.SetGCPercent(firstSyncGCPercent)
 	})
-	return firstSyncGC{
+	return FirstSyncGC{
 		listed: listed,
 		synced: sync.OnceFunc(func() {
 			listed()
@@ -58,7 +65,7 @@ func firstSyncGCSettings() firstSyncGC {
 // memory in use right after the first sync.
 const memoryHeadroom = 1.1
 
-// softMemoryLimit keeps the daemon's memory near what its first sync
+// SoftLimit keeps the daemon's memory near what its first sync
 // left, however long it runs: with the default GOGC the heap may grow to
 // twice the live data between collections, and under churn it does (a
 // 10,000-service soak grew from 85 to 148 MiB). The runtime's soft limit
@@ -66,7 +73,7 @@ const memoryHeadroom = 1.1
 // after the first sync to memoryHeadroom times the memory then in use,
 // and raised after each full sync by as much as the live heap grew, so a
 // growing cluster does not make the collector run without pause.
-type softMemoryLimit struct {
+type SoftLimit struct {
 	// auto is false when the operator chose the limit.
 	auto  bool
 	limit int64
@@ -75,14 +82,14 @@ type softMemoryLimit struct {
 	overhead int64
 }
 
-// newSoftMemoryLimit applies --memory-limit: empty for the automatic
+// NewSoftLimit applies --memory-limit: empty for the automatic
 // limit, "0" for none, else a quantity. GOMEMLIMIT, if set, wins.
-func newSoftMemoryLimit(flag string) (*softMemoryLimit, error) {
+func NewSoftLimit(flag string) (*SoftLimit, error) {
 	if os.Getenv("GOMEMLIMIT") != "" {
-		return &softMemoryLimit{}, nil
+		return &SoftLimit{}, nil
 	}
 	if flag == "" {
-		return &softMemoryLimit{auto: true}, nil
+		return &SoftLimit{auto: true}, nil
 	}
 	q, err := resource.ParseQuantity(flag)
 	if err != nil || q.Sign() < 0 {
@@ -91,12 +98,12 @@ func newSoftMemoryLimit(flag string) (*softMemoryLimit, error) {
 	if q.Value() > 0 {
 		debug.SetMemoryLimit(q.Value())
 	}
-	return &softMemoryLimit{}, nil
+	return &SoftLimit{}, nil
 }
 
-// afterFullSync sets or raises the automatic limit; the first call must
+// AfterFullSync sets or raises the automatic limit; the first call must
 // come after the first sync's garbage was returned to the system.
-func (m *softMemoryLimit) afterFullSync() {
+func (m *SoftLimit) AfterFullSync() {
 	if !m.auto {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -68,7 +69,7 @@ type daemon struct {
 	// recordWritten is when the state file was last written.
 	recordWritten time.Time
 	// problems are the conflicts and bad fields recorded as Events.
-	problems problemEvents
+	problems problems.Events
 	// traffic, with --service-traffic-metrics, maps the kernel's virtual
 	// servers to the service ports it exports the traffic of.
 	traffic *traffic.Collector
@@ -209,7 +210,7 @@ func (d *daemon) reportProblems(res *dataplane.Result) int {
 			failed++
 		}
 	}
-	fresh := d.problems.report(d.events, res.Errors)
+	fresh := d.problems.Report(d.events, res.Errors)
 	for _, e := range fresh[:min(len(fresh), status.MaxRecordedErrors)] {
 		d.log.Warn("sync problem", zap.Error(e))
 	}

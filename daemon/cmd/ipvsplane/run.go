@@ -16,6 +16,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/memory"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -339,7 +340,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 	go func() {
 		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.node.Name, func(err error) {
 			m.InvalidObject()
-			invalidObjectEvents(d.events, err)
+			problems.RecordInvalid(d.events, err)
 		})
 	}()
 	go d.waitListed(srcCtx)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher/clientset"
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -206,9 +207,9 @@ func TestRunKubernetesSourceBadEntry(t *testing.T) {
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	for _, e := range sink.events {
-		if e.Reason == reasonInvalidEntry && e.Regarding.Kind == "EndpointSlice" && strings.Contains(e.Note, "endpoints[1].addresses[0]") {
+		if e.Reason == problems.ReasonInvalidEntry && e.Regarding.Kind == "EndpointSlice" && strings.Contains(e.Note, "endpoints[1].addresses[0]") {
 			return
 		}
 	}
-	t.Errorf("no %s Event on the EndpointSlice naming endpoints[1].addresses[0]: %v", reasonInvalidEntry, sink.events)
+	t.Errorf("no %s Event on the EndpointSlice naming endpoints[1].addresses[0]: %v", problems.ReasonInvalidEntry, sink.events)
 }

@@ -1,4 +1,9 @@
-package main
+// Package problems records as Kubernetes Events what a sync or a read
+// cannot program as asked: on the Services whose ports a sync leaves out
+// or programs otherwise (a conflict, a bad field, a scheduler fallback, an
+// ignored setting), once while each lasts, and on the objects read with a
+// bad entry or skipped.
+package problems
 
 import (
 	"errors"
@@ -11,32 +16,32 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Reasons and action of the Events on Services a sync cannot program as
+// The reasons (and action) of the Events on Services a sync cannot program as
 // asked.
 const (
-	reasonConflict         = "VirtualServerConflict"
-	reasonInvalidField     = "InvalidServiceField"
-	reasonUnknownScheduler = "UnknownScheduler"
-	reasonMissingScheduler = "SchedulerUnavailable"
-	reasonIgnoredSetting   = "IgnoredServiceSetting"
+	ReasonConflict         = "VirtualServerConflict"
+	ReasonInvalidField     = "InvalidServiceField"
+	ReasonUnknownScheduler = "UnknownScheduler"
+	ReasonMissingScheduler = "SchedulerUnavailable"
+	ReasonIgnoredSetting   = "IgnoredServiceSetting"
 	actionSync             = "SyncProxyRules"
 )
 
-// Reasons and action of the Events on objects that cannot be read whole.
+// The reasons (and action) of the Events on objects that cannot be read whole.
 const (
-	reasonInvalidObject = "InvalidObject"
-	reasonInvalidEntry  = "InvalidEntryIgnored"
+	ReasonInvalidObject = "InvalidObject"
+	ReasonInvalidEntry  = "InvalidEntryIgnored"
 	actionRead          = "ReadObject"
 )
 
-// problemEvents records on the Services concerned the problems a sync
+// Events records on the Services concerned the problems a sync
 // reports with its service ports: a virtual server two ports claim, a
 // field that leaves a port out, a scheduler the port does not get, a
 // setting it is programmed without. Every sync reports every problem that
 // persists, so that Events would repeat at each sync; a problem is
 // recorded when it first appears, and again only if it went away and came
 // back.
-type problemEvents struct {
+type Events struct {
 	// conflicts, fields, schedulers and settings are the problems the
 	// last sync reported.
 	conflicts  map[plan.ConflictError]bool
@@ -53,13 +58,13 @@ type schedulerProblem struct {
 	unknown             bool
 }
 
-// report records with rec the problems among errs that the last sync
+// Report records with rec the problems among errs that the last sync
 // did not report, and forgets those that went away. It returns the errors
 // to log: those new problems, and every other error, which is this sync's
 // own (a failed operation, the node's settings). A problem that persists
 // is thus logged, as it is recorded, once while it lasts.
-func (p *problemEvents) report(rec events.Recorder, errs []error) []error {
-	next := problemEvents{conflicts: map[plan.ConflictError]bool{}, fields: map[model.FieldError]bool{},
+func (p *Events) Report(rec events.Recorder, errs []error) []error {
+	next := Events{conflicts: map[plan.ConflictError]bool{}, fields: map[model.FieldError]bool{},
 		schedulers: map[schedulerProblem]bool{}, settings: map[model.SettingError]bool{}}
 	var fresh []error
 	for _, err := range errs {
@@ -103,20 +108,20 @@ func once[K comparable](last, now map[K]bool, k K, rec events.Recorder, record f
 // get the virtual server, and the one that keeps it, whose operator may be
 // the one to change.
 func conflict(rec events.Recorder, e *plan.ConflictError) {
-	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonConflict, actionSync,
+	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, ReasonConflict, actionSync,
 		"virtual server %s of service port %s is not programmed: service port %s claims it first; the rest of %s is programmed",
 		e.Virtual, e.Service, e.Owner, e.Service)
 	if e.Owner.Namespace == e.Service.Namespace && e.Owner.Name == e.Service.Name {
 		return
 	}
-	rec.Eventf(events.ServiceRef(e.Owner.Namespace, e.Owner.Name), v1.EventTypeWarning, reasonConflict, actionSync,
+	rec.Eventf(events.ServiceRef(e.Owner.Namespace, e.Owner.Name), v1.EventTypeWarning, ReasonConflict, actionSync,
 		"virtual server %s of service port %s is also claimed by service port %s, which does not get it",
 		e.Virtual, e.Owner, e.Service)
 }
 
 // field records on its Service a service port left out for a bad field.
 func field(rec events.Recorder, e *model.FieldError) {
-	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonInvalidField, actionSync,
+	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, ReasonInvalidField, actionSync,
 		"service port %s is not programmed: field %s: %s", e.Service, e.Field, e.Reason)
 }
 
@@ -125,12 +130,12 @@ func field(rec events.Recorder, e *model.FieldError) {
 func scheduler(rec events.Recorder, e *model.SchedulerError, unknown bool) {
 	ref := events.ServiceRef(e.Service.Namespace, e.Service.Name)
 	if unknown {
-		rec.Eventf(ref, v1.EventTypeWarning, reasonUnknownScheduler, actionSync,
+		rec.Eventf(ref, v1.EventTypeWarning, ReasonUnknownScheduler, actionSync,
 			"service port %s: annotation %s (or %s) names %q, which is not an IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos); it is programmed with the node's scheduler %s",
 			e.Service, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Scheduler, e.Fallback)
 		return
 	}
-	rec.Eventf(ref, v1.EventTypeWarning, reasonMissingScheduler, actionSync,
+	rec.Eventf(ref, v1.EventTypeWarning, ReasonMissingScheduler, actionSync,
 		"service port %s: the kernel lacks the IPVS scheduler %q that annotation %s (or %s) names (%v); it is programmed with the node's scheduler %s",
 		e.Service, e.Scheduler, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Err, e.Fallback)
 }
@@ -143,16 +148,16 @@ func setting(rec events.Recorder, e *model.SettingError) {
 	if e.Field == model.FieldSchedulerFlags {
 		where = fmt.Sprintf("annotation %s (or %s)", watcher.AnnotationSchedulerFlags, watcher.AnnotationKubeRouterFlags)
 	}
-	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, reasonIgnoredSetting, actionSync,
+	rec.Eventf(events.ServiceRef(e.Service.Namespace, e.Service.Name), v1.EventTypeWarning, ReasonIgnoredSetting, actionSync,
 		"service port %s: %s: %q is ignored: %s", e.Service, where, e.Value, e.Reason)
 }
 
-// invalidObjectEvents records on its object each problem err holds (an
+// RecordInvalid records on its object each problem err holds (an
 // [*watcher.InvalidError], or several joined) with a Service, an
 // EndpointSlice or a Node as it is read: an entry left out while the rest
 // is programmed, or the object skipped. Each arrives once per version of
 // the object.
-func invalidObjectEvents(rec events.Recorder, err error) {
+func RecordInvalid(rec events.Recorder, err error) {
 	if rec == nil {
 		return
 	}
@@ -172,10 +177,10 @@ func invalidObjectEvents(rec events.Recorder, err error) {
 		default:
 			continue
 		}
-		reason, outcome := reasonInvalidObject, "the "+ie.Kind+" is not programmed"
+		reason, outcome := ReasonInvalidObject, "the "+ie.Kind+" is not programmed"
 		switch {
 		case ie.Entry:
-			reason, outcome = reasonInvalidEntry, "the rest of the "+ie.Kind+" is used"
+			reason, outcome = ReasonInvalidEntry, "the rest of the "+ie.Kind+" is used"
 		case ie.Kind == "Node":
 			outcome = "the node keeps the settings it had"
 		}

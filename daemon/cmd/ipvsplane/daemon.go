@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
@@ -75,7 +76,7 @@ type daemon struct {
 	traffic *traffic.Collector
 	// legacy removes kube-proxy's iptables-legacy chains (nil: never);
 	// legacyDone is set once it succeeded.
-	legacy     func(ctx context.Context) (legacyReport, error)
+	legacy     func(ctx context.Context) (legacyiptables.Report, error)
 	legacyDone bool
 }
 

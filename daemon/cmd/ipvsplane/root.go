@@ -12,6 +12,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -39,8 +40,8 @@ type app struct {
 	// build is what --version and `version` report (see readBuildInfo).
 	build buildInfo
 	// removeLegacy removes kube-proxy's iptables-legacy chains (see
-	// removeLegacyKubeProxy); nil leaves them.
-	removeLegacy func(ctx context.Context) (legacyReport, error)
+	// legacyiptables.RemoveKubeProxy); nil leaves them.
+	removeLegacy func(ctx context.Context) (legacyiptables.Report, error)
 }
 
 func newApp() *app {
@@ -51,8 +52,8 @@ func newApp() *app {
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return conntracksettings.Apply(c, conntracksettings.OnlineCPUs(), conntracksettings.HostPaths())
 		},
-		removeLegacy: func(ctx context.Context) (legacyReport, error) {
-			return removeLegacyKubeProxy(ctx, "/proc/thread-self/net")
+		removeLegacy: func(ctx context.Context) (legacyiptables.Report, error) {
+			return legacyiptables.RemoveKubeProxy(ctx, "/proc/thread-self/net")
 		},
 	}
 }

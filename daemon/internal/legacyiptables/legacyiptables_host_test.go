@@ -1,6 +1,6 @@
 //go:build hosttest
 
-package main
+package legacyiptables
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // The leftovers of kube-proxy's iptables mode written with iptables-legacy
 // (both families), among kubelet's, the portmap plugin's and Docker's
-// chains: removeLegacyKubeProxy removes exactly kube-proxy's chains and
+// chains: RemoveKubeProxy removes exactly kube-proxy's chains and
 // the jumps to them, as iptables-legacy-save shows, and leaves the
 // iptables-nft tables alone.
 func TestRemoveLegacyKubeProxy(t *testing.T) {
@@ -23,10 +23,10 @@ func TestRemoveLegacyKubeProxy(t *testing.T) {
 	}
 	const dir = "../../../dataplane/testdata/kube-proxy-leftovers/"
 	ns := testutil.NewNetNS(t)
-	remove := func() (legacyReport, error) {
-		var r legacyReport
+	remove := func() (Report, error) {
+		var r Report
 		err := ns.Do(func() (err error) {
-			r, err = removeLegacyKubeProxy(context.Background(), "/proc/thread-self/net")
+			r, err = RemoveKubeProxy(context.Background(), "/proc/thread-self/net")
 			return err
 		})
 		return r, err
@@ -139,9 +139,9 @@ func TestRemoveLegacyKubeProxyWithoutPrograms(t *testing.T) {
 	ns := testutil.NewNetNS(t)
 	ns.Run(t, "iptables-legacy", "-t", "nat", "-N", "KUBE-SERVICES")
 	t.Setenv("PATH", t.TempDir())
-	var r legacyReport
+	var r Report
 	err := ns.Do(func() (err error) {
-		r, err = removeLegacyKubeProxy(context.Background(), "/proc/thread-self/net")
+		r, err = RemoveKubeProxy(context.Background(), "/proc/thread-self/net")
 		return err
 	})
 	if err != nil || len(r.Removed) != 0 || strings.Join(r.Unreadable, " ") != "iptables-legacy-save iptables-legacy-restore" {

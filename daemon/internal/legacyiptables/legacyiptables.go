@@ -1,4 +1,8 @@
-package main
+// Package legacyiptables removes kube-proxy's chains from the
+// iptables-legacy tables, which the dataplane's nftables cleanup cannot
+// see, by running the iptables-legacy programs as kube-proxy's cleanup
+// does.
+package legacyiptables
 
 import (
 	"bytes"
@@ -36,8 +40,8 @@ func legacyFamilies() []legacyFamily {
 	}
 }
 
-// legacyReport says what removeLegacyKubeProxy did.
-type legacyReport struct {
+// Report says what RemoveKubeProxy did.
+type Report struct {
 	// Removed names the chains removed, as "iptables-legacy nat KUBE-SERVICES".
 	Removed []string
 	// Unreadable names the programs missing for legacy tables in use, which
@@ -45,14 +49,14 @@ type legacyReport struct {
 	Unreadable []string
 }
 
-// removeLegacyKubeProxy removes the chains plan.IsKubeProxyChain names,
+// RemoveKubeProxy removes the chains plan.IsKubeProxyChain names,
 // and the rules that only jump to them, from the iptables-legacy tables in
 // use in the network namespace whose /proc/.../net procNet is, each table
 // in one iptables-legacy-restore, as kube-proxy's cleanup does. A family
 // whose legacy tables are not in use is not touched (reading them would
 // load them); one whose programs are missing is reported.
-func removeLegacyKubeProxy(ctx context.Context, procNet string) (legacyReport, error) {
-	var report legacyReport
+func RemoveKubeProxy(ctx context.Context, procNet string) (Report, error) {
+	var report Report
 	var errs []error
 	for _, f := range legacyFamilies() {
 		data, err := os.ReadFile(filepath.Join(procNet, f.names))

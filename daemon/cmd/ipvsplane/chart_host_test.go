@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	appsv1 "k8s.io/api/apps/v1"
@@ -213,8 +214,8 @@ func TestHelmChartValues(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(cm.Data["config.conf"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kp, notes, err := loadConfig(conf)
-	if err != nil || len(notes.ignored) > 0 || notes.lenient != nil {
+	kp, notes, err := config.Load(conf)
+	if err != nil || len(notes.Ignored) > 0 || notes.Lenient != nil {
 		t.Fatalf("the configuration: %v, notes %+v\n%s", err, notes, cm.Data["config.conf"])
 	}
 	if kp.IPVS.Scheduler != "wrr" || kp.ClusterCIDR != "10.0.0.0/8" || kp.IPVS.SyncPeriod.Duration != 30*time.Second {

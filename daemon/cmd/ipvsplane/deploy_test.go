@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -77,8 +78,8 @@ func TestDeployManifests(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config.conf"), []byte(cm.Data["config.conf"]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, notes, err := loadConfig(filepath.Join(dir, "config.conf"))
-	if err != nil || len(notes.ignored) > 0 || notes.lenient != nil {
+	_, notes, err := config.Load(filepath.Join(dir, "config.conf"))
+	if err != nil || len(notes.Ignored) > 0 || notes.Lenient != nil {
 		t.Errorf("the ConfigMap's configuration: %v, notes %+v", err, notes)
 	}
 

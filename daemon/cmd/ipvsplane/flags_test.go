@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/spf13/pflag"
 )
 
@@ -43,7 +44,7 @@ func TestEveryKubeProxyFlag(t *testing.T) {
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
-	cfg, _, err := loadConfig(out)
+	cfg, _, err := config.Load(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestKubeadmDaemonSetArgs(t *testing.T) {
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
-	cfg, _, err := loadConfig(out)
+	cfg, _, err := config.Load(out)
 	if err != nil {
 		t.Fatal(err)
 	}

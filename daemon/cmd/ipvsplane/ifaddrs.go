@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/netip"
+	"os"
 
 	"github.com/ipvsplane/ipvsplane/linkaddr"
 )
@@ -29,4 +30,21 @@ func interfaceAddrs(ctx context.Context, device string) ([]netip.Addr, error) {
 		}
 	}
 	return out, nil
+}
+
+// nodeAddr reports whether a node address can serve node ports: kube-proxy
+// leaves out loopback addresses (127/8, ::1) and IPv6 link-local ones, and
+// keeps the rest, IPv4 link-local included.
+func nodeAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast())
+}
+
+// hostname is the host name the kernel reports, or none.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
@@ -56,11 +57,11 @@ func TestKubeadmGeneratedConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "kubeconfig.conf"), []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, notes, err := loadConfig(path)
-	if err != nil || notes.lenient != nil {
-		t.Fatalf("kubeadm's configuration: %v, lenient read: %v\n%s", err, notes.lenient, doc)
+	cfg, notes, err := config.Load(path)
+	if err != nil || notes.Lenient != nil {
+		t.Fatalf("kubeadm's configuration: %v, lenient read: %v\n%s", err, notes.Lenient, doc)
 	}
-	if err := validateKubeProxy(&cfg.KubeProxyConfiguration); err != nil {
+	if err := config.Validate(&cfg.KubeProxyConfiguration); err != nil {
 		t.Errorf("kubeadm's configuration: %v", err)
 	}
 	const kubeconfig = "/var/lib/kube-proxy/kubeconfig.conf"
@@ -110,9 +111,9 @@ func TestKubeadmConfigMap(t *testing.T) {
 		t.Fatalf("deploy/kubeadm/daemonset.yaml: %v", err)
 	}
 	ours := obj.(*appsv1.DaemonSet)
-	mount, config := configMapMount(t, theirs, cm.Name)
-	if m, c := configMapMount(t, ours, cm.Name); m != mount || c != config {
-		t.Errorf("deploy/kubeadm mounts ConfigMap %s at %s with --config=%s; kubeadm's DaemonSet at %s with --config=%s", cm.Name, m, c, mount, config)
+	mount, configPath := configMapMount(t, theirs, cm.Name)
+	if m, c := configMapMount(t, ours, cm.Name); m != mount || c != configPath {
+		t.Errorf("deploy/kubeadm mounts ConfigMap %s at %s with --config=%s; kubeadm's DaemonSet at %s with --config=%s", cm.Name, m, c, mount, configPath)
 	}
 	if ours.Spec.Template.Spec.ServiceAccountName != theirs.Spec.Template.Spec.ServiceAccountName {
 		t.Errorf("service account %q, kubeadm's %q", ours.Spec.Template.Spec.ServiceAccountName, theirs.Spec.Template.Spec.ServiceAccountName)
@@ -125,11 +126,11 @@ func TestKubeadmConfigMap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, notes, err := loadConfig(filepath.Join(dir, filepath.Base(config)))
-	if err != nil || notes.lenient != nil {
-		t.Fatalf("kubeadm's config.conf: %v, lenient read: %v", err, notes.lenient)
+	cfg, notes, err := config.Load(filepath.Join(dir, filepath.Base(configPath)))
+	if err != nil || notes.Lenient != nil {
+		t.Fatalf("kubeadm's config.conf: %v, lenient read: %v", err, notes.Lenient)
 	}
-	if err := validateKubeProxy(&cfg.KubeProxyConfiguration); err != nil {
+	if err := config.Validate(&cfg.KubeProxyConfiguration); err != nil {
 		t.Errorf("kubeadm's config.conf: %v", err)
 	}
 	if want := path.Join(mount, "kubeconfig.conf"); cfg.ClientConnection.Kubeconfig != want {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
@@ -20,9 +21,9 @@ import (
 // desired reads the source until Services and EndpointSlices are listed
 // once, and returns the desired state. Objects that could not be used are
 // returned as problems.
-func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *settings) (*watcher.Update, []error, error) {
+func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *config.Settings) (*watcher.Update, []error, error) {
 	ready := make(chan struct{}, 1)
-	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnChange: func() {
+	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, OnChange: func() {
 		select {
 		case ready <- struct{}{}:
 		default:
@@ -34,7 +35,7 @@ func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *setti
 	var problems []error
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- a.watch(ctx, log, o, nil, tracker, s.node.Name, func(err error) {
+		srcErr <- a.watch(ctx, log, o, nil, tracker, s.Node.Name, func(err error) {
 			mu.Lock()
 			problems = append(problems, err)
 			mu.Unlock()

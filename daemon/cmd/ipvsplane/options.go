@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dummy"
@@ -40,7 +41,7 @@ type options struct {
 	memoryLimit string
 	// own holds ipvsplane's settings that the --config file's ipvsplane
 	// section sets too.
-	own ipvsplaneConfig
+	own config.Own
 	// kp holds kube-proxy's settings: defaults, then the --config file,
 	// then the flags given on the command line.
 	kp *kubeproxy.KubeProxyConfiguration
@@ -61,7 +62,7 @@ const defaultDrainTimeout = dataplane.DefaultDrainTimeout
 const defaultStateFile = "/run/ipvsplane/status.json"
 
 func newOptions() *options {
-	return &options{source: sourceKubernetes, stateFile: defaultStateFile, own: defaultOwnConfig(), kp: defaultConfig(), healthzPort: healthzPort, metricsPort: metricsPort}
+	return &options{source: sourceKubernetes, stateFile: defaultStateFile, own: config.DefaultOwn(), kp: config.Default(), healthzPort: config.HealthzPort, metricsPort: config.MetricsPort}
 }
 
 // addFlags registers the flags. Those of kube-proxy keep its names and
@@ -107,9 +108,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.cleanup, "cleanup", false, "remove what ipvsplane made and exit, as ipvsplane cleanup does")
 	fs.BoolVar(&o.initOnly, "init-only", false, "make the settings that need full privileges (conntrack, the IPVS sysctls and timeouts, after the scheduler check), and exit")
 	fs.StringVar(&o.writeConfigTo, "write-config-to", "", "write the configuration (defaults, the --config file and the flags) to this file as a KubeProxyConfiguration, and exit")
-	fs.Int32Var(&o.healthzPort, "healthz-port", healthzPort, "the port given to a --healthz-bind-address without one; 0 turns /healthz off")
+	fs.Int32Var(&o.healthzPort, "healthz-port", config.HealthzPort, "the port given to a --healthz-bind-address without one; 0 turns /healthz off")
 	fs.MarkDeprecated("healthz-port", "use --healthz-bind-address")
-	fs.Int32Var(&o.metricsPort, "metrics-port", metricsPort, "the port given to a --metrics-bind-address without one; 0 turns /metrics off")
+	fs.Int32Var(&o.metricsPort, "metrics-port", config.MetricsPort, "the port given to a --metrics-bind-address without one; 0 turns /metrics off")
 	fs.MarkDeprecated("metrics-port", "use --metrics-bind-address")
 	o.addIgnoredFlags(fs)
 	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
@@ -124,10 +125,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 
 // load applies the --config file under the flags given on the command
 // line, and returns what loading the file has to report.
-func (o *options) load(fs *pflag.FlagSet) (configNotes, error) {
+func (o *options) load(fs *pflag.FlagSet) (config.Notes, error) {
 	if o.configFile == "" {
 		o.applyDeprecatedPorts(fs)
-		return configNotes{}, o.validate()
+		return config.Notes{}, o.validate()
 	}
 	// Keep the values of the flags given, read the file into the
 	// configuration the flags point into, then set the flags again.
@@ -144,7 +145,7 @@ func (o *options) load(fs *pflag.FlagSet) (configNotes, error) {
 		}
 		set = append(set, g)
 	})
-	cfg, notes, err := loadConfig(o.configFile)
+	cfg, notes, err := config.Load(o.configFile)
 	if err != nil {
 		return notes, err
 	}
@@ -191,7 +192,7 @@ func (o *options) applyDeprecatedPorts(fs *pflag.FlagSet) {
 			*p.addr = ""
 			continue
 		}
-		*p.addr = appendPortIfNeeded(*p.addr, int(p.port))
+		*p.addr = config.AppendPortIfNeeded(*p.addr, int(p.port))
 	}
 }
 
@@ -211,7 +212,7 @@ func (o *options) validate() error {
 	if d := o.own.DrainTimeout.Duration; d <= 0 {
 		return fmt.Errorf("--drain-timeout (or ipvsplane.drainTimeout in --config) must be positive, got %v", d)
 	}
-	if err := validateKubeProxy(o.kp); err != nil {
+	if err := config.Validate(o.kp); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	// A reading is a dump of every virtual server: not many a second.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
@@ -145,11 +146,11 @@ func (lf *logFlags) withFile(fs *pflag.FlagSet, o *options) (level, format strin
 }
 
 // logNotes logs, once, what loading the options found to report.
-func logNotes(log *zap.Logger, o *options, notes configNotes) {
-	if notes.lenient != nil {
-		log.Warn("using lenient decoding as strict decoding failed", zap.String("config", o.configFile), zap.Error(notes.lenient))
+func logNotes(log *zap.Logger, o *options, notes config.Notes) {
+	if notes.Lenient != nil {
+		log.Warn("using lenient decoding as strict decoding failed", zap.String("config", o.configFile), zap.Error(notes.Lenient))
 	}
-	for _, f := range notes.ignored {
+	for _, f := range notes.Ignored {
 		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
 	}
 	for _, f := range o.ignoredFlagsGiven() {

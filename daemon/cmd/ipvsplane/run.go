@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/memory"
@@ -31,16 +32,16 @@ import (
 
 // setup works out the settings from the loaded options; the notes are
 // logged once.
-func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*settings, error) {
+func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*config.Settings, error) {
 	addrs, err := a.nodeAddresses(cmd.Context(), o)
 	if err != nil {
 		return nil, err
 	}
-	s, err := resolve(o.kp, hostname(), addrs)
+	s, err := config.Resolve(o.kp, hostname(), addrs)
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range s.notes {
+	for _, n := range s.Notes {
 		log.Warn("setting does not apply to ipvsplane; ignored", zap.String("setting", n))
 	}
 	return s, nil
@@ -121,13 +122,13 @@ func (a *app) initOnly(ctx context.Context, log *zap.Logger, o *options, node *m
 // as kube-proxy's --write-config-to does. ipvsplane's own section is
 // written only when it differs from the defaults, so that the file stays
 // one kube-proxy reads otherwise.
-func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration, own ipvsplaneConfig) error {
+func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration, own config.Own) error {
 	data, err := yaml.Marshal(kp)
 	if err != nil {
 		return err
 	}
-	if own != defaultOwnConfig() {
-		own, err := yaml.Marshal(map[string]ipvsplaneConfig{"ipvsplane": own})
+	if own != config.DefaultOwn() {
+		own, err := yaml.Marshal(map[string]config.Own{"ipvsplane": own})
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 		return a.cleanup(ctx, o.stateFile, false)
 	}
 	if o.initOnly {
-		return a.initOnly(ctx, log, o, &s.node)
+		return a.initOnly(ctx, log, o, &s.Node)
 	}
 	return a.runDaemon(ctx, log, o, s)
 }
@@ -163,7 +164,7 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 // API server's client from the kubeconfig, IPVS and the scheduler, the
 // listeners) is checked before the first setting is written to the node,
 // so that a start that fails changes nothing.
-func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *settings) error {
+func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *config.Settings) error {
 	mem, err := memory.NewSoftLimit(o.memoryLimit)
 	if err != nil {
 		return err
@@ -179,24 +180,24 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 	request := func() { runner.Request() }
 	// A reread of the kernel ends between syncs: ask for the sync that
 	// merges it.
-	k, err := a.dial(&dataplane.Config{ResyncInterval: s.syncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, Binding: o.binding(), KernelRead: request})
+	k, err := a.dial(&dataplane.Config{ResyncInterval: s.SyncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, Binding: o.binding(), KernelRead: request})
 	if err != nil {
 		return err
 	}
 	defer k.Close()
-	ipv6 := servedFamilies(log, k, &s.node)
+	ipv6 := servedFamilies(log, k, &s.Node)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// As kube-proxy: a scheduler the kernel lacks stops the start, rather
 	// than failing every virtual server.
-	if err := k.CheckScheduler(ctx, s.node.Scheduler); err != nil {
+	if err := k.CheckScheduler(ctx, s.Node.Scheduler); err != nil {
 		return err
 	}
 
 	m := metrics.New().ForFamilies(ipv6).SetBuild(metrics.Build(a.build))
 	healthz, livez := m.AnswerCounters()
-	h := healthcheck.NewProxyHealth(s.syncPeriod, a.now, o.source == sourceKubernetes, healthz, livez)
-	rec, closeEvents := a.recorder(log, o, s.node.Name)
+	h := healthcheck.NewProxyHealth(s.SyncPeriod, a.now, o.source == sourceKubernetes, healthz, livez)
+	rec, closeEvents := a.recorder(log, o, s.Node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, rec)
 	d.legacy = a.removeLegacy
@@ -208,7 +209,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		defer stopTraffic()
 		d.traffic = t
 	}
-	d.hc = healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: log, Node: s.node.Name, Healthy: h.Healthy, Events: rec})
+	d.hc = healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: log, Node: s.Node.Name, Healthy: h.Healthy, Events: rec})
 	defer d.hc.Close(context.Background())
 
 	d.tracker = a.newTracker(d, s, request)
@@ -225,28 +226,28 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *set
 		return err
 	}
 	// kube-proxy's birth cry.
-	rec.Eventf(events.NodeRef(s.node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+	rec.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
-	log.Info("starting", zap.String("version", a.build.Version), zap.String("revision", a.build.Revision), zap.String("node", s.node.Name), zap.String("source", o.source),
-		zap.Stringers("nodeAddresses", s.node.Addresses), zap.Duration("minSyncPeriod", s.minSyncPeriod),
-		zap.Duration("syncPeriod", s.syncPeriod))
+	log.Info("starting", zap.String("version", a.build.Version), zap.String("revision", a.build.Revision), zap.String("node", s.Node.Name), zap.String("source", o.source),
+		zap.Stringers("nodeAddresses", s.Node.Addresses), zap.Duration("minSyncPeriod", s.MinSyncPeriod),
+		zap.Duration("syncPeriod", s.SyncPeriod))
 	return a.follow(ctx, stop, d, o, s, runner, client)
 }
 
 // newDaemon makes the daemon, before its traffic, health-check servers
 // and tracker are added.
-func (a *app) newDaemon(log *zap.Logger, o *options, s *settings, k kernel, m *metrics.Metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
+func (a *app) newDaemon(log *zap.Logger, o *options, s *config.Settings, k kernel, m *metrics.Metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
 	return &daemon{
 		log: log, kernel: k, metrics: m, health: h, events: rec, stateFile: o.stateFile, now: a.now,
-		record: status.Record{Daemon: status.Daemon{Node: s.node.Name, Source: o.source, Started: a.now()}},
+		record: status.Record{Daemon: status.Daemon{Node: s.Node.Name, Source: o.source, Started: a.now()}},
 	}
 }
 
 // newTracker makes the tracker of the source's objects; each change it
 // sees is marked in health and metrics, then asks for a sync.
-func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracker {
+func (a *app) newTracker(d *daemon, s *config.Settings, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.node, PodCIDRsFromNode: s.podCIDRsFromNode, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
 		m.SetQueued(families, a.now())
 	}, OnChange: func() {
 		h.Queued()
@@ -259,9 +260,9 @@ func (a *app) newTracker(d *daemon, s *settings, request func()) *watcher.Tracke
 // newSyncRunner makes the runner of the daemon's syncs. It relaxes the
 // garbage collector until the first sync and applies the memory limit
 // after each full one.
-func newSyncRunner(d *daemon, s *settings, gc memory.FirstSyncGC, mem *memory.SoftLimit) *watcher.Runner {
+func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *memory.SoftLimit) *watcher.Runner {
 	return watcher.NewRunner(watcher.RunnerConfig{
-		MinSyncPeriod: s.minSyncPeriod, SyncPeriod: s.syncPeriod, Ready: d.tracker.Synced,
+		MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: d.tracker.Synced,
 	}, func(ctx context.Context) error {
 		if !d.synced {
 			gc.Listed()
@@ -308,12 +309,12 @@ func (hs *httpServers) close() {
 
 // serveHTTP serves health, then metrics; a failure is recorded as
 // kube-proxy's Event too.
-func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
+func serveHTTP(servers *httpServers, d *daemon, o *options, s *config.Settings) error {
 	healthMux := http.NewServeMux()
 	healthMux.Handle("/healthz", d.health.HealthzHandler())
 	healthMux.Handle("/livez", d.health.LivezHandler())
-	if err := servers.serve("/healthz and /livez", s.healthzAddr, healthMux); err != nil {
-		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
+	if err := servers.serve("/healthz and /livez", s.HealthzAddr, healthMux); err != nil {
+		d.events.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
 	}
 	metricsMux := http.NewServeMux()
@@ -322,8 +323,8 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 	if o.kp.EnableProfiling {
 		metrics.ServeProfiles(metricsMux)
 	}
-	if err := servers.serve("/metrics", s.metricsAddr, metricsMux); err != nil {
-		d.events.Eventf(events.NodeRef(s.node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
+	if err := servers.serve("/metrics", s.MetricsAddr, metricsMux); err != nil {
+		d.events.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err
 	}
 	return nil
@@ -332,19 +333,19 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *settings) error {
 // follow watches the source (through client, for the Kubernetes source)
 // and the node's addresses and runs the syncs until either the source
 // ends or ctx is done; stop cancels ctx.
-func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s *settings, runner *watcher.Runner, client *watcher.Client) error {
+func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s *config.Settings, runner *watcher.Runner, client *watcher.Client) error {
 	log, m := d.log, d.metrics
 	srcCtx, cancelSource := context.WithCancel(ctx)
 	defer cancelSource()
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.node.Name, func(err error) {
+		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.Node.Name, func(err error) {
 			m.InvalidObject()
 			problems.RecordInvalid(d.events, err)
 		})
 	}()
 	go d.waitListed(srcCtx)
-	go followAddresses(srcCtx, log, s.syncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)
+	go followAddresses(srcCtx, log, s.SyncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 )
 
 // --version prints the version and exits, in kube-proxy's flag's shapes.
@@ -52,7 +54,7 @@ func TestFlagUnderscores(t *testing.T) {
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
-	cfg, _, err := loadConfig(out)
+	cfg, _, err := config.Load(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"net"
@@ -11,14 +11,14 @@ import (
 	netutils "k8s.io/utils/net"
 )
 
-// validateKubeProxy refuses what kube-proxy's validation
+// Validate refuses what kube-proxy's validation
 // (pkg/proxy/apis/config/validation) refuses in the fields that matter to
 // IPVS mode and the generic ones, with its messages: the fields are named
 // by kube-proxy's internal configuration type's path
 // (KubeProxyConfiguration.KubeProxyIPVSConfiguration.TCPTimeout), as its
 // errors name them. Its checks of feature gates and of
 // showHiddenMetricsForVersion, which ipvsplane ignores, are left out.
-func validateKubeProxy(kp *kubeproxy.KubeProxyConfiguration) error {
+func Validate(kp *kubeproxy.KubeProxyConfiguration) error {
 	root := fieldpath.NewPath("KubeProxyConfiguration")
 	var errs fieldpath.ErrorList
 	if b := kp.IPTables.MasqueradeBit; b != nil && (*b < 0 || *b > 31) {

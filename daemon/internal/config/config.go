@@ -1,4 +1,9 @@
-package main
+// Package config reads kube-proxy's configuration file (a
+// KubeProxyConfiguration, with a section of ipvsplane's own) as kube-proxy
+// does: its defaults, strict then lenient decoding, its validation, and
+// the fields set that ipvsplane does not act on; and resolves it, with
+// the host name and the node's addresses, into the daemon's Settings.
+package config
 
 import (
 	"encoding/json"
@@ -12,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
+	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	yamlv3 "go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,9 +33,8 @@ const (
 	configKind       = "KubeProxyConfiguration"
 )
 
-// defaultConfig returns kube-proxy's defaults for the fields ipvsplane
-// uses.
-func defaultConfig() *kubeproxy.KubeProxyConfiguration {
+// Default returns kube-proxy's defaults for the fields ipvsplane uses.
+func Default() *kubeproxy.KubeProxyConfiguration {
 	cfg := &kubeproxy.KubeProxyConfiguration{}
 	applyDefaults(cfg)
 	return cfg
@@ -52,10 +57,10 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	setString(&cfg.Kind, configKind)
 	setString((*string)(&cfg.Mode), "ipvs")
 	setString(&cfg.BindAddress, "0.0.0.0")
-	setString(&cfg.HealthzBindAddress, net.JoinHostPort("0.0.0.0", strconv.Itoa(healthzPort)))
-	setString(&cfg.MetricsBindAddress, net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort)))
-	cfg.HealthzBindAddress = appendPortIfNeeded(cfg.HealthzBindAddress, healthzPort)
-	cfg.MetricsBindAddress = appendPortIfNeeded(cfg.MetricsBindAddress, metricsPort)
+	setString(&cfg.HealthzBindAddress, net.JoinHostPort("0.0.0.0", strconv.Itoa(HealthzPort)))
+	setString(&cfg.MetricsBindAddress, net.JoinHostPort("127.0.0.1", strconv.Itoa(MetricsPort)))
+	cfg.HealthzBindAddress = AppendPortIfNeeded(cfg.HealthzBindAddress, HealthzPort)
+	cfg.MetricsBindAddress = AppendPortIfNeeded(cfg.MetricsBindAddress, MetricsPort)
 	setString((*string)(&cfg.DetectLocalMode), "ClusterCIDR")
 	setString(&cfg.ClientConnection.ContentType, "application/vnd.kubernetes.protobuf")
 	if cfg.ClientConnection.QPS == 0 {
@@ -107,14 +112,14 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 
 // kube-proxy's ports of /healthz and /metrics.
 const (
-	healthzPort = 10256
-	metricsPort = 10249
+	HealthzPort = 10256
+	MetricsPort = 10249
 )
 
-// appendPortIfNeeded completes a bind address that is a bare IP with
+// AppendPortIfNeeded completes a bind address that is a bare IP with
 // port, as kube-proxy's defaulting and its deprecated port flags do; any
 // other value is left for validation to judge.
-func appendPortIfNeeded(addr string, port int) string {
+func AppendPortIfNeeded(addr string, port int) string {
 	if _, _, err := net.SplitHostPort(addr); err == nil {
 		return addr
 	}
@@ -124,17 +129,17 @@ func appendPortIfNeeded(addr string, port int) string {
 	return net.JoinHostPort(addr, strconv.Itoa(port))
 }
 
-// configFile is the --config file: kube-proxy's KubeProxyConfiguration,
-// and a section for ipvsplane's own settings.
-type configFile struct {
+// File is the --config file: kube-proxy's KubeProxyConfiguration, and a
+// section for ipvsplane's own settings.
+type File struct {
 	kubeproxy.KubeProxyConfiguration `json:",inline"`
-	IPVSPlane                        ipvsplaneConfig `json:"ipvsplane"`
+	IPVSPlane                        Own `json:"ipvsplane"`
 }
 
-// ipvsplaneConfig is the file's ipvsplane section: settings kube-proxy has
+// Own is the file's ipvsplane section: settings kube-proxy has
 // no field for, each with a flag of the same name. kube-proxy refuses a
 // file that has it, as it refuses any field it does not know.
-type ipvsplaneConfig struct {
+type Own struct {
 	// ServiceTrafficMetrics exports each service port's traffic (see
 	// traffic.Collector); off by default, as it costs a dump of the virtual
 	// servers every ServiceTrafficMetricsInterval.
@@ -150,50 +155,49 @@ type ipvsplaneConfig struct {
 	ServiceAddressBinding string `json:"serviceAddressBinding,omitempty"`
 }
 
-// defaultOwnConfig are the ipvsplane section's defaults.
-func defaultOwnConfig() ipvsplaneConfig {
-	return ipvsplaneConfig{
+// DefaultOwn returns the ipvsplane section's defaults.
+func DefaultOwn() Own {
+	return Own{
 		ServiceTrafficMetricsInterval: metav1.Duration{Duration: traffic.DefaultInterval},
-		DrainTimeout:                  metav1.Duration{Duration: defaultDrainTimeout},
+		DrainTimeout:                  metav1.Duration{Duration: dataplane.DefaultDrainTimeout},
 		ServiceAddressBinding:         dummy.BindAddresses.String(),
 	}
 }
 
-// configNotes are what loading a configuration file has to report once.
-type configNotes struct {
-	// ignored lists the fields set that ipvsplane does not act on.
-	ignored []string
-	// lenient is strict decoding's error when the file was read
+// Notes are what loading a configuration file has to report once.
+type Notes struct {
+	// Ignored lists the fields set that ipvsplane does not act on.
+	Ignored []string
+	// Lenient is strict decoding's error when the file was read
 	// leniently instead, as kube-proxy reads it: unknown, removed or
 	// repeated fields (udpIdleTimeout, resourceContainer, ...) that older
 	// installers wrote.
-	lenient error
+	Lenient error
 }
 
-// loadConfig reads a KubeProxyConfiguration file over kube-proxy's
-// defaults.
-func loadConfig(path string) (*configFile, configNotes, error) {
+// Load reads a KubeProxyConfiguration file over kube-proxy's defaults.
+func Load(path string) (*File, Notes, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, configNotes{}, err
+		return nil, Notes{}, err
 	}
-	return parseConfig(path, data)
+	return Parse(path, data)
 }
 
-// parseConfig is loadConfig on the file's content.
-func parseConfig(path string, data []byte) (*configFile, configNotes, error) {
-	var notes configNotes
-	cfg := &configFile{}
+// Parse is Load on the file's content.
+func Parse(path string, data []byte) (*File, Notes, error) {
+	var notes Notes
+	cfg := &File{}
 	lenient, err := decodeConfig(data, cfg)
 	if err != nil {
 		return nil, notes, fmt.Errorf("%s: %w", path, err)
 	}
-	notes.lenient = lenient
+	notes.Lenient = lenient
 	if cfg.APIVersion != configAPIVersion || cfg.Kind != configKind {
 		return nil, notes, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", path, configAPIVersion, configKind, cfg.APIVersion, cfg.Kind)
 	}
 	applyDefaults(&cfg.KubeProxyConfiguration)
-	def := defaultOwnConfig()
+	def := DefaultOwn()
 	if cfg.IPVSPlane.ServiceTrafficMetricsInterval.Duration == 0 {
 		cfg.IPVSPlane.ServiceTrafficMetricsInterval = def.ServiceTrafficMetricsInterval
 	}
@@ -207,7 +211,7 @@ func parseConfig(path string, data []byte) (*configFile, configNotes, error) {
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		return nil, notes, fmt.Errorf("%s: %w", path, err)
 	}
-	notes.ignored = ignoredFields(raw)
+	notes.Ignored = ignoredFields(raw)
 	return cfg, notes, nil
 }
 
@@ -218,7 +222,7 @@ func parseConfig(path string, data []byte) (*configFile, configNotes, error) {
 // error to be logged. Syntax and type errors fail either way. ipvsplane's
 // own section stays strict: kube-proxy's leniency is for files older
 // installers wrote, which have no such section.
-func decodeConfig(data []byte, cfg *configFile) (lenient, err error) {
+func decodeConfig(data []byte, cfg *File) (lenient, err error) {
 	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, err
@@ -239,7 +243,7 @@ func decodeConfig(data []byte, cfg *configFile) (lenient, err error) {
 	if err := checkOwnSection(data, fields); err != nil {
 		return nil, err
 	}
-	*cfg = configFile{}
+	*cfg = File{}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, cfg); err != nil {
 		return nil, err
 	}

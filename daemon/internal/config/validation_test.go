@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -33,11 +33,11 @@ func TestValidateKubeProxy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimSpace(tt.body), func(t *testing.T) {
-			cfg, _, err := parseConfig("config.yaml", []byte(head+tt.body))
+			cfg, _, err := Parse("config.yaml", []byte(head+tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = validateKubeProxy(&cfg.KubeProxyConfiguration)
+			err = Validate(&cfg.KubeProxyConfiguration)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v\nwant %s", err, tt.want)
 			}
@@ -45,11 +45,11 @@ func TestValidateKubeProxy(t *testing.T) {
 	}
 	// What kube-proxy accepts, sloppy addresses included.
 	for _, body := range []string{"", "clusterCIDR: 010.244.0.0/16,fd00::/48\n", "nodePortAddresses: [primary, 010.0.0.0/8]\ndetectLocalMode: NodeCIDR\n", "ipvs: {excludeCIDRs: [10.0.0.0/8]}\nmode: iptables\n"} {
-		cfg, _, err := parseConfig("config.yaml", []byte(head+body))
+		cfg, _, err := Parse("config.yaml", []byte(head+body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := validateKubeProxy(&cfg.KubeProxyConfiguration); err != nil {
+		if err := Validate(&cfg.KubeProxyConfiguration); err != nil {
 			t.Errorf("%q: %v", body, err)
 		}
 	}

@@ -1,10 +1,9 @@
-package main
+package config
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
@@ -14,31 +13,31 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
 )
 
-// settings are the resolved settings of a daemon.
-type settings struct {
-	node          model.Node
-	minSyncPeriod time.Duration
-	syncPeriod    time.Duration
-	healthzAddr   string
-	metricsAddr   string
-	// podCIDRsFromNode: pods are told apart by the Node object's
+// Settings are the resolved settings of a daemon.
+type Settings struct {
+	Node          model.Node
+	MinSyncPeriod time.Duration
+	SyncPeriod    time.Duration
+	HealthzAddr   string
+	MetricsAddr   string
+	// PodCIDRsFromNode: pods are told apart by the Node object's
 	// spec.podCIDRs (detectLocalMode NodeCIDR).
-	podCIDRsFromNode bool
-	// notes are settings that were given but do not apply, reported once.
-	notes []string
+	PodCIDRsFromNode bool
+	// Notes are settings that were given but do not apply, reported once.
+	Notes []string
 }
 
-// resolve turns kube-proxy's configuration into the node's settings.
-// addrs lists the node's own addresses (see interfaceAddrs); a Node object
-// read later adds the node's primary IPs.
-func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []netip.Addr) (*settings, error) {
-	s := &settings{
-		minSyncPeriod: kp.IPVS.MinSyncPeriod.Duration,
-		syncPeriod:    kp.IPVS.SyncPeriod.Duration,
-		healthzAddr:   kp.HealthzBindAddress,
-		metricsAddr:   kp.MetricsBindAddress,
+// Resolve turns kube-proxy's configuration into the node's settings.
+// addrs lists the node's own addresses (those that can serve node ports);
+// a Node object read later adds the node's primary IPs.
+func Resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []netip.Addr) (*Settings, error) {
+	s := &Settings{
+		MinSyncPeriod: kp.IPVS.MinSyncPeriod.Duration,
+		SyncPeriod:    kp.IPVS.SyncPeriod.Duration,
+		HealthzAddr:   kp.HealthzBindAddress,
+		MetricsAddr:   kp.MetricsBindAddress,
 	}
-	n := &s.node
+	n := &s.Node
 	if err := resolveNode(n, kp, hostname, addrs); err != nil {
 		return nil, err
 	}
@@ -49,7 +48,7 @@ func resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 		return nil, err
 	}
 	if kp.Mode != "" && kp.Mode != "ipvs" {
-		s.notes = append(s.notes, fmt.Sprintf("mode: %q is ignored; ipvsplane always programs IPVS", kp.Mode))
+		s.Notes = append(s.Notes, fmt.Sprintf("mode: %q is ignored; ipvsplane always programs IPVS", kp.Mode))
 	}
 	if err := validateNode(n); err != nil {
 		return nil, err
@@ -85,8 +84,8 @@ func resolveNode(n *model.Node, kp *kubeproxy.KubeProxyConfiguration, hostname s
 
 // resolveLocalDetection sets how traffic from pods is told apart: by
 // clusterCIDR, or as detectLocalMode asks.
-func (s *settings) resolveLocalDetection(kp *kubeproxy.KubeProxyConfiguration) error {
-	n := &s.node
+func (s *Settings) resolveLocalDetection(kp *kubeproxy.KubeProxyConfiguration) error {
+	n := &s.Node
 	var err error
 	if n.ClusterCIDRs, err = prefixes("clusterCIDR", splitList(kp.ClusterCIDR)); err != nil {
 		return err
@@ -108,9 +107,9 @@ func (s *settings) resolveLocalDetection(kp *kubeproxy.KubeProxyConfiguration) e
 	case "NodeCIDR":
 		// The ranges come with the Node object, which the tracker waits
 		// for, as kube-proxy does.
-		s.podCIDRsFromNode, n.ClusterCIDRs = true, nil
+		s.PodCIDRsFromNode, n.ClusterCIDRs = true, nil
 	default:
-		// validateKubeProxy refuses it first, as kube-proxy does.
+		// Validate refuses it first, as kube-proxy does.
 		return fmt.Errorf("detectLocalMode: %q is not supported", kp.DetectLocalMode)
 	}
 	return nil
@@ -182,22 +181,6 @@ func prefixes(field string, list []string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// nodeAddr reports whether a node address can serve node ports: kube-proxy
-// leaves out loopback addresses (127/8, ::1) and IPv6 link-local ones, and
-// keeps the rest, IPv4 link-local included.
-func nodeAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast())
-}
-
-func hostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	return h
 }
 
 // firstPerFamily keeps the first prefix of each address family.

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"net/netip"
@@ -129,11 +129,11 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kp := defaultConfig()
+			kp := Default()
 			if tt.edit != nil {
 				tt.edit(kp)
 			}
-			s, err := resolve(kp, "Host-1", addrs)
+			s, err := Resolve(kp, "Host-1", addrs)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
@@ -147,36 +147,15 @@ func TestResolve(t *testing.T) {
 			if tt.node != nil {
 				tt.node(&want)
 			}
-			if diff := cmp.Diff(want, s.node, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+			if diff := cmp.Diff(want, s.Node, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 				t.Errorf("node (-want +got):\n%s", diff)
 			}
-			if s.podCIDRsFromNode != tt.podCIDRsFromNode {
-				t.Errorf("podCIDRsFromNode %v, want %v", s.podCIDRsFromNode, tt.podCIDRsFromNode)
+			if s.PodCIDRsFromNode != tt.podCIDRsFromNode {
+				t.Errorf("podCIDRsFromNode %v, want %v", s.PodCIDRsFromNode, tt.podCIDRsFromNode)
 			}
-			if diff := cmp.Diff(tt.wantNotes, s.notes); diff != "" {
+			if diff := cmp.Diff(tt.wantNotes, s.Notes); diff != "" {
 				t.Errorf("notes (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// Node ports are served on every node address kube-proxy's IPVS mode
-// keeps: all but loopback and IPv6 link-local ones.
-func TestNodeAddr(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"192.168.0.10":   true,
-		"169.254.10.1":   true, // IPv4 link-local: kube-proxy keeps it
-		"203.0.113.9":    true, // e.g. an anycast address on lo
-		"2001:db8::1":    true,
-		"127.0.0.1":      false,
-		"127.0.1.1":      false,
-		"::1":            false,
-		"fe80::1":        false,
-		"0.0.0.0":        false,
-		"::ffff:1.2.3.4": true,
-	} {
-		if got := nodeAddr(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("nodeAddr(%s) = %v, want %v", addr, got, want)
-		}
 	}
 }

@@ -1,0 +1,164 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// testdata/kube-proxy-config.yaml is a configuration as kubeadm writes it:
+// empty values take the defaults, the IPVS settings apply, and the fields
+// of other modes or of no use to ipvsplane are listed once.
+func TestLoadKubeadmConfig(t *testing.T) {
+	cfg, notes, err := Load("testdata/kube-proxy-config.yaml")
+	if err != nil || notes.Lenient != nil {
+		t.Fatal(err, notes.Lenient)
+	}
+	ignored := notes.Ignored
+	if cfg.HealthzBindAddress != "0.0.0.0:10256" || cfg.MetricsBindAddress != "127.0.0.1:10249" {
+		t.Errorf("empty bind addresses did not take the defaults: %q, %q", cfg.HealthzBindAddress, cfg.MetricsBindAddress)
+	}
+	if cfg.IPVS.SyncPeriod.Duration != 45*time.Second || cfg.IPVS.MinSyncPeriod.Duration != 2*time.Second || cfg.IPVS.Scheduler != "wrr" || !cfg.IPVS.StrictARP {
+		t.Errorf("ipvs settings: %+v", cfg.IPVS)
+	}
+	if *cfg.IPTables.MasqueradeBit != 14 || cfg.ClientConnection.QPS != 5 {
+		t.Errorf("defaults: masqueradeBit %d, qps %v", *cfg.IPTables.MasqueradeBit, cfg.ClientConnection.QPS)
+	}
+	// What kube-proxy's defaulting gives the fields ipvsplane does not
+	// use, as /configz shows them (e2e's TestKubeProxyComparison compares
+	// the two /configz).
+	if !*cfg.IPTables.LocalhostNodePorts || *cfg.NFTables.MasqueradeBit != 14 || cfg.Logging.Format != "text" ||
+		cfg.Logging.FlushFrequency.Duration.Duration != 5*time.Second || !cfg.Logging.FlushFrequency.SerializeAsString {
+		t.Errorf("other modes' and logging defaults: localhostNodePorts %v, nftables.masqueradeBit %d, logging %+v",
+			*cfg.IPTables.LocalhostNodePorts, *cfg.NFTables.MasqueradeBit, cfg.Logging)
+	}
+	want := []string{`bindAddress: "0.0.0.0"`, `oomScoreAdj: -999`}
+	if diff := cmp.Diff(want, ignored); diff != "" {
+		t.Errorf("ignored fields (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"wrong type", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {scheduler: [rr]}\n", "cannot unmarshal"},
+		{"wrong type beside an unknown field", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nudpIdleTimeout: 1s\nipvs: {syncPeriod: often}\n", "often"},
+		{"wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", "want apiVersion"},
+		{"not yaml", "apiVersion: [\n", "yaml"},
+		{"unknown field of ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeOut: 1m}\n", `unknown field "ipvsplane.drainTimeOut"`},
+		{"bad duration in ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: soon}\n", "ipvsplane"},
+		{"ipvsplane's section twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {}\nipvsplane: {}\n", "already set"},
+		{"a field of ipvsplane's section twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: 1m, drainTimeout: 2m}\n", "already defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(tt.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := Load(path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A file that only strict decoding refuses (an unknown, removed or
+// repeated field, a field in another case) is read leniently with a
+// warning, as kube-proxy's loadConfig does.
+func TestLoadConfigLenient(t *testing.T) {
+	head := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	tests := []struct {
+		name, body, warning string
+		check               func(*File) bool
+	}{
+		{"unknown field", "ipvs: {schedular: rr, scheduler: wrr}\n", `unknown field "ipvs.schedular"`,
+			func(c *File) bool { return c.IPVS.Scheduler == "wrr" }},
+		{"field in another case", "Mode: iptables\n", `unknown field "Mode"`,
+			func(c *File) bool { return c.Mode == "ipvs" }},
+		{"field twice", "ipvs: {scheduler: rr, scheduler: wrr}\n", `key "scheduler" already set`,
+			func(c *File) bool { return c.IPVS.Scheduler == "wrr" }},
+		{"removed field beside ipvsplane's section", "resourceContainer: /kube-proxy\nipvsplane: {drainTimeout: 2m}\n", `unknown field "resourceContainer"`,
+			func(c *File) bool { return c.IPVSPlane.DrainTimeout.Duration == 2*time.Minute }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, notes, err := Parse("config.yaml", []byte(head+tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if notes.Lenient == nil || !strings.Contains(notes.Lenient.Error(), tt.warning) {
+				t.Errorf("warning %v, want one with %q", notes.Lenient, tt.warning)
+			}
+			if !tt.check(cfg) {
+				t.Errorf("read as %+v", cfg)
+			}
+		})
+	}
+}
+
+// Older installers' files, with fields since removed, load with a warning.
+func TestLoadOlderConfigs(t *testing.T) {
+	cfg, notes, err := Load("testdata/lenient/kubeadm-1.13.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"resourceContainer", "udpIdleTimeout", "conntrack.max"} {
+		if notes.Lenient == nil || !strings.Contains(notes.Lenient.Error(), `unknown field "`+f+`"`) {
+			t.Errorf("kubeadm 1.13: warning %v does not name %s", notes.Lenient, f)
+		}
+	}
+	if cfg.Mode != "ipvs" || cfg.ClientConnection.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" || *cfg.Conntrack.Min != 131072 {
+		t.Errorf("kubeadm 1.13: %+v", cfg)
+	}
+
+	cfg, notes, err = Load("testdata/lenient/kops-style.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes.Lenient == nil || !strings.Contains(notes.Lenient.Error(), `unknown field "udpIdleTimeout"`) || !strings.Contains(notes.Lenient.Error(), `key "scheduler" already set`) {
+		t.Errorf("kops-style: warning %v", notes.Lenient)
+	}
+	// kube-proxy's defaulting appends the port to a bare IP.
+	if cfg.HealthzBindAddress != "0.0.0.0:10256" || cfg.MetricsBindAddress != "0.0.0.0:10249" {
+		t.Errorf("kops-style: bind addresses %q, %q", cfg.HealthzBindAddress, cfg.MetricsBindAddress)
+	}
+	if cfg.IPVS.Scheduler != "lc" || cfg.HostnameOverride != "ip-172-20-40-10.ec2.internal" {
+		t.Errorf("kops-style: %+v", cfg)
+	}
+	if !slices.Contains(notes.Ignored, "featureGates.KubeProxyIPVS: true") {
+		t.Errorf("kops-style: feature gates not noted as ignored: %v", notes.Ignored)
+	}
+}
+
+func TestIgnoredFieldsOfOtherModes(t *testing.T) {
+	raw := map[string]any{
+		"mode":         "iptables",
+		"iptables":     map[string]any{"masqueradeAll": true, "syncPeriod": "10s", "localhostNodePorts": true},
+		"nftables":     map[string]any{"syncPeriod": "0s"},
+		"conntrack":    map[string]any{"maxPerCore": float64(32768)},
+		"featureGates": map[string]any{"SomeGate": true},
+		"ipvs":         map[string]any{"scheduler": "sh"},
+	}
+	want := []string{"featureGates.SomeGate: true", "iptables.localhostNodePorts: true", `iptables.syncPeriod: "10s"`}
+	if diff := cmp.Diff(want, ignoredFields(raw)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// The conntrack settings default to kube-proxy's, which
+// conntracksettings' tests apply.
+func TestConntrackDefaults(t *testing.T) {
+	c := Default().Conntrack
+	if *c.MaxPerCore != 32768 || *c.Min != 131072 || c.TCPEstablishedTimeout.Duration != 24*time.Hour ||
+		c.TCPCloseWaitTimeout.Duration != time.Hour || c.TCPBeLiberal || c.UDPTimeout.Duration != 0 || c.UDPStreamTimeout.Duration != 0 {
+		t.Errorf("conntrack defaults %+v", c)
+	}
+}

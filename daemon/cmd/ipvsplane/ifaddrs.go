@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/netip"
-	"os"
 
 	"github.com/ipvsplane/ipvsplane/linkaddr"
 )
@@ -38,13 +37,4 @@ func interfaceAddrs(ctx context.Context, device string) ([]netip.Addr, error) {
 func nodeAddr(a netip.Addr) bool {
 	a = a.Unmap()
 	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast())
-}
-
-// hostname is the host name the kernel reports, or none.
-func hostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	return h
 }

@@ -47,6 +47,15 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*config.Se
 	return s, nil
 }
 
+// hostname is the host name the kernel reports, or none.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
 // nodeAddresses lists the node's addresses: its interfaces', or offline
 // those of --node-addresses.
 func (a *app) nodeAddresses(ctx context.Context, o *options) ([]netip.Addr, error) {

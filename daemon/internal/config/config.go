@@ -181,11 +181,11 @@ func Load(path string) (*File, Notes, error) {
 	if err != nil {
 		return nil, Notes{}, err
 	}
-	return Parse(path, data)
+	return parse(path, data)
 }
 
-// Parse is Load on the file's content.
-func Parse(path string, data []byte) (*File, Notes, error) {
+// parse is Load on the file's content.
+func parse(path string, data []byte) (*File, Notes, error) {
 	var notes Notes
 	cfg := &File{}
 	lenient, err := decodeConfig(data, cfg)

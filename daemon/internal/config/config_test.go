@@ -90,7 +90,7 @@ func TestLoadConfigLenient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, notes, err := Parse("config.yaml", []byte(head+tt.body))
+			cfg, notes, err := parse("config.yaml", []byte(head+tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}

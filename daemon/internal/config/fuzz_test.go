@@ -16,7 +16,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nclusterCIDR: 10.244.0.0/16\nipvs:\n  scheduler: rr\n  excludeCIDRs: [10.0.0.0/8]\n  syncPeriod: 5s\niptables:\n  masqueradeBit: 14\nnodePortAddresses: [192.168.0.0/24]\n"))
 	f.Add([]byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\ndetectLocalMode: InterfaceNamePrefix\ndetectLocal:\n  interfaceNamePrefix: veth\niptables:\n  masqueradeBit: 40\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, _, err := Parse("config.yaml", data)
+		cfg, _, err := parse("config.yaml", data)
 		if err != nil {
 			return
 		}

@@ -33,7 +33,7 @@ func TestValidateKubeProxy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimSpace(tt.body), func(t *testing.T) {
-			cfg, _, err := Parse("config.yaml", []byte(head+tt.body))
+			cfg, _, err := parse("config.yaml", []byte(head+tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestValidateKubeProxy(t *testing.T) {
 	}
 	// What kube-proxy accepts, sloppy addresses included.
 	for _, body := range []string{"", "clusterCIDR: 010.244.0.0/16,fd00::/48\n", "nodePortAddresses: [primary, 010.0.0.0/8]\ndetectLocalMode: NodeCIDR\n", "ipvs: {excludeCIDRs: [10.0.0.0/8]}\nmode: iptables\n"} {
-		cfg, _, err := Parse("config.yaml", []byte(head+body))
+		cfg, _, err := parse("config.yaml", []byte(head+body))
 		if err != nil {
 			t.Fatal(err)
 		}

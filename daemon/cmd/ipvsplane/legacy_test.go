@@ -21,7 +21,7 @@ func TestDaemonRemovesLegacyLeftovers(t *testing.T) {
 		m := metrics.New()
 		calls := new(int)
 		d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
-			events: &fakeRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
+			events: &reasonRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 		d.hc = testServiceServers("node-a", nil)
 		t.Cleanup(func() { d.hc.Close(context.Background()) })
 		d.legacy = func(context.Context) (legacyiptables.Report, error) {

@@ -12,7 +12,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
@@ -20,54 +19,35 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// fakeRecorder keeps the Events it is given.
-type fakeRecorder struct{ events []recordedEvent }
+// reasonRecorder keeps the reasons of the Events it is given.
+type reasonRecorder struct{ reasons []string }
 
-type recordedEvent struct {
-	object, eventType, reason, note string
+func (r *reasonRecorder) Eventf(_ v1.ObjectReference, _, reason, _, _ string, _ ...any) {
+	r.reasons = append(r.reasons, reason)
 }
 
-func (r *fakeRecorder) Eventf(regarding v1.ObjectReference, eventType, reason, _, note string, args ...any) {
-	if len(args) > 0 {
-		note = fmt.Sprintf(note, args...)
+// problemErrors returns what the dataplane reports of a service with a bad
+// port and of two services claiming one cluster IP and port (package
+// problems' tests take them from a plan).
+func problemErrors() []error {
+	name := func(ns, svc string) model.ServicePortName {
+		return model.ServicePortName{Namespace: ns, Name: svc, Port: "http"}
 	}
-	r.events = append(r.events, recordedEvent{regarding.Kind + " " + regarding.Namespace + "/" + regarding.Name, eventType, reason, note})
-}
-
-// take returns the Events recorded since the last take.
-func (r *fakeRecorder) take() []recordedEvent {
-	out := r.events
-	r.events = nil
-	return out
-}
-
-// problemErrors returns what the dataplane reports of two services
-// claiming one cluster IP and port and a third with a bad port.
-func problemErrors(t *testing.T) []error {
-	t.Helper()
-	ip := netip.MustParseAddr("10.96.0.10")
-	port := func(ns, name string) model.ServicePort {
-		return model.ServicePort{Name: model.ServicePortName{Namespace: ns, Name: name, Port: "http"},
-			Protocol: inet.TCP, Port: 80, ClusterIPs: []netip.Addr{ip}}
+	return []error{
+		&model.FieldError{Object: "service demo/bad:http", Service: name("demo", "bad"), Field: "port", Reason: "must be 1-65535"},
+		&plan.ConflictError{Service: name("other", "second"), Owner: name("demo", "first"),
+			Virtual: plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: inet.TCP}},
 	}
-	bad := port("demo", "bad")
-	bad.ClusterIPs, bad.Port = []netip.Addr{netip.MustParseAddr("10.96.0.11")}, 0
-	d := plan.Build(&model.State{Node: model.Node{Name: "node-a"},
-		Services: []model.ServicePort{port("demo", "first"), port("other", "second"), bad}}, nftrules.Render)
-	if len(d.Errors) != 2 {
-		t.Fatalf("errors %v, want a field error and a conflict", d.Errors)
-	}
-	return d.Errors
 }
 
 // The daemon records the problems of its syncs; the log line of a
 // conflict names both service ports.
 func TestDaemonProblemEvents(t *testing.T) {
-	errs := problemErrors(t)
+	errs := problemErrors()
 	if msg := errs[1].Error(); !strings.Contains(msg, "other/second") || !strings.Contains(msg, "demo/first") {
 		t.Errorf("conflict log line %q does not name both service ports", msg)
 	}
-	rec := &fakeRecorder{}
+	rec := &reasonRecorder{}
 	fallback := &model.SchedulerError{Service: model.ServicePortName{Namespace: "demo", Name: "cache"},
 		Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler}
 	k := &fakeKernel{problems: append(errs, fallback)}
@@ -81,7 +61,7 @@ func TestDaemonProblemEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := rec.take(); len(got) != 4 || got[3].reason != problems.ReasonUnknownScheduler {
+	if got := rec.reasons; len(got) != 4 || got[3] != problems.ReasonUnknownScheduler {
 		t.Errorf("events after two syncs: %v, want 4, the last of the scheduler fallback", got)
 	}
 	if got := gatheredValue(t, m, "ipvsplane_scheduler_fallbacks"); got != 1 {
@@ -93,12 +73,12 @@ func TestDaemonProblemEvents(t *testing.T) {
 // lasts, as its Event is, and again when it comes back; a failed
 // operation, the sync's own, is logged at every sync.
 func TestDaemonLogsPersistingProblemOnce(t *testing.T) {
-	errs := problemErrors(t)
+	errs := problemErrors()
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{problems: errs, fail: context.DeadlineExceeded}
 	m := metrics.New()
 	d := &daemon{log: zap.New(core), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
-		events: &fakeRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
+		events: &reasonRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 	d.hc = testServiceServers("node-a", nil)
 	defer d.hc.Close(context.Background())
 	logged := func() (conflicts, fields, ops int) {

@@ -40,7 +40,7 @@ const (
 // setting it is programmed without. Every sync reports every problem that
 // persists, so that Events would repeat at each sync; a problem is
 // recorded when it first appears, and again only if it went away and came
-// back.
+// back. The zero Events is ready for the first sync.
 type Events struct {
 	// conflicts, fields, schedulers and settings are the problems the
 	// last sync reported.

@@ -52,16 +52,11 @@ func (c *Conn) Close() error {
 
 // exchange runs one request and returns its replies, or the kernel's
 // refusal.
-func (c *Conn) exchange(ctx context.Context, m netlink.Message) ([]netlink.Message, error) {
-	r := toRequest(m)
+func (c *Conn) exchange(ctx context.Context, r *nl.Request) ([]netlink.Message, error) {
 	if err := c.nl.Exchange(ctx, r); err != nil {
 		return nil, err
 	}
 	return r.Replies, r.Err
-}
-
-func toRequest(m netlink.Message) *nl.Request {
-	return &nl.Request{Type: uint16(m.Header.Type), Flags: m.Header.Flags &^ netlink.Request, Data: m.Data}
 }
 
 // messageName names a ctnetlink message type for a fault.Hook.

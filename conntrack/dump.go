@@ -112,9 +112,8 @@ func (c *Conn) walkFamily(ctx context.Context, fam inet.Family, f *Filter, fn fu
 // runDump sends one dump request and streams its entries through the Go
 // side of the filter as they arrive, so memory does not grow with the
 // table. started reports whether any entry arrived before an error.
-func (c *Conn) runDump(ctx context.Context, req netlink.Message, f *Filter, fn func(*Flow)) (interrupted, started bool, err error) {
+func (c *Conn) runDump(ctx context.Context, r *nl.Request, f *Filter, fn func(*Flow)) (interrupted, started bool, err error) {
 	var decodeErr error
-	r := toRequest(req)
 	r.Handle = func(m netlink.Message) {
 		started = true
 		if m.Header.Flags&netlink.DumpInterrupted != 0 {

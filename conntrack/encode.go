@@ -9,16 +9,10 @@ import (
 	"github.com/mdlayher/netlink"
 )
 
-// request builds a ctnetlink message: header type, then data, which
+// request builds a ctnetlink request: message type, then data, which
 // starts with the nfgenmsg newWriter wrote.
-func request(typ uint8, flags netlink.HeaderFlags, data []byte) netlink.Message {
-	return netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(nl.NFType(subsysCTNetlink, typ)),
-			Flags: netlink.Request | flags,
-		},
-		Data: data,
-	}
+func request(typ uint8, flags netlink.HeaderFlags, data []byte) *nl.Request {
+	return &nl.Request{Type: nl.NFType(subsysCTNetlink, typ), Flags: flags, Data: data}
 }
 
 // newWriter starts a message's data with its nfgenmsg; ctnetlink's
@@ -99,16 +93,16 @@ func validTuple(t Tuple) error {
 
 // encodeNew builds the message that creates f, in the attribute order the
 // conntrack program uses. A zero Reply is the reversed Orig.
-func encodeNew(f Flow, ack bool) (netlink.Message, error) {
+func encodeNew(f Flow, ack bool) (*nl.Request, error) {
 	reply := f.Reply
 	if !reply.Src.IsValid() {
 		reply = f.Orig.Reverse()
 	}
 	if err := validTuple(f.Orig); err != nil {
-		return netlink.Message{}, err
+		return nil, err
 	}
 	if err := validTuple(reply); err != nil {
-		return netlink.Message{}, err
+		return nil, err
 	}
 	w := newWriter(f.Family())
 	encodeTuple(w, ctaTupleOrig, f.Orig)
@@ -134,9 +128,9 @@ func encodeNew(f Flow, ack bool) (netlink.Message, error) {
 
 // encodeLookup builds a get or delete of the entry with orig in zone; a
 // nonzero id restricts a delete to that incarnation.
-func encodeLookup(typ uint8, orig Tuple, zone uint16, id uint32, ack bool) (netlink.Message, error) {
+func encodeLookup(typ uint8, orig Tuple, zone uint16, id uint32, ack bool) (*nl.Request, error) {
 	if err := validTuple(orig); err != nil {
-		return netlink.Message{}, err
+		return nil, err
 	}
 	w := newWriter(inet.FamilyOf(orig.Src))
 	encodeTuple(w, ctaTupleOrig, orig)
@@ -156,7 +150,7 @@ func encodeLookup(typ uint8, orig Tuple, zone uint16, id uint32, ack bool) (netl
 // encodeFlush builds the delete of every entry of a family (0: all). The
 // kernel (since Linux 4.19) honours the family of a flush only when the
 // nfgenmsg version is nonzero; with version 0 it flushes both families.
-func encodeFlush(family inet.Family) netlink.Message {
+func encodeFlush(family inet.Family) *nl.Request {
 	version := uint8(nl.NFNetlinkV0)
 	if family != 0 {
 		version = 1
@@ -165,6 +159,6 @@ func encodeFlush(family inet.Family) netlink.Message {
 }
 
 // encodeStats builds the request for the table's global counters.
-func encodeStats() netlink.Message {
+func encodeStats() *nl.Request {
 	return request(msgGetStats, 0, nl.AppendNFGenMsg(nil, 0, nl.NFNetlinkV0))
 }

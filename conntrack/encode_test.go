@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 )
 
@@ -22,8 +23,8 @@ var (
 	}
 )
 
-func mustMessage(t *testing.T) func(netlink.Message, error) netlink.Message {
-	return func(m netlink.Message, err error) netlink.Message {
+func mustMessage(t *testing.T) func(*nl.Request, error) *nl.Request {
+	return func(m *nl.Request, err error) *nl.Request {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
@@ -33,15 +34,9 @@ func mustMessage(t *testing.T) func(netlink.Message, error) netlink.Message {
 }
 
 // marshalAs gives m the captured message's sequence number and marshals it.
-func marshalAs(t *testing.T, m netlink.Message, captured []byte) []byte {
+func marshalAs(t *testing.T, m *nl.Request, captured []byte) []byte {
 	t.Helper()
-	m.Header.Length = uint32(16 + len(m.Data))
-	m.Header.Sequence = binary.NativeEndian.Uint32(captured[8:])
-	b, err := m.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return nl.AppendMessage(nil, m.Type, netlink.Request|m.Flags, binary.NativeEndian.Uint32(captured[8:]), 0, m.Data)
 }
 
 // TestEncodeMatchesConntrackProgram compares the messages this package sends
@@ -56,7 +51,7 @@ func TestEncodeMatchesConntrackProgram(t *testing.T) {
 	flush6.Data[1] = 0
 	tests := []struct {
 		capture string
-		msg     netlink.Message
+		msg     *nl.Request
 	}{
 		{"create4", must(encodeNew(Flow{Orig: udp4, Timeout: 100 * time.Second}, true))},
 		{"create4-full", must(encodeNew(Flow{
@@ -145,7 +140,7 @@ func TestEncodeLookupZoneAndID(t *testing.T) {
 	if zone != 3 || id != 0xdeadbeef {
 		t.Errorf("zone %d id %#x, want 3 and 0xdeadbeef", zone, id)
 	}
-	if m.Header.Flags != netlink.Request {
-		t.Errorf("flags %v, want request only", m.Header.Flags)
+	if netlink.Request|m.Flags != netlink.Request {
+		t.Errorf("flags %v, want request only", netlink.Request|m.Flags)
 	}
 }

@@ -141,5 +141,8 @@ func flowMessage(t *testing.T, f Flow) netlink.Message {
 	w.BE32(ctaMark, f.Mark)
 	w.BE32(ctaID, f.ID)
 	w.BE32(ctaTimeout, 30)
-	return request(msgNew, 0, w.B)
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(nl.NFType(subsysCTNetlink, msgNew)), Flags: netlink.Request},
+		Data:   w.B,
+	}
 }

@@ -129,8 +129,8 @@ func TestDumpRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := netlink.Request | netlink.Dump; m.Header.Flags != want {
-				t.Errorf("flags %v, want %v", m.Header.Flags, want)
+			if want := netlink.Request | netlink.Dump; netlink.Request|m.Flags != want {
+				t.Errorf("flags %v, want %v", netlink.Request|m.Flags, want)
 			}
 			if m.Data[0] != byte(tt.family) {
 				t.Errorf("family %d, want %d", m.Data[0], tt.family)

@@ -46,7 +46,7 @@ const (
 
 // dumpRequest builds the dump of one family with as much of the filter as
 // level allows.
-func (f *Filter) dumpRequest(family inet.Family, level kernelLevel) (netlink.Message, error) {
+func (f *Filter) dumpRequest(family inet.Family, level kernelLevel) (*nl.Request, error) {
 	flags := netlink.Dump
 	if f == nil || level == levelFamily {
 		return request(msgGet, flags, newWriter(family).B), nil

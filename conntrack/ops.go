@@ -35,17 +35,15 @@ func (c *Conn) Create(ctx context.Context, flows ...Flow) error {
 	if len(flows) == 0 {
 		return nil
 	}
-	reqs := make([]nl.Request, len(flows))
-	ptrs := make([]*nl.Request, len(flows))
+	reqs := make([]*nl.Request, len(flows))
 	for i, f := range flows {
-		m, err := encodeNew(f, false)
+		r, err := encodeNew(f, false)
 		if err != nil {
 			return &OpError{Op: "create", Object: f.Orig.String(), Index: i, Err: err}
 		}
-		reqs[i] = *toRequest(m)
-		ptrs[i] = &reqs[i]
+		reqs[i] = r
 	}
-	if err := c.nl.Exchange(ctx, ptrs...); err != nil {
+	if err := c.nl.Exchange(ctx, reqs...); err != nil {
 		return opError("create", flows[0].Orig.String(), err)
 	}
 	for i, r := range reqs {
@@ -107,17 +105,15 @@ func (c *Conn) DeleteMatching(ctx context.Context, f Filter) (int, error) {
 	if len(victims) == 0 {
 		return 0, nil
 	}
-	reqs := make([]nl.Request, len(victims))
-	ptrs := make([]*nl.Request, len(victims))
+	reqs := make([]*nl.Request, len(victims))
 	for i, v := range victims {
-		m, err := encodeLookup(msgDelete, v.orig, v.zone, v.id, false)
+		r, err := encodeLookup(msgDelete, v.orig, v.zone, v.id, false)
 		if err != nil {
 			return 0, opError("delete", v.orig.String(), err)
 		}
-		reqs[i] = *toRequest(m)
-		ptrs[i] = &reqs[i]
+		reqs[i] = r
 	}
-	if err := c.nl.Exchange(ctx, ptrs...); err != nil {
+	if err := c.nl.Exchange(ctx, reqs...); err != nil {
 		return 0, opError("delete", f.String(), err)
 	}
 	deleted := 0

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"github.com/mdlayher/netlink"
 )
 
 // maxADT bounds the entries of one bulk message: IPSET_ATTR_ADT has a 16
@@ -41,10 +40,10 @@ func (c *Conn) bulk(ctx context.Context, op string, cmd uint8, name string, entr
 	return c.bulkLocked(ctx, op, cmd, h.Type, h.family(), name, entries, exclusive)
 }
 
-// chunk is one bulk message and the indexes of the entries it carries, in
+// chunk is one bulk request and the indexes of the entries it carries, in
 // increasing order.
 type chunk struct {
-	msg     netlink.Message
+	req     *nl.Request
 	indexes []int
 }
 
@@ -91,13 +90,10 @@ func (c *Conn) bulkLocked(ctx context.Context, op string, cmd uint8, typ Type, f
 // returns the entries to send again: those after a failed one in its
 // message. The failed ones go into bulkErr.
 func (c *Conn) bulkRound(ctx context.Context, op string, cmd uint8, typ Type, name string, entries []Entry, pending []int, exclusive bool, bulkErr *BatchError) ([]int, error) {
-	chunks, err := packChunks(c.protocol, cmd, name, entries, pending, exclusive)
-	if err != nil {
-		return nil, err
-	}
+	chunks := packChunks(c.protocol, cmd, name, entries, pending, exclusive)
 	reqs := make([]*nl.Request, len(chunks))
 	for i := range chunks {
-		reqs[i] = toRequest(chunks[i].msg)
+		reqs[i] = chunks[i].req
 	}
 	if err := c.nl.Exchange(ctx, reqs...); err != nil {
 		return nil, err
@@ -128,35 +124,27 @@ func (c *Conn) bulkRound(ctx context.Context, op string, cmd uint8, typ Type, na
 
 // packChunks encodes the entries at indexes into messages of as many
 // entries as fit. An entry's line number is its index plus one.
-func packChunks(protocol, cmd uint8, name string, entries []Entry, indexes []int, exclusive bool) ([]chunk, error) {
+func packChunks(protocol, cmd uint8, name string, entries []Entry, indexes []int, exclusive bool) []chunk {
 	var chunks []chunk
 	adt := make([]byte, 0, maxADT)
 	var attr nl.Writer
 	start := 0
-	flush := func(end int) error {
-		m, err := encodeBulk(protocol, cmd, name, uint32(indexes[start]+1), adt, exclusive)
-		if err != nil {
-			return err
-		}
-		chunks = append(chunks, chunk{msg: m, indexes: indexes[start:end]})
+	flush := func(end int) {
+		r := encodeBulk(protocol, cmd, name, uint32(indexes[start]+1), adt, exclusive)
+		chunks = append(chunks, chunk{req: r, indexes: indexes[start:end]})
 		adt = adt[:0]
 		start = end
-		return nil
 	}
 	for i, idx := range indexes {
 		attr.B = attr.B[:0]
 		writeEntryAttr(&attr, entries[idx], uint32(idx+1))
 		if len(adt)+len(attr.B) > maxADT {
-			if err := flush(i); err != nil {
-				return nil, err
-			}
+			flush(i)
 		}
 		adt = append(adt, attr.B...)
 	}
 	if len(adt) > 0 {
-		if err := flush(len(indexes)); err != nil {
-			return nil, err
-		}
+		flush(len(indexes))
 	}
-	return chunks, nil
+	return chunks
 }

@@ -110,16 +110,11 @@ func (c *Conn) negotiate(ctx context.Context) error {
 
 // execute sends one request and returns its replies, or the kernel's
 // refusal.
-func (c *Conn) execute(ctx context.Context, m netlink.Message) ([]netlink.Message, error) {
-	r := toRequest(m)
+func (c *Conn) execute(ctx context.Context, r *nl.Request) ([]netlink.Message, error) {
 	if err := c.nl.Exchange(ctx, r); err != nil {
 		return nil, err
 	}
 	return r.Replies, r.Err
-}
-
-func toRequest(m netlink.Message) *nl.Request {
-	return &nl.Request{Type: uint16(m.Header.Type), Flags: m.Header.Flags &^ netlink.Request, Data: m.Data}
 }
 
 // commandName names an ipset command for a fault.Hook.

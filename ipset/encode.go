@@ -13,30 +13,23 @@ import (
 // IPSET_ATTR_ADT attribute, whose length is 16 bits.
 const maxMessage = math.MaxUint16 + 1024
 
-// message frames attributes as an ipset request: nfgenmsg, then
+// request frames attributes as an ipset request: nfgenmsg, then
 // IPSET_ATTR_PROTOCOL, then whatever fn adds.
-func message(protocol, cmd uint8, flags netlink.HeaderFlags, fn func(w *nl.Writer)) (netlink.Message, error) {
+func request(protocol, cmd uint8, flags netlink.HeaderFlags, fn func(w *nl.Writer)) *nl.Request {
 	w := &nl.Writer{B: nl.AppendNFGenMsg(make([]byte, 0, 64), afINET, nl.NFNetlinkV0)}
 	w.Uint8(attrProtocol, protocol)
 	if fn != nil {
 		fn(w)
 	}
-	return netlink.Message{
-		Header: netlink.Header{
-			Type:  netlink.HeaderType(nl.NFType(nfnlSubsysIPSet, cmd)),
-			Flags: netlink.Request | flags,
-		},
-		Data: w.B,
-	}, nil
+	return &nl.Request{Type: nl.NFType(nfnlSubsysIPSet, cmd), Flags: flags, Data: w.B}
 }
 
-func encodeProtocol(protocol uint8) netlink.Message {
-	m, _ := message(protocol, cmdProtocol, 0, nil)
-	return m
+func encodeProtocol(protocol uint8) *nl.Request {
+	return request(protocol, cmdProtocol, 0, nil)
 }
 
-func encodeType(protocol uint8, t Type, f inet.Family) (netlink.Message, error) {
-	return message(protocol, cmdType, 0, func(w *nl.Writer) {
+func encodeType(protocol uint8, t Type, f inet.Family) *nl.Request {
+	return request(protocol, cmdType, 0, func(w *nl.Writer) {
 		w.String(attrTypeName, string(t))
 		w.Uint8(attrFamily, uint8(f))
 	})
@@ -51,8 +44,8 @@ func excl(exclusive bool) netlink.HeaderFlags {
 	return 0
 }
 
-func encodeCreate(protocol uint8, s Set, revision uint8, exclusive bool) (netlink.Message, error) {
-	return message(protocol, cmdCreate, netlink.Acknowledge|netlink.Create|excl(exclusive), func(w *nl.Writer) {
+func encodeCreate(protocol uint8, s Set, revision uint8, exclusive bool) *nl.Request {
+	return request(protocol, cmdCreate, netlink.Acknowledge|netlink.Create|excl(exclusive), func(w *nl.Writer) {
 		w.String(attrSetName, s.Name)
 		w.String(attrTypeName, string(s.Type))
 		w.Uint8(attrRevision, revision)
@@ -91,15 +84,15 @@ func seconds(d time.Duration) uint32 {
 
 // encodeNamed builds the requests that name one set and nothing else:
 // destroy, flush, header, get-by-name.
-func encodeNamed(protocol, cmd uint8, flags netlink.HeaderFlags, name string) (netlink.Message, error) {
-	return message(protocol, cmd, flags, func(w *nl.Writer) {
+func encodeNamed(protocol, cmd uint8, flags netlink.HeaderFlags, name string) *nl.Request {
+	return request(protocol, cmd, flags, func(w *nl.Writer) {
 		w.String(attrSetName, name)
 	})
 }
 
 // encodeTwoNames builds rename and swap.
-func encodeTwoNames(protocol, cmd uint8, from, to string) (netlink.Message, error) {
-	return message(protocol, cmd, netlink.Acknowledge, func(w *nl.Writer) {
+func encodeTwoNames(protocol, cmd uint8, from, to string) *nl.Request {
+	return request(protocol, cmd, netlink.Acknowledge, func(w *nl.Writer) {
 		w.String(attrSetName, from)
 		w.String(attrSetName2, to)
 	})
@@ -107,8 +100,8 @@ func encodeTwoNames(protocol, cmd uint8, from, to string) (netlink.Message, erro
 
 // encodeList builds a dump request: every set when name is empty, and only
 // names or headers as flags say.
-func encodeList(protocol uint8, name string, flags uint32) (netlink.Message, error) {
-	return message(protocol, cmdList, netlink.Dump|netlink.Acknowledge, func(w *nl.Writer) {
+func encodeList(protocol uint8, name string, flags uint32) *nl.Request {
+	return request(protocol, cmdList, netlink.Dump|netlink.Acknowledge, func(w *nl.Writer) {
 		if name != "" {
 			w.String(attrSetName, name)
 		}
@@ -121,7 +114,7 @@ func encodeList(protocol uint8, name string, flags uint32) (netlink.Message, err
 // encodeEntryCmd builds add, del or test for a single entry. Add and del
 // carry a line number of 0, as ipset(8) sends them; test none, and only the
 // entry's key: the kernel would add test's counters to the entry's.
-func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (netlink.Message, error) {
+func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) *nl.Request {
 	var data nl.Writer
 	if cmd == cmdTest {
 		writeEntry(&data, Entry{Addr: e.Addr, Net: e.Net, Protocol: e.Protocol, Port: e.Port, Addr2: e.Addr2, Net2: e.Net2})
@@ -129,7 +122,7 @@ func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (
 		writeEntry(&data, e)
 		data.BE32(attrCADTLine|be, 0)
 	}
-	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(w *nl.Writer) {
+	return request(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(w *nl.Writer) {
 		w.String(attrSetName, name)
 		w.Bytes(attrData|nl.Nested, data.B)
 	})
@@ -140,8 +133,8 @@ func encodeEntryCmd(protocol, cmd uint8, name string, e Entry, exclusive bool) (
 // first entry's, as ipset restore sends it), which makes the kernel report
 // the number of an entry that fails. adt holds the entries' IPSET_ATTR_DATA
 // attributes, from writeEntryAttr.
-func encodeBulk(protocol, cmd uint8, name string, firstLine uint32, adt []byte, exclusive bool) (netlink.Message, error) {
-	return message(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(w *nl.Writer) {
+func encodeBulk(protocol, cmd uint8, name string, firstLine uint32, adt []byte, exclusive bool) *nl.Request {
+	return request(protocol, cmd, netlink.Acknowledge|excl(exclusive), func(w *nl.Writer) {
 		w.String(attrSetName, name)
 		w.BE32(attrLineNo|be, firstLine)
 		w.Bytes(attrADT|nl.Nested, adt)

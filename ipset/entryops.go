@@ -35,13 +35,10 @@ func (c *Conn) entryCmd(ctx context.Context, op string, cmd uint8, name string, 
 	if err := checkName(op, name); err != nil {
 		return err
 	}
-	m, err := encodeEntryCmd(c.protocol, cmd, name, e, exclusive)
-	if err != nil {
-		return &OpError{Op: op, Object: name + " " + e.String(), Err: err}
-	}
+	r := encodeEntryCmd(c.protocol, cmd, name, e, exclusive)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err = c.execute(ctx, m)
+	_, err := c.execute(ctx, r)
 	if err == nil {
 		return nil
 	}

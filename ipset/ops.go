@@ -38,11 +38,7 @@ func (c *Conn) create(ctx context.Context, s Set, exclusive bool) error {
 	if err != nil {
 		return opError("create", s.Name, s.Type, err)
 	}
-	m, err := encodeCreate(c.protocol, s, rev, exclusive)
-	if err != nil {
-		return &OpError{Op: "create", Object: s.Name, Err: err}
-	}
-	_, err = c.execute(ctx, m)
+	_, err = c.execute(ctx, encodeCreate(c.protocol, s, rev, exclusive))
 	return opError("create", s.Name, s.Type, err)
 }
 
@@ -52,11 +48,7 @@ func (c *Conn) revision(ctx context.Context, t Type, f inet.Family) (uint8, erro
 	if rev, ok := c.revisions[k]; ok {
 		return rev, nil
 	}
-	m, err := encodeType(c.protocol, t, f)
-	if err != nil {
-		return 0, err
-	}
-	replies, err := c.execute(ctx, m)
+	replies, err := c.execute(ctx, encodeType(c.protocol, t, f))
 	if err != nil {
 		return 0, err
 	}
@@ -98,11 +90,7 @@ func (c *Conn) named(ctx context.Context, op string, cmd uint8, name string) err
 }
 
 func (c *Conn) namedLocked(ctx context.Context, op string, cmd uint8, name string) error {
-	m, err := encodeNamed(c.protocol, cmd, namedFlags(cmd), name)
-	if err != nil {
-		return &OpError{Op: op, Object: name, Err: err}
-	}
-	_, err = c.execute(ctx, m)
+	_, err := c.execute(ctx, encodeNamed(c.protocol, cmd, namedFlags(cmd), name))
 	return opError(op, name, "", err)
 }
 
@@ -130,11 +118,7 @@ func (c *Conn) twoNames(ctx context.Context, op string, cmd uint8, a, b string) 
 }
 
 func (c *Conn) twoNamesLocked(ctx context.Context, op string, cmd uint8, a, b string) error {
-	m, err := encodeTwoNames(c.protocol, cmd, a, b)
-	if err != nil {
-		return &OpError{Op: op, Object: a + " " + b, Err: err}
-	}
-	_, err = c.execute(ctx, m)
+	_, err := c.execute(ctx, encodeTwoNames(c.protocol, cmd, a, b))
 	return opError(op, a+" "+b, "", err)
 }
 
@@ -184,11 +168,7 @@ func (c *Conn) List(ctx context.Context, name string) (Header, []Entry, error) {
 // kind returns a set's name, type, family and revision, which the kernel
 // answers without walking the set (unlike Header, which counts its memory).
 func (c *Conn) kind(ctx context.Context, name string) (Header, error) {
-	m, err := encodeNamed(c.protocol, cmdHeader, 0, name)
-	if err != nil {
-		return Header{}, &OpError{Op: "header", Object: name, Err: err}
-	}
-	replies, err := c.execute(ctx, m)
+	replies, err := c.execute(ctx, encodeNamed(c.protocol, cmdHeader, 0, name))
 	if err != nil {
 		return Header{}, opError("header", name, "", err)
 	}
@@ -200,11 +180,7 @@ func (c *Conn) kind(ctx context.Context, name string) (Header, error) {
 }
 
 func (c *Conn) list(ctx context.Context, name string, flags uint32) ([]dumped, error) {
-	m, err := encodeList(c.protocol, name, flags)
-	if err != nil {
-		return nil, &OpError{Op: "list", Object: name, Err: err}
-	}
-	replies, err := c.execute(ctx, m)
+	replies, err := c.execute(ctx, encodeList(c.protocol, name, flags))
 	if err != nil {
 		return nil, opError("list", name, "", err)
 	}
@@ -226,11 +202,7 @@ func (c *Conn) Index(ctx context.Context, name string) (uint16, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m, err := encodeNamed(c.protocol, cmdGetByName, 0, name)
-	if err != nil {
-		return 0, &OpError{Op: "index", Object: name, Err: err}
-	}
-	replies, err := c.execute(ctx, m)
+	replies, err := c.execute(ctx, encodeNamed(c.protocol, cmdGetByName, 0, name))
 	if err != nil {
 		return 0, opError("index", name, "", err)
 	}

@@ -70,13 +70,11 @@ func errReply(req netlink.Message, n int) ([]netlink.Message, error) {
 // kernelReply builds a kernel message for req's command with attributes.
 func kernelReply(t *testing.T, req netlink.Message, fn func(w *nl.Writer)) []netlink.Message {
 	t.Helper()
-	m, err := message(7, uint8(req.Header.Type&0xff), 0, fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Header.Flags = 0
-	m.Header.Sequence = req.Header.Sequence
-	return []netlink.Message{m}
+	r := request(7, uint8(req.Header.Type&0xff), 0, fn)
+	return []netlink.Message{{
+		Header: netlink.Header{Type: netlink.HeaderType(r.Type), Sequence: req.Header.Sequence},
+		Data:   r.Data,
+	}}
 }
 
 func ack(req netlink.Message) ([]netlink.Message, error) {

@@ -1,7 +1,6 @@
 package ipset
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -14,22 +13,13 @@ import (
 
 var errShort = errors.New("message shorter than its nfgenmsg header")
 
-// newDecoder returns a decoder over the attributes of an ipset message,
-// after its nfgenmsg header.
-func newDecoder(m netlink.Message) (*netlink.AttributeDecoder, error) {
+// newDecoder returns a reader of the attributes of an ipset message,
+// after its nfgenmsg header; ipset's integers are in network byte order.
+func newDecoder(m netlink.Message) (nl.Reader, error) {
 	if len(m.Data) < nfgenmsgLen {
-		return nil, errShort
+		return nl.Reader{}, errShort
 	}
-	return newAttrDecoder(m.Data[nfgenmsgLen:])
-}
-
-func newAttrDecoder(b []byte) (*netlink.AttributeDecoder, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return nil, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	return ad, nil
+	return nl.NewReader(m.Data[nfgenmsgLen:], "ipset"), nil
 }
 
 // decodeProtocol reads the kernel's protocol version and the oldest it
@@ -97,7 +87,7 @@ func decodeIndex(msgs []netlink.Message) (uint16, error) {
 	var seen bool
 	for ad.Next() {
 		if ad.Type() == attrIndex {
-			idx, seen = ad.Uint16(), true
+			idx, seen = ad.BE16(), true
 		}
 	}
 	if err := ad.Err(); err != nil {
@@ -127,19 +117,19 @@ func decodeList(msgs []netlink.Message) ([]dumped, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := decodeListMessage(ad, &sets); err != nil {
+		if err := decodeListMessage(&ad, &sets); err != nil {
 			return nil, err
 		}
 	}
 	return sets, nil
 }
 
-func decodeListMessage(ad *netlink.AttributeDecoder, sets *[]dumped) error {
+func decodeListMessage(ad *nl.Reader, sets *[]dumped) error {
 	var cur *dumped
 	for ad.Next() {
 		switch ad.Type() {
 		case attrSetName:
-			name := ad.String()
+			name := ad.String(0)
 			if n := len(*sets); n == 0 || (*sets)[n-1].header.Name != name {
 				*sets = append(*sets, dumped{header: Header{Set: Set{Name: name}}})
 			}
@@ -156,19 +146,16 @@ func decodeListMessage(ad *netlink.AttributeDecoder, sets *[]dumped) error {
 	return ad.Err()
 }
 
-func decodeSetAttr(ad *netlink.AttributeDecoder, cur *dumped) error {
+func decodeSetAttr(ad *nl.Reader, cur *dumped) error {
 	switch ad.Type() {
 	case attrTypeName:
-		cur.header.Type = Type(ad.String())
+		cur.header.Type = Type(ad.String(0))
 	case attrRevision:
 		cur.header.Revision = ad.Uint8()
 	case attrFamily:
 		cur.header.Family = inet.Family(ad.Uint8())
 	case attrData:
-		ad.Nested(func(nad *netlink.AttributeDecoder) error {
-			nad.ByteOrder = binary.BigEndian
-			return decodeHeaderData(nad, &cur.header)
-		})
+		ad.Nest(func(nad *nl.Reader) { decodeHeaderData(nad, &cur.header) })
 	case attrADT:
 		l, ok := cur.header.Type.layout()
 		if !ok {
@@ -179,54 +166,54 @@ func decodeSetAttr(ad *netlink.AttributeDecoder, cur *dumped) error {
 			// from outside.
 			cur.entries = make([]Entry, 0, min(cur.header.Entries, 1<<17))
 		}
-		ad.Do(func(b []byte) error {
-			it := attrIter{b: b}
-			for it.next() {
-				if it.typ != attrData {
+		// decodeEntry's errors are kept as they are, as the Reader's
+		// carry their attribute's place.
+		var err error
+		ad.Nest(func(nad *nl.Reader) {
+			for err == nil && nad.Next() {
+				if nad.Type() != attrData {
 					continue
 				}
-				e, err := decodeEntry(it.data, l)
-				if err != nil {
-					return err
+				var e Entry
+				if e, err = decodeEntry(nad.Bytes(), l); err == nil {
+					cur.entries = append(cur.entries, e)
 				}
-				cur.entries = append(cur.entries, e)
 			}
-			return it.err
 		})
+		return err
 	}
 	return nil
 }
 
-func decodeHeaderData(ad *netlink.AttributeDecoder, h *Header) error {
+func decodeHeaderData(ad *nl.Reader, h *Header) {
 	for ad.Next() {
 		switch ad.Type() {
 		case attrPort:
-			h.PortFrom = ad.Uint16()
+			h.PortFrom = ad.BE16()
 		case attrPortTo:
-			h.PortTo = ad.Uint16()
+			h.PortTo = ad.BE16()
 		case attrTimeout:
-			h.Timeout = time.Duration(ad.Uint32()) * time.Second
+			h.Timeout = time.Duration(ad.BE32()) * time.Second
 		case attrCADTFlags:
-			flags := ad.Uint32()
+			flags := ad.BE32()
 			h.Counters = flags&flagWithCounters != 0
 			h.Comment = flags&flagWithComment != 0
 		case attrInitVal:
-			h.InitVal = ad.Uint32()
+			h.InitVal = ad.BE32()
 		case attrHashSize:
-			h.HashSize = ad.Uint32()
+			h.HashSize = ad.BE32()
 		case attrMaxElem:
-			h.MaxElem = ad.Uint32()
+			h.MaxElem = ad.BE32()
 		case attrBucket:
 			h.BucketSize = ad.Uint8()
 		case attrElements:
-			h.Entries = ad.Uint32()
+			h.Entries = ad.BE32()
 		case attrRefs:
-			h.References = ad.Uint32()
+			h.References = ad.BE32()
 		case attrMemSize:
-			h.MemSize = ad.Uint32()
+			h.MemSize = ad.BE32()
 		}
 	}
-	return ad.Err()
 }
 
 // place puts a decoded address where the set type wants it.
@@ -261,13 +248,10 @@ func decodeLineNo(echo []byte) (uint32, bool) {
 	if len(echo) < nl.HeaderLen+nfgenmsgLen {
 		return 0, false
 	}
-	ad, err := newAttrDecoder(echo[nl.HeaderLen+nfgenmsgLen:])
-	if err != nil {
-		return 0, false
-	}
+	ad := nl.NewReader(echo[nl.HeaderLen+nfgenmsgLen:], "ipset")
 	for ad.Next() {
 		if ad.Type() == attrLineNo {
-			n := ad.Uint32()
+			n := ad.BE32()
 			return n, ad.Err() == nil && n != 0
 		}
 	}

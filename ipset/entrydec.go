@@ -1,69 +1,18 @@
 package ipset
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
+	"net/netip"
+	"time"
+
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"net/netip"
-	"strings"
-	"time"
 )
 
-const nlaLen = 4 // struct nlattr
-
-// Entries are decoded by walking the attribute bytes in place rather than
-// with netlink.AttributeDecoder, which allocates per nested attribute: a
-// dump of a large set holds one nest per entry and address, and Sync reads
-// whole sets.
-
-var errMalformed = errors.New("malformed netlink attribute")
-
-// attrIter walks the netlink attributes in b.
-type attrIter struct {
-	b    []byte
-	typ  uint16 // without the nested and byte-order flags
-	data []byte
-	err  error
-}
-
-const attrTypeMask = 0x3fff // ^(NLA_F_NESTED | NLA_F_NET_BYTEORDER)
-
-func (it *attrIter) next() bool {
-	if len(it.b) < nlaLen {
-		if len(it.b) != 0 && it.err == nil {
-			it.err = errMalformed
-		}
-		return false
-	}
-	n := int(binary.NativeEndian.Uint16(it.b))
-	if n < nlaLen || n > len(it.b) {
-		it.err = errMalformed
-		return false
-	}
-	it.typ = binary.NativeEndian.Uint16(it.b[2:]) & attrTypeMask
-	it.data = it.b[nlaLen:n]
-	it.b = it.b[min(nl.Align(n), len(it.b)):]
-	return true
-}
-
-// uintN reads a big-endian value of exactly size bytes.
-func (it *attrIter) uintN(size int) uint64 {
-	if len(it.data) != size {
-		it.err = fmt.Errorf("attribute %d has %d bytes, want %d", it.typ, len(it.data), size)
-		return 0
-	}
-	switch size {
-	case 1:
-		return uint64(it.data[0])
-	case 2:
-		return uint64(binary.BigEndian.Uint16(it.data))
-	case 4:
-		return uint64(binary.BigEndian.Uint32(it.data))
-	}
-	return binary.BigEndian.Uint64(it.data)
-}
+// Entries are read with an nl.Reader made for each entry rather than
+// one nested in the list's: a dump of a large set holds one nest per entry
+// and address, Sync reads whole sets, and a Reader of a constant name
+// allocates nothing.
 
 // decodeEntry reads one entry from the payload of an IPSET_ATTR_DATA; l
 // says whether an address with a prefix length is an address or a network.
@@ -76,41 +25,44 @@ func decodeEntry(b []byte, l layout) (Entry, error) {
 		bytes        uint64
 		haveCounters bool
 	)
-	it := attrIter{b: b}
-	for it.err == nil && it.next() {
-		switch it.typ {
+	d := nl.NewReader(b, "ipset entry")
+	var err error
+	for err == nil && d.Next() {
+		switch d.Type() {
 		case attrIP:
-			ip, it.err = decodeAddr(it.data)
+			ip, err = decodeAddr(d.Bytes())
 		case attrCIDR:
-			cidr = int(it.uintN(1))
+			cidr = int(d.Uint8())
 		case attrPort:
-			e.Port = uint16(it.uintN(2))
+			e.Port = d.BE16()
 		case attrProto:
-			e.Protocol = inet.Protocol(it.uintN(1))
+			e.Protocol = inet.Protocol(d.Uint8())
 		case attrIP2:
-			ip2, it.err = decodeAddr(it.data)
+			ip2, err = decodeAddr(d.Bytes())
 		case attrCIDR2:
-			cidr2 = int(it.uintN(1))
+			cidr2 = int(d.Uint8())
 		case attrTimeout:
-			e.Timeout = time.Duration(it.uintN(4)) * time.Second
+			e.Timeout = time.Duration(d.BE32()) * time.Second
 			if e.Timeout == 0 {
 				e.Timeout = Permanent
 			}
 		case attrPackets:
-			packets, haveCounters = it.uintN(8), true
+			packets, haveCounters = d.BE64(), true
 		case attrBytes:
-			bytes, haveCounters = it.uintN(8), true
+			bytes, haveCounters = d.BE64(), true
 		case attrComment:
-			e.Comment, _, _ = strings.Cut(string(it.data), "\x00")
+			e.Comment = d.String(0)
 		}
 	}
-	if it.err != nil {
-		return Entry{}, it.err
+	if err == nil {
+		err = d.Err()
+	}
+	if err != nil {
+		return Entry{}, err
 	}
 	if haveCounters {
 		e.Counters = &Counters{Packets: packets, Bytes: bytes}
 	}
-	var err error
 	if e.Addr, e.Net, err = place(l.first, ip, cidr); err != nil {
 		return Entry{}, err
 	}
@@ -126,16 +78,16 @@ func decodeEntry(b []byte, l layout) (Entry, error) {
 // decodeAddr reads the address nested in IPSET_ATTR_IP or IPSET_ATTR_IP2.
 func decodeAddr(b []byte) (netip.Addr, error) {
 	var a netip.Addr
-	it := attrIter{b: b}
-	for it.next() {
-		if it.typ != attrIPv4 && it.typ != attrIPv6 {
+	d := nl.NewReader(b, "ipset address")
+	for d.Next() {
+		if d.Type() != attrIPv4 && d.Type() != attrIPv6 {
 			continue
 		}
 		var ok bool
-		a, ok = netip.AddrFromSlice(it.data)
-		if !ok || (it.typ == attrIPv4) != a.Is4() {
-			return netip.Addr{}, fmt.Errorf("address attribute of %d bytes", len(it.data))
+		a, ok = netip.AddrFromSlice(d.Bytes())
+		if !ok || (d.Type() == attrIPv4) != a.Is4() {
+			return netip.Addr{}, fmt.Errorf("address attribute of %d bytes", len(d.Bytes()))
 		}
 	}
-	return a, it.err
+	return a, d.Err()
 }

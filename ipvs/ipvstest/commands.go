@@ -1,8 +1,8 @@
 package ipvstest
 
 import (
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/ipvs"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,9 +17,9 @@ func info() ipvs.Info {
 func (k *Kernel) do(cmd uint8, r request) (*genlMessage, unix.Errno) {
 	switch cmd {
 	case cmdGetInfo:
-		return reply(cmdSetInfo, func(ae *netlink.AttributeEncoder) { encodeInfo(ae, info()) }), 0
+		return reply(cmdSetInfo, func(w *nl.Writer) { encodeInfo(w, info()) }), 0
 	case cmdGetConfig:
-		return reply(cmdSetConfig, func(ae *netlink.AttributeEncoder) { encodeTimeouts(ae, k.timeouts) }), 0
+		return reply(cmdSetConfig, func(w *nl.Writer) { encodeTimeouts(w, k.timeouts) }), 0
 	case cmdGetService:
 		if r.svc == nil {
 			return nil, unix.EINVAL
@@ -28,7 +28,7 @@ func (k *Kernel) do(cmd uint8, r request) (*genlMessage, unix.Errno) {
 		if i < 0 {
 			return nil, unix.ESRCH
 		}
-		return reply(cmdNewService, func(ae *netlink.AttributeEncoder) { encodeService(ae, k.services[i].svc) }), 0
+		return reply(cmdNewService, func(w *nl.Writer) { encodeService(w, k.services[i].svc) }), 0
 	case cmdNewService, cmdSetService, cmdDelService, cmdNewDest, cmdSetDest, cmdDelDest, cmdSetConfig, cmdZero, cmdFlush:
 		return nil, k.setService(cmd, r)
 	}
@@ -43,7 +43,7 @@ func (k *Kernel) dumpEntries(cmd uint8, r request) ([]genlMessage, unix.Errno) {
 	switch cmd {
 	case cmdGetService:
 		for _, vs := range k.services {
-			out = append(out, *reply(cmdNewService, func(ae *netlink.AttributeEncoder) { encodeService(ae, vs.svc) }))
+			out = append(out, *reply(cmdNewService, func(w *nl.Writer) { encodeService(w, vs.svc) }))
 		}
 	case cmdGetDest:
 		if r.svc == nil {
@@ -51,7 +51,7 @@ func (k *Kernel) dumpEntries(cmd uint8, r request) ([]genlMessage, unix.Errno) {
 		}
 		if i := k.find(*r.svc); i >= 0 {
 			for _, d := range k.services[i].dests {
-				out = append(out, *reply(cmdNewDest, func(ae *netlink.AttributeEncoder) { encodeDest(ae, d) }))
+				out = append(out, *reply(cmdNewDest, func(w *nl.Writer) { encodeDest(w, d) }))
 			}
 		}
 	default:
@@ -69,12 +69,8 @@ type genlMessage struct {
 
 // reply builds a generic netlink message of the command with the
 // attributes fill writes.
-func reply(cmd uint8, fill func(ae *netlink.AttributeEncoder)) *genlMessage {
-	ae := netlink.NewAttributeEncoder()
-	fill(ae)
-	b, err := ae.Encode()
-	if err != nil {
-		panic(err) // nests of fixed-size attributes always encode
-	}
-	return &genlMessage{cmd: cmd, data: b}
+func reply(cmd uint8, fill func(w *nl.Writer)) *genlMessage {
+	var w nl.Writer
+	fill(&w)
+	return &genlMessage{cmd: cmd, data: w.B}
 }

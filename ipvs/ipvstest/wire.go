@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/ipvs"
-	"github.com/mdlayher/netlink"
 )
 
 // The kernel's side of the wire, transcribed from include/uapi/linux/ip_vs.h
@@ -102,10 +102,7 @@ type request struct {
 // and ip_vs_genl_parse_dest do; a malformed one is the kernel's EINVAL.
 func parseRequest(b []byte) (request, error) {
 	var r request
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return r, err
-	}
+	ad := nl.NewReader(b, "request")
 	for ad.Next() {
 		switch ad.Type() {
 		case cmdAttrService:
@@ -137,11 +134,9 @@ func parseService(b []byte) (ipvs.Service, error) {
 	var (
 		s          ipvs.Service
 		addr, mask []byte
+		err        error
 	)
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return s, err
-	}
+	ad := nl.NewReader(b, "service")
 	for ad.Next() {
 		switch ad.Type() {
 		case svcAttrAF:
@@ -155,9 +150,9 @@ func parseService(b []byte) (ipvs.Service, error) {
 		case svcAttrFwmark:
 			s.FirewallMark = ad.Uint32()
 		case svcAttrSchedName:
-			s.Scheduler = ipvs.Scheduler(ad.String())
+			s.Scheduler = ipvs.Scheduler(ad.String(0))
 		case svcAttrPEName:
-			s.PersistenceEngine = ad.String()
+			s.PersistenceEngine = ad.String(0)
 		case svcAttrFlags:
 			s.Flags = parseFlags(ad.Bytes())
 		case svcAttrTimeout:
@@ -219,11 +214,9 @@ func parseDest(b []byte) (ipvs.Destination, error) {
 		d    ipvs.Destination
 		addr []byte
 		af   inet.Family
+		err  error
 	)
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return d, err
-	}
+	ad := nl.NewReader(b, "destination")
 	for ad.Next() {
 		switch ad.Type() {
 		case destAttrAddrFamily:
@@ -277,28 +270,27 @@ func bigEndian16(b []byte) uint16 {
 }
 
 // encodeService writes a service as ip_vs_genl_fill_service does.
-func encodeService(ae *netlink.AttributeEncoder, s ipvs.Service) {
-	ae.Nested(cmdAttrService, func(ae *netlink.AttributeEncoder) error {
-		ae.Uint16(svcAttrAF, uint16(s.Family))
-		if s.FirewallMark != 0 {
-			ae.Uint32(svcAttrFwmark, s.FirewallMark)
-		} else {
-			ae.Uint16(svcAttrProtocol, uint16(s.Protocol))
-			ae.Bytes(svcAttrAddr, addrBytes(s.Addr))
-			ae.Bytes(svcAttrPort, binary.BigEndian.AppendUint16(nil, s.Port))
-		}
-		ae.String(svcAttrSchedName, string(s.Scheduler))
-		if s.PersistenceEngine != "" {
-			ae.String(svcAttrPEName, s.PersistenceEngine)
-		}
-		flags := binary.NativeEndian.AppendUint32(nil, uint32(s.Flags))
-		ae.Bytes(svcAttrFlags, binary.NativeEndian.AppendUint32(flags, math.MaxUint32))
-		ae.Uint32(svcAttrTimeout, uint32(s.Timeout/time.Second))
-		ae.Bytes(svcAttrNetmask, netmaskBytes(s))
-		encodeStats(ae, svcAttrStats, false)
-		encodeStats(ae, svcAttrStats64, true)
-		return nil
-	})
+func encodeService(w *nl.Writer, s ipvs.Service) {
+	n := w.Begin(cmdAttrService | nl.Nested)
+	w.Uint16(svcAttrAF, uint16(s.Family))
+	if s.FirewallMark != 0 {
+		w.Uint32(svcAttrFwmark, s.FirewallMark)
+	} else {
+		w.Uint16(svcAttrProtocol, uint16(s.Protocol))
+		w.Bytes(svcAttrAddr, addrBytes(s.Addr))
+		w.BE16(svcAttrPort, s.Port)
+	}
+	w.String(svcAttrSchedName, string(s.Scheduler))
+	if s.PersistenceEngine != "" {
+		w.String(svcAttrPEName, s.PersistenceEngine)
+	}
+	flags := binary.NativeEndian.AppendUint32(nil, uint32(s.Flags))
+	w.Bytes(svcAttrFlags, binary.NativeEndian.AppendUint32(flags, math.MaxUint32))
+	w.Uint32(svcAttrTimeout, uint32(s.Timeout/time.Second))
+	w.Bytes(svcAttrNetmask, netmaskBytes(s))
+	encodeStats(w, svcAttrStats, false)
+	encodeStats(w, svcAttrStats64, true)
+	w.End(n)
 }
 
 // netmaskBytes is parseNetmask's inverse.
@@ -310,51 +302,49 @@ func netmaskBytes(s ipvs.Service) []byte {
 }
 
 // encodeDest writes a destination as ip_vs_genl_fill_dest does.
-func encodeDest(ae *netlink.AttributeEncoder, d ipvs.Destination) {
-	ae.Nested(cmdAttrDest, func(ae *netlink.AttributeEncoder) error {
-		ae.Bytes(destAttrAddr, addrBytes(d.Addr))
-		ae.Bytes(destAttrPort, binary.BigEndian.AppendUint16(nil, d.Port))
-		ae.Uint32(destAttrFwdMethod, uint32(d.Forward))
-		ae.Uint32(destAttrWeight, uint32(d.Weight))
-		ae.Uint8(destAttrTunType, uint8(d.TunnelType))
-		ae.Bytes(destAttrTunPort, binary.BigEndian.AppendUint16(nil, d.TunnelPort))
-		ae.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
-		ae.Uint32(destAttrUThresh, d.UpperThreshold)
-		ae.Uint32(destAttrLThresh, d.LowerThreshold)
-		ae.Uint32(destAttrActiveConns, d.ActiveConnections)
-		ae.Uint32(destAttrInactConns, d.InactiveConnections)
-		ae.Uint32(destAttrPersistConns, d.PersistentConnections)
-		ae.Uint16(destAttrAddrFamily, uint16(addrFamily(d.Addr)))
-		encodeStats(ae, destAttrStats, false)
-		encodeStats(ae, destAttrStats64, true)
-		return nil
-	})
+func encodeDest(w *nl.Writer, d ipvs.Destination) {
+	n := w.Begin(cmdAttrDest | nl.Nested)
+	w.Bytes(destAttrAddr, addrBytes(d.Addr))
+	w.BE16(destAttrPort, d.Port)
+	w.Uint32(destAttrFwdMethod, uint32(d.Forward))
+	w.Uint32(destAttrWeight, uint32(d.Weight))
+	w.Uint8(destAttrTunType, uint8(d.TunnelType))
+	w.BE16(destAttrTunPort, d.TunnelPort)
+	w.Uint16(destAttrTunFlags, uint16(d.TunnelFlags))
+	w.Uint32(destAttrUThresh, d.UpperThreshold)
+	w.Uint32(destAttrLThresh, d.LowerThreshold)
+	w.Uint32(destAttrActiveConns, d.ActiveConnections)
+	w.Uint32(destAttrInactConns, d.InactiveConnections)
+	w.Uint32(destAttrPersistConns, d.PersistentConnections)
+	w.Uint16(destAttrAddrFamily, uint16(addrFamily(d.Addr)))
+	encodeStats(w, destAttrStats, false)
+	encodeStats(w, destAttrStats64, true)
+	w.End(n)
 }
 
 // encodeStats writes counters that are all zero: the fake carries no
 // traffic. In STATS the byte counters are u64 and the rest u32.
-func encodeStats(ae *netlink.AttributeEncoder, typ uint16, wide bool) {
-	ae.Nested(typ, func(ae *netlink.AttributeEncoder) error {
-		for a := uint16(1); a <= 10; a++ {
-			if wide || a == 4 || a == 5 {
-				ae.Uint64(a, 0)
-			} else {
-				ae.Uint32(a, 0)
-			}
+func encodeStats(w *nl.Writer, typ uint16, wide bool) {
+	n := w.Begin(typ | nl.Nested)
+	for a := uint16(1); a <= 10; a++ {
+		if wide || a == 4 || a == 5 {
+			w.Uint64(a, 0)
+		} else {
+			w.Uint32(a, 0)
 		}
-		return nil
-	})
+	}
+	w.End(n)
 }
 
-func encodeTimeouts(ae *netlink.AttributeEncoder, t ipvs.Timeouts) {
-	ae.Uint32(cmdAttrTimeoutTCP, uint32(t.TCP/time.Second))
-	ae.Uint32(cmdAttrTimeoutTCPFin, uint32(t.TCPFin/time.Second))
-	ae.Uint32(cmdAttrTimeoutUDP, uint32(t.UDP/time.Second))
+func encodeTimeouts(w *nl.Writer, t ipvs.Timeouts) {
+	w.Uint32(cmdAttrTimeoutTCP, uint32(t.TCP/time.Second))
+	w.Uint32(cmdAttrTimeoutTCPFin, uint32(t.TCPFin/time.Second))
+	w.Uint32(cmdAttrTimeoutUDP, uint32(t.UDP/time.Second))
 }
 
-func encodeInfo(ae *netlink.AttributeEncoder, i ipvs.Info) {
-	ae.Uint32(infoAttrVersion, uint32(i.Version.Major)<<16|uint32(i.Version.Minor)<<8|uint32(i.Version.Patch))
-	ae.Uint32(infoAttrConnTabSize, i.ConnTableSize)
+func encodeInfo(w *nl.Writer, i ipvs.Info) {
+	w.Uint32(infoAttrVersion, uint32(i.Version.Major)<<16|uint32(i.Version.Minor)<<8|uint32(i.Version.Patch))
+	w.Uint32(infoAttrConnTabSize, i.ConnTableSize)
 }
 
 // addrBytes writes an address as a 16-byte union nf_inet_addr.

@@ -137,15 +137,12 @@ func entriesIn(adt []byte) [][]byte {
 // whole, its IPSET_ATTR_LINENO set to the failed entry's line.
 func lineError(m netlink.Message, errno unix.Errno, lineno uint32) *netlink.Message {
 	data := append([]byte(nil), m.Data...)
-	for off := 4; off+4 <= len(data); {
-		l := int(binary.NativeEndian.Uint16(data[off:]))
-		if l < 4 {
-			break
+	// The Reader's payloads alias data, so the line number is set in place.
+	d := nl.NewReader(data[min(4, len(data)):], "request")
+	for d.Next() {
+		if d.Type() == attrLineNo && len(d.Bytes()) == 4 {
+			binary.BigEndian.PutUint32(d.Bytes(), lineno)
 		}
-		if binary.NativeEndian.Uint16(data[off+2:])&0x3fff == attrLineNo && l == 8 {
-			binary.BigEndian.PutUint32(data[off+4:], lineno)
-		}
-		off += nl.Align(l)
 	}
 	body := binary.NativeEndian.AppendUint32(nil, uint32(-int32(errno)))
 	body = nl.AppendMessage(body, uint16(m.Header.Type), m.Header.Flags, m.Header.Sequence, m.Header.PID, data)

@@ -166,8 +166,8 @@ func decodeSetAttr(ad *nl.Reader, cur *dumped) error {
 			// from outside.
 			cur.entries = make([]Entry, 0, min(cur.header.Entries, 1<<17))
 		}
-		// decodeEntry's errors are kept as they are, as the Reader's
-		// carry their attribute's place.
+		// An entry's error is returned as decodeEntry words it; the
+		// Reader's own errors come through ad.Err.
 		var err error
 		ad.Nest(func(nad *nl.Reader) {
 			for err == nil && nad.Next() {

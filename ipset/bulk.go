@@ -15,7 +15,11 @@ const maxADT = 0xffff - 4
 
 // AddEntries adds many entries to a set in few messages, many per write.
 // Entries the kernel refuses are returned in a *BatchError naming each one;
-// all others are added. See Mode for entries already there.
+// all others are added. See Mode for entries already there. Once the set
+// is full (ErrSetFull), the entries after the one refused are not sent,
+// one round trip each, to be refused in turn: they fail with ErrSetFull
+// too, even one the set already holds, and a caller that makes room (a
+// larger set, see Replace) adds them again.
 func (c *Conn) AddEntries(ctx context.Context, name string, entries []Entry, mode Mode) error {
 	return c.bulk(ctx, "add", cmdAdd, name, entries, mode == Exclusive)
 }
@@ -117,7 +121,16 @@ func (c *Conn) bulkRound(ctx context.Context, op string, cmd uint8, typ Type, na
 		oerr := opError(op, name+" "+entries[idx].String(), typ, r.Err).(*OpError)
 		oerr.Index = idx
 		bulkErr.Failed = append(bulkErr.Failed, oerr)
-		again = append(again, ch.indexes[pos+1:]...)
+		rest := ch.indexes[pos+1:]
+		if cmd == cmdAdd && errors.Is(oerr, ErrSetFull) {
+			for _, j := range rest {
+				full := *oerr
+				full.Object, full.Index = name+" "+entries[j].String(), j
+				bulkErr.Failed = append(bulkErr.Failed, &full)
+			}
+			continue
+		}
+		again = append(again, rest...)
 	}
 	return again, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipset/ipsettest"
 	"golang.org/x/sys/unix"
@@ -260,5 +261,39 @@ func TestInvalidArguments(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// Once a set is full, the entries after the one it refused are reported
+// full without being sent one round trip each.
+func TestAddEntriesStopsAtFullSet(t *testing.T) {
+	ctx := context.Background()
+	_, c := dial(t)
+	if err := c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIP, MaxElem: 4}, ipset.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	var entries []ipset.Entry
+	for i := range 10 {
+		entries = append(entries, ipset.Entry{Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})})
+	}
+	adds := 0
+	counting := fault.With(ctx, func(_, req string) error {
+		if req == "add" {
+			adds++
+		}
+		return nil
+	})
+	err := c.AddEntries(counting, "s", entries, ipset.ExistOK)
+	var be *ipset.BatchError
+	if !errors.As(err, &be) || len(be.Failed) != 6 {
+		t.Fatalf("AddEntries: %v, want 6 entries refused", err)
+	}
+	for i, f := range be.Failed {
+		if !errors.Is(f, ipset.ErrSetFull) || f.Index != 4+i {
+			t.Errorf("failure %d: %v at %d, want entry %d refused as full", i, f, f.Index, 4+i)
+		}
+	}
+	if adds != 1 {
+		t.Errorf("%d add messages, want 1: the entries after the full set's refusal were sent again", adds)
 	}
 }

@@ -204,3 +204,25 @@ func TestHostContext(t *testing.T) {
 		t.Errorf("Names after a cancelled call: %v", err)
 	}
 }
+
+// A full set refuses the entry that finds it full; the library reports the
+// ones after it full too, and the kernel holds what fitted.
+func TestHostAddEntriesFullSet(t *testing.T) {
+	ns, c := dialNS(t)
+	ctx := testutil.Context(t)
+	if err := c.Create(ctx, Set{Name: "s", Type: HashIP, MaxElem: 4}, Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	var entries []Entry
+	for i := range 10 {
+		entries = append(entries, Entry{Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})})
+	}
+	err := c.AddEntries(ctx, "s", entries, ExistOK)
+	var be *BatchError
+	if !errors.As(err, &be) || len(be.Failed) != 6 || !errors.Is(err, ErrSetFull) {
+		t.Fatalf("AddEntries: %v, want 6 entries refused as full", err)
+	}
+	if out := ns.Run(t, "ipset", "list", "s"); !strings.Contains(out, "Number of entries: 4") {
+		t.Errorf("the set does not hold the four that fitted:\n%s", out)
+	}
+}

@@ -48,22 +48,9 @@ func setupNet(t *testing.T) *vmNet {
 	return n
 }
 
-func vmNode() model.Node {
-	return model.Node{
-		Name:           "node-a",
-		Addresses:      []netip.Addr{netip.MustParseAddr("192.168.0.1")},
-		ClusterCIDRs:   []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		MasqueradeMark: 1 << 14,
-	}
-}
+func vmNode() model.Node { return fixture.VMNode() }
 
-func webService() model.ServicePort {
-	s := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.10")
-	s.NodePort = 30080
-	s.ExternalIPs = fixture.IPs("198.51.100.10")
-	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a"), fixture.Ready("10.244.2.2", 8080, "node-b")}
-	return s
-}
+func webService() model.ServicePort { return fixture.Web() }
 
 func vmServices() []model.ServicePort {
 	web := webService()
@@ -803,16 +790,9 @@ func TestDataplaneGrowsFullSet(t *testing.T) {
 	n.node.Run(t, "ipset", "create", "KUBE-CLUSTER-IP", "hash:ip,port", "maxelem", "4")
 	d := newDataplane(t, n.node)
 	state := &model.State{Node: vmNode()}
-	add := func(from, to int) {
-		for i := from; i < to; i++ {
-			s := fixture.Svc("default", fmt.Sprintf("s%d", i), "", inet.TCP, 80, fmt.Sprintf("10.96.1.%d", i))
-			s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a")}
-			state.Services = append(state.Services, s)
-		}
-	}
-	add(1, 4)
+	state.Services = fixture.Numbered(1, 4)
 	mustSync(t, d, state)
-	add(4, 10)
+	state.Services = append(state.Services, fixture.Numbered(4, 10)...)
 	mustSync(t, d, state)
 	out := n.node.Run(t, "ipset", "list", "KUBE-CLUSTER-IP")
 	if !strings.Contains(out, "maxelem 65536") || !strings.Contains(out, "Number of entries: 9") {

@@ -8,7 +8,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // newFakeDataplane returns a Dataplane on a new dataplanetest.Node,
@@ -32,24 +31,11 @@ func newFakeDataplane(t *testing.T, cfg *dataplane.Config) (*dataplane.Dataplane
 }
 
 // fakeModelNode is the node the fake dataplane tests program.
-func fakeModelNode() model.Node {
-	return model.Node{
-		Name:           "node-a",
-		Addresses:      fixture.IPs("192.168.0.1"),
-		ClusterCIDRs:   fixture.Prefixes("10.244.0.0/16"),
-		MasqueradeMark: 1 << 14,
-	}
-}
+func fakeModelNode() model.Node { return fixture.VMNode() }
 
 // fakeWeb is a service port with a node port, an external IP and two
 // endpoints.
-func fakeWeb() model.ServicePort {
-	s := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.10")
-	s.NodePort = 30080
-	s.ExternalIPs = fixture.IPs("198.51.100.10")
-	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a"), fixture.Ready("10.244.2.2", 8080, "node-b")}
-	return s
-}
+func fakeWeb() model.ServicePort { return fixture.Web() }
 
 // syncOK syncs state and fails the test on any failure.
 func syncOK(t *testing.T, d *dataplane.Dataplane, ctx context.Context, state *model.State) *dataplane.Result {

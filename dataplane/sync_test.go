@@ -3,7 +3,6 @@ package dataplane_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -265,17 +264,9 @@ func TestSyncGrowsFullSet(t *testing.T) {
 	if err := sets.Create(ctx, small, 0); err != nil {
 		t.Fatal(err)
 	}
-	state := &model.State{Node: fakeModelNode()}
-	addServices := func(from, to int) {
-		for i := from; i < to; i++ {
-			s := fixture.Svc("default", fmt.Sprintf("s%d", i), "", inet.TCP, 80, fmt.Sprintf("10.96.1.%d", i))
-			s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a")}
-			state.Services = append(state.Services, s)
-		}
-	}
-	addServices(1, 4)
+	state := &model.State{Node: fakeModelNode(), Services: fixture.Numbered(1, 4)}
 	syncOK(t, d, ctx, state)
-	addServices(4, 10)
+	state.Services = append(state.Services, fixture.Numbered(4, 10)...)
 	res := syncOK(t, d, ctx, state)
 	if !strings.Contains(res.Plan.String(), "KUBE-CLUSTER-IP") {
 		t.Fatalf("no entries added:\n%s", res.Plan)

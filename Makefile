@@ -24,9 +24,10 @@ export VMTEST_KERNEL := $(KERNEL)
 OTHER_KERNELS ?= 5.10 6.12
 KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/... ./daemon/compare/ipvs/...
 
-# The version the binary and the image report: the nearest tag, the
+# The version the binary and the image report: the nearest library tag
+# (vX.Y.Z; daemon/vX.Y.Z would put a slash in the image tag), the
 # commits since and the commit, -dirty with uncommitted changes.
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 VERSION_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION)
 

@@ -225,12 +225,14 @@ release: $(BIN)/mkimage
 	cd $(DIST) && sha256sum ipvsplane-* licenses.tar.gz > SHA256SUMS
 	@echo "release: $(VERSION) in $(DIST)"; cat $(DIST)/SHA256SUMS
 
-# A one-node cluster in the VM (daemon/hack/vmtest -node): the control plane on
-# the host's loopback, a node with containerd, kubelet and CNI, PROXY
-# (ipvsplane from deploy/, or kube-proxy in IPVS mode) and CoreDNS; then
-# CMD runs on the host with KUBECONFIG set (default: an interactive shell).
+# A cluster of NODES nodes (default one), each a VM (daemon/hack/vmtest
+# -node): the control plane on the host's loopback, nodes with containerd,
+# kubelet and CNI, PROXY (ipvsplane from deploy/, or kube-proxy in IPVS
+# mode) and CoreDNS on each; then CMD runs on the host with KUBECONFIG set
+# (default: an interactive shell). Each node takes VMTEST_MEM (3072 MiB).
 PROXY ?= ipvsplane
-NODE   = $(VMTEST) -node -proxy $(PROXY) -image $(IMAGE_TAR) -image-ref $(IMAGE)
+NODES ?= 1
+NODE   = $(VMTEST) -node -nodes $(NODES) -proxy $(PROXY) -image $(IMAGE_TAR) -image-ref $(IMAGE)
 cluster: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- $(or $(CMD),bash)
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
@@ -36,43 +37,7 @@ const bridgeName = "br0"
 // balancers stay routed to the first node.
 func runInNodeNetns(args []string, nodes int) (int, error) {
 	ns := "ipvsplane-node-" + strconv.Itoa(os.Getpid())
-	link := vmTapName(0)
-	setup := [][]string{
-		{"netns", "add", ns},
-		{"-n", ns, "link", "set", "lo", "up"},
-	}
-	if nodes > 1 {
-		link = bridgeName
-		setup = append(setup, []string{"-n", ns, "link", "add", bridgeName, "type", "bridge", "forward_delay", "0", "mcast_snooping", "0"})
-		for i := range nodes {
-			tap := vmTapName(i)
-			setup = append(setup,
-				[]string{"-n", ns, "tuntap", "add", "dev", tap, "mode", "tap"},
-				[]string{"-n", ns, "link", "set", tap, "master", bridgeName, "up"})
-		}
-	} else {
-		setup = append(setup, []string{"-n", ns, "tuntap", "add", "dev", link, "mode", "tap"})
-	}
-	setup = append(setup,
-		[]string{"-n", ns, "addr", "add", controlplane.ClusterHostAddr + "/24", "dev", link},
-		[]string{"-n", ns, "link", "set", link, "up"})
-	if nodes == 1 {
-		setup = append(setup, []string{"-n", ns, "route", "add", controlplane.ClusterCIDR, "via", nodeIP})
-	}
-	setup = append(setup,
-		[]string{"-n", ns, "route", "add", controlplane.ServiceCIDR, "via", nodeIP},
-		[]string{"-n", ns, "route", "add", loadBalancerCIDR, "via", nodeIP},
-		[]string{"-n", ns, "addr", "add", hostIP6 + "/64", "dev", link, "nodad"})
-	if nodes == 1 {
-		setup = append(setup, []string{"-n", ns, "route", "add", controlplane.ClusterCIDR6, "via", nodeIP6})
-	}
-	setup = append(setup,
-		[]string{"-n", ns, "route", "add", controlplane.ServiceCIDR6, "via", nodeIP6},
-		[]string{"-n", ns, "route", "add", loadBalancerCIDR6, "via", nodeIP6})
-	if nodes > 1 {
-		setup = append(setup,
-			[]string{"netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"})
-	}
+	setup := nodeNetnsSetup(ns, nodes)
 	defer func() { _ = exec.Command("ip", "netns", "del", ns).Run() }()
 	for _, a := range setup {
 		if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
@@ -87,6 +52,45 @@ func runInNodeNetns(args []string, nodes int) (int, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), netnsEnv+"="+ns)
 	return runForStatus(cmd)
+}
+
+// nodeNetnsSetup is the ip commands that make the namespace ns for nodes
+// nodes.
+func nodeNetnsSetup(ns string, nodes int) [][]string {
+	ip := func(args ...string) []string { return append([]string{"-n", ns}, args...) }
+	setup := [][]string{{"netns", "add", ns}, ip("link", "set", "lo", "up")}
+	link := vmTapName(0)
+	if nodes > 1 {
+		link = bridgeName
+		setup = append(setup, ip("link", "add", bridgeName, "type", "bridge", "forward_delay", "0", "mcast_snooping", "0"))
+		for i := range nodes {
+			setup = append(setup,
+				ip("tuntap", "add", "dev", vmTapName(i), "mode", "tap"),
+				ip("link", "set", vmTapName(i), "master", bridgeName, "up"))
+		}
+	} else {
+		setup = append(setup, ip("tuntap", "add", "dev", link, "mode", "tap"))
+	}
+	// One node takes the whole pod ranges; several, each its own
+	// (routePodCIDRs).
+	podRoute, podRoute6 := ip("route", "add", controlplane.ClusterCIDR, "via", nodeIP), ip("route", "add", controlplane.ClusterCIDR6, "via", nodeIP6)
+	if nodes > 1 {
+		podRoute, podRoute6 = nil, nil
+	}
+	setup = append(setup,
+		ip("addr", "add", controlplane.ClusterHostAddr+"/24", "dev", link),
+		ip("link", "set", link, "up"),
+		podRoute,
+		ip("route", "add", controlplane.ServiceCIDR, "via", nodeIP),
+		ip("route", "add", loadBalancerCIDR, "via", nodeIP),
+		ip("addr", "add", hostIP6+"/64", "dev", link, "nodad"),
+		podRoute6,
+		ip("route", "add", controlplane.ServiceCIDR6, "via", nodeIP6),
+		ip("route", "add", loadBalancerCIDR6, "via", nodeIP6))
+	if nodes > 1 {
+		setup = append(setup, []string{"netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"})
+	}
+	return slices.DeleteFunc(setup, func(a []string) bool { return a == nil })
 }
 
 // routePodCIDRs routes a node's pod ranges to it in the namespace, where

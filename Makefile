@@ -32,7 +32,7 @@ VERSION_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: release test test-unit test-host test-vm test-kernels lint bench bench-dataplane fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-takeover tools clean
+.PHONY: release test test-unit test-host test-vm test-kernels lint bench bench-dataplane fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-cluster-nodes test-takeover tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -250,6 +250,15 @@ conformance: deps-node image $(VMTEST) vm-kernel
 CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint from pods|DNS should provide DNS for services|Networking Granular Checks: Pods should function for intra-pod communication: udp).*\[Conformance\]
 test-cluster: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
+
+# The two-node smoke: a cluster of two nodes, TestTwoNodes (a pod reaching
+# a pod on the other node through a ClusterIP, and a NodePort answering on
+# the node without endpoints, on both families) and TWO_NODE_SLICE of
+# upstream's specs, which skip themselves on one node.
+TWO_NODE_SLICE ?= \[sig-network\] Conntrack should be able to preserve UDP traffic when server pod cycles for a ClusterIP service
+test-cluster-nodes: NODES = 2
+test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
+	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -run TestTwoNodes ./daemon/e2e/cluster/ && FOCUS="$(TWO_NODE_SLICE)" hack/conformance'
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy (IPVS mode)
 # serving pods, deploy/ taking the node over and handing it back, under

@@ -120,10 +120,18 @@ func (c *cluster) runPod(t *testing.T, ns, name string, args ...string) {
 // and privileged if hostNetwork, and waits until it is Running.
 func (c *cluster) startPod(t *testing.T, ns, name string, hostNetwork bool, container corev1.Container) {
 	t.Helper()
+	c.startPodOn(t, ns, name, "", hostNetwork, container)
+}
+
+// startPodOn is startPod on the node named node, or where the scheduler
+// puts it if node is empty.
+func (c *cluster) startPodOn(t *testing.T, ns, name, node string, hostNetwork bool, container corev1.Container) {
+	t.Helper()
 	container.SecurityContext = &corev1.SecurityContext{Privileged: &hostNetwork}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
+			NodeName:                      node,
 			HostNetwork:                   hostNetwork,
 			TerminationGracePeriodSeconds: new(int64),
 			Containers:                    []corev1.Container{container},
@@ -147,7 +155,18 @@ func (c *cluster) startPod(t *testing.T, ns, name string, hostNetwork bool, cont
 // is Ready.
 func (c *cluster) serveHostname(t *testing.T, ns, name string, replicas int32, svc corev1.ServiceSpec) *corev1.Service {
 	t.Helper()
+	return c.serveHostnameOn(t, ns, name, "", replicas, svc)
+}
+
+// serveHostnameOn is serveHostname with every pod on the node named node,
+// or where the scheduler puts them if node is empty.
+func (c *cluster) serveHostnameOn(t *testing.T, ns, name, node string, replicas int32, svc corev1.ServiceSpec) *corev1.Service {
+	t.Helper()
 	ctx := context.Background()
+	var nodeSelector map[string]string
+	if node != "" {
+		nodeSelector = map[string]string{corev1.LabelHostname: node}
+	}
 	labels := map[string]string{"app": name}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -157,6 +176,7 @@ func (c *cluster) serveHostname(t *testing.T, ns, name string, replicas int32, s
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
+					NodeSelector:                  nodeSelector,
 					TerminationGracePeriodSeconds: new(int64),
 					Containers: []corev1.Container{{
 						Name: "netexec", Image: agnhost, Args: []string{"netexec", "--http-port=8080", "--udp-port=8081"},

@@ -13,20 +13,22 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 )
 
-// nodeFlag makes vmtest boot a one-node Kubernetes cluster and run a host
-// command against it, instead of running a test binary in the guest:
+// nodeFlag makes vmtest boot a Kubernetes cluster of one node (or -nodes
+// N) and run a host command against it, instead of running a test binary
+// in the guest:
 //
-//	vmtest -node [-proxy ipvsplane|kube-proxy|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
+//	vmtest -node [-nodes N] [-proxy ipvsplane|kube-proxy|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
 //
 // Everything runs in a network namespace vmtest makes (and removes after)
-// whose only link is a tap device to the VM: the control plane
+// whose only link is a tap device to the VM (with -nodes N, a bridge of
+// one tap device per VM, see runInNodeNetns): the control plane
 // (internal/controlplane with Cluster: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler) at controlplane.ClusterHostAddr,
 // qemu, and COMMAND. The cluster is dual-stack, IPv4 first. The namespace
 // routes the node's pod ranges, the service ranges and the load balancer
 // ranges of both families to the node and nothing anywhere else, so the API server reaches pods and kubelet as in a real cluster,
 // COMMAND is a client outside the node, and nothing the node sends leaves
-// the namespace. The node boots from an ext4 disk built from Debian 12's
+// the namespace. Each node boots from an ext4 disk built from Debian 12's
 // containerd, runc and CNI plugins (hack/fetch-node-packages), the kubelet
 // and the images of hack/build-images. Once it is Ready, the proxy
 // (ipvsplane from deploy/ with `kubectl apply -k`, only the image and the
@@ -36,16 +38,16 @@ import (
 // with its status after stopping everything.
 const nodeFlag = "-node"
 
-// Facts of the node the command's tests rely on.
+// Facts of the (first) node the command's tests rely on; the others
+// follow it: kubenode2 at 10.0.2.16 and fd00:10:2::16, and so on.
 const (
 	nodeName = "kubenode"
 	nodeIP   = "10.0.2.15"
 	nodeIP6  = "fd00:10:2::15"
 	hostIP6  = "fd00:10:2::2" // the namespace's end of the link
-	// The controller manager's first /24 of ClusterCIDR and /64 of
-	// ClusterCIDR6.
-	podCIDR  = "10.244.0.0/24"
-	podCIDR6 = "fd00:10:244::/64"
+	// maxNodes bounds -nodes: the addresses stay below the /24's and
+	// the MAC addresses' last byte stays a hex pair.
+	maxNodes = 9
 	// loadBalancerCIDR and loadBalancerCIDR6 are where tests pick load
 	// balancers' addresses (documentation ranges): the namespace routes
 	// them to the node.
@@ -63,7 +65,8 @@ type nodeConfig struct {
 	deploy   string // the manifests' directory, deploy/
 	install  string // how ipvsplane is installed: kubectl (apply -k) or helm
 	chart    string // the Helm chart's directory, charts/ipvsplane
-	mem      int
+	nodes    int    // how many node VMs
+	mem      int    // each VM's memory
 	command  []string
 }
 
@@ -76,13 +79,17 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 	fs.StringVar(&c.deploy, "deploy", "deploy", "the directory of ipvsplane's manifests")
 	fs.StringVar(&c.install, "install", "kubectl", "how ipvsplane is installed: kubectl (apply -k over -deploy) or helm (install -chart)")
 	fs.StringVar(&c.chart, "chart", "charts/ipvsplane", "the directory of ipvsplane's Helm chart")
-	fs.IntVar(&c.mem, "mem", envInt("VMTEST_MEM", 3072), "guest memory in MiB")
+	fs.IntVar(&c.nodes, "nodes", 1, "how many nodes: one VM each")
+	fs.IntVar(&c.mem, "mem", envInt("VMTEST_MEM", 3072), "each guest's memory in MiB")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	c.command = fs.Args()
 	if len(c.command) == 0 {
 		return c, errors.New("no command: vmtest -node [flags] -- COMMAND [ARGS...]")
+	}
+	if c.nodes < 1 || c.nodes > maxNodes {
+		return c, fmt.Errorf("-nodes %d: want 1 to %d", c.nodes, maxNodes)
 	}
 	switch c.proxy {
 	case "ipvsplane", "kube-proxy", "none":
@@ -108,7 +115,7 @@ func runNode(args []string) int {
 	}
 	var status int
 	if os.Getenv(netnsEnv) == "" {
-		status, err = runInNodeNetns(args)
+		status, err = runInNodeNetns(args, c.nodes)
 	} else {
 		status, err = c.run()
 	}
@@ -138,14 +145,17 @@ func (c nodeConfig) run() (int, error) {
 	}
 	defer os.RemoveAll(work)
 	n := &node{config: c, cp: cp, work: work, kernelDir: kernelDir, release: release}
+	if n.vms, err = newNodeVMs(c.nodes, work); err != nil {
+		return 0, err
+	}
 	if err := n.buildDisk(); err != nil {
 		return 0, fmt.Errorf("building the node's disk: %w", err)
 	}
 	built := time.Now()
+	defer n.stop()
 	if err := n.boot(); err != nil {
 		return 0, err
 	}
-	defer n.stop()
 	ctx, cancel = context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if err := n.waitReady(ctx); err != nil {
@@ -155,9 +165,9 @@ func (c nodeConfig) run() (int, error) {
 	if err := n.installAddons(ctx); err != nil {
 		return 0, n.withLogs(err)
 	}
-	fmt.Fprintf(os.Stderr, "vmtest: node %s on %s: disk %v, node Ready %v after boot, %s and CoreDNS Ready %v later\n",
-		nodeName, release, built.Sub(start).Round(100*time.Millisecond), ready.Sub(built).Round(100*time.Millisecond),
-		c.proxy, time.Since(ready).Round(100*time.Millisecond))
+	fmt.Fprintf(os.Stderr, "vmtest: node %s on %s: disk %v, node Ready %v after boot, %s and CoreDNS Ready %v later; qemu resident: %s\n",
+		n.names(), release, built.Sub(start).Round(100*time.Millisecond), ready.Sub(built).Round(100*time.Millisecond),
+		c.proxy, time.Since(ready).Round(100*time.Millisecond), n.residentMemory())
 	return n.runCommand()
 }
 
@@ -210,7 +220,7 @@ func (n *node) env() []string {
 		nodeLB6Env + "=" + loadBalancerCIDR6,
 		nodeProxyEnv + "=" + n.config.proxy,
 		nodeInstallEnv + "=" + n.config.install,
-		nodeLogEnv + "=" + n.logFile,
+		nodeLogEnv + "=" + n.vms[0].logFile,
 		nodeOverlayEnv + "=" + n.overlay,
 		nodeImageEnv + "=" + n.config.imageRef,
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,5 +44,65 @@ func TestOverlayKustomization(t *testing.T) {
 	}
 	if _, err := overlayKustomization("../deploy", "localhost:5000/ipvsplane", 1); err == nil {
 		t.Error("an image reference without a tag was accepted")
+	}
+}
+
+// One node's namespace is made as it always was: its tap device holds
+// the namespace's addresses and takes all the pod ranges. Two nodes'
+// taps are ports of a bridge, which holds the addresses; their pod ranges
+// are routed as the controller manager gives them.
+func TestNodeNetnsSetup(t *testing.T) {
+	one := []string{
+		"netns add ns",
+		"-n ns link set lo up",
+		"-n ns tuntap add dev tap0 mode tap",
+		"-n ns addr add 10.0.2.2/24 dev tap0",
+		"-n ns link set tap0 up",
+		"-n ns route add 10.244.0.0/16 via 10.0.2.15",
+		"-n ns route add 10.96.0.0/12 via 10.0.2.15",
+		"-n ns route add 192.0.2.0/24 via 10.0.2.15",
+		"-n ns addr add fd00:10:2::2/64 dev tap0 nodad",
+		"-n ns route add fd00:10:244::/56 via fd00:10:2::15",
+		"-n ns route add fd00:10:96::/108 via fd00:10:2::15",
+		"-n ns route add 2001:db8::/64 via fd00:10:2::15",
+	}
+	if got := joinEach(nodeNetnsSetup("ns", 1)); !slices.Equal(got, one) {
+		t.Errorf("one node:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(one, "\n"))
+	}
+	two := strings.Join(joinEach(nodeNetnsSetup("ns", 2)), "\n")
+	for _, want := range []string{
+		"-n ns link set tap0 master br0 up", "-n ns link set tap1 master br0 up",
+		"-n ns addr add 10.0.2.2/24 dev br0", "-n ns addr add fd00:10:2::2/64 dev br0 nodad",
+		"net.ipv4.ip_forward=1",
+	} {
+		if !strings.Contains(two, want) {
+			t.Errorf("two nodes lack %q:\n%s", want, two)
+		}
+	}
+	if strings.Contains(two, "10.244.0.0/16") || strings.Contains(two, "fd00:10:244::/56") {
+		t.Errorf("two nodes route all pod ranges to one:\n%s", two)
+	}
+}
+
+func joinEach(cmds [][]string) []string {
+	out := make([]string, len(cmds))
+	for i, c := range cmds {
+		out[i] = strings.Join(c, " ")
+	}
+	return out
+}
+
+// The second node follows the first: its name, addresses, tap device and
+// MAC address its own.
+func TestNewNodeVMs(t *testing.T) {
+	vms, err := newNodeVMs(2, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%s %s %s %s %s; %s %s %s %s %s",
+		vms[0].name, vms[0].ip, vms[0].ip6, vms[0].tap, vms[0].mac, vms[1].name, vms[1].ip, vms[1].ip6, vms[1].tap, vms[1].mac)
+	want := "kubenode 10.0.2.15 fd00:10:2::15 tap0 52:54:00:12:34:56; kubenode2 10.0.2.16 fd00:10:2::16 tap1 52:54:00:12:34:57"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

@@ -78,6 +78,7 @@ func (n *node) apply(ctx context.Context, manifest, workload string) error {
 		"KubeVersion":   controlplane.KubeVersion,
 		"APIServerHost": controlplane.ClusterHostAddr,
 		"APIServerPort": n.cp.Port(),
+		"Nodes":         len(n.vms),
 	})
 	if err != nil {
 		return err

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,27 +18,50 @@ import (
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
-// boot starts qemu with the node's disk, its network card on the
-// namespace's tap device.
-func (n *node) boot() error {
-	n.console = filepath.Join(n.work, "console.log")
-	n.logFile = filepath.Join(n.work, "node.log")
-	cmd := exec.Command("qemu-system-x86_64",
-		"-accel", "tcg", "-cpu", "max",
-		"-smp", strconv.Itoa(envInt("VMTEST_CPUS", 2)), "-m", strconv.Itoa(n.config.mem),
-		"-nographic", "-no-reboot", "-monitor", "none",
-		"-serial", "file:"+n.console, "-serial", "file:"+n.logFile,
-		"-netdev", "tap,id=net0,ifname="+tapName+",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=net0",
-		"-drive", "file="+filepath.Join(n.work, "disk.img")+",if=virtio,format=raw,cache=unsafe",
-		"-kernel", filepath.Join(n.kernelDir, "vmlinuz"), "-initrd", filepath.Join(n.work, "initrd.gz"),
-		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init")
-	cmd.Stderr = os.Stderr
-	qemu, err := testutil.StartProc(cmd, nil)
-	if err != nil {
-		return fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
+// nodeVM is one node's VM: its name and addresses, its link in the
+// namespace and what it logs.
+type nodeVM struct {
+	name     string
+	ip, ip6  netip.Addr
+	tap      string // its tap device in the namespace
+	mac      string // its network card's, distinct on the shared link
+	dir      string // its files: console and logs
+	console  string // the guest's console, a file
+	logFile  string // containerd's and the kubelet's logs, streamed by the guest
+	qemu     *testutil.Proc
+	podCIDRs []string // the controller manager's, once it gave them
+}
+
+// newNodeVMs describes count nodes: kubenode at nodeIP and nodeIP6 on tap0,
+// then kubenode2 at the next addresses on tap1, and so on.
+func newNodeVMs(count int, work string) ([]*nodeVM, error) {
+	ip, ip6 := netip.MustParseAddr(nodeIP), netip.MustParseAddr(nodeIP6)
+	vms := make([]*nodeVM, count)
+	for i := range vms {
+		vm := &nodeVM{name: nodeName, ip: ip, ip6: ip6, tap: vmTapName(i), dir: filepath.Join(work, "vm"+strconv.Itoa(i))}
+		if i > 0 {
+			vm.name += strconv.Itoa(i + 1)
+		}
+		// qemu's default MAC address is 52:54:00:12:34:56 for every VM.
+		vm.mac = fmt.Sprintf("52:54:00:12:34:%02x", 0x56+i)
+		vm.console = filepath.Join(vm.dir, "console.log")
+		vm.logFile = filepath.Join(vm.dir, "node.log")
+		if err := os.MkdirAll(vm.dir, 0o755); err != nil {
+			return nil, err
+		}
+		vms[i] = vm
+		ip, ip6 = ip.Next(), ip6.Next()
 	}
-	n.qemu = qemu
+	return vms, nil
+}
+
+// boot starts the nodes' VMs and writes the admin kubeconfig.
+func (n *node) boot() error {
+	for _, vm := range n.vms {
+		if err := n.bootVM(vm); err != nil {
+			return fmt.Errorf("node %s: %w", vm.name, err)
+		}
+	}
 	kubeconfig, err := n.cp.Kubeconfig("")
 	if err != nil {
 		return err
@@ -45,24 +70,74 @@ func (n *node) boot() error {
 	return os.WriteFile(n.kubeconfig, kubeconfig, 0o600)
 }
 
+// bootVM starts qemu with the node's disk, its network card on its tap
+// device. The node's name and addresses reach its init as variables on
+// the kernel's command line. Several VMs share the one built disk, each
+// writing to its own copy-on-write overlay that qemu removes at exit.
+func (n *node) bootVM(vm *nodeVM) error {
+	drive := "file=" + filepath.Join(n.work, "disk.img") + ",if=virtio,format=raw,cache=unsafe"
+	if len(n.vms) > 1 {
+		drive += ",snapshot=on"
+	}
+	cmd := exec.Command("qemu-system-x86_64",
+		"-accel", "tcg", "-cpu", "max",
+		"-smp", strconv.Itoa(envInt("VMTEST_CPUS", 2)), "-m", strconv.Itoa(n.config.mem),
+		"-nographic", "-no-reboot", "-monitor", "none",
+		"-serial", "file:"+vm.console, "-serial", "file:"+vm.logFile,
+		"-netdev", "tap,id=net0,ifname="+vm.tap+",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=net0,mac="+vm.mac,
+		"-drive", drive,
+		"-kernel", filepath.Join(n.kernelDir, "vmlinuz"), "-initrd", filepath.Join(n.work, "initrd.gz"),
+		"-append", fmt.Sprintf("console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init NODE_NAME=%s NODE_IP=%s NODE_IP6=%s",
+			vm.name, vm.ip, vm.ip6))
+	// The overlay is a temporary file.
+	cmd.Env = append(os.Environ(), "TMPDIR="+vm.dir)
+	cmd.Stderr = os.Stderr
+	qemu, err := testutil.StartProc(cmd, nil)
+	if err != nil {
+		return fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
+	}
+	vm.qemu = qemu
+	return nil
+}
+
 func (n *node) stop() {
-	if n.qemu != nil {
-		n.qemu.Kill()
+	for _, vm := range n.vms {
+		if vm.qemu != nil {
+			vm.qemu.Kill()
+		}
 	}
 }
 
-// waitReady waits until the node is Ready.
+// waitReady waits until every node is Ready.
 func (n *node) waitReady(ctx context.Context) error {
 	client, err := kubernetes.NewForConfig(n.cp.RESTConfig())
 	if err != nil {
 		return err
 	}
+	for _, vm := range n.vms {
+		if err := n.waitVMReady(ctx, client, vm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitVMReady waits until vm's node is Ready. With more than one node, it
+// routes the node's pod ranges to it in the namespace once the controller
+// manager gave them.
+func (n *node) waitVMReady(ctx context.Context, client kubernetes.Interface, vm *nodeVM) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last := "not registered"
 	for {
-		if node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+		if node, err := client.CoreV1().Nodes().Get(ctx, vm.name, metav1.GetOptions{}); err == nil {
 			last = "registered"
+			if len(n.vms) > 1 && vm.podCIDRs == nil && len(node.Spec.PodCIDRs) > 0 {
+				if err := routePodCIDRs(vm, node.Spec.PodCIDRs); err != nil {
+					return err
+				}
+			}
 			for _, c := range node.Status.Conditions {
 				if c.Type != corev1.NodeReady {
 					continue
@@ -74,11 +149,39 @@ func (n *node) waitReady(ctx context.Context) error {
 			}
 		}
 		select {
-		case <-n.qemu.Done():
-			return fmt.Errorf("qemu exited before the node was Ready: %v", n.qemu.Err())
+		case <-vm.qemu.Done():
+			return fmt.Errorf("qemu exited before node %s was Ready: %v", vm.name, vm.qemu.Err())
 		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready (%s): %w", nodeName, last, ctx.Err())
+			return fmt.Errorf("node %s not Ready (%s): %w", vm.name, last, ctx.Err())
 		case <-tick.C:
 		}
 	}
+}
+
+// names are the nodes' names.
+func (n *node) names() string {
+	names := make([]string, len(n.vms))
+	for i, vm := range n.vms {
+		names[i] = vm.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// residentMemory is what each node's qemu holds in memory, as the host
+// counts it (VmRSS).
+func (n *node) residentMemory() string {
+	var parts []string
+	for _, vm := range n.vms {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", vm.qemu.Cmd.Process.Pid))
+		rss := "unknown"
+		for _, line := range strings.Split(string(status), "\n") {
+			if kb, ok := strings.CutPrefix(line, "VmRSS:"); ok && err == nil {
+				if v, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB"))); err == nil {
+					rss = fmt.Sprintf("%d MiB", v/1024)
+				}
+			}
+		}
+		parts = append(parts, vm.name+" "+rss)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -14,25 +14,23 @@ import (
 	"text/template"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
-	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 //go:embed node
 var nodeFiles embed.FS
 
-// node is one booted node and what it was built from.
+// node is the booted cluster: its nodes' VMs and what they were built
+// from.
 type node struct {
 	config    nodeConfig
 	cp        *controlplane.ControlPlane
 	work      string
 	kernelDir string
 	release   string
+	vms       []*nodeVM // the first is the node the command's variables name
 
 	kubeconfig string // the admin kubeconfig on the host
 	overlay    string // the kustomization over deploy/ that installs ipvsplane
-	console    string // the guest's console, a file
-	logFile    string // containerd's and the kubelet's logs, streamed by the guest
-	qemu       *testutil.Proc
 }
 
 // nodeModuleDirs are the kernel modules the first stage needs to find the
@@ -54,7 +52,10 @@ var nodeTools = []string{
 	"/usr/lib/x86_64-linux-gnu/xtables",
 }
 
-// buildDisk writes the first stage's initramfs and the root disk.
+// buildDisk writes the first stage's initramfs and the root disk, which
+// every node boots from: what sets one node apart is on its kernel's
+// command line (bootVM), and its pod ranges reach its CNI configuration
+// through the kubelet and containerd.
 func (n *node) buildDisk() error {
 	if err := n.buildFirstStage(); err != nil {
 		return err
@@ -125,7 +126,11 @@ func (n *node) rootArchive() (*archive, error) {
 	}
 	a.file("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
 	a.file("/etc/group", 0o644, []byte("root:x:0:\n"))
-	a.file("/etc/hosts", 0o644, []byte("127.0.0.1 localhost\n"+nodeIP+" "+nodeName+"\n"))
+	hosts := "127.0.0.1 localhost\n"
+	for _, vm := range n.vms {
+		hosts += vm.ip.String() + " " + vm.name + "\n"
+	}
+	a.file("/etc/hosts", 0o644, []byte(hosts))
 	a.file("/etc/nsswitch.conf", 0o644, []byte("hosts: files dns\n"))
 	a.file("/etc/kubenode/resolv.conf", 0o644, []byte("nameserver 127.0.0.1\n"))
 	for _, step := range []func(*archive) error{n.addConfig, n.addRuntime, n.addImages} {
@@ -141,17 +146,19 @@ func (n *node) rootArchive() (*archive, error) {
 	return a, nil
 }
 
-// addConfig adds the init script and the node's configuration.
+// addConfig adds the init script and the nodes' configuration. The CNI
+// configuration is containerd's template (conf_template), which it fills
+// in with the node's pod ranges once the kubelet has them from the
+// controller manager's node IPAM.
 func (n *node) addConfig(a *archive) error {
-	vars := struct{ PodCIDR, PodCIDR6 string }{podCIDR, podCIDR6}
 	files := map[string]string{
-		"/sbin/init-node":                     "node/init-node",
-		"/etc/containerd/config.toml":         "node/containerd.toml",
-		"/etc/kubenode/kubelet.yaml":          "node/kubelet.yaml",
-		"/etc/cni/net.d/10-kubenode.conflist": "node/cni.conflist",
+		"/sbin/init-node":                 "node/init-node",
+		"/etc/containerd/config.toml":     "node/containerd.toml",
+		"/etc/kubenode/kubelet.yaml":      "node/kubelet.yaml",
+		"/etc/kubenode/cni.conflist.tmpl": "node/cni.conflist.tmpl",
 	}
 	for guest, src := range files {
-		data, err := renderNodeFile(src, vars)
+		data, err := nodeFiles.ReadFile(src)
 		if err != nil {
 			return err
 		}
@@ -161,13 +168,14 @@ func (n *node) addConfig(a *archive) error {
 		}
 		a.file(guest, mode, data)
 	}
+	a.dir("/etc/cni/net.d")
 	kubeconfig, err := n.cp.Kubeconfig(fmt.Sprintf("https://%s:%d", controlplane.ClusterHostAddr, n.cp.Port()))
 	if err != nil {
 		return err
 	}
 	a.file("/etc/kubenode/kubelet.kubeconfig", 0o600, kubeconfig)
-	env := fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nNODE_IP6=%s\nHOST_ADDR=%s\nHOST_ADDR6=%s\nMODULES='%s'\n",
-		nodeName, nodeIP, nodeIP6, controlplane.ClusterHostAddr, hostIP6, strings.Join(nodeModules, " "))
+	env := fmt.Sprintf("HOST_ADDR=%s\nHOST_ADDR6=%s\nMODULES='%s'\n",
+		controlplane.ClusterHostAddr, hostIP6, strings.Join(nodeModules, " "))
 	a.file("/etc/kubenode/env", 0o644, []byte(env))
 	return nil
 }
@@ -297,14 +305,27 @@ func (a *archive) writeDir(root string) error {
 	return nil
 }
 
-// logTail is the last n lines the node streamed of its logs.
+// logTail is the last lines each node streamed of its logs.
 func (n *node) logTail(lines int) string {
-	data, _ := os.ReadFile(n.logFile)
+	tails := make([]string, len(n.vms))
+	for i, vm := range n.vms {
+		tails[i] = vm.logTail(lines)
+		if len(n.vms) > 1 {
+			tails[i] = "node " + vm.name + "'s " + tails[i]
+		}
+	}
+	return strings.Join(tails, "\n")
+}
+
+// logTail is the init script's console lines (and the kernel's once it
+// oopsed) and the last lines the node streamed of its logs.
+func (vm *nodeVM) logTail(lines int) string {
+	data, _ := os.ReadFile(vm.logFile)
 	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	if len(all) > lines {
 		all = all[len(all)-lines:]
 	}
-	console, _ := os.ReadFile(n.console)
+	console, _ := os.ReadFile(vm.console)
 	var says []string
 	oops := false
 	for _, l := range strings.Split(string(console), "\n") {
@@ -315,7 +336,7 @@ func (n *node) logTail(lines int) string {
 			says = append(says, strings.TrimSpace(l))
 		}
 	}
-	return "console:\n" + strings.Join(says, "\n") + "\nlogs (" + path.Base(n.logFile) + "):\n" + strings.Join(all, "\n")
+	return "console:\n" + strings.Join(says, "\n") + "\nlogs (" + path.Base(vm.logFile) + "):\n" + strings.Join(all, "\n")
 }
 
 func (n *node) withLogs(err error) error {

@@ -2,37 +2,42 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 )
 
-// tapName is the node's link in the namespace; qemu attaches to it.
-const tapName = "tap0"
+// vmTapName is the i-th node's link in the namespace (from 0); its qemu
+// attaches to it.
+func vmTapName(i int) string { return "tap" + strconv.Itoa(i) }
 
-// runInNodeNetns makes the node's network namespace, runs vmtest -node
+// bridgeName is the namespace's bridge of the nodes' tap devices when
+// there is more than one node.
+const bridgeName = "br0"
+
+// runInNodeNetns makes the nodes' network namespace, runs vmtest -node
 // args in it and removes it. The namespace has loopback and the tap
 // device, with routes to the node for its pods, the services and the load
 // balancers of both families, and no other route: no default route, no
 // forwarding.
-func runInNodeNetns(args []string) (int, error) {
+//
+// With more than one node the tap devices are ports of one bridge, which
+// holds the namespace's addresses: one L2 for the nodes and the
+// namespace, with nothing of the host's on it. (qemu's socket networking
+// would join the guests to each other, but the namespace's control plane
+// and the command must reach every node too, which one bridge gives
+// without a second network card per guest.) The namespace then forwards,
+// the router between the nodes' pod ranges: each node's default route
+// leads to it, and waitVMReady routes each node's pod ranges to that
+// node as the controller manager gives them. The services and load
+// balancers stay routed to the first node.
+func runInNodeNetns(args []string, nodes int) (int, error) {
 	ns := "ipvsplane-node-" + strconv.Itoa(os.Getpid())
-	setup := [][]string{
-		{"netns", "add", ns},
-		{"-n", ns, "link", "set", "lo", "up"},
-		{"-n", ns, "tuntap", "add", "dev", tapName, "mode", "tap"},
-		{"-n", ns, "addr", "add", controlplane.ClusterHostAddr + "/24", "dev", tapName},
-		{"-n", ns, "link", "set", tapName, "up"},
-		{"-n", ns, "route", "add", controlplane.ClusterCIDR, "via", nodeIP},
-		{"-n", ns, "route", "add", controlplane.ServiceCIDR, "via", nodeIP},
-		{"-n", ns, "route", "add", loadBalancerCIDR, "via", nodeIP},
-		{"-n", ns, "addr", "add", hostIP6 + "/64", "dev", tapName, "nodad"},
-		{"-n", ns, "route", "add", controlplane.ClusterCIDR6, "via", nodeIP6},
-		{"-n", ns, "route", "add", controlplane.ServiceCIDR6, "via", nodeIP6},
-		{"-n", ns, "route", "add", loadBalancerCIDR6, "via", nodeIP6},
-	}
+	setup := nodeNetnsSetup(ns, nodes)
 	defer func() { _ = exec.Command("ip", "netns", "del", ns).Run() }()
 	for _, a := range setup {
 		if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
@@ -47,4 +52,63 @@ func runInNodeNetns(args []string) (int, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), netnsEnv+"="+ns)
 	return runForStatus(cmd)
+}
+
+// nodeNetnsSetup is the ip commands that make the namespace ns for nodes
+// nodes.
+func nodeNetnsSetup(ns string, nodes int) [][]string {
+	ip := func(args ...string) []string { return append([]string{"-n", ns}, args...) }
+	setup := [][]string{{"netns", "add", ns}, ip("link", "set", "lo", "up")}
+	link := vmTapName(0)
+	if nodes > 1 {
+		link = bridgeName
+		setup = append(setup, ip("link", "add", bridgeName, "type", "bridge", "forward_delay", "0", "mcast_snooping", "0"))
+		for i := range nodes {
+			setup = append(setup,
+				ip("tuntap", "add", "dev", vmTapName(i), "mode", "tap"),
+				ip("link", "set", vmTapName(i), "master", bridgeName, "up"))
+		}
+	} else {
+		setup = append(setup, ip("tuntap", "add", "dev", link, "mode", "tap"))
+	}
+	// One node takes the whole pod ranges; several, each its own
+	// (routePodCIDRs).
+	podRoute, podRoute6 := ip("route", "add", controlplane.ClusterCIDR, "via", nodeIP), ip("route", "add", controlplane.ClusterCIDR6, "via", nodeIP6)
+	if nodes > 1 {
+		podRoute, podRoute6 = nil, nil
+	}
+	setup = append(setup,
+		ip("addr", "add", controlplane.ClusterHostAddr+"/24", "dev", link),
+		ip("link", "set", link, "up"),
+		podRoute,
+		ip("route", "add", controlplane.ServiceCIDR, "via", nodeIP),
+		ip("route", "add", loadBalancerCIDR, "via", nodeIP),
+		ip("addr", "add", hostIP6+"/64", "dev", link, "nodad"),
+		podRoute6,
+		ip("route", "add", controlplane.ServiceCIDR6, "via", nodeIP6),
+		ip("route", "add", loadBalancerCIDR6, "via", nodeIP6))
+	if nodes > 1 {
+		setup = append(setup, []string{"netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"})
+	}
+	return slices.DeleteFunc(setup, func(a []string) bool { return a == nil })
+}
+
+// routePodCIDRs routes a node's pod ranges to it in the namespace, where
+// vmtest -node runs.
+func routePodCIDRs(vm *nodeVM, cidrs []string) error {
+	for _, cidr := range cidrs {
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return fmt.Errorf("node %s's pod range: %w", vm.name, err)
+		}
+		via := vm.ip
+		if p.Addr().Is6() {
+			via = vm.ip6
+		}
+		if out, err := exec.Command("ip", "route", "replace", p.String(), "via", via.String()).CombinedOutput(); err != nil {
+			return fmt.Errorf("routing node %s's pod range %s: %v: %s", vm.name, p, err, out)
+		}
+	}
+	vm.podCIDRs = cidrs
+	return nil
 }

@@ -45,7 +45,9 @@ func internalIPs(node corev1.Node) []string {
 	return ips
 }
 
-// On two nodes (vmtest -node -nodes 2; one node skips): both Ready with
+// On two nodes (vmtest -node -nodes 2, make test-cluster-nodes; the
+// one-node make test-cluster leaves it out, and on one node it fails):
+// both Ready with
 // pod ranges of their own and the proxy on each, a pod on the first
 // reaching a pod pinned to the second through a ClusterIP on each family,
 // and the first node, which has no endpoint, answering on the node port
@@ -54,7 +56,7 @@ func TestTwoNodes(t *testing.T) {
 	c := newCluster(t)
 	nodes := c.readyNodes(t)
 	if len(nodes) < 2 {
-		t.Skipf("%d node; make cluster NODES=2 boots two", len(nodes))
+		t.Fatalf("%d Ready node; the test needs two (make cluster NODES=2)", len(nodes))
 	}
 	seen := map[string]string{}
 	for _, node := range nodes {

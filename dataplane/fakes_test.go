@@ -6,7 +6,6 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
 
@@ -29,13 +28,6 @@ func newFakeDataplane(t *testing.T, cfg *dataplane.Config) (*dataplane.Dataplane
 	})
 	return d, n
 }
-
-// fakeModelNode is the node the fake dataplane tests program.
-func fakeModelNode() model.Node { return fixture.VMNode() }
-
-// fakeWeb is a service port with a node port, an external IP and two
-// endpoints.
-func fakeWeb() model.ServicePort { return fixture.Web() }
 
 // syncOK syncs state and fails the test on any failure.
 func syncOK(t *testing.T, d *dataplane.Dataplane, ctx context.Context, state *model.State) *dataplane.Result {

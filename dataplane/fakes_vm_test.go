@@ -44,7 +44,7 @@ func TestFakeNodeMatchesKernel(t *testing.T) {
 	defer real.Close()
 	fake, n := newFakeDataplane(t, cfg)
 
-	web := fakeWeb()
+	web := fixture.Web()
 	sticky := fixture.Svc("default", "sticky", "", inet.TCP, 80, "10.96.0.11")
 	sticky.SessionAffinity = time.Hour
 	sticky.Endpoints = web.Endpoints
@@ -58,7 +58,7 @@ func TestFakeNodeMatchesKernel(t *testing.T) {
 	local.ExternalPolicy = model.PolicyLocal
 	local.HealthCheckNodePort = 32000
 	local.Endpoints = web.Endpoints
-	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{web, sticky, lb, local}}
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{web, sticky, lb, local}}
 
 	for _, step := range []struct {
 		name   string

@@ -28,7 +28,7 @@ import (
 // servers, sets, the device's addresses, the rules and the sysctls.
 func TestSyncFirst(t *testing.T) {
 	d, n := newFakeDataplane(t, nil)
-	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{fakeWeb()}}
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{fixture.Web()}}
 
 	res := syncOK(t, d, context.Background(), state)
 
@@ -54,8 +54,8 @@ func TestSyncFirst(t *testing.T) {
 // by Sync's comparison or SyncChanges' list, and reads nothing back.
 func TestSyncIncremental(t *testing.T) {
 	d, n := newFakeDataplane(t, nil)
-	web := fakeWeb()
-	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{web}}
+	web := fixture.Web()
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{web}}
 	syncOK(t, d, context.Background(), state)
 
 	api := fixture.Svc("default", "api", "", inet.TCP, 443, "10.96.0.20")
@@ -92,10 +92,10 @@ func TestSyncIncremental(t *testing.T) {
 func TestSyncDrain(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	d, n := newFakeDataplane(t, &dataplane.Config{DrainTimeout: 10 * time.Second, Now: func() time.Time { return now }})
-	web := fakeWeb()
+	web := fixture.Web()
 	idle := fixture.Svc("default", "idle", "", inet.TCP, 81, "10.96.0.11")
 	idle.Endpoints = web.Endpoints
-	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{web, idle}}
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{web, idle}}
 	syncOK(t, d, context.Background(), state)
 	vs := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: fixture.IP("10.96.0.10"), Port: 80}
 	if err := n.IPVS.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 1, 0); err != nil {
@@ -145,7 +145,7 @@ func TestSyncDrain(t *testing.T) {
 // the sync.
 func TestSyncRetry(t *testing.T) {
 	d, n := newFakeDataplane(t, nil)
-	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{fakeWeb()}}
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{fixture.Web()}}
 	refuse := func(errno unix.Errno, times int) context.Context {
 		return fault.With(context.Background(), func(pkg, req string) error {
 			if pkg == "ipvs" && req == "new destination" && times > 0 {
@@ -192,7 +192,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 	d, n := newFakeDataplane(t, &dataplane.Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
 		KernelRead: func() { read <- struct{}{} }})
 	ctx := context.Background()
-	state := &model.State{Node: fakeModelNode(), Services: []model.ServicePort{fakeWeb()}}
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{fixture.Web()}}
 	syncOK(t, d, ctx, state)
 	outside := n.IPVS.Dial()
 	defer outside.Close()
@@ -264,7 +264,7 @@ func TestSyncGrowsFullSet(t *testing.T) {
 	if err := sets.Create(ctx, small, 0); err != nil {
 		t.Fatal(err)
 	}
-	state := &model.State{Node: fakeModelNode(), Services: fixture.Numbered(1, 4)}
+	state := &model.State{Node: fixture.VMNode(), Services: fixture.Numbered(1, 4)}
 	syncOK(t, d, ctx, state)
 	state.Services = append(state.Services, fixture.Numbered(4, 10)...)
 	res := syncOK(t, d, ctx, state)

@@ -26,6 +26,9 @@ type reread struct {
 	// timing is when the read ended and how long it took, set before
 	// done is closed.
 	timing rereadTiming
+	// ahead marks the first sync's read, started by ReadAhead: it reads
+	// the leftovers too, and the first sync waits for it.
+	ahead bool
 }
 
 // rereadTiming is when a background read ended and how long it took.
@@ -40,6 +43,28 @@ type rereadTiming struct {
 // the sync that starts it: Close, Resync and the syncs that read the
 // kernel themselves end it.
 func (d *Dataplane) startReread(ctx context.Context) error {
+	return d.startRead(ctx, false)
+}
+
+// ReadAhead starts the first sync's read of the kernel in the
+// background, so that it overlaps what the caller does before that sync:
+// a daemon's listing of its cluster's services, seconds at 10,000 of them,
+// and the read of a kernel that already holds them, tens of seconds under
+// emulation. The first Sync then waits for the read instead of reading
+// itself. It is for a caller that knows nothing else changes the
+// dataplane's objects in between (a daemon that restarts, a node whose
+// previous proxy has stopped): such a change is found by the next full
+// read, not by the first sync. It does nothing once a sync has read the
+// kernel.
+func (d *Dataplane) ReadAhead(ctx context.Context) error {
+	if d.programmed != nil || d.reread != nil {
+		return nil
+	}
+	return d.startRead(ctx, true)
+}
+
+// startRead starts a background read; ahead makes it the first sync's.
+func (d *Dataplane) startRead(ctx context.Context, ahead bool) error {
 	if d.background.ipvs == nil {
 		r, err := dialReaders(d.k.ns, d.cfg.Binding)
 		if err != nil {
@@ -48,12 +73,12 @@ func (d *Dataplane) startReread(ctx context.Context) error {
 		d.background = r
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &reread{cancel: cancel, done: make(chan struct{}), since: plan.NewScope()}
+	r := &reread{cancel: cancel, done: make(chan struct{}), since: plan.NewScope(), ahead: ahead}
 	readers, device, notify, now := d.background, d.cfg.Device, d.cfg.KernelRead, d.cfg.Now
 	go func() {
 		start := now()
 		r.retries, r.err = withRetries(ctx, func() (err error) {
-			r.read, err = readKernel(ctx, readers, device, false)
+			r.read, err = readKernel(ctx, readers, device, ahead)
 			return err
 		})
 		r.timing.ended = now()
@@ -83,6 +108,18 @@ func (d *Dataplane) finishedReread() *reread {
 	default:
 		return nil
 	}
+}
+
+// readAhead returns the read ReadAhead started, once it has ended, and
+// forgets it; nil if there is none.
+func (d *Dataplane) readAhead() *reread {
+	r := d.reread
+	if r == nil || !r.ahead {
+		return nil
+	}
+	<-r.done
+	d.reread = nil
+	return r
 }
 
 // stopReread abandons a background read, waiting for its goroutine.

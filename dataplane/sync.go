@@ -123,6 +123,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
 	// runs in the background, and the first sync after it ends merges it.
+	ahead := d.readAhead()
 	reread := d.finishedReread()
 	// readNow: the kernel was read in this sync, connection counts and all.
 	readNow := false
@@ -139,11 +140,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	switch {
 	case d.programmed == nil || (!d.retry.All && d.canary.due(d.cfg.Now()) && !d.canary.alive(ctx, d.k, d.programmed, d.cfg.Device, node)):
 		d.stopReread()
-		var observed *plan.KernelState
-		n, err := withRetries(ctx, func() (err error) {
-			observed, err = d.observe(ctx, desired, node)
-			return err
-		})
+		observed, n, err := d.firstRead(ctx, ahead, desired, node)
 		res.Retries += n
 		if err != nil {
 			d.programmed = nil
@@ -184,6 +181,21 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	d.program(ctx, res, scope, node)
 	res.Errors = append(modelErrs, res.Errors...)
 	return res, nil
+}
+
+// firstRead reads what the kernel holds for a sync that compares
+// everything: the read ReadAhead started, if it succeeded, or a read now.
+func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.KernelState, node *model.Node) (observed *plan.KernelState, retries int, err error) {
+	if ahead != nil && ahead.err == nil {
+		d.lastReread = ahead.timing
+		observed, err = d.ownedWithRules(ctx, ahead.read, desired, node)
+		return observed, ahead.retries, err
+	}
+	retries, err = withRetries(ctx, func() (err error) {
+		observed, err = d.observe(ctx, desired, node)
+		return err
+	})
+	return observed, retries, err
 }
 
 // program plans what scope covers against the programmed state and

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -276,4 +277,58 @@ func TestSyncGrowsFullSet(t *testing.T) {
 		t.Errorf("KUBE-CLUSTER-IP: maxelem %d with %d entries (exists %v), want all 9", h.MaxElem, len(entries), ok)
 	}
 	checkKernel(t, n, state)
+}
+
+// ReadAhead's read stands in for the first sync's: a restarted dataplane
+// that read the kernel ahead plans nothing, even for a change made after
+// that read (the next full read repairs it, as documented).
+func TestSyncReadAhead(t *testing.T) {
+	ctx := context.Background()
+	first, n := newFakeDataplane(t, nil)
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{fixture.Web()}}
+	syncOK(t, first, ctx, state)
+
+	read := make(chan struct{}, 1)
+	d, err := n.Open(&dataplane.Config{KernelRead: func() { read <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.ReadAhead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-read
+	outside := n.IPVS.Dial()
+	defer outside.Close()
+	weight := ipvs.Destination{Addr: fixture.IP("10.244.1.2"), Port: 8080, Weight: 7}
+	vs := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: fixture.IP("10.96.0.10"), Port: 80}
+	if err := outside.UpdateDestination(ctx, vs, weight); err != nil {
+		t.Fatal(err)
+	}
+	if res := syncOK(t, d, ctx, state); !res.Full || res.Plan.Len() != 0 {
+		t.Errorf("the first sync after ReadAhead: full=%v, want the read ahead adopted whole:\n%s", res.Full, res.Plan)
+	}
+	d.Resync()
+	if res := syncOK(t, d, ctx, state); !strings.Contains(res.Plan.String(), "weight 1") {
+		t.Errorf("the full read after it did not repair the weight:\n%s", res.Plan)
+	}
+	checkKernel(t, n, state)
+}
+
+// A dataplane closed while its read ahead runs stops it.
+func TestSyncReadAheadClosed(t *testing.T) {
+	n, err := dataplanetest.New(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := n.Open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ReadAhead(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -29,6 +29,7 @@ type kernel interface {
 	SyncChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
+	ReadAhead(ctx context.Context) error
 	InitNode(ctx context.Context, node *model.Node) error
 	Cleanup(ctx context.Context) error
 	Handover(ctx context.Context) error

@@ -50,6 +50,8 @@ func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
 	return nil
 }
 
+func (k *fakeKernel) ReadAhead(context.Context) error { return nil }
+
 func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 	if k.noScheduler {
 		return fmt.Errorf("dataplane: IPVS scheduler %q: %w: its kernel module ip_vs_%s is missing", name, dataplane.ErrSchedulerNotSupported, name)

@@ -234,6 +234,12 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 	if err := a.initNode(log, o); err != nil {
 		return err
 	}
+	// The kernel is read while the source is listed: at a restart that
+	// read of what the last run programmed is as long as the listing.
+	// Nothing else writes ipvsplane's objects meanwhile.
+	if err := k.ReadAhead(ctx); err != nil {
+		return err
+	}
 	// kube-proxy's birth cry.
 	rec.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 

@@ -48,6 +48,13 @@ type benchResult struct {
 	// sync runs from the proxy's start to the end of its first sync,
 	// after which the kernel holds every service.
 	sync time.Duration
+	// syncAlone is how long the syncs up to the end of the first took by
+	// the proxy's own measure, without its start and listing.
+	syncAlone time.Duration
+	// restart runs from a restarted proxy's start to the end of its first
+	// sync, the state of its first run still in the kernel (measured
+	// when asked).
+	restart time.Duration
 	// change is the mean time from an EndpointSlice update to the end of
 	// the sync that programmed it (network-programming latency).
 	change time.Duration
@@ -109,7 +116,7 @@ func (e *benchEnv) grow(t testing.TB, n int) {
 // first sync, then changes endpoint changes one after another, then its
 // peak memory. It checks the kernel after the first sync and after each
 // change (IPVS proxies), outside the measured times.
-func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult {
+func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool) benchResult {
 	t.Helper()
 	e.nets++
 	index := e.nets
@@ -122,14 +129,15 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult 
 	if profile > 0 {
 		p.args = withArgs(p.args, "--profiling")
 	}
-	pp := startProxy(t, p, ns, e.kubeconfig, t.TempDir())
+	dir := t.TempDir()
+	pp := startProxy(t, p, ns, e.kubeconfig, dir)
 	waitProfile := func() {}
 	if profile > 0 {
 		waitProfile = pp.profileCPU(t, fmt.Sprintf("first-sync-%d", len(e.cluster.vips)), profile)
 	}
 	var r benchResult
 	var err error
-	if r.sync, err = pp.waitFirstSync(ctx, benchFirstSyncTimeout); err != nil {
+	if r.sync, r.syncAlone, err = pp.waitFirstSyncAlone(ctx, benchFirstSyncTimeout); err != nil {
 		t.Fatal(err)
 	}
 	waitProfile()
@@ -181,7 +189,19 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult 
 	if err := pp.stop(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s at %d services: first sync %v, change %v, peak RSS %.1f MiB", p.name, len(vips), r.sync.Round(time.Millisecond), r.change.Round(time.Microsecond), r.peak)
+	if restart {
+		// As a node's proxy restarts: the same namespace and files.
+		pp = startProxy(t, p, ns, e.kubeconfig, dir)
+		if r.restart, err = pp.waitFirstSync(ctx, benchFirstSyncTimeout); err != nil {
+			t.Fatalf("%s restarted: %v", p.name, err)
+		}
+		if err := pp.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%s at %d services: first sync %v from the start (the syncs alone %v), restarted %v, change %v, peak RSS %.1f MiB",
+		p.name, len(vips), r.sync.Round(time.Millisecond), r.syncAlone.Round(time.Millisecond), r.restart.Round(time.Millisecond),
+		r.change.Round(time.Microsecond), r.peak)
 	return r
 }
 
@@ -200,7 +220,13 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int) benchResult 
 //     programmed it (kubeproxy_network_programming_duration_seconds), the
 //     mean of IPVSPLANE_BENCH_CHANGES changes; for the IPVS proxies the
 //     benchmark also sees the new real server in the kernel;
-//   - peak-MiB: the proxy process's VmHWM;
+//   - sync-alone-s and start/sync: the syncs up to that end by the proxy's
+//     own kubeproxy_sync_proxy_rules_duration_seconds, without its start
+//     and listing, and the full sync's time over it;
+//   - restart-s: the proxy stopped and started again in its namespace, the
+//     full sync of the restarted one, the kernel already holding its
+//     state;
+//   - peak-MiB: the proxy process's VmHWM (of the first run);
 //   - change/smallest: above the smallest size, the proxy's change-ms over
 //     its change-ms at the smallest size (1 when a change costs the same
 //     whatever the number of services).
@@ -218,7 +244,7 @@ func BenchmarkProxies(b *testing.B) {
 				b.Run(p.name, func(b *testing.B) {
 					var r benchResult
 					for range b.N {
-						r = env.measure(b, p, changes)
+						r = env.measure(b, p, changes, true)
 					}
 					if results[p.name] == nil {
 						results[p.name] = map[int]benchResult{}
@@ -226,6 +252,11 @@ func BenchmarkProxies(b *testing.B) {
 					results[p.name][n] = r
 					b.ReportMetric(float64(r.sync.Nanoseconds()), "ns/op")
 					b.ReportMetric(r.sync.Seconds(), "sync-s")
+					if r.syncAlone > 0 {
+						b.ReportMetric(r.syncAlone.Seconds(), "sync-alone-s")
+						b.ReportMetric(float64(r.sync)/float64(r.syncAlone), "start/sync")
+					}
+					b.ReportMetric(r.restart.Seconds(), "restart-s")
 					b.ReportMetric(float64(r.change.Microseconds())/1000, "change-ms")
 					b.ReportMetric(r.peak, "peak-MiB")
 					if s := results[p.name][sizes[0]]; n != sizes[0] && s.change > 0 {
@@ -246,7 +277,7 @@ func TestProxiesSmall(t *testing.T) {
 	env.grow(t, 100)
 	for _, p := range benchProxies {
 		t.Run(p.name, func(t *testing.T) {
-			env.measure(t, p, 1)
+			env.measure(t, p, 1, false)
 		})
 	}
 }

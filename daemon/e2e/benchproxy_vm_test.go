@@ -240,6 +240,7 @@ func (pp *proxyProc) printHeapProfile(t testing.TB, name string) {
 
 const (
 	metricLastSync     = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	metricSyncSum      = "kubeproxy_sync_proxy_rules_duration_seconds_sum"
 	metricProgramSum   = "kubeproxy_network_programming_duration_seconds_sum"
 	metricProgramCount = "kubeproxy_network_programming_duration_seconds_count"
 )
@@ -277,16 +278,25 @@ func (pp *proxyProc) poll(ctx context.Context, timeout, interval time.Duration, 
 // the time from the process's start to that sync's end, by the proxy's
 // own clock (the guest's, as the start's).
 func (pp *proxyProc) waitFirstSync(ctx context.Context, timeout time.Duration) (time.Duration, error) {
-	var end float64
-	err := pp.poll(ctx, timeout, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		m, err := pp.metrics(ctx, metricLastSync)
-		end = m[metricLastSync]
-		return end > 0, err
+	start, _, err := pp.waitFirstSyncAlone(ctx, timeout)
+	return start, err
+}
+
+// waitFirstSyncAlone is waitFirstSync that also returns how long the
+// syncs themselves took by then (the sum of the proxy's
+// kubeproxy_sync_proxy_rules_duration_seconds, which counts from the
+// sync's start, after the listing): the rest of the time from the start
+// went to starting and listing.
+func (pp *proxyProc) waitFirstSyncAlone(ctx context.Context, timeout time.Duration) (fromStart, syncs time.Duration, err error) {
+	var m map[string]float64
+	err = pp.poll(ctx, timeout, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		m, err = pp.metrics(ctx, metricLastSync, metricSyncSum)
+		return m[metricLastSync] > 0, err
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return time.Unix(0, int64(end*1e9)).Sub(pp.start), nil
+	return time.Unix(0, int64(m[metricLastSync]*1e9)).Sub(pp.start), time.Duration(m[metricSyncSum] * 1e9), nil
 }
 
 // programmed returns the proxy's network-programming latency sum and

@@ -29,13 +29,6 @@ func restConfig(o *options) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = cc.QPS, int(cc.Burst)
 	cfg.ContentType, cfg.AcceptContentTypes = cc.ContentType, cc.AcceptContentTypes
 	cfg.UserAgent = "ipvsplane"
-	// The API server gzips large responses, the first listing and its
-	// watch stream included, for clients that accept it. Undoing that was
-	// the tenth of the daemon's CPU from its start to the end of its first
-	// sync at 10,000 services (docs/benchmarks.md, "The start"), spent
-	// while the node is unserved; the bytes saved cross the cluster's own
-	// network once.
-	cfg.DisableCompression = true
 	return cfg, nil
 }
 

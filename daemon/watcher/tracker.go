@@ -62,6 +62,9 @@ type TrackerConfig struct {
 	// Node.ClusterCIDRs, and the tracker is not synced until a Node with
 	// them is read. A deleted Node leaves its ranges in place.
 	PodCIDRsFromNode bool
+	// Now is the clock that stamps when a change arrived
+	// (Update.Arrivals); time.Now if nil.
+	Now func() time.Time
 }
 
 // Tracker keeps the services, endpoint slices and node that sources feed
@@ -92,13 +95,17 @@ type Tracker struct {
 	nodeDirty bool
 	// triggers are the trigger times of the pending endpoint changes, by
 	// service and family (IPv4, IPv6).
-	triggers    map[key][2][]time.Time
+	triggers map[key][2][]time.Time
+	// arrived is when the first pending change of each service arrived,
+	// once the inputs are synced (the listing's objects are not changes).
+	arrived     map[key]time.Time
+	now         func() time.Time
 	inputSynced [2]bool
 }
 
 // NewTracker returns an empty tracker.
 func NewTracker(cfg TrackerConfig) *Tracker {
-	return &Tracker{
+	t := &Tracker{
 		onChange:         cfg.OnChange,
 		onQueued:         cfg.OnQueued,
 		onNode:           cfg.OnNode,
@@ -111,7 +118,13 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 		svcDirty:         map[key]bool{},
 		epDirty:          map[key]bool{},
 		triggers:         map[key][2][]time.Time{},
+		arrived:          map[key]time.Time{},
+		now:              cfg.Now,
 	}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	return t
 }
 
 // notify calls OnChange when changed.
@@ -171,8 +184,17 @@ func (t *Tracker) setServiceLocked(k key, ports []model.ServicePort) bool {
 		}
 		t.services[k] = ports
 	}
-	t.svcDirty[k] = true
+	t.markDirty(t.svcDirty, k)
 	return true
+}
+
+// markDirty marks service k's services or endpoints changed, noting when
+// its first pending change arrived.
+func (t *Tracker) markDirty(dirty map[key]bool, k key) {
+	dirty[k] = true
+	if _, ok := t.arrived[k]; !ok && t.inputSynced[Services] && t.inputSynced[EndpointSlices] {
+		t.arrived[k] = t.now()
+	}
 }
 
 // SetEndpointSlice adds or updates an EndpointSlice; trigger is when the
@@ -216,14 +238,14 @@ func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool
 			delete(t.bySvc, svc)
 		}
 		delete(t.slices, k)
-		t.epDirty[svc] = true
+		t.markDirty(t.epDirty, svc)
 	}
 	if info != nil {
 		svc := key{k.namespace, info.service}
 		i, _ := slices.BinarySearchFunc(t.bySvc[svc], k.name, compareSliceName)
 		t.bySvc[svc] = slices.Insert(t.bySvc[svc], i, info)
 		t.slices[k] = info
-		t.epDirty[svc] = true
+		t.markDirty(t.epDirty, svc)
 	}
 	switch {
 	case info == nil:
@@ -363,6 +385,12 @@ type Update struct {
 	// EndpointSlices, then those of IPv6 ones, as kube-proxy's proxier of
 	// each family records its own.
 	TriggerTimes [2][]time.Time
+	// Arrivals are when the first change of each changed service in this
+	// update reached the tracker (changes that arrived while the inputs
+	// were being listed have none): the proxy's own part of the
+	// programming latency, without the API server's and the
+	// controllers'.
+	Arrivals []time.Time
 }
 
 // familyIndex is the index of a family in Update.TriggerTimes.
@@ -428,6 +456,10 @@ func (t *Tracker) sync(whole bool) *Update {
 	t.svcDirty, t.epDirty = emptied(t.svcDirty), emptied(t.epDirty)
 	t.nodeDirty = false
 	clear(t.triggers)
+	for _, at := range t.arrived {
+		u.Arrivals = append(u.Arrivals, at)
+	}
+	t.arrived = emptied(t.arrived)
 
 	u.ServicePorts = t.ports
 	u.State.Node = t.base
@@ -487,9 +519,9 @@ func (t *Tracker) SetObject(obj runtime.Object, trigger time.Time) error {
 }
 
 // emptied returns m cleared, or a new map if m held many entries.
-func emptied(m map[key]bool) map[key]bool {
+func emptied[V any](m map[key]V) map[key]V {
 	if len(m) > 64 {
-		return map[key]bool{}
+		return map[key]V{}
 	}
 	clear(m)
 	return m

@@ -425,6 +425,41 @@ func TestTrackerTriggerTimesByFamily(t *testing.T) {
 	}
 }
 
+// Arrivals are when each changed service's first pending change reached
+// the tracker, counted once its inputs are listed: the listing's objects
+// are not changes.
+func TestTrackerArrivals(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tr := NewTracker(TrackerConfig{Now: func() time.Time { return now }})
+	if err := tr.SetService(service()); err != nil {
+		t.Fatal(err)
+	}
+	tr.MarkSynced(Services)
+	tr.MarkSynced(EndpointSlices)
+	if got := tr.Sync().Arrivals; len(got) != 0 {
+		t.Errorf("the listed service arrived at %v, want no arrival", got)
+	}
+	first := now
+	if err := tr.SetEndpointSlice(endpointSlice("web-4", withEndpoints(apiEndpoint("10.244.1.5"))), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if err := tr.SetEndpointSlice(endpointSlice("web-4", withEndpoints(apiEndpoint("10.244.1.6"))), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetService(service(func(s *v1.Service) { s.Name = "api"; s.Spec.ClusterIP = "10.96.0.20" })); err != nil {
+		t.Fatal(err)
+	}
+	got := tr.SyncChanges().Arrivals
+	slices.SortFunc(got, time.Time.Compare)
+	if want := []time.Time{first, now}; !reflect.DeepEqual(got, want) {
+		t.Errorf("arrivals %v, want %v (web's first change, api's)", got, want)
+	}
+	if got := tr.SyncChanges().Arrivals; len(got) != 0 {
+		t.Errorf("a sync with nothing pending has arrivals %v", got)
+	}
+}
+
 // OnQueued gets the families a change concerns, as kube-proxy queues the
 // sync of each family's proxier: a Service and the Node both, an
 // EndpointSlice its own; listing an input, none.

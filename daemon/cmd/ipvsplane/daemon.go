@@ -172,7 +172,7 @@ func (d *daemon) observeSync(u *watcher.Update, res *dataplane.Result, end time.
 	s, e := d.tracker.Pending()
 	d.metrics.ObserveSync(metrics.Sync{
 		Result: res, Took: took, End: end, ServiceChanges: servicesPending, EndpointChanges: endpointsPending,
-		ServicesPending: s, EndpointsPending: e, ServicePorts: u.ServicePorts, TriggerTimes: u.TriggerTimes,
+		ServicesPending: s, EndpointsPending: e, ServicePorts: u.ServicePorts, TriggerTimes: u.TriggerTimes, Arrivals: u.Arrivals,
 	})
 }
 

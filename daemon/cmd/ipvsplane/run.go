@@ -262,7 +262,7 @@ func (a *app) newDaemon(log *zap.Logger, o *options, s *config.Settings, k kerne
 // sees is marked in health and metrics, then asks for a sync.
 func (a *app) newTracker(d *daemon, s *config.Settings, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, Now: a.now, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
 		m.SetQueued(families, a.now())
 	}, OnChange: func() {
 		h.Queued()

@@ -250,9 +250,35 @@ func TestObserveSync(t *testing.T) {
 	m := New()
 	end := time.Unix(1000, 0)
 	m.ObserveSync(Sync{Result: &dataplane.Result{Full: true, Plan: &plan.Plan{}}, Took: time.Second, End: end,
-		ServicesPending: 2, ServicePorts: 7, TriggerTimes: [2][]time.Time{{end.Add(-3 * time.Second)}, nil}})
+		ServicesPending: 2, ServicePorts: 7, TriggerTimes: [2][]time.Time{{end.Add(-3 * time.Second)}, nil},
+		Arrivals: []time.Time{end.Add(-3 * time.Millisecond), end.Add(-time.Millisecond)}})
 	m.ObserveSync(Sync{Result: &dataplane.Result{Plan: &plan.Plan{}, RulesFailed: true}, Took: time.Second, End: end.Add(time.Minute),
-		TriggerTimes: [2][]time.Time{{end}, {end}}})
+		TriggerTimes: [2][]time.Time{{end}, {end}}, Arrivals: []time.Time{end}})
+	want := `
+# HELP ipvsplane_change_programming_duration_seconds From a Service or EndpointSlice change reaching ipvsplane to the end of the sync that programmed it: the proxy's part of kubeproxy_network_programming_duration_seconds.
+# TYPE ipvsplane_change_programming_duration_seconds histogram
+ipvsplane_change_programming_duration_seconds_bucket{le="0.001"} 1
+ipvsplane_change_programming_duration_seconds_bucket{le="0.002"} 1
+ipvsplane_change_programming_duration_seconds_bucket{le="0.004"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="0.008"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="0.016"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="0.032"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="0.064"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="0.128"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="0.256"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="0.512"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="1.024"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="2.048"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="4.096"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="8.192"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="16.384"} 2
+ipvsplane_change_programming_duration_seconds_bucket{le="+Inf"} 2
+ipvsplane_change_programming_duration_seconds_sum 0.004
+ipvsplane_change_programming_duration_seconds_count 2
+`
+	if err := testutil.GatherAndCompare(m.registry, strings.NewReader(want), "ipvsplane_change_programming_duration_seconds"); err != nil {
+		t.Errorf("the proxy's part of the latency (the failed sync's arrival not counted): %v", err)
+	}
 	for _, c := range []struct {
 		got, want float64
 		what      string

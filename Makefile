@@ -112,9 +112,13 @@ BENCHTIME ?= 1x
 # guest as IPVSPLANE_BENCH_SERVICES:
 # make bench PKGS=./dataplane/... BENCH=FullSyncFloor BENCH_SERVICES=50000,100000 VMTEST_MEM=8192
 BENCH_SERVICES ?=
+# Endpoints per service in daemon/e2e's BenchmarkProxies (default 10): the
+# field shapes are BENCH_SERVICES=44000 BENCH_ENDPOINTS=1 and
+# BENCH_SERVICES=5000 BENCH_ENDPOINTS=50.
+BENCH_ENDPOINTS ?=
 BENCH_TIMEOUT ?= 60m
 bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel
-	@set -o pipefail; $(if $(BENCH_SERVICES),export IPVSPLANE_BENCH_SERVICES='$(BENCH_SERVICES)';) { \
+	@set -o pipefail; $(if $(BENCH_SERVICES),export IPVSPLANE_BENCH_SERVICES='$(BENCH_SERVICES)';) $(if $(BENCH_ENDPOINTS),export IPVSPLANE_BENCH_ENDPOINTS='$(BENCH_ENDPOINTS)';) { \
 	  pkgs="$$(hack/pkgs-with-tag hosttest --bench $(PKGS))"; \
 	  [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -tags hosttest $$pkgs; \
 	  pkgs="$$(hack/pkgs-with-tag vmtest --bench $(PKGS))"; \

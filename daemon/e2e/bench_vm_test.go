@@ -27,15 +27,19 @@ import (
 //	IPVSPLANE_BENCH_SERVICES  sizes, comma-separated (default 100,1000,10000)
 //	IPVSPLANE_BENCH_PROXIES   proxies, comma-separated (default all, baseline first:
 //	                          kube-proxy-ipvs,kube-proxy-nftables,ipvsplane)
+//	IPVSPLANE_BENCH_ENDPOINTS endpoints of each service (default 10, at most 100):
+//	                          44000 services x 1 and 5000 x 50 are the shapes of
+//	                          kubernetes#139513 and #135639
 //	IPVSPLANE_BENCH_CHANGES   endpoint changes timed per proxy and size (default 3)
 //	IPVSPLANE_BENCH_PROFILE_SECONDS  seconds of CPU profile of ipvsplane from its start at
 //	                          the largest size, which should cover its first sync
 //	                          (default 0: none); hack/profiles picks it out of the log
 const (
-	envBenchServices = testutil.BenchServicesEnv
-	envBenchProxies  = "IPVSPLANE_BENCH_PROXIES"
-	envBenchChanges  = "IPVSPLANE_BENCH_CHANGES"
-	envBenchProfile  = "IPVSPLANE_BENCH_PROFILE_SECONDS"
+	envBenchServices  = testutil.BenchServicesEnv
+	envBenchProxies   = "IPVSPLANE_BENCH_PROXIES"
+	envBenchChanges   = "IPVSPLANE_BENCH_CHANGES"
+	envBenchEndpoints = "IPVSPLANE_BENCH_ENDPOINTS"
+	envBenchProfile   = "IPVSPLANE_BENCH_PROFILE_SECONDS"
 )
 
 // benchFirstSyncTimeout bounds a first sync: kube-proxy's IPVS mode runs
@@ -82,7 +86,11 @@ func newBenchEnv(t testing.TB, namespace string) *benchEnv {
 	cp := controlplane.FromVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cluster, err := newBenchCluster(ctx, kubernetes.NewForConfigOrDie(cp.RESTConfig()), namespace)
+	endpoints := benchEnvInt(t, envBenchEndpoints, 10)
+	if endpoints < 1 || endpoints > 100 {
+		t.Fatalf("%s=%d: want 1 to 100", envBenchEndpoints, endpoints)
+	}
+	cluster, err := newBenchCluster(ctx, kubernetes.NewForConfigOrDie(cp.RESTConfig()), namespace, endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +151,7 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 	waitProfile()
 	vips := e.cluster.vips
 	if p.ipvs {
-		err = ipvsHolds(ctx, ns, vips)
+		err = ipvsHolds(ctx, ns, vips, e.cluster.endpoints)
 	} else {
 		err = nftablesHolds(ns, vips)
 	}
@@ -238,7 +246,11 @@ func BenchmarkProxies(b *testing.B) {
 	env.profileAt = sizes[len(sizes)-1]
 	results := map[string]map[int]benchResult{}
 	for _, n := range sizes {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+		name := fmt.Sprintf("services=%d", n)
+		if e := env.cluster.endpoints; e != 10 {
+			name += fmt.Sprintf("x%d", e)
+		}
+		b.Run(name, func(b *testing.B) {
 			env.grow(b, n)
 			for _, p := range proxies {
 				b.Run(p.name, func(b *testing.B) {

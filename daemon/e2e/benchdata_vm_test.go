@@ -28,12 +28,15 @@ type benchCluster struct {
 	namespace string
 	// vips holds each service's cluster IP, by index.
 	vips []netip.Addr
+	// endpoints is the number of ready endpoints of each service, all in
+	// one EndpointSlice.
+	endpoints int
 }
 
 func benchServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
 
 // newBenchCluster makes the namespace and the proxies' Node.
-func newBenchCluster(ctx context.Context, client kubernetes.Interface, namespace string) (*benchCluster, error) {
+func newBenchCluster(ctx context.Context, client kubernetes.Interface, namespace string, endpoints int) (*benchCluster, error) {
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
@@ -48,12 +51,13 @@ func newBenchCluster(ctx context.Context, client kubernetes.Interface, namespace
 	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	return &benchCluster{client: client, namespace: namespace}, nil
+	return &benchCluster{client: client, namespace: namespace, endpoints: endpoints}, nil
 }
 
-// grow creates services up to n, each with one EndpointSlice of 10 ready
-// endpoints on 10 nodes; one in ten is a NodePort service, up to 2,000 of
-// them (the node-port range holds 2,768).
+// grow creates services up to n, each with one EndpointSlice of
+// c.endpoints ready endpoints, each on a node of its own; one in ten is a
+// NodePort service, up to 2,000 of them (the node-port range holds
+// 2,768).
 func (c *benchCluster) grow(ctx context.Context, n int) error {
 	from := len(c.vips)
 	if n <= from {
@@ -68,7 +72,7 @@ func (c *benchCluster) grow(ctx context.Context, n int) error {
 		if c.vips[i], err = netip.ParseAddr(svc.Spec.ClusterIP); err != nil {
 			return fmt.Errorf("service %s: cluster IP %q: %w", svc.Name, svc.Spec.ClusterIP, err)
 		}
-		_, err = c.client.DiscoveryV1().EndpointSlices(c.namespace).Create(ctx, benchSlice(i), metav1.CreateOptions{})
+		_, err = c.client.DiscoveryV1().EndpointSlices(c.namespace).Create(ctx, benchSlice(i, c.endpoints), metav1.CreateOptions{})
 		return err
 	})
 }
@@ -114,7 +118,9 @@ func benchServiceObject(i int) *v1.Service {
 	return svc
 }
 
-func benchSlice(i int) *discoveryv1.EndpointSlice {
+// benchSlice is service i's slice of n endpoints (at most 100, as the
+// EndpointSlice controller fills them).
+func benchSlice(i, n int) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   benchServiceName(i) + "-1",
@@ -123,7 +129,7 @@ func benchSlice(i int) *discoveryv1.EndpointSlice {
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(v1.ProtocolTCP), Port: ptr(int32(8080))}},
 	}
-	for j := range 10 {
+	for j := range n {
 		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{netip.AddrFrom4([4]byte{10, 244, byte(j), byte(i%250 + 1)}).String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},

@@ -313,8 +313,8 @@ func (pp *proxyProc) peakRSS() (float64, error) {
 }
 
 // ipvsHolds checks that the namespace's IPVS table has a virtual server
-// with 10 real servers for each cluster IP in vips (port 80).
-func ipvsHolds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr) error {
+// with n real servers for each cluster IP in vips (port 80).
+func ipvsHolds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr, n int) error {
 	c, err := ipvs.Dial(&ipvs.Config{NetNS: ns.FD()})
 	if err != nil {
 		return err
@@ -331,8 +331,8 @@ func ipvsHolds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr) error
 		}
 	}
 	for i, vip := range vips {
-		if d, ok := dests[vip]; !ok || d != 10 {
-			return fmt.Errorf("service %s (%s:80): in the IPVS table %v, %d real servers, want 10", benchServiceName(i), vip, ok, d)
+		if d, ok := dests[vip]; !ok || d != n {
+			return fmt.Errorf("service %s (%s:80): in the IPVS table %v, %d real servers, want %d", benchServiceName(i), vip, ok, d, n)
 		}
 	}
 	return nil

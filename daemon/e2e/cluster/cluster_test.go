@@ -203,6 +203,14 @@ func (c *cluster) serveHostnameOn(t *testing.T, ns, name, node string, replicas 
 	return s
 }
 
+// dualStack is spec asking for a cluster IP of each family, IPv4 first.
+func dualStack(spec corev1.ServiceSpec) corev1.ServiceSpec {
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	spec.IPFamilyPolicy = &policy
+	spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	return spec
+}
+
 func (c *cluster) waitReplicasReady(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
 	eventually(t, 4*time.Minute, fmt.Sprintf("deployment %s/%s with %d ready replicas", ns, name, replicas), func() error {
@@ -216,14 +224,20 @@ func (c *cluster) waitReplicasReady(t *testing.T, ns, name string, replicas int3
 
 // get fetches url from the test process, a client outside the node.
 func get(url string) (string, error) {
+	_, body, err := getStatus(url)
+	return body, err
+}
+
+// getStatus is get with the answer's status code.
+func getStatus(url string) (int, string, error) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	resp, err := client.Get(url)
 	if err != nil {
-		return "", err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return string(body), err
+	return resp.StatusCode, string(body), err
 }
 
 // eventually retries fn until it succeeds or the time is up.

@@ -38,7 +38,7 @@ func TestHostPortOnAServicePort(t *testing.T) {
 		Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 80, Protocol: corev1.ProtocolTCP}},
 	})
 	c.runPod(t, ns, "client", "pause")
-	shell := c.nodeShell(t, ns)
+	shell := c.nodeShell(t, ns, "")
 
 	curl := func(pod, addr string) func() (string, error) {
 		return func() (string, error) {

@@ -34,6 +34,17 @@ func (c *cluster) readyNodes(t *testing.T) []corev1.Node {
 	return list.Items
 }
 
+// twoOrMoreNodes is readyNodes for a test that needs two nodes at least:
+// the TestTwoNodes ones, which the one-node make test-cluster leaves out.
+func (c *cluster) twoOrMoreNodes(t *testing.T) []corev1.Node {
+	t.Helper()
+	nodes := c.readyNodes(t)
+	if len(nodes) < 2 {
+		t.Fatalf("%d Ready node; the test needs two (make cluster NODES=2)", len(nodes))
+	}
+	return nodes
+}
+
 // internalIPs are a node's addresses as it reported them, one per family.
 func internalIPs(node corev1.Node) []string {
 	var ips []string
@@ -54,10 +65,7 @@ func internalIPs(node corev1.Node) []string {
 // of each family (externalTrafficPolicy Cluster: to the other node).
 func TestTwoNodes(t *testing.T) {
 	c := newCluster(t)
-	nodes := c.readyNodes(t)
-	if len(nodes) < 2 {
-		t.Fatalf("%d Ready node; the test needs two (make cluster NODES=2)", len(nodes))
-	}
+	nodes := c.twoOrMoreNodes(t)
 	seen := map[string]string{}
 	for _, node := range nodes {
 		if len(node.Spec.PodCIDRs) != 2 {
@@ -83,13 +91,10 @@ func TestTwoNodes(t *testing.T) {
 	}
 	near, far := nodes[0], nodes[1]
 	ns := c.namespace(t, "twonodes")
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := c.serveHostnameOn(t, ns, "far", far.Name, 1, corev1.ServiceSpec{
+	svc := c.serveHostnameOn(t, ns, "far", far.Name, 1, dualStack(corev1.ServiceSpec{
 		Type:                  corev1.ServiceTypeNodePort,
 		ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
-		IPFamilyPolicy:        &policy,
-		IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
-	})
+	}))
 	c.startPodOn(t, ns, "client", near.Name, false, corev1.Container{Name: "agnhost", Image: agnhost, Args: []string{"pause"}})
 	for _, ip := range svc.Spec.ClusterIPs {
 		vip := net.JoinHostPort(ip, "80")

@@ -24,12 +24,44 @@ import (
 // namespace to see the kernel state the proxy wrote.
 const nodetools = "ipvsplane.test/nodetools:1"
 
-// nodeShell starts a privileged pod in the node's network namespace for
-// reading its kernel state.
-func (c *cluster) nodeShell(t *testing.T, ns string) string {
+// nodeShell starts a privileged pod in the network namespace of the node
+// named node (or the scheduler's pick if empty) for reading its kernel
+// state, and returns the pod's name.
+func (c *cluster) nodeShell(t *testing.T, ns, node string) string {
 	t.Helper()
-	c.startPod(t, ns, "node-shell", true, corev1.Container{Name: "tools", Image: nodetools, ImagePullPolicy: corev1.PullNever})
-	return "node-shell"
+	name := "node-shell"
+	if node != "" {
+		name += "-" + node
+	}
+	c.startPodOn(t, ns, name, node, true, corev1.Container{Name: "tools", Image: nodetools, ImagePullPolicy: corev1.PullNever})
+	return name
+}
+
+// servingRealServers counts the real servers of the TCP virtual server
+// vip (address:port) taking new connections, as the node shell's ipvsadm
+// lists them: weight above 0 (a terminating pod's drains at weight 0
+// while connections last).
+func (c *cluster) servingRealServers(ctx context.Context, ns, shell, vip string) (int, error) {
+	out, err := c.exec(ctx, ns, shell, "ipvsadm -Ln -t "+vip)
+	return len(servingRealServer.FindAllString(out, -1)), err
+}
+
+// servingRealServer is one line of servingRealServers.
+var servingRealServer = regexp.MustCompile(`(?m)^\s+->\s+\S+:8080\s+\w+\s+[1-9]`)
+
+// scale sets the Deployment's replicas and waits until they are Ready.
+func (c *cluster) scale(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	ctx := context.Background()
+	scale, err := c.client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = replicas
+	if _, err := c.client.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitReplicasReady(t, ns, name, replicas)
 }
 
 // The proxy from deploy/ is Ready, answers its health and metrics ports on
@@ -38,12 +70,13 @@ func TestProxyRunning(t *testing.T) {
 	c := newCluster(t)
 	testutil.Require(t, c.proxy != "none", "a proxy on the node (vmtest -node -proxy ipvsplane or kube-proxy)")
 	ctx := context.Background()
+	nodes := int32(len(c.readyNodes(t)))
 	ds, err := c.client.AppsV1().DaemonSets("kube-system").Get(ctx, c.proxy, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds.Status.NumberReady != 1 || ds.Status.DesiredNumberScheduled != 1 {
-		t.Fatalf("daemonset %s: %d of %d ready", c.proxy, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	if ds.Status.NumberReady != nodes || ds.Status.DesiredNumberScheduled != nodes {
+		t.Fatalf("daemonset %s: %d of %d ready, want one on each of %d nodes", c.proxy, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled, nodes)
 	}
 	if c.proxy == "ipvsplane" && c.install == "helm" {
 		if by := ds.Labels["app.kubernetes.io/managed-by"]; by != "Helm" {
@@ -52,7 +85,7 @@ func TestProxyRunning(t *testing.T) {
 		t.Logf("daemonset %s installed by helm, chart %s", c.proxy, ds.Labels["helm.sh/chart"])
 	}
 	ns := c.namespace(t, "proxy")
-	shell := c.nodeShell(t, ns)
+	shell := c.nodeShell(t, ns, "")
 	for _, path := range []string{":10256/healthz", ":10256/livez", ":10249/metrics"} {
 		out, err := c.exec(ctx, ns, shell, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1"+path)
 		if err != nil || out != "200" {
@@ -164,12 +197,7 @@ func TestLoadBalancerFromOutside(t *testing.T) {
 func TestDualStackService(t *testing.T) {
 	c := newCluster(t)
 	ns := c.namespace(t, "dualstack")
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := c.serveHostname(t, ns, "ds", 2, corev1.ServiceSpec{
-		Type:           corev1.ServiceTypeLoadBalancer,
-		IPFamilyPolicy: &policy,
-		IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
-	})
+	svc := c.serveHostname(t, ns, "ds", 2, dualStack(corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}))
 	if len(svc.Spec.ClusterIPs) != 2 {
 		t.Fatalf("cluster IPs %v, want one of each family", svc.Spec.ClusterIPs)
 	}
@@ -201,16 +229,10 @@ func TestScaleChangesRealServers(t *testing.T) {
 	c := newCluster(t)
 	ns := c.namespace(t, "scale")
 	svc := c.serveHostname(t, ns, "scaled", 1, corev1.ServiceSpec{})
-	shell := c.nodeShell(t, ns)
+	shell := c.nodeShell(t, ns, "")
 	ctx := context.Background()
 	vip := svc.Spec.ClusterIP + ":80"
-	// Real servers taking new connections: weight above 0 (a
-	// terminating pod's drains at weight 0 while connections last).
-	realServers := regexp.MustCompile(`(?m)^\s+->\s+\S+:8080\s+\w+\s+[1-9]`)
-	count := func() (int, error) {
-		out, err := c.exec(ctx, ns, shell, "ipvsadm -Ln -t "+vip)
-		return len(realServers.FindAllString(out, -1)), err
-	}
+	count := func() (int, error) { return c.servingRealServers(ctx, ns, shell, vip) }
 	eventually(t, time.Minute, "one real server for "+vip, func() error {
 		if n, err := count(); err != nil || n != 1 {
 			return fmt.Errorf("%d real servers (%v)", n, err)
@@ -219,15 +241,7 @@ func TestScaleChangesRealServers(t *testing.T) {
 	})
 	for _, replicas := range []int32{3, 1} {
 		start := time.Now()
-		scale, err := c.client.AppsV1().Deployments(ns).GetScale(ctx, "scaled", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		scale.Spec.Replicas = replicas
-		if _, err := c.client.AppsV1().Deployments(ns).UpdateScale(ctx, "scaled", scale, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		c.waitReplicasReady(t, ns, "scaled", replicas)
+		c.scale(t, ns, "scaled", replicas)
 		ready := time.Since(start)
 		eventually(t, time.Minute, fmt.Sprintf("%d real servers for %s", replicas, vip), func() error {
 			if n, err := count(); err != nil || n != int(replicas) {

@@ -74,7 +74,7 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 	ctx := context.Background()
 	ns := c.namespace(t, "takeover")
 	c.echoBackends(t, ns)
-	shell := c.nodeShell(t, ns)
+	shell := c.nodeShell(t, ns, "")
 	client := c.runTraffic(t, ns)
 	readCounts := func() (ok, fail int, err error) {
 		out, err := c.exec(ctx, ns, client, "cat /tmp/counts")

@@ -256,10 +256,13 @@ CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint fro
 test-cluster: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip "TestTakeoverFromKubeProxy|TestTwoNodes" ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)" hack/conformance'
 
-# The two-node smoke: a cluster of two nodes, TestTwoNodes (a pod reaching
-# a pod on the other node through a ClusterIP, and a NodePort answering on
-# the node without endpoints, on both families) and TWO_NODE_SLICE of
-# upstream's specs, which skip themselves on one node.
+# The two-node smoke: a cluster of two nodes, the TestTwoNodes tests (a
+# pod reaching a pod on the other node through a ClusterIP, a NodePort
+# answering on the node without endpoints, externalTrafficPolicy Local
+# and its health-check node port on each node, hairpin, a UDP flow
+# following its endpoint to the other node, session affinity across a
+# scale-up; each on both families) and TWO_NODE_SLICE of upstream's specs,
+# which skip themselves on one node.
 TWO_NODE_SLICE ?= \[sig-network\] Conntrack should be able to preserve UDP traffic when server pod cycles for a ClusterIP service
 test-cluster-nodes: NODES = 2
 test-cluster-nodes: deps-node image $(VMTEST) vm-kernel

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -104,5 +107,37 @@ func TestNewNodeVMs(t *testing.T) {
 	want := "kubenode 10.0.2.15 fd00:10:2::15 tap0 52:54:00:12:34:56; kubenode2 10.0.2.16 fd00:10:2::16 tap1 52:54:00:12:34:57"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// A node that is not Ready in time is a notReadyError (which makes run
+// boot the cluster once more) naming the node and ending with its
+// console's last lines, as the serial console wrote them.
+func TestNotReadyErrorShowsConsoleTail(t *testing.T) {
+	vms, err := newNodeVMs(2, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var console strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&console, "line %d\r\n", i)
+	}
+	console.WriteString("watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [kubelet:312]\r\n")
+	if err := os.WriteFile(vms[1].console, []byte(console.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = fmt.Errorf("%w\nlogs", &notReadyError{vm: vms[1], why: "registered", err: context.DeadlineExceeded})
+	var stuck *notReadyError
+	if !errors.As(err, &stuck) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v is not a notReadyError wrapping the deadline", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"node kubenode2 not Ready (registered)", "line 11\n", "stuck for 22s! [kubelet:312]\nlogs"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "line 10\n") || strings.Contains(msg, "\r") {
+		t.Errorf("message has more than the last 30 lines, or carriage returns:\n%s", msg)
 	}
 }

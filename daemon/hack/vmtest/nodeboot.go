@@ -150,13 +150,29 @@ func (n *node) waitVMReady(ctx context.Context, client kubernetes.Interface, vm 
 		}
 		select {
 		case <-vm.qemu.Done():
-			return fmt.Errorf("qemu exited before node %s was Ready: %v", vm.name, vm.qemu.Err())
+			return &notReadyError{vm: vm, why: "qemu exited", err: vm.qemu.Err()}
 		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready (%s): %w", vm.name, last, ctx.Err())
+			return &notReadyError{vm: vm, why: last, err: ctx.Err()}
 		case <-tick.C:
 		}
 	}
 }
+
+// notReadyError is a node that was not Ready in time, or whose qemu exited
+// first; its message ends with the guest's last console lines, where a
+// hung or crashed kernel says why.
+type notReadyError struct {
+	vm  *nodeVM
+	why string // the node's last Ready condition, or that qemu exited
+	err error
+}
+
+func (e *notReadyError) Error() string {
+	return fmt.Sprintf("node %s not Ready (%s): %v; its console's last lines:\n%s",
+		e.vm.name, e.why, e.err, lastLines(readFileString(e.vm.console), 30))
+}
+
+func (e *notReadyError) Unwrap() error { return e.err }
 
 // names are the nodes' names.
 func (n *node) names() string {

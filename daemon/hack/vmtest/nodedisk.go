@@ -320,15 +320,9 @@ func (n *node) logTail(lines int) string {
 // logTail is the init script's console lines (and the kernel's once it
 // oopsed) and the last lines the node streamed of its logs.
 func (vm *nodeVM) logTail(lines int) string {
-	data, _ := os.ReadFile(vm.logFile)
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	console, _ := os.ReadFile(vm.console)
 	var says []string
 	oops := false
-	for _, l := range strings.Split(string(console), "\n") {
+	for _, l := range strings.Split(readFileString(vm.console), "\n") {
 		// The init script's lines, and whatever the kernel says once it
 		// oopses or panics (a guest that stops answering may have).
 		oops = oops || strings.Contains(l, "Oops") || strings.Contains(l, "Kernel panic") || strings.Contains(l, "BUG:")
@@ -336,7 +330,24 @@ func (vm *nodeVM) logTail(lines int) string {
 			says = append(says, strings.TrimSpace(l))
 		}
 	}
-	return "console:\n" + strings.Join(says, "\n") + "\nlogs (" + path.Base(vm.logFile) + "):\n" + strings.Join(all, "\n")
+	return "console:\n" + strings.Join(says, "\n") + "\nlogs (" + path.Base(vm.logFile) + "):\n" + lastLines(readFileString(vm.logFile), lines)
+}
+
+// readFileString is the file's content, or nothing if it cannot be read: a
+// log that is not there yet says nothing.
+func readFileString(name string) string {
+	data, _ := os.ReadFile(name)
+	return string(data)
+}
+
+// lastLines is text's last n lines, without carriage returns (a serial
+// console writes them).
+func lastLines(text string, n int) string {
+	all := strings.Split(strings.TrimRight(strings.ReplaceAll(text, "\r", ""), "\n"), "\n")
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	return strings.Join(all, "\n")
 }
 
 func (n *node) withLogs(err error) error {

@@ -121,11 +121,7 @@ func (tk *takeover) run(t *testing.T, mode string) {
 	// ipvsplane removes the mode's leftovers last in its first sync.
 	var tookOver []time.Duration
 	for i, node := range tk.nodes {
-		if _, err := c.kubectl(ctx, "label", "node", node, "ipvsplane.io/proxy=ipvsplane"); err != nil {
-			t.Fatal(err)
-		}
-		c.waitDaemonSet(t, "kube-proxy", int32(len(tk.nodes)-i-1))
-		c.waitDaemonSet(t, "ipvsplane", int32(i+1))
+		tk.moveNode(t, node, "ipvsplane.io/proxy=ipvsplane", "kube-proxy", "ipvsplane", i)
 		tookOver = append(tookOver, time.Since(start))
 		eventually(t, time.Minute, "kube-proxy's "+mode+" leftovers removed on "+node, func() error {
 			return tk.gone(ctx, i, leftovers[i])
@@ -168,11 +164,7 @@ func (tk *takeover) handBack(t *testing.T, mode string) []time.Duration {
 	back := time.Now()
 	var took []time.Duration
 	for i, node := range tk.nodes {
-		if _, err := c.kubectl(ctx, "label", "node", node, "ipvsplane.io/proxy-"); err != nil {
-			t.Fatal(err)
-		}
-		c.waitDaemonSet(t, "ipvsplane", int32(len(tk.nodes)-i-1))
-		c.waitDaemonSet(t, "kube-proxy", int32(i+1))
+		tk.moveNode(t, node, "ipvsplane.io/proxy-", "ipvsplane", "kube-proxy", i)
 		// kube-proxy makes its rules empty before its first sync fills
 		// them: the handover must wait for them, or the node has neither
 		// proxy's rules in between.
@@ -183,6 +175,18 @@ func (tk *takeover) handBack(t *testing.T, mode string) []time.Duration {
 		took = append(took, time.Since(back))
 	}
 	return took
+}
+
+// moveNode labels the node (ipvsplane.io/proxy=ipvsplane) or removes its
+// label (ipvsplane.io/proxy-), the i'th node to move, and waits until the
+// DaemonSet from has left it and the DaemonSet to runs on it.
+func (tk *takeover) moveNode(t *testing.T, node, label, from, to string, i int) {
+	t.Helper()
+	if _, err := tk.c.kubectl(context.Background(), "label", "node", node, label); err != nil {
+		t.Fatal(err)
+	}
+	tk.c.waitDaemonSet(t, from, int32(len(tk.nodes)-i-1))
+	tk.c.waitDaemonSet(t, to, int32(i+1))
 }
 
 // startClients starts a client running trafficScript on every node and

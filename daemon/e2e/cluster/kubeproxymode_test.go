@@ -215,12 +215,15 @@ func (tk *takeover) setKubeProxyMode(t *testing.T, mode string) {
 }
 
 // kubeProxyCleanup is `kube-proxy --cleanup` in kube-proxy's image, with
-// what its DaemonSet mounts.
+// what its DaemonSet mounts, run a second time if the first fails: after
+// IPVS mode the first fails, as it removes the iptables mode's chains
+// before the IPVS mode's, some of which still jump to KUBE-MARK-MASQ and
+// KUBE-PROXY-FIREWALL ("CHAIN_DEL failed (Device or resource busy)").
 func kubeProxyCleanup(image string) corev1.Container {
 	privileged := true
 	return corev1.Container{
 		Name: "cleanup", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/usr/local/bin/kube-proxy", "--cleanup"},
+		Command:         []string{"/bin/sh", "-c", "/usr/local/bin/kube-proxy --cleanup || /usr/local/bin/kube-proxy --cleanup"},
 		SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: "xtables-lock", MountPath: "/run/xtables.lock"},

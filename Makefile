@@ -268,12 +268,13 @@ test-cluster-nodes: NODES = 2
 test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -run TestTwoNodes ./daemon/e2e/cluster/ && FOCUS="$(TWO_NODE_SLICE)" hack/conformance'
 
-# docs/migrating-from-kube-proxy.md in the cluster: kube-proxy (IPVS mode)
-# serving pods, deploy/ taking the node over and handing it back, under
-# traffic (e2e/cluster's TestTakeoverFromKubeProxy).
+# docs/migrating-from-kube-proxy.md in the cluster: kube-proxy serving
+# pods in its IPVS, iptables and nftables modes in turn, deploy/ taking the
+# nodes over one by one and handing them back, under traffic from a client
+# on every node (e2e/cluster's TestTakeoverFromKubeProxy); NODES=2 for two.
+test-takeover: PROXY = kube-proxy
 test-takeover: deps-node image $(VMTEST) vm-kernel
-	$(VMTEST) -node -proxy kube-proxy -image $(IMAGE_TAR) -image-ref $(IMAGE) -- \
-	  env CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/
+	$(NODE) -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 60m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/
 
 deps-node:
 	@hack/install-deps --node

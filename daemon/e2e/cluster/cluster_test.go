@@ -137,10 +137,17 @@ func (c *cluster) startPodOn(t *testing.T, ns, name, node string, hostNetwork bo
 			Containers:                    []corev1.Container{container},
 		},
 	}
+	c.createRunning(t, ns, pod)
+}
+
+// createRunning creates a pod and waits until it is Running.
+func (c *cluster) createRunning(t *testing.T, ns string, pod *corev1.Pod) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	name := pod.Name
 	eventually(t, 3*time.Minute, "pod "+ns+"/"+name+" Running", func() error {
 		pod, err := c.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err == nil && pod.Status.Phase != corev1.PodRunning {

@@ -23,7 +23,9 @@ import (
 // trafficScript is the client pod's load: four TCP connections to the
 // Service's echo port held open for the whole test, each echoing a line
 // five times a second, and a new HTTP request every 50 ms (each a new
-// connection). Failures are counted and time-stamped in /tmp; touching
+// connection). Failures are counted and time-stamped in /tmp, with how
+// far the request got (a name lookup through the cluster DNS's Service,
+// then the connection to the Service's); touching
 // /tmp/stop ends it.
 const trafficScript = `
 hold() {
@@ -45,10 +47,10 @@ hold() {
 for i in 1 2 3 4; do hold $i & done
 ok=0 fail=0
 while [ ! -e /tmp/stop ]; do
-  curl -s -m 2 -o /dev/null http://echo/hostname
+  took=$(curl -s -m 2 -o /dev/null -w 'name lookup %{time_namelookup}s, connect %{time_connect}s' http://echo/hostname)
   rc=$?
   if [ $rc = 0 ]; then ok=$((ok + 1)); else
-    fail=$((fail + 1)); echo "$EPOCHREALTIME request failed: curl exit status $rc" >>/tmp/fails
+    fail=$((fail + 1)); echo "$EPOCHREALTIME request failed: curl exit status $rc ($took)" >>/tmp/fails
   fi
   echo "$ok $fail" >/tmp/counts
   sleep 0.05
@@ -58,12 +60,20 @@ touch /tmp/done
 sleep 100000
 `
 
-// docs/migrating-from-kube-proxy.md on a live cluster: kube-proxy (IPVS
-// mode, a DaemonSet) serves pods; ipvsplane's manifests from deploy/ take
-// the node over by its label while a client holds connections and opens a
-// new one every 50 ms; then the node goes back to kube-proxy and
-// `ipvsplane cleanup --handover` removes ipvsplane's rules. No request
-// may fail and no held connection may break. Run by make test-takeover.
+// kubeProxyModes are the modes of kube-proxy the takeover starts from, in
+// the order one cluster runs them: first the one vmtest -node starts it in.
+var kubeProxyModes = []string{"ipvs", "iptables", "nftables"}
+
+// docs/migrating-from-kube-proxy.md on a live cluster, from each of
+// kube-proxy's modes in turn: kube-proxy (a DaemonSet) serves pods;
+// ipvsplane's manifests from deploy/ take the nodes over one by one by
+// their label while a client on every node holds connections and opens a
+// new one every 50 ms; then the nodes go back to kube-proxy and
+// `ipvsplane cleanup --handover` removes ipvsplane's rules. No request may
+// fail and no held connection may break; what kube-proxy's mode left in
+// the node's rules is gone under ipvsplane and back after the hand-back.
+// Between modes kube-proxy is stopped, `kube-proxy --cleanup` run on
+// every node and its ConfigMap's mode changed. Run by make test-takeover.
 func TestTakeoverFromKubeProxy(t *testing.T) {
 	c := newCluster(t)
 	if c.proxy != "kube-proxy" {
@@ -71,99 +81,215 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 	}
 	overlay := os.Getenv("IPVSPLANE_NODE_OVERLAY")
 	testutil.Require(t, overlay != "", "IPVSPLANE_NODE_OVERLAY from vmtest -node -image")
-	ctx := context.Background()
-	ns := c.namespace(t, "takeover")
-	c.echoBackends(t, ns)
-	shell := c.nodeShell(t, ns, "")
-	client := c.runTraffic(t, ns)
-	readCounts := func() (ok, fail int, err error) {
-		out, err := c.exec(ctx, ns, client, "cat /tmp/counts")
-		if err == nil {
-			_, err = fmt.Sscanf(out, "%d %d", &ok, &fail)
-		}
-		return ok, fail, err
+	tk := &takeover{c: c, ns: c.namespace(t, "takeover")}
+	for i, node := range c.readyNodes(t) {
+		tk.nodes = append(tk.nodes, node.Name)
+		tk.readers = append(tk.readers, c.nodeRoot(t, tk.ns, fmt.Sprintf("node-root-%d", i), node.Name))
 	}
-	counts := func() (ok, fail int) {
-		ok, fail, err := readCounts()
-		if err != nil {
-			t.Fatalf("the client's counts: %v", err)
-		}
-		return ok, fail
-	}
-	eventually(t, 2*time.Minute, "traffic flowing through kube-proxy", func() error {
-		if ok, _, err := readCounts(); err != nil || ok < 20 {
-			return fmt.Errorf("%d requests so far (%v)", ok, err)
-		}
-		_, err := c.exec(ctx, ns, client, "test -e /tmp/open-1 -a -e /tmp/open-2 -a -e /tmp/open-3 -a -e /tmp/open-4")
-		return err
-	})
-	start := time.Now()
-	// What went wrong before is kube-proxy's, while the client started.
-	ok0, fail0 := counts()
-
+	c.echoBackends(t, tk.ns)
 	// Step 2 of the procedure: ipvsplane's DaemonSet selects labelled
 	// nodes only; applied, it starts nothing yet.
 	c.applyTakeoverOverlay(t, overlay)
 	c.waitDaemonSet(t, "ipvsplane", 0)
-	// Step 3: the node's label moves it from one to the other.
-	if _, err := c.kubectl(ctx, "label", "node", c.nodeName, "ipvsplane.io/proxy=ipvsplane"); err != nil {
-		t.Fatal(err)
-	}
-	c.waitDaemonSet(t, "kube-proxy", 0)
-	c.waitDaemonSet(t, "ipvsplane", 1)
-	tookOver := time.Since(start)
-	eventually(t, time.Minute, "kube-proxy's chains removed", func() error {
-		out, err := c.exec(ctx, ns, shell, "iptables-save -t nat | grep -c '^:KUBE-SERVICES' || true")
-		if err != nil || strings.TrimSpace(out) != "0" {
-			return fmt.Errorf("KUBE-SERVICES chains: %q %v", out, err)
+	for _, mode := range kubeProxyModes {
+		// A mode whose traffic was disturbed leaves the cluster as the
+		// next one starts from; one stopped half-way does not.
+		tk.finished = false
+		if !t.Run(mode, func(t *testing.T) { tk.run(t, mode) }) && !tk.finished {
+			break
 		}
-		return nil
-	})
+	}
+}
+
+// takeover is the state TestTakeoverFromKubeProxy's modes share.
+type takeover struct {
+	c       *cluster
+	ns      string
+	nodes   []string // the nodes' names, in the order they are taken over
+	readers []string // per node, the pod that reads its rules (nodeRoot)
+	// finished is set when a mode's run reached its end, the nodes
+	// back with kube-proxy.
+	finished bool
+}
+
+// trafficCounts are what one client pod counted so far.
+type trafficCounts struct{ ok, fail int }
+
+// run takes the nodes over from kube-proxy in mode and hands them back.
+func (tk *takeover) run(t *testing.T, mode string) {
+	c, ctx := tk.c, context.Background()
+	baseline := tk.restartKubeProxy(t, mode)
+	clients := tk.startClients(t, mode)
+	leftovers := tk.leftovers(t, mode, baseline)
+	start := time.Now()
+	// What went wrong before is kube-proxy's, while the clients started.
+	before := tk.counts(t, clients)
+
+	// Step 3, node by node: the label moves a node from one to the other;
+	// ipvsplane removes the mode's leftovers last in its first sync.
+	var tookOver []time.Duration
+	for i, node := range tk.nodes {
+		tk.moveNode(t, node, "ipvsplane.io/proxy=ipvsplane", "kube-proxy", "ipvsplane", i)
+		tookOver = append(tookOver, time.Since(start))
+		eventually(t, time.Minute, "kube-proxy's "+mode+" leftovers removed on "+node, func() error {
+			return tk.gone(ctx, i, leftovers[i])
+		})
+	}
 	time.Sleep(10 * time.Second)
-	okOver, failOver := counts()
+	over := tk.counts(t, clients)
 	ipvsplaneLog, _ := c.kubectl(ctx, "-n", "kube-system", "logs", "daemonset/ipvsplane")
 
-	// And back: kube-proxy first, then ipvsplane's own rules go.
+	// And back, node by node: kube-proxy first, then ipvsplane's own rules go.
 	back := time.Now()
-	if _, err := c.kubectl(ctx, "label", "node", c.nodeName, "ipvsplane.io/proxy-"); err != nil {
-		t.Fatal(err)
+	handedBack := tk.handBack(t, mode)
+	for i, node := range tk.nodes {
+		eventually(t, time.Minute, "kube-proxy's "+mode+" rules restored on "+node, func() error {
+			return tk.present(ctx, i, leftovers[i])
+		})
 	}
-	c.waitDaemonSet(t, "ipvsplane", 0)
-	c.waitDaemonSet(t, "kube-proxy", 1)
-	// kube-proxy makes its chains empty before its first sync fills them
-	// in one restore: the handover must wait for their rules, or the node
-	// has neither proxy's rules in between.
-	eventually(t, 2*time.Minute, "kube-proxy's rules back", func() error {
-		out, err := c.exec(ctx, ns, shell, "iptables-save -t nat | grep -c '^-A KUBE-SERVICES' || true")
-		if err != nil || strings.TrimSpace(out) == "0" {
-			return fmt.Errorf("KUBE-SERVICES chains: %q %v", out, err)
-		}
-		return nil
-	})
-	c.handover(t, ns)
-	handedBack := time.Since(back)
 	time.Sleep(10 * time.Second)
+	after, report := tk.stopClients(t, clients)
 
-	if _, err := c.exec(ctx, ns, client, "touch /tmp/stop"); err != nil {
+	tk.finished = true
+	took := time.Since(start)
+	n, failed := total(after)-total(before), failures(after)-failures(before)
+	t.Logf("kube-proxy %s mode, %d node(s): from the takeover's start (%.3f) to the end: %d new connections in %v (%.1f/s), %d failed, "+
+		"%d held; ipvsplane serving on each node %v after the start (%d requests by then, %d failed); "+
+		"kube-proxy back and ipvsplane's rules gone on each node %v after the hand-back began (%.3f); "+
+		"before the start, under kube-proxy: %d requests, %d failed; leftovers removed and restored: %v\n%s",
+		mode, len(tk.nodes), float64(start.UnixMicro())/1e6, n, took.Round(time.Second), float64(n)/took.Seconds(), failed,
+		4*len(clients), rounded(tookOver), total(over)-total(before), failures(over)-failures(before),
+		rounded(handedBack), float64(back.UnixMicro())/1e6, total(before), failures(before), leftovers, report)
+	if failed != 0 || strings.Contains(report, "broke") || strings.Contains(report, "open failed") ||
+		strings.Count(report, "held,") != 4*len(clients) {
+		t.Errorf("traffic was disturbed: %d requests failed after the start\nipvsplane's log:\n%s", failed, ipvsplaneLog)
+	}
+}
+
+// handBack moves every node back to kube-proxy, one after the other, as
+// "How to go back" says, and returns how long each took from the start.
+func (tk *takeover) handBack(t *testing.T, mode string) []time.Duration {
+	c, ctx := tk.c, context.Background()
+	back := time.Now()
+	var took []time.Duration
+	for i, node := range tk.nodes {
+		tk.moveNode(t, node, "ipvsplane.io/proxy-", "ipvsplane", "kube-proxy", i)
+		// kube-proxy makes its rules empty before its first sync fills
+		// them: the handover must wait for them, or the node has neither
+		// proxy's rules in between.
+		eventually(t, 2*time.Minute, "kube-proxy's "+mode+" rules synced on "+node, func() error {
+			return tk.kubeProxySynced(ctx, i, mode)
+		})
+		c.handover(t, tk.ns, fmt.Sprintf("handover-%s-%d", mode, i), node)
+		took = append(took, time.Since(back))
+	}
+	return took
+}
+
+// moveNode labels the node (ipvsplane.io/proxy=ipvsplane) or removes its
+// label (ipvsplane.io/proxy-), the i'th node to move, and waits until the
+// DaemonSet from has left it and the DaemonSet to runs on it.
+func (tk *takeover) moveNode(t *testing.T, node, label, from, to string, i int) {
+	t.Helper()
+	if _, err := tk.c.kubectl(context.Background(), "label", "node", node, label); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the client to finish", func() error {
-		_, err := c.exec(ctx, ns, client, "test -e /tmp/done")
-		return err
-	})
-	ok, fail := counts()
-	report, _ := c.exec(ctx, ns, client, "cat /tmp/held /tmp/resets /tmp/fails 2>/dev/null")
-	took := time.Since(start)
-	n := ok + fail - ok0 - fail0
-	t.Logf("from the takeover's start (%.3f) to the end: %d new connections in %v (%.1f/s), %d failed, 4 connections held; "+
-		"ipvsplane serving %v after the start (%d requests by then, %d failed); kube-proxy back and ipvsplane's rules gone %v after the hand-back began (%.3f); "+
-		"before the start, under kube-proxy: %d requests, %d failed\n%s",
-		float64(start.UnixMicro())/1e6, n, took.Round(time.Second), float64(n)/took.Seconds(), fail-fail0,
-		tookOver.Round(100*time.Millisecond), okOver+failOver-ok0-fail0, failOver-fail0,
-		handedBack.Round(100*time.Millisecond), float64(back.UnixMicro())/1e6, ok0+fail0, fail0, report)
-	if fail != fail0 || strings.Contains(report, "broke") || strings.Contains(report, "open failed") || strings.Count(report, "held") != 4 {
-		t.Errorf("traffic was disturbed: %d requests failed after the start\nipvsplane's log:\n%s", fail-fail0, ipvsplaneLog)
+	tk.c.waitDaemonSet(t, from, int32(len(tk.nodes)-i-1))
+	tk.c.waitDaemonSet(t, to, int32(i+1))
+}
+
+// startClients starts a client running trafficScript on every node and
+// waits until each has made requests and holds its four connections.
+func (tk *takeover) startClients(t *testing.T, mode string) []string {
+	var clients []string
+	for i, node := range tk.nodes {
+		name := fmt.Sprintf("client-%s-%d", mode, i)
+		tk.c.startPodOn(t, tk.ns, name, node, false, corev1.Container{Name: "client", Image: agnhost, Command: []string{"bash", "-c", trafficScript}})
+		clients = append(clients, name)
 	}
+	ctx := context.Background()
+	for _, client := range clients {
+		eventually(t, 2*time.Minute, "traffic from "+client+" flowing through kube-proxy", func() error {
+			if got, err := tk.readCounts(ctx, client); err != nil || got.ok < 20 {
+				return fmt.Errorf("%d requests so far (%v)", got.ok, err)
+			}
+			_, err := tk.c.exec(ctx, tk.ns, client, "test -e /tmp/open-1 -a -e /tmp/open-2 -a -e /tmp/open-3 -a -e /tmp/open-4")
+			return err
+		})
+	}
+	return clients
+}
+
+// stopClients ends the clients' traffic and returns their counts and what
+// they wrote about their held connections and failures; the pods go.
+func (tk *takeover) stopClients(t *testing.T, clients []string) ([]trafficCounts, string) {
+	ctx := context.Background()
+	for _, client := range clients {
+		if _, err := tk.c.exec(ctx, tk.ns, client, "touch /tmp/stop"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var report strings.Builder
+	for _, client := range clients {
+		eventually(t, time.Minute, client+" to finish", func() error {
+			_, err := tk.c.exec(ctx, tk.ns, client, "test -e /tmp/done")
+			return err
+		})
+		out, _ := tk.c.exec(ctx, tk.ns, client, "cat /tmp/held /tmp/resets /tmp/fails 2>/dev/null")
+		fmt.Fprintf(&report, "%s:\n%s", client, out)
+	}
+	counts := tk.counts(t, clients)
+	if _, err := tk.c.kubectl(ctx, append([]string{"-n", tk.ns, "delete", "pod", "--wait=false"}, clients...)...); err != nil {
+		t.Error(err)
+	}
+	return counts, report.String()
+}
+
+func (tk *takeover) readCounts(ctx context.Context, client string) (trafficCounts, error) {
+	var got trafficCounts
+	out, err := tk.c.exec(ctx, tk.ns, client, "cat /tmp/counts")
+	if err == nil {
+		_, err = fmt.Sscanf(out, "%d %d", &got.ok, &got.fail)
+	}
+	return got, err
+}
+
+func (tk *takeover) counts(t *testing.T, clients []string) []trafficCounts {
+	t.Helper()
+	var all []trafficCounts
+	for _, client := range clients {
+		got, err := tk.readCounts(context.Background(), client)
+		if err != nil {
+			t.Fatalf("%s's counts: %v", client, err)
+		}
+		all = append(all, got)
+	}
+	return all
+}
+
+// total is the number of requests the clients made, failures those that failed.
+func total(counts []trafficCounts) int {
+	n := 0
+	for _, c := range counts {
+		n += c.ok + c.fail
+	}
+	return n
+}
+
+func failures(counts []trafficCounts) int {
+	n := 0
+	for _, c := range counts {
+		n += c.fail
+	}
+	return n
+}
+
+func rounded(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(100 * time.Millisecond)
+	}
+	return out
 }
 
 // echoBackends runs three pods answering HTTP on 8080 (agnhost netexec)
@@ -201,13 +327,6 @@ func (c *cluster) echoBackends(t *testing.T, ns string) {
 		t.Fatal(err)
 	}
 	c.waitReplicasReady(t, ns, "echo", replicas)
-}
-
-// runTraffic starts the client pod running trafficScript.
-func (c *cluster) runTraffic(t *testing.T, ns string) string {
-	t.Helper()
-	c.startPod(t, ns, "client", false, corev1.Container{Name: "client", Image: agnhost, Command: []string{"bash", "-c", trafficScript}})
-	return "client"
 }
 
 // applyTakeoverOverlay applies deploy/ (through vmtest's overlay, which
@@ -269,28 +388,37 @@ func (c *cluster) waitDaemonSet(t *testing.T, name string, n int32) {
 	})
 }
 
-// handover runs `ipvsplane cleanup --handover` on the node from a one-off
+// handover runs `ipvsplane cleanup --handover` on a node from a one-off
 // pod with the DaemonSet's privileges, as the procedure's last step.
-func (c *cluster) handover(t *testing.T, ns string) {
+func (c *cluster) handover(t *testing.T, ns, name, node string) {
 	t.Helper()
 	privileged := true
+	c.runToCompletion(t, ns, name, node, corev1.Container{
+		Name: "cleanup", Image: os.Getenv("IPVSPLANE_NODE_IMAGE"), ImagePullPolicy: corev1.PullNever,
+		Args:            []string{"cleanup", "--handover"},
+		SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+	})
+}
+
+// runToCompletion runs a one-off privileged pod of one container in the
+// network namespace of the node named node and waits until it succeeded.
+func (c *cluster) runToCompletion(t *testing.T, ns, name, node string, container corev1.Container, volumes ...corev1.Volume) {
+	t.Helper()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "handover"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
+			NodeName:      node,
 			HostNetwork:   true,
 			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name: "cleanup", Image: os.Getenv("IPVSPLANE_NODE_IMAGE"), ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"cleanup", "--handover"},
-				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
-			}},
+			Containers:    []corev1.Container{container},
+			Volumes:       volumes,
 		},
 	}
 	ctx := context.Background()
 	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "ipvsplane cleanup --handover", func() error {
+	eventually(t, 2*time.Minute, name+" on "+node, func() error {
 		p, err := c.client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -300,7 +428,7 @@ func (c *cluster) handover(t *testing.T, ns string) {
 			return nil
 		case corev1.PodFailed:
 			logs, _ := c.kubectl(ctx, "-n", ns, "logs", pod.Name)
-			t.Fatalf("cleanup --handover failed:\n%s", logs)
+			t.Fatalf("%s failed on %s:\n%s", name, node, logs)
 		}
 		return fmt.Errorf("phase %s", p.Status.Phase)
 	})

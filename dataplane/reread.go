@@ -111,15 +111,20 @@ func (d *Dataplane) finishedReread() *reread {
 }
 
 // readAhead returns the read ReadAhead started, once it has ended, and
-// forgets it; nil if there is none.
-func (d *Dataplane) readAhead() *reread {
+// forgets it; nil if there is none, or if ctx ends first (the sync then
+// stops it and reads the kernel itself, which fails with ctx's error).
+func (d *Dataplane) readAhead(ctx context.Context) *reread {
 	r := d.reread
 	if r == nil || !r.ahead {
 		return nil
 	}
-	<-r.done
-	d.reread = nil
-	return r
+	select {
+	case <-r.done:
+		d.reread = nil
+		return r
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // stopReread abandons a background read, waiting for its goroutine.

@@ -123,7 +123,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
 	// runs in the background, and the first sync after it ends merges it.
-	ahead := d.readAhead()
+	ahead := d.readAhead(ctx)
 	reread := d.finishedReread()
 	// readNow: the kernel was read in this sync, connection counts and all.
 	readNow := false

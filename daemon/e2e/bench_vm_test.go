@@ -207,8 +207,12 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 			t.Fatal(err)
 		}
 	}
-	t.Logf("%s at %d services: first sync %v from the start (the syncs alone %v), restarted %v, change %v, peak RSS %.1f MiB",
-		p.name, len(vips), r.sync.Round(time.Millisecond), r.syncAlone.Round(time.Millisecond), r.restart.Round(time.Millisecond),
+	restarted := "not restarted"
+	if restart {
+		restarted = fmt.Sprintf("restarted %v", r.restart.Round(time.Millisecond))
+	}
+	t.Logf("%s at %d services: first sync %v from the start (the syncs alone %v), %s, change %v, peak RSS %.1f MiB",
+		p.name, len(vips), r.sync.Round(time.Millisecond), r.syncAlone.Round(time.Millisecond), restarted,
 		r.change.Round(time.Microsecond), r.peak)
 	return r
 }

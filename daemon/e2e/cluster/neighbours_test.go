@@ -33,7 +33,9 @@ func TestHostPortOnAServicePort(t *testing.T) {
 	if _, err := c.client.CoreV1().Services(ns).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.startPod(t, ns, "hostport", false, corev1.Container{
+	// The host port is on the node whose address the test dials; with two
+	// nodes the scheduler may pick the other one.
+	c.startPodOn(t, ns, "hostport", c.nodeName, false, corev1.Container{
 		Name: "netexec", Image: agnhost, Args: []string{"netexec", "--http-port=8080"},
 		Ports: []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 80, Protocol: corev1.ProtocolTCP}},
 	})

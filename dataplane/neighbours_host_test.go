@@ -148,3 +148,86 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 	pod.ServeTCP(t, hostPortTo6, "pod")
 	return node, client, pod
 }
+
+// kubeProxyDNAT is kube-proxy's iptables or nftables mode serving the
+// cluster IPs 10.96.0.1 and fd00:96::1 (bound on the node, ipvsplane's by
+// now) and 10.96.0.2 and fd00:96::2 (not bound yet) on 443 from the pod.
+func kubeProxyDNAT() []natNeighbour {
+	iptables := func(iptables string, vips ...string) [][]string {
+		to := hostPortTo
+		if strings.HasPrefix(iptables, "ip6") {
+			to = hostPortTo6
+		}
+		cmds := [][]string{
+			{iptables, "-t", "nat", "-N", "KUBE-SERVICES"},
+			{iptables, "-t", "nat", "-A", "PREROUTING", "-j", "KUBE-SERVICES"},
+			{iptables, "-t", "nat", "-A", "OUTPUT", "-j", "KUBE-SERVICES"},
+		}
+		for _, vip := range vips {
+			cmds = append(cmds, []string{iptables, "-t", "nat", "-A", "KUBE-SERVICES", "-d", vip, "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", to})
+		}
+		return cmds
+	}
+	table := func(family, to string, vips ...string) [][]string {
+		cmds := [][]string{
+			{"nft", "add table " + family + " kube-proxy"},
+			{"nft", "add chain " + family + " kube-proxy nat-prerouting { type nat hook prerouting priority -100; }"},
+			{"nft", "add chain " + family + " kube-proxy nat-output { type nat hook output priority -100; }"},
+		}
+		for _, vip := range vips {
+			for _, chain := range []string{"nat-prerouting", "nat-output"} {
+				cmds = append(cmds, []string{"nft", "add rule " + family + " kube-proxy " + chain + " " + family + " daddr " + vip + " tcp dport 443 dnat to " + to})
+			}
+		}
+		return cmds
+	}
+	return []natNeighbour{
+		{"iptables mode on iptables-nft", "iptables-nft", slices.Concat(
+			iptables("iptables-nft", "10.96.0.1", "10.96.0.2"), iptables("ip6tables-nft", "fd00:96::1", "fd00:96::2"))},
+		{"iptables mode on iptables-legacy", "iptables-legacy", slices.Concat(
+			iptables("iptables-legacy", "10.96.0.1", "10.96.0.2"), iptables("ip6tables-legacy", "fd00:96::1", "fd00:96::2"))},
+		{"nftables mode", "nft", slices.Concat(
+			table("ip", hostPortTo, "10.96.0.1", "10.96.0.2"), table("ip6", hostPortTo6, "fd00:96::1", "fd00:96::2"))},
+	}
+}
+
+// During a takeover ipvsplane's sets may hold a cluster IP before the
+// address is bound on the node. kube-proxy's DNAT in the older mode keeps
+// serving it until then, and ipvsplane takes it once bound; a bound one is
+// ipvsplane's at once. The node's listeners stand in for virtual servers.
+func TestKubeProxyDNATServesUntilTheAddressIsBound(t *testing.T) {
+	for _, kp := range kubeProxyDNAT() {
+		t.Run(kp.name, func(t *testing.T) {
+			testutil.RequireProgram(t, kp.program)
+			node, client, _ := neighbourNode(t)
+			// The node's default route, which an unbound cluster IP takes.
+			node.IP(t, "route", "add", "default", "via", "192.0.2.2")
+			node.IP(t, "-6", "route", "add", "default", "via", "fd00:c::2")
+			node.Run(t, "ipset", "add", model.SetClusterIP, "10.96.0.2,tcp:443")
+			node.Run(t, "ipset", "add", model.SetName(model.SetClusterIP, true), "fd00:96::2,tcp:443")
+			for _, cmd := range kp.cmds {
+				node.Run(t, cmd[0], cmd[1:]...)
+			}
+			expect := func(when string, want map[string]string) {
+				t.Helper()
+				for from, ns := range map[string]*testutil.NetNS{"the client": client, "the node": node} {
+					for to, prefix := range want {
+						reply, err := ns.DialTCP("", to, 2*time.Second)
+						if err != nil || !strings.HasPrefix(reply, prefix) {
+							t.Errorf("%s, %s from %s: got %q, %v; want %q...", when, to, from, reply, err, prefix)
+						}
+					}
+				}
+			}
+			expect("before the bind", map[string]string{
+				"10.96.0.1:443": "cluster-ip ", "[fd00:96::1]:443": "cluster-ip ",
+				"10.96.0.2:443": "pod ", "[fd00:96::2]:443": "pod ",
+			})
+			node.IP(t, "addr", "add", "10.96.0.2/32", "dev", "lo")
+			node.IP(t, "-6", "addr", "add", "fd00:96::2/128", "dev", "lo", "nodad")
+			node.ServeTCP(t, "10.96.0.2:443", "cluster-ip")
+			node.ServeTCP(t, "[fd00:96::2]:443", "cluster-ip")
+			expect("after the bind", map[string]string{"10.96.0.2:443": "cluster-ip ", "[fd00:96::2]:443": "cluster-ip "})
+		})
+	}
+}

@@ -32,11 +32,11 @@ func ExampleRender() {
 	//     set KUBE-LOAD-BALANCER dst,dst jump KUBE-LOAD-BALANCER
 	//     set KUBE-CLUSTER-IP dst,dst saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ
 	//     set KUBE-EXTERNAL-IP dst,dst jump KUBE-MARK-MASQ
-	//     set KUBE-EXTERNAL-IP dst,dst dnat to daddr
-	//     set KUBE-EXTERNAL-IP-LOCAL dst,dst dnat to daddr
+	//     set KUBE-EXTERNAL-IP dst,dst daddr type local dnat to daddr
+	//     set KUBE-EXTERNAL-IP-LOCAL dst,dst daddr type local dnat to daddr
 	//     daddr type local jump KUBE-NODE-PORT
-	//     set KUBE-CLUSTER-IP dst,dst dnat to daddr
-	//     set KUBE-LOAD-BALANCER dst,dst dnat to daddr
+	//     set KUBE-CLUSTER-IP dst,dst daddr type local dnat to daddr
+	//     set KUBE-LOAD-BALANCER dst,dst daddr type local dnat to daddr
 	//   }
 }
 

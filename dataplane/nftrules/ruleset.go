@@ -111,7 +111,18 @@ func hookChains() []ruleChain {
 // packet's own destination is that binding, and changes nothing: it is
 // the null binding the kernel would make anyway. IPVS then takes the packet
 // in LOCAL_IN or LOCAL_OUT as before.
+//
+// The claim holds only for an address bound on the node. Until the address
+// is on kube-ipvs0 no virtual server can take the packet, and a binding
+// would keep it from the program that serves the address meanwhile:
+// kube-proxy's iptables or nftables DNAT during a takeover, whose nat
+// chains run after ours (docs/migrating-from-kube-proxy.md).
 const claim = "dnat to daddr"
+
+// claimLocal is the rule that claims connections to the set's entries.
+func (f familyRules) claimLocal(set string) rule {
+	return newRule(verdict(claim), f.set(set, "dst", "dst"), dstLocal{})
+}
 
 // natChains are the chains that mark service traffic for masquerade and
 // masquerade it.
@@ -121,11 +132,11 @@ func natChains(n *model.Node, f familyRules) []ruleChain {
 		newRule(jump("KUBE-LOAD-BALANCER"), f.set(model.SetLoadBalancer, "dst", "dst")),
 		clusterIPMasquerade(n, f.ipv6, f.set(model.SetClusterIP, "dst", "dst")),
 		newRule(jump("KUBE-MARK-MASQ"), f.set(model.SetExternalIP, "dst", "dst")),
-		newRule(verdict(claim), f.set(model.SetExternalIP, "dst", "dst")),
-		newRule(verdict(claim), f.set(model.SetExternalIPLocal, "dst", "dst")),
+		f.claimLocal(model.SetExternalIP),
+		f.claimLocal(model.SetExternalIPLocal),
 		newRule(jump("KUBE-NODE-PORT"), dstLocal{}),
-		newRule(verdict(claim), f.set(model.SetClusterIP, "dst", "dst")),
-		newRule(verdict(claim), f.set(model.SetLoadBalancer, "dst", "dst")),
+		f.claimLocal(model.SetClusterIP),
+		f.claimLocal(model.SetLoadBalancer),
 	}
 	snat := newRule(verdict("masquerade fully-random"))
 	snat.comment = "kubernetes service traffic requiring SNAT"

@@ -232,12 +232,14 @@ release: $(BIN)/mkimage
 
 # A cluster of NODES nodes (default one), each a VM (daemon/hack/vmtest
 # -node): the control plane on the host's loopback, nodes with containerd,
-# kubelet and CNI, PROXY (ipvsplane from deploy/, or kube-proxy in IPVS
-# mode) and CoreDNS on each; then CMD runs on the host with KUBECONFIG set
-# (default: an interactive shell). Each node takes VMTEST_MEM (3072 MiB).
+# kubelet and CNI, PROXY (ipvsplane from deploy/, or kube-proxy in
+# KUBE_PROXY_MODE: ipvs, iptables or nftables) and CoreDNS on each; then
+# CMD runs on the host with KUBECONFIG set (default: an interactive shell).
+# Each node takes VMTEST_MEM (3072 MiB).
 PROXY ?= ipvsplane
+KUBE_PROXY_MODE ?= ipvs
 NODES ?= 1
-NODE   = $(VMTEST) -node -nodes $(NODES) -proxy $(PROXY) -image $(IMAGE_TAR) -image-ref $(IMAGE)
+NODE   = $(VMTEST) -node -nodes $(NODES) -proxy $(PROXY) -kube-proxy-mode $(KUBE_PROXY_MODE) -image $(IMAGE_TAR) -image-ref $(IMAGE)
 cluster: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- $(or $(CMD),bash)
 

@@ -59,21 +59,25 @@ const (
 
 // nodeConfig is one node run's settings.
 type nodeConfig struct {
-	proxy    string // ipvsplane, kube-proxy or none
-	image    string // the ipvsplane image's OCI archive
-	imageRef string // its reference
-	deploy   string // the manifests' directory, deploy/
-	install  string // how ipvsplane is installed: kubectl (apply -k) or helm
-	chart    string // the Helm chart's directory, charts/ipvsplane
-	nodes    int    // how many node VMs
-	mem      int    // each VM's memory
-	command  []string
+	proxy string // ipvsplane, kube-proxy or none
+	// kubeProxyMode is kube-proxy's mode, when it is the proxy: ipvs,
+	// iptables or nftables.
+	kubeProxyMode string
+	image         string // the ipvsplane image's OCI archive
+	imageRef      string // its reference
+	deploy        string // the manifests' directory, deploy/
+	install       string // how ipvsplane is installed: kubectl (apply -k) or helm
+	chart         string // the Helm chart's directory, charts/ipvsplane
+	nodes         int    // how many node VMs
+	mem           int    // each VM's memory
+	command       []string
 }
 
 func parseNodeArgs(args []string) (nodeConfig, error) {
 	c := nodeConfig{}
 	fs := flag.NewFlagSet("vmtest "+nodeFlag, flag.ContinueOnError)
 	fs.StringVar(&c.proxy, "proxy", "ipvsplane", "the node's proxy: ipvsplane, kube-proxy or none")
+	fs.StringVar(&c.kubeProxyMode, "kube-proxy-mode", "ipvs", "kube-proxy's mode with -proxy kube-proxy: ipvs, iptables or nftables")
 	fs.StringVar(&c.image, "image", "", "the ipvsplane image's OCI archive (make image)")
 	fs.StringVar(&c.imageRef, "image-ref", "", "the ipvsplane image's reference")
 	fs.StringVar(&c.deploy, "deploy", "deploy", "the directory of ipvsplane's manifests")
@@ -95,6 +99,11 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 	case "ipvsplane", "kube-proxy", "none":
 	default:
 		return c, fmt.Errorf("-proxy %q: want ipvsplane, kube-proxy or none", c.proxy)
+	}
+	switch c.kubeProxyMode {
+	case "ipvs", "iptables", "nftables":
+	default:
+		return c, fmt.Errorf("-kube-proxy-mode %q: want ipvs, iptables or nftables", c.kubeProxyMode)
 	}
 	if c.install != "kubectl" && c.install != "helm" {
 		return c, fmt.Errorf("-install %q: want kubectl or helm", c.install)
@@ -215,16 +224,17 @@ func runForStatus(cmd *exec.Cmd) (int, error) {
 
 // Variables the command gets besides KUBECONFIG.
 const (
-	nodeNameEnv    = "IPVSPLANE_NODE_NAME"     // the node's name
-	nodeIPEnv      = "IPVSPLANE_NODE_IP"       // its IPv4 address, which the command reaches
-	nodeIP6Env     = "IPVSPLANE_NODE_IP6"      // its IPv6 address
-	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR"  // where load balancers' IPv4 addresses may be picked, routed to the node
-	nodeLB6Env     = "IPVSPLANE_NODE_LB_CIDR6" // the same for IPv6
-	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"    // ipvsplane, kube-proxy or none
-	nodeInstallEnv = "IPVSPLANE_NODE_INSTALL"  // how ipvsplane was installed: kubectl or helm
-	nodeLogEnv     = "IPVSPLANE_NODE_LOG"      // containerd's and the kubelet's log as it streams
-	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY"  // the kustomization that installs ipvsplane from deploy/
-	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"    // the ipvsplane image's reference
+	nodeNameEnv    = "IPVSPLANE_NODE_NAME"            // the node's name
+	nodeIPEnv      = "IPVSPLANE_NODE_IP"              // its IPv4 address, which the command reaches
+	nodeIP6Env     = "IPVSPLANE_NODE_IP6"             // its IPv6 address
+	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR"         // where load balancers' IPv4 addresses may be picked, routed to the node
+	nodeLB6Env     = "IPVSPLANE_NODE_LB_CIDR6"        // the same for IPv6
+	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"           // ipvsplane, kube-proxy or none
+	nodeKPModeEnv  = "IPVSPLANE_NODE_KUBE_PROXY_MODE" // kube-proxy's mode when it is the proxy
+	nodeInstallEnv = "IPVSPLANE_NODE_INSTALL"         // how ipvsplane was installed: kubectl or helm
+	nodeLogEnv     = "IPVSPLANE_NODE_LOG"             // containerd's and the kubelet's log as it streams
+	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY"         // the kustomization that installs ipvsplane from deploy/
+	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"           // the ipvsplane image's reference
 )
 
 func (n *node) env() []string {
@@ -236,6 +246,7 @@ func (n *node) env() []string {
 		nodeLBEnv + "=" + loadBalancerCIDR,
 		nodeLB6Env + "=" + loadBalancerCIDR6,
 		nodeProxyEnv + "=" + n.config.proxy,
+		nodeKPModeEnv + "=" + n.config.kubeProxyMode,
 		nodeInstallEnv + "=" + n.config.install,
 		nodeLogEnv + "=" + n.vms[0].logFile,
 		nodeOverlayEnv + "=" + n.overlay,

@@ -15,11 +15,18 @@ func TestParseNodeArgs(t *testing.T) {
 	if err != nil || c.proxy != "kube-proxy" || strings.Join(c.command, " ") != "go test" || c.deploy != "deploy" || c.install != "kubectl" {
 		t.Errorf("kube-proxy without an image: %+v %v", c, err)
 	}
+	if c.kubeProxyMode != "ipvs" {
+		t.Errorf("kube-proxy's mode by default: %q, want ipvs", c.kubeProxyMode)
+	}
+	if c, err := parseNodeArgs([]string{"-proxy", "kube-proxy", "-kube-proxy-mode", "nftables", "--", "true"}); err != nil || c.kubeProxyMode != "nftables" {
+		t.Errorf("-kube-proxy-mode nftables: %+v %v", c, err)
+	}
 	for _, bad := range [][]string{
 		{"-proxy", "ipvsplane", "--", "true"}, // no image
 		{"-proxy", "iptables", "--", "true"},
 		{"-image", "x.tar", "-image-ref", "r:1"}, // no command
 		{"-proxy", "none", "-install", "kustomize", "--", "true"},
+		{"-proxy", "kube-proxy", "-kube-proxy-mode", "userspace", "--", "true"},
 	} {
 		if _, err := parseNodeArgs(bad); err == nil {
 			t.Errorf("%q accepted", bad)

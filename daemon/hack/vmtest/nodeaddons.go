@@ -79,6 +79,7 @@ func (n *node) apply(ctx context.Context, manifest, workload string) error {
 		"APIServerHost": controlplane.ClusterHostAddr,
 		"APIServerPort": n.cp.Port(),
 		"Nodes":         len(n.vms),
+		"KubeProxyMode": n.config.kubeProxyMode,
 	})
 	if err != nil {
 		return err

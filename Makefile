@@ -277,10 +277,12 @@ test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -run TestTwoNodes ./daemon/e2e/cluster/ && FOCUS="$(TWO_NODE_SLICE)" hack/conformance'
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy serving
-# pods in its IPVS, iptables and nftables modes in turn, deploy/ taking the
+# pods in its iptables (kubeadm's default, which the cluster starts it in),
+# nftables and IPVS modes in turn, deploy/ taking the
 # nodes over one by one and handing them back, under traffic from a client
 # on every node (e2e/cluster's TestTakeoverFromKubeProxy); NODES=2 for two.
 test-takeover: PROXY = kube-proxy
+test-takeover: KUBE_PROXY_MODE = iptables
 test-takeover: deps-node image $(VMTEST) vm-kernel
 	$(NODE) -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 60m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/
 

@@ -250,14 +250,19 @@ func getStatus(url string) (int, string, error) {
 // eventually retries fn until it succeeds or the time is up.
 func eventually(t *testing.T, timeout time.Duration, what string, fn func() error) {
 	t.Helper()
+	if err := within(timeout, fn); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// within calls fn every second until it returns nil or timeout passes,
+// and returns its last error.
+func within(timeout time.Duration, fn func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(time.Second)
 	}

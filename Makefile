@@ -284,7 +284,7 @@ test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
 test-takeover: PROXY = kube-proxy
 test-takeover: KUBE_PROXY_MODE = iptables
 test-takeover: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 60m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/
+	$(NODE) -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 150m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/
 
 deps-node:
 	@hack/install-deps --node

@@ -39,7 +39,9 @@
 // listens for TCP and echoes UDP, for tests showing the guest cannot reach
 // them.
 //
-// Variables named CI, GODEBUG, GOTRACEBACK and IPVSPLANE_* reach the test.
+// Variables named CI, GODEBUG, GOTRACEBACK, GOGC, GOMEMLIMIT and IPVSPLANE_* reach
+// the test (and the programs it starts: the garbage collector's settings
+// are for comparing those of a daemon under test).
 package main
 
 import (
@@ -235,7 +237,7 @@ func guestEnv(environ []string) []string {
 	for _, kv := range environ {
 		key, _, _ := strings.Cut(kv, "=")
 		switch {
-		case key == "CI", key == "GODEBUG", key == "GOTRACEBACK":
+		case key == "CI", key == "GODEBUG", key == "GOTRACEBACK", key == "GOGC", key == "GOMEMLIMIT":
 		case strings.HasPrefix(key, "IPVSPLANE_") && key != "IPVSPLANE_CACHE" && key != "IPVSPLANE_VM":
 		default:
 			continue

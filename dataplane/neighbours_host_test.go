@@ -3,6 +3,7 @@
 package dataplane
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strings"
@@ -125,6 +126,7 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 	for _, vip := range []string{"10.96.0.1/32", "203.0.113.10/32", "198.51.100.50/32", "fd00:96::1/128"} {
 		node.IP(t, "addr", "add", vip, "dev", "lo")
 	}
+	waitLocal(t, node, "10.96.0.1", "203.0.113.10", "198.51.100.50", "fd00:96::1")
 	for _, f := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
 		if err := node.Do(func() error { return os.WriteFile(f, []byte("1"), 0o644) }); err != nil {
 			t.Fatal(err)
@@ -225,9 +227,30 @@ func TestKubeProxyDNATServesUntilTheAddressIsBound(t *testing.T) {
 			})
 			node.IP(t, "addr", "add", "10.96.0.2/32", "dev", "lo")
 			node.IP(t, "-6", "addr", "add", "fd00:96::2/128", "dev", "lo", "nodad")
+			waitLocal(t, node, "10.96.0.2", "fd00:96::2")
 			node.ServeTCP(t, "10.96.0.2:443", "cluster-ip")
 			node.ServeTCP(t, "[fd00:96::2]:443", "cluster-ip")
 			expect("after the bind", map[string]string{"10.96.0.2:443": "cluster-ip ", "[fd00:96::2]:443": "cluster-ip "})
 		})
+	}
+}
+
+// waitLocal waits until the node routes each address as its own. The
+// kernel adds an IPv6 address's local route from a work queue after the
+// address itself, so fib daddr type local can miss it for a moment.
+func waitLocal(t *testing.T, node *testutil.NetNS, addrs ...string) {
+	t.Helper()
+	for _, addr := range addrs {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			out, err := node.Output(context.Background(), "ip", "route", "get", addr)
+			if err == nil && strings.HasPrefix(out, "local ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not routed as local: %q, %v", addr, out, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }

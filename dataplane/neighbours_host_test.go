@@ -155,11 +155,7 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 // cluster IPs 10.96.0.1 and fd00:96::1 (bound on the node, ipvsplane's by
 // now) and 10.96.0.2 and fd00:96::2 (not bound yet) on 443 from the pod.
 func kubeProxyDNAT() []natNeighbour {
-	iptables := func(iptables string, vips ...string) [][]string {
-		to := hostPortTo
-		if strings.HasPrefix(iptables, "ip6") {
-			to = hostPortTo6
-		}
+	iptables := func(iptables, to string, vips ...string) [][]string {
 		cmds := [][]string{
 			{iptables, "-t", "nat", "-N", "KUBE-SERVICES"},
 			{iptables, "-t", "nat", "-A", "PREROUTING", "-j", "KUBE-SERVICES"},
@@ -185,9 +181,9 @@ func kubeProxyDNAT() []natNeighbour {
 	}
 	return []natNeighbour{
 		{"iptables mode on iptables-nft", "iptables-nft", slices.Concat(
-			iptables("iptables-nft", "10.96.0.1", "10.96.0.2"), iptables("ip6tables-nft", "fd00:96::1", "fd00:96::2"))},
+			iptables("iptables-nft", hostPortTo, "10.96.0.1", "10.96.0.2"), iptables("ip6tables-nft", hostPortTo6, "fd00:96::1", "fd00:96::2"))},
 		{"iptables mode on iptables-legacy", "iptables-legacy", slices.Concat(
-			iptables("iptables-legacy", "10.96.0.1", "10.96.0.2"), iptables("ip6tables-legacy", "fd00:96::1", "fd00:96::2"))},
+			iptables("iptables-legacy", hostPortTo, "10.96.0.1", "10.96.0.2"), iptables("ip6tables-legacy", hostPortTo6, "fd00:96::1", "fd00:96::2"))},
 		{"nftables mode", "nft", slices.Concat(
 			table("ip", hostPortTo, "10.96.0.1", "10.96.0.2"), table("ip6", hostPortTo6, "fd00:96::1", "fd00:96::2"))},
 	}

@@ -339,6 +339,7 @@ type soakResult struct {
 	thirdFirst, thirdLast      float64 // MiB, mean RSS over the churn's first and last third
 	heapFirst, heapLast        float64 // MiB, mean live heap over the churn's first and last third (ipvsplane)
 	failedSyncs, observedCount float64
+	gcCPU, memLimit            float64 // the collector's CPU s over the churn, and the soft limit at its end in MiB (ipvsplane)
 }
 
 // The churn soak: many services with a few endpoints each are created
@@ -500,8 +501,10 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	// IPVS mode does not export the metric (each of its syncs is full).
 	r.fullSyncs = m1.sum(metricFullSyncs) - m0.sum(metricFullSyncs)
 	r.failedSyncs = m1.sum("ipvsplane_sync_failures_total")
-	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs (the proxy's own part p50 %.3fs p99 %.3fs); %v syncs (%v full), %.1f CPU s; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB (live heap %.1f -> %.1f MiB), end %.1f, peak %.1f; MiB over time %s",
-		proxy.name, r.changes, r.rate, r.caughtUp.Round(time.Millisecond), r.p50, r.p99, r.max, r.ownP50, r.ownP99, r.syncs, r.fullSyncs, r.cpu.Seconds(),
+	const gcCPU = "go_cpu_classes_gc_total_cpu_seconds_total"
+	r.gcCPU, r.memLimit = m1.sum(gcCPU)-m0.sum(gcCPU), m1.sum("go_gc_gomemlimit_bytes")/(1<<20)
+	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs (the proxy's own part p50 %.3fs p99 %.3fs); %v syncs (%v full), %.1f CPU s (garbage collection %.1f); soft memory limit %.1f MiB; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB (live heap %.1f -> %.1f MiB), end %.1f, peak %.1f; MiB over time %s",
+		proxy.name, r.changes, r.rate, r.caughtUp.Round(time.Millisecond), r.p50, r.p99, r.max, r.ownP50, r.ownP99, r.syncs, r.fullSyncs, r.cpu.Seconds(), r.gcCPU, r.memLimit,
 		r.rssFirst, r.thirdFirst, r.thirdLast, r.heapFirst, r.heapLast, r.rssEnd, r.rssPeak, rssSeries(samples))
 	return r
 }

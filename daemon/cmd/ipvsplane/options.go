@@ -115,7 +115,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	o.addIgnoredFlags(fs)
 	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
 	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it to 1.1x the memory in use after the first sync, raised as the cluster grows. GOMEMLIMIT, if set, wins")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it after each full sync to the live heap and half again (at least 8 MiB more) plus the runtime's memory beside the heap. GOMEMLIMIT, if set, wins")
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
 	fs.BoolVar(&o.own.ServiceTrafficMetrics, "service-traffic-metrics", false, "export each service port's connections, packets and bytes (ipvsplane_service_*_total), and their rates to ipvsplane status, from one read of the IPVS counters every --service-traffic-metrics-interval")
 	fs.DurationVar(&o.own.ServiceTrafficMetricsInterval.Duration, "service-traffic-metrics-interval", traffic.DefaultInterval, "how often --service-traffic-metrics reads the kernel; scrapes in between get the last reading")

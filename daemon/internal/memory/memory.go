@@ -1,6 +1,6 @@
 // Package memory holds the daemon's garbage-collector settings: a low
 // GOGC while the first sync programs the kernel, its peak, and a soft
-// memory limit that keeps the daemon near what that sync left.
+// memory limit that follows the live heap.
 package memory
 
 import (
@@ -61,25 +61,30 @@ func NewFirstSyncGC() FirstSyncGC {
 	}
 }
 
-// memoryHeadroom is the automatic soft memory limit's margin over the
-// memory in use right after the first sync.
-const memoryHeadroom = 1.1
+// heapHeadroom is the automatic soft memory limit's room for the heap
+// to grow between collections, as a share of the live heap. The default
+// GOGC gives it 1.0; half of that collects twice as often, which at the
+// daemon's rate of allocation under churn stays a few percent of a CPU,
+// and keeps the heap well under its size during the first sync.
+const heapHeadroom = 0.5
 
-// SoftLimit keeps the daemon's memory near what its first sync
-// left, however long it runs: with the default GOGC the heap may grow to
-// twice the live data between collections, and under churn it does (a
-// 10,000-service soak grew from 85 to 148 MiB). The runtime's soft limit
-// makes it collect, and return freed pages, before that. The limit is set
-// after the first sync to memoryHeadroom times the memory then in use,
-// and raised after each full sync by as much as the live heap grew, so a
-// growing cluster does not make the collector run without pause.
+// minHeapHeadroom is the least room the limit leaves for the heap to grow,
+// so that a small cluster's heap is not collected every few allocations.
+const minHeapHeadroom = 8 << 20
+
+// SoftLimit keeps the daemon's memory near what it needs, however long it
+// runs: with the default GOGC the heap may grow to twice the live data
+// between collections, and under churn it does (a 10,000-service soak
+// grew from 85 to 148 MiB). The runtime's soft limit makes it collect,
+// and return freed pages, before that. After each full sync the limit is
+// set to the memory outside the heap's objects (stacks, the runtime's own
+// data, fragmentation) plus the live heap plus heapHeadroom of it. It
+// follows both as they grow: a limit fixed at the first sync leaves less
+// and less room for the heap as the memory beside it grows, until the
+// collector runs without pause (measured: docs/benchmarks.md).
 type SoftLimit struct {
 	// auto is false when the operator chose the limit.
-	auto  bool
-	limit int64
-	// overhead is the memory in use after the first sync beyond the live
-	// heap: the runtime, stacks, the binary's data.
-	overhead int64
+	auto bool
 }
 
 // NewSoftLimit applies --memory-limit: empty for the automatic
@@ -101,32 +106,39 @@ func NewSoftLimit(flag string) (*SoftLimit, error) {
 	return &SoftLimit{}, nil
 }
 
-// AfterFullSync sets or raises the automatic limit; the first call must
-// come after the first sync's garbage was returned to the system.
+// AfterFullSync sets the automatic limit; the first call must come after
+// the first sync's garbage was returned to the system.
 func (m *SoftLimit) AfterFullSync() {
-	if !m.auto {
-		return
+	if m.auto {
+		debug.SetMemoryLimit(automaticLimit(readMemory()))
 	}
-	inUse, live := memoryInUse()
-	if m.limit == 0 {
-		m.overhead = max(inUse-live, 0)
-		m.limit = int64(float64(inUse) * memoryHeadroom)
-	} else {
-		m.limit = max(m.limit, int64(float64(m.overhead+live)*memoryHeadroom))
-	}
-	debug.SetMemoryLimit(m.limit)
 }
 
-// memoryInUse returns the memory the runtime holds and has not returned
-// to the system, which the soft limit bounds, and the live heap as of
-// the last collection.
-func memoryInUse() (inUse, live int64) {
+// automaticLimit is the soft limit for the memory u.
+func automaticLimit(u memoryUse) int64 {
+	return u.beside + u.live + max(int64(float64(u.live)*heapHeadroom), minHeapHeadroom)
+}
+
+// memoryUse is the part of the runtime's memory the soft limit bounds.
+type memoryUse struct {
+	// beside is the memory the runtime holds outside the heap's objects
+	// and its free pages: stacks, its own data, the unused space in the
+	// heap's spans.
+	beside int64
+	// live is the heap the last collection found live.
+	live int64
+}
+
+// readMemory reads the runtime's memory classes.
+func readMemory() memoryUse {
 	samples := []runtimemetrics.Sample{
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/gc/heap/live:bytes"},
 	}
 	runtimemetrics.Read(samples)
 	v := func(i int) int64 { return int64(samples[i].Value.Uint64()) }
-	return v(0) - v(1), v(2)
+	return memoryUse{beside: max(v(0)-v(1)-v(2)-v(3), 0), live: v(4)}
 }

@@ -68,17 +68,38 @@ func TestSoftMemoryLimit(t *testing.T) {
 	}
 	m.AfterFullSync()
 	first := debug.SetMemoryLimit(-1)
-	inUse, _ := memoryInUse()
-	if first == math.MaxInt64 || first < inUse {
-		t.Errorf("after the first sync the limit is %d with %d in use", first, inUse)
+	u := readMemory()
+	if first == math.MaxInt64 || first < u.beside+u.live+minHeapHeadroom {
+		t.Errorf("after the first sync the limit is %d with %d live and %d beside", first, u.live, u.beside)
 	}
-	// A later full sync never lowers it, and a live heap that grew
-	// raises it.
-	grown := make([]byte, 4*first)
+	// A live heap that grew by 64 MiB raises it by as much and half again,
+	// less the floor it had, and one that shrank lowers it.
+	grown := make([]byte, 64<<20)
 	runtime.GC()
 	m.AfterFullSync()
-	if got := debug.SetMemoryLimit(-1); got <= first {
-		t.Errorf("a live heap grown to %d left the limit at %d (was %d)", len(grown), got, first)
+	raised := debug.SetMemoryLimit(-1)
+	if raised < first+88<<20 {
+		t.Errorf("a live heap grown by %d raised the limit from %d to %d", len(grown), first, raised)
 	}
 	runtime.KeepAlive(grown)
+	runtime.GC()
+	m.AfterFullSync()
+	if got := debug.SetMemoryLimit(-1); got > raised-64<<20 {
+		t.Errorf("a live heap shrunk by %d left the limit at %d (was %d)", len(grown), got, raised)
+	}
+}
+
+func TestAutomaticLimit(t *testing.T) {
+	tests := []struct {
+		use  memoryUse
+		want int64
+	}{
+		{memoryUse{beside: 10 << 20, live: 4 << 20}, 22 << 20},    // a small heap gets the floor
+		{memoryUse{beside: 20 << 20, live: 100 << 20}, 170 << 20}, // a large one half again
+	}
+	for _, tt := range tests {
+		if got := automaticLimit(tt.use); got != tt.want {
+			t.Errorf("automaticLimit(%+v) = %d, want %d", tt.use, got, tt.want)
+		}
+	}
 }

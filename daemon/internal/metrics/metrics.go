@@ -194,13 +194,18 @@ func New() *Metrics {
 	return m
 }
 
-// goCollector exports the Go runtime's usual metrics and
-// go_gc_heap_live_bytes, the heap the last garbage collection found live:
-// the measure of a leak that the heap's and RSS's growth between
-// collections does not blur.
+// goCollector exports the Go runtime's usual metrics and some of its
+// runtime/metrics: go_gc_heap_live_bytes, the heap the last garbage
+// collection found live (the measure of a leak that the heap's and RSS's
+// growth between collections does not blur); the soft memory limit the
+// daemon sets (go_gc_gomemlimit_bytes) and the memory classes it is set
+// from; and the CPU the collector takes (go_cpu_classes_gc_total_cpu_seconds_total
+// beside go_cpu_classes_total_cpu_seconds_total), which shows a limit set
+// too tight.
 func goCollector() prometheus.Collector {
 	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}))
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(
+			`^(/gc/heap/live:bytes|/gc/gomemlimit:bytes|/memory/classes/.*|/cpu/classes/(gc/)?total:cpu-seconds)$`)}))
 }
 
 // Build is what ipvsplane was built from and with.

@@ -75,6 +75,10 @@ func TestMetricNames(t *testing.T) {
 		"ipvsplane_ignored_service_settings":                         nil,
 		"go_goroutines":                                              nil,
 		"go_gc_heap_live_bytes":                                      nil,
+		"go_gc_gomemlimit_bytes":                                     nil,
+		"go_memory_classes_heap_objects_bytes":                       nil,
+		"go_cpu_classes_gc_total_cpu_seconds_total":                  nil,
+		"go_cpu_classes_total_cpu_seconds_total":                     nil,
 		"process_resident_memory_bytes":                              nil,
 	} {
 		got, ok := labels[name]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -49,10 +50,11 @@ type daemon struct {
 	metrics *metrics.Metrics
 	health  *healthcheck.ProxyHealth
 	// events records Events on the objects a sync concerns.
-	events    events.Recorder
-	hc        *healthcheck.ServiceServers
-	stateFile string
-	now       func() time.Time
+	events events.Recorder
+	hc     *healthcheck.ServiceServers
+	// records writes the state file; nil without one.
+	records *status.Writer
+	now     func() time.Time
 	// progressEvery is how often a long sync logs a progress line;
 	// defaultProgressEvery if zero.
 	progressEvery time.Duration
@@ -292,7 +294,7 @@ func (d *daemon) waitListed(ctx context.Context) {
 }
 
 func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *dataplane.Result, start time.Time, took time.Duration) {
-	if d.stateFile == "" {
+	if d.records == nil {
 		return
 	}
 	r := &d.record
@@ -315,19 +317,25 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 	// Under churn a sync may follow every change, and writing the files
 	// after each cost as much as the syncs: the names file holds every
 	// service port (at 10,000 services, 4 ms and 1.2 MB of garbage to
-	// encode natively). The record is written at most once per
-	// recordEvery and the names at most once per namesEvery; the next
-	// sync after that catches up, and the periodic sync bounds how stale
-	// they get.
+	// encode natively). The record is handed to the writer at most once
+	// per recordEvery and the names at most once per namesEvery; the
+	// next sync after that catches up, and the periodic sync bounds how
+	// stale they get.
 	now := d.now()
 	if !res.Full && now.Sub(d.recordWritten) < recordEvery {
 		return
 	}
 	names := d.namesPending && (res.Full || now.Sub(d.namesWritten) >= namesEvery)
-	if err := status.WriteRecord(d.stateFile, r, names); err != nil {
-		d.log.Warn("cannot write the state file", zap.String("file", d.stateFile), zap.Error(err))
-		return
+	// The writer owns what it is given: the names are copied (a
+	// fraction of encoding them), and the errors, whose slice the next
+	// sync reuses.
+	snapshot := *r
+	snapshot.Errors = slices.Clone(r.Errors)
+	snapshot.Services = nil
+	if names {
+		snapshot.Services = maps.Clone(r.Services)
 	}
+	d.records.Put(snapshot, names)
 	d.recordWritten = now
 	if names {
 		d.namesWritten, d.namesPending = now, false

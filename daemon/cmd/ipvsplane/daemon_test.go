@@ -173,7 +173,7 @@ func TestDaemonSync(t *testing.T) {
 	m := metrics.New()
 	d := &daemon{
 		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, clock.now, m),
-		stateFile: stateFile, now: clock.now,
+		records: status.NewWriter(stateFile, func(err error) { t.Error(err) }), now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
 	var listened []netip.AddrPort
@@ -186,11 +186,13 @@ func TestDaemonSync(t *testing.T) {
 	d.tracker.MarkSynced(watcher.Services)
 	d.tracker.MarkSynced(watcher.EndpointSlices)
 
+	// Each sync's record is written, as the writer's goroutine would.
 	sync := func() {
 		t.Helper()
 		if err := d.sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		d.records.Flush()
 	}
 	sync()
 	if len(k.state.Services) != 1 {

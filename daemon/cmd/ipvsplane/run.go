@@ -209,6 +209,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 	rec, closeEvents := a.recorder(log, o, s.Node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, rec)
+	defer writeRecords(ctx, d.records)()
 	d.legacy = a.removeLegacy
 	if o.own.ServiceTrafficMetrics {
 		t, stopTraffic, err := traffic.Start(ctx, log, m.Registry(), a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
@@ -252,10 +253,31 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 // newDaemon makes the daemon, before its traffic, health-check servers
 // and tracker are added.
 func (a *app) newDaemon(log *zap.Logger, o *options, s *config.Settings, k kernel, m *metrics.Metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
-	return &daemon{
-		log: log, kernel: k, metrics: m, health: h, events: rec, stateFile: o.stateFile, now: a.now,
+	d := &daemon{
+		log: log, kernel: k, metrics: m, health: h, events: rec, now: a.now,
 		record: status.Record{Daemon: status.Daemon{Node: s.Node.Name, Source: o.source, Started: a.now()}},
 	}
+	if o.stateFile != "" {
+		d.records = status.NewWriter(o.stateFile, func(err error) {
+			log.Warn("cannot write the state file", zap.String("file", o.stateFile), zap.Error(err))
+		})
+	}
+	return d
+}
+
+// writeRecords runs w, if any, until the returned function is called,
+// which writes the last record and returns.
+func writeRecords(ctx context.Context, w *status.Writer) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // newTracker makes the tracker of the source's objects; each change it

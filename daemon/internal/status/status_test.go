@@ -2,11 +2,13 @@ package status
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -148,4 +150,32 @@ func FuzzReadRecord(f *testing.F) {
 		r, err := parseRecord("status.json", state, names)
 		_ = Print(io.Discard, r, err, &Kernel{}, time.Unix(1e9, 0))
 	})
+}
+
+// The writer writes the latest record only, keeps the names a replaced
+// record carried, and writes the last record when stopped.
+func TestWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "status.json")
+	w := NewWriter(path, func(err error) { t.Error(err) })
+	names := map[string]string{"tcp/10.96.0.10:53": "kube-system/kube-dns:dns-tcp"}
+	w.Put(Record{Sync: Sync{Syncs: 1}, Services: names}, true)
+	w.Put(Record{Sync: Sync{Syncs: 2}}, false)
+	w.Flush()
+	r, err := ReadRecord(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Syncs != 2 || !maps.Equal(r.Services, names) {
+		t.Errorf("after two records: syncs %d, names %v", r.Syncs, r.Services)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	w.Put(Record{Sync: Sync{Syncs: 3}}, false)
+	cancel()
+	<-done
+	if r, err := ReadRecord(path); err != nil || r.Syncs != 3 {
+		t.Errorf("after the writer stopped: %+v, %v", r, err)
+	}
 }

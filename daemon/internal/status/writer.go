@@ -1,0 +1,78 @@
+package status
+
+import (
+	"context"
+	"sync"
+)
+
+// Writer writes the state file and the names file in the background, the
+// latest record only: a sync hands its record over and goes on. Encoding
+// the names of every service port (at 10,000 services, 0.2 s under
+// emulation, once in 5 s under churn) held up the sync after it, and with
+// it every change waiting for that sync.
+type Writer struct {
+	path    string
+	onError func(error)
+
+	// writing keeps writes in the order their records came.
+	writing sync.Mutex
+	mu      sync.Mutex
+	// rec is the latest record not yet written, nil if none; names says
+	// whether its Services are to be written too.
+	rec   *Record
+	names bool
+	wake  chan struct{}
+}
+
+// NewWriter returns a writer of the state file at path, which reports a
+// failed write to onError.
+func NewWriter(path string, onError func(error)) *Writer {
+	return &Writer{path: path, onError: onError, wake: make(chan struct{}, 1)}
+}
+
+// Put hands r over to be written, with its Services when names is true;
+// the writer owns them from then on. A record still waiting is replaced,
+// and the names it carried are kept when r has none to write.
+func (w *Writer) Put(r Record, names bool) {
+	w.mu.Lock()
+	if !names && w.rec != nil && w.names {
+		r.Services, names = w.rec.Services, true
+	}
+	w.rec, w.names = &r, names
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes the records as they come until ctx is done, then the last
+// one still waiting.
+func (w *Writer) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			w.Flush()
+			return
+		case <-w.wake:
+			w.Flush()
+		}
+	}
+}
+
+// Flush writes the record waiting, if any, and returns once it is
+// written or its write failed.
+func (w *Writer) Flush() {
+	w.writing.Lock()
+	defer w.writing.Unlock()
+	w.mu.Lock()
+	r, names := w.rec, w.names
+	w.rec, w.names = nil, false
+	w.mu.Unlock()
+	if r == nil {
+		return
+	}
+	if err := WriteRecord(w.path, r, names); err != nil {
+		w.onError(err)
+	}
+}

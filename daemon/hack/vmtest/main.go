@@ -166,23 +166,26 @@ func runInVM(binary string, args []string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	statusFile := filepath.Join(work, "status")
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile)...)
-	cmd.Stdin = nil
-	cmd.Stderr = os.Stderr
-	console, err := cmd.StdoutPipe()
-	if err != nil {
-		return 0, err
+	name := filepath.Base(binary)
+	var res consoleResult
+	var waitErr error
+	var start time.Time
+	for attempt := 1; ; attempt++ {
+		start = time.Now()
+		if res, waitErr, err = boot(ctx, qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile)); err != nil {
+			return 0, err
+		}
+		// A guest kernel that faults while it boots under emulation
+		// (TCG's patching of the kernel's text races its other vCPU) is
+		// booted again; the test had not started, so nothing ran twice.
+		if !res.panickedBooting() || attempt == bootAttempts || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "vmtest: %s: the guest kernel panicked while booting (attempt %d of %d); booting again%s\n", name, attempt, bootAttempts, res.tail())
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
-	}
-	res := readConsole(console, os.Stdout, os.Getenv("VMTEST_VERBOSE") == "1")
-	waitErr := cmd.Wait()
 	total := time.Since(start)
 	status, haveStatus := readStatus(statusFile)
 
-	name := filepath.Base(binary)
 	switch {
 	case ctx.Err() != nil:
 		return 0, fmt.Errorf("%s: no result after %v; the guest was stopped (raise VMTEST_TIMEOUT?)%s", name, timeout, res.tail())
@@ -195,6 +198,27 @@ func runInVM(binary string, args []string) (int, error) {
 		name, release, packTime.Round(10*time.Millisecond), res.booted.Sub(start).Round(10*time.Millisecond),
 		(total - res.booted.Sub(start)).Round(10*time.Millisecond), status)
 	return status, nil
+}
+
+// bootAttempts is how many times a guest that panics before its test
+// starts is booted.
+const bootAttempts = 3
+
+// boot runs qemu with args and reads its console until it stops; qemuExit
+// is how qemu ended, err that it could not start.
+func boot(ctx context.Context, args []string) (res consoleResult, qemuExit error, err error) {
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	cmd.Stdin = nil
+	cmd.Stderr = os.Stderr
+	console, err := cmd.StdoutPipe()
+	if err != nil {
+		return consoleResult{}, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return consoleResult{}, nil, fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
+	}
+	res = readConsole(console, os.Stdout, os.Getenv("VMTEST_VERBOSE") == "1")
+	return res, cmd.Wait(), nil
 }
 
 // findKernel returns the directory hack/fetch-vm-kernel unpacked the
@@ -311,6 +335,10 @@ type consoleResult struct {
 	panicked bool
 	boot     []string // console lines before the test started, for errors
 }
+
+// panickedBooting says the guest's kernel panicked before the test
+// started.
+func (r consoleResult) panickedBooting() bool { return r.panicked && r.booted.IsZero() }
 
 func (r consoleResult) tail() string {
 	lines := r.boot

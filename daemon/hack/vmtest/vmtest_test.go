@@ -187,22 +187,3 @@ func TestKernelCommandLine(t *testing.T) {
 		t.Errorf("kernel command line %q", args[i:])
 	}
 }
-
-// A kernel panic before the test's start marker is a boot to retry; one
-// after it is the test's failure.
-func TestPanicWhileBooting(t *testing.T) {
-	panicLine := "[    2.724201] Kernel panic - not syncing: Fatal exception in interrupt\n"
-	for _, tt := range []struct {
-		console string
-		want    bool
-	}{
-		{"[    0.1] booting\n" + panicLine, true},
-		{"[    0.1] booting\n" + startMarker + "\n=== RUN   TestX\n" + panicLine, false},
-		{"[    0.1] booting\n" + startMarker + "\nPASS\n", false},
-	} {
-		res := readConsole(strings.NewReader(tt.console), io.Discard, false)
-		if got := res.panickedBooting(); got != tt.want {
-			t.Errorf("panickedBooting() = %v, want %v, for the console:\n%s", got, tt.want, tt.console)
-		}
-	}
-}

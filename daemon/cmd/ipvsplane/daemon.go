@@ -335,7 +335,7 @@ func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *data
 	if names {
 		snapshot.Services = maps.Clone(r.Services)
 	}
-	d.records.Put(snapshot, names)
+	d.records.Put(snapshot)
 	d.recordWritten = now
 	if names {
 		d.namesWritten, d.namesPending = now, false

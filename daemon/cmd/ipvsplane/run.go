@@ -209,7 +209,9 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 	rec, closeEvents := a.recorder(log, o, s.Node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, rec)
-	defer writeRecords(ctx, d.records)()
+	if d.records != nil {
+		defer d.records.Start(ctx)()
+	}
 	d.legacy = a.removeLegacy
 	if o.own.ServiceTrafficMetrics {
 		t, stopTraffic, err := traffic.Start(ctx, log, m.Registry(), a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
@@ -263,21 +265,6 @@ func (a *app) newDaemon(log *zap.Logger, o *options, s *config.Settings, k kerne
 		})
 	}
 	return d
-}
-
-// writeRecords runs w, if any, until the returned function is called,
-// which writes the last record and returns.
-func writeRecords(ctx context.Context, w *status.Writer) (stop func()) {
-	if w == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Run(ctx)
-	}()
-	return func() { cancel(); <-done }
 }
 
 // newTracker makes the tracker of the source's objects; each change it

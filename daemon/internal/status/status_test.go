@@ -158,8 +158,8 @@ func TestWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "status.json")
 	w := NewWriter(path, func(err error) { t.Error(err) })
 	names := map[string]string{"tcp/10.96.0.10:53": "kube-system/kube-dns:dns-tcp"}
-	w.Put(Record{Sync: Sync{Syncs: 1}, Services: names}, true)
-	w.Put(Record{Sync: Sync{Syncs: 2}}, false)
+	w.Put(Record{Sync: Sync{Syncs: 1}, Services: names})
+	w.Put(Record{Sync: Sync{Syncs: 2}})
 	w.Flush()
 	r, err := ReadRecord(path)
 	if err != nil {
@@ -169,12 +169,9 @@ func TestWriter(t *testing.T) {
 		t.Errorf("after two records: syncs %d, names %v", r.Syncs, r.Services)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	w.Put(Record{Sync: Sync{Syncs: 3}}, false)
-	cancel()
-	<-done
+	stop := w.Start(context.Background())
+	w.Put(Record{Sync: Sync{Syncs: 3}})
+	stop()
 	if r, err := ReadRecord(path); err != nil || r.Syncs != 3 {
 		t.Errorf("after the writer stopped: %+v, %v", r, err)
 	}

@@ -17,11 +17,10 @@ type Writer struct {
 	// writing keeps writes in the order their records came.
 	writing sync.Mutex
 	mu      sync.Mutex
-	// rec is the latest record not yet written, nil if none; names says
-	// whether its Services are to be written too.
-	rec   *Record
-	names bool
-	wake  chan struct{}
+	// rec is the latest record not yet written, nil if none; its
+	// Services, when not nil, go to the names file too.
+	rec  *Record
+	wake chan struct{}
 }
 
 // NewWriter returns a writer of the state file at path, which reports a
@@ -30,15 +29,15 @@ func NewWriter(path string, onError func(error)) *Writer {
 	return &Writer{path: path, onError: onError, wake: make(chan struct{}, 1)}
 }
 
-// Put hands r over to be written, with its Services when names is true;
-// the writer owns them from then on. A record still waiting is replaced,
-// and the names it carried are kept when r has none to write.
-func (w *Writer) Put(r Record, names bool) {
+// Put hands r over to be written, with its Services when they are not
+// nil; the writer owns them from then on. A record still waiting is
+// replaced, and the names it carried are kept when r has none.
+func (w *Writer) Put(r Record) {
 	w.mu.Lock()
-	if !names && w.rec != nil && w.names {
-		r.Services, names = w.rec.Services, true
+	if r.Services == nil && w.rec != nil {
+		r.Services = w.rec.Services
 	}
-	w.rec, w.names = &r, names
+	w.rec = &r
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -46,18 +45,25 @@ func (w *Writer) Put(r Record, names bool) {
 	}
 }
 
-// Run writes the records as they come until ctx is done, then the last
-// one still waiting.
-func (w *Writer) Run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			w.Flush()
-			return
-		case <-w.wake:
-			w.Flush()
+// Start writes the records as they come until ctx is done or the returned
+// function is called, which writes the last one still waiting and
+// returns once it is written.
+func (w *Writer) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				w.Flush()
+				return
+			case <-w.wake:
+				w.Flush()
+			}
 		}
-	}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Flush writes the record waiting, if any, and returns once it is
@@ -66,13 +72,13 @@ func (w *Writer) Flush() {
 	w.writing.Lock()
 	defer w.writing.Unlock()
 	w.mu.Lock()
-	r, names := w.rec, w.names
-	w.rec, w.names = nil, false
+	r := w.rec
+	w.rec = nil
 	w.mu.Unlock()
 	if r == nil {
 		return
 	}
-	if err := WriteRecord(w.path, r, names); err != nil {
+	if err := WriteRecord(w.path, r, r.Services != nil); err != nil {
 		w.onError(err)
 	}
 }

@@ -308,9 +308,14 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 // real servers that still have a weight. How Diff removes them depends on
 // their connection counts in observed, which the caller must read first:
 // one with no connection is deleted, one with connections drains at
-// weight 0.
+// weight 0. A virtual server that desired does not hold is deleted with
+// its real servers whatever their connections, as kube-proxy deletes a
+// removed service's, so it loses none this way.
 func LosesReals(observed, desired *KernelState, vk VirtualKey) bool {
 	if vk.Protocol != inet.TCP {
+		return false
+	}
+	if _, stays := desired.Virtual[vk]; !stays {
 		return false
 	}
 	want := desired.Reals[vk]

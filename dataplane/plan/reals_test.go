@@ -121,6 +121,10 @@ func TestDiffRealsRemoval(t *testing.T) {
 			observed, desired := NewKernelState(), NewKernelState()
 			observed.Reals[tt.vk] = NewReals([]RealServer{kept, tt.have})
 			desired.Reals[tt.vk] = Reals{kept}
+			if LosesReals(observed, desired, tt.vk) {
+				t.Errorf("LosesReals of a virtual server that goes away is true: it is deleted whole, its counts unread")
+			}
+			desired.Virtual[tt.vk] = VirtualServer{}
 			if want := tt.vk.Protocol == inet.TCP && tt.have.Weight != 0; LosesReals(observed, desired, tt.vk) != want {
 				t.Errorf("LosesReals is %v, want %v: the counts must be read first", !want, want)
 			}

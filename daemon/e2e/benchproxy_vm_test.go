@@ -32,8 +32,21 @@ type benchProxy struct {
 	// and a directory of the proxy's own.
 	args func(kubeconfig, dir string) []string
 	// ipvs is true when the proxy programs IPVS, whose table the
-	// benchmark reads back; otherwise it checks kube-proxy's nftables map.
+	// benchmark reads back; otherwise it checks kube-proxy's nftables map
+	// or iptables rules.
 	ipvs bool
+}
+
+// holds checks that the kernel of ns holds every service of vips as the
+// proxy programs them.
+func (p benchProxy) holds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr, endpoints int) error {
+	switch {
+	case p.ipvs:
+		return ipvsHolds(ctx, ns, vips, endpoints)
+	case p.name == "kube-proxy-iptables":
+		return iptablesHolds(ctx, ns, vips)
+	}
+	return nftablesHolds(ns, vips)
 }
 
 // The flags every proxy gets: the same node, cluster CIDR and sync
@@ -61,6 +74,14 @@ var benchProxies = []benchProxy{
 		name: "kube-proxy-nftables",
 		args: func(kubeconfig, _ string) []string {
 			return append([]string{"kube-proxy", "--kubeconfig=" + kubeconfig, "--proxy-mode=nftables",
+				"--iptables-sync-period=1h", "--iptables-min-sync-period=1s",
+				"--conntrack-max-per-core=0"}, benchCommonFlags...)
+		},
+	},
+	{
+		name: "kube-proxy-iptables",
+		args: func(kubeconfig, _ string) []string {
+			return append([]string{"kube-proxy", "--kubeconfig=" + kubeconfig, "--proxy-mode=iptables",
 				"--iptables-sync-period=1h", "--iptables-min-sync-period=1s",
 				"--conntrack-max-per-core=0"}, benchCommonFlags...)
 		},
@@ -384,6 +405,27 @@ func nftablesHolds(ns *testutil.NetNS, vips []netip.Addr) error {
 	for i, vip := range vips {
 		if !have[vip] {
 			return fmt.Errorf("service %s (%s): not in kube-proxy's service-ips map (%d elements)", benchServiceName(i), vip, len(elems))
+		}
+	}
+	return nil
+}
+
+// iptablesHolds checks that kube-proxy's iptables rules in ns's nat
+// table match every address of vips, as iptables-save prints them.
+func iptablesHolds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr) error {
+	out, err := ns.Output(ctx, "iptables-save", "-t", "nat")
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for f := range strings.FieldsSeq(out) {
+		if addr, ok := strings.CutSuffix(f, "/32"); ok {
+			have[addr] = true
+		}
+	}
+	for i, vip := range vips {
+		if !have[vip.String()] {
+			return fmt.Errorf("service %s (%s): no rule for it in iptables-save -t nat", benchServiceName(i), vip)
 		}
 	}
 	return nil

@@ -329,6 +329,10 @@ type soakResult struct {
 	heapBefore, heapAfter      float64 // MiB, the live heap at rest before and after the churn (ipvsplane)
 	failedSyncs, observedCount float64
 	gcCPU, memLimit            float64 // the collector's CPU s over the churn, and the soft limit at its end in MiB (ipvsplane)
+	// syncP50 and syncP99 are the syncs' own durations over the churn;
+	// syncBusy the share of the churn's time the proxy spent syncing (1:
+	// its sync loop never rested, and changes queued behind it).
+	syncP50, syncP99, syncBusy float64
 }
 
 // The churn soak: many services with a few endpoints each are created
@@ -492,14 +496,19 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 		r.ownP50, r.ownP99 = histQuantile(0.5, own), histQuantile(0.99, own)
 	}
 	r.syncs = m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_count")
+	if syncs := m1.histogram("kubeproxy_sync_proxy_rules_duration_seconds", m0); len(syncs) > 0 {
+		r.syncP50, r.syncP99 = histQuantile(0.5, syncs), histQuantile(0.99, syncs)
+	}
+	spent := m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_sum") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_sum")
+	r.syncBusy = spent / (churn + r.caughtUp).Seconds()
 	// For ipvsplane, the syncs that merged a background reread; kube-proxy's
 	// IPVS mode does not export the metric (each of its syncs is full).
 	r.fullSyncs = m1.sum(metricFullSyncs) - m0.sum(metricFullSyncs)
 	r.failedSyncs = m1.sum("ipvsplane_sync_failures_total")
 	const gcCPU = "go_cpu_classes_gc_total_cpu_seconds_total"
 	r.gcCPU, r.memLimit = m1.sum(gcCPU)-m0.sum(gcCPU), m1.sum("go_gc_gomemlimit_bytes")/(1<<20)
-	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs (the proxy's own part p50 %.3fs p99 %.3fs); %v syncs (%v full), %.1f CPU s (garbage collection %.1f); soft memory limit %.1f MiB; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB (live heap at rest %.1f -> %.1f MiB), end %.1f, peak %.1f; MiB over time %s",
-		proxy.name, r.changes, r.rate, r.caughtUp.Round(time.Millisecond), r.p50, r.p99, r.max, r.ownP50, r.ownP99, r.syncs, r.fullSyncs, r.cpu.Seconds(), r.gcCPU, r.memLimit,
+	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs (the proxy's own part p50 %.3fs p99 %.3fs); %v syncs (%v full) of p50 %.3fs p99 %.3fs, syncing %.0f%% of the time, %.1f CPU s (garbage collection %.1f); soft memory limit %.1f MiB; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB (live heap at rest %.1f -> %.1f MiB), end %.1f, peak %.1f; MiB over time %s",
+		proxy.name, r.changes, r.rate, r.caughtUp.Round(time.Millisecond), r.p50, r.p99, r.max, r.ownP50, r.ownP99, r.syncs, r.fullSyncs, r.syncP50, r.syncP99, 100*r.syncBusy, r.cpu.Seconds(), r.gcCPU, r.memLimit,
 		r.rssFirst, r.thirdFirst, r.thirdLast, r.heapBefore, r.heapAfter, r.rssEnd, r.rssPeak, rssSeries(samples))
 	return r
 }
@@ -630,7 +639,7 @@ func scrape(t *testing.T, pp *proxyProc) promText {
 
 // cpuTime is the CPU time the proxy and its waited-for children (kube-proxy
 // runs ipset and iptables-restore) have used.
-func cpuTime(t *testing.T, pp *proxyProc) time.Duration {
+func cpuTime(t testing.TB, pp *proxyProc) time.Duration {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pp.proc.Cmd.Process.Pid))
 	if err != nil {

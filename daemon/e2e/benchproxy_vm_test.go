@@ -266,8 +266,12 @@ const (
 	metricProgramCount = "kubeproxy_network_programming_duration_seconds_count"
 )
 
-// errExited reports a proxy that ended while it was waited on.
-var errExited = errors.New("exited")
+// errExited reports a proxy that ended while it was waited on, and
+// errNotDone one that did not do what was waited for in time.
+var (
+	errExited  = errors.New("exited")
+	errNotDone = errors.New("not done")
+)
 
 // poll calls fn every interval until it returns true or an error, the
 // proxy exits, or timeout passes.
@@ -289,7 +293,7 @@ func (pp *proxyProc) poll(ctx context.Context, timeout, interval time.Duration, 
 		case <-pp.proc.Done():
 			return fmt.Errorf("%s %w: %v", pp.name, errExited, pp.proc.Err())
 		case <-ctx.Done():
-			return fmt.Errorf("%s: not done within %v (last error: %v)", pp.name, timeout, last)
+			return fmt.Errorf("%s: %w within %v (last error: %v)", pp.name, errNotDone, timeout, last)
 		case <-time.After(interval):
 		}
 	}

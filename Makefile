@@ -162,7 +162,8 @@ demo: deps-vm $(VMTEST) vm-kernel
 # 50 changes a second for a minute (e2e's TestChurnSoak; make test-vm runs
 # it with short defaults). SOAK_* override the size; SOAK_PROXIES=
 # kube-proxy-nftables,kube-proxy-ipvs,ipvsplane runs kube-proxy's modes
-# through the same churn first and prints the three side by side.
+# through the same churn first and prints the three side by side;
+# ipvsplane-local-route is ipvsplane with --service-address-binding=local-route.
 # IPVSPLANE_SOAK_PROFILE=1 adds a CPU profile of ipvsplane through the
 # churn to the output; hack/profiles LOG writes it to bin/ and prints its top.
 SOAK_SERVICES ?= 10000

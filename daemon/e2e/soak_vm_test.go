@@ -303,8 +303,20 @@ func soakProxy(name string) (benchProxy, bool) {
 		return benchProxy{name: name, ipvs: true, args: func(kubeconfig, dir string) []string {
 			return append([]string{"ipvsplane", "run", "--kubeconfig=" + kubeconfig, "--state-file=" + filepath.Join(dir, "status.json")}, common...)
 		}}, true
+	case "ipvsplane-local-route":
+		// Service IPs bound as local routes: the kernel walks a device's
+		// whole address list on each address added or removed.
+		p, _ := soakProxy("ipvsplane")
+		p.name, p.args = name, withArgs(p.args, "--service-address-binding=local-route")
+		return p, true
 	}
 	return benchProxy{}, false
+}
+
+// isIPVSPlane reports whether the soak's proxy of that name is ipvsplane,
+// with its default options or another's.
+func isIPVSPlane(name string) bool {
+	return name == "ipvsplane" || strings.HasPrefix(name, "ipvsplane-")
 }
 
 // withArgs returns args with more arguments after the proxy's own.
@@ -364,21 +376,21 @@ func TestChurnSoak(t *testing.T) {
 	var results []soakResult
 	for i, name := range p.proxies {
 		proxy, _ := soakProxy(name)
-		if name == "ipvsplane" {
+		if isIPVSPlane(name) {
 			// For its profiles, and the collections the leak check forces.
 			proxy.args = withArgs(proxy.args, "--profiling")
 		}
 		r := s.run(t, p, proxy, i, kubeconfig)
 		results = append(results, r)
-		if name == "ipvsplane" {
+		if isIPVSPlane(name) {
 			if r.heapBefore == 0 {
-				t.Errorf("ipvsplane exported no go_gc_heap_live_bytes")
+				t.Errorf("%s exported no go_gc_heap_live_bytes", name)
 			}
 			if r.heapAfter > r.heapBefore*1.10 {
-				t.Errorf("ipvsplane's live heap grew by %.1f%% over the churn (more than 10%%)", (r.heapAfter-r.heapBefore)/r.heapBefore*100)
+				t.Errorf("%s: the live heap grew by %.1f%% over the churn (more than 10%%)", name, (r.heapAfter-r.heapBefore)/r.heapBefore*100)
 			}
 			if r.failedSyncs != 0 {
-				t.Errorf("%v failed syncs", r.failedSyncs)
+				t.Errorf("%s: %v failed syncs", name, r.failedSyncs)
 			}
 		}
 		if r.observedCount == 0 {
@@ -445,14 +457,14 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	t.Logf("%s: first sync %v after its start; RSS %.1f MiB", proxy.name, r.firstSync.Round(time.Millisecond), r.rssFirst)
 	waitPeriodicSync(t, pp)
 
-	if proxy.name == "ipvsplane" {
+	if isIPVSPlane(proxy.name) {
 		r.heapBefore = pp.liveHeapAtRest(t)
 	}
 	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var samples []int
 	stopSampling := sampleMemory(pp, &samples)
 	waitProfile := func() {}
-	if p.profile && proxy.name == "ipvsplane" {
+	if p.profile && isIPVSPlane(proxy.name) {
 		pp.printHeapProfile(t, "soak-"+proxy.name+"-allocs-before")
 		waitProfile = pp.profileCPU(t, "soak-"+proxy.name, p.duration+10*time.Second)
 	}
@@ -465,13 +477,13 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	// began and ended before the churn returned may be the last there is.
 	r.caughtUp = s.converge(t, pp, proxy, last)
 	waitProfile()
-	if p.profile && proxy.name == "ipvsplane" {
+	if p.profile && isIPVSPlane(proxy.name) {
 		pp.printHeapProfile(t, "soak-"+proxy.name+"-allocs-after")
 	}
 	stopSampling()
 	m1, cpu1 := scrape(t, pp), cpuTime(t, pp)
 	r.cpu = cpu1 - cpu0
-	if proxy.name == "ipvsplane" {
+	if isIPVSPlane(proxy.name) {
 		r.heapAfter = pp.liveHeapAtRest(t)
 	}
 	if len(samples) < 3 {
@@ -617,7 +629,7 @@ func waitPeriodicSync(t *testing.T, pp *proxyProc) {
 	}
 	err = pp.poll(t.Context(), 10*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		m, err := pp.metrics(ctx, full, metricLastSync)
-		if pp.name == "ipvsplane" {
+		if isIPVSPlane(pp.name) {
 			return m[full] > m0[full], err
 		}
 		return m[metricLastSync] >= m0[metricLastSync]+29, err

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,9 +151,12 @@ type dataPlaneRow struct {
 
 // pathResult is one address's load.
 type pathResult struct {
-	path     string
-	conns    int
-	failed   int
+	path   string
+	conns  int
+	failed int
+	// errs counts the failures by their error, the address's port
+	// numbers taken out (each connection has its own).
+	errs     map[string]int
 	rate     float64
 	p50, p99 time.Duration
 }
@@ -191,7 +195,7 @@ func runDataPlane(t *testing.T, p dataPlaneParams, proxy benchProxy, index, size
 		r := loadConnections(t.Context(), client, path.addr, p.workers, p.duration)
 		r.path = path.name
 		if r.failed > 0 {
-			t.Errorf("%s: %d of %d connections to the %s %s failed", proxy.name, r.failed, r.conns+r.failed, path.name, path.addr)
+			t.Errorf("%s: %d of %d connections to the %s %s failed: %v", proxy.name, r.failed, r.conns+r.failed, path.name, path.addr, r.errs)
 		}
 		t.Logf("%s: %s: %d connections in %v (%.0f/s), connect p50 %v p99 %v", proxy.name, path.name, r.conns, p.duration, r.rate,
 			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond))
@@ -236,23 +240,28 @@ func connectOnce(addr string) (time.Duration, error) {
 	return took, err
 }
 
+// portless matches the port of an address in an error, which differs
+// from one connection to the next.
+var portless = regexp.MustCompile(`:[0-9]+\b`)
+
 // loadConnections opens connections to addr from ns with workers at once
 // for d, and sums them up.
 func loadConnections(ctx context.Context, ns *testutil.NetNS, addr string, workers int, d time.Duration) pathResult {
 	var mu sync.Mutex
 	var lats []time.Duration
+	errs := map[string]int{}
 	failed := 0
 	var wg sync.WaitGroup
 	end := time.Now().Add(d)
 	for range workers {
 		wg.Go(func() {
 			var mine []time.Duration
-			bad := 0
+			bad := map[string]int{}
 			_ = ns.Do(func() error {
 				for time.Now().Before(end) && ctx.Err() == nil {
 					took, err := connectOnce(addr)
 					if err != nil {
-						bad++
+						bad[fmt.Sprintf("after %v: %v", took.Round(100*time.Millisecond), portless.ReplaceAllString(err.Error(), ":N"))]++
 						continue
 					}
 					mine = append(mine, took)
@@ -260,13 +269,17 @@ func loadConnections(ctx context.Context, ns *testutil.NetNS, addr string, worke
 				return nil
 			})
 			mu.Lock()
-			lats, failed = append(lats, mine...), failed+bad
+			lats = append(lats, mine...)
+			for e, n := range bad {
+				errs[e] += n
+				failed += n
+			}
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	slices.Sort(lats)
-	r := pathResult{conns: len(lats), failed: failed, rate: float64(len(lats)) / d.Seconds()}
+	r := pathResult{conns: len(lats), failed: failed, errs: errs, rate: float64(len(lats)) / d.Seconds()}
 	if len(lats) > 0 {
 		r.p50, r.p99 = lats[len(lats)/2], lats[min(len(lats)-1, len(lats)*99/100)]
 	}

@@ -186,4 +186,7 @@ func TestKernelCommandLine(t *testing.T) {
 	if i < 0 || !strings.HasPrefix(args[i+1], "console=ttyS0 ") || !strings.HasSuffix(args[i+1], " rdinit=/init ipv6.disable=1 nokaslr") {
 		t.Errorf("kernel command line %q", args[i:])
 	}
+	if !strings.Contains(args[i+1], " softlockup_panic=1 ") {
+		t.Errorf("kernel command line %q: a soft lockup does not panic, and the guest hangs instead of being booted again", args[i+1])
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -200,7 +199,11 @@ func runDataPlane(t *testing.T, p dataPlaneParams, proxy benchProxy, index, size
 	// through the node.
 	node.IP(t, "addr", "add", dpNodeIP+"/32", "dev", "dpc")
 	node.Link(t, "dpb", backend, "eth0", dpBackendNet+".1/24", dpBackendNet+".2/24")
-	serveClientCloses(t, backend, dpBackendNet+".2:8080")
+	// The client closes first: with the server closing first, thousands
+	// of connections a path leave the backend's sockets in TIME_WAIT for
+	// a minute, and a later masqueraded connection that lands on one of
+	// their tuples goes unanswered (a few in 6,000 did, under every proxy).
+	backend.ServeLine(t, dpBackendNet+".2:8080", dpAnswer)
 	pp := startProxy(t, proxy, node, kubeconfig, t.TempDir())
 	defer pp.stop()
 	// As in the soak: kube-proxy's IPVS mode takes minutes for 10,000
@@ -269,38 +272,6 @@ func connectOnce(addr string) (time.Duration, error) {
 
 // dpAnswer is the backend's line.
 const dpAnswer = "backend\n"
-
-// serveClientCloses answers each connection to addr in ns with dpAnswer
-// and closes it once the client has closed its side. The client closing
-// first keeps the TIME_WAIT state on the client, as a load generator
-// should: with the server closing first, thousands of connections a
-// path leave the backend's sockets in TIME_WAIT for a minute, and a later
-// path's masqueraded connection that lands on one of their tuples is
-// refused there; its SYN goes unanswered (a few in 6,000 did, under every
-// proxy).
-func serveClientCloses(t *testing.T, ns *testutil.NetNS, addr string) {
-	t.Helper()
-	var ln net.Listener
-	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := io.WriteString(c, dpAnswer); err == nil {
-					_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-					_, _ = io.Copy(io.Discard, c)
-				}
-			}()
-		}
-	}()
-}
 
 // portless matches the port of an address in an error, which differs
 // from one connection to the next.

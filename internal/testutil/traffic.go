@@ -158,7 +158,26 @@ func IsTimeout(err error) bool {
 // long-lived connections that tests can watch survive a change.
 func (n *NetNS) ServeEcho(t testing.TB, addr string) {
 	t.Helper()
-	ln := n.listen(t, addr)
+	acceptEach(n.listen(t, addr), func(c net.Conn) { io.Copy(c, c) })
+}
+
+// ServeLine listens on addr inside the namespace and answers every
+// connection with line, then closes it once the client has closed its
+// side: the client closes first and keeps the TIME_WAIT state, as a load
+// generator's connections do. It stops when the test ends.
+func (n *NetNS) ServeLine(t testing.TB, addr, line string) {
+	t.Helper()
+	acceptEach(n.listen(t, addr), func(c net.Conn) {
+		if _, err := io.WriteString(c, line); err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, _ = io.Copy(io.Discard, c)
+		}
+	})
+}
+
+// acceptEach handles each connection ln accepts in a goroutine of its
+// own, and closes it after, until ln is closed.
+func acceptEach(ln net.Listener, handle func(net.Conn)) {
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -167,7 +186,7 @@ func (n *NetNS) ServeEcho(t testing.TB, addr string) {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()

@@ -532,6 +532,11 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 // is stamped before the write, so the API server's time is part of the
 // programming latency the proxies report.
 func (s *soak) churn(t *testing.T, p soakParams) (changes int64, lastBegin time.Time) {
+	// The kinds of change are counted per churn: a proxy's log line says
+	// what its churn was.
+	s.mu.Lock()
+	s.counts = map[string]int{}
+	s.mu.Unlock()
 	work := make(chan struct{}, 4*int(p.rate)+1)
 	var done, failed atomic.Int64
 	var mu sync.Mutex

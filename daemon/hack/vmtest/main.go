@@ -201,7 +201,7 @@ func runOnce(binary string, args []string) (int, error) {
 	defer cancel()
 	statusFile := filepath.Join(work, "status")
 	start := time.Now()
-	res, waitErr, err := boot(ctx, qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile))
+	res, waitErr, err := boot(ctx, qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile), statusFile)
 	if err != nil {
 		return 0, err
 	}
@@ -224,8 +224,10 @@ func runOnce(binary string, args []string) (int, error) {
 }
 
 // boot runs qemu with args and reads its console until it stops; qemuExit
-// is how qemu ended, err that it could not start.
-func boot(ctx context.Context, args []string) (res consoleResult, qemuExit error, err error) {
+// is how qemu ended, err that it could not start. A guest that wrote the
+// test's status to statusFile and has not powered off within
+// poweroffGrace is stopped.
+func boot(ctx context.Context, args []string, statusFile string) (res consoleResult, qemuExit error, err error) {
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	cmd.Stdin = nil
 	cmd.Stderr = os.Stderr
@@ -236,8 +238,47 @@ func boot(ctx context.Context, args []string) (res consoleResult, qemuExit error
 	if err := cmd.Start(); err != nil {
 		return consoleResult{}, nil, fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
 	}
+	exited, stopped := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		stopped <- stopAfterStatus(statusFile, exited, poweroffGrace, func() { _ = cmd.Process.Kill() })
+	}()
 	res = readConsole(console, os.Stdout, os.Getenv("VMTEST_VERBOSE") == "1")
-	return res, cmd.Wait(), nil
+	qemuExit = cmd.Wait()
+	close(exited)
+	if <-stopped {
+		fmt.Fprintf(os.Stderr, "vmtest: the guest had not powered off %v after the test ended; stopped\n", poweroffGrace)
+	}
+	return res, qemuExit, nil
+}
+
+// poweroffGrace is how long a guest has to power off once its test has
+// ended. Powering off takes a second; a 12 GiB guest once spun at full
+// CPU for 9 minutes after its benchmark had reported.
+const poweroffGrace = time.Minute
+
+// stopAfterStatus waits until statusFile holds a status, then for up to
+// grace until exited is closed, and calls kill if it is not; it reports
+// whether it did. It returns at once when exited is closed first.
+func stopAfterStatus(statusFile string, exited <-chan struct{}, grace time.Duration, kill func()) bool {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-exited:
+			return false
+		case <-tick.C:
+		}
+		if _, ok := readStatus(statusFile); ok {
+			break
+		}
+	}
+	select {
+	case <-exited:
+		return false
+	case <-time.After(grace):
+		kill()
+		return true
+	}
 }
 
 // findKernel returns the directory hack/fetch-vm-kernel unpacked the

@@ -190,3 +190,36 @@ func TestKernelCommandLine(t *testing.T) {
 		t.Errorf("kernel command line %q: a soft lockup does not panic, and the guest hangs instead of being booted again", args[i+1])
 	}
 }
+
+// A guest that reported its test's status and does not power off is
+// stopped after the grace period; one that powers off, before or after
+// reporting, is not.
+func TestStopAfterStatus(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		status, exits bool
+		wantKilled    bool
+	}{
+		{"reported and hangs", true, false, true},
+		{"reported and powers off", true, true, false},
+		{"stops without reporting", false, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "status")
+			if tt.status {
+				if err := os.WriteFile(file, []byte("0\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			exited := make(chan struct{})
+			if tt.exits {
+				close(exited)
+			}
+			killed := false
+			got := stopAfterStatus(file, exited, 50*time.Millisecond, func() { killed = true })
+			if got != tt.wantKilled || killed != tt.wantKilled {
+				t.Errorf("stopAfterStatus = %v (kill called: %v), want %v", got, killed, tt.wantKilled)
+			}
+		})
+	}
+}

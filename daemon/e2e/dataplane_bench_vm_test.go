@@ -283,7 +283,6 @@ func loadConnections(ctx context.Context, ns *testutil.NetNS, addr string, worke
 	var mu sync.Mutex
 	var lats []time.Duration
 	errs := map[string]int{}
-	failed := 0
 	var wg sync.WaitGroup
 	end := time.Now().Add(d)
 	for range workers {
@@ -305,14 +304,16 @@ func loadConnections(ctx context.Context, ns *testutil.NetNS, addr string, worke
 			lats = append(lats, mine...)
 			for e, n := range bad {
 				errs[e] += n
-				failed += n
 			}
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	slices.Sort(lats)
-	r := pathResult{conns: len(lats), failed: failed, errs: errs, rate: float64(len(lats)) / d.Seconds()}
+	r := pathResult{conns: len(lats), errs: errs, rate: float64(len(lats)) / d.Seconds()}
+	for _, n := range errs {
+		r.failed += n
+	}
 	if len(lats) > 0 {
 		r.p50, r.p99 = lats[len(lats)/2], lats[min(len(lats)-1, len(lats)*99/100)]
 	}

@@ -269,9 +269,10 @@ cluster: deps-node image $(VMTEST) vm-kernel
 
 # Upstream's conformance specs for Services, DNS and networking (e2e.test
 # from the pinned k8s.io/kubernetes) against that cluster; FOCUS and SKIP
-# narrow them (hack/conformance).
+# narrow them (hack/conformance). vmtest plays the cloud's load balancer
+# (-load-balancers) for the [Feature:LoadBalancer] specs.
 conformance: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- hack/conformance
+	$(NODE) -load-balancers -- hack/conformance
 
 # The cluster tests (daemon/e2e/cluster: the proxy installed with helm from
 # charts/ipvsplane, as `make cluster` installs deploy/ with kubectl, Ready and clean,

@@ -17,7 +17,7 @@ import (
 // N) and run a host command against it, instead of running a test binary
 // in the guest:
 //
-//	vmtest -node [-nodes N] [-proxy ipvsplane|kube-proxy|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
+//	vmtest -node [-nodes N] [-load-balancers] [-proxy ipvsplane|kube-proxy|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
 //
 // Everything runs in a network namespace vmtest makes (and removes after)
 // whose only link is a tap device to the VM (with -nodes N, a bridge of
@@ -69,7 +69,10 @@ type nodeConfig struct {
 	install       string // how ipvsplane is installed: kubectl (apply -k) or helm
 	chart         string // the Helm chart's directory, charts/ipvsplane
 	nodes         int    // how many node VMs
-	mem           int    // each VM's memory
+	// loadBalancers makes vmtest the cluster's load balancer
+	// (loadBalancer).
+	loadBalancers bool
+	mem           int // each VM's memory
 	command       []string
 }
 
@@ -84,6 +87,7 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 	fs.StringVar(&c.install, "install", "kubectl", "how ipvsplane is installed: kubectl (apply -k over -deploy) or helm (install -chart)")
 	fs.StringVar(&c.chart, "chart", "charts/ipvsplane", "the directory of ipvsplane's Helm chart")
 	fs.IntVar(&c.nodes, "nodes", 1, "how many nodes: one VM each")
+	fs.BoolVar(&c.loadBalancers, "load-balancers", false, "serve Services of type LoadBalancer as a cloud would: an address in their status, routed to the nodes that pass its health checks")
 	fs.IntVar(&c.mem, "mem", envInt("VMTEST_MEM", 3072), "each guest's memory in MiB")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -191,6 +195,13 @@ func (c nodeConfig) runCluster(kernelDir, release string) (int, error) {
 	if err := n.installAddons(ctx); err != nil {
 		return 0, n.withLogs(err)
 	}
+	if c.loadBalancers {
+		stop, err := n.startLoadBalancer()
+		if err != nil {
+			return 0, err
+		}
+		defer stop()
+	}
 	fmt.Fprintf(os.Stderr, "vmtest: node %s on %s: disk %v, node Ready %v after boot, %s and CoreDNS Ready %v later; qemu resident: %s\n",
 		n.names(), release, built.Sub(start).Round(100*time.Millisecond), ready.Sub(built).Round(100*time.Millisecond),
 		c.proxy, time.Since(ready).Round(100*time.Millisecond), n.residentMemory())
@@ -235,10 +246,11 @@ const (
 	nodeLogEnv     = "IPVSPLANE_NODE_LOG"             // containerd's and the kubelet's log as it streams
 	nodeOverlayEnv = "IPVSPLANE_NODE_OVERLAY"         // the kustomization that installs ipvsplane from deploy/
 	nodeImageEnv   = "IPVSPLANE_NODE_IMAGE"           // the ipvsplane image's reference
+	nodeLBsEnv     = "IPVSPLANE_NODE_LOAD_BALANCERS"  // set when vmtest is the cluster's load balancer (-load-balancers)
 )
 
 func (n *node) env() []string {
-	return []string{
+	env := []string{
 		"KUBECONFIG=" + n.kubeconfig,
 		nodeNameEnv + "=" + nodeName,
 		nodeIPEnv + "=" + nodeIP,
@@ -252,4 +264,8 @@ func (n *node) env() []string {
 		nodeOverlayEnv + "=" + n.overlay,
 		nodeImageEnv + "=" + n.config.imageRef,
 	}
+	if n.config.loadBalancers {
+		env = append(env, nodeLBsEnv+"=1")
+	}
+	return env
 }

@@ -83,7 +83,7 @@ func TestNodeNetnsSetup(t *testing.T) {
 	for _, want := range []string{
 		"-n ns link set tap0 master br0 up", "-n ns link set tap1 master br0 up",
 		"-n ns addr add 10.0.2.2/24 dev br0", "-n ns addr add fd00:10:2::2/64 dev br0 nodad",
-		"net.ipv4.ip_forward=1",
+		"net.ipv4.ip_forward=1", "net.ipv4.fib_multipath_hash_policy=1",
 	} {
 		if !strings.Contains(two, want) {
 			t.Errorf("two nodes lack %q:\n%s", want, two)

@@ -88,7 +88,8 @@ func nodeNetnsSetup(ns string, nodes int) [][]string {
 		ip("route", "add", controlplane.ServiceCIDR6, "via", nodeIP6),
 		ip("route", "add", loadBalancerCIDR6, "via", nodeIP6))
 	if nodes > 1 {
-		setup = append(setup, []string{"netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"})
+		sysctls := append([]string{"netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"}, loadBalancerSysctls...)
+		setup = append(setup, sysctls)
 	}
 	return slices.DeleteFunc(setup, func(a []string) bool { return a == nil })
 }

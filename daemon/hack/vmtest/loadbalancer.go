@@ -29,9 +29,10 @@ const loadBalancerFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 // cleanup finalizer on it while it has one, and routes the address, in
 // the namespace, to the nodes a cloud's load balancer would send to: every
 // Ready node for externalTrafficPolicy Cluster; for Local, the nodes whose
-// health-check node port answers 200. Several nodes make an ECMP route,
-// hashed on ports (fib_multipath_hash_policy 1), so one client's
-// connections spread over them. A Service that is no longer of type
+// health-check node port answers 200; with ClientIP session affinity, the
+// first of those alone. Several nodes make an ECMP route, hashed on ports
+// (fib_multipath_hash_policy 1), so one client's connections spread over
+// them. A Service that is no longer of type
 // LoadBalancer, or is being deleted, loses its address, its route and the
 // finalizer. The namespace's route of the whole ranges to the first node
 // stays for the addresses the tests pick themselves.
@@ -248,19 +249,24 @@ func (lb *loadBalancer) readyNodes(ctx context.Context) ([]*nodeVM, error) {
 
 // targets are the nodes svc's traffic goes to: all Ready ones, or for
 // externalTrafficPolicy Local those whose health-check node port says the
-// node has an endpoint.
+// node has an endpoint. With ClientIP session affinity only the first of
+// them: a cloud's load balancer then keeps a client on one node (GCE's
+// target pools hash on the client's address), as each node's affinity
+// holds only for the clients it sees.
 func (lb *loadBalancer) targets(ctx context.Context, svc *corev1.Service, ready []*nodeVM) []*nodeVM {
-	port := svc.Spec.HealthCheckNodePort
-	if svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal || port == 0 {
-		return ready
-	}
-	var healthy []*nodeVM
-	for _, vm := range ready {
-		if lb.healthy(ctx, vm, port) {
-			healthy = append(healthy, vm)
+	targets := ready
+	if port := svc.Spec.HealthCheckNodePort; svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && port != 0 {
+		targets = nil
+		for _, vm := range ready {
+			if lb.healthy(ctx, vm, port) {
+				targets = append(targets, vm)
+			}
 		}
 	}
-	return healthy
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && len(targets) > 1 {
+		targets = targets[:1]
+	}
+	return targets
 }
 
 func (lb *loadBalancer) healthy(ctx context.Context, vm *nodeVM, port int32) bool {

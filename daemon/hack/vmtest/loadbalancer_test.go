@@ -19,7 +19,8 @@ import (
 
 // The load balancer gives a Service of type LoadBalancer an address per
 // family, the finalizer and a route to every Ready node (Cluster) or to
-// the nodes whose health-check node port answers 200 (Local); a Service
+// the nodes whose health-check node port answers 200 (Local), to one of
+// them for ClientIP session affinity; a Service
 // it does not serve keeps what it has; one that stops being of type
 // LoadBalancer loses its address, route and finalizer.
 func TestLoadBalancer(t *testing.T) {
@@ -42,10 +43,12 @@ func TestLoadBalancer(t *testing.T) {
 	cluster := lbService("cluster", corev1.IPv4Protocol, corev1.IPv6Protocol)
 	local := lbService("local", corev1.IPv4Protocol)
 	local.Spec.ExternalTrafficPolicy, local.Spec.HealthCheckNodePort = corev1.ServiceExternalTrafficPolicyLocal, int32(hcPort)
+	affinity := lbService("affinity", corev1.IPv4Protocol)
+	affinity.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 	classed := lbService("classed", corev1.IPv4Protocol)
 	classed.Spec.LoadBalancerClass = ptr.To("example.com/other")
 	clusterIP := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "clusterip"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}}
-	client := fake.NewClientset(readyNode("kubenode"), readyNode("kubenode2"), cluster, local, classed, clusterIP)
+	client := fake.NewClientset(readyNode("kubenode"), readyNode("kubenode2"), cluster, local, affinity, classed, clusterIP)
 
 	lb := newLoadBalancer(client, vms)
 	var routes []string
@@ -56,7 +59,7 @@ func TestLoadBalancer(t *testing.T) {
 	if err := lb.reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{"cluster": {"192.0.2.129", "2001:db8::8001"}, "local": {"192.0.2.130"}, "classed": nil, "clusterip": nil}
+	want := map[string][]string{"affinity": {"192.0.2.129"}, "cluster": {"192.0.2.130", "2001:db8::8001"}, "local": {"192.0.2.131"}, "classed": nil, "clusterip": nil}
 	for name, addrs := range want {
 		svc, err := client.CoreV1().Services("ns").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -76,8 +79,9 @@ func TestLoadBalancer(t *testing.T) {
 	}
 	slices.Sort(routes)
 	wantRoutes := []string{
-		"replace 192.0.2.129 [127.0.0.1 127.0.0.2]",
-		"replace 192.0.2.130 [127.0.0.1]",
+		"replace 192.0.2.129 [127.0.0.1]",
+		"replace 192.0.2.130 [127.0.0.1 127.0.0.2]",
+		"replace 192.0.2.131 [127.0.0.1]",
 		"replace 2001:db8::8001 [fd00:10:2::15 fd00:10:2::16]",
 	}
 	if !slices.Equal(routes, wantRoutes) {
@@ -102,7 +106,7 @@ func TestLoadBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(routes)
-	if want := []string{"del 192.0.2.129 []", "del 2001:db8::8001 []"}; !slices.Equal(routes, want) {
+	if want := []string{"del 192.0.2.130 []", "del 2001:db8::8001 []"}; !slices.Equal(routes, want) {
 		t.Errorf("routes %q, want %q", routes, want)
 	}
 	if svc, err = client.CoreV1().Services("ns").Get(ctx, "cluster", metav1.GetOptions{}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +94,9 @@ func (n *node) bootVM(vm *nodeVM) error {
 	// The overlay is a temporary file.
 	cmd.Env = append(os.Environ(), "TMPDIR="+vm.dir)
 	cmd.Stderr = os.Stderr
+	// A guest ends with vmtest, also when a signal ends vmtest before it
+	// could stop the guest (an interrupted run left both guests running).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	qemu, err := testutil.StartProc(cmd, nil)
 	if err != nil {
 		return fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)

@@ -27,9 +27,6 @@ type acceptedDifference struct {
 // the services of kubeProxyShapes allow.
 var acceptedDifferences = []acceptedDifference{
 	{regexp.MustCompile(`^ipset ipvsplane-only: (create|add|header) KUBE(-6)?-IPVSPLANE-OWNED `), "D1 ownership sets"},
-	// external-local: externalTrafficPolicy Local, its one endpoint on
-	// another node.
-	{regexp.MustCompile(`^ipvs kube-proxy-only: -a -t 192\.0\.2\.21:80 -r 10\.244\.2\.2:8080 `), "D2 no fallback for Local policies"},
 }
 
 // TestKubeProxyComparison runs kube-proxy in IPVS mode and then ipvsplane

@@ -121,8 +121,8 @@ var difftestExclusions = []difftestExclusion{
 		},
 	},
 	{
-		name: "Local policies without a local endpoint drop",
-		doc:  "ExternalTrafficPolicy/InternalTrafficPolicy `Local` with no local endpoint falls back to all cluster endpoints",
+		name: "an internal policy Local without a local endpoint drops",
+		doc:  "InternalTrafficPolicy `Local` with no local endpoint falls back to all cluster endpoints",
 		match: func(l difftestLine) bool {
 			vs, _, ok := l.realServer()
 			if !ok || l.side != "kube-proxy-only" || len(l.stored) != 1 {
@@ -130,13 +130,10 @@ var difftestExclusions = []difftestExclusion{
 			}
 			spec := l.stored[0].Spec
 			ap, err := netip.ParseAddrPort(vs)
-			if err != nil {
+			if err != nil || !slices.Contains(spec.ClusterIPs, ap.Addr().String()) {
 				return false
 			}
-			local := spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-			if slices.Contains(spec.ClusterIPs, ap.Addr().String()) {
-				local = spec.InternalTrafficPolicy != nil && *spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
-			}
+			local := spec.InternalTrafficPolicy != nil && *spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 			proto := strings.Fields(l.entry)[1]
 			return local && !slices.ContainsFunc(l.ip.ipvs, func(x string) bool { return strings.HasPrefix(x, "-a "+proto+" "+vs+" ") })
 		},

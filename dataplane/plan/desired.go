@@ -63,6 +63,17 @@ func contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]erro
 
 // endpointsByPolicy returns the endpoints, per family, that traffic from
 // inside the cluster and from outside it may use.
+//
+// An external policy Local with no local endpoint of a family falls back
+// to the cluster's endpoints, as kube-proxy's IPVS mode does
+// (kubernetes#97081): the node's pods reach the service at its node
+// ports, external and load-balancer addresses as under kube-proxy's
+// iptables and nftables modes, which send their traffic to the cluster's
+// endpoints. A load balancer following the health check sends nothing
+// to such a node; a client that does reaches a remote pod without SNAT
+// and gets no answer (docs/differences-from-kube-proxy.md). An internal
+// policy Local has no such fallback: it drops, as the Kubernetes API
+// documents and kube-proxy's other modes do.
 func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external [2][]model.Endpoint) {
 	cluster, local := selectEndpoints(n, s.Endpoints)
 	internal, external = cluster, cluster
@@ -70,7 +81,11 @@ func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external 
 		internal = local
 	}
 	if s.ExternalPolicy == model.PolicyLocal {
-		external = local
+		for fam := range external {
+			if len(local[fam]) > 0 {
+				external[fam] = local[fam]
+			}
+		}
 	}
 	return internal, external
 }

@@ -231,3 +231,48 @@ func TestIPv4OnlyNode(t *testing.T) {
 		t.Errorf("health checks listen on %v, want 0.0.0.0 alone", got)
 	}
 }
+
+// An external policy Local with no local endpoint falls back to the
+// cluster's endpoints at the node port, load-balancer and external
+// addresses, as kube-proxy's IPVS mode does, so that the node's pods
+// reach them (upstream's "ExternalTrafficPolicy: Local should work from
+// pods"); with a local endpoint they use it alone. An internal policy
+// Local with no local endpoint leaves the cluster IP without real servers.
+func TestLocalPolicyWithoutLocalEndpoint(t *testing.T) {
+	remote, local := fixture.Ready("10.244.1.5", 8080, "node-b"), fixture.Ready("10.244.0.5", 8080, "node-a")
+	svc := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.10")
+	svc.NodePort, svc.HealthCheckNodePort, svc.ExternalPolicy, svc.InternalPolicy = 30080, 32000, model.PolicyLocal, model.PolicyLocal
+	svc.LoadBalancerIPs, svc.ExternalIPs = fixture.IPs("192.0.2.10"), fixture.IPs("198.51.100.10")
+	vk := func(addr string, port uint16) VirtualKey {
+		return VirtualKey{Addr: fixture.IP(addr), Port: port, Protocol: inet.TCP}
+	}
+	external := []VirtualKey{vk("192.168.0.10", 30080), vk("192.0.2.10", 80), vk("198.51.100.10", 80)}
+	for _, tc := range []struct {
+		endpoints         []model.Endpoint
+		external, cluster []string
+	}{
+		{[]model.Endpoint{remote}, []string{"10.244.1.5"}, nil},
+		{[]model.Endpoint{remote, local}, []string{"10.244.0.5"}, []string{"10.244.0.5"}},
+	} {
+		svc.Endpoints = tc.endpoints
+		k := Build(&model.State{Node: fixture.Node(), Services: []model.ServicePort{svc}}, nftrules.Render).Kernel
+		addrs := func(key VirtualKey) []string {
+			if _, ok := k.Virtual[key]; !ok {
+				t.Fatalf("no virtual server %s", key)
+			}
+			var out []string
+			for _, r := range k.Reals[key] {
+				out = append(out, r.Addr.String())
+			}
+			return out
+		}
+		for _, key := range external {
+			if got := addrs(key); !slices.Equal(got, tc.external) {
+				t.Errorf("endpoints %v: %s has real servers %v, want %v", tc.endpoints, key, got, tc.external)
+			}
+		}
+		if got := addrs(vk("10.96.0.10", 80)); !slices.Equal(got, tc.cluster) {
+			t.Errorf("endpoints %v: the cluster IP has real servers %v, want %v", tc.endpoints, got, tc.cluster)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,9 +141,13 @@ func routeVia(t *testing.T, addr, via string) {
 // health-check node port answers 503 with no local endpoint and the
 // second's 200 with one (kube-proxy's JSON); the second node's node port
 // answers with the client's own address (not masqueraded) while the
-// first's gives no answer (no real server: IPVS refuses), and so does the
-// load balancer's address routed to the first node, until it is routed
-// to the second.
+// first's gives no answer (it forwards to the remote pod without SNAT, as
+// kube-proxy's IPVS mode does, and the reply does not come back through
+// it), and so does the load balancer's address routed to the first node,
+// until it is routed to the second. A pod on the first node reaches the
+// load balancer's address all the same, and the endpoint sees the pod's
+// own address: as upstream's "ExternalTrafficPolicy: Local should work
+// from pods" wants.
 func TestTwoNodesExternalTrafficPolicyLocal(t *testing.T) {
 	c := newCluster(t)
 	nodes := c.twoOrMoreNodes(t)
@@ -175,6 +180,24 @@ func TestTwoNodesExternalTrafficPolicyLocal(t *testing.T) {
 		expectNoAnswer(t, lb)
 		routeVia(t, lbs[i], farIP)
 		reachFromOutside(t, lb, "local-")
+	}
+	c.startPodOn(t, ns, "client", near.Name, false, corev1.Container{Name: "agnhost", Image: agnhost, Args: []string{"pause"}})
+	pod, err := c.client.CoreV1().Pods(ns).Get(context.Background(), "client", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lb := range lbs {
+		eventually(t, time.Minute, "a pod on "+near.Name+" to the load balancer "+lb, func() error {
+			out, err := c.exec(context.Background(), ns, "client", "curl -s -g --connect-timeout 2 http://"+net.JoinHostPort(lb, "80")+"/clientip")
+			if err != nil {
+				return err
+			}
+			host, _, err := net.SplitHostPort(strings.TrimSpace(out))
+			if err != nil || !slices.ContainsFunc(pod.Status.PodIPs, func(ip corev1.PodIP) bool { return ip.IP == host }) {
+				return fmt.Errorf("the endpoint saw %q, want one of the pod's addresses %v", out, pod.Status.PodIPs)
+			}
+			return nil
+		})
 	}
 }
 

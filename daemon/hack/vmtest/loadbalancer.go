@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -44,6 +46,10 @@ type loadBalancer struct {
 	setRoute func(op string, a netip.Addr, hops []netip.Addr) error
 	// routed is each address's installed next hops.
 	routed map[netip.Addr][]netip.Addr
+	// failures counts the health checks each node failed in a row, per
+	// Service, as of the last round; a node starts healthy. checked is
+	// this round's, which replaces it.
+	failures, checked map[healthKey]int
 }
 
 func newLoadBalancer(client kubernetes.Interface, vms []*nodeVM) *loadBalancer {
@@ -53,6 +59,7 @@ func newLoadBalancer(client kubernetes.Interface, vms []*nodeVM) *loadBalancer {
 		health:   &http.Client{Timeout: time.Second},
 		setRoute: ipRoute,
 		routed:   map[netip.Addr][]netip.Addr{},
+		failures: map[healthKey]int{},
 	}
 }
 
@@ -110,6 +117,8 @@ func (lb *loadBalancer) reconcile(ctx context.Context) error {
 		}
 	}
 	want := map[netip.Addr][]netip.Addr{}
+	lb.checked = map[healthKey]int{}
+	defer func() { lb.failures = lb.checked }()
 	for i := range services.Items {
 		svc := &services.Items[i]
 		if !served(svc) {
@@ -248,25 +257,64 @@ func (lb *loadBalancer) readyNodes(ctx context.Context) ([]*nodeVM, error) {
 }
 
 // targets are the nodes svc's traffic goes to: all Ready ones, or for
-// externalTrafficPolicy Local those whose health-check node port says the
-// node has an endpoint. With ClientIP session affinity only the first of
-// them: a cloud's load balancer then keeps a client on one node (GCE's
-// target pools hash on the client's address), as each node's affinity
-// holds only for the clients it sees.
+// externalTrafficPolicy Local those its health checks pass, or all Ready
+// ones again when none passes (a cloud's load balancer fails open). With
+// ClientIP session affinity only the first of them: a cloud's load
+// balancer then keeps a client on one node (GCE's target pools hash on the
+// client's address), as each node's affinity holds only for the clients
+// it sees.
 func (lb *loadBalancer) targets(ctx context.Context, svc *corev1.Service, ready []*nodeVM) []*nodeVM {
 	targets := ready
 	if port := svc.Spec.HealthCheckNodePort; svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && port != 0 {
-		targets = nil
-		for _, vm := range ready {
-			if lb.healthy(ctx, vm, port) {
-				targets = append(targets, vm)
-			}
+		targets = lb.passing(ctx, svc, ready, port)
+		if len(targets) == 0 {
+			targets = ready
 		}
 	}
 	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && len(targets) > 1 {
 		targets = targets[:1]
 	}
 	return targets
+}
+
+// unhealthyAfter is how many health checks in a row a node must fail to
+// be taken out, as a cloud's unhealthy threshold: one slow answer of an
+// emulated node does not take it out.
+const unhealthyAfter = 2
+
+// passing checks each node's health-check node port for svc at once and
+// returns the nodes that are healthy: those that answered 200, or failed
+// fewer than unhealthyAfter checks in a row since.
+func (lb *loadBalancer) passing(ctx context.Context, svc *corev1.Service, vms []*nodeVM, port int32) []*nodeVM {
+	ok := make([]bool, len(vms))
+	var wg sync.WaitGroup
+	for i, vm := range vms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok[i] = lb.healthy(ctx, vm, port)
+		}()
+	}
+	wg.Wait()
+	var passing []*nodeVM
+	for i, vm := range vms {
+		key := healthKey{svc.UID, vm.name}
+		failed := 0
+		if !ok[i] {
+			failed = lb.failures[key] + 1
+		}
+		lb.checked[key] = failed
+		if failed < unhealthyAfter {
+			passing = append(passing, vm)
+		}
+	}
+	return passing
+}
+
+// healthKey is one node's health checks for one Service.
+type healthKey struct {
+	svc  types.UID
+	node string
 }
 
 func (lb *loadBalancer) healthy(ctx context.Context, vm *nodeVM, port int32) bool {
@@ -325,9 +373,28 @@ func (lb *loadBalancer) route(want map[netip.Addr][]netip.Addr) error {
 	return nil
 }
 
-// ipRoute runs ip route op for the host route of a through hops.
+// The namespace's address as the load balancers' client, outside the
+// nodes' subnets: upstream's specs take a client address within a /16
+// (IPv6: /64) of a node's for one the proxy masqueraded
+// ("ExternalTrafficPolicy: Local should work for type=LoadBalancer"), and
+// the namespace's address on the nodes' link is such an address. The
+// nodes' default routes lead to the namespace, so replies come back.
+var (
+	loadBalancerClient  = netip.MustParseAddr("203.0.113.2")
+	loadBalancerClient6 = netip.MustParseAddr("2001:db8:ff::2")
+)
+
+// ipRoute runs ip route op for the host route of a through hops, from the
+// load balancers' client address.
 func ipRoute(op string, a netip.Addr, hops []netip.Addr) error {
 	args := []string{"route", op, netip.PrefixFrom(a, a.BitLen()).String()}
+	if op != "del" {
+		src := loadBalancerClient
+		if a.Is6() {
+			src = loadBalancerClient6
+		}
+		args = append(args, "src", src.String())
+	}
 	if len(hops) == 1 {
 		args = append(args, "via", hops[0].String())
 	} else {

@@ -19,8 +19,9 @@ import (
 
 // The load balancer gives a Service of type LoadBalancer an address per
 // family, the finalizer and a route to every Ready node (Cluster) or to
-// the nodes whose health-check node port answers 200 (Local), to one of
-// them for ClientIP session affinity; a Service
+// the nodes whose health-check node port answers 200 (Local; a node
+// goes after two failed checks in a row), to one of them for ClientIP
+// session affinity; a Service
 // it does not serve keeps what it has; one that stops being of type
 // LoadBalancer loses its address, route and finalizer.
 func TestLoadBalancer(t *testing.T) {
@@ -81,18 +82,23 @@ func TestLoadBalancer(t *testing.T) {
 	wantRoutes := []string{
 		"replace 192.0.2.129 [127.0.0.1]",
 		"replace 192.0.2.130 [127.0.0.1 127.0.0.2]",
-		"replace 192.0.2.131 [127.0.0.1]",
+		"replace 192.0.2.131 [127.0.0.1 127.0.0.2]",
 		"replace 2001:db8::8001 [fd00:10:2::15 fd00:10:2::16]",
 	}
 	if !slices.Equal(routes, wantRoutes) {
 		t.Errorf("routes %q, want %q", routes, wantRoutes)
 	}
 
-	// A second round changes nothing; then the Cluster one becomes a
+	// The second node fails its second health check in a row and goes;
+	// a third round changes nothing. Then the Cluster one becomes a
 	// ClusterIP Service.
 	routes = nil
-	if err := lb.reconcile(ctx); err != nil || routes != nil {
+	if err := lb.reconcile(ctx); err != nil || !slices.Equal(routes, []string{"replace 192.0.2.131 [127.0.0.1]"}) {
 		t.Fatalf("a second round: %v, routes %q", err, routes)
+	}
+	routes = nil
+	if err := lb.reconcile(ctx); err != nil || routes != nil {
+		t.Fatalf("a third round: %v, routes %q", err, routes)
 	}
 	svc, err := client.CoreV1().Services("ns").Get(ctx, "cluster", metav1.GetOptions{})
 	if err != nil {

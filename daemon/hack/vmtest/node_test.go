@@ -75,6 +75,8 @@ func TestNodeNetnsSetup(t *testing.T) {
 		"-n ns route add fd00:10:244::/56 via fd00:10:2::15",
 		"-n ns route add fd00:10:96::/108 via fd00:10:2::15",
 		"-n ns route add 2001:db8::/64 via fd00:10:2::15",
+		"-n ns addr add 203.0.113.2/32 dev lo",
+		"-n ns addr add 2001:db8:ff::2/128 dev lo nodad",
 	}
 	if got := joinEach(nodeNetnsSetup("ns", 1)); !slices.Equal(got, one) {
 		t.Errorf("one node:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(one, "\n"))

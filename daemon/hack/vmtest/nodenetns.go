@@ -86,7 +86,10 @@ func nodeNetnsSetup(ns string, nodes int) [][]string {
 		ip("addr", "add", hostIP6+"/64", "dev", link, "nodad"),
 		podRoute6,
 		ip("route", "add", controlplane.ServiceCIDR6, "via", nodeIP6),
-		ip("route", "add", loadBalancerCIDR6, "via", nodeIP6))
+		ip("route", "add", loadBalancerCIDR6, "via", nodeIP6),
+		// The load balancers' client (loadBalancer).
+		ip("addr", "add", loadBalancerClient.String()+"/32", "dev", "lo"),
+		ip("addr", "add", loadBalancerClient6.String()+"/128", "dev", "lo", "nodad"))
 	if nodes > 1 {
 		sysctls := append([]string{"netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"}, loadBalancerSysctls...)
 		setup = append(setup, sysctls)

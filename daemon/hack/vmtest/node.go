@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
@@ -214,6 +215,8 @@ func (n *node) runCommand() (int, error) {
 	cmd := exec.Command(n.config.command[0], n.config.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), n.env()...)
+	// The command ends with vmtest, as the guests do (bootVM).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	status, err := runForStatus(cmd)
 	if err == nil && status != 0 {
 		fmt.Fprintf(os.Stderr, "vmtest: node: %s exited with status %d; the node's last log lines:\n%s\n",

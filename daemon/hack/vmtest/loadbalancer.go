@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -118,25 +119,38 @@ func (lb *loadBalancer) reconcile(ctx context.Context) error {
 	}
 	want := map[netip.Addr][]netip.Addr{}
 	lb.checked = map[healthKey]int{}
-	defer func() { lb.failures = lb.checked }()
+	// A Service that fails (an update that conflicted, mostly) waits for
+	// the next round; the others go on.
+	var errs []error
 	for i := range services.Items {
 		svc := &services.Items[i]
 		if !served(svc) {
-			if err := lb.release(ctx, svc); err != nil {
-				return err
-			}
+			errs = append(errs, lb.release(ctx, svc))
 			continue
 		}
 		addrs, err := lb.provide(ctx, svc, used)
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			lb.keepRoutes(svc, want)
+			continue
 		}
 		targets := lb.targets(ctx, svc, ready)
 		for _, a := range addrs {
 			want[a] = nextHops(targets, a.Is6())
 		}
 	}
-	return lb.route(want)
+	lb.failures = lb.checked
+	return errors.Join(append(errs, lb.route(want))...)
+}
+
+// keepRoutes keeps the routes svc's addresses have, for a round that
+// could not update it.
+func (lb *loadBalancer) keepRoutes(svc *corev1.Service, want map[netip.Addr][]netip.Addr) {
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil && lb.routed[a] != nil {
+			want[a] = lb.routed[a]
+		}
+	}
 }
 
 // served is whether svc gets a load balancer from us.

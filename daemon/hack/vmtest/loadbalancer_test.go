@@ -129,3 +129,34 @@ func readyNode(name string) *corev1.Node {
 		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 	}
 }
+
+// A Local Service whose health checks fail on every node keeps its
+// traffic on all of them, as a cloud's load balancer fails open, rather
+// than losing its route.
+func TestLoadBalancerFailsOpen(t *testing.T) {
+	ctx := context.Background()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(closed.Addr().String())
+	closed.Close()
+	hcPort, _ := strconv.Atoi(port)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "local", UID: "u1"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: int32(hcPort)},
+	}
+	vms := []*nodeVM{{name: "kubenode", ip: netip.MustParseAddr("127.0.0.1")}, {name: "kubenode2", ip: netip.MustParseAddr("127.0.0.2")}}
+	lb := newLoadBalancer(fake.NewClientset(readyNode("kubenode"), readyNode("kubenode2"), svc), vms)
+	lb.setRoute = func(string, netip.Addr, []netip.Addr) error { return nil }
+	for range unhealthyAfter + 1 {
+		if err := lb.reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := healthKey{svc.UID, "kubenode"}
+	if got := lb.routed[netip.MustParseAddr("192.0.2.129")]; len(got) != 2 || lb.failures[key] < unhealthyAfter {
+		t.Errorf("after %d failed checks: routed via %v, want both nodes", lb.failures[key], got)
+	}
+}

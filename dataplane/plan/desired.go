@@ -66,14 +66,9 @@ func contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]erro
 //
 // An external policy Local with no local endpoint of a family falls back
 // to the cluster's endpoints, as kube-proxy's IPVS mode does
-// (kubernetes#97081): the node's pods reach the service at its node
-// ports, external and load-balancer addresses as under kube-proxy's
-// iptables and nftables modes, which send their traffic to the cluster's
-// endpoints. A load balancer following the health check sends nothing
-// to such a node; a client that does reaches a remote pod without SNAT
-// and gets no answer (docs/differences-from-kube-proxy.md). An internal
-// policy Local has no such fallback: it drops, as the Kubernetes API
-// documents and kube-proxy's other modes do.
+// (kubernetes#97081), so that the node's pods still reach the service's
+// node ports and external addresses; an internal policy Local drops
+// instead (docs/differences-from-kube-proxy.md).
 func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external [2][]model.Endpoint) {
 	cluster, local := selectEndpoints(n, s.Endpoints)
 	internal, external = cluster, cluster

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"slices"
 	"sync"
 	"time"
@@ -48,9 +47,8 @@ type loadBalancer struct {
 	// routed is each address's installed next hops.
 	routed map[netip.Addr][]netip.Addr
 	// failures counts the health checks each node failed in a row, per
-	// Service, as of the last round; a node starts healthy. checked is
-	// this round's, which replaces it.
-	failures, checked map[healthKey]int
+	// Service, as of the last round; a node starts healthy.
+	failures map[healthKey]int
 }
 
 func newLoadBalancer(client kubernetes.Interface, vms []*nodeVM) *loadBalancer {
@@ -103,22 +101,22 @@ func (lb *loadBalancer) run(ctx context.Context) {
 func (lb *loadBalancer) reconcile(ctx context.Context) error {
 	services, err := lb.client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return fmt.Errorf("listing services: %w", err)
 	}
 	ready, err := lb.readyNodes(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("listing nodes: %w", err)
 	}
 	used := map[netip.Addr]bool{}
 	for _, svc := range services.Items {
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if a, err := netip.ParseAddr(in.IP); err == nil {
-				used[a] = true
-			}
+		for _, a := range ingressAddrs(&svc) {
+			used[a] = true
 		}
 	}
 	want := map[netip.Addr][]netip.Addr{}
-	lb.checked = map[healthKey]int{}
+	// This round's health-check failures replace the last round's, so
+	// Services and nodes that went are forgotten.
+	failures := map[healthKey]int{}
 	// A Service that fails (an update that conflicted, mostly) waits for
 	// the next round; the others go on.
 	var errs []error
@@ -134,20 +132,31 @@ func (lb *loadBalancer) reconcile(ctx context.Context) error {
 			lb.keepRoutes(svc, want)
 			continue
 		}
-		targets := lb.targets(ctx, svc, ready)
+		targets := lb.targets(ctx, svc, ready, failures)
 		for _, a := range addrs {
 			want[a] = nextHops(targets, a.Is6())
 		}
 	}
-	lb.failures = lb.checked
+	lb.failures = failures
 	return errors.Join(append(errs, lb.route(want))...)
+}
+
+// ingressAddrs are the addresses in svc's load balancer status.
+func ingressAddrs(svc *corev1.Service) []netip.Addr {
+	var addrs []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if a, err := netip.ParseAddr(in.IP); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 // keepRoutes keeps the routes svc's addresses have, for a round that
 // could not update it.
 func (lb *loadBalancer) keepRoutes(svc *corev1.Service, want map[netip.Addr][]netip.Addr) {
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil && lb.routed[a] != nil {
+	for _, a := range ingressAddrs(svc) {
+		if lb.routed[a] != nil {
 			want[a] = lb.routed[a]
 		}
 	}
@@ -170,12 +179,17 @@ func (lb *loadBalancer) provide(ctx context.Context, svc *corev1.Service, used m
 		*svc = *updated
 	}
 	var addrs []netip.Addr
+	have := ingressAddrs(svc)
 	ingress := slices.Clone(svc.Status.LoadBalancer.Ingress)
 	for _, family := range svc.Spec.IPFamilies {
-		a, ok := ingressOf(ingress, family == corev1.IPv6Protocol)
-		if !ok {
+		ipv6 := family == corev1.IPv6Protocol
+		i := slices.IndexFunc(have, func(a netip.Addr) bool { return a.Is6() == ipv6 })
+		var a netip.Addr
+		if i >= 0 {
+			a = have[i]
+		} else {
 			var err error
-			if a, err = allocate(family == corev1.IPv6Protocol, used); err != nil {
+			if a, err = allocate(ipv6, used); err != nil {
 				return nil, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
 			}
 			used[a] = true
@@ -215,16 +229,6 @@ func (lb *loadBalancer) release(ctx context.Context, svc *corev1.Service) error 
 		return fmt.Errorf("service %s/%s: removing the finalizer: %w", svc.Namespace, svc.Name, err)
 	}
 	return nil
-}
-
-// ingressOf is the first address of the family in ingress.
-func ingressOf(ingress []corev1.LoadBalancerIngress, ipv6 bool) (netip.Addr, bool) {
-	for _, in := range ingress {
-		if a, err := netip.ParseAddr(in.IP); err == nil && a.Is6() == ipv6 {
-			return a, true
-		}
-	}
-	return netip.Addr{}, false
 }
 
 // The ranges the load balancer gives addresses from: the upper part of
@@ -277,10 +281,10 @@ func (lb *loadBalancer) readyNodes(ctx context.Context) ([]*nodeVM, error) {
 // balancer then keeps a client on one node (GCE's target pools hash on the
 // client's address), as each node's affinity holds only for the clients
 // it sees.
-func (lb *loadBalancer) targets(ctx context.Context, svc *corev1.Service, ready []*nodeVM) []*nodeVM {
+func (lb *loadBalancer) targets(ctx context.Context, svc *corev1.Service, ready []*nodeVM, failures map[healthKey]int) []*nodeVM {
 	targets := ready
 	if port := svc.Spec.HealthCheckNodePort; svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && port != 0 {
-		targets = lb.passing(ctx, svc, ready, port)
+		targets = lb.passing(ctx, svc, ready, port, failures)
 		if len(targets) == 0 {
 			targets = ready
 		}
@@ -298,8 +302,9 @@ const unhealthyAfter = 2
 
 // passing checks each node's health-check node port for svc at once and
 // returns the nodes that are healthy: those that answered 200, or failed
-// fewer than unhealthyAfter checks in a row since.
-func (lb *loadBalancer) passing(ctx context.Context, svc *corev1.Service, vms []*nodeVM, port int32) []*nodeVM {
+// fewer than unhealthyAfter checks in a row since. It records each node's
+// failures in a row in failures.
+func (lb *loadBalancer) passing(ctx context.Context, svc *corev1.Service, vms []*nodeVM, port int32, failures map[healthKey]int) []*nodeVM {
 	ok := make([]bool, len(vms))
 	var wg sync.WaitGroup
 	for i, vm := range vms {
@@ -312,12 +317,12 @@ func (lb *loadBalancer) passing(ctx context.Context, svc *corev1.Service, vms []
 	wg.Wait()
 	var passing []*nodeVM
 	for i, vm := range vms {
-		key := healthKey{svc.UID, vm.name}
+		key := healthKey{types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, vm.name}
 		failed := 0
 		if !ok[i] {
 			failed = lb.failures[key] + 1
 		}
-		lb.checked[key] = failed
+		failures[key] = failed
 		if failed < unhealthyAfter {
 			passing = append(passing, vm)
 		}
@@ -327,7 +332,7 @@ func (lb *loadBalancer) passing(ctx context.Context, svc *corev1.Service, vms []
 
 // healthKey is one node's health checks for one Service.
 type healthKey struct {
-	svc  types.UID
+	svc  types.NamespacedName
 	node string
 }
 
@@ -416,10 +421,7 @@ func ipRoute(op string, a netip.Addr, hops []netip.Addr) error {
 			args = append(args, "nexthop", "via", hop.String())
 		}
 	}
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %v: %v: %s", args, err, out)
-	}
-	return nil
+	return runIP(args...)
 }
 
 // loadBalancerSysctls hash the namespace's multipath routes on ports too,

@@ -8,11 +8,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"slices"
-	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 )
@@ -21,29 +21,17 @@ import (
 // family, the finalizer and a route to every Ready node (Cluster) or to
 // the nodes whose health-check node port answers 200 (Local; a node
 // goes after two failed checks in a row), to one of them for ClientIP
-// session affinity; a Service
-// it does not serve keeps what it has; one that stops being of type
-// LoadBalancer loses its address, route and finalizer.
+// session affinity; a Service it does not serve keeps what it has; one
+// that stops being of type LoadBalancer loses its address, route and
+// finalizer.
 func TestLoadBalancer(t *testing.T) {
 	ctx := context.Background()
 	// The first node's health check passes; the second's port is closed.
 	hc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer hc.Close()
-	_, port, _ := net.SplitHostPort(hc.Listener.Addr().String())
-	hcPort, _ := strconv.Atoi(port)
-	vms := []*nodeVM{
-		{name: "kubenode", ip: netip.MustParseAddr("127.0.0.1"), ip6: netip.MustParseAddr("fd00:10:2::15")},
-		{name: "kubenode2", ip: netip.MustParseAddr("127.0.0.2"), ip6: netip.MustParseAddr("fd00:10:2::16")},
-	}
-	lbService := func(name string, families ...corev1.IPFamily) *corev1.Service {
-		return &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
-			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: families, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster},
-		}
-	}
+	vms := loopbackVMs()
 	cluster := lbService("cluster", corev1.IPv4Protocol, corev1.IPv6Protocol)
-	local := lbService("local", corev1.IPv4Protocol)
-	local.Spec.ExternalTrafficPolicy, local.Spec.HealthCheckNodePort = corev1.ServiceExternalTrafficPolicyLocal, int32(hcPort)
+	local := localLBService("local", portOf(t, hc.Listener.Addr()))
 	affinity := lbService("affinity", corev1.IPv4Protocol)
 	affinity.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 	classed := lbService("classed", corev1.IPv4Protocol)
@@ -139,24 +127,52 @@ func TestLoadBalancerFailsOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(closed.Addr().String())
 	closed.Close()
-	hcPort, _ := strconv.Atoi(port)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "local", UID: "u1"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
-			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, HealthCheckNodePort: int32(hcPort)},
-	}
-	vms := []*nodeVM{{name: "kubenode", ip: netip.MustParseAddr("127.0.0.1")}, {name: "kubenode2", ip: netip.MustParseAddr("127.0.0.2")}}
-	lb := newLoadBalancer(fake.NewClientset(readyNode("kubenode"), readyNode("kubenode2"), svc), vms)
+	svc := localLBService("local", portOf(t, closed.Addr()))
+	lb := newLoadBalancer(fake.NewClientset(readyNode("kubenode"), readyNode("kubenode2"), svc), loopbackVMs())
 	lb.setRoute = func(string, netip.Addr, []netip.Addr) error { return nil }
 	for range unhealthyAfter + 1 {
 		if err := lb.reconcile(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	key := healthKey{svc.UID, "kubenode"}
+	key := healthKey{types.NamespacedName{Namespace: "ns", Name: "local"}, "kubenode"}
 	if got := lb.routed[netip.MustParseAddr("192.0.2.129")]; len(got) != 2 || lb.failures[key] < unhealthyAfter {
 		t.Errorf("after %d failed checks: routed via %v, want both nodes", lb.failures[key], got)
 	}
+}
+
+// loopbackVMs are two nodes whose IPv4 addresses are on loopback, where
+// the tests serve (or do not serve) their health checks.
+func loopbackVMs() []*nodeVM {
+	return []*nodeVM{
+		{name: "kubenode", ip: netip.MustParseAddr("127.0.0.1"), ip6: netip.MustParseAddr("fd00:10:2::15")},
+		{name: "kubenode2", ip: netip.MustParseAddr("127.0.0.2"), ip6: netip.MustParseAddr("fd00:10:2::16")},
+	}
+}
+
+// lbService is a Service of type LoadBalancer in namespace ns.
+func lbService(name string, families ...corev1.IPFamily) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: families, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster},
+	}
+}
+
+// localLBService is an IPv4 one with externalTrafficPolicy Local and the
+// health-check node port.
+func localLBService(name string, healthCheckPort int32) *corev1.Service {
+	svc := lbService(name, corev1.IPv4Protocol)
+	svc.Spec.ExternalTrafficPolicy, svc.Spec.HealthCheckNodePort = corev1.ServiceExternalTrafficPolicyLocal, healthCheckPort
+	return svc
+}
+
+// portOf is a TCP listener's port.
+func portOf(t *testing.T, addr net.Addr) int32 {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int32(ap.Port())
 }

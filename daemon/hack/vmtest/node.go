@@ -70,10 +70,8 @@ type nodeConfig struct {
 	install       string // how ipvsplane is installed: kubectl (apply -k) or helm
 	chart         string // the Helm chart's directory, charts/ipvsplane
 	nodes         int    // how many node VMs
-	// loadBalancers makes vmtest the cluster's load balancer
-	// (loadBalancer).
-	loadBalancers bool
-	mem           int // each VM's memory
+	loadBalancers bool   // vmtest is the cluster's load balancer (loadBalancer)
+	mem           int    // each VM's memory
 	command       []string
 }
 

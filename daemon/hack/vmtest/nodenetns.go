@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 )
@@ -40,8 +42,8 @@ func runInNodeNetns(args []string, nodes int) (int, error) {
 	setup := nodeNetnsSetup(ns, nodes)
 	defer func() { _ = exec.Command("ip", "netns", "del", ns).Run() }()
 	for _, a := range setup {
-		if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("the node's network namespace: ip %v: %v: %s (root and iproute2 needed)", a, err, out)
+		if err := runIP(a...); err != nil {
+			return 0, fmt.Errorf("the node's network namespace: %w (root and iproute2 needed)", err)
 		}
 	}
 	self, err := selfPath()
@@ -109,10 +111,18 @@ func routePodCIDRs(vm *nodeVM, cidrs []string) error {
 		if p.Addr().Is6() {
 			via = vm.ip6
 		}
-		if out, err := exec.Command("ip", "route", "replace", p.String(), "via", via.String()).CombinedOutput(); err != nil {
-			return fmt.Errorf("routing node %s's pod range %s: %v: %s", vm.name, p, err, out)
+		if err := runIP("route", "replace", p.String(), "via", via.String()); err != nil {
+			return fmt.Errorf("routing node %s's pod range %s: %w", vm.name, p, err)
 		}
 	}
 	vm.podCIDRs = cidrs
+	return nil
+}
+
+// runIP runs ip with args; the error holds the command and what ip said.
+func runIP(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
 	return nil
 }

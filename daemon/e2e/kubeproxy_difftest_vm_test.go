@@ -157,7 +157,7 @@ ipvs:
 	e.writeConfig(t, string(config))
 	t.Logf("configuration:\n%s", config)
 	t.Logf("neighbours: %s", describeNeighbours(c.Neighbours))
-	e.createNamespace(ctx, t, fmt.Sprintf("kp-diff-%d", c.Seed))
+	e.createNamespace(t, fmt.Sprintf("kp-diff-%d", c.Seed))
 	created := createRandomCluster(ctx, t, e, c)
 	total.generated += len(c.Services)
 	total.created += len(created.services)

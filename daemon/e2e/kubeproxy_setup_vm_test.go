@@ -94,7 +94,7 @@ ipvs:
 			{Type: corev1.NodeHostName, Address: kubeProxyNodeName},
 		}},
 	})
-	e.createNamespace(ctx, t, namespace)
+	e.createNamespace(t, namespace)
 	return e
 }
 
@@ -148,24 +148,13 @@ func (e *kubeProxyEnv) createNode(ctx context.Context, t *testing.T, node *corev
 }
 
 // createNamespace creates the namespace of the test's Services and
-// EndpointSlices, and removes them and it at the test's end.
-func (e *kubeProxyEnv) createNamespace(ctx context.Context, t *testing.T, namespace string) {
+// EndpointSlices (kubeNamespace: they go at the test's end, the namespace
+// stays, as the control plane has no namespace controller to finish its
+// deletion and a repeated run would find it Terminating).
+func (e *kubeProxyEnv) createNamespace(t *testing.T, namespace string) {
 	t.Helper()
 	e.namespace = namespace
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace %s: %v", namespace, err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if list, err := e.client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{}); err == nil {
-			for _, s := range list.Items {
-				e.client.CoreV1().Services(namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
-			}
-		}
-		e.client.DiscoveryV1().EndpointSlices(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-		e.client.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
-	})
+	kubeNamespace(t, e.client, namespace)
 }
 
 // rootVeth connects the guest's root namespace (name) to peer (peerName).

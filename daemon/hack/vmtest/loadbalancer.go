@@ -386,7 +386,8 @@ func (lb *loadBalancer) route(want map[netip.Addr][]netip.Addr) error {
 		if err := lb.setRoute("replace", a, hops); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "vmtest: load balancer: %s via %v\n", a, hops)
+		// Timed, to be read beside the traffic a spec logs.
+		fmt.Fprintf(os.Stderr, "vmtest: load balancer: %s: %s via %v\n", time.Now().UTC().Format("15:04:05.000"), a, hops)
 		lb.routed[a] = hops
 	}
 	return nil

@@ -7,7 +7,10 @@ module github.com/ipvsplane/ipvsplane/hack/images
 
 go 1.26.0
 
-require github.com/google/go-containerregistry v0.22.1
+require (
+	github.com/google/go-containerregistry v0.22.1
+	golang.org/x/sys v0.49.0
+)
 
 require (
 	github.com/klauspost/compress v1.19.2 // indirect

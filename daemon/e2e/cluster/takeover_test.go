@@ -25,10 +25,13 @@ import (
 // port held open for the whole test, each echoing a line five times a
 // second, and a new HTTP request 50 ms after each one ends, each on a new
 // connection after a name lookup through the cluster DNS's Service, all in
-// one process. Failures are counted and time-stamped in /tmp with how far
-// the request got; touching /tmp/stop ends it. A shell loop of curl, as
-// before, spent more of an emulated node's time starting curl than on the
-// request, and its 2 s limit then measured the node's speed.
+// one process. A request fails on an error or a lost packet (a
+// retransmission on its connection, a name lookup past the resolver's
+// first wait), counted and time-stamped in /tmp with how far it got; one
+// over 2 s is counted as slow. Touching /tmp/stop ends it. A shell loop of
+// curl, as before, spent more of an emulated node's time starting curl
+// than on the request, and a 2 s limit on each request measured the
+// node's speed, not lost traffic.
 const trafficClient = "ipvsplane.test/trafficclient:1"
 
 // kubeProxyModes are the modes of kube-proxy the takeover starts from, in
@@ -224,7 +227,7 @@ func (tk *takeover) stopClients(t *testing.T, clients []string) ([]trafficCounts
 			_, err := tk.c.exec(ctx, tk.ns, client, "test -e /tmp/done")
 			return err
 		})
-		out, _ := tk.c.exec(ctx, tk.ns, client, "cat /tmp/held /tmp/resets /tmp/fails 2>/dev/null")
+		out, _ := tk.c.exec(ctx, tk.ns, client, "cat /tmp/latency /tmp/held /tmp/resets /tmp/fails 2>/dev/null")
 		fmt.Fprintf(&report, "%s:\n%s", client, out)
 	}
 	counts := tk.counts(t, clients)

@@ -5,18 +5,24 @@
 // the other, each after a fresh name lookup through the cluster DNS. It
 // does in one process what a shell loop of curl does with a process per
 // request, which in an emulated node costs more than the request: the
-// node's slowness must not pass for a failed request.
+// node's slowness must not pass for a failed request. For the same reason
+// a request fails on an error or a lost packet (see get), not on a wall
+// clock; one that only took long is counted as slow.
 //
 // It reports through files in -dir, which the test reads with kubectl exec:
-// counts ("<ok> <failed>", rewritten after each request), fails (one line
-// per failed request: the time, the error and how far it got), open-<i>
-// (connection i is open), resets (a held connection that broke, or could
-// not open), held (each held connection's echoes at the end). Creating
+// counts ("<ok> <failed> <slow>", rewritten after each request), fails (one
+// line per failed request: the time, the error and how far it got), slow
+// (one per slow request), latency (the requests' count and times, at the
+// end), open-<i> (connection i is open), resets (a held connection that
+// broke, or could not open), held (each held connection's echoes and
+// retransmitted segments at the end). Creating
 // <dir>/stop ends the load; <dir>/done says it ended. The process then
 // stays, so that the files can still be read.
 package main
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -25,21 +31,24 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/httptrace"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
 	echo := flag.String("echo", "echo:7000", "host:port of the echo server whose connections are held")
-	url := flag.String("url", "http://echo/hostname", "the URL requested again and again, each time on a new connection")
+	target := flag.String("url", "http://echo/hostname", "the URL requested again and again, each time on a new connection")
 	hold := flag.Int("hold", 4, "connections held open to -echo")
 	pause := flag.Duration("pause", 50*time.Millisecond, "wait after each request")
-	timeout := flag.Duration("timeout", 2*time.Second, "limit of one request, name lookup included")
+	timeout := flag.Duration("timeout", 15*time.Second, "limit of one request, name lookup included: beyond the resolver's second try and TCP's third SYN")
+	slow := flag.Duration("slow", 2*time.Second, "a request that took longer is counted as slow")
 	dir := flag.String("dir", "/tmp", "where the report files go")
 	flag.Parse()
 	c := &client{dir: *dir}
@@ -51,7 +60,7 @@ func main() {
 			c.holdEcho(i, *echo)
 		}()
 	}
-	c.requests(*url, *timeout, *pause)
+	c.requests(*target, *timeout, *slow, *pause)
 	held.Wait()
 	c.write("done", "")
 	for {
@@ -122,7 +131,11 @@ func (c *client) holdEcho(i int, addr string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	c.appendLine("held", "connection %d held, %d echoes", i, n)
+	retransmitted, err := retransmissions(conn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c.appendLine("held", "connection %d held, %d echoes, %d segment(s) retransmitted", i, n, retransmitted)
 }
 
 // roundTrip writes line and reads one line back.
@@ -145,48 +158,112 @@ func roundTrip(conn net.Conn, line string, buf []byte) (string, error) {
 }
 
 // requests gets url on a new connection, after a new name lookup, until
-// stopped, counting the requests that succeeded and failed.
-func (c *client) requests(url string, timeout, pause time.Duration) {
-	dialer := &net.Dialer{Resolver: &net.Resolver{PreferGo: true}}
-	httpClient := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
-	ok, failed := 0, 0
+// stopped, counting the requests that succeeded, failed, and were slow.
+func (c *client) requests(target string, timeout, slow, pause time.Duration) {
+	u, err := url.Parse(target)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var stats requestStats
 	for !c.stopped() {
-		if err := get(httpClient, url, timeout); err != nil {
-			failed++
+		took, err := get(u, timeout)
+		switch {
+		case err != nil:
+			stats.failed++
 			c.appendLine("fails", "%s request failed: %v", now(), err)
-		} else {
-			ok++
+		case took > slow:
+			stats.slow++
+			c.appendLine("slow", "%s request took %v", now(), took.Round(time.Millisecond))
 		}
-		c.write("counts", fmt.Sprintf("%d %d\n", ok, failed))
+		stats.took = append(stats.took, took)
+		c.write("counts", fmt.Sprintf("%d %d %d\n", len(stats.took)-stats.failed, stats.failed, stats.slow))
 		time.Sleep(pause)
 	}
+	c.write("latency", stats.String())
 }
 
-// get requests url within timeout; its error says how long the name
-// lookup and the connection took, or that they did not finish.
-func get(httpClient *http.Client, url string, timeout time.Duration) error {
+// requestStats are the requests made so far.
+type requestStats struct {
+	took         []time.Duration
+	failed, slow int
+}
+
+func (s requestStats) String() string {
+	if len(s.took) == 0 {
+		return "no requests\n"
+	}
+	sorted := slices.Sorted(slices.Values(s.took))
+	at := func(q float64) time.Duration { return sorted[int(q*float64(len(sorted)-1))].Round(time.Millisecond) }
+	return fmt.Sprintf("%d requests: %d failed, %d slow; took p50 %v, p99 %v, max %v\n",
+		len(sorted), s.failed, s.slow, at(0.5), at(0.99), at(1))
+}
+
+// dnsTimeout is the Go resolver's wait for an answer before it asks again
+// (resolv.conf's default; kubelet's sets no other): a lookup that took
+// longer had a query or its answer lost.
+const dnsTimeout = 5 * time.Second
+
+// get requests u within timeout on a connection of its own, after a name
+// lookup, and returns how long that took. A request fails when it errs
+// (refused, reset, a bad status, no answer in time) or when a packet of
+// it was lost: a name lookup that outlasted the resolver's first wait, or
+// a retransmission on its connection (the kernel's count). Under emulation
+// a node can stall for seconds without losing a packet; such a request is
+// slow, not failed. The error says how far the request got.
+func get(u *url.URL, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
-	// The dial may still run when the timeout ends the request.
-	var lookup, connect atomic.Int64
-	trace := &httptrace.ClientTrace{
-		DNSDone:     func(httptrace.DNSDoneInfo) { lookup.Store(int64(time.Since(start))) },
-		ConnectDone: func(string, string, error) { connect.Store(int64(time.Since(start))) },
-	}
-	ctx, cancel := context.WithTimeout(httptrace.WithClientTrace(context.Background(), trace), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := fetch(ctx, httpClient, url)
-	if err == nil {
-		return nil
+	var lookup, connect time.Duration
+	failed := func(err error) (time.Duration, error) {
+		took := time.Since(start)
+		return took, fmt.Errorf("%w (after %v: name lookup %s, connect %s)", err, took.Round(time.Millisecond), done(lookup), done(connect))
 	}
-	return fmt.Errorf("%w (after %v: name lookup %s, connect %s)", err, time.Since(start).Round(time.Millisecond), took(lookup.Load()), took(connect.Load()))
+	resolver := &net.Resolver{PreferGo: true}
+	addrs, err := resolver.LookupIPAddr(ctx, u.Hostname())
+	lookup = time.Since(start)
+	switch {
+	case err != nil:
+		return failed(err)
+	case lookup > dnsTimeout:
+		return failed(errors.New("name lookup outlasted the resolver's first wait: a query or its answer was lost"))
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(addrs[0].String(), port))
+	connect = time.Since(start)
+	if err != nil {
+		return failed(err)
+	}
+	defer conn.Close()
+	if err := fetch(ctx, conn, u); err != nil {
+		return failed(err)
+	}
+	if n, err := retransmissions(conn); err != nil || n > 0 {
+		return failed(cmp.Or(err, fmt.Errorf("%d segment(s) of the connection retransmitted: a packet was lost", n)))
+	}
+	return time.Since(start), nil
 }
 
-func fetch(ctx context.Context, httpClient *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// fetch sends a GET for u on conn and reads the whole answer, which must
+// be 200 OK.
+func fetch(ctx context.Context, conn net.Conn, u *url.URL) error {
+	deadline, _ := ctx.Deadline()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
-	resp, err := httpClient.Do(req)
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
 		return err
 	}
@@ -200,9 +277,27 @@ func fetch(ctx context.Context, httpClient *http.Client, url string) error {
 	return nil
 }
 
-func took(d int64) string {
+// retransmissions is the kernel's count of the connection's retransmitted
+// segments, its SYN's included.
+func retransmissions(conn net.Conn) (uint32, error) {
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var info *unix.TCPInfo
+	var infoErr error
+	if err := raw.Control(func(fd uintptr) { info, infoErr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		return 0, err
+	}
+	if infoErr != nil {
+		return 0, infoErr
+	}
+	return info.Total_retrans, nil
+}
+
+func done(d time.Duration) string {
 	if d == 0 {
 		return "not done"
 	}
-	return time.Duration(d).Round(time.Millisecond).String()
+	return d.Round(time.Millisecond).String()
 }

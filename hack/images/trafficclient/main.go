@@ -79,9 +79,14 @@ func (c *client) stopped() bool {
 	return err == nil
 }
 
-// write replaces the file name with text.
+// write replaces the file name with text, through a rename, so that the
+// test never reads it half written.
 func (c *client) write(name, text string) {
-	if err := os.WriteFile(filepath.Join(c.dir, name), []byte(text), 0o644); err != nil {
+	path := filepath.Join(c.dir, name)
+	if err := os.WriteFile(path+".new", []byte(text), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
 		log.Fatal(err)
 	}
 }

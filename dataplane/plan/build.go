@@ -52,10 +52,25 @@ func buildIndex(s *model.State, rules Rules, lacking map[string]error) (*desired
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err
 	}
-	// A build is compared whole: what it touches is not recorded.
-	for _, sp := range sortedServices(s.Services) {
-		if err := put(d, sp, nil); err != nil {
+	// The contributions come first, so the index's maps can be made at
+	// the size they end at: growing them entry by entry was a third of a
+	// first sync's planning. A build is compared whole: what it touches is
+	// not recorded.
+	sorted := sortedServices(s.Services)
+	contribs := make([]*contribution, len(sorted))
+	for i, sp := range sorted {
+		if err := sp.Validate(); err != nil {
 			failed[sp.Name] = err
+			continue
+		}
+		contribs[i] = contributionOf(&d.node, sp, d.lacking)
+	}
+	d.reserve(contribs)
+	for i, c := range contribs {
+		// As put: a later port of the same name replaces an earlier one.
+		d.remove(sorted[i].Name, nil)
+		if c != nil {
+			d.addContribution(sorted[i].Name, c)
 		}
 	}
 	return d, failed, nil

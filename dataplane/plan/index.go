@@ -63,6 +63,34 @@ func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *d
 	}
 }
 
+// reserve makes an empty index's maps large enough for contribs (nil
+// ones are skipped): a map made at its size is never rehashed as it
+// fills.
+func (d *desiredIndex) reserve(contribs []*contribution) {
+	var virtual, addrs int
+	entries := map[string]int{}
+	for _, c := range contribs {
+		if c == nil {
+			continue
+		}
+		virtual += len(c.virtual)
+		addrs += len(c.addrs)
+		for _, e := range c.entries {
+			entries[e.Set]++
+		}
+	}
+	d.owners = make(map[VirtualKey]model.ServicePortName, virtual)
+	d.contribs = make(map[model.ServicePortName]*contribution, len(contribs))
+	d.state.Virtual = make(map[VirtualKey]VirtualServer, virtual)
+	d.state.Reals = make(map[VirtualKey]Reals, virtual)
+	d.state.Addresses = make(map[netip.Addr]bool, addrs)
+	for set, n := range entries {
+		if _, ok := d.state.Entries[set]; ok {
+			d.state.Entries[set] = make(map[Entry]bool, n)
+		}
+	}
+}
+
 // NewScope returns an empty scope, to add objects to.
 func NewScope() *Scope {
 	return &Scope{

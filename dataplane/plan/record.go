@@ -39,8 +39,9 @@ func (k *KernelState) record(op Op) {
 			k.Entries[o.Spec.Name] = map[Entry]bool{}
 		}
 	case AddEntries:
-		if k.Entries[o.Set] == nil {
-			k.Entries[o.Set] = map[Entry]bool{}
+		if len(k.Entries[o.Set]) == 0 {
+			// Made at its size: a first sync adds a set's entries at once.
+			k.Entries[o.Set] = make(map[Entry]bool, len(o.Entries))
 		}
 		for _, e := range o.Entries {
 			k.Entries[o.Set][e] = true

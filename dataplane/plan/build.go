@@ -63,7 +63,7 @@ func buildIndex(s *model.State, rules Rules, lacking map[string]error) (*desired
 			failed[sp.Name] = err
 			continue
 		}
-		contribs[i] = contributionOf(&d.node, sp, d.lacking)
+		contribs[i] = d.scratch.contributionOf(&d.node, sp, d.lacking)
 	}
 	d.reserve(contribs)
 	for i, c := range contribs {

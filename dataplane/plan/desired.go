@@ -42,13 +42,34 @@ const (
 // contributionOf computes the kernel objects of one valid service port;
 // lacking holds the schedulers the kernel does not have.
 func contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]error) *contribution {
+	return new(contributionScratch).contributionOf(n, s, lacking)
+}
+
+// contributionScratch holds the slices contributions are built in, kept
+// from one service port to the next: each contribution then takes one
+// allocation of its exact size per slice, where appending grew them
+// step by step (and left them larger than they are, for as long as the
+// index keeps them).
+type contributionScratch struct {
+	virtual []VirtualServer
+	reals   []Reals
+	kinds   []virtualKind
+	addrs   []netip.Addr
+	entries []setEntry
+}
+
+// contributionOf is the package's contributionOf, built in sc.
+func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]error) *contribution {
 	sched, problems := n.Scheduling(s, lacking)
 	b := &contributionBuilder{
-		contribution: &contribution{drain: s.DrainTimeout, problems: append(problems, badSettings(s)...)},
-		node:         n,
-		svc:          s,
-		sched:        sched,
-		fams:         nodeFamilies(n, families(s.ClusterIPs)),
+		contribution: &contribution{
+			virtual: sc.virtual[:0], reals: sc.reals[:0], kinds: sc.kinds[:0], addrs: sc.addrs[:0], entries: sc.entries[:0],
+			drain: s.DrainTimeout, problems: append(problems, badSettings(s)...),
+		},
+		node:  n,
+		svc:   s,
+		sched: sched,
+		fams:  nodeFamilies(n, families(s.ClusterIPs)),
 	}
 	b.internal, b.external = endpointsByPolicy(n, s)
 	b.addClusterIPs()
@@ -58,7 +79,20 @@ func contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]erro
 		b.addLoadBalancer(ip)
 	}
 	b.addHealthCheckNodePort(b.addNodePorts())
-	return b.contribution
+	c := b.contribution
+	sc.virtual, sc.reals, sc.kinds, sc.addrs, sc.entries = c.virtual, c.reals, c.kinds, c.addrs, c.entries
+	c.virtual, c.reals, c.kinds, c.addrs, c.entries = exact(c.virtual), exact(c.reals), exact(c.kinds), exact(c.addrs), exact(c.entries)
+	// The scratch's real-server lists belong to the contribution now.
+	clear(sc.reals)
+	return c
+}
+
+// exact returns a copy of s in a slice of its length; nil if s is empty.
+func exact[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
 }
 
 // endpointsByPolicy returns the endpoints, per family, that traffic from

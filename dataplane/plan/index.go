@@ -37,6 +37,8 @@ type desiredIndex struct {
 	// drains holds the drain bounds of the virtual servers whose owner
 	// overrides the node's.
 	drains map[VirtualKey]time.Duration
+	// scratch is where contributions are built.
+	scratch contributionScratch
 }
 
 func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *desiredIndex {
@@ -178,7 +180,7 @@ func (t *Scope) add(c *contribution) {
 // claims too goes to the better claim (see better), whatever the order
 // they came in; the rest of both is programmed, and conflicts reports it.
 func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
-	next := contributionOf(&d.node, s, d.lacking)
+	next := d.scratch.contributionOf(&d.node, s, d.lacking)
 	d.remove(s.Name, t)
 	t.add(next)
 	d.addContribution(s.Name, next)

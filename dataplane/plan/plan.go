@@ -229,7 +229,9 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 		keys = slices.Collect(maps.Keys(scope.Virtual))
 	}
 	sortVirtual(keys, services)
-	var ops []Op
+	// Most virtual servers planned take two operations: the server and
+	// its real servers, or a real server's removal and its flows' flush.
+	ops := make([]Op, 0, 2*len(keys))
 	for _, k := range keys {
 		want, wanted := desired.Virtual[k]
 		have, had := observed.Virtual[k]
@@ -247,26 +249,27 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 		case want != have:
 			ops = append(ops, UpdateVirtual{Service: services[k], Virtual: want})
 		}
-		ops = append(ops, diffReals(k, observed.Reals[k], desired.Reals[k], drain)...)
+		ops = appendRealsDiff(ops, k, observed.Reals[k], desired.Reals[k], drain)
 	}
 	return ops
 }
 
-// diffReals adds and reweights real servers, and removes those whose
-// endpoint left as kube-proxy's GracefulDeleteRS does: a TCP one with no
-// connection (active or inactive, in have's counts, which must be fresh)
-// is deleted at once; one with connections goes to weight 0 and is
-// deleted once they end or the drain times out; UDP and SCTP ones are
-// deleted at once and their flows flushed, since a datagram client would
-// otherwise keep talking to the dead endpoint.
-func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
+// appendRealsDiff appends to ops the operations that add and reweight
+// real servers, and remove those whose endpoint left as kube-proxy's
+// GracefulDeleteRS does: a TCP one with no connection (active or
+// inactive, in have's counts, which must be fresh) is deleted at once;
+// one with connections goes to weight 0 and is deleted once they end or
+// the drain times out; UDP and SCTP ones are deleted at once and their
+// flows flushed, since a datagram client would otherwise keep talking to
+// the dead endpoint.
+func appendRealsDiff(ops []Op, vs VirtualKey, have, want Reals, drain Drain) []Op {
 	if len(have) == 0 {
 		// All of them are new, as on a first sync: the desired list
 		// itself.
 		if len(want) == 0 {
-			return nil
+			return ops
 		}
-		return []Op{AddReals{Virtual: vs, Reals: want}}
+		return append(ops, AddReals{Virtual: vs, Reals: want})
 	}
 	var add Reals
 	var reweight []Op
@@ -279,7 +282,6 @@ func diffReals(vs VirtualKey, have, want Reals, drain Drain) []Op {
 			reweight = append(reweight, UpdateReal{Virtual: vs, Real: w})
 		}
 	}
-	var ops []Op
 	if len(add) > 0 {
 		ops = append(ops, AddReals{Virtual: vs, Reals: add})
 	}
@@ -327,7 +329,7 @@ func LosesReals(observed, desired *KernelState, vk VirtualKey) bool {
 	return false
 }
 
-// sameReals reports whether diffReals has nothing to do: both sorted
+// sameReals reports whether appendRealsDiff has nothing to do: both sorted
 // lists hold the same real servers at the same weights.
 func sameReals(have, want Reals) bool {
 	if len(have) != len(want) {

@@ -114,7 +114,7 @@ func TestDiffRealsRemoval(t *testing.T) {
 			FlushConntrack{Protocol: inet.UDP, Addr: udp.Addr, Port: udp.Port, Real: gone(0, 0, 0).RealKey}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := diffReals(tt.vk, NewReals([]RealServer{kept, tt.have}), Reals{kept}, tt.drain)
+			got := appendRealsDiff(nil, tt.vk, NewReals([]RealServer{kept, tt.have}), Reals{kept}, tt.drain)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}

@@ -76,7 +76,7 @@ func newSet(r request) (*set, unix.Errno) {
 		}
 		h.PortFrom, h.PortTo = min(c.portFrom, c.portTo), max(c.portFrom, c.portTo)
 		h.Family = 0
-		return &set{header: h}, 0
+		return emptySet(h), 0
 	}
 	if r.family != inet.IPv4 && r.family != inet.IPv6 {
 		return nil, errInvalidFam
@@ -85,7 +85,7 @@ func newSet(r request) (*set, unix.Errno) {
 	if h.MaxElem == 0 {
 		h.MaxElem = defaultMaxElem
 	}
-	return &set{header: h}, 0
+	return emptySet(h), 0
 }
 
 // hashSize is the size the kernel gives a hash: at least 64 buckets, a
@@ -126,7 +126,7 @@ func (k *Kernel) flush(r request) unix.Errno {
 	if r.name == "" {
 		for _, s := range k.sets {
 			if s != nil {
-				s.entries = nil
+				s.flush()
 			}
 		}
 		return 0
@@ -135,7 +135,7 @@ func (k *Kernel) flush(r request) unix.Errno {
 	if s == nil {
 		return unix.ENOENT
 	}
-	s.entries = nil
+	s.flush()
 	return 0
 }
 

@@ -149,10 +149,19 @@ func (s *set) extensions(e *ipset.Entry, r rawEntry) unix.Errno {
 	return 0
 }
 
-// same says whether two entries have the same key: everything but the
-// extensions.
-func same(a, b ipset.Entry) bool {
-	return a.Addr == b.Addr && a.Net == b.Net && a.Protocol == b.Protocol && a.Port == b.Port && a.Addr2 == b.Addr2 && a.Net2 == b.Net2
+// entryKey is an entry's key: everything but the extensions. Two
+// entries with one key are the same entry.
+type entryKey struct {
+	addr     netip.Addr
+	net      netip.Prefix
+	protocol inet.Protocol
+	port     uint16
+	addr2    netip.Addr
+	net2     netip.Prefix
+}
+
+func keyOf(e ipset.Entry) entryKey {
+	return entryKey{addr: e.Addr, net: e.Net, protocol: e.Protocol, port: e.Port, addr2: e.Addr2, net2: e.Net2}
 }
 
 // matches is the kernel's test: a host network tested against a hash of
@@ -171,28 +180,37 @@ func matches(stored, probe ipset.Entry) bool {
 // adt applies add, del or test of one entry. exist is ipset's -exist:
 // IPSET_ERR_EXIST is then no error, and add updates the extensions.
 func (s *set) adt(cmd uint8, e ipset.Entry, exist bool) unix.Errno {
-	if cmd == cmdTest {
-		if slices.ContainsFunc(s.entries, func(x ipset.Entry) bool { return matches(x, e) }) {
-			return 0
-		}
-		return errExist
-	}
-	i := slices.IndexFunc(s.entries, func(x ipset.Entry) bool { return same(x, e) })
+	k := keyOf(e)
+	i, found := s.at[k]
 	switch {
-	case cmd == cmdDel && i < 0:
+	case cmd == cmdTest && (found || probesNets(e) && slices.ContainsFunc(s.list(), func(x ipset.Entry) bool { return matches(x, e) })):
+		return 0
+	case cmd == cmdTest:
+		return errExist
+	case cmd == cmdDel && !found:
 		return existErr(exist)
 	case cmd == cmdDel:
-		s.entries = slices.Delete(s.entries, i, i+1)
-	case i >= 0 && !exist:
+		delete(s.at, k)
+		s.holes[i] = true
+		s.entries[i] = ipset.Entry{}
+	case found && !exist:
 		return errExist
-	case i >= 0:
+	case found:
 		s.entries[i] = e
-	case s.header.Type != ipset.BitmapPort && uint32(len(s.entries)) >= s.header.MaxElem:
+	case s.header.Type != ipset.BitmapPort && uint32(len(s.at)) >= s.header.MaxElem:
 		return errHashFull
 	default:
+		s.at[k] = len(s.entries)
 		s.entries = append(s.entries, e)
 	}
 	return 0
+}
+
+// probesNets says whether a test of e may match a stored entry of
+// another key: a host address tested against networks (see matches).
+func probesNets(e ipset.Entry) bool {
+	host := func(p netip.Prefix) bool { return p.IsValid() && p.IsSingleIP() }
+	return host(e.Net) || host(e.Net2)
 }
 
 func existErr(exist bool) unix.Errno {

@@ -27,10 +27,47 @@ type Kernel struct {
 }
 
 type set struct {
-	header  ipset.Header
+	header ipset.Header
+	// entries are in the order they were added. A deleted one leaves a
+	// hole (its index in holes) until the set is next read, so that a
+	// lookup, add or delete costs the same in a set of any size; at
+	// finds an entry by its key.
 	entries []ipset.Entry
+	at      map[entryKey]int
+	holes   map[int]bool
 	// refs counts the firewall rules using the set (SetReferences).
 	refs uint32
+}
+
+// emptySet returns an empty set with header h.
+func emptySet(h ipset.Header) *set {
+	return &set{header: h, at: map[entryKey]int{}, holes: map[int]bool{}}
+}
+
+// list returns the entries in the order they were added, the holes of
+// deleted ones closed.
+func (s *set) list() []ipset.Entry {
+	if len(s.holes) == 0 {
+		return s.entries
+	}
+	kept := s.entries[:0]
+	for i, e := range s.entries {
+		if !s.holes[i] {
+			s.at[keyOf(e)] = len(kept)
+			kept = append(kept, e)
+		}
+	}
+	clear(s.entries[len(kept):])
+	s.entries = kept
+	clear(s.holes)
+	return s.entries
+}
+
+// flush empties the set.
+func (s *set) flush() {
+	s.entries = nil
+	clear(s.at)
+	clear(s.holes)
 }
 
 // New returns a kernel without sets.
@@ -70,7 +107,7 @@ func (k *Kernel) Set(name string) (ipset.Header, []ipset.Entry, bool) {
 	if s == nil {
 		return ipset.Header{}, nil, false
 	}
-	return s.headerNow(), slices.Clone(s.entries), true
+	return s.headerNow(), slices.Clone(s.list()), true
 }
 
 // HasIndex reports whether a set of the kernel index exists: what a
@@ -124,6 +161,6 @@ func (k *Kernel) index(name string) int {
 // headerNow is the header with its current counts.
 func (s *set) headerNow() ipset.Header {
 	h := s.header
-	h.Entries, h.References = uint32(len(s.entries)), s.refs
+	h.Entries, h.References = uint32(len(s.at)), s.refs
 	return h
 }

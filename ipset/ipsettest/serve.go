@@ -180,15 +180,17 @@ func listSet(m netlink.Message, flags uint32, index int, s *set) []netlink.Messa
 		w.BE16(attrIndex|be, uint16(index))
 		writeHeaderData(w, s)
 		if flags&flagListHeader == 0 {
-			writeADT(w, s, s.entries[:min(len(s.entries), entriesPerMessage)])
+			entries := s.list()
+			writeADT(w, s, entries[:min(len(entries), entriesPerMessage)])
 		}
 	})
 	out := []netlink.Message{reply(m, netlink.Multi, first)}
 	if flags&(flagListSetName|flagListHeader) != 0 {
 		return out
 	}
-	for lo := entriesPerMessage; lo < len(s.entries); lo += entriesPerMessage {
-		part := s.entries[lo:min(lo+entriesPerMessage, len(s.entries))]
+	entries := s.list()
+	for lo := entriesPerMessage; lo < len(entries); lo += entriesPerMessage {
+		part := entries[lo:min(lo+entriesPerMessage, len(entries))]
 		out = append(out, reply(m, netlink.Multi, payload(func(w *nl.Writer) {
 			w.String(attrSetName, s.header.Name)
 			writeADT(w, s, part)

@@ -363,6 +363,6 @@ func writeHeaderData(w *nl.Writer, s *set) {
 	}
 	w.BE32(attrRefs|be, s.refs)
 	w.BE32(attrMemSize|be, 0)
-	w.BE32(attrElements|be, uint32(len(s.entries)))
+	w.BE32(attrElements|be, uint32(len(s.at)))
 	w.End(n)
 }

@@ -24,11 +24,11 @@ func (k *Kernel) do(cmd uint8, r request) (*genlMessage, unix.Errno) {
 		if r.svc == nil {
 			return nil, unix.EINVAL
 		}
-		i := k.find(*r.svc)
-		if i < 0 {
+		vs := k.find(*r.svc)
+		if vs == nil {
 			return nil, unix.ESRCH
 		}
-		return reply(cmdNewService, func(w *nl.Writer) { encodeService(w, k.services[i].svc) }), 0
+		return reply(cmdNewService, func(w *nl.Writer) { encodeService(w, vs.svc) }), 0
 	case cmdNewService, cmdSetService, cmdDelService, cmdNewDest, cmdSetDest, cmdDelDest, cmdSetConfig, cmdZero, cmdFlush:
 		return nil, k.setService(cmd, r)
 	}
@@ -49,8 +49,8 @@ func (k *Kernel) dumpEntries(cmd uint8, r request) ([]genlMessage, unix.Errno) {
 		if r.svc == nil {
 			return nil, unix.EINVAL
 		}
-		if i := k.find(*r.svc); i >= 0 {
-			for _, d := range k.services[i].dests {
+		if vs := k.find(*r.svc); vs != nil {
+			for _, d := range vs.dests {
 				out = append(out, *reply(cmdNewDest, func(w *nl.Writer) { encodeDest(w, d) }))
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/ipvsplane/ipvsplane/ipvs/internal/seam"
 	"golang.org/x/sys/unix"
@@ -43,8 +44,12 @@ type Options struct {
 type Kernel struct {
 	opts Options
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// services are in the order they were created, as dumps list them;
+	// byKey finds them as find does, in constant time (a program under
+	// test may hold tens of thousands).
 	services []*virtualServer
+	byKey    map[serviceKey]*virtualServer
 	timeouts ipvs.Timeouts
 	writes   int
 }
@@ -54,10 +59,27 @@ type virtualServer struct {
 	dests []ipvs.Destination
 }
 
+// serviceKey is what the kernel looks a service up by: family and
+// firewall mark, or family, protocol, address and port.
+type serviceKey struct {
+	family   inet.Family
+	mark     uint32
+	protocol inet.Protocol
+	addr     netip.Addr
+	port     uint16
+}
+
+func keyOf(s ipvs.Service) serviceKey {
+	if s.FirewallMark != 0 {
+		return serviceKey{family: s.Family, mark: s.FirewallMark}
+	}
+	return serviceKey{family: s.Family, protocol: s.Protocol, addr: s.Addr, port: s.Port}
+}
+
 // New returns an empty kernel with the default timeouts (TCP 900s, TCP
 // FIN 120s, UDP 300s). opts may be nil.
 func New(opts *Options) *Kernel {
-	k := &Kernel{timeouts: ipvs.Timeouts{TCP: 900 * time.Second, TCPFin: 120 * time.Second, UDP: 300 * time.Second}}
+	k := &Kernel{byKey: map[serviceKey]*virtualServer{}, timeouts: ipvs.Timeouts{TCP: 900 * time.Second, TCPFin: 120 * time.Second, UDP: 300 * time.Second}}
 	if opts != nil {
 		k.opts = *opts
 	}
@@ -114,11 +136,10 @@ func (k *Kernel) Writes() int {
 func (k *Kernel) SetConnections(s ipvs.Service, addr netip.Addr, port uint16, active, inactive uint32) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	i := k.find(s)
-	if i < 0 {
+	vs := k.find(s)
+	if vs == nil {
 		return fmt.Errorf("ipvstest: service %v: %w", s, ipvs.ErrServiceNotExist)
 	}
-	vs := k.services[i]
 	j := slices.IndexFunc(vs.dests, func(x ipvs.Destination) bool { return x.Addr == addr && x.Port == port })
 	if j < 0 {
 		return fmt.Errorf("ipvstest: destination %v of %v: %w", netip.AddrPortFrom(addr, port), s, ipvs.ErrDestinationNotExist)
@@ -166,17 +187,11 @@ func loadable(s ipvs.Service) bool {
 	return false
 }
 
-// find returns the index of the service with s's key, or -1, looked up
-// as the kernel does: by family and firewall mark, or by family,
-// protocol, address and port.
-func (k *Kernel) find(s ipvs.Service) int {
-	return slices.IndexFunc(k.services, func(vs *virtualServer) bool {
-		t := vs.svc
-		if t.Family != s.Family || t.FirewallMark != s.FirewallMark {
-			return false
-		}
-		return s.FirewallMark != 0 || (t.Protocol == s.Protocol && t.Addr == s.Addr && t.Port == s.Port)
-	})
+// find returns the service with s's key, or nil, looked up as the
+// kernel does: by family and firewall mark, or by family, protocol,
+// address and port.
+func (k *Kernel) find(s ipvs.Service) *virtualServer {
+	return k.byKey[keyOf(s)]
 }
 
 // setService applies a change command to the table, as
@@ -185,6 +200,7 @@ func (k *Kernel) setService(cmd uint8, r request) unix.Errno {
 	switch cmd {
 	case cmdFlush:
 		k.services = nil
+		clear(k.byKey)
 		return 0
 	case cmdSetConfig:
 		k.setTimeouts(r.timeouts)
@@ -197,18 +213,19 @@ func (k *Kernel) setService(cmd uint8, r request) unix.Errno {
 	if r.svc == nil {
 		return unix.EINVAL
 	}
-	i := k.find(*r.svc)
+	vs := k.find(*r.svc)
 	if cmd == cmdNewService {
-		return k.newService(i, *r.svc)
+		return k.newService(vs, *r.svc)
 	}
-	if i < 0 {
+	if vs == nil {
 		return unix.ESRCH
 	}
 	switch cmd {
 	case cmdSetService:
-		return k.editService(k.services[i], *r.svc)
+		return k.editService(vs, *r.svc)
 	case cmdDelService:
-		k.services = slices.Delete(k.services, i, i+1)
+		delete(k.byKey, keyOf(vs.svc))
+		k.services = slices.DeleteFunc(k.services, func(x *virtualServer) bool { return x == vs })
 		return 0
 	case cmdZero:
 		return 0
@@ -216,7 +233,7 @@ func (k *Kernel) setService(cmd uint8, r request) unix.Errno {
 	if r.dest == nil {
 		return unix.EINVAL
 	}
-	return setDest(k.services[i], cmd, *r.dest)
+	return setDest(vs, cmd, *r.dest)
 }
 
 // setTimeouts sets the timeouts given; the kernel leaves a zero alone.
@@ -232,8 +249,8 @@ func (k *Kernel) setTimeouts(t ipvs.Timeouts) {
 	}
 }
 
-func (k *Kernel) newService(i int, s ipvs.Service) unix.Errno {
-	if i >= 0 {
+func (k *Kernel) newService(existing *virtualServer, s ipvs.Service) unix.Errno {
+	if existing != nil {
 		return unix.EEXIST
 	}
 	vs := &virtualServer{}
@@ -241,6 +258,7 @@ func (k *Kernel) newService(i int, s ipvs.Service) unix.Errno {
 		return errno
 	}
 	k.services = append(k.services, vs)
+	k.byKey[keyOf(vs.svc)] = vs
 	return 0
 }
 

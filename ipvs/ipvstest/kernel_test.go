@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,5 +123,51 @@ func TestSetConnections(t *testing.T) {
 	other.Port = 81
 	if err := k.SetConnections(other, dest.Addr, dest.Port, 1, 0); !errors.Is(err, ipvs.ErrServiceNotExist) {
 		t.Errorf("missing service: %v, want ErrServiceNotExist", err)
+	}
+}
+
+// Many services: the table keeps the order they were created in through
+// deletes and a re-create, and each is found by its key at once (20,000
+// creates and 10,000 deletes scanned the old fake's table every time).
+func TestManyServices(t *testing.T) {
+	ctx := context.Background()
+	k := ipvstest.New(nil)
+	c := k.Dial()
+	defer c.Close()
+	const n = 20000
+	svcs := make([]ipvs.Service, n)
+	for i := range svcs {
+		svcs[i] = ipvs.Service{Protocol: inet.TCP, Addr: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80, Scheduler: ipvs.RoundRobin}
+		if err := c.CreateService(ctx, svcs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []netip.Addr
+	for i, s := range svcs {
+		if i%2 == 1 {
+			if err := c.DeleteService(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			want = append(want, s.Addr)
+		}
+	}
+	if err := c.CreateService(ctx, svcs[1]); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, svcs[1].Addr)
+	if err := c.CreateService(ctx, svcs[0]); !errors.Is(err, ipvs.ErrServiceExist) {
+		t.Errorf("creating a service twice: %v, want ErrServiceExist", err)
+	}
+	if _, err := c.GetService(ctx, svcs[3]); !errors.Is(err, ipvs.ErrServiceNotExist) {
+		t.Errorf("GetService of a deleted service: %v, want ErrServiceNotExist", err)
+	}
+	table := k.Table()
+	got := make([]netip.Addr, len(table))
+	for i, vs := range table {
+		got[i] = vs.Service.Addr
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("table of %d services, want %d in the order created", len(got), len(want))
 	}
 }

@@ -217,6 +217,7 @@ func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, 
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
 	res.Plan = plan.Diff(d.programmed, desired, owners, scope, d.drain())
+	d.programmed.Grow(res.Plan)
 	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners, &res.Flows)
 	if err := d.unbindLeftovers(ctx); err != nil {
 		opErrs = append(opErrs, err)

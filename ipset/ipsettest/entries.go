@@ -191,8 +191,7 @@ func (s *set) adt(cmd uint8, e ipset.Entry, exist bool) unix.Errno {
 		return existErr(exist)
 	case cmd == cmdDel:
 		delete(s.at, k)
-		s.holes[i] = true
-		s.entries[i] = ipset.Entry{}
+		s.holes++
 	case found && !exist:
 		return errExist
 	case found:

@@ -28,46 +28,52 @@ type Kernel struct {
 
 type set struct {
 	header ipset.Header
-	// entries are in the order they were added. A deleted one leaves a
-	// hole (its index in holes) until the set is next read, so that a
-	// lookup, add or delete costs the same in a set of any size; at
-	// finds an entry by its key.
+	// entries are in the order they were added; at finds an entry's
+	// index by its key. A deleted entry stays in entries, a hole (at no
+	// longer points to it), until the set is next read, so that a lookup,
+	// add or delete costs the same in a set of any size; holes counts
+	// them.
 	entries []ipset.Entry
 	at      map[entryKey]int
-	holes   map[int]bool
+	holes   int
 	// refs counts the firewall rules using the set (SetReferences).
 	refs uint32
 }
 
 // emptySet returns an empty set with header h.
 func emptySet(h ipset.Header) *set {
-	return &set{header: h, at: map[entryKey]int{}, holes: map[int]bool{}}
+	return &set{header: h, at: map[entryKey]int{}}
 }
 
 // list returns the entries in the order they were added, the holes of
 // deleted ones closed.
 func (s *set) list() []ipset.Entry {
-	if len(s.holes) == 0 {
+	if s.holes == 0 {
 		return s.entries
 	}
 	kept := s.entries[:0]
 	for i, e := range s.entries {
-		if !s.holes[i] {
-			s.at[keyOf(e)] = len(kept)
+		if k := keyOf(e); s.live(k, i) {
+			s.at[k] = len(kept)
 			kept = append(kept, e)
 		}
 	}
 	clear(s.entries[len(kept):])
-	s.entries = kept
-	clear(s.holes)
+	s.entries, s.holes = kept, 0
 	return s.entries
+}
+
+// live reports whether the entry at index i, of key k, is in the set:
+// not deleted, nor deleted and added again further on.
+func (s *set) live(k entryKey, i int) bool {
+	j, ok := s.at[k]
+	return ok && j == i
 }
 
 // flush empties the set.
 func (s *set) flush() {
-	s.entries = nil
+	s.entries, s.holes = nil, 0
 	clear(s.at)
-	clear(s.holes)
 }
 
 // New returns a kernel without sets.

@@ -105,3 +105,23 @@ func TestLargeSetOrder(t *testing.T) {
 		t.Errorf("adding an entry twice: %v, want ErrEntryExist", err)
 	}
 }
+
+// The first entry deleted leaves the listing, and the one after it moves
+// up (a hole at index 0 looks like an index at first sight).
+func TestDeletedFirstEntry(t *testing.T) {
+	ctx := context.Background()
+	_, c := dialFake(t)
+	if err := c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIP}, 0); err != nil {
+		t.Fatal(err)
+	}
+	a, b := ipset.Entry{Addr: netip.MustParseAddr("10.0.0.1")}, ipset.Entry{Addr: netip.MustParseAddr("10.0.0.2")}
+	if err := c.AddEntries(ctx, "s", []ipset.Entry{a, b}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "s", a, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := c.List(ctx, "s"); err != nil || !slices.Equal(got, []ipset.Entry{b}) {
+		t.Errorf("List = %v, %v; want [%v]", got, err, b.Addr)
+	}
+}

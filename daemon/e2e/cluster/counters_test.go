@@ -87,9 +87,9 @@ func (c nodeCounters) changed(before nodeCounters) string {
 	return strings.Join(out, ", ")
 }
 
-// nodeCounters reads node i's counters; a failed read is logged and
+// readNodeCounters reads node i's counters; a failed read is logged and
 // gives none, since they only explain a failure.
-func (tk *takeover) nodeCounters(t *testing.T, i int) nodeCounters {
+func (tk *takeover) readNodeCounters(t *testing.T, i int) nodeCounters {
 	out, err := tk.c.exec(context.Background(), tk.ns, tk.readers[i], nodeCountersScript)
 	if err != nil {
 		t.Logf("reading %s's counters: %v", tk.nodes[i], err)
@@ -102,7 +102,7 @@ func (tk *takeover) nodeCounters(t *testing.T, i int) nodeCounters {
 func (tk *takeover) allNodeCounters(t *testing.T) []nodeCounters {
 	out := make([]nodeCounters, len(tk.nodes))
 	for i := range tk.nodes {
-		out[i] = tk.nodeCounters(t, i)
+		out[i] = tk.readNodeCounters(t, i)
 	}
 	return out
 }

@@ -63,6 +63,8 @@ type Dataplane struct {
 	// programmed is what the kernel holds, as far as the dataplane knows;
 	// nil until the first sync reads the kernel.
 	programmed *plan.KernelState
+	// prefilled is set by Prefill: the next sync compares everything.
+	prefilled bool
 	// retry holds the objects whose operations failed, planned again on
 	// the next sync.
 	retry    *plan.Scope

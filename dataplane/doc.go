@@ -39,6 +39,9 @@
 // repairs it. Config.ResyncInterval has the kernel read again in the
 // background, and [Dataplane.Resync] on the next sync; the sync after the
 // read compares everything, which also repairs what the canary cannot see.
+// Before the first sync, [Dataplane.Prefill] programs what a partial state
+// adds and changes nothing else, so that a caller still listing a large
+// cluster can have its kernel writes overlap the listing.
 //
 // # Ownership
 //

@@ -117,8 +117,11 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 // families, the virtual servers recorded in its ownership sets and those
 // the desired state names, which it adopts (a node taken over from
 // kube-proxy keeps its virtual servers), and the addresses on its device.
-// The read's maps are taken over, not copied.
-func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
+// With adoptAll it keeps every virtual server: a prefill's desired state
+// is partial, and which ones the whole state adopts is known only to the
+// sync after it (see dropUnowned); a prefill only adds, and never
+// touches one it holds. The read's maps are taken over, not copied.
+func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
 	s := plan.NewKernelState()
 	for name, typ := range k.setTypes {
 		spec, ours := desired.Sets[name]
@@ -131,19 +134,10 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.K
 		s.Sets[name] = spec
 		s.Entries[name] = k.entries[name]
 	}
-	owned := map[plan.Entry]bool{}
-	for _, set := range []string{model.SetName(model.SetOwned, false), model.SetName(model.SetOwned, true)} {
-		for e := range s.Entries[set] {
-			owned[e] = true
-		}
-	}
+	owned := ownedEntries(s)
 	for vk, v := range k.virtual {
-		_, wanted := desired.Virtual[vk]
-		if !owned[v.OwnedEntry()] && !wanted {
-			continue // another program's
-		}
-		if !wanted && slices.ContainsFunc(node.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(v.Addr) }) {
-			continue // never removed
+		if !adoptAll && !ownsVirtual(owned, desired, node, vk) {
+			continue
 		}
 		s.Virtual[vk] = v
 		s.Reals[vk] = k.reals[vk]
@@ -152,22 +146,57 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node) (*plan.K
 	return s, nil
 }
 
+// ownedEntries returns the entries of s's ownership sets.
+func ownedEntries(s *plan.KernelState) map[plan.Entry]bool {
+	owned := map[plan.Entry]bool{}
+	for _, set := range []string{model.SetName(model.SetOwned, false), model.SetName(model.SetOwned, true)} {
+		for e := range s.Entries[set] {
+			owned[e] = true
+		}
+	}
+	return owned
+}
+
+// ownsVirtual reports whether ipvsplane owns virtual server vk: the
+// desired state names it, or the ownership sets (owned) record it and it
+// is outside the node's excluded ranges, where what ipvsplane does not
+// want is never removed. Another program's is neither.
+func ownsVirtual(owned map[plan.Entry]bool, desired *plan.KernelState, node *model.Node, vk plan.VirtualKey) bool {
+	if _, wanted := desired.Virtual[vk]; wanted {
+		return true
+	}
+	return owned[vk.OwnedEntry()] && !slices.ContainsFunc(node.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(vk.Addr) })
+}
+
+// dropUnowned removes from s, read whole for a prefill (owned's
+// adoptAll) and added to since, the virtual servers ipvsplane does not
+// own by the whole desired state.
+func dropUnowned(s *plan.KernelState, desired *plan.KernelState, node *model.Node) {
+	owned := ownedEntries(s)
+	for vk := range s.Virtual {
+		if !ownsVirtual(owned, desired, node, vk) {
+			delete(s.Virtual, vk)
+			delete(s.Reals, vk)
+		}
+	}
+}
+
 // observe reads what ipvsplane owns in the kernel (see kernelRead.owned),
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
-func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
+func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
 	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, true)
 	if err != nil {
 		return nil, err
 	}
-	return d.ownedWithRules(ctx, read, desired, node)
+	return d.ownedWithRules(ctx, read, desired, node, adoptAll)
 }
 
-// ownedWithRules narrows a read to what ipvsplane owns and adds what is
-// read through the sync's own connections: the device, and the rule
-// tables' state, which is small.
-func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *plan.KernelState, node *model.Node) (*plan.KernelState, error) {
-	k, err := read.owned(desired, node)
+// ownedWithRules narrows a read to what ipvsplane owns (see
+// kernelRead.owned) and adds what is read through the sync's own
+// connections: the device, and the rule tables' state, which is small.
+func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
+	k, err := read.owned(desired, node, adoptAll)
 	if err != nil {
 		return nil, err
 	}

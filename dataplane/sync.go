@@ -140,7 +140,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	switch {
 	case d.programmed == nil || (!d.retry.All && d.canary.due(d.cfg.Now()) && !d.canary.alive(ctx, d.k, d.programmed, d.cfg.Device, node)):
 		d.stopReread()
-		observed, n, err := d.firstRead(ctx, ahead, desired, node)
+		observed, n, err := d.firstRead(ctx, ahead, desired, node, false)
 		res.Retries += n
 		if err != nil {
 			d.programmed = nil
@@ -148,9 +148,15 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		}
 		d.programmed, scope, res.Full, readNow = observed, plan.FullScope, true, true
 		d.lastFull = d.cfg.Now()
+	case d.prefilled:
+		// A Prefill read the kernel and only added to it: this sync
+		// compares everything, as a first sync does, with what it owns
+		// by the whole state.
+		dropUnowned(d.programmed, desired, node)
+		scope, res.Full = plan.FullScope, true
 	case reread != nil:
 		res.Retries += reread.retries
-		observed, err := d.ownedWithRules(ctx, reread.read, desired, node)
+		observed, err := d.ownedWithRules(ctx, reread.read, desired, node, false)
 		if err != nil {
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
@@ -170,7 +176,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		}
 		scope = *d.retry
 	}
-	d.retry = plan.NewScope()
+	d.retry, d.prefilled = plan.NewScope(), false
 	if !readNow {
 		n, err := withRetries(ctx, func() error { return d.refreshLeaving(ctx, desired, scope) })
 		res.Retries += n
@@ -184,15 +190,16 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 }
 
 // firstRead reads what the kernel holds for a sync that compares
-// everything: the read ReadAhead started, if it succeeded, or a read now.
-func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.KernelState, node *model.Node) (observed *plan.KernelState, retries int, err error) {
+// everything, or for a prefill (adoptAll, see kernelRead.owned): the read
+// ReadAhead started, if it succeeded, or a read now.
+func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.KernelState, node *model.Node, adoptAll bool) (observed *plan.KernelState, retries int, err error) {
 	if ahead != nil && ahead.err == nil {
 		d.lastReread = ahead.timing
-		observed, err = d.ownedWithRules(ctx, ahead.read, desired, node)
+		observed, err = d.ownedWithRules(ctx, ahead.read, desired, node, adoptAll)
 		return observed, ahead.retries, err
 	}
 	retries, err = withRetries(ctx, func() (err error) {
-		observed, err = d.observe(ctx, desired, node)
+		observed, err = d.observe(ctx, desired, node, adoptAll)
 		return err
 	})
 	return observed, retries, err
@@ -242,7 +249,7 @@ func (d *Dataplane) Resync() {
 func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error) {
 	state = d.served(state)
 	desired := plan.Build(state, nftrules.Render)
-	observed, err := d.observe(ctx, desired.Kernel, &state.Node)
+	observed, err := d.observe(ctx, desired.Kernel, &state.Node, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}

@@ -168,3 +168,20 @@ func (p *Plan) String() string {
 	}
 	return b.String()
 }
+
+// Additions returns the operations of p that only add to the kernel: the
+// sets, entries, virtual servers, real servers and addresses it does not
+// hold yet, and the rules, which depend on the node alone and which new
+// virtual servers need before they draw traffic. They change and remove
+// nothing else the kernel holds, so they are safe to program from a state
+// that is only partly known (see dataplane's Prefill).
+func (p *Plan) Additions() *Plan {
+	var ops []Op
+	for op := range p.All() {
+		switch op.(type) {
+		case CreateSet, AddEntries, ReplaceRules, AddVirtual, AddReals, Bind:
+			ops = append(ops, op)
+		}
+	}
+	return New(ops...)
+}

@@ -3,9 +3,12 @@ package plan
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/inet"
 )
 
@@ -54,5 +57,51 @@ func TestPlanBatches(t *testing.T) {
 	}
 	if p.Len() != len(ops) || p.Phases[1].Batches[0].Requests() != 2 || p.Phases[2].Batches[0].Requests() != len(reals) {
 		t.Errorf("%d operations, requests %d and %d", p.Len(), p.Phases[1].Batches[0].Requests(), p.Phases[2].Batches[0].Requests())
+	}
+}
+
+// The additions of a diff against a state that is only partly known add
+// what it holds and the kernel lacks, and change or remove nothing: not
+// the services it does not hold yet, nor the real servers of a service
+// whose endpoints are only partly listed, nor another virtual server's
+// scheduler.
+func TestAdditions(t *testing.T) {
+	web := fixture.Svc("default", "web", "", inet.TCP, 80, "10.96.0.10")
+	web.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.1", 8080, "node-a"), fixture.Ready("10.244.1.2", 8080, "node-a")}
+	dns := fixture.Svc("kube-system", "dns", "", inet.UDP, 53, "10.96.0.53")
+	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 53, "node-a")}
+	kernel := Build(&model.State{Node: fixture.Node(), Services: []model.ServicePort{web, dns}}, nftrules.Render).Kernel
+
+	// Listed so far: web with one endpoint it had and one new, a new
+	// service, not dns; and web's scheduler changed.
+	partialWeb := web
+	partialWeb.Scheduler = "wrr"
+	partialWeb.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.2", 8080, "node-a"), fixture.Ready("10.244.1.3", 8080, "node-a")}
+	api := fixture.Svc("default", "api", "", inet.TCP, 443, "10.96.0.20")
+	api.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.7", 6443, "node-a")}
+	d := Build(&model.State{Node: fixture.Node(), Services: []model.ServicePort{partialWeb, api}}, nftrules.Render)
+
+	full := Diff(kernel, d.Kernel, d.Services, FullScope, Drain{})
+	add := full.Additions()
+	for op := range add.All() {
+		switch op.(type) {
+		case CreateSet, AddEntries, ReplaceRules, AddVirtual, AddReals, Bind:
+		default:
+			t.Errorf("not an addition: %s", op)
+		}
+	}
+	got := add.String()
+	for _, want := range []string{"ipvs add tcp 10.96.0.20:443", "10.244.1.3:8080", "addr bind 10.96.0.20"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("additions lack %q:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"10.244.1.1", "10.96.0.53", "10.244.1.2", "ipvs edit"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("additions hold %q:\n%s", unwanted, got)
+		}
+	}
+	if full.Len() <= add.Len() {
+		t.Errorf("the diff has %d operations, its additions %d: nothing left out", full.Len(), add.Len())
 	}
 }

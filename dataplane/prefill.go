@@ -1,0 +1,46 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+)
+
+// Prefill programs what state adds to the kernel and nothing else: the
+// sets, entries, virtual servers, real servers and addresses the kernel
+// lacks, the rules, and the node's settings (see [plan.Plan.Additions]).
+// Nothing the kernel holds is removed or changed, so state may be partial:
+// a start calls Prefill with what it has listed so far, while the rest of
+// the cluster is still being read, and the kernel's writes overlap the
+// listing. The next Sync compares everything, as a first sync does, and
+// removes what the whole state does not hold.
+//
+// Failures are reported as Sync reports them; a failed operation is
+// not tried again within the Prefill, but by the next Sync.
+func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, error) {
+	state = d.served(state)
+	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
+	_, modelErrs := d.planner.Update(state)
+	desired, owners := d.planner.Desired()
+	node := d.planner.Node()
+	res := &Result{}
+	if d.programmed == nil {
+		observed, n, err := d.firstRead(ctx, d.readAhead(ctx), desired, node, true)
+		res.Retries += n
+		if err != nil {
+			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
+		}
+		d.programmed = observed
+		d.lastFull = d.cfg.Now()
+		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
+	}
+	res.Plan = plan.Diff(d.programmed, desired, owners, plan.FullScope, plan.Drain{}).Additions()
+	d.programmed.Grow(res.Plan)
+	opErrs := d.apply(ctx, res.Plan, &res.Flows)
+	d.prefilled = true
+	res.RulesFailed = rulesFailed(opErrs)
+	res.Errors = append(append(checkErrs, modelErrs...), append(res.Errors, opErrs...)...)
+	return res, nil
+}

@@ -1,0 +1,90 @@
+package dataplane_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/ipvs"
+)
+
+// A restart's prefills, from what it has listed so far, add what is new
+// and leave alone what the last run programmed: the services not listed
+// yet keep their virtual servers, a service keeps the real servers not
+// listed yet. The Sync after them compares everything and removes what the
+// whole state does not hold.
+func TestPrefill(t *testing.T) {
+	ctx := context.Background()
+	last, n := newFakeDataplane(t, nil)
+	web := fixture.Web()
+	dns := fixture.Svc("kube-system", "dns", "", inet.UDP, 53, "10.96.0.53")
+	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 53, "node-a")}
+	gone := fixture.Svc("default", "gone", "", inet.TCP, 81, "10.96.0.81")
+	gone.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.8", 8081, "node-a")}
+	syncOK(t, last, ctx, &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{web, dns, gone}})
+	if err := last.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Made by another program: kube-proxy's virtual server of a service
+	// listed last, which ipvsplane adopts, and one no service names.
+	c := n.IPVS.Dial()
+	kp := ipvs.Service{Protocol: inet.TCP, Addr: fixture.IP("10.96.0.90"), Port: 90, Scheduler: ipvs.RoundRobin}
+	other := ipvs.Service{Protocol: inet.TCP, Addr: fixture.IP("10.96.1.1"), Port: 80, Scheduler: ipvs.RoundRobin}
+	for _, s := range []ipvs.Service{kp, other} {
+		if err := c.CreateService(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CreateDestination(ctx, kp, ipvs.Destination{Addr: fixture.IP("10.244.1.90"), Port: 9090, Forward: ipvs.Masquerade, Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	adopted := fixture.Svc("default", "adopted", "", inet.TCP, 90, "10.96.0.90")
+	adopted.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.90", 9090, "node-a")}
+
+	d, err := n.Open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// Listed so far: web with a second endpoint, and a new service.
+	web.Endpoints = append(web.Endpoints, fixture.Ready("10.244.1.9", 8080, "node-a"))
+	api := fixture.Svc("default", "api", "", inet.TCP, 443, "10.96.0.20")
+	api.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.3", 8443, "node-a")}
+	res, err := d.Prefill(ctx, &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{api, web}})
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatal(err, res.Errors)
+	}
+	got := n.IPVS.Dump()
+	for _, want := range []string{"TCP 10.96.0.20:443", "10.244.1.3:8443", "10.244.1.9:8080", "UDP 10.96.0.53:53", "10.244.1.5:53", "TCP 10.96.0.81:81", "TCP 10.96.0.90:90", "TCP 10.96.1.1:80"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after the prefill, IPVS lacks %q:\n%s", want, got)
+		}
+	}
+	for op := range res.Plan.All() {
+		if s := op.String(); strings.Contains(s, " del ") || strings.Contains(s, "unbind") {
+			t.Errorf("the prefill removed something: %s", s)
+		}
+	}
+
+	// Listed whole: dns and adopted too; gone is gone. The sync adopts
+	// kube-proxy's virtual server as it is, and leaves the other one.
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{adopted, api, dns, web}}
+	res = syncOK(t, d, ctx, state)
+	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.81:81") {
+		t.Errorf("the sync after the prefills: full=%v, want a full one that removes gone:\n%s", res.Full, res.Plan)
+	}
+	if got := res.Plan.String(); strings.Contains(got, "ipvs add") || strings.Contains(got, "10.96.1.1") {
+		t.Errorf("the sync after the prefills added again what is there, or touched another program's:\n%s", got)
+	}
+	checkKernel(t, n, state)
+	if got := n.IPVS.Dump(); !strings.Contains(got, "TCP 10.96.1.1:80") {
+		t.Errorf("another program's virtual server is gone:\n%s", got)
+	}
+	if res := syncOK(t, d, ctx, state); res.Full || res.Plan.Len() != 0 {
+		t.Errorf("the next sync: full=%v\n%s", res.Full, res.Plan)
+	}
+}

@@ -262,6 +262,7 @@ func (pp *proxyProc) printHeapProfile(t testing.TB, name string) {
 const (
 	metricLastSync     = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 	metricSyncSum      = "kubeproxy_sync_proxy_rules_duration_seconds_sum"
+	metricPrefillSum   = "ipvsplane_prefill_duration_seconds_sum"
 	metricProgramSum   = "kubeproxy_network_programming_duration_seconds_sum"
 	metricProgramCount = "kubeproxy_network_programming_duration_seconds_count"
 )
@@ -303,25 +304,27 @@ func (pp *proxyProc) poll(ctx context.Context, timeout, interval time.Duration, 
 // the time from the process's start to that sync's end, by the proxy's
 // own clock (the guest's, as the start's).
 func (pp *proxyProc) waitFirstSync(ctx context.Context, timeout time.Duration) (time.Duration, error) {
-	start, _, err := pp.waitFirstSyncAlone(ctx, timeout)
+	start, _, _, err := pp.waitFirstSyncAlone(ctx, timeout)
 	return start, err
 }
 
 // waitFirstSyncAlone is waitFirstSync that also returns how long the
 // syncs themselves took by then (the sum of the proxy's
 // kubeproxy_sync_proxy_rules_duration_seconds, which counts from the
-// sync's start, after the listing): the rest of the time from the start
-// went to starting and listing.
-func (pp *proxyProc) waitFirstSyncAlone(ctx context.Context, timeout time.Duration) (fromStart, syncs time.Duration, err error) {
+// sync's start, after the listing, and of ipvsplane's prefills, the
+// kernel writes while it listed, which prefills is alone): the rest of
+// the time from the start went to starting and listing.
+func (pp *proxyProc) waitFirstSyncAlone(ctx context.Context, timeout time.Duration) (fromStart, syncs, prefills time.Duration, err error) {
 	var m map[string]float64
 	err = pp.poll(ctx, timeout, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		m, err = pp.metrics(ctx, metricLastSync, metricSyncSum)
+		m, err = pp.metrics(ctx, metricLastSync, metricSyncSum, metricPrefillSum)
 		return m[metricLastSync] > 0, err
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return time.Unix(0, int64(m[metricLastSync]*1e9)).Sub(pp.start), time.Duration(m[metricSyncSum] * 1e9), nil
+	prefills = time.Duration(m[metricPrefillSum] * 1e9)
+	return time.Unix(0, int64(m[metricLastSync]*1e9)).Sub(pp.start), time.Duration(m[metricSyncSum]*1e9) + prefills, prefills, nil
 }
 
 // programmed returns the proxy's network-programming latency sum and

@@ -350,8 +350,20 @@ func (t *Tracker) MarkSynced(k Kind) {
 func (t *Tracker) Synced() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	podCIDRsKnown := !t.podCIDRsFromNode || (t.node != nil && len(t.node.ClusterCIDRs) > 0)
-	return t.inputSynced[Services] && t.inputSynced[EndpointSlices] && podCIDRsKnown
+	return t.inputSynced[Services] && t.inputSynced[EndpointSlices] && t.nodeKnownLocked()
+}
+
+// NodeKnown reports whether the node's settings are known: always,
+// unless PodCIDRsFromNode and no Node with pod ranges has been read yet.
+// Until then nothing can be programmed, not even what is listed so far.
+func (t *Tracker) NodeKnown() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nodeKnownLocked()
+}
+
+func (t *Tracker) nodeKnownLocked() bool {
+	return !t.podCIDRsFromNode || (t.node != nil && len(t.node.ClusterCIDRs) > 0)
 }
 
 // Pending returns how many services have service changes and endpoint

@@ -283,8 +283,8 @@ func TestTrackerSyncChanges(t *testing.T) {
 func TestTrackerSynced(t *testing.T) {
 	calls := 0
 	tr := NewTracker(TrackerConfig{OnChange: func() { calls++ }})
-	if tr.Synced() {
-		t.Fatal("synced before any input")
+	if tr.Synced() || !tr.NodeKnown() {
+		t.Fatal("synced before any input, or the node not known without PodCIDRsFromNode")
 	}
 	tr.MarkSynced(Services)
 	if tr.Synced() {
@@ -374,20 +374,23 @@ func TestTrackerPodCIDRsFromNode(t *testing.T) {
 	tr := NewTracker(TrackerConfig{Node: base, PodCIDRsFromNode: true})
 	tr.MarkSynced(Services)
 	tr.MarkSynced(EndpointSlices)
-	if tr.Synced() {
-		t.Fatal("synced before the Node was read")
+	if tr.Synced() || tr.NodeKnown() {
+		t.Fatal("synced, or the node known, before the Node was read")
 	}
 	n := &v1.Node{}
 	n.Name = "node-a"
 	if err := tr.SetNode(n); err != nil {
 		t.Fatal(err)
 	}
-	if tr.Synced() {
-		t.Fatal("synced with a Node that has no pod ranges")
+	if tr.Synced() || tr.NodeKnown() {
+		t.Fatal("synced, or the node known, with a Node that has no pod ranges")
 	}
 	n.Spec.PodCIDRs = []string{"10.244.3.0/24", "fd00:10:244:3::/64", "10.244.9.0/24"}
 	if err := tr.SetNode(n); err != nil {
 		t.Fatal(err)
+	}
+	if !tr.NodeKnown() {
+		t.Error("the node not known with its pod ranges read")
 	}
 	want := []netip.Prefix{netip.MustParsePrefix("10.244.3.0/24"), netip.MustParsePrefix("fd00:10:244:3::/64")}
 	if got := tr.Sync().State.Node.ClusterCIDRs; !tr.Synced() || !slices.Equal(got, want) {

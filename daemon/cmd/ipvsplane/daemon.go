@@ -27,6 +27,7 @@ import (
 // it a fake.
 type kernel interface {
 	Sync(ctx context.Context, state *model.State) (*dataplane.Result, error)
+	Prefill(ctx context.Context, state *model.State) (*dataplane.Result, error)
 	SyncChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
@@ -81,6 +82,10 @@ type daemon struct {
 	// legacyDone is set once it succeeded.
 	legacy     func(ctx context.Context) (legacyiptables.Report, error)
 	legacyDone bool
+	// nextPrefill is when the next prefill may start; listedTriggers are
+	// the trigger times the prefills took, for the first sync to report.
+	nextPrefill    time.Time
+	listedTriggers [2][]time.Time
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -91,6 +96,11 @@ type daemon struct {
 func (d *daemon) sync(ctx context.Context) error {
 	servicesPending, endpointsPending := d.tracker.Pending()
 	u := d.takeUpdate()
+	if !d.synced {
+		for f := range u.TriggerTimes {
+			u.TriggerTimes[f] = append(u.TriggerTimes[f], d.listedTriggers[f]...)
+		}
+	}
 	start := d.now()
 	full := !d.synced || u.NodeChanged
 	res, err := d.program(ctx, u, start, full)

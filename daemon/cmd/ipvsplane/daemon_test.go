@@ -80,7 +80,13 @@ func (k *fakeKernel) Sync(_ context.Context, s *model.State) (*dataplane.Result,
 	if k.synced != nil {
 		k.synced <- s.Services
 	}
-	return k.result(len(k.calls) == 1)
+	return k.result(!slices.Contains(k.calls[:len(k.calls)-1], "sync"))
+}
+
+func (k *fakeKernel) Prefill(_ context.Context, s *model.State) (*dataplane.Result, error) {
+	k.calls = append(k.calls, "prefill")
+	k.state = s
+	return &dataplane.Result{Plan: plan.New(plan.Bind{Addr: netip.MustParseAddr("10.96.0.80")})}, nil
 }
 
 func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {

@@ -281,13 +281,18 @@ func (a *app) newTracker(d *daemon, s *config.Settings, request func()) *watcher
 	}})
 }
 
-// newSyncRunner makes the runner of the daemon's syncs. It relaxes the
+// newSyncRunner makes the runner of the daemon's syncs, and of the
+// prefills before them while the inputs are listed. It relaxes the
 // garbage collector until the first sync and applies the memory limit
 // after each full one.
 func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *memory.SoftLimit) *watcher.Runner {
 	return watcher.NewRunner(watcher.RunnerConfig{
-		MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: d.tracker.Synced,
+		MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: d.tracker.NodeKnown,
 	}, func(ctx context.Context) error {
+		if !d.tracker.Synced() {
+			d.prefill(ctx)
+			return nil
+		}
 		if !d.synced {
 			gc.Listed()
 		}

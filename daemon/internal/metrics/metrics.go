@@ -59,6 +59,8 @@ type Metrics struct {
 	// proxyLatency is the proxy's own part of programming, from a
 	// change's arrival to the end of the sync that programmed it.
 	proxyLatency prometheus.Histogram
+	// prefillDuration times the start's prefills.
+	prefillDuration prometheus.Histogram
 
 	operations     *prometheus.CounterVec
 	opsPerSync     prometheus.Histogram
@@ -147,6 +149,10 @@ func New() *Metrics {
 		opsPerSync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "ipvsplane_sync_operations", Help: "Kernel operations per sync.", Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 		}),
+		prefillDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "ipvsplane_prefill_duration_seconds", Help: "How long a prefill took: a round of kernel writes at the start, while Services and EndpointSlices are still being listed, that adds what is listed so far and changes nothing else. The first sync follows the listing.",
+			Buckets: syncBuckets,
+		}),
 		netlinkErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ipvsplane_netlink_errors_total", Help: "Kernel operations that failed, by kind.",
 		}, []string{"op"}),
@@ -186,7 +192,7 @@ func New() *Metrics {
 		}, []string{"version", "revision", "go_version", "compiler", "platform"}),
 	}
 	m.registry.MustRegister(m.healthz, m.livez, m.noLocalEndpoints, m.ruleFailures, m.flowCleanup, m.flowsDeleted,
-		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming, m.proxyLatency,
+		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming, m.proxyLatency, m.prefillDuration,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
 		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
 		m.schedulerFallbacks, m.ignoredSettings, m.build, conntracksettings.NewCollector(conntracksettings.HostPaths().ProcSys),
@@ -318,15 +324,7 @@ func (m *Metrics) ApplyChanges(node string, changes []plan.Change) {
 func (m *Metrics) observe(res *dataplane.Result) {
 	if res.Plan != nil {
 		m.opsPerSync.Observe(float64(res.Plan.Len()))
-		for op := range res.Plan.All() {
-			// One operation adds all of a virtual server's new real
-			// servers; the kernel sees one request for each.
-			n := 1
-			if o, ok := op.(plan.AddReals); ok {
-				n = len(o.Reals)
-			}
-			m.operations.WithLabelValues(opKind(op)).Add(float64(n))
-		}
+		m.countOperations(res.Plan)
 	}
 	for i, f := range ipFamilies() {
 		if res.Flows.Ran[i] && m.runs(f) {
@@ -335,6 +333,30 @@ func (m *Metrics) observe(res *dataplane.Result) {
 		}
 	}
 	m.observeErrors(res.Errors)
+}
+
+// countOperations counts a plan's operations by kind.
+func (m *Metrics) countOperations(p *plan.Plan) {
+	for op := range p.All() {
+		// One operation adds all of a virtual server's new real
+		// servers; the kernel sees one request for each.
+		n := 1
+		if o, ok := op.(plan.AddReals); ok {
+			n = len(o.Reals)
+		}
+		m.operations.WithLabelValues(opKind(op)).Add(float64(n))
+	}
+}
+
+// ObservePrefill records a prefill (see ipvsplane_prefill_duration_seconds)
+// that took took; res is nil when it could not read the kernel. Its
+// operations are counted with the syncs'; it is not a sync, and sets none
+// of kubeproxy_sync_proxy_rules_*.
+func (m *Metrics) ObservePrefill(res *dataplane.Result, took time.Duration) {
+	m.prefillDuration.Observe(took.Seconds())
+	if res != nil && res.Plan != nil {
+		m.countOperations(res.Plan)
+	}
 }
 
 // observeErrors counts a sync's errors. Every sync reports all the

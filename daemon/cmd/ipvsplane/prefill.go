@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// prefillEvery is the least time from the end of one prefill to the
+// start of the next.
+const prefillEvery = time.Second
+
+// prefill programs what the tracker has listed so far while the start's
+// listing goes on, adding to the kernel only (see dataplane's Prefill): the
+// kernel's writes overlap the listing, and the first sync, once
+// everything is listed, has only the rest to do and what to remove. A
+// round starts no sooner after the last than twice the time that one
+// took, and prefillEvery at the least, so the listing keeps most of the
+// CPU. A failure is logged; the first sync does it all anyway.
+func (d *daemon) prefill(ctx context.Context) {
+	start := d.now()
+	if start.Before(d.nextPrefill) {
+		return
+	}
+	u := d.tracker.Sync()
+	// The first sync reports the latency of what changed while listing.
+	for f := range u.TriggerTimes {
+		d.listedTriggers[f] = append(d.listedTriggers[f], u.TriggerTimes[f]...)
+	}
+	res, err := d.kernel.Prefill(ctx, &u.State)
+	end := d.now()
+	took := end.Sub(start)
+	d.nextPrefill = end.Add(max(prefillEvery, 2*took))
+	d.metrics.ObservePrefill(res, took)
+	if err != nil {
+		d.log.Warn("prefill failed; the first sync, after the listing, does it all", zap.Duration("took", took), zap.Error(err))
+		return
+	}
+	d.log.Info("prefilled what is listed so far", zap.Int("operations", res.Plan.Len()), zap.Int("servicePorts", u.ServicePorts),
+		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
+}

@@ -19,8 +19,9 @@ var (
 	// ErrSysctlNotExist: the kernel has no such setting (the IPVS ones
 	// without the ip_vs module; [WriteSysctls]).
 	ErrSysctlNotExist = errors.New("dataplane: kernel setting does not exist")
-	// ErrNotSynced: SyncChanges came before the first Sync, so the node's
-	// settings are not known.
+	// ErrNotSynced: SyncChanges came before the first Sync, or
+	// PrefillChanges before a Prefill read the kernel, so the node's
+	// settings or the kernel's state are not known.
 	ErrNotSynced = errors.New("dataplane: not synced yet")
 	// ErrRulesNotProgrammed: kube-proxy's rules were not removed because
 	// ipvsplane's own are not in place; the node is never left without

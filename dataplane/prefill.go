@@ -23,6 +23,26 @@ func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, e
 	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
 	_, modelErrs := d.planner.Update(state)
+	return d.prefill(ctx, plan.FullScope, append(checkErrs, modelErrs...))
+}
+
+// PrefillChanges is Prefill for a caller that tracks which service ports
+// changed since the last Prefill (a watcher does): it costs what the
+// changes cost, not what is listed so far. A Prefill must have read the
+// kernel first: otherwise it returns ErrNotSynced. The node's settings
+// stay those of the last Prefill.
+func (d *Dataplane) PrefillChanges(ctx context.Context, changes []plan.Change) (*Result, error) {
+	if d.programmed == nil || d.planner.Node() == nil {
+		return nil, ErrNotSynced
+	}
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
+	scope, modelErrs := d.planner.UpdateChanges(changes)
+	return d.prefill(ctx, scope, append(checkErrs, modelErrs...))
+}
+
+// prefill carries out the additions of the plan within scope, reading the
+// kernel first if nothing has read it yet.
+func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
 	desired, owners := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}
@@ -32,15 +52,15 @@ func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, e
 		if err != nil {
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed = observed
+		d.programmed, scope = observed, plan.FullScope
 		d.lastFull = d.cfg.Now()
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
-	res.Plan = plan.Diff(d.programmed, desired, owners, plan.FullScope, plan.Drain{}).Additions()
+	res.Plan = plan.Diff(d.programmed, desired, owners, scope, plan.Drain{}).Additions()
 	d.programmed.Grow(res.Plan)
 	opErrs := d.apply(ctx, res.Plan, &res.Flows)
 	d.prefilled = true
 	res.RulesFailed = rulesFailed(opErrs)
-	res.Errors = append(append(checkErrs, modelErrs...), append(res.Errors, opErrs...)...)
+	res.Errors = append(modelErrs, append(res.Errors, opErrs...)...)
 	return res, nil
 }

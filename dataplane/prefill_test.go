@@ -2,8 +2,12 @@ package dataplane_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -70,11 +74,28 @@ func TestPrefill(t *testing.T) {
 		}
 	}
 
-	// Listed whole: dns and adopted too; gone is gone. The sync adopts
+	// Listed since: a new service and api's second endpoint, and web gone
+	// again as a change (a deletion while listing); the changes alone are
+	// planned, and only what they add.
+	api.Endpoints = append(api.Endpoints, fixture.Ready("10.244.2.3", 8443, "node-b"))
+	late := fixture.Svc("default", "late", "", inet.TCP, 82, "10.96.0.82")
+	res, err = d.PrefillChanges(ctx, []plan.Change{{Name: api.Name, Port: &api}, {Name: late.Name, Port: &late}, {Name: web.Name}})
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatal(err, res.Errors)
+	}
+	if got := res.Plan.String(); !strings.Contains(got, "10.244.2.3:8443") || !strings.Contains(got, "ipvs add tcp 10.96.0.82:82") ||
+		strings.Contains(got, "10.96.0.10") || strings.Contains(got, "10.244.1.3") {
+		t.Errorf("the changes' prefill:\n%s", got)
+	}
+	if got := n.IPVS.Dump(); !strings.Contains(got, "TCP 10.96.0.10:80") {
+		t.Errorf("a prefill removed web:\n%s", got)
+	}
+
+	// Listed whole: dns and adopted too; gone is gone; late is not. The sync adopts
 	// kube-proxy's virtual server as it is, and leaves the other one.
 	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{adopted, api, dns, web}}
 	res = syncOK(t, d, ctx, state)
-	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.81:81") {
+	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.81:81") || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.82:82") {
 		t.Errorf("the sync after the prefills: full=%v, want a full one that removes gone:\n%s", res.Full, res.Plan)
 	}
 	if got := res.Plan.String(); strings.Contains(got, "ipvs add") || strings.Contains(got, "10.96.1.1") {
@@ -86,5 +107,14 @@ func TestPrefill(t *testing.T) {
 	}
 	if res := syncOK(t, d, ctx, state); res.Full || res.Plan.Len() != 0 {
 		t.Errorf("the next sync: full=%v\n%s", res.Full, res.Plan)
+	}
+}
+
+// PrefillChanges needs a Prefill that read the kernel first.
+func TestPrefillChangesFirst(t *testing.T) {
+	d, _ := newFakeDataplane(t, nil)
+	web := fixture.Web()
+	if _, err := d.PrefillChanges(context.Background(), []plan.Change{{Name: web.Name, Port: &web}}); !errors.Is(err, dataplane.ErrNotSynced) {
+		t.Errorf("PrefillChanges before a Prefill: %v, want ErrNotSynced", err)
 	}
 }

@@ -28,6 +28,7 @@ import (
 type kernel interface {
 	Sync(ctx context.Context, state *model.State) (*dataplane.Result, error)
 	Prefill(ctx context.Context, state *model.State) (*dataplane.Result, error)
+	PrefillChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
 	SyncChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
@@ -82,9 +83,12 @@ type daemon struct {
 	// legacyDone is set once it succeeded.
 	legacy     func(ctx context.Context) (legacyiptables.Report, error)
 	legacyDone bool
-	// nextPrefill is when the next prefill may start; listedTriggers are
-	// the trigger times the prefills took, for the first sync to report.
+	// nextPrefill is when the next prefill may start; prefilled, that the
+	// last one read the kernel, so the next takes the changes alone;
+	// listedTriggers are the trigger times the prefills took, for the
+	// first sync to report.
 	nextPrefill    time.Time
+	prefilled      bool
 	listedTriggers [2][]time.Time
 }
 

@@ -89,6 +89,12 @@ func (k *fakeKernel) Prefill(_ context.Context, s *model.State) (*dataplane.Resu
 	return &dataplane.Result{Plan: plan.New(plan.Bind{Addr: netip.MustParseAddr("10.96.0.80")})}, nil
 }
 
+func (k *fakeKernel) PrefillChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
+	k.calls = append(k.calls, "prefill changes")
+	k.changes = c
+	return &dataplane.Result{Plan: &plan.Plan{}}, nil
+}
+
 func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "changes")
 	k.changes = c

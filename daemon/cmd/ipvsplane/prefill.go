@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/watcher"
+	"github.com/ipvsplane/ipvsplane/dataplane"
 	"go.uber.org/zap"
 )
 
@@ -23,12 +25,27 @@ func (d *daemon) prefill(ctx context.Context) {
 	if start.Before(d.nextPrefill) {
 		return
 	}
-	u := d.tracker.Sync()
+	// After a prefill that read the kernel, the next ones take what was
+	// listed since; a change of the node's settings takes everything
+	// (SyncChanges holds the whole state then).
+	var u *watcher.Update
+	var res *dataplane.Result
+	var err error
+	if d.prefilled {
+		u = d.tracker.SyncChanges()
+	} else {
+		u = d.tracker.Sync()
+	}
+	if d.prefilled && !u.NodeChanged {
+		res, err = d.kernel.PrefillChanges(ctx, u.Changes)
+	} else {
+		res, err = d.kernel.Prefill(ctx, &u.State)
+	}
+	d.prefilled = err == nil
 	// The first sync reports the latency of what changed while listing.
 	for f := range u.TriggerTimes {
 		d.listedTriggers[f] = append(d.listedTriggers[f], u.TriggerTimes[f]...)
 	}
-	res, err := d.kernel.Prefill(ctx, &u.State)
 	end := d.now()
 	took := end.Sub(start)
 	d.nextPrefill = end.Add(max(prefillEvery, 2*took))

@@ -289,12 +289,13 @@ func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *me
 	return watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: d.tracker.NodeKnown,
 	}, func(ctx context.Context) error {
+		if !d.synced {
+			// The first prefill starts the first programming.
+			gc.Listed()
+		}
 		if !d.tracker.Synced() {
 			d.prefill(ctx)
 			return nil
-		}
-		if !d.synced {
-			gc.Listed()
 		}
 		d.lastFull = false
 		err := d.sync(ctx)

@@ -104,6 +104,8 @@ func (d *daemon) sync(ctx context.Context) error {
 		for f := range u.TriggerTimes {
 			u.TriggerTimes[f] = append(u.TriggerTimes[f], d.listedTriggers[f]...)
 		}
+		// Handed on, as the tracker hands on its own once.
+		d.listedTriggers = [2][]time.Time{}
 	}
 	start := d.now()
 	full := !d.synced || u.NodeChanged

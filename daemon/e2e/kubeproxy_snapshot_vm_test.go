@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,8 +158,11 @@ func (s *kernelSnapshot) String() string {
 	return b.String()
 }
 
-// waitKernel waits until the proxy has programmed what ready looks for and
-// the state has stayed the same for two readings in a row.
+// waitKernel waits until the proxy reports its first sync, has programmed
+// what ready looks for, and the state has stayed the same for two readings
+// in a row. The reported sync matters for ipvsplane: its prefills program
+// while it still lists, so the kernel can hold a part of the state, and
+// hold still, before the first sync completes it.
 func waitKernel(t *testing.T, p *kubeProxyProc, timeout time.Duration, ready func(*kernelSnapshot) bool) (*kernelSnapshot, time.Duration) {
 	t.Helper()
 	start := time.Now()
@@ -165,11 +171,12 @@ func waitKernel(t *testing.T, p *kubeProxyProc, timeout time.Duration, ready fun
 		if p.exited() {
 			t.Fatalf("%s exited:\n%s", p.name, p.tail(40))
 		}
+		synced := reportedSync()
 		s := takeSnapshot(t)
-		if ready(s) && last != nil && last.String() == s.String() {
+		if synced && ready(s) && last != nil && last.String() == s.String() {
 			return s, time.Since(start)
 		}
-		if !ready(s) {
+		if !synced || !ready(s) {
 			s = nil
 		}
 		last = s
@@ -198,4 +205,31 @@ func snapshotDiff(kubeProxy, ipvsplane *kernelSnapshot) []string {
 		}
 	}
 	return out
+}
+
+// lastSyncMetric is the time of a proxy's last completed sync, which
+// kube-proxy (per IP family) and ipvsplane both export; it is absent or 0
+// before the first.
+var lastSyncMetric = regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_last_timestamp_seconds(?:\{[^}]*\})? ([0-9.e+]+)$`)
+
+// reportedSync reports whether the proxy serving metrics on the tests'
+// metricsBindAddress has completed a sync (of every IP family).
+func reportedSync() bool {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	samples := lastSyncMetric.FindAllSubmatch(body, -1)
+	for _, m := range samples {
+		if v, err := strconv.ParseFloat(string(m[1]), 64); err != nil || v <= 0 {
+			return false
+		}
+	}
+	return len(samples) > 0
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,29 +206,39 @@ func snapshotDiff(kubeProxy, ipvsplane *kernelSnapshot) []string {
 	return out
 }
 
-// lastSyncMetric is the time of a proxy's last completed sync, which
-// kube-proxy (per IP family) and ipvsplane both export; it is absent or 0
-// before the first.
-var lastSyncMetric = regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_last_timestamp_seconds(?:\{[^}]*\})? ([0-9.e+]+)$`)
-
 // reportedSync reports whether the proxy serving metrics on the tests'
-// metricsBindAddress has completed a sync (of every IP family).
+// metricsBindAddress has completed a sync: metricLastSync, which
+// kube-proxy exports per IP family and ipvsplane too, is above 0 in every
+// sample.
 func reportedSync() bool {
+	p, err := fetchMetrics()
+	if err != nil {
+		return false
+	}
+	samples := 0
+	for k, v := range p {
+		if k == metricLastSync || strings.HasPrefix(k, metricLastSync+"{") {
+			if v <= 0 {
+				return false
+			}
+			samples++
+		}
+	}
+	return samples > 0
+}
+
+// fetchMetrics reads the metrics of the proxy on the tests'
+// metricsBindAddress.
+func fetchMetrics() (promText, error) {
 	client := http.Client{Timeout: 5 * time.Second}
 	resp, err := client.Get("http://127.0.0.1:10249/metrics")
 	if err != nil {
-		return false
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return false
+		return nil, err
 	}
-	samples := lastSyncMetric.FindAllSubmatch(body, -1)
-	for _, m := range samples {
-		if v, err := strconv.ParseFloat(string(m[1]), 64); err != nil || v <= 0 {
-			return false
-		}
-	}
-	return len(samples) > 0
+	return parseProm(string(body)), nil
 }

@@ -5,9 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -236,20 +234,14 @@ func linkIndex(t *testing.T) string {
 // daemon's metrics (metricsBindAddress of the configuration).
 func scrapeOperations(t *testing.T) map[string]int {
 	t.Helper()
-	resp, err := http.Get("http://127.0.0.1:10249/metrics")
+	p, err := fetchMetrics()
 	if err != nil {
 		t.Fatalf("ipvsplane metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ops := map[string]int{}
-	re := regexp.MustCompile(`(?m)^ipvsplane_sync_operations_total\{[^}]*="([a-z_]+)"\} ([0-9.e+]+)$`)
-	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
-		v, _ := strconv.ParseFloat(m[2], 64)
-		ops[m[1]] = int(v)
+	for labels, v := range p.byLabel("ipvsplane_sync_operations_total") {
+		_, kind, _ := strings.Cut(labels, "=")
+		ops[strings.Trim(kind, `"`)] = int(v)
 	}
 	return ops
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -56,7 +57,7 @@ func startKubeDaemon(t testing.TB, cp *controlplane.Remote, node string, extra .
 	}
 	cleanupKernel(t)
 	stateFile := filepath.Join(dir, "status.json")
-	d := &kubeDaemon{metricsAddr: "127.0.0.1:10249"}
+	d := &kubeDaemon{metricsAddr: testsMetricsAddr}
 	args := append([]string{"run", "--kubeconfig", kubeconfig, "--hostname-override", node,
 		"--cluster-cidr=10.244.0.0/16", "--ipvs-min-sync-period=1s",
 		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=" + d.metricsAddr,
@@ -99,17 +100,33 @@ func (d *kubeDaemon) alive(t testing.TB) {
 // metrics scrapes the daemon's /metrics.
 func (d *kubeDaemon) metrics(t testing.TB) promText {
 	t.Helper()
-	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get("http://" + d.metricsAddr + "/metrics")
+	p, err := fetchMetrics(d.metricsAddr)
 	if err != nil {
-		t.Fatalf("/metrics: %v", err)
+		t.Fatal(err)
+	}
+	return p
+}
+
+// testsMetricsAddr is the metrics address the tests give the proxy they
+// run in the guest's own namespace (metricsBindAddress).
+const testsMetricsAddr = "127.0.0.1:10249"
+
+// fetchMetrics scrapes the /metrics page of the proxy serving on addr.
+func fetchMetrics(addr string) (promText, error) {
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("/metrics on %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %s %v", resp.Status, err)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = errors.New(resp.Status)
 	}
-	return parseProm(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("/metrics on %s: %w", addr, err)
+	}
+	return parseProm(string(body)), nil
 }
 
 // promText is a scrape: each sample's value by its name with labels, as

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -211,7 +209,7 @@ func snapshotDiff(kubeProxy, ipvsplane *kernelSnapshot) []string {
 // kube-proxy exports per IP family and ipvsplane too, is above 0 in every
 // sample.
 func reportedSync() bool {
-	p, err := fetchMetrics()
+	p, err := fetchMetrics(testsMetricsAddr)
 	if err != nil {
 		return false
 	}
@@ -225,20 +223,4 @@ func reportedSync() bool {
 		}
 	}
 	return samples > 0
-}
-
-// fetchMetrics reads the metrics of the proxy on the tests'
-// metricsBindAddress.
-func fetchMetrics() (promText, error) {
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://127.0.0.1:10249/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	return parseProm(string(body)), nil
 }

@@ -234,7 +234,7 @@ func linkIndex(t *testing.T) string {
 // daemon's metrics (metricsBindAddress of the configuration).
 func scrapeOperations(t *testing.T) map[string]int {
 	t.Helper()
-	p, err := fetchMetrics()
+	p, err := fetchMetrics(testsMetricsAddr)
 	if err != nil {
 		t.Fatalf("ipvsplane metrics: %v", err)
 	}

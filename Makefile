@@ -263,18 +263,20 @@ release: $(BIN)/mkimage
 PROXY ?= ipvsplane
 KUBE_PROXY_MODE ?= ipvs
 NODES ?= 1
+# ginkgo runs hack/conformance's PROCS above 1; it is built on the host,
+# as the harness's namespace has no network.
+BUILD_GINKGO = @[ "$${PROCS:-1}" -le 1 ] || hack/build-kube ginkgo >/dev/null
 NODE   = $(VMTEST) -node -nodes $(NODES) -proxy $(PROXY) -kube-proxy-mode $(KUBE_PROXY_MODE) -image $(IMAGE_TAR) -image-ref $(IMAGE)
 cluster: deps-node image $(VMTEST) vm-kernel
-	@[ "$${PROCS:-1}" -le 1 ] || hack/build-kube ginkgo >/dev/null
+	$(BUILD_GINKGO)
 	$(NODE) -- $(or $(CMD),bash)
 
 # Upstream's conformance specs for Services, DNS and networking (e2e.test
 # from the pinned k8s.io/kubernetes) against that cluster; FOCUS and SKIP
 # narrow them (hack/conformance). vmtest plays the cloud's load balancer
-# (-load-balancers) for the [Feature:LoadBalancer] specs. PROCS above 1
-# runs ginkgo, built here: the harness's namespace has no network.
+# (-load-balancers) for the [Feature:LoadBalancer] specs.
 conformance: deps-node image $(VMTEST) vm-kernel
-	@[ "$${PROCS:-1}" -le 1 ] || hack/build-kube ginkgo >/dev/null
+	$(BUILD_GINKGO)
 	$(NODE) -load-balancers -- hack/conformance
 
 # The cluster tests (daemon/e2e/cluster: the proxy installed with helm from

@@ -59,9 +59,9 @@ test-host:
 	$(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
-# the VM one package at a time: two emulated guests would share two cores.
-# VM_TESTS is the command, for the packages in $$pkgs and the kernel in
-# VMTEST_KERNEL.
+# the VM one package at a time (-p 1): a second two-vCPU guest would share
+# the two cores. VM_TESTS is the command, for the packages in $$pkgs and
+# the kernel in VMTEST_KERNEL.
 VM_TESTS = CGO_ENABLED=0 $(GO) test -count=1 -v -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs
 test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
@@ -53,7 +54,7 @@ func peakRSS() float64 {
 // benchSizes returns the numbers of services a benchmark runs at
 // (testutil.BenchSizes); the bench addresses stay distinct up to 838,860.
 func benchSizes(b *testing.B, defaults ...int) []int {
-	return testutil.BenchSizes(b, 838860, defaults...)
+	return testutil.BenchSizes(b, fixture.ClusterMost, defaults...)
 }
 
 // The first sync of a node in a cluster of n services, from an empty
@@ -63,7 +64,7 @@ func BenchmarkInitialSync(b *testing.B) {
 	testutil.RequireVM(b)
 	for _, n := range benchSizes(b, 1000, 10000, 50000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			state := &model.State{Node: benchNode(), Services: benchServices(n)}
+			state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(n, 10)}
 			for _, binding := range []dummy.Binding{dummy.BindAddresses, dummy.BindLocalRoutes} {
 				b.Run(binding.String(), func(b *testing.B) { benchInitialSync(b, b, state, binding) })
 			}
@@ -119,7 +120,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer d.Close()
-			state := &model.State{Node: benchNode(), Services: benchServices(n)}
+			state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(n, 10)}
 			if _, err := d.Sync(context.Background(), state); err != nil {
 				b.Fatal(err)
 			}

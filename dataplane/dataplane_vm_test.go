@@ -654,7 +654,7 @@ func TestDataplaneSyncsDuringReread(t *testing.T) {
 	}
 	defer d.Close()
 	const n = 2000
-	state := &model.State{Node: benchNode(), Services: benchServices(n)}
+	state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(n, 10)}
 	mustSync(t, d, state)
 
 	now = now.Add(time.Minute)

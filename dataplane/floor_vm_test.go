@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
@@ -27,7 +28,7 @@ func BenchmarkFullSyncFloor(b *testing.B) {
 	testutil.RequireVM(b)
 	for _, n := range benchSizes(b, 1000, 10000) {
 		b.Run(fmt.Sprintf("services=%d", n), func(group *testing.B) {
-			state := &model.State{Node: benchNode(), Services: benchServices(n)}
+			state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(n, 10)}
 			c := captureSync(group, state)
 			// The floor first: hack/benchratio takes a group's first
 			// sub-benchmark as the baseline. The group owns their

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -80,12 +81,10 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 // plan deletes at once those with no connection and drains the others,
 // as kube-proxy reads them before it deletes a real server.
 func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelState, scope plan.Scope) error {
-	keys := scope.Virtual
+	keys := maps.Keys(scope.Virtual)
 	if scope.All {
-		keys = map[plan.VirtualKey]bool{}
-		for vk := range d.programmed.Virtual {
-			keys[vk] = true
-		}
+		// Ranged over, not copied: only the real servers are replaced.
+		keys = maps.Keys(d.programmed.Virtual)
 	}
 	for vk := range keys {
 		if _, ok := d.programmed.Virtual[vk]; !ok || !plan.LosesReals(d.programmed, desired, vk) {

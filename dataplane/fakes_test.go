@@ -11,7 +11,7 @@ import (
 
 // newFakeDataplane returns a Dataplane on a new dataplanetest.Node,
 // closed when the test ends. cfg may be nil.
-func newFakeDataplane(t *testing.T, cfg *dataplane.Config) (*dataplane.Dataplane, *dataplanetest.Node) {
+func newFakeDataplane(t testing.TB, cfg *dataplane.Config) (*dataplane.Dataplane, *dataplanetest.Node) {
 	t.Helper()
 	n, err := dataplanetest.New(t.TempDir(), nil)
 	if err != nil {

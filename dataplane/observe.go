@@ -134,45 +134,41 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node, adoptAll
 		s.Sets[name] = spec
 		s.Entries[name] = k.entries[name]
 	}
-	owned := ownedEntries(s)
-	for vk, v := range k.virtual {
-		if !adoptAll && !ownsVirtual(owned, desired, node, vk) {
-			continue
-		}
-		s.Virtual[vk] = v
-		s.Reals[vk] = k.reals[vk]
+	s.Virtual, s.Reals, s.Addresses = k.virtual, k.reals, k.addrs
+	if !adoptAll {
+		dropUnowned(s, desired, node)
 	}
-	s.Addresses = k.addrs
 	return s, nil
 }
 
-// ownedEntries returns the entries of s's ownership sets.
-func ownedEntries(s *plan.KernelState) map[plan.Entry]bool {
-	owned := map[plan.Entry]bool{}
-	for _, set := range []string{model.SetName(model.SetOwned, false), model.SetName(model.SetOwned, true)} {
-		for e := range s.Entries[set] {
-			owned[e] = true
-		}
-	}
-	return owned
+// ownershipSets are the entries of a state's ownership sets, IPv4 and
+// IPv6; nil for a set it lacks.
+type ownershipSets [2]map[plan.Entry]bool
+
+// ownershipOf returns s's ownership sets.
+func ownershipOf(s *plan.KernelState) ownershipSets {
+	return ownershipSets{s.Entries[model.SetName(model.SetOwned, false)], s.Entries[model.SetName(model.SetOwned, true)]}
 }
+
+// has reports whether either set holds e.
+func (o ownershipSets) has(e plan.Entry) bool { return o[0][e] || o[1][e] }
 
 // ownsVirtual reports whether ipvsplane owns virtual server vk: the
 // desired state names it, or the ownership sets (owned) record it and it
 // is outside the node's excluded ranges, where what ipvsplane does not
 // want is never removed. Another program's is neither.
-func ownsVirtual(owned map[plan.Entry]bool, desired *plan.KernelState, node *model.Node, vk plan.VirtualKey) bool {
+func ownsVirtual(owned ownershipSets, desired *plan.KernelState, node *model.Node, vk plan.VirtualKey) bool {
 	if _, wanted := desired.Virtual[vk]; wanted {
 		return true
 	}
-	return owned[vk.OwnedEntry()] && !slices.ContainsFunc(node.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(vk.Addr) })
+	return owned.has(vk.OwnedEntry()) && !slices.ContainsFunc(node.ExcludeCIDRs, func(p netip.Prefix) bool { return p.Contains(vk.Addr) })
 }
 
 // dropUnowned removes from s, read whole for a prefill (owned's
 // adoptAll) and added to since, the virtual servers ipvsplane does not
 // own by the whole desired state.
 func dropUnowned(s *plan.KernelState, desired *plan.KernelState, node *model.Node) {
-	owned := ownedEntries(s)
+	owned := ownershipOf(s)
 	for vk := range s.Virtual {
 		if !ownsVirtual(owned, desired, node, vk) {
 			delete(s.Virtual, vk)

@@ -82,6 +82,11 @@ type Dataplane struct {
 	// the background connections, opened on the first one.
 	reread     *reread
 	background kernelReaders
+	// sweep compares what the last periodic read found a piece a sync,
+	// of sweepPieceSize objects, until it is done; nil when none is
+	// under way.
+	sweep          *plan.Sweep
+	sweepPieceSize int
 	// kernelSysctls are the settings this kernel's release calls for.
 	kernelSysctls []model.Sysctl
 	// ipv6 is false on a kernel without IPv6: the node is then served
@@ -142,5 +147,6 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 // Close closes the connections.
 func (d *Dataplane) Close() error {
 	d.stopReread()
+	d.stopSweep()
 	return errors.Join(d.k.close(), d.background.close())
 }

@@ -113,12 +113,17 @@ func (d *Dataplane) succeeded(ops ...plan.Op) {
 	}
 }
 
-// shareReals makes the programmed real server lists that equal the
-// desired ones the desired ones: after the kernel was read, the
+// shareReals makes the programmed real server lists in scope that equal
+// the desired ones the desired ones: after the kernel was read, the
 // programmed state would otherwise hold a second copy of every list.
-func (d *Dataplane) shareReals(desired *plan.KernelState) {
-	for vk, have := range d.programmed.Reals {
-		if want, ok := desired.Reals[vk]; ok && slices.Equal(have, want) {
+func (d *Dataplane) shareReals(desired *plan.KernelState, scope plan.Scope) {
+	keys := maps.Keys(scope.Virtual)
+	if scope.All {
+		keys = maps.Keys(d.programmed.Reals)
+	}
+	for vk := range keys {
+		have, ok := d.programmed.Reals[vk]
+		if want, wanted := desired.Reals[vk]; ok && wanted && slices.Equal(have, want) {
 			d.programmed.Reals[vk] = want
 		}
 	}

@@ -188,5 +188,5 @@ func (d *Dataplane) resyncDue() bool {
 	now := d.cfg.Now()
 	last := d.lastReread
 	rested := last.took < rereadSlow || now.Sub(last.ended) >= rereadDutyFactor*last.took
-	return d.reread == nil && d.cfg.ResyncInterval > 0 && now.Sub(d.lastFull) >= d.cfg.ResyncInterval && rested
+	return d.reread == nil && d.sweep == nil && d.cfg.ResyncInterval > 0 && now.Sub(d.lastFull) >= d.cfg.ResyncInterval && rested
 }

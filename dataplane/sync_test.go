@@ -249,6 +249,57 @@ func TestSyncRepairsDrift(t *testing.T) {
 	checkKernel(t, n, state)
 }
 
+// The periodic reread of a node larger than one piece is compared over
+// several syncs: each reports Sweeping until the one that ends the
+// compare, which is Full; the drift is repaired by then; and a change
+// made while the sweep goes on is programmed by its own sync and stays.
+func TestSyncSweepsRereadInPieces(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	read := make(chan struct{}, 1)
+	d, n := newFakeDataplane(t, &dataplane.Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
+		KernelRead: func() { read <- struct{}{} }})
+	ctx := context.Background()
+	state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(500, 3)}
+	syncOK(t, d, ctx, state)
+	outside := n.IPVS.Dial()
+	defer outside.Close()
+	for _, i := range []int{0, 250, 499} {
+		s := state.Services[i]
+		vs := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: s.ClusterIPs[0], Port: s.Port}
+		if err := outside.UpdateDestination(ctx, vs, ipvs.Destination{Addr: s.Endpoints[0].Addr, Port: s.Endpoints[0].Port, Weight: 7}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(time.Minute)
+	if res := syncOK(t, d, ctx, state); res.Full || res.Sweeping {
+		t.Fatalf("the sync that started the reread: full=%v sweeping=%v", res.Full, res.Sweeping)
+	}
+	<-read
+	syncs := 0
+	for ; ; syncs++ {
+		if syncs == 2 {
+			state.Services[300].Endpoints = state.Services[300].Endpoints[1:]
+		}
+		res := syncOK(t, d, ctx, state)
+		if syncs == 2 && !strings.Contains(res.Plan.String(), "ipvs del tcp "+state.Services[300].ClusterIPs[0].String()) {
+			t.Errorf("the change during the sweep was not programmed by its own sync:\n%s", res.Plan)
+		}
+		if res.Full {
+			break
+		}
+		if !res.Sweeping || syncs > 200 {
+			t.Fatalf("sync %d after the reread: neither full nor sweeping", syncs)
+		}
+	}
+	if syncs < 3 {
+		t.Errorf("the reread was compared in %d syncs, want pieces", syncs+1)
+	}
+	checkKernel(t, n, state)
+	if res := syncOK(t, d, ctx, state); res.Full || res.Sweeping || res.Plan.Len() > 0 {
+		t.Errorf("after the sweep: full=%v sweeping=%v\n%s", res.Full, res.Sweeping, res.Plan)
+	}
+}
+
 // A set that fills is grown in place: a larger one replaces it under its
 // name, with every entry, and the sync reports no failure.
 func TestSyncGrowsFullSet(t *testing.T) {

@@ -109,6 +109,7 @@ func (t *Scope) Merge(s Scope) {
 		t.All = true
 		return
 	}
+	t.Global = t.Global || s.Global
 	for k := range s.Virtual {
 		t.Virtual[k] = true
 	}

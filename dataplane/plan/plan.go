@@ -28,7 +28,11 @@ type Drain struct {
 // (FullScope) it covers everything; NewScope makes an empty one for
 // Touch and Merge to fill.
 type Scope struct {
-	All       bool
+	All bool
+	// Global covers the node-wide objects a full compare looks at besides
+	// the others: which sets exist, the packet rules, and the chains
+	// kube-proxy left. A Sweep's first piece has it.
+	Global    bool
 	Virtual   map[VirtualKey]bool
 	Addresses map[netip.Addr]bool
 	// Entries holds the touched entries per set.
@@ -45,7 +49,7 @@ var FullScope = Scope{All: true}
 // first) and labels its lines.
 func Diff(observed, desired *KernelState, services map[VirtualKey]model.ServicePortName, scope Scope, drain Drain) *Plan {
 	var ops []Op
-	if scope.All {
+	if scope.All || scope.Global {
 		for _, name := range slices.Sorted(maps.Keys(desired.Sets)) {
 			if _, ok := observed.Sets[name]; !ok {
 				ops = append(ops, CreateSet{Spec: desired.Sets[name].Sized(len(desired.Entries[name]))})
@@ -154,7 +158,11 @@ func diffAddresses(observed, desired *KernelState, scope Scope) []Op {
 			}
 		}
 	} else {
-		candidates = slices.Collect(maps.Keys(scope.Addresses))
+		for a := range scope.Addresses {
+			if desired.Addresses[a] != observed.Addresses[a] {
+				candidates = append(candidates, a)
+			}
+		}
 	}
 	slices.SortFunc(candidates, netip.Addr.Compare)
 	var ops []Op
@@ -211,10 +219,10 @@ func sortVirtual(keys []VirtualKey, services map[VirtualKey]model.ServicePortNam
 }
 
 func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.ServicePortName, scope Scope, drain Drain) []Op {
+	// Only what differs is sorted and planned: a compare of a kernel that
+	// holds what it should finds nothing, and costs little.
 	var keys []VirtualKey
 	if scope.All {
-		// Only what differs is sorted and planned: a full compare of a
-		// kernel that holds what it should finds nothing.
 		for k, want := range desired.Virtual {
 			if have, ok := observed.Virtual[k]; !ok || have != want || !sameReals(observed.Reals[k], desired.Reals[k]) {
 				keys = append(keys, k)
@@ -226,7 +234,11 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 			}
 		}
 	} else {
-		keys = slices.Collect(maps.Keys(scope.Virtual))
+		for k := range scope.Virtual {
+			if virtualDiffers(observed, desired, k) {
+				keys = append(keys, k)
+			}
+		}
 	}
 	sortVirtual(keys, services)
 	// Most virtual servers planned take two operations: the server and
@@ -327,6 +339,17 @@ func LosesReals(observed, desired *KernelState, vk VirtualKey) bool {
 		}
 	}
 	return false
+}
+
+// virtualDiffers reports whether virtual server k, or its real servers,
+// differ between observed and desired.
+func virtualDiffers(observed, desired *KernelState, k VirtualKey) bool {
+	want, wanted := desired.Virtual[k]
+	have, had := observed.Virtual[k]
+	if !wanted || !had {
+		return wanted != had
+	}
+	return have != want || !sameReals(observed.Reals[k], desired.Reals[k])
 }
 
 // sameReals reports whether appendRealsDiff has nothing to do: both sorted

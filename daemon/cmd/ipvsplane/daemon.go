@@ -60,6 +60,10 @@ type daemon struct {
 	// progressEvery is how often a long sync logs a progress line;
 	// defaultProgressEvery if zero.
 	progressEvery time.Duration
+	// requestSync asks the runner for another sync, for a sync that
+	// compared part of a reread of the kernel (Result.Sweeping); nil
+	// before the runner is made.
+	requestSync func()
 
 	// synced is true once a sync has programmed the kernel; lastFull,
 	// when the last successful sync compared everything.
@@ -118,6 +122,10 @@ func (d *daemon) sync(ctx context.Context) error {
 		return err
 	}
 	d.synced, d.lastFull = true, res.Full
+	if res.Sweeping && d.requestSync != nil {
+		// The rest of the compare comes a piece a sync, changes or not.
+		d.requestSync()
+	}
 
 	d.observeSync(u, res, end, took, servicesPending, endpointsPending)
 	if !res.RulesFailed {

@@ -43,6 +43,8 @@ type fakeKernel struct {
 	problems []error
 	// rulesFail makes every sync fail to write the rules.
 	rulesFail bool
+	// sweeping makes every sync one that compared a piece of a reread.
+	sweeping bool
 }
 
 func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
@@ -60,7 +62,7 @@ func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
-	res := &dataplane.Result{Plan: &plan.Plan{}, Full: full, Errors: slices.Clone(k.problems)}
+	res := &dataplane.Result{Plan: &plan.Plan{}, Full: full, Sweeping: k.sweeping, Errors: slices.Clone(k.problems)}
 	if k.fail != nil {
 		res.Errors = append(res.Errors, &dataplane.OpError{Op: plan.Bind{}, Err: k.fail})
 	}
@@ -344,6 +346,34 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	}
 	if got := gatheredValue(t, m, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != float64(clock.t.Unix()) {
 		t.Errorf("last sync time %v, want %v", got, clock.t.Unix())
+	}
+}
+
+// A sync that compared a piece of a reread of the kernel asks for the
+// next sync at once: the rest of the compare does not wait for changes.
+func TestDaemonRequestsSyncWhileSweeping(t *testing.T) {
+	k := &fakeKernel{}
+	m := metrics.New()
+	requests := 0
+	d := &daemon{
+		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m), now: time.Now,
+		tracker:     watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
+		requestSync: func() { requests++ },
+	}
+	d.hc = testServiceServers("node-a", func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+	defer d.hc.Close(context.Background())
+	feed(t, d.tracker, webManifest)
+	d.tracker.MarkSynced(watcher.Services)
+	d.tracker.MarkSynced(watcher.EndpointSlices)
+	for _, sweeping := range []bool{false, true, true, false} {
+		k.sweeping = sweeping
+		before := requests
+		if err := d.sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if asked := requests > before; asked != sweeping {
+			t.Errorf("a sync with Sweeping %v asked for another: %v", sweeping, asked)
+		}
 	}
 }
 

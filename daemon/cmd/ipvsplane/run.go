@@ -209,6 +209,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 	rec, closeEvents := a.recorder(log, o, s.Node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, rec)
+	d.requestSync = request
 	if d.records != nil {
 		defer d.records.Start(ctx)()
 	}

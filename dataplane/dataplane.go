@@ -37,7 +37,8 @@ type Config struct {
 	// long has passed since the last full read, which repairs whatever
 	// changed behind its back; 0 means only the first sync and those after
 	// Resync read it. The read runs in the background: syncs go on while
-	// it runs, and the first sync after it ends compares everything. A
+	// it runs, and the syncs after it ends compare everything, a piece
+	// each (see Result.Sweeping). A
 	// read that takes two seconds or more is followed by at least nine times
 	// as long without one, so slow rereading takes at most a tenth of the
 	// time.

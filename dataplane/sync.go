@@ -128,7 +128,8 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	res := &Result{}
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
-	// runs in the background, and the first sync after it ends merges it.
+	// runs in the background, and the first sync after it ends merges it
+	// and starts comparing it, a piece a sync.
 	ahead := d.readAhead(ctx)
 	reread := d.finishedReread()
 	// readNow: the kernel was read in this sync, connection counts and all.

@@ -84,10 +84,8 @@ type Dataplane struct {
 	reread     *reread
 	background kernelReaders
 	// sweep compares what the last periodic read found a piece a sync,
-	// of sweepPieceSize objects, until it is done; nil when none is
-	// under way.
-	sweep          *plan.Sweep
-	sweepPieceSize int
+	// until it is done; nil when none is under way.
+	sweep *plan.Sweep
 	// kernelSysctls are the settings this kernel's release calls for.
 	kernelSysctls []model.Sysctl
 	// ipv6 is false on a kernel without IPv6: the node is then served

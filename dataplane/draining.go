@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"time"
@@ -81,12 +82,7 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 // plan deletes at once those with no connection and drains the others,
 // as kube-proxy reads them before it deletes a real server.
 func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelState, scope plan.Scope) error {
-	keys := maps.Keys(scope.Virtual)
-	if scope.All {
-		// Ranged over, not copied: only the real servers are replaced.
-		keys = maps.Keys(d.programmed.Virtual)
-	}
-	for vk := range keys {
+	for vk := range scopedVirtual(scope, d.programmed) {
 		if _, ok := d.programmed.Virtual[vk]; !ok || !plan.LosesReals(d.programmed, desired, vk) {
 			continue
 		}
@@ -104,6 +100,16 @@ func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelStat
 	return nil
 }
 
+// scopedVirtual yields the virtual servers scope covers: all of
+// programmed's when it covers everything, ranged over, not copied (the
+// callers replace real server lists only).
+func scopedVirtual(scope plan.Scope, programmed *plan.KernelState) iter.Seq[plan.VirtualKey] {
+	if scope.All {
+		return maps.Keys(programmed.Virtual)
+	}
+	return maps.Keys(scope.Virtual)
+}
+
 // succeeded records carried-out operations.
 func (d *Dataplane) succeeded(ops ...plan.Op) {
 	d.programmed.Record(ops...)
@@ -117,11 +123,7 @@ func (d *Dataplane) succeeded(ops ...plan.Op) {
 // the desired ones the desired ones: after the kernel was read, the
 // programmed state would otherwise hold a second copy of every list.
 func (d *Dataplane) shareReals(desired *plan.KernelState, scope plan.Scope) {
-	keys := maps.Keys(scope.Virtual)
-	if scope.All {
-		keys = maps.Keys(d.programmed.Reals)
-	}
-	for vk := range keys {
+	for vk := range scopedVirtual(scope, d.programmed) {
 		have, ok := d.programmed.Reals[vk]
 		if want, wanted := desired.Reals[vk]; ok && wanted && slices.Equal(have, want) {
 			d.programmed.Reals[vk] = want

@@ -197,7 +197,6 @@ func (d *Dataplane) changedScope(ctx context.Context, scope plan.Scope, reread *
 		d.programmed = mergeRead(observed, d.programmed, *reread.since)
 		d.stopSweep()
 		d.sweep = plan.NewSweep(d.programmed, desired)
-		d.sweepPieceSize = max(sweepPieceMin, d.sweep.Objects()/sweepPieces)
 	}
 	if d.retry.All {
 		return plan.FullScope, nil
@@ -236,7 +235,7 @@ func (d *Dataplane) sweepPiece(scope plan.Scope, res *Result) plan.Scope {
 		res.Full = true
 		return scope
 	}
-	done := d.sweep.Next(&scope, d.sweepPieceSize)
+	done := d.sweep.Next(&scope, max(sweepPieceMin, d.sweep.Objects()/sweepPieces))
 	if done {
 		d.stopSweep()
 		res.Full = true

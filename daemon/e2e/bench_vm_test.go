@@ -116,7 +116,7 @@ func newBenchEnv(t testing.TB, namespace string) *benchEnv {
 	if endpoints < 1 || endpoints > 100 {
 		t.Fatalf("%s=%d: want 1 to 100", envBenchEndpoints, endpoints)
 	}
-	cluster, err := newBenchCluster(ctx, kubernetes.NewForConfigOrDie(cp.RESTConfig()), namespace, endpoints)
+	cluster, err := newBenchCluster(ctx, kubernetes.NewForConfigOrDie(cp.RESTConfig()), cp, namespace, endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +140,12 @@ func (e *benchEnv) grow(t testing.TB, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if err := e.cluster.grow(ctx, n); err != nil {
+	times, err := e.cluster.grow(ctx, n)
+	if err != nil {
 		t.Fatalf("creating %d services: %v", n, err)
 	}
-	t.Logf("%d services and EndpointSlices in the API server (%v)", n, time.Since(start).Round(time.Second))
+	t.Logf("%d services and EndpointSlices in the API server (%v: services stored in %v, slices created in %v, addresses recorded %v later)",
+		n, time.Since(start).Round(time.Second), times.services.Round(time.Millisecond), times.slices.Round(time.Millisecond), times.repair.Round(time.Millisecond))
 }
 
 // measure runs proxy p in a fresh namespace on the cluster as it is: its

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
@@ -31,12 +32,32 @@ type benchCluster struct {
 	// endpoints is the number of ready endpoints of each service, all in
 	// one EndpointSlice.
 	endpoints int
+	// store writes the services into the API server's etcd: created
+	// through the API server, service N costs O(N) in v1.37's ClusterIP
+	// allocator, and 44,000 of them would take hours under emulation.
+	store serviceStore
+}
+
+// serviceStore writes and deletes services bypassing the API server's
+// create and delete paths (controlplane.Remote).
+type serviceStore interface {
+	StoreServices(ctx context.Context, namespace string, svcs []v1.Service) error
+	DeleteStoredServices(ctx context.Context, namespace string) error
+}
+
+// benchStoreBatch is how many services one StoreServices call writes.
+const benchStoreBatch = 1024
+
+// benchVIP is service i's cluster IP: 10.104.0.0 + i, inside
+// controlplane.ServiceCIDR, clear of the addresses it hands out first.
+func benchVIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(104 + i>>16), byte(i >> 8), byte(i)})
 }
 
 func benchServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
 
 // newBenchCluster makes the namespace and the proxies' Node.
-func newBenchCluster(ctx context.Context, client kubernetes.Interface, namespace string, endpoints int) (*benchCluster, error) {
+func newBenchCluster(ctx context.Context, client kubernetes.Interface, store serviceStore, namespace string, endpoints int) (*benchCluster, error) {
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
@@ -51,30 +72,71 @@ func newBenchCluster(ctx context.Context, client kubernetes.Interface, namespace
 	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	return &benchCluster{client: client, namespace: namespace, endpoints: endpoints}, nil
+	return &benchCluster{client: client, store: store, namespace: namespace, endpoints: endpoints}, nil
 }
 
-// grow creates services up to n, each with one EndpointSlice of
-// c.endpoints ready endpoints, each on a node of its own; one in ten is a
-// NodePort service, up to 2,000 of them (the node-port range holds
-// 2,768).
-func (c *benchCluster) grow(ctx context.Context, n int) error {
+// grow brings the cluster to n services (stored, see benchCluster.store),
+// each with one EndpointSlice of c.endpoints ready endpoints, each on a
+// node of its own (created through the API server), and waits for the API
+// server's repair loop to record their addresses.
+func (c *benchCluster) grow(ctx context.Context, n int) (growTimes, error) {
+	var times growTimes
 	from := len(c.vips)
 	if n <= from {
-		return nil
+		return times, nil
 	}
+	start := time.Now()
 	c.vips = append(c.vips, make([]netip.Addr, n-from)...)
-	return testutil.Parallel(ctx, 16, from, n, func(ctx context.Context, i int) error {
-		svc, err := c.client.CoreV1().Services(c.namespace).Create(ctx, benchServiceObject(i), metav1.CreateOptions{})
+	err := testutil.Parallel(ctx, 2, from/benchStoreBatch, (n+benchStoreBatch-1)/benchStoreBatch, func(ctx context.Context, b int) error {
+		var svcs []v1.Service
+		for i := max(from, b*benchStoreBatch); i < min(n, (b+1)*benchStoreBatch); i++ {
+			svcs = append(svcs, *benchServiceObject(i))
+			c.vips[i] = benchVIP(i)
+		}
+		return c.store.StoreServices(ctx, c.namespace, svcs)
+	})
+	if err != nil {
+		return times, err
+	}
+	times.services, start = time.Since(start), time.Now()
+	if err := testutil.Parallel(ctx, 16, from, n, func(ctx context.Context, i int) error {
+		_, err := c.client.DiscoveryV1().EndpointSlices(c.namespace).Create(ctx, benchSlice(i, c.endpoints), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return times, err
+	}
+	times.slices, start = time.Since(start), time.Now()
+	err = c.waitAddressesRecorded(ctx, n)
+	times.repair = time.Since(start)
+	return times, err
+}
+
+// growTimes is how long grow took to store the services, to create their
+// slices, and then to wait for the API server's repair loop.
+type growTimes struct{ services, slices, repair time.Duration }
+
+// waitAddressesRecorded waits until the API server's repair loop has
+// recorded an IPAddress for each of the n services, so that its work is
+// done before a proxy is measured.
+func (c *benchCluster) waitAddressesRecorded(ctx context.Context, n int) error {
+	for {
+		list, err := c.client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return err
 		}
-		if c.vips[i], err = netip.ParseAddr(svc.Spec.ClusterIP); err != nil {
-			return fmt.Errorf("service %s: cluster IP %q: %w", svc.Name, svc.Spec.ClusterIP, err)
+		recorded := int64(len(list.Items))
+		if list.RemainingItemCount != nil {
+			recorded += *list.RemainingItemCount
 		}
-		_, err = c.client.DiscoveryV1().EndpointSlices(c.namespace).Create(ctx, benchSlice(i, c.endpoints), metav1.CreateOptions{})
-		return err
-	})
+		if recorded >= int64(n) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("IPAddresses of the benchmark's services: %d of %d recorded: %w", recorded, n, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // delete removes every service and slice grow made.
@@ -82,13 +144,7 @@ func (c *benchCluster) delete(ctx context.Context) error {
 	if err := c.client.DiscoveryV1().EndpointSlices(c.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
 	}
-	return testutil.Parallel(ctx, 16, 0, len(c.vips), func(ctx context.Context, i int) error {
-		err := c.client.CoreV1().Services(c.namespace).Delete(ctx, benchServiceName(i), metav1.DeleteOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	})
+	return c.store.DeleteStoredServices(ctx, c.namespace)
 }
 
 // moveEndpoint gives endpoint 0 of service i the address to, with the
@@ -104,16 +160,21 @@ func (c *benchCluster) moveEndpoint(ctx context.Context, i int, to netip.Addr) e
 	return err
 }
 
+// benchServiceObject is service i, with its cluster IP and node port set as
+// the API server would have allocated them: one in ten is a NodePort
+// service, up to 2,000 of them (the node-port range holds 2,768).
 func benchServiceObject(i int) *v1.Service {
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: benchServiceName(i)},
 		Spec: v1.ServiceSpec{
-			Type:  v1.ServiceTypeClusterIP,
-			Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			Type:      v1.ServiceTypeClusterIP,
+			ClusterIP: benchVIP(i).String(),
+			Ports:     []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
 	}
 	if i%10 == 0 && i/10 < 2000 {
 		svc.Spec.Type = v1.ServiceTypeNodePort
+		svc.Spec.Ports[0].NodePort = int32(30000 + i/10)
 	}
 	return svc
 }

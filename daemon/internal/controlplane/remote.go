@@ -1,7 +1,9 @@
 package controlplane
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -66,6 +69,21 @@ func (cp *ControlPlane) Handler(server string) http.Handler {
 	mux.HandleFunc("POST /apiserver/kill", func(w http.ResponseWriter, r *http.Request) { cp.KillAPIServer() })
 	mux.HandleFunc("POST /apiserver/start", func(w http.ResponseWriter, r *http.Request) {
 		if err := cp.StartAPIServer(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.HandleFunc("POST /namespaces/{namespace}/stored-services", func(w http.ResponseWriter, r *http.Request) {
+		var svcs []v1.Service
+		if err := json.NewDecoder(r.Body).Decode(&svcs); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := cp.StoreServices(r.Context(), r.PathValue("namespace"), svcs); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	mux.HandleFunc("DELETE /namespaces/{namespace}/stored-services", func(w http.ResponseWriter, r *http.Request) {
+		if err := cp.DeleteStoredServices(r.Context(), r.PathValue("namespace")); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
@@ -138,6 +156,24 @@ func (r *Remote) StartAPIServer(ctx context.Context) error {
 	return err
 }
 
+// StoreServices writes services straight into etcd (see
+// ControlPlane.StoreServices).
+func (r *Remote) StoreServices(ctx context.Context, namespace string, svcs []v1.Service) error {
+	body, err := json.Marshal(svcs)
+	if err != nil {
+		return err
+	}
+	_, err = r.send(ctx, http.MethodPost, "/namespaces/"+namespace+"/stored-services", body)
+	return err
+}
+
+// DeleteStoredServices deletes every service of namespace from etcd (see
+// ControlPlane.DeleteStoredServices).
+func (r *Remote) DeleteStoredServices(ctx context.Context, namespace string) error {
+	_, err := r.call(ctx, http.MethodDelete, "/namespaces/"+namespace+"/stored-services")
+	return err
+}
+
 // Logs returns the last n lines of the API server's and etcd's logs.
 func (r *Remote) Logs(ctx context.Context, n int) string {
 	b, err := r.call(ctx, http.MethodGet, "/logs?lines="+strconv.Itoa(n))
@@ -148,7 +184,11 @@ func (r *Remote) Logs(ctx context.Context, n int) string {
 }
 
 func (r *Remote) call(ctx context.Context, method, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, r.control+path, nil)
+	return r.send(ctx, method, path, nil)
+}
+
+func (r *Remote) send(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, r.control+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
@@ -157,12 +197,12 @@ func (r *Remote) call(ctx context.Context, method, path string) ([]byte, error) 
 		return nil, fmt.Errorf("control plane: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("control plane: %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("control plane: %s %s: %s: %w", method, path, strings.TrimSpace(string(body)), errors.New(resp.Status))
+		return nil, fmt.Errorf("control plane: %s %s: %s: %w", method, path, strings.TrimSpace(string(answer)), errors.New(resp.Status))
 	}
-	return body, nil
+	return answer, nil
 }

@@ -1,0 +1,168 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+)
+
+// The API server's etcd layout: --etcd-prefix's default, and where it keeps
+// a Service.
+const (
+	etcdPrefix        = "/registry"
+	serviceKeyPattern = etcdPrefix + "/services/specs/%s/"
+)
+
+// etcdMaxTxnOps is etcd's default --max-txn-ops: the most operations one
+// transaction may hold.
+const etcdMaxTxnOps = 128
+
+// StoreServices writes services of namespace into the API server's etcd
+// as the API server would store them, without its create path; clients
+// list and watch them through the API server as any others. Each must
+// carry its cluster IP (in ServiceCIDR) and, if it has any, its node ports:
+// nothing is allocated for it. The API server's repair loops record the
+// addresses and ports afterwards.
+//
+// It exists for benchmarks that load tens of thousands of services: the
+// ClusterIP allocator of v1.37 counts every allocated address after each
+// allocation, so creating N services through the API server costs O(N²).
+// A service that exists already fails its batch, which writes nothing.
+func (cp *ControlPlane) StoreServices(ctx context.Context, namespace string, svcs []v1.Service) error {
+	cidr := netip.MustParsePrefix(ServiceCIDR)
+	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+	var puts []etcdOp
+	for i := range svcs {
+		s := svcs[i]
+		ip, err := netip.ParseAddr(s.Spec.ClusterIP)
+		if err != nil || !cidr.Contains(ip) {
+			return fmt.Errorf("service %s/%s: spec.clusterIP %q: not an address in %s", namespace, s.Name, s.Spec.ClusterIP, ServiceCIDR)
+		}
+		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+		s.Namespace, s.UID, s.CreationTimestamp = namespace, uuid.NewUUID(), now
+		s.Spec.ClusterIPs = []string{ip.String()}
+		s.Spec.IPFamilies = []v1.IPFamily{v1.IPv4Protocol}
+		policy := v1.IPFamilyPolicySingleStack
+		s.Spec.IPFamilyPolicy = &policy
+		value, err := json.Marshal(&s)
+		if err != nil {
+			return fmt.Errorf("service %s/%s: %w", namespace, s.Name, err)
+		}
+		puts = append(puts, etcdOp{key: fmt.Sprintf(serviceKeyPattern, namespace) + s.Name, value: value})
+	}
+	for len(puts) > 0 {
+		n := min(len(puts), etcdMaxTxnOps)
+		if err := cp.etcdCreate(ctx, puts[:n]); err != nil {
+			return fmt.Errorf("services of namespace %s: %w", namespace, err)
+		}
+		puts = puts[n:]
+	}
+	return nil
+}
+
+// DeleteStoredServices deletes every service of namespace from etcd at
+// once, the API server's delete path aside (which, like its create path,
+// costs O(N) a service); its repair loop releases their addresses.
+func (cp *ControlPlane) DeleteStoredServices(ctx context.Context, namespace string) error {
+	prefix := fmt.Sprintf(serviceKeyPattern, namespace)
+	req := map[string]string{"key": b64(prefix), "range_end": b64(prefixEnd(prefix))}
+	if err := cp.etcdCall(ctx, "/v3/kv/deleterange", req, nil); err != nil {
+		return fmt.Errorf("services of namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+type etcdOp struct {
+	key   string
+	value []byte
+}
+
+// etcdCreate puts ops in one transaction that writes nothing if any of
+// their keys exists.
+func (cp *ControlPlane) etcdCreate(ctx context.Context, ops []etcdOp) error {
+	type compare struct {
+		Key     string `json:"key"`
+		Target  string `json:"target"`
+		Result  string `json:"result"`
+		Version string `json:"version"`
+	}
+	type put struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	}
+	type requestOp struct {
+		RequestPut put `json:"request_put"`
+	}
+	var txn struct {
+		Compare []compare   `json:"compare"`
+		Success []requestOp `json:"success"`
+	}
+	for _, op := range ops {
+		txn.Compare = append(txn.Compare, compare{Key: b64(op.key), Target: "VERSION", Result: "EQUAL", Version: "0"})
+		txn.Success = append(txn.Success, requestOp{RequestPut: put{Key: b64(op.key), Value: base64.StdEncoding.EncodeToString(op.value)}})
+	}
+	var resp struct {
+		Succeeded bool `json:"succeeded"`
+	}
+	if err := cp.etcdCall(ctx, "/v3/kv/txn", txn, &resp); err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("one of %s..%s exists already", ops[0].key, ops[len(ops)-1].key)
+	}
+	return nil
+}
+
+// etcdCall posts req as JSON to etcd's gRPC gateway and decodes its answer
+// into resp (when not nil).
+func (cp *ControlPlane) etcdCall(ctx context.Context, path string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, cp.etcdURL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	r.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		return fmt.Errorf("etcd %s: %w", path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return fmt.Errorf("etcd %s: %w", path, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("etcd %s: %s: %w", path, bytes.TrimSpace(b), errors.New(res.Status))
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, resp); err != nil {
+		return fmt.Errorf("etcd %s: %w", path, err)
+	}
+	return nil
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// prefixEnd is the end of the key range that holds every key starting
+// with prefix (etcd's range_end): prefix with its last byte raised.
+func prefixEnd(prefix string) string {
+	b := []byte(prefix)
+	b[len(b)-1]++
+	return string(b)
+}

@@ -48,10 +48,12 @@ type serviceStore interface {
 // benchStoreBatch is how many services one StoreServices call writes.
 const benchStoreBatch = 1024
 
-// benchVIP is service i's cluster IP: 10.104.0.0 + i, inside
-// controlplane.ServiceCIDR, clear of the addresses it hands out first.
+// benchVIP is service i's cluster IP: 10.96.16.0 + i, inside the API
+// server's 10.96.0.0/16 (testdata/vmtest-controlplane) for up to 61,440
+// services, above the first addresses it hands out itself.
 func benchVIP(i int) netip.Addr {
-	return netip.AddrFrom4([4]byte{10, byte(104 + i>>16), byte(i >> 8), byte(i)})
+	v := 16<<8 + i
+	return netip.AddrFrom4([4]byte{10, 96, byte(v >> 8), byte(v)})
 }
 
 func benchServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }

@@ -83,7 +83,7 @@ func TestRestartKeepsData(t *testing.T) {
 // loop records their cluster IPs; a second store of the same name and a
 // bad address write nothing; deleting them at once empties the namespace.
 func TestStoreServices(t *testing.T) {
-	cp := New(t, nil)
+	cp := New(t, &Config{ExtraAPIServerArgs: []string{"--service-cluster-ip-range=10.96.0.0/16"}})
 	client, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +91,8 @@ func TestStoreServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	svcs := []v1.Service{
-		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.ServiceSpec{ClusterIP: "10.104.0.1", Ports: []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolTCP}}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort, ClusterIP: "10.104.0.2",
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.ServiceSpec{ClusterIP: "10.96.16.1", Ports: []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolTCP}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort, ClusterIP: "10.96.16.2",
 			Ports: []v1.ServicePort{{Port: 53, Protocol: v1.ProtocolUDP, NodePort: 30053}}}},
 	}
 	if err := cp.StoreServices(ctx, "default", svcs); err != nil {
@@ -102,26 +102,27 @@ func TestStoreServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.ClusterIP != "10.104.0.2" || got.Spec.Ports[0].NodePort != 30053 || got.UID == "" || got.ResourceVersion == "" {
+	if got.Spec.ClusterIP != "10.96.16.2" || got.Spec.Ports[0].NodePort != 30053 || got.UID == "" || got.ResourceVersion == "" {
 		t.Errorf("stored service b read back as %+v", got)
 	}
 	if got.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyCluster || got.Spec.Ports[0].TargetPort.IntValue() != 53 {
 		t.Errorf("service b: externalTrafficPolicy %q, targetPort %v: the API server's defaults not applied", got.Spec.ExternalTrafficPolicy, got.Spec.Ports[0].TargetPort)
 	}
 	if err := wait(ctx, func() bool {
-		_, err := client.NetworkingV1().IPAddresses().Get(ctx, "10.104.0.1", metav1.GetOptions{})
+		_, err := client.NetworkingV1().IPAddresses().Get(ctx, "10.96.16.1", metav1.GetOptions{})
 		return err == nil
 	}); err != nil {
-		t.Errorf("the repair loop recorded no IPAddress for service a's 10.104.0.1: %v", err)
+		t.Errorf("the repair loop recorded no IPAddress for service a's 10.96.16.1: %v", err)
 	}
 
-	again := []v1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1.ServiceSpec{ClusterIP: "10.104.0.3"}}, svcs[0]}
+	again := []v1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1.ServiceSpec{ClusterIP: "10.96.16.3"}}, svcs[0]}
 	if err := cp.StoreServices(ctx, "default", again); err == nil {
 		t.Error("storing service a a second time succeeded")
 	}
-	bad := []v1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: v1.ServiceSpec{ClusterIP: "192.0.2.1"}}}
+	// 10.104.0.1 is in the default range, not in the one the later flag set.
+	bad := []v1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: v1.ServiceSpec{ClusterIP: "10.104.0.1"}}}
 	if err := cp.StoreServices(ctx, "default", bad); err == nil || !strings.Contains(err.Error(), "default/d: spec.clusterIP") {
-		t.Errorf("a cluster IP outside %s: error %v, want one naming default/d's spec.clusterIP", ServiceCIDR, err)
+		t.Errorf("a cluster IP outside 10.96.0.0/16: error %v, want one naming default/d's spec.clusterIP", err)
 	}
 	if _, err := client.CoreV1().Services("default").Get(ctx, "c", metav1.GetOptions{}); err == nil {
 		t.Error("service c stored although its batch failed")

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,7 +33,7 @@ const etcdMaxTxnOps = 128
 // StoreServices writes services of namespace into the API server's etcd
 // as the API server would store them, without its create path; clients
 // list and watch them through the API server as any others. Each must
-// carry its cluster IP (in ServiceCIDR) and, if it has any, its node ports:
+// carry its cluster IP (in the API server's service ranges) and, if it has any, its node ports:
 // nothing is allocated for it. The API server's repair loops record the
 // addresses and ports afterwards.
 //
@@ -40,14 +42,14 @@ const etcdMaxTxnOps = 128
 // allocation, so creating N services through the API server costs O(N²).
 // A service that exists already fails its batch, which writes nothing.
 func (cp *ControlPlane) StoreServices(ctx context.Context, namespace string, svcs []v1.Service) error {
-	cidr := netip.MustParsePrefix(ServiceCIDR)
+	ranges := cp.serviceRanges()
 	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 	var puts []etcdOp
 	for i := range svcs {
 		s := svcs[i]
 		ip, err := netip.ParseAddr(s.Spec.ClusterIP)
-		if err != nil || !cidr.Contains(ip) {
-			return fmt.Errorf("service %s/%s: spec.clusterIP %q: not an address in %s", namespace, s.Name, s.Spec.ClusterIP, ServiceCIDR)
+		if err != nil || !slices.ContainsFunc(ranges, func(r netip.Prefix) bool { return r.Contains(ip) }) {
+			return fmt.Errorf("service %s/%s: spec.clusterIP %q: not an address in the API server's service ranges %v", namespace, s.Name, s.Spec.ClusterIP, ranges)
 		}
 		s.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
 		s.Namespace, s.UID, s.CreationTimestamp = namespace, uuid.NewUUID(), now
@@ -81,6 +83,25 @@ func (cp *ControlPlane) DeleteStoredServices(ctx context.Context, namespace stri
 		return fmt.Errorf("services of namespace %s: %w", namespace, err)
 	}
 	return nil
+}
+
+// serviceRanges is what the API server's last --service-cluster-ip-range
+// (later flags win) holds.
+func (cp *ControlPlane) serviceRanges() []netip.Prefix {
+	var ranges []netip.Prefix
+	for _, arg := range cp.apiArgs {
+		value, ok := strings.CutPrefix(arg, "--service-cluster-ip-range=")
+		if !ok {
+			continue
+		}
+		ranges = ranges[:0]
+		for _, r := range strings.Split(value, ",") {
+			if p, err := netip.ParsePrefix(r); err == nil {
+				ranges = append(ranges, p)
+			}
+		}
+	}
+	return ranges
 }
 
 type etcdOp struct {

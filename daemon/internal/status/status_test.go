@@ -176,3 +176,53 @@ func TestWriter(t *testing.T) {
 		t.Errorf("after the writer stopped: %+v, %v", r, err)
 	}
 }
+
+// The names file reads back as the map it was written from, whatever the
+// strings hold.
+func TestEncodeNames(t *testing.T) {
+	for _, names := range []map[string]string{
+		{},
+		{"tcp/10.96.0.10:80": "default/web:http"},
+		benchNames(1000),
+		{"udp/*:30053": "kube-system/dns:dns", `odd"key\`: "tab\there", "<&>": "ünïcode", "ctl\x01": "\u2028"},
+	} {
+		var got map[string]string
+		if err := json.Unmarshal(encodeNames(names), &got); err != nil {
+			t.Fatalf("encodeNames(%d names): %v", len(names), err)
+		}
+		if !maps.Equal(got, names) {
+			t.Errorf("encodeNames: read back %v, want %v", got, names)
+		}
+	}
+}
+
+// benchNames is the names of n services with a cluster IP and one in ten
+// with a node port.
+func benchNames(n int) map[string]string {
+	names := make(map[string]string, n+n/10)
+	for i := range n {
+		name := fmt.Sprintf("ns-%d/svc-%05d:http", i%50, i)
+		names[fmt.Sprintf("tcp/10.96.%d.%d:80", i>>8, i&0xff)] = name
+		if i%10 == 0 {
+			names[fmt.Sprintf("tcp/*:%d", 30000+i/10)] = name
+		}
+	}
+	return names
+}
+
+// Encoding the names file at 10,000 services.
+func BenchmarkEncodeNames(b *testing.B) {
+	names := benchNames(10000)
+	b.Run("encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(names); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encodeNames", func(b *testing.B) {
+		for b.Loop() {
+			encodeNames(names)
+		}
+	})
+}

@@ -364,7 +364,7 @@ func benchSelected(t testing.TB) []benchProxy {
 	}
 	want := strings.Split(v, ",")
 	var out []benchProxy
-	for _, p := range benchProxies {
+	for _, p := range append(benchProxies, benchLocalRoute()) {
 		if slices.Contains(want, p.name) {
 			out = append(out, p)
 		}
@@ -377,10 +377,20 @@ func benchSelected(t testing.TB) []benchProxy {
 
 func benchProxyNames() string {
 	var names []string
-	for _, p := range benchProxies {
+	for _, p := range append(benchProxies, benchLocalRoute()) {
 		names = append(names, p.name)
 	}
 	return strings.Join(names, ",")
+}
+
+// benchLocalRoute is ipvsplane binding the service IPs as local routes,
+// run only when asked for by name: bound as addresses, each one added
+// walks the device's whole address list in the kernel.
+func benchLocalRoute() benchProxy {
+	i := slices.IndexFunc(benchProxies, func(p benchProxy) bool { return p.name == "ipvsplane" })
+	p := benchProxies[i]
+	p.name, p.args = "ipvsplane-local-route", withArgs(p.args, "--service-address-binding=local-route")
+	return p
 }
 
 func benchEnvInt(t testing.TB, key string, def int) int {

@@ -38,11 +38,11 @@ type benchCluster struct {
 	store serviceStore
 }
 
-// serviceStore writes and deletes services bypassing the API server's
-// create and delete paths (controlplane.Remote).
+// serviceStore writes services and deletes services and slices bypassing
+// the API server's create and delete paths (controlplane.Remote).
 type serviceStore interface {
 	StoreServices(ctx context.Context, namespace string, svcs []v1.Service) error
-	DeleteStoredServices(ctx context.Context, namespace string) error
+	DeleteStored(ctx context.Context, resource, namespace string) error
 }
 
 // benchStoreBatch is how many services one StoreServices call writes.
@@ -141,12 +141,13 @@ func (c *benchCluster) waitAddressesRecorded(ctx context.Context, n int) error {
 	}
 }
 
-// delete removes every service and slice grow made.
+// delete removes every service and slice grow made, straight from etcd
+// (see controlplane.ControlPlane.DeleteStored).
 func (c *benchCluster) delete(ctx context.Context) error {
-	if err := c.client.DiscoveryV1().EndpointSlices(c.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	if err := c.store.DeleteStored(ctx, "endpointslices", c.namespace); err != nil {
 		return err
 	}
-	return c.store.DeleteStoredServices(ctx, c.namespace)
+	return c.store.DeleteStored(ctx, "services", c.namespace)
 }
 
 // moveEndpoint gives endpoint 0 of service i the address to, with the

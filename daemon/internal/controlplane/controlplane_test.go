@@ -128,14 +128,17 @@ func TestStoreServices(t *testing.T) {
 		t.Error("service c stored although its batch failed")
 	}
 
-	if err := cp.DeleteStoredServices(ctx, "default"); err != nil {
+	if err := cp.DeleteStored(ctx, "services", "default"); err != nil {
 		t.Fatal(err)
+	}
+	if err := cp.DeleteStored(ctx, "pods", "default"); err == nil {
+		t.Error("DeleteStored of pods: no error, want one naming what it deletes")
 	}
 	if err := wait(ctx, func() bool {
 		list, err := client.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
 		return err == nil && len(list.Items) == 0
 	}); err != nil {
-		t.Errorf("services left after DeleteStoredServices: %v", err)
+		t.Errorf("services left after DeleteStored: %v", err)
 	}
 }
 

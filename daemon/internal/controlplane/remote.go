@@ -82,8 +82,8 @@ func (cp *ControlPlane) Handler(server string) http.Handler {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
-	mux.HandleFunc("DELETE /namespaces/{namespace}/stored-services", func(w http.ResponseWriter, r *http.Request) {
-		if err := cp.DeleteStoredServices(r.Context(), r.PathValue("namespace")); err != nil {
+	mux.HandleFunc("DELETE /namespaces/{namespace}/stored/{resource}", func(w http.ResponseWriter, r *http.Request) {
+		if err := cp.DeleteStored(r.Context(), r.PathValue("resource"), r.PathValue("namespace")); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
@@ -167,10 +167,10 @@ func (r *Remote) StoreServices(ctx context.Context, namespace string, svcs []v1.
 	return err
 }
 
-// DeleteStoredServices deletes every service of namespace from etcd (see
-// ControlPlane.DeleteStoredServices).
-func (r *Remote) DeleteStoredServices(ctx context.Context, namespace string) error {
-	_, err := r.call(ctx, http.MethodDelete, "/namespaces/"+namespace+"/stored-services")
+// DeleteStored deletes every object of resource in namespace from etcd
+// (see ControlPlane.DeleteStored).
+func (r *Remote) DeleteStored(ctx context.Context, resource, namespace string) error {
+	_, err := r.call(ctx, http.MethodDelete, "/namespaces/"+namespace+"/stored/"+resource)
 	return err
 }
 

@@ -21,10 +21,7 @@ import (
 
 // The API server's etcd layout: --etcd-prefix's default, and where it keeps
 // a Service.
-const (
-	etcdPrefix        = "/registry"
-	serviceKeyPattern = etcdPrefix + "/services/specs/%s/"
-)
+const etcdPrefix = "/registry"
 
 // etcdMaxTxnOps is etcd's default --max-txn-ops: the most operations one
 // transaction may hold.
@@ -43,6 +40,7 @@ const etcdMaxTxnOps = 128
 // A service that exists already fails its batch, which writes nothing.
 func (cp *ControlPlane) StoreServices(ctx context.Context, namespace string, svcs []v1.Service) error {
 	ranges := cp.serviceRanges()
+	servicesPrefix, _ := storedPrefix("services")
 	now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 	var puts []etcdOp
 	for i := range svcs {
@@ -61,7 +59,7 @@ func (cp *ControlPlane) StoreServices(ctx context.Context, namespace string, svc
 		if err != nil {
 			return fmt.Errorf("service %s/%s: %w", namespace, s.Name, err)
 		}
-		puts = append(puts, etcdOp{key: fmt.Sprintf(serviceKeyPattern, namespace) + s.Name, value: value})
+		puts = append(puts, etcdOp{key: servicesPrefix + namespace + "/" + s.Name, value: value})
 	}
 	for len(puts) > 0 {
 		n := min(len(puts), etcdMaxTxnOps)
@@ -73,16 +71,36 @@ func (cp *ControlPlane) StoreServices(ctx context.Context, namespace string, svc
 	return nil
 }
 
-// DeleteStoredServices deletes every service of namespace from etcd at
-// once, the API server's delete path aside (which, like its create path,
-// costs O(N) a service); its repair loop releases their addresses.
-func (cp *ControlPlane) DeleteStoredServices(ctx context.Context, namespace string) error {
-	prefix := fmt.Sprintf(serviceKeyPattern, namespace)
+// DeleteStored deletes every object of resource ("services" or
+// "endpointslices") in namespace from etcd at once, the API server's
+// delete path aside: creating services through it costs O(N) each in
+// v1.37, so does deleting them, and a DeleteCollection of tens of
+// thousands of objects outlasts its request timeout. Clients watching see
+// them deleted; the repair loops release the services' addresses and
+// ports.
+func (cp *ControlPlane) DeleteStored(ctx context.Context, resource, namespace string) error {
+	prefix, ok := storedPrefix(resource)
+	if !ok {
+		return fmt.Errorf("control plane: deleting %s of namespace %s: not one of services, endpointslices", resource, namespace)
+	}
+	prefix += namespace + "/"
 	req := map[string]string{"key": b64(prefix), "range_end": b64(prefixEnd(prefix))}
 	if err := cp.etcdCall(ctx, "/v3/kv/deleterange", req, nil); err != nil {
-		return fmt.Errorf("services of namespace %s: %w", namespace, err)
+		return fmt.Errorf("%s of namespace %s: %w", resource, namespace, err)
 	}
 	return nil
+}
+
+// storedPrefix is where the API server keeps resource, a namespace's
+// objects under the namespace's name: a Service or an EndpointSlice.
+func storedPrefix(resource string) (string, bool) {
+	switch resource {
+	case "services":
+		return etcdPrefix + "/services/specs/", true
+	case "endpointslices":
+		return etcdPrefix + "/endpointslices/", true
+	}
+	return "", false
 }
 
 // serviceRanges is what the API server's last --service-cluster-ip-range

@@ -303,6 +303,13 @@ func soakProxy(name string) (benchProxy, bool) {
 		return benchProxy{name: name, ipvs: true, args: func(kubeconfig, dir string) []string {
 			return append([]string{"ipvsplane", "run", "--kubeconfig=" + kubeconfig, "--state-file=" + filepath.Join(dir, "status.json")}, common...)
 		}}, true
+	case "ipvsplane-no-resync":
+		// No periodic full sync, so no background reread of the
+		// kernel, during the churn: what the periodic work adds to the
+		// tail.
+		p, _ := soakProxy("ipvsplane")
+		p.name, p.args = name, withArgs(p.args, "--ipvs-sync-period=1h")
+		return p, true
 	case "ipvsplane-local-route":
 		// Service IPs bound as local routes: the kernel walks a device's
 		// whole address list on each address added or removed.
@@ -621,10 +628,10 @@ func (s *soak) converge(t *testing.T, pp *proxyProc, proxy benchProxy, since tim
 // first one: for ipvsplane the full sync that merges its first background
 // reread of the kernel, for kube-proxy's IPVS mode a sync a sync period
 // (30 s by default) after the first. kube-proxy's nftables mode syncs
-// periodically only once an hour.
+// periodically only once an hour, as does ipvsplane-no-resync.
 func waitPeriodicSync(t *testing.T, pp *proxyProc) {
 	t.Helper()
-	if pp.name == "kube-proxy-nftables" {
+	if pp.name == "kube-proxy-nftables" || pp.name == "ipvsplane-no-resync" {
 		return
 	}
 	const full = metricFullSyncs

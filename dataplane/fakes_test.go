@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
@@ -60,4 +61,16 @@ func checkKernel(t *testing.T, n *dataplanetest.Node, state *model.State) {
 		t.Errorf("the kernel does not hold the state; a first sync would do:\n%s\nIPVS:\n%s\nipsets:\n%s\nlinks:\n%s\nnftables:\n%s",
 			pl, n.IPVS.Dump(), n.Sets.Dump(), n.Links.Dump(), n.Rules.Dump())
 	}
+}
+
+// newRereadingDataplane is a dataplane on the fakes whose periodic reread
+// is due a minute after the last full read, on a clock the test moves
+// (*now), and which signals read when a reread ends.
+func newRereadingDataplane(t *testing.T) (*dataplane.Dataplane, *dataplanetest.Node, *time.Time, chan struct{}) {
+	t.Helper()
+	now := time.Unix(1_800_000_000, 0)
+	read := make(chan struct{}, 1)
+	d, n := newFakeDataplane(t, &dataplane.Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
+		KernelRead: func() { read <- struct{}{} }})
+	return d, n, &now, read
 }

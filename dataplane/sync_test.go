@@ -187,10 +187,7 @@ func TestSyncRetry(t *testing.T) {
 // at once (the canary sees it on the next sync), a weight change by the
 // periodic reread of the kernel.
 func TestSyncRepairsDrift(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	read := make(chan struct{}, 1)
-	d, n := newFakeDataplane(t, &dataplane.Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
-		KernelRead: func() { read <- struct{}{} }})
+	d, n, now, read := newRereadingDataplane(t)
 	ctx := context.Background()
 	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{fixture.Web()}}
 	syncOK(t, d, ctx, state)
@@ -222,7 +219,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 		if err := flush(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		now = now.Add(time.Second) // the canary looks at most once a second
+		*now = now.Add(time.Second) // the canary looks at most once a second
 		if res := syncOK(t, d, ctx, state); !res.Full || res.Plan.Len() == 0 {
 			t.Errorf("after %s the next sync was full=%v with %d operations", name, res.Full, res.Plan.Len())
 		}
@@ -233,11 +230,11 @@ func TestSyncRepairsDrift(t *testing.T) {
 	if err := outside.UpdateDestination(ctx, vs, edit); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Second)
+	*now = now.Add(time.Second)
 	if res := syncOK(t, d, ctx, state); res.Full {
 		t.Fatal("the canary saw a weight change")
 	}
-	now = now.Add(time.Minute)
+	*now = now.Add(time.Minute)
 	if res := syncOK(t, d, ctx, state); res.Full {
 		t.Error("the sync that started the periodic reread waited for it")
 	}
@@ -254,10 +251,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 // compare, which is Full; the drift is repaired by then; and a change
 // made while the sweep goes on is programmed by its own sync and stays.
 func TestSyncSweepsRereadInPieces(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	read := make(chan struct{}, 1)
-	d, n := newFakeDataplane(t, &dataplane.Config{ResyncInterval: time.Minute, Now: func() time.Time { return now },
-		KernelRead: func() { read <- struct{}{} }})
+	d, n, now, read := newRereadingDataplane(t)
 	ctx := context.Background()
 	state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(500, 3)}
 	syncOK(t, d, ctx, state)
@@ -270,7 +264,7 @@ func TestSyncSweepsRereadInPieces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now = now.Add(time.Minute)
+	*now = now.Add(time.Minute)
 	if res := syncOK(t, d, ctx, state); res.Full || res.Sweeping {
 		t.Fatalf("the sync that started the reread: full=%v sweeping=%v", res.Full, res.Sweeping)
 	}

@@ -118,25 +118,50 @@ func (c *benchCluster) grow(ctx context.Context, n int) (growTimes, error) {
 type growTimes struct{ services, slices, repair time.Duration }
 
 // waitAddressesRecorded waits until the API server's repair loop has
-// recorded an IPAddress for each of the n services, so that its work is
-// done before a proxy is measured.
+// recorded an IPAddress for each of the n services of c.namespace, so
+// that its work is done before a proxy is measured. The count of all
+// addresses, one cheap request, gates the count of this namespace's.
 func (c *benchCluster) waitAddressesRecorded(ctx context.Context, n int) error {
+	recorded := 0
 	for {
-		list, err := c.client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{Limit: 1})
+		all, err := c.client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{Limit: 1})
 		if err != nil {
 			return err
 		}
-		recorded := int64(len(list.Items))
-		if list.RemainingItemCount != nil {
-			recorded += *list.RemainingItemCount
+		total := len(all.Items)
+		if all.RemainingItemCount != nil {
+			total += int(*all.RemainingItemCount)
 		}
-		if recorded >= int64(n) {
-			return nil
+		if total >= n {
+			if recorded, err = c.addressesOfNamespace(ctx); err != nil || recorded >= n {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("IPAddresses of the benchmark's services: %d of %d recorded: %w", recorded, n, ctx.Err())
 		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// addressesOfNamespace counts the IPAddresses whose parent is a service of
+// c.namespace.
+func (c *benchCluster) addressesOfNamespace(ctx context.Context) (int, error) {
+	n := 0
+	opts := metav1.ListOptions{Limit: 5000}
+	for {
+		list, err := c.client.NetworkingV1().IPAddresses().List(ctx, opts)
+		if err != nil {
+			return 0, err
+		}
+		for _, a := range list.Items {
+			if ref := a.Spec.ParentRef; ref != nil && ref.Resource == "services" && ref.Namespace == c.namespace {
+				n++
+			}
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" {
+			return n, nil
 		}
 	}
 }

@@ -149,12 +149,16 @@ func (t *Scope) Touch(op Op) {
 
 // addEntries adds entries of a set.
 func (t *Scope) addEntries(set string, entries []Entry) {
+	for _, e := range entries {
+		t.addEntry(set, e)
+	}
+}
+
+func (t *Scope) addEntry(set string, e Entry) {
 	if t.Entries[set] == nil {
 		t.Entries[set] = map[Entry]bool{}
 	}
-	for _, e := range entries {
-		t.Entries[set][e] = true
-	}
+	t.Entries[set][e] = true
 }
 
 // add records what a contribution touches; a nil t records nothing.
@@ -169,10 +173,7 @@ func (t *Scope) add(c *contribution) {
 		t.Addresses[a] = true
 	}
 	for _, e := range c.entries {
-		if t.Entries[e.Set] == nil {
-			t.Entries[e.Set] = map[Entry]bool{}
-		}
-		t.Entries[e.Set][e.Entry] = true
+		t.addEntry(e.Set, e.Entry)
 	}
 }
 

@@ -156,10 +156,7 @@ func (s *Sweep) Next(scope *Scope, n int) (done bool) {
 		case sweepAddress:
 			scope.Addresses[o.addr] = true
 		case sweepEntry:
-			if scope.Entries[o.set] == nil {
-				scope.Entries[o.set] = map[Entry]bool{}
-			}
-			scope.Entries[o.set][o.entry] = true
+			scope.addEntry(o.set, o.entry)
 		}
 	}
 	return false

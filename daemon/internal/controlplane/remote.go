@@ -119,7 +119,7 @@ func FromVM(t testing.TB) *Remote {
 // serves at control.
 func DialRemote(ctx context.Context, control string) (*Remote, error) {
 	r := &Remote{control: strings.TrimSuffix(control, "/")}
-	b, err := r.call(ctx, http.MethodGet, "/kubeconfig")
+	b, err := r.call(ctx, http.MethodGet, "/kubeconfig", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -140,19 +140,19 @@ func (r *Remote) RESTConfig() *rest.Config { return rest.CopyConfig(r.rest) }
 
 // StopAPIServer stops the API server gracefully (see ControlPlane.StopAPIServer).
 func (r *Remote) StopAPIServer(ctx context.Context) error {
-	_, err := r.call(ctx, http.MethodPost, "/apiserver/stop")
+	_, err := r.call(ctx, http.MethodPost, "/apiserver/stop", nil)
 	return err
 }
 
 // KillAPIServer ends the API server as a crash would.
 func (r *Remote) KillAPIServer(ctx context.Context) error {
-	_, err := r.call(ctx, http.MethodPost, "/apiserver/kill")
+	_, err := r.call(ctx, http.MethodPost, "/apiserver/kill", nil)
 	return err
 }
 
 // StartAPIServer starts the API server again and waits until it is ready.
 func (r *Remote) StartAPIServer(ctx context.Context) error {
-	_, err := r.call(ctx, http.MethodPost, "/apiserver/start")
+	_, err := r.call(ctx, http.MethodPost, "/apiserver/start", nil)
 	return err
 }
 
@@ -163,46 +163,56 @@ func (r *Remote) StoreServices(ctx context.Context, namespace string, svcs []v1.
 	if err != nil {
 		return err
 	}
-	_, err = r.send(ctx, http.MethodPost, "/namespaces/"+namespace+"/stored-services", body)
+	_, err = r.call(ctx, http.MethodPost, "/namespaces/"+namespace+"/stored-services", body)
 	return err
 }
 
 // DeleteStored deletes every object of resource in namespace from etcd
 // (see ControlPlane.DeleteStored).
 func (r *Remote) DeleteStored(ctx context.Context, resource, namespace string) error {
-	_, err := r.call(ctx, http.MethodDelete, "/namespaces/"+namespace+"/stored/"+resource)
+	_, err := r.call(ctx, http.MethodDelete, "/namespaces/"+namespace+"/stored/"+resource, nil)
 	return err
 }
 
 // Logs returns the last n lines of the API server's and etcd's logs.
 func (r *Remote) Logs(ctx context.Context, n int) string {
-	b, err := r.call(ctx, http.MethodGet, "/logs?lines="+strconv.Itoa(n))
+	b, err := r.call(ctx, http.MethodGet, "/logs?lines="+strconv.Itoa(n), nil)
 	if err != nil {
 		return err.Error()
 	}
 	return string(b)
 }
 
-func (r *Remote) call(ctx context.Context, method, path string) ([]byte, error) {
-	return r.send(ctx, method, path, nil)
+// call makes a request of the control plane, with body when not nil.
+func (r *Remote) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	answer, err := exchange(ctx, method, r.control+path, "", body)
+	if err != nil {
+		return nil, fmt.Errorf("control plane: %s %s: %w", method, path, err)
+	}
+	return answer, nil
 }
 
-func (r *Remote) send(ctx context.Context, method, path string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, r.control+path, bytes.NewReader(body))
+// exchange makes one HTTP request and returns the answer's body; an
+// answer other than 200 OK is an error carrying its status and body.
+func exchange(ctx context.Context, method, url, contentType string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("control plane: %w", err)
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("control plane: %s %s: %w", method, path, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("control plane: %s %s: %w", method, path, err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("control plane: %s %s: %s: %w", method, path, strings.TrimSpace(string(answer)), errors.New(resp.Status))
+		return nil, fmt.Errorf("%s: %w", strings.TrimSpace(string(answer)), errors.New(resp.Status))
 	}
 	return answer, nil
 }

@@ -1,13 +1,10 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -170,27 +167,11 @@ func (cp *ControlPlane) etcdCall(ctx context.Context, path string, req, resp any
 	if err != nil {
 		return err
 	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, cp.etcdURL+path, bytes.NewReader(body))
+	answer, err := exchange(ctx, http.MethodPost, cp.etcdURL+path, "application/json", body)
+	if err == nil && resp != nil {
+		err = json.Unmarshal(answer, resp)
+	}
 	if err != nil {
-		return err
-	}
-	r.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(r)
-	if err != nil {
-		return fmt.Errorf("etcd %s: %w", path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return fmt.Errorf("etcd %s: %w", path, err)
-	}
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("etcd %s: %s: %w", path, bytes.TrimSpace(b), errors.New(res.Status))
-	}
-	if resp == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, resp); err != nil {
 		return fmt.Errorf("etcd %s: %w", path, err)
 	}
 	return nil

@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -257,6 +259,25 @@ func (pp *proxyProc) printHeapProfile(t testing.TB, name string) {
 		return
 	}
 	testutil.PrintProfile(name, data)
+}
+
+// printLog prints the proxy's log so far, compressed, under name, for
+// hack/profiles to write out: the guest has no other way out.
+func (pp *proxyProc) printLog(t testing.TB, name string) {
+	data, err := os.ReadFile(pp.log)
+	if err != nil {
+		t.Errorf("%s: %v", pp.name, err)
+		return
+	}
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.PrintProfile(name, b.Bytes())
 }
 
 const (

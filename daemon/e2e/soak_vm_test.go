@@ -39,6 +39,10 @@ type soakParams struct {
 	// profile takes a CPU profile of ipvsplane through the churn
 	// (IPVSPLANE_SOAK_PROFILE=1), printed for hack/profiles.
 	profile bool
+	// log runs ipvsplane at debug level and prints its log, one line a
+	// sync, for hack/profiles (IPVSPLANE_SOAK_LOG=1): when each sync
+	// ran, what it took and what it did, around a reread.
+	log bool
 }
 
 func soakParamsFromEnv(t *testing.T) soakParams {
@@ -54,6 +58,7 @@ func soakParamsFromEnv(t *testing.T) soakParams {
 		{"IPVSPLANE_SOAK_RATE", func(s string) (err error) { p.rate, err = strconv.ParseFloat(s, 64); return }},
 		{"IPVSPLANE_SOAK_PROXIES", func(s string) error { p.proxies = strings.Split(s, ","); return nil }},
 		{"IPVSPLANE_SOAK_PROFILE", func(s string) (err error) { p.profile, err = strconv.ParseBool(s); return }},
+		{"IPVSPLANE_SOAK_LOG", func(s string) (err error) { p.log, err = strconv.ParseBool(s); return }},
 	} {
 		if s := os.Getenv(v.env); s != "" {
 			if err := v.set(s); err != nil {
@@ -386,6 +391,9 @@ func TestChurnSoak(t *testing.T) {
 		if isIPVSPlane(name) {
 			// For its profiles, and the collections the leak check forces.
 			proxy.args = withArgs(proxy.args, "--profiling")
+			if p.log {
+				proxy.args = withArgs(proxy.args, "-v=4")
+			}
 		}
 		r := s.run(t, p, proxy, i, kubeconfig)
 		results = append(results, r)
@@ -486,6 +494,9 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	waitProfile()
 	if p.profile && isIPVSPlane(proxy.name) {
 		pp.printHeapProfile(t, "soak-"+proxy.name+"-allocs-after")
+	}
+	if p.log && isIPVSPlane(proxy.name) {
+		pp.printLog(t, "soak-"+proxy.name+"-log")
 	}
 	stopSampling()
 	m1, cpu1 := scrape(t, pp), cpuTime(t, pp)

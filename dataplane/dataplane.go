@@ -83,6 +83,8 @@ type Dataplane struct {
 	// the background connections, opened on the first one.
 	reread     *reread
 	background kernelReaders
+	// turn keeps the periodic reread's requests apart from the syncs.
+	turn turn
 	// sweep compares what the last periodic read found a piece a sync,
 	// until it is done; nil when none is under way.
 	sweep *plan.Sweep
@@ -112,7 +114,7 @@ func New(cfg *Config) (*Dataplane, error) {
 
 // openDataplane opens a Dataplane's connections in ns.
 func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
-	d := &Dataplane{planner: plan.NewPlanner(nftrules.Render), retry: plan.NewScope(), draining: draining{}, setIndex: map[string]uint16{}}
+	d := &Dataplane{planner: plan.NewPlanner(nftrules.Render), retry: plan.NewScope(), draining: draining{}, setIndex: map[string]uint16{}, turn: newTurn()}
 	if cfg != nil {
 		d.cfg = *cfg
 	}

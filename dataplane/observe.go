@@ -12,6 +12,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 // kernelRead is what a read of the kernel found before it is narrowed to
@@ -32,7 +33,9 @@ type kernelRead struct {
 // readKernel reads ipvsplane's sets and their entries, every virtual
 // server with its real servers, and the addresses on the device; with
 // withLeftovers, also the device's bindings of the other binding mode.
-func readKernel(ctx context.Context, r kernelReaders, device string, withLeftovers bool) (*kernelRead, error) {
+// With a turn (the periodic reread), each request waits for it, and the
+// IPVS table is read in small steps (see turn).
+func readKernel(ctx context.Context, r kernelReaders, device string, withLeftovers bool, t turn) (*kernelRead, error) {
 	k := &kernelRead{
 		setTypes: map[string]ipset.Type{},
 		entries:  map[string]map[plan.Entry]bool{},
@@ -40,29 +43,10 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 		reals:    map[plan.VirtualKey]plan.Reals{},
 		addrs:    map[netip.Addr]bool{},
 	}
-	names, err := r.sets.Names(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing ipsets: %w", err)
+	if err := k.readSets(ctx, r.sets, t); err != nil {
+		return nil, err
 	}
-	specs := plan.SetSpecs()
-	for _, name := range names {
-		if _, ours := specs[name]; !ours {
-			continue
-		}
-		h, entries, err := r.sets.List(ctx, name)
-		if errors.Is(err, ipset.ErrSetNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading ipset %s: %w", name, err)
-		}
-		k.setTypes[name] = h.Type
-		k.entries[name] = make(map[plan.Entry]bool, len(entries))
-		for _, e := range entries {
-			k.entries[name][entryFromIPSet(e)] = true
-		}
-	}
-	table, err := r.ipvs.Table(ctx)
+	table, err := readTable(ctx, r.ipvs, t)
 	if err != nil {
 		return nil, fmt.Errorf("reading the IPVS table: %w", err)
 	}
@@ -72,7 +56,15 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 			k.reals[v.VirtualKey] = realsFromIPVS(vs.Destinations)
 		}
 	}
-	dev, err := r.links.Get(ctx, device)
+	var dev *dummy.Device
+	var addrs []netip.Addr
+	err = t.run(ctx, func() (err error) {
+		if dev, err = r.links.Get(ctx, device); err != nil {
+			return err
+		}
+		addrs, err = dev.Addresses(ctx)
+		return err
+	})
 	switch {
 	case errors.Is(err, dummy.ErrLinkNotExist):
 		return k, nil
@@ -80,10 +72,6 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 		return nil, err
 	}
 	k.device = true
-	addrs, err := dev.Addresses(ctx)
-	if err != nil {
-		return nil, err
-	}
 	for _, a := range addrs {
 		// Link-local addresses are the kernel's own.
 		if !a.IsLinkLocalUnicast() {
@@ -111,6 +99,82 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 		}
 	}
 	return k, nil
+}
+
+// readSets reads ipvsplane's sets and their entries, a set a turn.
+func (k *kernelRead) readSets(ctx context.Context, sets *ipset.Conn, t turn) error {
+	var names []string
+	err := t.run(ctx, func() (err error) {
+		names, err = sets.Names(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("listing ipsets: %w", err)
+	}
+	specs := plan.SetSpecs()
+	for _, name := range names {
+		if _, ours := specs[name]; !ours {
+			continue
+		}
+		var h ipset.Header
+		var entries []ipset.Entry
+		err := t.run(ctx, func() (err error) {
+			h, entries, err = sets.List(ctx, name)
+			return err
+		})
+		if errors.Is(err, ipset.ErrSetNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading ipset %s: %w", name, err)
+		}
+		k.setTypes[name] = h.Type
+		k.entries[name] = make(map[plan.Entry]bool, len(entries))
+		for _, e := range entries {
+			k.entries[name][entryFromIPSet(e)] = true
+		}
+	}
+	return nil
+}
+
+// tableStep is how many virtual servers' real servers a turn's read
+// lists: some milliseconds under emulation.
+const tableStep = 16
+
+// readTable reads the IPVS table: without a turn at once, over several
+// sockets (ipvs.Conn.Table); with one, the services in a turn and their
+// destinations tableStep services a turn. A service a sync deletes
+// between the two lists no destinations, and the sync's scope says the
+// read is not to be believed there.
+func readTable(ctx context.Context, conn *ipvs.Conn, t turn) ([]ipvs.VirtualServer, error) {
+	if t == nil {
+		return conn.Table(ctx)
+	}
+	var svcs []ipvs.Service
+	err := t.run(ctx, func() (err error) {
+		svcs, err = conn.Services(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	table := make([]ipvs.VirtualServer, len(svcs))
+	for lo := 0; lo < len(svcs); lo += tableStep {
+		err := t.run(ctx, func() error {
+			for i := lo; i < min(lo+tableStep, len(svcs)); i++ {
+				ds, err := conn.Destinations(ctx, svcs[i])
+				if err != nil {
+					return err
+				}
+				table[i] = ipvs.VirtualServer{Service: svcs[i], Destinations: ds}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return table, nil
 }
 
 // owned narrows a read to what ipvsplane owns: its sets of the node's
@@ -181,7 +245,7 @@ func dropUnowned(s *plan.KernelState, desired *plan.KernelState, node *model.Nod
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
 func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
-	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, true)
+	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, true, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,10 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []plan.Change) (
 // prefill carries out the additions of the plan within scope, reading the
 // kernel first if nothing has read it yet.
 func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
+	if err := d.turn.take(ctx); err != nil {
+		return nil, err
+	}
+	defer d.turn.give()
 	desired, owners := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}

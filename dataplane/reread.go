@@ -76,10 +76,16 @@ func (d *Dataplane) startRead(ctx context.Context, ahead bool) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &reread{cancel: cancel, done: make(chan struct{}), since: plan.NewScope(), ahead: ahead}
 	readers, device, notify, now := d.background, d.cfg.Device, d.cfg.KernelRead, d.cfg.Now
+	// The read ahead of the first sync runs beside nothing but prefills,
+	// which only add; it reads at full speed.
+	t := d.turn
+	if ahead {
+		t = nil
+	}
 	go func() {
 		start := now()
 		r.retries, r.err = withRetries(ctx, func() (err error) {
-			r.read, err = readKernel(ctx, readers, device, ahead)
+			r.read, err = readKernel(ctx, readers, device, ahead, t)
 			return err
 		})
 		r.timing.ended = now()

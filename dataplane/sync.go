@@ -123,6 +123,10 @@ func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 }
 
 func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
+	if err := d.turn.take(ctx); err != nil {
+		return nil, err
+	}
+	defer d.turn.give()
 	desired, _ := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}

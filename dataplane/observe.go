@@ -34,8 +34,9 @@ type kernelRead struct {
 // server with its real servers, and the addresses on the device; with
 // withLeftovers, also the device's bindings of the other binding mode.
 // With a turn (the periodic reread), each request waits for it, and the
-// IPVS table is read in small steps (see turn).
-func readKernel(ctx context.Context, r kernelReaders, device string, withLeftovers bool, t turn) (*kernelRead, error) {
+// IPVS table is read in small steps, the known virtual servers' and those
+// the ownership sets record (see readTable).
+func readKernel(ctx context.Context, r kernelReaders, device string, withLeftovers bool, t turn, known []plan.VirtualKey) (*kernelRead, error) {
 	k := &kernelRead{
 		setTypes: map[string]ipset.Type{},
 		entries:  map[string]map[plan.Entry]bool{},
@@ -46,19 +47,12 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 	if err := k.readSets(ctx, r.sets, t); err != nil {
 		return nil, err
 	}
-	table, err := readTable(ctx, r.ipvs, t)
-	if err != nil {
+	if err := k.readTable(ctx, r.ipvs, t, known); err != nil {
 		return nil, fmt.Errorf("reading the IPVS table: %w", err)
-	}
-	for _, vs := range table {
-		if v, ok := virtualFromIPVS(vs.Service); ok {
-			k.virtual[v.VirtualKey] = v
-			k.reals[v.VirtualKey] = realsFromIPVS(vs.Destinations)
-		}
 	}
 	var dev *dummy.Device
 	var addrs []netip.Addr
-	err = t.run(ctx, func() (err error) {
+	err := t.run(ctx, func() (err error) {
 		if dev, err = r.links.Get(ctx, device); err != nil {
 			return err
 		}
@@ -137,44 +131,87 @@ func (k *kernelRead) readSets(ctx context.Context, sets *ipset.Conn, t turn) err
 	return nil
 }
 
-// tableStep is how many virtual servers' real servers a turn's read
-// lists: some milliseconds under emulation.
+// tableStep is how many virtual servers a turn's read of the IPVS table
+// gets, with their real servers: some milliseconds under emulation.
 const tableStep = 16
 
-// readTable reads the IPVS table: without a turn at once, over several
-// sockets (ipvs.Conn.Table); with one, the services in a turn and their
-// destinations tableStep services a turn. A service a sync deletes
-// between the two lists no destinations, and the sync's scope says the
-// read is not to be believed there.
-func readTable(ctx context.Context, conn *ipvs.Conn, t turn) ([]ipvs.VirtualServer, error) {
+// readTable reads the IPVS table. Without a turn it lists every virtual
+// server, over several sockets (ipvs.Conn.Table). With one, it gets the
+// virtual servers known (what the syncs programmed when the read began)
+// and those the ownership sets record, tableStep a turn, with their real
+// servers: the kernel lists services with a single dump, which took up to
+// a second at 10,000 services under emulation and would hold the syncs
+// back all that time, and resumes it by position, so that it cannot be
+// cut into turns either (a sync adding or removing a service between two
+// parts shifts the rest). Any other virtual server is not ipvsplane's:
+// the periodic read would drop it (see owned). A sync that creates or
+// deletes one meanwhile puts it in the reread's scope, where the
+// programmed state stands.
+func (k *kernelRead) readTable(ctx context.Context, conn *ipvs.Conn, t turn, known []plan.VirtualKey) error {
 	if t == nil {
-		return conn.Table(ctx)
+		table, err := conn.Table(ctx)
+		if err != nil {
+			return err
+		}
+		for _, vs := range table {
+			k.addVirtual(vs.Service, vs.Destinations)
+		}
+		return nil
 	}
-	var svcs []ipvs.Service
-	err := t.run(ctx, func() (err error) {
-		svcs, err = conn.Services(ctx)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	table := make([]ipvs.VirtualServer, len(svcs))
-	for lo := 0; lo < len(svcs); lo += tableStep {
+	keys := k.ownedKeys(known)
+	for lo := 0; lo < len(keys); lo += tableStep {
 		err := t.run(ctx, func() error {
-			for i := lo; i < min(lo+tableStep, len(svcs)); i++ {
-				ds, err := conn.Destinations(ctx, svcs[i])
+			for _, vk := range keys[lo:min(lo+tableStep, len(keys))] {
+				svc, err := conn.GetService(ctx, ipvsKey(vk))
+				if errors.Is(err, ipvs.ErrServiceNotExist) {
+					continue
+				}
 				if err != nil {
 					return err
 				}
-				table[i] = ipvs.VirtualServer{Service: svcs[i], Destinations: ds}
+				ds, err := conn.Destinations(ctx, svc)
+				if err != nil {
+					return err
+				}
+				k.addVirtual(svc, ds)
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return table, nil
+	return nil
+}
+
+// addVirtual records a kernel virtual server that may be ipvsplane's.
+func (k *kernelRead) addVirtual(svc ipvs.Service, dests []ipvs.Destination) {
+	if v, ok := virtualFromIPVS(svc); ok {
+		k.virtual[v.VirtualKey] = v
+		k.reals[v.VirtualKey] = realsFromIPVS(dests)
+	}
+}
+
+// ownedKeys returns known and the virtual servers the sets read record as
+// ipvsplane's, once each.
+func (k *kernelRead) ownedKeys(known []plan.VirtualKey) []plan.VirtualKey {
+	seen := make(map[plan.VirtualKey]bool, len(known))
+	keys := make([]plan.VirtualKey, 0, len(known))
+	add := func(vk plan.VirtualKey) {
+		if !seen[vk] {
+			seen[vk] = true
+			keys = append(keys, vk)
+		}
+	}
+	for _, vk := range known {
+		add(vk)
+	}
+	for _, ipv6 := range []bool{false, true} {
+		for e := range k.entries[model.SetName(model.SetOwned, ipv6)] {
+			add(plan.VirtualKey{Addr: e.Addr, Port: e.Port, Protocol: e.Protocol})
+		}
+	}
+	return keys
 }
 
 // owned narrows a read to what ipvsplane owns: its sets of the node's
@@ -245,7 +282,7 @@ func dropUnowned(s *plan.KernelState, desired *plan.KernelState, node *model.Nod
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
 func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
-	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, true, nil)
+	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, true, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -78,14 +80,16 @@ func (d *Dataplane) startRead(ctx context.Context, ahead bool) error {
 	readers, device, notify, now := d.background, d.cfg.Device, d.cfg.KernelRead, d.cfg.Now
 	// The read ahead of the first sync runs beside nothing but prefills,
 	// which only add; it reads at full speed.
-	t := d.turn
+	t, known := d.turn, []plan.VirtualKey(nil)
 	if ahead {
 		t = nil
+	} else {
+		known = slices.Collect(maps.Keys(d.programmed.Virtual))
 	}
 	go func() {
 		start := now()
 		r.retries, r.err = withRetries(ctx, func() (err error) {
-			r.read, err = readKernel(ctx, readers, device, ahead, t)
+			r.read, err = readKernel(ctx, readers, device, ahead, t, known)
 			return err
 		})
 		r.timing.ended = now()

@@ -555,7 +555,8 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 
 // Outside flushes of IPVS, the sets, the device and the rules are noticed
 // by the next sync's canary and repaired at once; a change the canary
-// cannot see (a real server's weight) is repaired by the sync after the
+// cannot see (a real server's weight, a virtual server its ownership set
+// records but its syncs do not know) is repaired by the sync after the
 // periodic reread, which runs in the background.
 func TestDataplaneRepairsDrift(t *testing.T) {
 	n := setupNet(t)
@@ -588,6 +589,9 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 		}
 	}
 	n.node.Run(t, "ipvsadm", "-e", "-t", "10.96.0.10:80", "-r", "10.244.1.2:8080", "-m", "-w", "7")
+	// As a run whose delete failed before it stopped leaves one.
+	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.0.99:80", "-s", "rr")
+	n.node.Run(t, "ipset", "add", model.SetName(model.SetOwned, false), "10.96.0.99,tcp:80")
 	now = now.Add(canaryEvery)
 	if res := mustSync(t, d, state); res.Full {
 		t.Fatal("the canary saw a weight change")
@@ -598,8 +602,13 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 	}
 	<-read
 	res := mustSync(t, d, state)
-	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
-		t.Errorf("the sync after the periodic reread did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
+	for _, want := range []string{"ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1", "ipvs del tcp 10.96.0.99:80"} {
+		if !res.Full || !strings.Contains(res.Plan.String(), want) {
+			t.Errorf("the sync after the periodic reread did not plan %q (full=%v):\n%s", want, res.Full, res.Plan)
+		}
+	}
+	if out := n.node.Run(t, "ipvsadm", "-Ln"); strings.Contains(out, "10.96.0.99") {
+		t.Errorf("the stale virtual server is still there:\n%s", out)
 	}
 }
 

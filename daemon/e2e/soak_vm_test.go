@@ -477,7 +477,9 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	}
 	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var samples []int
+	var windows []string
 	stopSampling := sampleMemory(pp, &samples)
+	stopWindows := sampleLatencyWindows(pp, 15*time.Second, m0, &windows)
 	waitProfile := func() {}
 	if p.profile && isIPVSPlane(proxy.name) {
 		pp.printHeapProfile(t, "soak-"+proxy.name+"-allocs-before")
@@ -499,6 +501,7 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 		pp.printLog(t, "soak-"+proxy.name+"-log")
 	}
 	stopSampling()
+	stopWindows()
 	m1, cpu1 := scrape(t, pp), cpuTime(t, pp)
 	r.cpu = cpu1 - cpu0
 	if isIPVSPlane(proxy.name) {
@@ -537,9 +540,9 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	r.failedSyncs = m1.sum("ipvsplane_sync_failures_total")
 	const gcCPU = "go_cpu_classes_gc_total_cpu_seconds_total"
 	r.gcCPU, r.memLimit = m1.sum(gcCPU)-m0.sum(gcCPU), m1.sum("go_gc_gomemlimit_bytes")/(1<<20)
-	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs (the proxy's own part p50 %.3fs p99 %.3fs); %v syncs (%v full) of p50 %.3fs p99 %.3fs, syncing %.0f%% of the time, %.1f CPU s (garbage collection %.1f); soft memory limit %.1f MiB; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB (live heap at rest %.1f -> %.1f MiB), end %.1f, peak %.1f; MiB over time %s",
+	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs (the proxy's own part p50 %.3fs p99 %.3fs); %v syncs (%v full) of p50 %.3fs p99 %.3fs, syncing %.0f%% of the time, %.1f CPU s (garbage collection %.1f); soft memory limit %.1f MiB; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB (live heap at rest %.1f -> %.1f MiB), end %.1f, peak %.1f; MiB over time %s; latency p99 per 15 s (* a full sync, ipvsplane's after a reread) %s",
 		proxy.name, r.changes, r.rate, r.caughtUp.Round(time.Millisecond), r.p50, r.p99, r.max, r.ownP50, r.ownP99, r.syncs, r.fullSyncs, r.syncP50, r.syncP99, 100*r.syncBusy, r.cpu.Seconds(), r.gcCPU, r.memLimit,
-		r.rssFirst, r.thirdFirst, r.thirdLast, r.heapBefore, r.heapAfter, r.rssEnd, r.rssPeak, rssSeries(samples))
+		r.rssFirst, r.thirdFirst, r.thirdLast, r.heapBefore, r.heapAfter, r.rssEnd, r.rssPeak, rssSeries(samples), strings.Join(windows, " "))
 	return r
 }
 
@@ -714,6 +717,40 @@ func sampleMemory(pp *proxyProc, samples *[]int) (stop func()) {
 					*samples = append(*samples, kb)
 				}
 			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// sampleLatencyWindows scrapes the proxy every interval from base on and
+// appends to windows each interval's programming latency p99, marked *
+// when a full sync ended in it, until the returned function is called:
+// whether the tail comes with the periodic work or apart from it.
+func sampleLatencyWindows(pp *proxyProc, every time.Duration, base promText, windows *[]string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		prev := base
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			body, err := pp.scrape(ctx)
+			if err != nil {
+				continue
+			}
+			m := parseProm(body)
+			w := fmt.Sprintf("%.2f", histQuantile(0.99, m.histogram("kubeproxy_network_programming_duration_seconds", prev)))
+			if m.sum(metricFullSyncs) > prev.sum(metricFullSyncs) {
+				w += "*"
+			}
+			*windows = append(*windows, w)
+			prev = m
 		}
 	}()
 	return func() { cancel(); <-done }

@@ -36,9 +36,9 @@ type Config struct {
 	// ResyncInterval makes the dataplane read the kernel again when this
 	// long has passed since the last full read, which repairs whatever
 	// changed behind its back; 0 means only the first sync and those after
-	// Resync read it. The read runs in the background: syncs go on while
-	// it runs, and the syncs after it ends compare everything, a piece
-	// each (see Result.Sweeping). A
+	// Resync read it. The read runs in the background, between syncs: a
+	// sync waits for one of its requests at most, and the syncs after it
+	// ends compare everything, a piece each (see Result.Sweeping). A
 	// read that takes two seconds or more is followed by at least nine times
 	// as long without one, so slow rereading takes at most a tenth of the
 	// time.

@@ -10,10 +10,10 @@ import (
 )
 
 // reread is a periodic read of the whole kernel running in the
-// background. At 10,000 services it takes seconds (tens under
-// emulation); syncs go on meanwhile, and the first sync after it ends
-// merges what it read, which that sync and those after it compare a
-// piece each (plan.Sweep).
+// background, between syncs (see turn). At 10,000 services it takes
+// seconds (tens under emulation); syncs go on meanwhile, and the first
+// sync after it ends merges what it read, which that sync and those after
+// it compare a piece each (plan.Sweep).
 type reread struct {
 	cancel context.CancelFunc
 	done   chan struct{}

@@ -179,6 +179,8 @@ demo: deps-vm $(VMTEST) vm-kernel
 # ipvsplane-local-route is ipvsplane with --service-address-binding=local-route.
 # IPVSPLANE_SOAK_PROFILE=1 adds a CPU profile of ipvsplane through the
 # churn to the output; hack/profiles LOG writes it to bin/ and prints its top.
+# IPVSPLANE_SOAK_LOG=1 runs ipvsplane at debug level and adds its log, a
+# line per sync, which hack/profiles writes to bin/ too.
 SOAK_SERVICES ?= 10000
 SOAK_DURATION ?= 60s
 SOAK_RATE     ?= 50

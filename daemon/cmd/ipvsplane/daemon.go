@@ -258,9 +258,9 @@ func (d *daemon) logSynced(u *watcher.Update, res *dataplane.Result, took time.D
 	if res.Full || len(res.Errors) > 0 {
 		level = zap.InfoLevel
 	}
-	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Bool("sweeping", res.Sweeping), zap.Int("operations", res.Plan.Len()),
+	d.log.Log(level, "synced", zap.Bool("full", res.Full), zap.Int("operations", res.Plan.Len()),
 		zap.Int("changed", len(u.Changed)), zap.Int("servicePorts", u.ServicePorts),
-		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
+		zap.Int("errors", len(res.Errors)), zap.Bool("sweeping", res.Sweeping), zap.Duration("took", took))
 }
 
 // progress logs a line every progressEvery while a sync runs, so a long

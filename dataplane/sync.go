@@ -31,11 +31,6 @@ type Result struct {
 	// compare them, a piece each, and the one that compares the last
 	// is Full. A caller should sync again soon, changes or not.
 	Sweeping bool
-	// Rereading is true when a periodic read of the kernel runs in the
-	// background after the sync (see Config.ResyncInterval). Until a sync
-	// merges it, the read holds a second copy of what the kernel holds:
-	// a caller that bounds its memory may leave room for it.
-	Rereading bool
 	// RulesFailed is true when creating a set, adding set entries or
 	// writing the rules failed, in the last round of the sync: the node
 	// is not programmed, and new virtual servers and addresses were held
@@ -188,7 +183,6 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	}
 	d.program(ctx, res, scope, node)
 	res.Errors = append(modelErrs, res.Errors...)
-	res.Rereading = d.reread != nil
 	return res, nil
 }
 

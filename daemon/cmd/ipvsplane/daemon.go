@@ -69,9 +69,7 @@ type daemon struct {
 	// when the last successful sync compared everything.
 	synced   bool
 	lastFull bool
-	// rereading: the dataplane reads the kernel in the background.
-	rereading bool
-	record    status.Record
+	record   status.Record
 	// names holds each service port's keys in record.Services.
 	names map[model.ServicePortName][]string
 	// namesWritten is when the names file was last written; namesPending
@@ -123,7 +121,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
-	d.synced, d.lastFull, d.rereading = true, res.Full, res.Rereading
+	d.synced, d.lastFull = true, res.Full
 	if res.Sweeping && d.requestSync != nil {
 		// The rest of the compare comes a piece a sync, changes or not.
 		d.requestSync()

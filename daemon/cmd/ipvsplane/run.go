@@ -285,8 +285,7 @@ func (a *app) newTracker(d *daemon, s *config.Settings, request func()) *watcher
 // newSyncRunner makes the runner of the daemon's syncs, and of the
 // prefills before them while the inputs are listed. It relaxes the
 // garbage collector until the first sync and applies the memory limit
-// after each full one, with room for a background reread of the kernel
-// while one runs.
+// after each full one.
 func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *memory.SoftLimit) *watcher.Runner {
 	return watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: d.tracker.NodeKnown,
@@ -304,11 +303,8 @@ func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *me
 		if d.synced {
 			gc.Synced()
 		}
-		switch {
-		case d.lastFull:
+		if d.lastFull {
 			mem.AfterFullSync()
-		case d.rereading:
-			mem.DuringReread()
 		}
 		return err
 	})

@@ -88,9 +88,6 @@ const minHeapHeadroom = 8 << 20
 type SoftLimit struct {
 	// auto is false when the operator chose the limit.
 	auto bool
-	// rereading is set once DuringReread raised the limit, until the next
-	// AfterFullSync.
-	rereading bool
 }
 
 // NewSoftLimit applies --memory-limit: empty for the automatic
@@ -116,31 +113,8 @@ func NewSoftLimit(flag string) (*SoftLimit, error) {
 // the first sync's garbage was returned to the system.
 func (m *SoftLimit) AfterFullSync() {
 	if m.auto {
-		m.rereading = false
 		debug.SetMemoryLimit(automaticLimit(readMemory()))
 	}
-}
-
-// rereadRoom is the room DuringReread adds, as a share of the live heap:
-// the read's copy of the kernel's state (about a quarter of the daemon's
-// live heap at 10,000 services) and the garbage of its requests.
-const rereadRoom = 0.5
-
-// DuringReread raises the automatic limit by rereadRoom while the
-// dataplane rereads the kernel in the background (see
-// dataplane.Result.Rereading), once per read. The read keeps a second copy
-// of the kernel's state until a sync merges it, which leaves the heap under
-// a limit set for the churn's garbage alone less room, and the collector
-// runs that much more often: the churn soak's collector took twice the
-// CPU with a reread as without one. The AfterFullSync that ends the
-// reread's compare sets the limit from the heap then.
-func (m *SoftLimit) DuringReread() {
-	if !m.auto || m.rereading {
-		return
-	}
-	m.rereading = true
-	u := readMemory()
-	debug.SetMemoryLimit(automaticLimit(u) + int64(float64(u.live)*rereadRoom))
 }
 
 // automaticLimit is the soft limit for the memory u.

@@ -81,16 +81,6 @@ func TestSoftMemoryLimit(t *testing.T) {
 	if raised < first+88<<20 {
 		t.Errorf("a live heap grown by %d raised the limit from %d to %d", len(grown), first, raised)
 	}
-	// A reread adds half the live heap, once, until the next full sync.
-	m.DuringReread()
-	rereading := debug.SetMemoryLimit(-1)
-	if rereading < raised+32<<20 {
-		t.Errorf("during a reread the limit is %d, %d before it, with %d live", rereading, raised, readMemory().live)
-	}
-	m.DuringReread()
-	if got := debug.SetMemoryLimit(-1); got > rereading+1<<20 {
-		t.Errorf("a second call during the same reread raised the limit from %d to %d", rereading, got)
-	}
 	runtime.KeepAlive(grown)
 	runtime.GC()
 	m.AfterFullSync()

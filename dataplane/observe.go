@@ -143,10 +143,11 @@ const tableStep = 16
 // a second at 10,000 services under emulation and would hold the syncs
 // back all that time, and resumes it by position, so that it cannot be
 // cut into turns either (a sync adding or removing a service between two
-// parts shifts the rest). Any other virtual server is not ipvsplane's:
-// the periodic read would drop it (see owned). A sync that creates or
-// deletes one meanwhile puts it in the reread's scope, where the
-// programmed state stands.
+// parts shifts the rest). Any other virtual server is another program's,
+// which the periodic read leaves alone; the reads that compare everything
+// (the first, and the canary's) still look at every one, to adopt those
+// the desired state names. A sync that creates or deletes one meanwhile
+// puts it in the reread's scope, where the programmed state stands.
 func (k *kernelRead) readTable(ctx context.Context, conn *ipvs.Conn, t turn, known []plan.VirtualKey) error {
 	if t == nil {
 		table, err := conn.Table(ctx)

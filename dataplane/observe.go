@@ -30,13 +30,25 @@ type kernelRead struct {
 	leftovers []netip.Addr
 }
 
+// periodicRead is how the periodic reread reads: between syncs, each
+// request in the turn, and of the IPVS table only the virtual servers
+// known when it began and those the ownership sets record (see
+// readTable).
+type periodicRead struct {
+	turn  turn
+	known []plan.VirtualKey
+}
+
 // readKernel reads ipvsplane's sets and their entries, every virtual
-// server with its real servers, and the addresses on the device; with
-// withLeftovers, also the device's bindings of the other binding mode.
-// With a turn (the periodic reread), each request waits for it, and the
-// IPVS table is read in small steps, the known virtual servers' and those
-// the ownership sets record (see readTable).
-func readKernel(ctx context.Context, r kernelReaders, device string, withLeftovers bool, t turn, known []plan.VirtualKey) (*kernelRead, error) {
+// server with its real servers, and the addresses on the device. A read
+// that compares everything (periodic nil) also reads the device's
+// bindings of the other binding mode; the periodic reread reads as
+// periodic says.
+func readKernel(ctx context.Context, r kernelReaders, device string, periodic *periodicRead) (*kernelRead, error) {
+	var t turn
+	if periodic != nil {
+		t = periodic.turn
+	}
 	k := &kernelRead{
 		setTypes: map[string]ipset.Type{},
 		entries:  map[string]map[plan.Entry]bool{},
@@ -47,7 +59,7 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 	if err := k.readSets(ctx, r.sets, t); err != nil {
 		return nil, err
 	}
-	if err := k.readTable(ctx, r.ipvs, t, known); err != nil {
+	if err := k.readTable(ctx, r.ipvs, periodic); err != nil {
 		return nil, fmt.Errorf("reading the IPVS table: %w", err)
 	}
 	var dev *dummy.Device
@@ -77,10 +89,10 @@ func readKernel(ctx context.Context, r kernelReaders, device string, withLeftove
 	// kube-ipvs0, so it is a virtual IP like the addresses above; the
 	// planner sees only this mode's bindings, so these are removed apart
 	// from the plan (unbindLeftovers), once this mode's are bound. A
-	// switch needs a restart, so only the sync's own reads look: in
-	// address mode this dumps every IPv4 route, which the periodic
-	// background read would pay for nothing.
-	if !withLeftovers {
+	// switch needs a restart, so only the reads that compare everything
+	// look: in address mode this dumps every IPv4 route, which the
+	// periodic background read would pay for nothing.
+	if periodic != nil {
 		return k, nil
 	}
 	left, err := dev.Leftovers(ctx)
@@ -135,9 +147,9 @@ func (k *kernelRead) readSets(ctx context.Context, sets *ipset.Conn, t turn) err
 // gets, with their real servers: some milliseconds under emulation.
 const tableStep = 16
 
-// readTable reads the IPVS table. Without a turn it lists every virtual
-// server, over several sockets (ipvs.Conn.Table). With one, it gets the
-// virtual servers known (what the syncs programmed when the read began)
+// readTable reads the IPVS table. A read that compares everything lists
+// every virtual server, over several sockets (ipvs.Conn.Table). The
+// periodic reread gets the virtual servers known (what the syncs programmed when the read began)
 // and those the ownership sets record, tableStep a turn, with their real
 // servers: the kernel lists services with a single dump, which took up to
 // a second at 10,000 services under emulation and would hold the syncs
@@ -148,8 +160,8 @@ const tableStep = 16
 // (the first, and the canary's) still look at every one, to adopt those
 // the desired state names. A sync that creates or deletes one meanwhile
 // puts it in the reread's scope, where the programmed state stands.
-func (k *kernelRead) readTable(ctx context.Context, conn *ipvs.Conn, t turn, known []plan.VirtualKey) error {
-	if t == nil {
+func (k *kernelRead) readTable(ctx context.Context, conn *ipvs.Conn, periodic *periodicRead) error {
+	if periodic == nil {
 		table, err := conn.Table(ctx)
 		if err != nil {
 			return err
@@ -159,9 +171,9 @@ func (k *kernelRead) readTable(ctx context.Context, conn *ipvs.Conn, t turn, kno
 		}
 		return nil
 	}
-	keys := k.ownedKeys(known)
+	keys := k.ownedKeys(periodic.known)
 	for lo := 0; lo < len(keys); lo += tableStep {
-		err := t.run(ctx, func() error {
+		err := periodic.turn.run(ctx, func() error {
 			for _, vk := range keys[lo:min(lo+tableStep, len(keys))] {
 				svc, err := conn.GetService(ctx, ipvsKey(vk))
 				if errors.Is(err, ipvs.ErrServiceNotExist) {
@@ -283,7 +295,7 @@ func dropUnowned(s *plan.KernelState, desired *plan.KernelState, node *model.Nod
 // whether its rule tables are in place, and the iptables chains
 // kube-proxy left, which it removes once its own rules are.
 func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
-	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, true, nil, nil)
+	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, nil)
 	if err != nil {
 		return nil, err
 	}

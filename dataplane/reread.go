@@ -79,17 +79,15 @@ func (d *Dataplane) startRead(ctx context.Context, ahead bool) error {
 	r := &reread{cancel: cancel, done: make(chan struct{}), since: plan.NewScope(), ahead: ahead}
 	readers, device, notify, now := d.background, d.cfg.Device, d.cfg.KernelRead, d.cfg.Now
 	// The read ahead of the first sync runs beside nothing but prefills,
-	// which only add; it reads at full speed.
-	t, known := d.turn, []plan.VirtualKey(nil)
-	if ahead {
-		t = nil
-	} else {
-		known = slices.Collect(maps.Keys(d.programmed.Virtual))
+	// which only add, and compares everything: it reads at full speed.
+	var periodic *periodicRead
+	if !ahead {
+		periodic = &periodicRead{turn: d.turn, known: slices.Collect(maps.Keys(d.programmed.Virtual))}
 	}
 	go func() {
 		start := now()
 		r.retries, r.err = withRetries(ctx, func() (err error) {
-			r.read, err = readKernel(ctx, readers, device, ahead, t, known)
+			r.read, err = readKernel(ctx, readers, device, periodic)
 			return err
 		})
 		r.timing.ended = now()

@@ -44,7 +44,7 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []plan.Change) (
 // kernel first if nothing has read it yet.
 func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
 	if err := d.turn.take(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
 	defer d.turn.give()
 	desired, owners := d.planner.Desired()

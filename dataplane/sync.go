@@ -124,7 +124,7 @@ func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 
 func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
 	if err := d.turn.take(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
 	defer d.turn.give()
 	desired, _ := d.planner.Desired()

@@ -742,6 +742,8 @@ func sampleLatencyWindows(pp *proxyProc, every time.Duration, base promText, win
 			}
 			body, err := pp.scrape(ctx)
 			if err != nil {
+				// A window of its own, so that the rest keep their place.
+				*windows = append(*windows, "?")
 				continue
 			}
 			m := parseProm(body)

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
-// The API server's etcd layout: --etcd-prefix's default, and where it keeps
-// a Service.
+// etcdPrefix is --etcd-prefix's default, under which the API server keeps
+// its objects (see storedPrefix).
 const etcdPrefix = "/registry"
 
 // etcdMaxTxnOps is etcd's default --max-txn-ops: the most operations one

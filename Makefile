@@ -134,10 +134,15 @@ BENCH_ENDPOINTS ?=
 # BENCH_PROXIES=ipvsplane,kube-proxy-iptables BENCH_SYNC_LIMIT=30m.
 BENCH_PROXIES ?=
 BENCH_SYNC_LIMIT ?=
+# BenchmarkProxies' churn after each proxy's single changes: endpoint
+# moves at IPVSPLANE_BENCH_CHURN_RATE a second (default 50) for BENCH_CHURN
+# (default none; bench-field: 60s), reported as churn-p50-s and churn-p99-s.
+BENCH_CHURN ?=
 BENCH_TIMEOUT ?= 60m
 bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@set -o pipefail; $(if $(BENCH_SERVICES),export IPVSPLANE_BENCH_SERVICES='$(BENCH_SERVICES)';) $(if $(BENCH_ENDPOINTS),export IPVSPLANE_BENCH_ENDPOINTS='$(BENCH_ENDPOINTS)';) \
-	  $(if $(BENCH_PROXIES),export IPVSPLANE_BENCH_PROXIES='$(BENCH_PROXIES)';) $(if $(BENCH_SYNC_LIMIT),export IPVSPLANE_BENCH_SYNC_LIMIT='$(BENCH_SYNC_LIMIT)';) { \
+	  $(if $(BENCH_PROXIES),export IPVSPLANE_BENCH_PROXIES='$(BENCH_PROXIES)';) $(if $(BENCH_SYNC_LIMIT),export IPVSPLANE_BENCH_SYNC_LIMIT='$(BENCH_SYNC_LIMIT)';) \
+	  $(if $(BENCH_CHURN),export IPVSPLANE_BENCH_CHURN='$(BENCH_CHURN)';) { \
 	  pkgs="$$(hack/pkgs-with-tag hosttest --bench $(PKGS))"; \
 	  [ -z "$$pkgs" ] || $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=$(BENCHTIME) -benchmem -tags hosttest $$pkgs; \
 	  pkgs="$$(hack/pkgs-with-tag vmtest --bench $(PKGS))"; \
@@ -148,15 +153,17 @@ bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 # BenchmarkProxies at 44,000 services x 1 endpoint, 5,000 x 50 and
 # 10,000 x 10, one VM run each, every proxy's first sync bounded by
 # BENCH_SYNC_LIMIT (default here 45m; kube-proxy's modes take hours at
-# these sizes under emulation).
+# these sizes under emulation), each proxy that synced then churned at
+# 50 endpoint moves a second for BENCH_CHURN (default here 60s).
 FIELD_SHAPES ?= 44000x1 5000x50 10000x10
 bench-field: BENCH_SYNC_LIMIT = 45m
+bench-field: BENCH_CHURN = 60s
 bench-field: BENCH_TIMEOUT = 6h
 bench-field: VMTEST_MEM = 12288
 bench-field: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@set -e; for shape in $(FIELD_SHAPES); do \
 	  $(MAKE) --no-print-directory bench PKGS=./daemon/e2e/... BENCH=BenchmarkProxies BENCH_SERVICES=$${shape%x*} \
-	    BENCH_ENDPOINTS=$${shape#*x} BENCH_SYNC_LIMIT=$(BENCH_SYNC_LIMIT) BENCH_TIMEOUT=$(BENCH_TIMEOUT) VMTEST_MEM=$(VMTEST_MEM); \
+	    BENCH_ENDPOINTS=$${shape#*x} BENCH_SYNC_LIMIT=$(BENCH_SYNC_LIMIT) BENCH_CHURN=$(BENCH_CHURN) BENCH_TIMEOUT=$(BENCH_TIMEOUT) VMTEST_MEM=$(VMTEST_MEM); \
 	done
 
 # Every fuzz target for FUZZTIME (default 30s) each; make fuzz PKGS=./ipvs/...

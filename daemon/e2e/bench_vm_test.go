@@ -90,6 +90,8 @@ type benchResult struct {
 	// notDone is IPVSPLANE_BENCH_SYNC_LIMIT when the first sync outlasted
 	// it; nothing else was measured then.
 	notDone time.Duration
+	// churn is the churn after the single changes (IPVSPLANE_BENCH_CHURN).
+	churn churnResult
 }
 
 // benchEnv holds what every measurement shares.
@@ -224,6 +226,9 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 	if changes > 0 {
 		r.change = total / time.Duration(changes)
 	}
+	if c := benchChurnFromEnv(t); c.duration > 0 {
+		r.churn = e.churn(t, pp, p, ns, c, index)
+	}
 	if r.peak, err = pp.peakRSS(); err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +283,12 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 //     IPVSPLANE_BENCH_SYNC_LIMIT when the first sync outlasted it;
 //   - sync-cpu-s: the CPU time the proxy and its children used from its
 //     start to the end of its first sync;
+//   - churn-p50-s and churn-p99-s: with IPVSPLANE_BENCH_CHURN (see
+//     benchChurn), the network-programming latency's p50 and p99 over a
+//     churn of endpoint moves at IPVSPLANE_BENCH_CHURN_RATE a second, after
+//     the single changes; churn-changes/s is the rate the API server took
+//     and churn-cpu-s the proxy's CPU time from the churn's start until it
+//     caught up;
 //   - change/smallest: above the smallest size, the proxy's change-ms over
 //     its change-ms at the smallest size (1 when a change costs the same
 //     whatever the number of services).
@@ -320,6 +331,12 @@ func BenchmarkProxies(b *testing.B) {
 					b.ReportMetric(float64(r.change.Microseconds())/1000, "change-ms")
 					b.ReportMetric(r.peak, "peak-MiB")
 					b.ReportMetric(r.cpu.Seconds(), "sync-cpu-s")
+					if r.churn.changes > 0 {
+						b.ReportMetric(r.churn.p50, "churn-p50-s")
+						b.ReportMetric(r.churn.p99, "churn-p99-s")
+						b.ReportMetric(r.churn.rate, "churn-changes/s")
+						b.ReportMetric(r.churn.cpu.Seconds(), "churn-cpu-s")
+					}
 					if s := results[p.name][sizes[0]]; n != sizes[0] && s.change > 0 {
 						b.ReportMetric(float64(r.change)/float64(s.change), "change/smallest")
 					}

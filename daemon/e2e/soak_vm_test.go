@@ -666,7 +666,7 @@ func waitPeriodicSync(t *testing.T, pp *proxyProc) {
 }
 
 // scrape reads all of a proxy's metrics.
-func scrape(t *testing.T, pp *proxyProc) promText {
+func scrape(t testing.TB, pp *proxyProc) promText {
 	t.Helper()
 	body, err := pp.scrape(t.Context())
 	if err != nil {

@@ -1,0 +1,219 @@
+//go:build vmtest
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
+)
+
+// BenchmarkProxies' churn, after a proxy's single changes (off unless
+// IPVSPLANE_BENCH_CHURN is set; make bench-field sets it):
+//
+//	IPVSPLANE_BENCH_CHURN       how long each proxy is churned, a duration (60s)
+//	IPVSPLANE_BENCH_CHURN_RATE  changes a second (default 50)
+const (
+	envBenchChurn     = "IPVSPLANE_BENCH_CHURN"
+	envBenchChurnRate = "IPVSPLANE_BENCH_CHURN_RATE"
+)
+
+// benchChurn is how long and how fast the churn runs; a zero duration
+// runs none.
+type benchChurn struct {
+	duration time.Duration
+	rate     float64
+}
+
+func benchChurnFromEnv(t testing.TB) benchChurn {
+	t.Helper()
+	c := benchChurn{rate: 50}
+	if v := os.Getenv(envBenchChurn); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			t.Fatalf("%s=%q: want a duration", envBenchChurn, v)
+		}
+		c.duration = d
+	}
+	if v := os.Getenv(envBenchChurnRate); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r <= 0 {
+			t.Fatalf("%s=%q: want changes a second", envBenchChurnRate, v)
+		}
+		c.rate = r
+	}
+	return c
+}
+
+// churnResult is what a churn measured of one proxy.
+type churnResult struct {
+	changes int
+	// rate is the changes a second the API server took.
+	rate float64
+	// p50 and p99 are the proxy's network programming latency over the
+	// churn, from its kubeproxy_network_programming_duration_seconds.
+	p50, p99 float64
+	// write50 and write99 are the API server's time per change.
+	write50, write99 time.Duration
+	// caughtUp runs from the end of the last write to the end of the
+	// sync that programmed it.
+	caughtUp time.Duration
+	cpu      time.Duration
+}
+
+// churner moves endpoint 0 of random services through the API server,
+// never two changes to one service at once.
+type churner struct {
+	cluster *benchCluster
+	mu      sync.Mutex
+	rng     *rand.Rand
+	busy    map[int]bool
+	// written holds each churned service's slice as last written, so a
+	// change is one write.
+	written map[int]*discoveryv1.EndpointSlice
+}
+
+// pick takes a random service that no change is working on and a new
+// address for its endpoint 0, in 10.251.0.0/16, where no other endpoint is.
+func (c *churner) pick() (int, netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		i := c.rng.IntN(len(c.cluster.vips))
+		if !c.busy[i] {
+			c.busy[i] = true
+			return i, netip.AddrFrom4([4]byte{10, 251, byte(c.rng.IntN(256)), byte(1 + c.rng.IntN(254))})
+		}
+	}
+}
+
+// move sets service i's endpoint 0 to addr.
+func (c *churner) move(ctx context.Context, i int, to netip.Addr) error {
+	defer func() {
+		c.mu.Lock()
+		c.busy[i] = false
+		c.mu.Unlock()
+	}()
+	api := c.cluster.client.DiscoveryV1().EndpointSlices(c.cluster.namespace)
+	c.mu.Lock()
+	s := c.written[i]
+	c.mu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = api.Get(ctx, benchServiceName(i)+"-1", metav1.GetOptions{}); err != nil {
+			return err
+		}
+	}
+	s = s.DeepCopy()
+	s.Endpoints[0].Addresses = []string{to.String()}
+	got, err := api.Update(ctx, kubetest.Triggered(s), metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("moving %s's endpoint 0 to %s: %w", benchServiceName(i), to, err)
+	}
+	c.mu.Lock()
+	c.written[i] = got
+	c.mu.Unlock()
+	return nil
+}
+
+// churn puts proxy p, synced in ns, through c: a ticker issues the changes
+// and 64 workers carry them out, so a slow write holds back no other. It
+// then waits until the proxy has programmed the last write to end, and
+// reads the programming latency of the whole churn from its metrics.
+func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil.NetNS, c benchChurn, seed int) churnResult {
+	t.Helper()
+	ctx := context.Background()
+	ch := &churner{cluster: e.cluster, rng: rand.New(rand.NewPCG(uint64(seed), 28)), busy: map[int]bool{}, written: map[int]*discoveryv1.EndpointSlice{}}
+	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
+	var (
+		mu       sync.Mutex
+		writes   []time.Duration
+		firstErr error
+		lastEnd  time.Time
+		lastI    int
+		lastTo   netip.Addr
+	)
+	work := make(chan struct{}, 4*int(c.rate)+1)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for range work {
+				i, to := ch.pick()
+				begin := time.Now()
+				err := ch.move(ctx, i, to)
+				end := time.Now()
+				mu.Lock()
+				if err == nil {
+					writes = append(writes, end.Sub(begin))
+					if end.After(lastEnd) {
+						lastEnd, lastI, lastTo = end, i, to
+					}
+				} else if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Duration(float64(time.Second) / c.rate))
+	for time.Since(start) < c.duration {
+		<-tick.C
+		work <- struct{}{}
+	}
+	tick.Stop()
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		t.Fatalf("%s's churn: %v", p.name, firstErr)
+	}
+	if len(writes) == 0 {
+		t.Fatalf("%s's churn: no change written", p.name)
+	}
+	r := churnResult{changes: len(writes), rate: float64(len(writes)) / elapsed.Seconds()}
+	// Every change written before the last one ended is programmed once a
+	// sync that began after it has ended: one that ended after it, with no
+	// change pending and, for the IPVS proxies, its real server in the kernel.
+	err := pp.poll(ctx, 30*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		m, err := pp.metrics(ctx, metricLastSync, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
+		if err != nil || m["kubeproxy_sync_proxy_rules_endpoint_changes_pending"] > 0 ||
+			time.Unix(0, int64(m[metricLastSync]*1e9)).Before(lastEnd) {
+			return false, err
+		}
+		if !p.ipvs {
+			return true, nil
+		}
+		return ipvsHasDest(ctx, ns, e.cluster.vips[lastI], lastTo)
+	})
+	if err != nil {
+		t.Fatalf("%s did not catch up with its churn: %v", p.name, err)
+	}
+	r.caughtUp = time.Since(lastEnd)
+	m1 := scrape(t, pp)
+	r.cpu = cpuTime(t, pp) - cpu0
+	buckets := m1.histogram("kubeproxy_network_programming_duration_seconds", m0)
+	if len(buckets) == 0 || buckets[len(buckets)-1].count == 0 {
+		t.Fatalf("%s: no network programming latency observed over its churn", p.name)
+	}
+	r.p50, r.p99 = histQuantile(0.5, buckets), histQuantile(0.99, buckets)
+	slices.Sort(writes)
+	r.write50, r.write99 = writes[len(writes)/2], writes[len(writes)*99/100]
+	t.Logf("%s at %d services: churn of %d changes (%.1f/s, asked %.0f/s; the API server took p50 %v p99 %v per write), programming latency p50 %.2fs p99 %.2fs, caught up %v after the last write, %.1f CPU s",
+		p.name, len(e.cluster.vips), r.changes, r.rate, c.rate, r.write50.Round(time.Millisecond), r.write99.Round(time.Millisecond),
+		r.p50, r.p99, r.caughtUp.Round(time.Millisecond), r.cpu.Seconds())
+	return r
+}

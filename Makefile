@@ -205,12 +205,19 @@ soak: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 # ClusterIP, NodePort and load balancer IP for DATAPLANE_DURATION each;
 # connections per second and connect latency, as ratios to ipvsplane;
 # each proxy's periodic sync is put off, so only packets are measured.
+# The proxies of a size are all synced first, then take turns path by
+# path, DATAPLANE_ROUNDS times; DATAPLANE_PERF=1 adds a round under a
+# system-wide perf profile of the guest (Debian's linux-perf on the host,
+# copied in) and prints each proxy's kernel functions.
 DATAPLANE_SIZES    ?= 1000,10000,30000
 DATAPLANE_PROXIES  ?= ipvsplane,kube-proxy-ipvs,kube-proxy-nftables,kube-proxy-iptables
 DATAPLANE_DURATION ?= 10s
+DATAPLANE_ROUNDS   ?= 1
+DATAPLANE_PERF     ?=
 bench-dataplane: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	cd daemon/e2e && CGO_ENABLED=0 $(GO) test -c -tags vmtest -o $(BIN)/e2e-vm.test .
 	cd daemon/e2e && IPVSPLANE_DATAPLANE_SIZES=$(DATAPLANE_SIZES) IPVSPLANE_DATAPLANE_PROXIES=$(DATAPLANE_PROXIES) \
+	  IPVSPLANE_DATAPLANE_ROUNDS=$(DATAPLANE_ROUNDS) IPVSPLANE_DATAPLANE_PERF=$(DATAPLANE_PERF) $(if $(DATAPLANE_PERF),VMTEST_TOOLS="$$VMTEST_TOOLS perf") \
 	  IPVSPLANE_DATAPLANE_DURATION=$(DATAPLANE_DURATION) VMTEST_MEM=$${VMTEST_MEM:-6144} VMTEST_TIMEOUT=300m \
 	  $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestDataPlaneBench$$' -test.v -test.timeout 290m
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,11 +33,20 @@ type dataPlaneParams struct {
 	proxies  []string
 	duration time.Duration
 	workers  int
+	// rounds is how many times each path is loaded per proxy, the proxies
+	// taking turns path by path (IPVSPLANE_DATAPLANE_ROUNDS, default 1): one
+	// emulated window differs from the next by tens of percent.
+	rounds int
+	// perf adds a round under a system-wide CPU profile of the guest
+	// (perf record, IPVSPLANE_DATAPLANE_PERF=1) and prints the kernel
+	// functions each proxy's connections spent the CPU in; its rates are
+	// not in the table.
+	perf bool
 }
 
 func dataPlaneParamsFromEnv(t *testing.T) dataPlaneParams {
 	t.Helper()
-	p := dataPlaneParams{sizes: []int{100}, proxies: []string{"ipvsplane"}, duration: 2 * time.Second, workers: 4}
+	p := dataPlaneParams{sizes: []int{100}, proxies: []string{"ipvsplane"}, duration: 2 * time.Second, workers: 4, rounds: 1}
 	for _, v := range []struct {
 		env string
 		set func(string) error
@@ -55,6 +65,8 @@ func dataPlaneParamsFromEnv(t *testing.T) dataPlaneParams {
 		{"IPVSPLANE_DATAPLANE_PROXIES", func(s string) error { p.proxies = strings.Split(s, ","); return nil }},
 		{"IPVSPLANE_DATAPLANE_DURATION", func(s string) (err error) { p.duration, err = time.ParseDuration(s); return }},
 		{"IPVSPLANE_DATAPLANE_WORKERS", func(s string) (err error) { p.workers, err = strconv.Atoi(s); return }},
+		{"IPVSPLANE_DATAPLANE_ROUNDS", func(s string) (err error) { p.rounds, err = strconv.Atoi(s); return }},
+		{"IPVSPLANE_DATAPLANE_PERF", func(s string) (err error) { p.perf, err = strconv.ParseBool(s); return }},
 	} {
 		if s := os.Getenv(v.env); s != "" {
 			if err := v.set(s); err != nil {
@@ -62,13 +74,16 @@ func dataPlaneParamsFromEnv(t *testing.T) dataPlaneParams {
 			}
 		}
 	}
-	if !slices.IsSorted(p.sizes) || p.sizes[0] < 1 || p.duration <= 0 || p.workers < 1 {
+	if !slices.IsSorted(p.sizes) || p.sizes[0] < 1 || p.duration <= 0 || p.workers < 1 || p.rounds < 1 {
 		t.Fatalf("data-plane benchmark parameters out of range: %+v", p)
 	}
 	for _, name := range p.proxies {
 		if _, ok := soakProxy(name); !ok {
 			t.Fatalf("IPVSPLANE_DATAPLANE_PROXIES: no proxy %q", name)
 		}
+	}
+	if p.perf {
+		testutil.RequireProgram(t, "perf")
 	}
 	return p
 }
@@ -114,10 +129,16 @@ func TestDataPlaneBench(t *testing.T) {
 	for _, size := range p.sizes {
 		created := len(s.services) + 1 // the target
 		s.populate(t, soakParams{services: size - created, endpoints: 1})
+		var nodes []*dataPlaneNode
 		for _, name := range p.proxies {
-			proxy := quietProxy(name)
 			index++
-			rows = append(rows, runDataPlane(t, p, proxy, index, size, kubeconfig, target))
+			nodes = append(nodes, setupDataPlane(t, quietProxy(name), index, size, kubeconfig))
+		}
+		rows = append(rows, loadDataPlane(t, p, nodes, target)...)
+		for _, n := range nodes {
+			if err := n.pp.stop(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	t.Log(dataPlaneTable(p, rows))
@@ -177,12 +198,24 @@ type pathResult struct {
 	p50, p99 time.Duration
 	// proxyCPU is the CPU the proxy used while the path was loaded.
 	proxyCPU time.Duration
+	// lats are the connect latencies, sorted; rates the rate of each round.
+	lats  []time.Duration
+	rates []float64
 }
 
-// runDataPlane starts proxy in a new node namespace, waits for its first
-// sync, links a client and a backend namespace to the node, and loads
-// each of the target's addresses in turn.
-func runDataPlane(t *testing.T, p dataPlaneParams, proxy benchProxy, index, size int, kubeconfig string, target *corev1.Service) dataPlaneRow {
+// dataPlaneNode is one proxy's node, synced, with the client and the
+// backend linked to it.
+type dataPlaneNode struct {
+	proxy    benchProxy
+	pp       *proxyProc
+	client   *testutil.NetNS
+	size     int
+	firstRun time.Duration
+}
+
+// setupDataPlane starts proxy in a new node namespace, waits for its first
+// sync, and links a client and a backend namespace to the node.
+func setupDataPlane(t *testing.T, proxy benchProxy, index, size int, kubeconfig string) *dataPlaneNode {
 	t.Helper()
 	node := benchNet(t, index)
 	client, backend := testutil.NewNetNS(t), testutil.NewNetNS(t)
@@ -205,33 +238,126 @@ func runDataPlane(t *testing.T, p dataPlaneParams, proxy benchProxy, index, size
 	// their tuples goes unanswered (a few in 6,000 did, under every proxy).
 	backend.ServeLine(t, dpBackendNet+".2:8080", dpAnswer)
 	pp := startProxy(t, proxy, node, kubeconfig, t.TempDir())
-	defer pp.stop()
 	// As in the soak: kube-proxy's IPVS mode takes minutes for 10,000
 	// services in this VM.
 	first, err := pp.waitFirstSync(t.Context(), 2*time.Minute+time.Duration(size)*100*time.Millisecond)
 	if err != nil {
 		t.Fatalf("%s: %v", proxy.name, err)
 	}
-	row := dataPlaneRow{proxy: proxy.name, size: size, firstRun: first}
-	for _, path := range []struct{ name, addr string }{
+	return &dataPlaneNode{proxy: proxy, pp: pp, client: client, size: size, firstRun: first}
+}
+
+// dataPlanePath is one of the target's addresses.
+type dataPlanePath struct{ name, addr string }
+
+// loadDataPlane loads each of the target's addresses through each node,
+// p.rounds times, the nodes taking turns path by path, then once more under
+// perf if asked. It returns a row per node, each path's rounds summed up.
+func loadDataPlane(t *testing.T, p dataPlaneParams, nodes []*dataPlaneNode, target *corev1.Service) []dataPlaneRow {
+	t.Helper()
+	paths := []dataPlanePath{
 		{"ClusterIP", net.JoinHostPort(target.Spec.ClusterIP, "80")},
 		{"NodePort", net.JoinHostPort(dpNodeIP, strconv.Itoa(int(target.Spec.Ports[0].NodePort)))},
 		{"LoadBalancer+ranges", net.JoinHostPort(dpLBIP, "80")},
-	} {
-		if err := waitServed(t.Context(), client, path.addr); err != nil {
-			t.Fatalf("%s: %s %s never answered: %v\n%s", proxy.name, path.name, path.addr, err, tail(pp.log, 40))
-		}
-		cpu0 := cpuTime(t, pp)
-		r := loadConnections(t.Context(), client, path.addr, p.workers, p.duration)
-		r.path, r.proxyCPU = path.name, cpuTime(t, pp)-cpu0
-		if r.failed > 0 {
-			t.Errorf("%s: %d of %d connections to the %s %s failed: %v", proxy.name, r.failed, r.conns+r.failed, path.name, path.addr, r.errs)
-		}
-		t.Logf("%s: %s: %d connections in %v (%.0f/s), connect p50 %v p99 %v; the proxy meanwhile %.2f CPU s", proxy.name, path.name, r.conns, p.duration, r.rate,
-			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.proxyCPU.Seconds())
-		row.paths = append(row.paths, r)
 	}
-	return row
+	for _, n := range nodes {
+		for _, path := range paths {
+			if err := waitServed(t.Context(), n.client, path.addr); err != nil {
+				t.Fatalf("%s: %s %s never answered: %v\n%s", n.proxy.name, path.name, path.addr, err, tail(n.pp.log, 40))
+			}
+		}
+	}
+	rows := make([]dataPlaneRow, len(nodes))
+	for i, n := range nodes {
+		rows[i] = dataPlaneRow{proxy: n.proxy.name, size: n.size, firstRun: n.firstRun, paths: make([]pathResult, len(paths))}
+	}
+	for round := range p.rounds {
+		for j, path := range paths {
+			for i, n := range nodes {
+				r := n.load(t, p, path)
+				t.Logf("%s at %d services, round %d: %s: %d connections in %v (%.0f/s), connect p50 %v p99 %v; the proxy meanwhile %.2f CPU s",
+					n.proxy.name, n.size, round+1, path.name, r.conns, p.duration, r.rate, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.proxyCPU.Seconds())
+				rows[i].paths[j] = rows[i].paths[j].add(r, p.duration*time.Duration(round+1))
+			}
+		}
+	}
+	if p.perf {
+		for _, path := range paths {
+			for _, n := range nodes {
+				n.profile(t, p, path)
+			}
+		}
+	}
+	return rows
+}
+
+// load loads one path through the node for p.duration; every connection
+// must succeed.
+func (n *dataPlaneNode) load(t *testing.T, p dataPlaneParams, path dataPlanePath) pathResult {
+	t.Helper()
+	cpu0 := cpuTime(t, n.pp)
+	r := loadConnections(t.Context(), n.client, path.addr, p.workers, p.duration)
+	r.path, r.proxyCPU = path.name, cpuTime(t, n.pp)-cpu0
+	if r.failed > 0 {
+		t.Errorf("%s: %d of %d connections to the %s %s failed: %v", n.proxy.name, r.failed, r.conns+r.failed, path.name, path.addr, r.errs)
+	}
+	return r
+}
+
+// add sums up round r into the rounds so far (sum), which together took
+// total: the rate over all of them, the latencies of all.
+func (sum pathResult) add(r pathResult, total time.Duration) pathResult {
+	sum.path = r.path
+	sum.conns += r.conns
+	sum.failed += r.failed
+	sum.proxyCPU += r.proxyCPU
+	sum.rates = append(sum.rates, r.rate)
+	sum.rate = float64(sum.conns) / total.Seconds()
+	sum.lats = append(sum.lats, r.lats...)
+	slices.Sort(sum.lats)
+	sum.p50, sum.p99 = percentile(sum.lats, 50), percentile(sum.lats, 99)
+	return sum
+}
+
+// percentile returns the q-th percentile of sorted latencies, 0 for none.
+func percentile(sorted []time.Duration, q int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, len(sorted)*q/100)]
+}
+
+// profile loads one path through the node under perf record, system-wide
+// (a connection's packets cross the client's, the node's and the
+// backend's namespaces, all in the kernel), and logs where the CPU went,
+// by kernel and program function.
+func (n *dataPlaneNode) profile(t *testing.T, p dataPlaneParams, path dataPlanePath) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "perf.data")
+	rec := exec.CommandContext(t.Context(), "perf", "record", "-q", "-e", "cpu-clock", "-F", "999", "-a", "-g", "-o", data,
+		"--", "sleep", strconv.Itoa(int(p.duration.Seconds())+1))
+	var out strings.Builder
+	rec.Stdout, rec.Stderr = &out, &out
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := loadConnections(t.Context(), n.client, path.addr, p.workers, p.duration)
+	if err := rec.Wait(); err != nil {
+		t.Fatalf("perf record: %v\n%s", err, out.String())
+	}
+	rep, err := exec.CommandContext(t.Context(), "perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+		"--sort", "sym", "--percent-limit", "0.7").CombinedOutput()
+	if err != nil {
+		t.Fatalf("perf report: %v\n%s", err, rep)
+	}
+	var top []string
+	for line := range strings.Lines(string(rep)) {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			top = append(top, l)
+		}
+	}
+	t.Logf("PERF %s at %d services, %s under perf (%.0f conn/s): CPU by function, system-wide:\n%s",
+		n.proxy.name, n.size, path.name, r.rate, strings.Join(top[:min(len(top), 30)], "\n"))
 }
 
 // waitServed waits until a connection to addr from ns is answered.
@@ -310,13 +436,11 @@ func loadConnections(ctx context.Context, ns *testutil.NetNS, addr string, worke
 	}
 	wg.Wait()
 	slices.Sort(lats)
-	r := pathResult{conns: len(lats), errs: errs, rate: float64(len(lats)) / d.Seconds()}
+	r := pathResult{conns: len(lats), errs: errs, rate: float64(len(lats)) / d.Seconds(), lats: lats}
 	for _, n := range errs {
 		r.failed += n
 	}
-	if len(lats) > 0 {
-		r.p50, r.p99 = lats[len(lats)/2], lats[min(len(lats)-1, len(lats)*99/100)]
-	}
+	r.p50, r.p99 = percentile(lats, 50), percentile(lats, 99)
 	return r
 }
 

@@ -423,7 +423,7 @@ type consoleResult struct {
 	// hung is set when the guest was stopped for not starting the test
 	// within bootLimit.
 	hung bool
-	boot     []string // console lines before the test started, for errors
+	boot []string // console lines before the test started, for errors
 }
 
 func (r consoleResult) tail() string {

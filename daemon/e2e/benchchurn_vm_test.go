@@ -74,6 +74,42 @@ type churnResult struct {
 	cpu      time.Duration
 }
 
+// caughtUp waits until the proxy has programmed the churn, whose last
+// write began at lastBegin, ended at lastEnd and moved service i's
+// endpoint to to, and returns how long after lastEnd its last sync ended.
+// The proxy may have synced the last change before the write's answer
+// reached the client, and kube-proxy's nftables mode then does not sync
+// again for an hour: so a sync that ended after the write began counts,
+// once no change is pending, no latency has been observed for a second
+// (a watch event still on its way would be) and, for the IPVS proxies,
+// the kernel holds the last write's real server.
+func (e *benchEnv) caughtUp(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil.NetNS, lastBegin, lastEnd time.Time, i int, to netip.Addr) time.Duration {
+	t.Helper()
+	var lastSync time.Time
+	observed, quietSince := -1.0, time.Now()
+	err := pp.poll(context.Background(), 30*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		m, err := pp.metrics(ctx, metricLastSync, metricProgramCount, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
+		if err != nil {
+			return false, err
+		}
+		if m[metricProgramCount] != observed {
+			observed, quietSince = m[metricProgramCount], time.Now()
+		}
+		lastSync = time.Unix(0, int64(m[metricLastSync]*1e9))
+		if m["kubeproxy_sync_proxy_rules_endpoint_changes_pending"] > 0 || lastSync.Before(lastBegin) || time.Since(quietSince) < time.Second {
+			return false, nil
+		}
+		if !p.ipvs {
+			return true, nil
+		}
+		return ipvsHasDest(ctx, ns, e.cluster.vips[i], to)
+	})
+	if err != nil {
+		t.Fatalf("%s did not catch up with its churn: %v", p.name, err)
+	}
+	return max(0, lastSync.Sub(lastEnd))
+}
+
 // churner moves endpoint 0 of random services through the API server,
 // never two changes to one service at once.
 type churner struct {
@@ -142,9 +178,11 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 		mu       sync.Mutex
 		writes   []time.Duration
 		firstErr error
-		lastEnd  time.Time
-		lastI    int
-		lastTo   netip.Addr
+		// The write that ended last: when it began and ended, and what
+		// it wrote.
+		lastBegin, lastEnd time.Time
+		lastI              int
+		lastTo             netip.Addr
 	)
 	work := make(chan struct{}, 4*int(c.rate)+1)
 	var wg sync.WaitGroup
@@ -159,7 +197,7 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 				if err == nil {
 					writes = append(writes, end.Sub(begin))
 					if end.After(lastEnd) {
-						lastEnd, lastI, lastTo = end, i, to
+						lastBegin, lastEnd, lastI, lastTo = begin, end, i, to
 					}
 				} else if firstErr == nil {
 					firstErr = err
@@ -185,24 +223,7 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 		t.Fatalf("%s's churn: no change written", p.name)
 	}
 	r := churnResult{changes: len(writes), rate: float64(len(writes)) / elapsed.Seconds()}
-	// Every change written before the last one ended is programmed once a
-	// sync that began after it has ended: one that ended after it, with no
-	// change pending and, for the IPVS proxies, its real server in the kernel.
-	err := pp.poll(ctx, 30*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		m, err := pp.metrics(ctx, metricLastSync, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
-		if err != nil || m["kubeproxy_sync_proxy_rules_endpoint_changes_pending"] > 0 ||
-			time.Unix(0, int64(m[metricLastSync]*1e9)).Before(lastEnd) {
-			return false, err
-		}
-		if !p.ipvs {
-			return true, nil
-		}
-		return ipvsHasDest(ctx, ns, e.cluster.vips[lastI], lastTo)
-	})
-	if err != nil {
-		t.Fatalf("%s did not catch up with its churn: %v", p.name, err)
-	}
-	r.caughtUp = time.Since(lastEnd)
+	r.caughtUp = e.caughtUp(t, pp, p, ns, lastBegin, lastEnd, lastI, lastTo)
 	m1 := scrape(t, pp)
 	r.cpu = cpuTime(t, pp) - cpu0
 	buckets := m1.histogram("kubeproxy_network_programming_duration_seconds", m0)

@@ -146,7 +146,7 @@ func (e *benchEnv) grow(t testing.TB, n int) {
 	if err != nil {
 		t.Fatalf("creating %d services: %v", n, err)
 	}
-	t.Logf("%d services and EndpointSlices in the API server (%v: services stored in %v, slices created in %v, addresses recorded %v later)",
+	t.Logf("%d services and EndpointSlices in the API server (%v: services stored in %v, slices created in %v, addresses listed %v later)",
 		n, time.Since(start).Round(time.Second), times.services.Round(time.Millisecond), times.slices.Round(time.Millisecond), times.repair.Round(time.Millisecond))
 }
 

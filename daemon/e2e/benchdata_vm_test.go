@@ -79,8 +79,8 @@ func newBenchCluster(ctx context.Context, client kubernetes.Interface, store ser
 
 // grow brings the cluster to n services (stored, see benchCluster.store),
 // each with one EndpointSlice of c.endpoints ready endpoints, each on a
-// node of its own (created through the API server), and waits for the API
-// server's repair loop to record their addresses.
+// node of its own (created through the API server), and waits until the
+// API server lists the services' IPAddresses (stored with them).
 func (c *benchCluster) grow(ctx context.Context, n int) (growTimes, error) {
 	var times growTimes
 	from := len(c.vips)
@@ -114,13 +114,14 @@ func (c *benchCluster) grow(ctx context.Context, n int) (growTimes, error) {
 }
 
 // growTimes is how long grow took to store the services, to create their
-// slices, and then to wait for the API server's repair loop.
+// slices, and then to see their IPAddresses listed.
 type growTimes struct{ services, slices, repair time.Duration }
 
-// waitAddressesRecorded waits until the API server's repair loop has
-// recorded an IPAddress for each of the n services of c.namespace, so
-// that its work is done before a proxy is measured. The count of all
-// addresses, one cheap request, gates the count of this namespace's.
+// waitAddressesRecorded waits until the API server lists an IPAddress for
+// each of the n services of c.namespace (StoreServices stores them), so
+// that its ClusterIP repair loop finds nothing to do while a proxy is
+// measured. The count of all addresses, one cheap request, gates the
+// count of this namespace's.
 func (c *benchCluster) waitAddressesRecorded(ctx context.Context, n int) error {
 	recorded := 0
 	for {

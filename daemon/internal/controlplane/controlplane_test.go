@@ -108,11 +108,12 @@ func TestStoreServices(t *testing.T) {
 	if got.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyCluster || got.Spec.Ports[0].TargetPort.IntValue() != 53 {
 		t.Errorf("service b: externalTrafficPolicy %q, targetPort %v: the API server's defaults not applied", got.Spec.ExternalTrafficPolicy, got.Spec.Ports[0].TargetPort)
 	}
-	if err := wait(ctx, func() bool {
-		_, err := client.NetworkingV1().IPAddresses().Get(ctx, "10.96.16.1", metav1.GetOptions{})
-		return err == nil
-	}); err != nil {
-		t.Errorf("the repair loop recorded no IPAddress for service a's 10.96.16.1: %v", err)
+	// Stored with the service, not left to the repair loop.
+	addr, err := client.NetworkingV1().IPAddresses().Get(ctx, "10.96.16.1", metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("no IPAddress stored for service a's 10.96.16.1: %v", err)
+	} else if ref := addr.Spec.ParentRef; ref == nil || ref.Resource != "services" || ref.Namespace != "default" || ref.Name != "a" {
+		t.Errorf("IPAddress 10.96.16.1's parent: %+v, want services default/a", ref)
 	}
 
 	again := []v1.Service{{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1.ServiceSpec{ClusterIP: "10.96.16.3"}}, svcs[0]}

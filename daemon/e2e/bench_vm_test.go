@@ -226,20 +226,23 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 	if changes > 0 {
 		r.change = total / time.Duration(changes)
 	}
-	if c := benchChurnFromEnv(t); c.duration > 0 {
-		r.churn = e.churn(t, pp, p, ns, c, index)
-	}
 	if r.peak, err = pp.peakRSS(); err != nil {
 		t.Fatal(err)
 	}
 	if err := pp.stop(); err != nil {
 		t.Fatal(err)
 	}
+	churn := benchChurnFromEnv(t)
 	if restart {
-		// As a node's proxy restarts: the same namespace and files.
-		pp = startProxy(t, p, ns, e.kubeconfig, dir)
+		// As a node's proxy restarts: the same namespace and files. It
+		// runs with its own default shortest time between syncs, for the
+		// churn: the churn's latency is what a node's proxy shows.
+		pp = startProxy(t, withDefaultMinSync(p), ns, e.kubeconfig, dir)
 		if r.restart, err = pp.waitFirstSync(ctx, limit); err != nil {
 			t.Fatalf("%s restarted: %v", p.name, err)
+		}
+		if churn.duration > 0 {
+			r.churn = e.churn(t, pp, p, ns, churn, index)
 		}
 		if err := pp.stop(); err != nil {
 			t.Fatal(err)
@@ -253,6 +256,17 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 		p.name, len(vips), r.sync.Round(time.Millisecond), r.syncAlone.Round(time.Millisecond), r.prefill.Round(time.Millisecond), r.cpu.Seconds(), restarted,
 		r.change.Round(time.Microsecond), r.peak)
 	return r
+}
+
+// withDefaultMinSync is p without the benchmark's --*-min-sync-period.
+func withDefaultMinSync(p benchProxy) benchProxy {
+	args := p.args
+	p.args = func(kubeconfig, dir string) []string {
+		return slices.DeleteFunc(args(kubeconfig, dir), func(a string) bool {
+			return strings.HasPrefix(a, "--ipvs-min-sync-period=") || strings.HasPrefix(a, "--iptables-min-sync-period=")
+		})
+	}
+	return p
 }
 
 // BenchmarkProxies compares, on the same Services and EndpointSlices in
@@ -285,9 +299,11 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 //     start to the end of its first sync;
 //   - churn-p50-s and churn-p99-s: with IPVSPLANE_BENCH_CHURN (see
 //     benchChurn), the network-programming latency's p50 and p99 over a
-//     churn of endpoint moves at IPVSPLANE_BENCH_CHURN_RATE a second, after
-//     the single changes; churn-changes/s is the rate the API server took
-//     and churn-cpu-s the proxy's CPU time from the churn's start until it
+//     churn of endpoint moves at IPVSPLANE_BENCH_CHURN_RATE a second, of
+//     the restarted proxy, which runs with its default --*-min-sync-period
+//     (kube-proxy's nftables and iptables modes 1 s, its IPVS mode and
+//     ipvsplane none); churn-changes/s is the rate the API server took and
+//     churn-cpu-s the proxy's CPU time from the churn's start until it
 //     caught up;
 //   - change/smallest: above the smallest size, the proxy's change-ms over
 //     its change-ms at the smallest size (1 when a change costs the same

@@ -105,6 +105,9 @@ func TestStoreServices(t *testing.T) {
 	if got.Spec.ClusterIP != "10.96.16.2" || got.Spec.Ports[0].NodePort != 30053 || got.UID == "" || got.ResourceVersion == "" {
 		t.Errorf("stored service b read back as %+v", got)
 	}
+	if a, err := client.CoreV1().Services("default").Get(ctx, "a", metav1.GetOptions{}); err != nil || a.ResourceVersion == got.ResourceVersion {
+		t.Errorf("services a and b stored at one revision (%v, %v): each must have its own, as created through the API server", a.ResourceVersion, got.ResourceVersion)
+	}
 	if got.Spec.ExternalTrafficPolicy != v1.ServiceExternalTrafficPolicyCluster || got.Spec.Ports[0].TargetPort.IntValue() != 53 {
 		t.Errorf("service b: externalTrafficPolicy %q, targetPort %v: the API server's defaults not applied", got.Spec.ExternalTrafficPolicy, got.Spec.Ports[0].TargetPort)
 	}

@@ -134,9 +134,10 @@ BENCH_ENDPOINTS ?=
 # BENCH_PROXIES=ipvsplane,kube-proxy-iptables BENCH_SYNC_LIMIT=30m.
 BENCH_PROXIES ?=
 BENCH_SYNC_LIMIT ?=
-# BenchmarkProxies' churn after each proxy's single changes: endpoint
-# moves at IPVSPLANE_BENCH_CHURN_RATE a second (default 50) for BENCH_CHURN
-# (default none; bench-field: 60s), reported as churn-p50-s and churn-p99-s.
+# BenchmarkProxies' churn of each restarted proxy (with its default
+# --*-min-sync-period): endpoint moves at IPVSPLANE_BENCH_CHURN_RATE a
+# second (default 50) for BENCH_CHURN (default none; bench-field: 60s),
+# reported as churn-p50-s and churn-p99-s.
 BENCH_CHURN ?=
 BENCH_TIMEOUT ?= 60m
 bench: $(VMTEST) $(BIN)/ipvsplane vm-kernel

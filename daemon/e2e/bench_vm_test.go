@@ -90,7 +90,7 @@ type benchResult struct {
 	// notDone is IPVSPLANE_BENCH_SYNC_LIMIT when the first sync outlasted
 	// it; nothing else was measured then.
 	notDone time.Duration
-	// churn is the churn after the single changes (IPVSPLANE_BENCH_CHURN).
+	// churn is the restarted proxy's churn (IPVSPLANE_BENCH_CHURN).
 	churn churnResult
 }
 
@@ -147,7 +147,7 @@ func (e *benchEnv) grow(t testing.TB, n int) {
 		t.Fatalf("creating %d services: %v", n, err)
 	}
 	t.Logf("%d services and EndpointSlices in the API server (%v: services stored in %v, slices created in %v, addresses listed %v later)",
-		n, time.Since(start).Round(time.Second), times.services.Round(time.Millisecond), times.slices.Round(time.Millisecond), times.repair.Round(time.Millisecond))
+		n, time.Since(start).Round(time.Second), times.services.Round(time.Millisecond), times.slices.Round(time.Millisecond), times.listed.Round(time.Millisecond))
 }
 
 // measure runs proxy p in a fresh namespace on the cluster as it is: its

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -87,7 +88,7 @@ func (e *benchEnv) caughtUp(t testing.TB, pp *proxyProc, p benchProxy, ns *testu
 	t.Helper()
 	var lastSync time.Time
 	observed, quietSince := -1.0, time.Now()
-	err := pp.poll(context.Background(), 30*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+	err := pp.poll(t.Context(), 30*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
 		m, err := pp.metrics(ctx, metricLastSync, metricProgramCount, "kubeproxy_sync_proxy_rules_endpoint_changes_pending")
 		if err != nil {
 			return false, err
@@ -150,7 +151,7 @@ func (c *churner) move(ctx context.Context, i int, to netip.Addr) error {
 	if s == nil {
 		var err error
 		if s, err = api.Get(ctx, benchServiceName(i)+"-1", metav1.GetOptions{}); err != nil {
-			return err
+			return fmt.Errorf("reading %s's slice: %w", benchServiceName(i), err)
 		}
 	}
 	s = s.DeepCopy()
@@ -165,13 +166,11 @@ func (c *churner) move(ctx context.Context, i int, to netip.Addr) error {
 	return nil
 }
 
-// churn puts proxy p, synced in ns, through c: a ticker issues the changes
-// and 64 workers carry them out, so a slow write holds back no other. It
-// then waits until the proxy has programmed the last write to end, and
+// churn puts proxy p, synced in ns, through c (see atRate). It then waits until the proxy has programmed the last write to end, and
 // reads the programming latency of the whole churn from its metrics.
 func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil.NetNS, c benchChurn, seed int) churnResult {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	ch := &churner{cluster: e.cluster, rng: rand.New(rand.NewPCG(uint64(seed), 28)), busy: map[int]bool{}, written: map[int]*discoveryv1.EndpointSlice{}}
 	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var (
@@ -184,38 +183,22 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 		lastI              int
 		lastTo             netip.Addr
 	)
-	work := make(chan struct{}, 4*int(c.rate)+1)
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Go(func() {
-			for range work {
-				i, to := ch.pick()
-				begin := time.Now()
-				err := ch.move(ctx, i, to)
-				end := time.Now()
-				mu.Lock()
-				if err == nil {
-					writes = append(writes, end.Sub(begin))
-					if end.After(lastEnd) {
-						lastBegin, lastEnd, lastI, lastTo = begin, end, i, to
-					}
-				} else if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	start := time.Now()
-	tick := time.NewTicker(time.Duration(float64(time.Second) / c.rate))
-	for time.Since(start) < c.duration {
-		<-tick.C
-		work <- struct{}{}
-	}
-	tick.Stop()
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := atRate(c.rate, c.duration, func() {
+		i, to := ch.pick()
+		begin := time.Now()
+		err := ch.move(ctx, i, to)
+		end := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			firstErr = cmp.Or(firstErr, err)
+			return
+		}
+		writes = append(writes, end.Sub(begin))
+		if end.After(lastEnd) {
+			lastBegin, lastEnd, lastI, lastTo = begin, end, i, to
+		}
+	})
 	if firstErr != nil {
 		t.Fatalf("%s's churn: %v", p.name, firstErr)
 	}
@@ -232,7 +215,7 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 	}
 	r.p50, r.p99 = histQuantile(0.5, buckets), histQuantile(0.99, buckets)
 	slices.Sort(writes)
-	r.write50, r.write99 = writes[len(writes)/2], writes[len(writes)*99/100]
+	r.write50, r.write99 = percentile(writes, 50), percentile(writes, 99)
 	t.Logf("%s at %d services: churn of %d changes (%.1f/s, asked %.0f/s; the API server took p50 %v p99 %v per write), programming latency p50 %.2fs p99 %.2fs, caught up %v after the last write, %.1f CPU s",
 		p.name, len(e.cluster.vips), r.changes, r.rate, c.rate, r.write50.Round(time.Millisecond), r.write99.Round(time.Millisecond),
 		r.p50, r.p99, r.caughtUp.Round(time.Millisecond), r.cpu.Seconds())

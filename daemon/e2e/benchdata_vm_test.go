@@ -108,21 +108,21 @@ func (c *benchCluster) grow(ctx context.Context, n int) (growTimes, error) {
 		return times, err
 	}
 	times.slices, start = time.Since(start), time.Now()
-	err = c.waitAddressesRecorded(ctx, n)
-	times.repair = time.Since(start)
+	err = c.waitAddressesListed(ctx, n)
+	times.listed = time.Since(start)
 	return times, err
 }
 
 // growTimes is how long grow took to store the services, to create their
 // slices, and then to see their IPAddresses listed.
-type growTimes struct{ services, slices, repair time.Duration }
+type growTimes struct{ services, slices, listed time.Duration }
 
-// waitAddressesRecorded waits until the API server lists an IPAddress for
+// waitAddressesListed waits until the API server lists an IPAddress for
 // each of the n services of c.namespace (StoreServices stores them), so
 // that its ClusterIP repair loop finds nothing to do while a proxy is
 // measured. The count of all addresses, one cheap request, gates the
 // count of this namespace's.
-func (c *benchCluster) waitAddressesRecorded(ctx context.Context, n int) error {
+func (c *benchCluster) waitAddressesListed(ctx context.Context, n int) error {
 	recorded := 0
 	for {
 		all, err := c.client.NetworkingV1().IPAddresses().List(ctx, metav1.ListOptions{Limit: 1})

@@ -547,9 +547,7 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 }
 
 // churn issues changes at the rate for the duration and returns how many
-// the API server took. A ticker issues them and workers carry them out,
-// so a slow API call delays no other; a change still waiting when the
-// next is due shows as a rate below the one asked for. The trigger time
+// the API server took (see atRate). The trigger time
 // is stamped before the write, so the API server's time is part of the
 // programming latency the proxies report.
 func (s *soak) churn(t *testing.T, p soakParams) (changes int64, lastBegin time.Time) {
@@ -558,51 +556,62 @@ func (s *soak) churn(t *testing.T, p soakParams) (changes int64, lastBegin time.
 	s.mu.Lock()
 	s.counts = map[string]int{}
 	s.mu.Unlock()
-	work := make(chan struct{}, 4*int(p.rate)+1)
 	var done, failed atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
 	var writes []time.Duration
+	elapsed := atRate(p.rate, p.duration, func() {
+		begin := time.Now()
+		err := s.change(s.f.ctx)
+		mu.Lock()
+		writes = append(writes, time.Since(begin))
+		if begin.After(lastBegin) {
+			lastBegin = begin
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		done.Add(1)
+	})
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d changes failed at the API server, the first: %v", n, firstErr)
+	}
+	slices.Sort(writes)
+	t.Logf("churn: %d changes in %v (asked %.0f/s): %v; the API server took p50 %v p99 %v per change",
+		done.Load(), elapsed.Round(time.Millisecond), p.rate, s.counts,
+		writes[len(writes)/2].Round(time.Millisecond), writes[len(writes)*99/100].Round(time.Millisecond))
+	return done.Load(), lastBegin
+}
+
+// atRate calls change rate times a second for d, from 64 workers, so that
+// a slow API call delays no other; a change still waiting when the next
+// is due shows as a rate below the one asked for. It returns once every
+// change has returned, with how long that took.
+func atRate(rate float64, d time.Duration, change func()) time.Duration {
+	work := make(chan struct{}, 4*int(rate)+1)
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
 			for range work {
-				begin := time.Now()
-				err := s.change(s.f.ctx)
-				mu.Lock()
-				writes = append(writes, time.Since(begin))
-				if begin.After(lastBegin) {
-					lastBegin = begin
-				}
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				done.Add(1)
+				change()
 			}
 		})
 	}
 	start := time.Now()
-	tick := time.NewTicker(time.Duration(float64(time.Second) / p.rate))
-	for time.Since(start) < p.duration {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	for time.Since(start) < d {
 		<-tick.C
 		work <- struct{}{}
 	}
 	tick.Stop()
 	close(work)
 	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d changes failed at the API server, the first: %v", n, firstErr)
-	}
-	slices.Sort(writes)
-	t.Logf("churn: %d changes in %v (asked %.0f/s): %v; the API server took p50 %v p99 %v per change",
-		done.Load(), time.Since(start).Round(time.Millisecond), p.rate, s.counts,
-		writes[len(writes)/2].Round(time.Millisecond), writes[len(writes)*99/100].Round(time.Millisecond))
-	return done.Load(), lastBegin
+	return time.Since(start)
 }
 
 // converge waits until the proxy has programmed every change made before

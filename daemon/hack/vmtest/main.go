@@ -142,11 +142,12 @@ const bootLimit = 5 * time.Minute
 const lockupPanics = "softlockup_panic=1 watchdog_thresh=30"
 
 // runInVM runs the test binary in a guest. A guest kernel that panics, or
-// a guest that does not boot, is booted again with the test: under qemu's TCG the 6.12 kernel now and
-// then faults with an int3 Oops where it patches its own text (static
-// keys enabled at boot or when a module is first used), and a guest's
-// CPUs may lock up for good (lockupPanics), which is the emulator's
-// doing, not the test's. A panic the test itself causes comes back every
+// a guest that does not boot, is booted again with the test: under qemu's
+// TCG the 6.12 kernel now and then faults with an int3 Oops where it
+// patches its own text (static keys enabled at boot or when a module is
+// first used), a guest's CPUs may lock up for good (lockupPanics), and a
+// guest may stop before its kernel starts (bootLimit), which is the
+// emulator's doing, not the test's. A panic the test itself causes comes back every
 // time, and still fails.
 func runInVM(binary string, args []string) (int, error) {
 	for attempt := 1; ; attempt++ {

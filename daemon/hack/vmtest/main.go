@@ -115,22 +115,12 @@ func newGuest(release, binary string, args []string) (guest, error) {
 	return g, nil
 }
 
-// guestAttempts is how many times a test whose guest kernel panicked or
-// never booted is run, each time in a fresh guest (and control plane).
+// guestAttempts is how many times a test whose guest kernel panicked is
+// run, each time in a fresh guest (and control plane).
 const guestAttempts = 3
 
-// errGuestPanicked marks a run whose guest kernel panicked; errGuestHung
-// one whose guest did not start the test within bootLimit.
-var (
-	errGuestPanicked = errors.New("the guest kernel panicked")
-	errGuestHung     = errors.New("the guest did not boot")
-)
-
-// bootLimit is how long a guest has to start the test. A boot takes
-// 11-13 s here; under TCG a guest once stopped for good at "Booting from
-// ROM", before its kernel printed anything, and would have held the run
-// until its timeout, an hour later.
-const bootLimit = 5 * time.Minute
+// errGuestPanicked marks a run whose guest kernel panicked.
+var errGuestPanicked = errors.New("the guest kernel panicked")
 
 // lockupPanics makes a guest kernel whose CPUs stay stuck in the kernel
 // for a minute (twice watchdog_thresh) panic, so that runInVM boots it
@@ -141,18 +131,17 @@ const bootLimit = 5 * time.Minute
 // many times.
 const lockupPanics = "softlockup_panic=1 watchdog_thresh=30"
 
-// runInVM runs the test binary in a guest. A guest kernel that panics, or
-// a guest that does not boot, is booted again with the test: under qemu's
-// TCG the 6.12 kernel now and then faults with an int3 Oops where it
-// patches its own text (static keys enabled at boot or when a module is
-// first used), a guest's CPUs may lock up for good (lockupPanics), and a
-// guest may stop before its kernel starts (bootLimit), which is the
-// emulator's doing, not the test's. A panic the test itself causes comes back every
+// runInVM runs the test binary in a guest. A guest kernel that panics is
+// booted again with the test: under qemu's TCG the 6.12 kernel now and
+// then faults with an int3 Oops where it patches its own text (static
+// keys enabled at boot or when a module is first used), and a guest's
+// CPUs may lock up for good (lockupPanics), which is the emulator's
+// doing, not the test's. A panic the test itself causes comes back every
 // time, and still fails.
 func runInVM(binary string, args []string) (int, error) {
 	for attempt := 1; ; attempt++ {
 		status, err := runOnce(binary, args)
-		if !errors.Is(err, errGuestPanicked) && !errors.Is(err, errGuestHung) || attempt == guestAttempts {
+		if !errors.Is(err, errGuestPanicked) || attempt == guestAttempts {
 			return status, err
 		}
 		fmt.Fprintf(os.Stderr, "vmtest: %v\nvmtest: running %s again in a fresh guest (attempt %d of %d)\n", err, filepath.Base(binary), attempt+1, guestAttempts)
@@ -225,8 +214,6 @@ func runOnce(binary string, args []string) (int, error) {
 		return 0, fmt.Errorf("%s: no result after %v; the guest was stopped (raise VMTEST_TIMEOUT?)%s", name, timeout, res.tail())
 	case res.panicked:
 		return 0, fmt.Errorf("%s: %w%s", name, errGuestPanicked, res.tail())
-	case res.hung:
-		return 0, fmt.Errorf("%s: %w within %v; it was stopped%s", name, errGuestHung, bootLimit, res.tail())
 	case !haveStatus:
 		return 0, fmt.Errorf("%s: the guest stopped without reporting the test's exit status (qemu: %v)%s", name, waitErr, res.tail())
 	}
@@ -251,32 +238,17 @@ func boot(ctx context.Context, args []string, statusFile string) (res consoleRes
 	if err := cmd.Start(); err != nil {
 		return consoleResult{}, nil, fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
 	}
-	exited, stopped, started, hung := make(chan struct{}), make(chan bool, 1), make(chan struct{}), make(chan bool, 1)
-	kill := func() { _ = cmd.Process.Kill() }
-	go func() { stopped <- stopAfterStatus(statusFile, exited, poweroffGrace, kill) }()
-	go func() { hung <- stopUnlessStarted(started, exited, bootLimit, kill) }()
-	res = readConsole(console, os.Stdout, os.Getenv("VMTEST_VERBOSE") == "1", started)
+	exited, stopped := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		stopped <- stopAfterStatus(statusFile, exited, poweroffGrace, func() { _ = cmd.Process.Kill() })
+	}()
+	res = readConsole(console, os.Stdout, os.Getenv("VMTEST_VERBOSE") == "1")
 	qemuExit = cmd.Wait()
 	close(exited)
 	if <-stopped {
 		fmt.Fprintf(os.Stderr, "vmtest: the guest had not powered off %v after the test ended; stopped\n", poweroffGrace)
 	}
-	res.hung = <-hung
 	return res, qemuExit, nil
-}
-
-// stopUnlessStarted calls kill if started is not closed within limit, and
-// reports whether it did; it returns at once when exited is closed first.
-func stopUnlessStarted(started, exited <-chan struct{}, limit time.Duration, kill func()) bool {
-	select {
-	case <-started:
-		return false
-	case <-exited:
-		return false
-	case <-time.After(limit):
-		kill()
-		return true
-	}
 }
 
 // poweroffGrace is how long a guest has to power off once its test has
@@ -421,12 +393,13 @@ func envInt(key string, def int) int {
 type consoleResult struct {
 	booted   time.Time
 	panicked bool
-	// hung is set when the guest was stopped for not starting the test
-	// within bootLimit.
-	hung bool
-	boot []string // console lines before the test started, for errors
+	boot     []string // console lines before the test started, for errors
 }
 
+// tail is the console's last lines for an error. Once the test has
+// started (and the kernel has not panicked) they are the boot's, not the
+// last: the test's own output went to stdout. A run stopped while its
+// test waited looked like a guest that never booted.
 func (r consoleResult) tail() string {
 	lines := r.boot
 	if len(lines) > 40 {
@@ -435,14 +408,18 @@ func (r consoleResult) tail() string {
 	if len(lines) == 0 {
 		return ""
 	}
-	return "; last console lines:\n" + strings.Join(lines, "\n")
+	what := "last console lines"
+	if !r.booted.IsZero() && !r.panicked {
+		what = "the test had started (its output is above); the boot's last console lines"
+	}
+	return "; " + what + ":\n" + strings.Join(lines, "\n")
 }
 
 // readConsole copies the test's output from the serial console to out and
-// picks out the markers, closing started at the start marker. Lines
-// before it are boot messages.
-func readConsole(console io.Reader, out io.Writer, verbose bool, started chan<- struct{}) consoleResult {
+// picks out the markers. Lines before the start marker are boot messages.
+func readConsole(console io.Reader, out io.Writer, verbose bool) consoleResult {
 	var r consoleResult
+	started := false
 	br := bufio.NewReaderSize(console, 64*1024)
 	for {
 		line, err := br.ReadString('\n')
@@ -451,10 +428,9 @@ func readConsole(console io.Reader, out io.Writer, verbose bool, started chan<- 
 			r.panicked = true
 		}
 		switch {
-		case r.booted.IsZero() && strings.HasSuffix(line, startMarker):
-			r.booted = time.Now()
-			close(started)
-		case r.booted.IsZero():
+		case !started && strings.HasSuffix(line, startMarker):
+			started, r.booted = true, time.Now()
+		case !started:
 			r.boot = append(r.boot, line)
 			if verbose {
 				fmt.Fprintln(os.Stderr, line)

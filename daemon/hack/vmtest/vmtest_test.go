@@ -224,57 +224,19 @@ func TestStopAfterStatus(t *testing.T) {
 	}
 }
 
-// A guest that does not start the test within the boot limit is stopped
-// (and booted again by runInVM); one that starts, or stops by itself, is
-// not.
-func TestStopUnlessStarted(t *testing.T) {
-	for _, tt := range []struct {
-		name          string
-		starts, exits bool
-		wantKilled    bool
-	}{
-		{"hangs at boot", false, false, true},
-		{"starts the test", true, false, false},
-		{"stops before starting", false, true, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			started, exited := make(chan struct{}), make(chan struct{})
-			if tt.starts {
-				close(started)
-			}
-			if tt.exits {
-				close(exited)
-			}
-			killed := false
-			got := stopUnlessStarted(started, exited, 50*time.Millisecond, func() { killed = true })
-			if got != tt.wantKilled || killed != tt.wantKilled {
-				t.Errorf("stopUnlessStarted = %v (kill called: %v), want %v", got, killed, tt.wantKilled)
-			}
-		})
+// An error's console lines say whether the test had started: if it had,
+// they are the boot's, and the test's own output is elsewhere.
+func TestConsoleTailSaysTestStarted(t *testing.T) {
+	booting := consoleResult{boot: []string{"Booting from ROM..."}}
+	if got := booting.tail(); !strings.HasPrefix(got, "; last console lines:\n") {
+		t.Errorf("before the test started: %q", got)
 	}
-}
-
-// The console reader closes started at the start marker, and only there.
-func TestReadConsoleStarted(t *testing.T) {
-	started := make(chan struct{})
-	var out strings.Builder
-	r := readConsole(strings.NewReader("SeaBIOS\nBooting from ROM...\n"), &out, false, started)
-	select {
-	case <-started:
-		t.Fatal("started closed without the start marker")
-	default:
+	started := consoleResult{boot: []string{"Booting from ROM..."}, booted: time.Now()}
+	if got := started.tail(); !strings.Contains(got, "the test had started") {
+		t.Errorf("after the test started: %q, want it to say so", got)
 	}
-	if !r.booted.IsZero() || len(r.boot) != 3 {
-		t.Errorf("readConsole = %+v, want not booted, 3 boot lines", r)
-	}
-	started = make(chan struct{})
-	r = readConsole(strings.NewReader("boot\n"+startMarker+"\n=== RUN TestX\n"), &out, false, started)
-	select {
-	case <-started:
-	default:
-		t.Fatal("started not closed at the start marker")
-	}
-	if r.booted.IsZero() || out.String() != "=== RUN TestX\n" {
-		t.Errorf("readConsole: booted %v, output %q", r.booted, out.String())
+	panicked := consoleResult{boot: []string{"Kernel panic"}, booted: time.Now(), panicked: true}
+	if got := panicked.tail(); !strings.HasPrefix(got, "; last console lines:\n") {
+		t.Errorf("after a panic: %q", got)
 	}
 }

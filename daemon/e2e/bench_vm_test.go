@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -304,7 +305,8 @@ func withDefaultMinSync(p benchProxy) benchProxy {
 //     (kube-proxy's nftables and iptables modes 1 s, its IPVS mode and
 //     ipvsplane none); churn-changes/s is the rate the API server took and
 //     churn-cpu-s the proxy's CPU time from the churn's start until it
-//     caught up;
+//     caught up; churn-own-p99-s, ipvsplane's only, the p99 of its own
+//     part, from a change's arrival to its programming;
 //   - change/smallest: above the smallest size, the proxy's change-ms over
 //     its change-ms at the smallest size (1 when a change costs the same
 //     whatever the number of services).
@@ -352,6 +354,9 @@ func BenchmarkProxies(b *testing.B) {
 						b.ReportMetric(r.churn.p99, "churn-p99-s")
 						b.ReportMetric(r.churn.rate, "churn-changes/s")
 						b.ReportMetric(r.churn.cpu.Seconds(), "churn-cpu-s")
+						if !math.IsNaN(r.churn.ownP99) {
+							b.ReportMetric(r.churn.ownP99, "churn-own-p99-s")
+						}
 					}
 					if s := results[p.name][sizes[0]]; n != sizes[0] && s.change > 0 {
 						b.ReportMetric(float64(r.change)/float64(s.change), "change/smallest")

@@ -83,8 +83,10 @@ type benchResult struct {
 	// change is the mean time from an EndpointSlice update to the end of
 	// the sync that programmed it (network-programming latency).
 	change time.Duration
-	// peak is the proxy process's peak resident memory in MiB.
-	peak float64
+	// peak is the proxy process's peak resident memory in MiB, and
+	// peakParts the highest of the samples taken every 200 ms.
+	peak      float64
+	peakParts rssSample
 	// cpu is the CPU time the proxy (and what it ran: iptables-restore,
 	// ipset, nft) used from its start to the end of its first sync.
 	cpu time.Duration
@@ -170,6 +172,7 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 	}
 	dir := t.TempDir()
 	pp := startProxy(t, p, ns, e.kubeconfig, dir)
+	stopRSS := sampleRSSPeak(pp)
 	waitProfile := func() {}
 	if profile > 0 {
 		waitProfile = pp.profileCPU(t, fmt.Sprintf("first-sync-%d", len(e.cluster.vips)), profile)
@@ -181,6 +184,7 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 		// A measurement of its own: the proxy is slower than the bound
 		// the benchmark was asked for. It is reported, not skipped.
 		peak, _ := pp.peakRSS()
+		stopRSS()
 		t.Logf("%s at %d services: NOT DONE, no first sync within %v (%s); %.1f CPU s, peak RSS %.1f MiB so far",
 			p.name, len(e.cluster.vips), limit, envBenchSyncLimit, cpuTime(t, pp).Seconds(), peak)
 		waitProfile()
@@ -230,6 +234,7 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 	if r.peak, err = pp.peakRSS(); err != nil {
 		t.Fatal(err)
 	}
+	r.peakParts = stopRSS()
 	if err := pp.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,9 +258,9 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 	if restart {
 		restarted = fmt.Sprintf("restarted %v", r.restart.Round(time.Millisecond))
 	}
-	t.Logf("%s at %d services: first sync %v from the start (the syncs alone %v, of them prefills %v; %.1f CPU s), %s, change %v, peak RSS %.1f MiB",
+	t.Logf("%s at %d services: first sync %v from the start (the syncs alone %v, of them prefills %v; %.1f CPU s), %s, change %v, peak RSS %.1f MiB (the highest sample %v)",
 		p.name, len(vips), r.sync.Round(time.Millisecond), r.syncAlone.Round(time.Millisecond), r.prefill.Round(time.Millisecond), r.cpu.Seconds(), restarted,
-		r.change.Round(time.Microsecond), r.peak)
+		r.change.Round(time.Microsecond), r.peak, r.peakParts)
 	return r
 }
 

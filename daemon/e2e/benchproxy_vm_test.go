@@ -361,6 +361,62 @@ func (pp *proxyProc) peakRSS() (float64, error) {
 	return float64(kb) / 1024, err
 }
 
+// rssSample is one reading of a process's resident memory, in KiB: its
+// anonymous pages (heap, stacks) and its file pages (the binary's text
+// and data as touched), at a time after the sampling began.
+type rssSample struct {
+	at              time.Duration
+	rss, anon, file int
+}
+
+// String says the sample in MiB.
+func (s rssSample) String() string {
+	return fmt.Sprintf("%.1f MiB (anonymous %.1f, file %.1f) at %v", float64(s.rss)/1024, float64(s.anon)/1024, float64(s.file)/1024, s.at.Round(100*time.Millisecond))
+}
+
+// sampleRSSPeak reads the process's memory every 200 ms until stop is
+// called, which returns the sample of the highest RSS: what the peak the
+// kernel keeps (VmHWM) is made of, and when it came.
+func sampleRSSPeak(pp *proxyProc) (stop func() rssSample) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan rssSample)
+	start := time.Now()
+	go func() {
+		var peak rssSample
+		defer func() { done <- peak }()
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s, err := readRSS(pp.proc.Cmd.Process.Pid)
+			if err == nil && s.rss > peak.rss {
+				s.at = time.Since(start)
+				peak = s
+			}
+		}
+	}()
+	return func() rssSample { cancel(); return <-done }
+}
+
+// readRSS reads a process's resident memory from /proc.
+func readRSS(pid int) (rssSample, error) {
+	var s rssSample
+	var err error
+	for _, f := range []struct {
+		name string
+		to   *int
+	}{{"VmRSS", &s.rss}, {"RssAnon", &s.anon}, {"RssFile", &s.file}} {
+		if *f.to, err = procStatusKiB(pid, f.name); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
 // ipvsHolds checks that the namespace's IPVS table has a virtual server
 // with n real servers for each cluster IP in vips (port 80).
 func ipvsHolds(ctx context.Context, ns *testutil.NetNS, vips []netip.Addr, n int) error {

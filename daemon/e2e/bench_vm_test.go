@@ -243,12 +243,20 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 		// As a node's proxy restarts: the same namespace and files. It
 		// runs with its own default shortest time between syncs, for the
 		// churn: the churn's latency is what a node's proxy shows.
-		pp = startProxy(t, withDefaultMinSync(p), ns, e.kubeconfig, dir)
+		restarted := withDefaultMinSync(p)
+		logChurn := churn.duration > 0 && churn.log && isIPVSPlane(p.name)
+		if logChurn {
+			restarted.args = withArgs(restarted.args, "-v=4")
+		}
+		pp = startProxy(t, restarted, ns, e.kubeconfig, dir)
 		if r.restart, err = pp.waitFirstSync(ctx, limit); err != nil {
 			t.Fatalf("%s restarted: %v", p.name, err)
 		}
 		if churn.duration > 0 {
 			r.churn = e.churn(t, pp, p, ns, churn, index)
+		}
+		if logChurn {
+			pp.printLog(t, fmt.Sprintf("bench-%s-%d-log", p.name, len(vips)))
 		}
 		if err := pp.stop(); err != nil {
 			t.Fatal(err)

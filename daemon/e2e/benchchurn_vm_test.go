@@ -29,9 +29,12 @@ import (
 //
 //	IPVSPLANE_BENCH_CHURN       how long each proxy is churned, a duration (60s)
 //	IPVSPLANE_BENCH_CHURN_RATE  changes a second (default 50)
+//	IPVSPLANE_BENCH_CHURN_LOG   1: ipvsplane churns at -v=4 and its log is
+//	                            printed after (hack/profiles picks it out)
 const (
 	envBenchChurn     = "IPVSPLANE_BENCH_CHURN"
 	envBenchChurnRate = "IPVSPLANE_BENCH_CHURN_RATE"
+	envBenchChurnLog  = "IPVSPLANE_BENCH_CHURN_LOG"
 )
 
 // benchChurn is how long and how fast the churn runs; a zero duration
@@ -39,6 +42,8 @@ const (
 type benchChurn struct {
 	duration time.Duration
 	rate     float64
+	// log asks for ipvsplane's per-sync log lines over the churn.
+	log bool
 }
 
 func benchChurnFromEnv(t testing.TB) benchChurn {
@@ -58,6 +63,7 @@ func benchChurnFromEnv(t testing.TB) benchChurn {
 		}
 		c.rate = r
 	}
+	c.log = os.Getenv(envBenchChurnLog) == "1"
 	return c
 }
 

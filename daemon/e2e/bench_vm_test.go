@@ -248,6 +248,9 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 		if logChurn {
 			restarted.args = withArgs(restarted.args, "-v=4")
 		}
+		if churn.duration > 0 && churn.profile && isIPVSPlane(p.name) {
+			restarted.args = withArgs(restarted.args, "--profiling")
+		}
 		pp = startProxy(t, restarted, ns, e.kubeconfig, dir)
 		if r.restart, err = pp.waitFirstSync(ctx, limit); err != nil {
 			t.Fatalf("%s restarted: %v", p.name, err)

@@ -31,10 +31,12 @@ import (
 //	IPVSPLANE_BENCH_CHURN_RATE  changes a second (default 50)
 //	IPVSPLANE_BENCH_CHURN_LOG   1: ipvsplane churns at -v=4 and its log is
 //	                            printed after (hack/profiles picks it out)
+//	IPVSPLANE_BENCH_CHURN_PROFILE  1: a CPU profile of ipvsplane over the churn
 const (
 	envBenchChurn     = "IPVSPLANE_BENCH_CHURN"
 	envBenchChurnRate = "IPVSPLANE_BENCH_CHURN_RATE"
 	envBenchChurnLog  = "IPVSPLANE_BENCH_CHURN_LOG"
+	envBenchChurnProf = "IPVSPLANE_BENCH_CHURN_PROFILE"
 )
 
 // benchChurn is how long and how fast the churn runs; a zero duration
@@ -42,8 +44,9 @@ const (
 type benchChurn struct {
 	duration time.Duration
 	rate     float64
-	// log asks for ipvsplane's per-sync log lines over the churn.
-	log bool
+	// log asks for ipvsplane's per-sync log lines over the churn, and
+	// profile for its CPU profile.
+	log, profile bool
 }
 
 func benchChurnFromEnv(t testing.TB) benchChurn {
@@ -64,6 +67,7 @@ func benchChurnFromEnv(t testing.TB) benchChurn {
 		c.rate = r
 	}
 	c.log = os.Getenv(envBenchChurnLog) == "1"
+	c.profile = os.Getenv(envBenchChurnProf) == "1"
 	return c
 }
 
@@ -196,6 +200,10 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 	m0, cpu0 := scrape(t, pp), cpuTime(t, pp)
 	var windows []string
 	stopWindows := sampleLatencyWindows(pp, 15*time.Second, m0, &windows)
+	waitProfile := func() {}
+	if c.profile && isIPVSPlane(p.name) {
+		waitProfile = pp.profileCPU(t, fmt.Sprintf("churn-%s-%d", p.name, len(e.cluster.vips)), c.duration)
+	}
 	var (
 		mu       sync.Mutex
 		writes   []time.Duration
@@ -230,6 +238,7 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 	}
 	r := churnResult{changes: len(writes), rate: float64(len(writes)) / elapsed.Seconds()}
 	r.caughtUp = e.caughtUp(t, pp, p, ns, lastBegin, lastEnd, lastI, lastTo)
+	waitProfile()
 	stopWindows()
 	r.windows = windows
 	m1 := scrape(t, pp)

@@ -464,6 +464,9 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 	// Any sync since the start will do: kube-proxy's nftables mode does
 	// not sync again until something changes.
 	s.converge(t, pp, proxy, pp.start)
+	if isIPVSPlane(proxy.name) {
+		pp.waitSettled(t)
+	}
 	rss, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmRSS")
 	if err != nil {
 		t.Fatal(err)
@@ -765,6 +768,22 @@ func sampleLatencyWindows(pp *proxyProc, every time.Duration, base promText, win
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// waitSettled waits until ipvsplane has returned its first sync's garbage
+// to the system and set its automatic soft memory limit, which it does
+// apart from its syncs (memory.AfterSync): the RSS after the first sync
+// is read after that.
+func (pp *proxyProc) waitSettled(t *testing.T) {
+	t.Helper()
+	const limit = "go_gc_gomemlimit_bytes"
+	err := pp.poll(t.Context(), 5*time.Minute, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		m, err := pp.metrics(ctx, limit)
+		return err == nil && m[limit] < math.MaxInt64, err
+	})
+	if err != nil {
+		t.Fatalf("%s did not set its memory limit after its first sync: %v", pp.name, err)
+	}
 }
 
 // liveHeapAtRest returns the live heap in MiB that a forced collection

@@ -285,8 +285,9 @@ func (a *app) newTracker(d *daemon, s *config.Settings, request func()) *watcher
 // newSyncRunner makes the runner of the daemon's syncs, and of the
 // prefills before them while the inputs are listed. It relaxes the
 // garbage collector until the first sync and applies the memory limit
-// after each full one.
+// after each full one, off the syncs' goroutine (see memory.AfterSync).
 func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *memory.SoftLimit) *watcher.Runner {
+	after := memory.NewAfterSync(gc, mem)
 	return watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: d.tracker.NodeKnown,
 	}, func(ctx context.Context) error {
@@ -301,10 +302,7 @@ func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *me
 		d.lastFull = false
 		err := d.sync(ctx)
 		if d.synced {
-			gc.Synced()
-		}
-		if d.lastFull {
-			mem.AfterFullSync()
+			after.Synced(d.lastFull)
 		}
 		return err
 	})

@@ -64,6 +64,57 @@ func NewFirstSyncGC() FirstSyncGC {
 	}
 }
 
+// AfterSync does the collector's work after the daemon's syncs: once,
+// after the first, FirstSyncGC.Synced; after each full one,
+// SoftLimit.AfterFullSync. The first's runs on a goroutine of its own, so
+// that the changes that come meanwhile are not held behind it: returning
+// the first sync's garbage to the system forces a collection of the whole
+// heap and gives back every free page, and at 44,000 services the next
+// sync waited 6 s for it under emulation (docs/benchmarks.md, "Churn at
+// the field shapes").
+type AfterSync struct {
+	gc    FirstSyncGC
+	limit *SoftLimit
+
+	mu sync.Mutex
+	// settling is true while the first sync's work runs, settled once it
+	// is done; full records a full sync among those it stands for.
+	settling, settled, full bool
+}
+
+// NewAfterSync returns the work after syncs with these settings.
+func NewAfterSync(gc FirstSyncGC, limit *SoftLimit) *AfterSync {
+	return &AfterSync{gc: gc, limit: limit}
+}
+
+// Synced does, or starts, the work after a successful sync; full says
+// whether the sync was a full one. A full sync while the first's work is
+// under way has its limit applied when that work ends, which the limit
+// must follow.
+func (a *AfterSync) Synced(full bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case !a.settling && !a.settled:
+		a.settling, a.full = true, full
+		go a.settleFirst()
+	case a.settling:
+		a.full = a.full || full
+	case full:
+		a.limit.AfterFullSync()
+	}
+}
+
+func (a *AfterSync) settleFirst() {
+	a.gc.Synced()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.settling, a.settled = false, true
+	if a.full {
+		a.limit.AfterFullSync()
+	}
+}
+
 // heapHeadroom is the automatic soft memory limit's room for the heap
 // to grow between collections, as a share of the live heap. The default
 // GOGC gives it 1.0; half of that collects twice as often, which at the

@@ -4,7 +4,9 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	runtimemetrics "runtime/metrics"
 	"testing"
+	"time"
 )
 
 func TestFirstSyncGCSettings(t *testing.T) {
@@ -101,5 +103,55 @@ func TestAutomaticLimit(t *testing.T) {
 		if got := automaticLimit(tt.use); got != tt.want {
 			t.Errorf("automaticLimit(%+v) = %d, want %d", tt.use, got, tt.want)
 		}
+	}
+}
+
+// readSetting reads a setting of the collector's without changing it.
+func readSetting(name string) uint64 {
+	s := []runtimemetrics.Sample{{Name: name}}
+	runtimemetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func TestAfterSync(t *testing.T) {
+	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
+	prevGC := debug.SetGCPercent(80)
+	t.Cleanup(func() {
+		debug.SetMemoryLimit(prevLimit)
+		debug.SetGCPercent(prevGC)
+	})
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	limit, err := NewSoftLimit("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := NewFirstSyncGC()
+	gc.Listed()
+	a := NewAfterSync(gc, limit)
+
+	// The first sync's work runs apart; a full sync meanwhile is merged
+	// into it, and whichever came first, GOGC is set back and the limit
+	// applied once it is done.
+	a.Synced(false)
+	a.Synced(true)
+	deadline := time.Now().Add(time.Minute)
+	for readSetting("/gc/gogc:percent") != 80 || readSetting("/gc/gomemlimit:bytes") == math.MaxInt64 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the first sync: GOGC %d, limit %d", readSetting("/gc/gogc:percent"), readSetting("/gc/gomemlimit:bytes"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// After it, a full sync applies the limit at once, and another sync
+	// leaves it be.
+	debug.SetMemoryLimit(math.MaxInt64)
+	a.Synced(false)
+	if got := readSetting("/gc/gomemlimit:bytes"); got != math.MaxInt64 {
+		t.Errorf("a sync that was not full set the limit to %d", got)
+	}
+	a.Synced(true)
+	if got := readSetting("/gc/gomemlimit:bytes"); got == math.MaxInt64 {
+		t.Error("a full sync after the first did not set the limit")
 	}
 }

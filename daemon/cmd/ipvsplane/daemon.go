@@ -379,10 +379,7 @@ func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
 	r := &d.record
 	if d.names == nil {
 		d.names = make(map[model.ServicePortName][]string, len(u.State.Services))
-		r.Services = status.ServiceNames(u.State.Services)
-		for i := range u.State.Services {
-			d.names[u.State.Services[i].Name] = status.PortKeys(&u.State.Services[i])
-		}
+		r.Services = status.ServiceNames(u.State.Services, d.names)
 		return true
 	}
 	dirty := false

@@ -1,0 +1,59 @@
+package status
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
+)
+
+func TestPortKeys(t *testing.T) {
+	sp := model.ServicePort{
+		Name: model.ServicePortName{Namespace: "demo", Name: "dns", Port: "dns"}, Protocol: inet.UDP, Port: 53,
+		ClusterIPs:      []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::a")},
+		ExternalIPs:     []netip.Addr{netip.MustParseAddr("192.0.2.1")},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("2001:db8::1")},
+		NodePort:        30053,
+	}
+	want := []string{"udp/10.96.0.10:53", "udp/[fd00::a]:53", "udp/192.0.2.1:53", "udp/[2001:db8::1]:53", "udp/*:30053"}
+	if got := PortKeys(&sp); !slices.Equal(got, want) {
+		t.Errorf("PortKeys = %q, want %q", got, want)
+	}
+	// The names the status command looks up are the ones it wrote.
+	ports := map[model.ServicePortName][]string{}
+	names := ServiceNames([]model.ServicePort{sp}, ports)
+	for _, k := range want {
+		if names[k] != "demo/dns:dns" {
+			t.Errorf("%s names %q", k, names[k])
+		}
+	}
+	if !slices.Equal(ports[sp.Name], want) || len(names) != len(want) {
+		t.Errorf("ports %q, names %v", ports[sp.Name], names)
+	}
+	if virtualKey(sp.Protocol.String(), sp.ClusterIPs[1].String(), sp.Port) != want[1] {
+		t.Errorf("the lookup's key %q differs from the written %q", virtualKey(sp.Protocol.String(), sp.ClusterIPs[1].String(), sp.Port), want[1])
+	}
+}
+
+// BenchmarkServiceNames names 10,000 service ports, as the daemon does at
+// its first sync.
+func BenchmarkServiceNames(b *testing.B) {
+	services := make([]model.ServicePort, 10000)
+	for i := range services {
+		services[i] = model.ServicePort{
+			Name:     model.ServicePortName{Namespace: "bench", Name: fmt.Sprintf("svc-%d", i), Port: "http"},
+			Protocol: inet.TCP, Port: 80,
+			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})},
+		}
+		if i%10 == 0 {
+			services[i].NodePort = uint16(30000 + i/10)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ServiceNames(services, map[model.ServicePortName][]string{})
+	}
+}

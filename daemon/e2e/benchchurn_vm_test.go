@@ -79,16 +79,7 @@ type churnResult struct {
 	// p50 and p99 are the proxy's network programming latency over the
 	// churn, from its kubeproxy_network_programming_duration_seconds.
 	p50, p99 float64
-	// ownP50 and ownP99 are ipvsplane's own part of the latency, from a
-	// change's arrival (ipvsplane_change_programming_duration_seconds);
-	// NaN for kube-proxy, which has no such metric.
-	ownP50, ownP99 float64
-	// syncs is how many syncs ran over the churn, of p50 and p99
-	// syncP50 and syncP99 seconds.
-	syncs            float64
-	syncP50, syncP99 float64
-	// gcCPU is the Go collector's CPU seconds over the churn (ipvsplane).
-	gcCPU float64
+	churnSplit
 	// windows is the latency's p99 per 15 s of the churn, "*" marking a
 	// window with a full sync.
 	windows []string
@@ -248,7 +239,7 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 		t.Fatalf("%s: no network programming latency observed over its churn", p.name)
 	}
 	r.p50, r.p99 = histQuantile(0.5, buckets), histQuantile(0.99, buckets)
-	r.readProxyPart(m0, m1)
+	r.churnSplit = readSplit(m0, m1)
 	slices.Sort(writes)
 	r.write50, r.write99 = percentile(writes, 50), percentile(writes, 99)
 	t.Logf("%s at %d services: churn of %d changes (%.1f/s, asked %.0f/s; the API server took p50 %v p99 %v per write), programming latency p50 %.2fs p99 %.2fs (the proxy's own part p50 %.3fs p99 %.3fs), caught up %v after the last write, %.1f CPU s (garbage collection %.1f); %v syncs of p50 %.3fs p99 %.3fs; latency p99 per 15 s (* a full sync) %s",
@@ -258,20 +249,33 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 	return r
 }
 
-// readProxyPart reads, from the metrics before (m0) and after (m1) the
-// churn, what splits its latency: ipvsplane's own part from a change's
-// arrival, the syncs and the collector's CPU. The rest of the latency is
-// the API server's write and its watch's delivery, which both proxies wait
+// churnSplit is what splits a churn's programming latency, beside the
+// API server's write and its watch's delivery, which every proxy waits
 // for alike.
-func (r *churnResult) readProxyPart(m0, m1 promText) {
-	r.ownP50, r.ownP99 = math.NaN(), math.NaN()
+type churnSplit struct {
+	// ownP50 and ownP99 are ipvsplane's own part, from a change's arrival
+	// (ipvsplane_change_programming_duration_seconds); NaN for kube-proxy,
+	// which has no such metric.
+	ownP50, ownP99 float64
+	// syncs is how many syncs ran, of p50 and p99 syncP50 and syncP99
+	// seconds.
+	syncs, syncP50, syncP99 float64
+	// gcCPU is the Go collector's CPU seconds (ipvsplane).
+	gcCPU float64
+}
+
+// readSplit reads the split from the proxy's metrics before (m0) and
+// after (m1) the churn.
+func readSplit(m0, m1 promText) churnSplit {
+	s := churnSplit{ownP50: math.NaN(), ownP99: math.NaN()}
 	if own := m1.histogram("ipvsplane_change_programming_duration_seconds", m0); len(own) > 0 {
-		r.ownP50, r.ownP99 = histQuantile(0.5, own), histQuantile(0.99, own)
+		s.ownP50, s.ownP99 = histQuantile(0.5, own), histQuantile(0.99, own)
 	}
-	r.syncs = m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_count")
+	s.syncs = m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_count")
 	if syncs := m1.histogram("kubeproxy_sync_proxy_rules_duration_seconds", m0); len(syncs) > 0 {
-		r.syncP50, r.syncP99 = histQuantile(0.5, syncs), histQuantile(0.99, syncs)
+		s.syncP50, s.syncP99 = histQuantile(0.5, syncs), histQuantile(0.99, syncs)
 	}
 	const gcCPU = "go_cpu_classes_gc_total_cpu_seconds_total"
-	r.gcCPU = m1.sum(gcCPU) - m0.sum(gcCPU)
+	s.gcCPU = m1.sum(gcCPU) - m0.sum(gcCPU)
+	return s
 }

@@ -378,28 +378,16 @@ func (s rssSample) String() string {
 // called, which returns the sample of the highest RSS: what the peak the
 // kernel keeps (VmHWM) is made of, and when it came.
 func sampleRSSPeak(pp *proxyProc) (stop func() rssSample) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan rssSample)
+	var peak rssSample
 	start := time.Now()
-	go func() {
-		var peak rssSample
-		defer func() { done <- peak }()
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			s, err := readRSS(pp.proc.Cmd.Process.Pid)
-			if err == nil && s.rss > peak.rss {
-				s.at = time.Since(start)
-				peak = s
-			}
+	stopTicks := onTicks(200*time.Millisecond, func(context.Context) {
+		s, err := readRSS(pp.proc.Cmd.Process.Pid)
+		if err == nil && s.rss > peak.rss {
+			s.at = time.Since(start)
+			peak = s
 		}
-	}()
-	return func() rssSample { cancel(); return <-done }
+	})
+	return func() rssSample { stopTicks(); return peak }
 }
 
 // readRSS reads a process's resident memory from /proc.

@@ -340,23 +340,22 @@ func withArgs(args func(kubeconfig, dir string) []string, more ...string) func(s
 
 // soakResult is what one proxy did through the churn.
 type soakResult struct {
-	name                       string
-	firstSync, caughtUp        time.Duration
-	changes                    int64
-	rate                       float64
-	p50, p99, max              float64
-	ownP50, ownP99             float64 // ipvsplane_change_programming_duration_seconds (ipvsplane)
-	syncs, fullSyncs           float64
+	name                string
+	firstSync, caughtUp time.Duration
+	changes             int64
+	rate                float64
+	p50, p99, max       float64
+	churnSplit
+	fullSyncs                  float64
 	cpu                        time.Duration
 	rssFirst, rssEnd, rssPeak  float64 // MiB
 	thirdFirst, thirdLast      float64 // MiB, mean RSS over the churn's first and last third
 	heapBefore, heapAfter      float64 // MiB, the live heap at rest before and after the churn (ipvsplane)
 	failedSyncs, observedCount float64
-	gcCPU, memLimit            float64 // the collector's CPU s over the churn, and the soft limit at its end in MiB (ipvsplane)
-	// syncP50 and syncP99 are the syncs' own durations over the churn;
-	// syncBusy the share of the churn's time the proxy spent syncing (1:
-	// its sync loop never rested, and changes queued behind it).
-	syncP50, syncP99, syncBusy float64
+	memLimit                   float64 // the soft limit at the churn's end in MiB (ipvsplane)
+	// syncBusy is the share of the churn's time the proxy spent syncing
+	// (1: its sync loop never rested, and changes queued behind it).
+	syncBusy float64
 }
 
 // The churn soak: many services with a few endpoints each are created
@@ -526,23 +525,14 @@ func (s *soak) run(t *testing.T, p soakParams, proxy benchProxy, index int, kube
 		r.observedCount = buckets[len(buckets)-1].count
 	}
 	r.p50, r.p99, r.max = histQuantile(0.5, buckets), histQuantile(0.99, buckets), histMax(buckets)
-	// ipvsplane's own part, from a change's arrival (kube-proxy has none).
-	r.ownP50, r.ownP99 = math.NaN(), math.NaN()
-	if own := m1.histogram("ipvsplane_change_programming_duration_seconds", m0); len(own) > 0 {
-		r.ownP50, r.ownP99 = histQuantile(0.5, own), histQuantile(0.99, own)
-	}
-	r.syncs = m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_count") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_count")
-	if syncs := m1.histogram("kubeproxy_sync_proxy_rules_duration_seconds", m0); len(syncs) > 0 {
-		r.syncP50, r.syncP99 = histQuantile(0.5, syncs), histQuantile(0.99, syncs)
-	}
+	r.churnSplit = readSplit(m0, m1)
 	spent := m1.sum("kubeproxy_sync_proxy_rules_duration_seconds_sum") - m0.sum("kubeproxy_sync_proxy_rules_duration_seconds_sum")
 	r.syncBusy = spent / (churn + r.caughtUp).Seconds()
 	// For ipvsplane, the syncs that merged a background reread; kube-proxy's
 	// IPVS mode does not export the metric (each of its syncs is full).
 	r.fullSyncs = m1.sum(metricFullSyncs) - m0.sum(metricFullSyncs)
 	r.failedSyncs = m1.sum("ipvsplane_sync_failures_total")
-	const gcCPU = "go_cpu_classes_gc_total_cpu_seconds_total"
-	r.gcCPU, r.memLimit = m1.sum(gcCPU)-m0.sum(gcCPU), m1.sum("go_gc_gomemlimit_bytes")/(1<<20)
+	r.memLimit = m1.sum("go_gc_gomemlimit_bytes") / (1 << 20)
 	t.Logf("%s: %d changes (%.1f/s), caught up %v after the last; programming latency p50 %.2fs p99 %.2fs max <=%.1fs (the proxy's own part p50 %.3fs p99 %.3fs); %v syncs (%v full) of p50 %.3fs p99 %.3fs, syncing %.0f%% of the time, %.1f CPU s (garbage collection %.1f); soft memory limit %.1f MiB; RSS after the first sync %.1f MiB, churn thirds %.1f -> %.1f MiB (live heap at rest %.1f -> %.1f MiB), end %.1f, peak %.1f; MiB over time %s; latency p99 per 15 s (* a full sync, ipvsplane's after a reread) %s",
 		proxy.name, r.changes, r.rate, r.caughtUp.Round(time.Millisecond), r.p50, r.p99, r.max, r.ownP50, r.ownP99, r.syncs, r.fullSyncs, r.syncP50, r.syncP99, 100*r.syncBusy, r.cpu.Seconds(), r.gcCPU, r.memLimit,
 		r.rssFirst, r.thirdFirst, r.thirdLast, r.heapBefore, r.heapAfter, r.rssEnd, r.rssPeak, rssSeries(samples), strings.Join(windows, " "))
@@ -714,24 +704,11 @@ func cpuTime(t testing.TB, pp *proxyProc) time.Duration {
 // sampleMemory records the proxy's RSS in KiB every second into samples
 // until the returned function is called.
 func sampleMemory(pp *proxyProc, samples *[]int) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if kb, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmRSS"); err == nil {
-					*samples = append(*samples, kb)
-				}
-			}
+	return onTicks(time.Second, func(context.Context) {
+		if kb, err := procStatusKiB(pp.proc.Cmd.Process.Pid, "VmRSS"); err == nil {
+			*samples = append(*samples, kb)
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // sampleLatencyWindows scrapes the proxy every interval from base on and
@@ -739,32 +716,40 @@ func sampleMemory(pp *proxyProc, samples *[]int) (stop func()) {
 // when a full sync ended in it, until the returned function is called:
 // whether the tail comes with the periodic work or apart from it.
 func sampleLatencyWindows(pp *proxyProc, every time.Duration, base promText, windows *[]string) (stop func()) {
+	prev := base
+	return onTicks(every, func(ctx context.Context) {
+		body, err := pp.scrape(ctx)
+		if err != nil {
+			// A window of its own, so that the rest keep their place.
+			*windows = append(*windows, "?")
+			return
+		}
+		m := parseProm(body)
+		w := fmt.Sprintf("%.2f", histQuantile(0.99, m.histogram("kubeproxy_network_programming_duration_seconds", prev)))
+		if m.sum(metricFullSyncs) > prev.sum(metricFullSyncs) {
+			w += "*"
+		}
+		*windows = append(*windows, w)
+		prev = m
+	})
+}
+
+// onTicks calls fn every interval on a goroutine of its own until the
+// returned function is called, which returns once fn's last call has.
+func onTicks(every time.Duration, fn func(context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(every)
 		defer tick.Stop()
-		prev := base
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+				fn(ctx)
 			}
-			body, err := pp.scrape(ctx)
-			if err != nil {
-				// A window of its own, so that the rest keep their place.
-				*windows = append(*windows, "?")
-				continue
-			}
-			m := parseProm(body)
-			w := fmt.Sprintf("%.2f", histQuantile(0.99, m.histogram("kubeproxy_network_programming_duration_seconds", prev)))
-			if m.sum(metricFullSyncs) > prev.sum(metricFullSyncs) {
-				w += "*"
-			}
-			*windows = append(*windows, w)
-			prev = m
 		}
 	}()
 	return func() { cancel(); <-done }

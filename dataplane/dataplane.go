@@ -70,8 +70,11 @@ type Dataplane struct {
 	// the next sync.
 	retry    *plan.Scope
 	draining draining
-	setIndex map[string]uint16
-	device   *dummy.Device
+	// drainingRead is when the draining real servers were last read (see
+	// drainingReadEvery).
+	drainingRead time.Time
+	setIndex     map[string]uint16
+	device       *dummy.Device
 	// leftovers are virtual IPs bound the other way than cfg.Binding
 	// says, found by the last full read and not yet unbound.
 	leftovers []netip.Addr

@@ -77,7 +77,8 @@
 // A real server whose endpoint left is set to weight 0: it takes no new
 // connections and keeps its open ones. It is deleted once it holds no
 // connections, or after Config.DrainTimeout (or its service port's own
-// DrainTimeout). An endpoint that comes back
+// DrainTimeout): the syncs read the draining real servers' connections
+// at most once a second. An endpoint that comes back
 // while draining gets its weight back, without losing its connections.
 // UDP and SCTP real servers are deleted at once and the flows they answered
 // are flushed from conntrack, so datagram clients move on at their next

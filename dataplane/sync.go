@@ -188,7 +188,8 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 
 // changedScope is what a sync that does not read the kernel itself
 // compares: the changes in scope, the objects whose operations failed,
-// and the real servers still draining, unless a failure calls for
+// and, at most once per drainingReadEvery, the real servers still
+// draining, read again, unless a failure calls for
 // everything. It first merges a finished periodic read, and starts the
 // sweep that compares it piece by piece.
 func (d *Dataplane) changedScope(ctx context.Context, scope plan.Scope, reread *reread, desired *plan.KernelState, node *model.Node, res *Result) (plan.Scope, error) {
@@ -206,13 +207,16 @@ func (d *Dataplane) changedScope(ctx context.Context, scope plan.Scope, reread *
 		return plan.FullScope, nil
 	}
 	d.retry.Merge(scope)
-	n, err := withRetries(ctx, func() error { return d.refreshDraining(ctx) })
-	res.Retries += n
-	if err != nil {
-		return scope, err
-	}
-	for vk := range d.draining {
-		d.retry.Virtual[vk] = true
+	if now := d.cfg.Now(); len(d.draining) > 0 && now.Sub(d.drainingRead) >= drainingReadEvery {
+		n, err := withRetries(ctx, func() error { return d.refreshDraining(ctx) })
+		res.Retries += n
+		if err != nil {
+			return scope, err
+		}
+		d.drainingRead = now
+		for vk := range d.draining {
+			d.retry.Virtual[vk] = true
+		}
 	}
 	return *d.retry, nil
 }

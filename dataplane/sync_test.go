@@ -120,8 +120,21 @@ func TestSyncDrain(t *testing.T) {
 	if err := n.IPVS.SetConnections(vs, fixture.IP("10.244.2.2"), 8080, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if res := syncOK(t, d, context.Background(), state); !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") {
-		t.Errorf("the drained real server was not deleted when its connections ended:\n%s", res.Plan)
+	// Within a second of the last read the draining real servers are not
+	// read again, whatever the syncs; after it they are.
+	dumps := 0
+	countDumps := fault.With(context.Background(), func(pkg, req string) error {
+		if pkg == "ipvs" && req == "get destination" {
+			dumps++
+		}
+		return nil
+	})
+	if res := syncOK(t, d, countDumps, state); dumps != 0 || strings.Contains(res.Plan.String(), "10.244.2.2") {
+		t.Errorf("a sync within a second of the last read read %d virtual servers' real servers:\n%s", dumps, res.Plan)
+	}
+	now = now.Add(time.Second)
+	if res := syncOK(t, d, countDumps, state); dumps != 1 || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") {
+		t.Errorf("the drained real server was not deleted when its connections ended (%d reads):\n%s", dumps, res.Plan)
 	}
 	checkKernel(t, n, state)
 

@@ -33,8 +33,11 @@ func TestPortKeys(t *testing.T) {
 	if !slices.Equal(ports[sp.Name], want) || len(names) != len(want) {
 		t.Errorf("ports %q, names %v", ports[sp.Name], names)
 	}
-	if virtualKey(sp.Protocol.String(), sp.ClusterIPs[1].String(), sp.Port) != want[1] {
-		t.Errorf("the lookup's key %q differs from the written %q", virtualKey(sp.Protocol.String(), sp.ClusterIPs[1].String(), sp.Port), want[1])
+	if got := virtualKey(sp.Protocol.String(), sp.ClusterIPs[1], sp.Port); got != want[1] {
+		t.Errorf("the lookup's key %q differs from the written %q", got, want[1])
+	}
+	if got := virtualKey(sp.Protocol.String(), netip.Addr{}, sp.NodePort); got != want[4] {
+		t.Errorf("the lookup's node-port key %q differs from the written %q", got, want[4])
 	}
 }
 

@@ -78,8 +78,25 @@ func NamesFile(stateFile string) string {
 // MaxRecordedErrors bounds the errors kept in the state file.
 const MaxRecordedErrors = 20
 
-func virtualKey(proto string, addr string, port uint16) string {
-	return fmt.Sprintf("%s/%s", strings.ToLower(proto), netipJoin(addr, port))
+// virtualKey names a virtual server in the state file's names:
+// "tcp/10.96.0.1:443", "udp/[fd00::a]:53", and "tcp/*:30080" for a node
+// port (an invalid addr).
+func virtualKey(proto string, addr netip.Addr, port uint16) string {
+	return string(appendVirtualKey(nil, strings.ToLower(proto), addr, port))
+}
+
+// appendVirtualKey appends virtualKey's name to b, proto in lower case.
+func appendVirtualKey(b []byte, proto string, addr netip.Addr, port uint16) []byte {
+	b = append(append(b, proto...), '/')
+	switch {
+	case !addr.IsValid():
+		b = append(b, '*')
+	case addr.Is6():
+		b = append(addr.AppendTo(append(b, '[')), ']')
+	default:
+		b = addr.AppendTo(b)
+	}
+	return strconv.AppendUint(append(b, ':'), uint64(port), 10)
 }
 
 func netipJoin(addr string, port uint16) string {
@@ -90,7 +107,7 @@ func netipJoin(addr string, port uint16) string {
 }
 
 // PortKeys lists the virtual servers of a service port as the state
-// file names them (virtualKey's form), built in one buffer: the daemon
+// file names them (see virtualKey), built in one buffer: the daemon
 // names every service port at its first sync, 44,000 of them in the
 // field's largest shape.
 func PortKeys(sp *model.ServicePort) []string {
@@ -99,22 +116,16 @@ func PortKeys(sp *model.ServicePort) []string {
 		n++
 	}
 	keys := make([]string, 0, n)
-	prefix := strings.ToLower(sp.Protocol.String()) + "/"
+	proto := strings.ToLower(sp.Protocol.String())
 	buf := make([]byte, 0, 64)
 	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
 		for _, a := range list {
-			buf = append(buf[:0], prefix...)
-			if a.Is6() {
-				buf = append(a.AppendTo(append(buf, '[')), ']')
-			} else {
-				buf = a.AppendTo(buf)
-			}
-			buf = strconv.AppendUint(append(buf, ':'), uint64(sp.Port), 10)
+			buf = appendVirtualKey(buf[:0], proto, a, sp.Port)
 			keys = append(keys, string(buf))
 		}
 	}
 	if sp.NodePort != 0 {
-		keys = append(keys, virtualKey(sp.Protocol.String(), "*", sp.NodePort))
+		keys = append(keys, string(appendVirtualKey(buf[:0], proto, netip.Addr{}, sp.NodePort)))
 	}
 	return keys
 }
@@ -398,10 +409,10 @@ func serviceName(rec *Record, proto string, s ipvs.Service) string {
 	if rec == nil {
 		return "-"
 	}
-	if n, ok := rec.Services[virtualKey(proto, s.Addr.String(), s.Port)]; ok {
+	if n, ok := rec.Services[virtualKey(proto, s.Addr, s.Port)]; ok {
 		return n
 	}
-	if n, ok := rec.Services[virtualKey(proto, "*", s.Port)]; ok {
+	if n, ok := rec.Services[virtualKey(proto, netip.Addr{}, s.Port)]; ok {
 		return n + " (node port)"
 	}
 	return "-"

@@ -244,11 +244,10 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 		// runs with its own default shortest time between syncs, for the
 		// churn: the churn's latency is what a node's proxy shows.
 		restarted := withDefaultMinSync(p)
-		logChurn := churn.duration > 0 && churn.log && isIPVSPlane(p.name)
-		if logChurn {
+		if churn.logged(p) {
 			restarted.args = withArgs(restarted.args, "-v=4")
 		}
-		if churn.duration > 0 && churn.profile && isIPVSPlane(p.name) {
+		if churn.profiled(p) {
 			restarted.args = withArgs(restarted.args, "--profiling")
 		}
 		pp = startProxy(t, restarted, ns, e.kubeconfig, dir)
@@ -258,7 +257,7 @@ func (e *benchEnv) measure(t testing.TB, p benchProxy, changes int, restart bool
 		if churn.duration > 0 {
 			r.churn = e.churn(t, pp, p, ns, churn, index)
 		}
-		if logChurn {
+		if churn.logged(p) {
 			pp.printLog(t, fmt.Sprintf("bench-%s-%d-log", p.name, len(vips)))
 		}
 		if err := pp.stop(); err != nil {

@@ -49,6 +49,16 @@ type benchChurn struct {
 	log, profile bool
 }
 
+// logged and profiled report whether proxy p's churn is logged at -v=4
+// and profiled: ipvsplane's, when asked.
+func (c benchChurn) logged(p benchProxy) bool {
+	return c.duration > 0 && c.log && isIPVSPlane(p.name)
+}
+
+func (c benchChurn) profiled(p benchProxy) bool {
+	return c.duration > 0 && c.profile && isIPVSPlane(p.name)
+}
+
 func benchChurnFromEnv(t testing.TB) benchChurn {
 	t.Helper()
 	c := benchChurn{rate: 50}
@@ -192,7 +202,7 @@ func (e *benchEnv) churn(t testing.TB, pp *proxyProc, p benchProxy, ns *testutil
 	var windows []string
 	stopWindows := sampleLatencyWindows(pp, 15*time.Second, m0, &windows)
 	waitProfile := func() {}
-	if c.profile && isIPVSPlane(p.name) {
+	if c.profiled(p) {
 		waitProfile = pp.profileCPU(t, fmt.Sprintf("churn-%s-%d", p.name, len(e.cluster.vips)), c.duration)
 	}
 	var (

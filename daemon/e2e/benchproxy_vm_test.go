@@ -361,17 +361,19 @@ func (pp *proxyProc) peakRSS() (float64, error) {
 	return float64(kb) / 1024, err
 }
 
-// rssSample is one reading of a process's resident memory, in KiB: its
-// anonymous pages (heap, stacks) and its file pages (the binary's text
-// and data as touched), at a time after the sampling began.
+// rssSample is one reading of a process's resident memory, in KiB, and
+// of it the anonymous pages (heap, stacks), at a time after the sampling
+// began. The rest is the binary's pages and other mappings: in the
+// guest, whose root is in RAM, they count as shared memory, not as file
+// pages.
 type rssSample struct {
-	at              time.Duration
-	rss, anon, file int
+	at        time.Duration
+	rss, anon int
 }
 
 // String says the sample in MiB.
 func (s rssSample) String() string {
-	return fmt.Sprintf("%.1f MiB (anonymous %.1f, file %.1f) at %v", float64(s.rss)/1024, float64(s.anon)/1024, float64(s.file)/1024, s.at.Round(100*time.Millisecond))
+	return fmt.Sprintf("%.1f MiB (anonymous %.1f, other %.1f) at %v", float64(s.rss)/1024, float64(s.anon)/1024, float64(s.rss-s.anon)/1024, s.at.Round(100*time.Millisecond))
 }
 
 // sampleRSSPeak reads the process's memory every 200 ms until stop is
@@ -390,19 +392,13 @@ func sampleRSSPeak(pp *proxyProc) (stop func() rssSample) {
 	return func() rssSample { stopTicks(); return peak }
 }
 
-// readRSS reads a process's resident memory from /proc.
+// readRSS reads a process's resident memory from /proc, in one read.
 func readRSS(pid int) (rssSample, error) {
-	var s rssSample
-	var err error
-	for _, f := range []struct {
-		name string
-		to   *int
-	}{{"VmRSS", &s.rss}, {"RssAnon", &s.anon}, {"RssFile", &s.file}} {
-		if *f.to, err = procStatusKiB(pid, f.name); err != nil {
-			return s, err
-		}
+	kib, err := procStatusKiBs(pid, "VmRSS", "RssAnon")
+	if err != nil {
+		return rssSample{}, err
 	}
-	return s, nil
+	return rssSample{rss: kib[0], anon: kib[1]}, nil
 }
 
 // ipvsHolds checks that the namespace's IPVS table has a virtual server

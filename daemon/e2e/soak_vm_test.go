@@ -259,16 +259,35 @@ func (s *soak) mismatches(table map[string]*virtualServer) []string {
 // procStatusKiB reads a size in KiB, such as VmRSS or VmHWM, from a
 // process's /proc/<pid>/status.
 func procStatusKiB(pid int, field string) (int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kib, err := procStatusKiBs(pid, field)
 	if err != nil {
 		return 0, err
 	}
+	return kib[0], nil
+}
+
+// procStatusKiBs reads fields of /proc/PID/status, each in KiB, from one
+// read of the file.
+func procStatusKiBs(pid int, fields ...string) ([]int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	kib := make([]int, len(fields))
+	found := 0
 	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+		name, rest, _ := strings.Cut(line, ":")
+		if i := slices.Index(fields, name); i >= 0 {
+			if kib[i], err = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB")); err != nil {
+				return nil, fmt.Errorf("/proc/%d/status %s: %w", pid, name, err)
+			}
+			found++
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+	if found != len(fields) {
+		return nil, fmt.Errorf("not all of %q in /proc/%d/status", fields, pid)
+	}
+	return kib, nil
 }
 
 // meanMiB is the mean of RSS samples in KiB, in MiB.
@@ -577,7 +596,7 @@ func (s *soak) churn(t *testing.T, p soakParams) (changes int64, lastBegin time.
 	slices.Sort(writes)
 	t.Logf("churn: %d changes in %v (asked %.0f/s): %v; the API server took p50 %v p99 %v per change",
 		done.Load(), elapsed.Round(time.Millisecond), p.rate, s.counts,
-		writes[len(writes)/2].Round(time.Millisecond), writes[len(writes)*99/100].Round(time.Millisecond))
+		percentile(writes, 50).Round(time.Millisecond), percentile(writes, 99).Round(time.Millisecond))
 	return done.Load(), lastBegin
 }
 

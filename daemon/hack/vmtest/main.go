@@ -419,7 +419,6 @@ func (r consoleResult) tail() string {
 // picks out the markers. Lines before the start marker are boot messages.
 func readConsole(console io.Reader, out io.Writer, verbose bool) consoleResult {
 	var r consoleResult
-	started := false
 	br := bufio.NewReaderSize(console, 64*1024)
 	for {
 		line, err := br.ReadString('\n')
@@ -428,9 +427,9 @@ func readConsole(console io.Reader, out io.Writer, verbose bool) consoleResult {
 			r.panicked = true
 		}
 		switch {
-		case !started && strings.HasSuffix(line, startMarker):
-			started, r.booted = true, time.Now()
-		case !started:
+		case r.booted.IsZero() && strings.HasSuffix(line, startMarker):
+			r.booted = time.Now()
+		case r.booted.IsZero():
 			r.boot = append(r.boot, line)
 			if verbose {
 				fmt.Fprintln(os.Stderr, line)

@@ -69,9 +69,10 @@ func NewFirstSyncGC() FirstSyncGC {
 // SoftLimit.AfterFullSync. The first's runs on a goroutine of its own, so
 // that the changes that come meanwhile are not held behind it: returning
 // the first sync's garbage to the system forces a collection of the whole
-// heap and gives back every free page, and at 44,000 services the next
-// sync waited 6 s for it under emulation (docs/benchmarks.md, "Churn at
-// the field shapes").
+// heap and gives back every free page: at 44,000 services under
+// emulation the next sync began 6.1 s after a restart's first with this
+// work in the way, 3.8 s without (docs/benchmarks.md, "Where ipvsplane's
+// churn tail comes from").
 type AfterSync struct {
 	gc    FirstSyncGC
 	limit *SoftLimit

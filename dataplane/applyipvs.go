@@ -23,7 +23,8 @@ type ipvsRequest struct {
 func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 	ops, n := batch.Ops, batch.Requests()
 	reqs := make([]ipvsRequest, 0, n)
-	var b ipvs.Batch
+	b := &d.ipvsBatch
+	b.Reset()
 	b.Grow(n)
 	for i, op := range ops {
 		if o, ok := op.(plan.AddReals); ok {
@@ -35,9 +36,9 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 			continue
 		}
 		reqs = append(reqs, ipvsRequest{op: i})
-		addIPVS(&b, op)
+		addIPVS(b, op)
 	}
-	failures := d.k.sendIPVS(ctx, &b)
+	failures := d.k.sendIPVS(ctx, b)
 	var retry []int
 	for i, err := range failures {
 		op := ops[reqs[i].op]
@@ -60,7 +61,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
 				b.UpdateService(ipvsService(o.Virtual))
 			}
 		}
-		retried := d.k.sendIPVS(ctx, &b)
+		retried := d.k.sendIPVS(ctx, b)
 		for j, i := range retry {
 			if err, ok := retried[j]; ok {
 				failures[i] = err

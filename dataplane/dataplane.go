@@ -9,6 +9,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 // DefaultDevice is the dummy device the virtual IPs are bound to, named as
@@ -99,6 +100,9 @@ type Dataplane struct {
 	// schedulers remembers which schedulers the services name that the
 	// kernel has.
 	schedulers schedulerCache
+	// ipvsBatch is the batch applyIPVS fills, kept for its memory: a
+	// first sync sends its IPVS operations as many batches in a row.
+	ipvsBatch ipvs.Batch
 }
 
 // New opens the netlink connections. It fails with an error matching

@@ -2,26 +2,56 @@ package ipvs
 
 import (
 	"context"
-	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"slices"
+
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
 // Batch is a list of changes to send together with Conn.Apply. Fill it,
 // then apply it; the zero value is an empty batch. A Batch is not safe for
 // concurrent use while being filled.
+//
+// Each change is encoded as it is added: a batch holds its requests as the
+// kernel will read them, not the values they came from, so a batch of
+// 100,000 destinations costs their bytes and no second copy.
 type Batch struct {
-	ops []op
+	// w holds the requests' payloads back to back, each a generic netlink
+	// header and attributes.
+	w nl.Writer
+	// reqs are the operations in order, each with the end of its payload
+	// in w.
+	reqs []batchRequest
+	// invalid are the operations that failed validation when added, in
+	// order; they have no payload.
+	invalid []*OpError
 }
 
+// batchRequest is one operation of a Batch.
+type batchRequest struct {
+	kind opKind
+	end  uint32
+}
+
+// requestSize is the payload of a request that creates or updates a
+// destination, the largest of the common ones (a service's is 88 bytes),
+// for Grow: room a little too large costs less than a buffer that
+// doubles at its end.
+const requestSize = 148
+
 // Len returns the number of operations in the batch.
-func (b *Batch) Len() int { return len(b.ops) }
+func (b *Batch) Len() int { return len(b.reqs) }
 
 // Grow makes room for n more operations, so a batch whose size is known
 // is filled without growing step by step.
-func (b *Batch) Grow(n int) { b.ops = slices.Grow(b.ops, n) }
+func (b *Batch) Grow(n int) {
+	b.reqs = slices.Grow(b.reqs, n)
+	b.w.B = slices.Grow(b.w.B, n*requestSize)
+}
 
 // Reset empties the batch, keeping its memory.
-func (b *Batch) Reset() { b.ops = b.ops[:0] }
+func (b *Batch) Reset() {
+	b.w.B, b.reqs, b.invalid = b.w.B[:0], b.reqs[:0], nil
+}
 
 // CreateService adds the creation of s.
 func (b *Batch) CreateService(s Service) { b.add(op{kind: opCreateService, svc: s}) }
@@ -50,7 +80,41 @@ func (b *Batch) DeleteDestination(s Service, d Destination) {
 // Flush adds the deletion of every service.
 func (b *Batch) Flush() { b.add(op{kind: opFlush}) }
 
-func (b *Batch) add(o op) { b.ops = append(b.ops, o) }
+// add validates o and encodes it, or keeps its validation error.
+func (b *Batch) add(o op) {
+	if err := o.validate(); err != nil {
+		b.invalid = append(b.invalid, o.opError(len(b.reqs), err))
+	} else {
+		b.w.B = nl.AppendGenlHeader(b.w.B, o.command(), genlVersion)
+		o.encode(&b.w)
+	}
+	b.reqs = append(b.reqs, batchRequest{kind: o.kind, end: uint32(len(b.w.B))})
+}
+
+// payload returns request i's bytes, which start where the one before
+// it ends.
+func (b *Batch) payload(i int) []byte {
+	start := uint32(0)
+	if i > 0 {
+		start = b.reqs[i-1].end
+	}
+	end := b.reqs[i].end
+	return b.w.B[start:end:end]
+}
+
+// opError turns request i's failure into its error, naming its object
+// from the request's own attributes.
+func (b *Batch) opError(i int, err error) *OpError {
+	o := op{kind: b.reqs[i].kind}
+	attrs := b.payload(i)[nl.GenlHeaderLen:]
+	if svc, derr := nested(attrs, cmdAttrService, "request"); derr == nil {
+		o.svc, _ = decodeService(svc)
+	}
+	if dest, derr := nested(attrs, cmdAttrDest, "request"); derr == nil {
+		o.dest, _ = decodeDestination(dest, o.svc.family())
+	}
+	return o.opError(i, err)
+}
 
 // Apply sends the batch's operations in order, as many to a write as the
 // socket buffers allow, and waits until the kernel has answered every one.
@@ -61,48 +125,77 @@ func (b *Batch) add(o op) { b.ops = append(b.ops, o) }
 // fails midway, the operations whose outcome is unknown fail with that
 // error (the context's, or unix.ENOBUFS if the kernel dropped replies).
 func (c *Conn) Apply(ctx context.Context, b *Batch) error {
-	if len(b.ops) == 0 {
+	if b.Len() == 0 {
 		return ctx.Err()
 	}
-	return c.apply(ctx, b.ops, true)
+	return c.apply(ctx, b, true)
 }
 
-// apply runs ops; asBatch selects a *BatchError over the single op's
-// *OpError.
-func (c *Conn) apply(ctx context.Context, ops []op, asBatch bool) error {
-	var (
-		failed []*OpError
-		reqs   = make([]nl.Request, 0, len(ops))
-		index  = make([]int, 0, len(ops))
-		ends   = make([]int, 0, len(ops))
-		w      = nl.Writer{B: make([]byte, 0, 160*len(ops))}
-	)
-	// All requests' attributes go into one buffer, sliced once it stops
-	// growing.
-	for i, o := range ops {
-		if err := o.validate(); err != nil {
-			failed = append(failed, o.opError(i, err))
-			continue
+// applyWindow is how many of a batch's requests are handed to the socket
+// at a time: a few writes' worth, so that the requests' bookkeeping takes
+// a window's memory, not the batch's.
+const applyWindow = 8192
+
+// window is the bookkeeping of the requests handed to the socket at once:
+// each request, a pointer to it for Exchange, and its index in the batch.
+type window struct {
+	reqs  []nl.Request
+	ptrs  []*nl.Request
+	index []int
+}
+
+// getWindow returns a window for up to n requests.
+func (c *Conn) getWindow(n int) *window {
+	w, _ := c.windows.Get().(*window)
+	if w == nil || cap(w.reqs) < n {
+		w = &window{reqs: make([]nl.Request, n), ptrs: make([]*nl.Request, n), index: make([]int, n)}
+	}
+	w.reqs, w.ptrs, w.index = w.reqs[:n], w.ptrs[:n], w.index[:n]
+	return w
+}
+
+// putWindow keeps w for the next call, without the requests' payloads:
+// they belong to the batch.
+func (c *Conn) putWindow(w *window) {
+	clear(w.reqs)
+	c.windows.Put(w)
+}
+
+// apply runs b's operations; asBatch selects a *BatchError over the single
+// operation's *OpError.
+func (c *Conn) apply(ctx context.Context, b *Batch, asBatch bool) error {
+	failed := slices.Clone(b.invalid)
+	win := c.getWindow(min(applyWindow, len(b.reqs)))
+	defer c.putWindow(win)
+	reqs := win.reqs
+	var broke error
+	for i, invalid := 0, 0; i < len(b.reqs); {
+		// Fill the window with the next valid requests.
+		n := 0
+		for ; i < len(b.reqs) && n < len(reqs); i++ {
+			if invalid < len(b.invalid) && b.invalid[invalid].Index == i {
+				invalid++
+				continue
+			}
+			reqs[n] = nl.Request{Type: c.family, Flags: reqChange, Data: b.payload(i)}
+			win.ptrs[n], win.index[n] = &reqs[n], i
+			n++
 		}
-		w.B = nl.AppendGenlHeader(w.B, o.command(), genlVersion)
-		o.encode(&w)
-		reqs = append(reqs, nl.Request{Type: c.family, Flags: reqChange})
-		index = append(index, i)
-		ends = append(ends, len(w.B))
-	}
-	ptrs := make([]*nl.Request, len(reqs))
-	start := 0
-	for j := range reqs {
-		reqs[j].Data = w.B[start:ends[j]:ends[j]]
-		start = ends[j]
-		ptrs[j] = &reqs[j]
-	}
-	if len(ptrs) > 0 {
-		_ = c.nl.Exchange(ctx, ptrs...)
-	}
-	for j, r := range reqs {
-		if r.Err != nil {
-			failed = append(failed, ops[index[j]].opError(index[j], r.Err))
+		if n == 0 {
+			break
+		}
+		if broke == nil {
+			broke = c.nl.Exchange(ctx, win.ptrs[:n]...)
+		} else {
+			// Once the socket failed or ctx ended, the rest is not sent.
+			for j := range reqs[:n] {
+				reqs[j].Err = broke
+			}
+		}
+		for j, r := range reqs[:n] {
+			if r.Err != nil {
+				failed = append(failed, b.opError(win.index[j], r.Err))
+			}
 		}
 	}
 	if len(failed) == 0 {
@@ -113,5 +206,5 @@ func (c *Conn) apply(ctx context.Context, ops []op, asBatch bool) error {
 	}
 	// Validation failures were found first; put them in batch order.
 	slices.SortStableFunc(failed, func(a, b *OpError) int { return a.Index - b.Index })
-	return &BatchError{Failed: failed, Total: len(ops)}
+	return &BatchError{Failed: failed, Total: b.Len()}
 }

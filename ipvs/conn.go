@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
@@ -24,6 +25,9 @@ type Config struct {
 type Conn struct {
 	nl     *nl.Conn
 	family uint16
+	// windows keeps the bookkeeping of a window of requests (see apply)
+	// between calls: a large change comes as many batches in a row.
+	windows sync.Pool
 }
 
 // familyTimeout bounds the family lookup at Dial.

@@ -110,6 +110,36 @@ func TestReceiveError(t *testing.T) {
 	}
 }
 
+// Once the socket fails, the rest of a batch too large to hand it at once
+// is not sent: it fails with the same error, and the connection recovers.
+func TestBatchAfterReceiveError(t *testing.T) {
+	var received atomic.Int32
+	c, s := scripted(func(req netlink.Message) []netlink.Message {
+		received.Add(1)
+		return succeed(req)
+	})
+	var b Batch
+	n := applyWindow + 10
+	for i := range n {
+		b.CreateDestination(tcp4, backend(i))
+	}
+	s.failNext = unix.ENOBUFS
+	err := c.Apply(context.Background(), &b)
+	var be *BatchError
+	if !errors.As(err, &be) || len(be.Failed) != n || !errors.Is(err, unix.ENOBUFS) {
+		t.Fatalf("Apply: %v", err)
+	}
+	if last := be.Failed[len(be.Failed)-1]; last.Index != n-1 || !errors.Is(last, unix.ENOBUFS) {
+		t.Errorf("the last operation: %v", last)
+	}
+	if got := int(received.Load()); got > applyWindow {
+		t.Errorf("the kernel received %d requests after the socket failed in the first write of %d", got, applyWindow)
+	}
+	if err := c.CreateService(context.Background(), Service{Protocol: inet.TCP, Addr: vip4, Port: 2, Scheduler: "rr"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A dump left running by an interrupted call makes the kernel refuse the
 // next with EBUSY until the old one is read to its end; the request is
 // sent again until it goes through.

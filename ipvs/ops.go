@@ -12,58 +12,65 @@ import (
 
 // CreateService creates s with its scheduler, flags and persistence.
 func (c *Conn) CreateService(ctx context.Context, s Service) error {
-	return c.apply(ctx, []op{{kind: opCreateService, svc: s}}, false)
+	return c.applyOne(ctx, op{kind: opCreateService, svc: s})
 }
 
 // UpdateService sets the scheduler, flags and persistence of the existing
 // service s (all of them: fields left zero are set to zero or defaults).
 func (c *Conn) UpdateService(ctx context.Context, s Service) error {
-	return c.apply(ctx, []op{{kind: opUpdateService, svc: s}}, false)
+	return c.applyOne(ctx, op{kind: opUpdateService, svc: s})
 }
 
 // DeleteService deletes s and its destinations. Only the fields that
 // identify s are used.
 func (c *Conn) DeleteService(ctx context.Context, s Service) error {
-	return c.apply(ctx, []op{{kind: opDeleteService, svc: s}}, false)
+	return c.applyOne(ctx, op{kind: opDeleteService, svc: s})
 }
 
 // CreateDestination adds d to service s.
 func (c *Conn) CreateDestination(ctx context.Context, s Service, d Destination) error {
-	return c.apply(ctx, []op{{kind: opCreateDestination, svc: s, dest: d}}, false)
+	return c.applyOne(ctx, op{kind: opCreateDestination, svc: s, dest: d})
 }
 
 // UpdateDestination sets the forwarding method, weight, thresholds and
 // tunnel settings of d in service s.
 func (c *Conn) UpdateDestination(ctx context.Context, s Service, d Destination) error {
-	return c.apply(ctx, []op{{kind: opUpdateDestination, svc: s, dest: d}}, false)
+	return c.applyOne(ctx, op{kind: opUpdateDestination, svc: s, dest: d})
 }
 
 // DeleteDestination removes d from service s. Only d's address and port
 // are used.
 func (c *Conn) DeleteDestination(ctx context.Context, s Service, d Destination) error {
-	return c.apply(ctx, []op{{kind: opDeleteDestination, svc: s, dest: d}}, false)
+	return c.applyOne(ctx, op{kind: opDeleteDestination, svc: s, dest: d})
 }
 
 // Flush deletes every service in the namespace, including those other
 // programs made.
 func (c *Conn) Flush(ctx context.Context) error {
-	return c.apply(ctx, []op{{kind: opFlush}}, false)
+	return c.applyOne(ctx, op{kind: opFlush})
 }
 
 // Zero resets the counters of every service and destination.
 func (c *Conn) Zero(ctx context.Context) error {
-	return c.apply(ctx, []op{{kind: opZero}}, false)
+	return c.applyOne(ctx, op{kind: opZero})
 }
 
 // ZeroService resets the counters of s and its destinations.
 func (c *Conn) ZeroService(ctx context.Context, s Service) error {
-	return c.apply(ctx, []op{{kind: opZeroService, svc: s}}, false)
+	return c.applyOne(ctx, op{kind: opZeroService, svc: s})
 }
 
 // SetTimeouts sets the connection timeouts; a zero field leaves that
 // timeout as it is.
 func (c *Conn) SetTimeouts(ctx context.Context, t Timeouts) error {
-	return c.apply(ctx, []op{{kind: opSetTimeouts, timeouts: t}}, false)
+	return c.applyOne(ctx, op{kind: opSetTimeouts, timeouts: t})
+}
+
+// applyOne runs a single operation.
+func (c *Conn) applyOne(ctx context.Context, o op) error {
+	var b Batch
+	b.add(o)
+	return c.apply(ctx, &b, false)
 }
 
 // query runs one get or dump request and returns its replies' attributes.

@@ -130,13 +130,13 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 		}
 		return err
 	case plan.AddEntries:
-		err := d.k.sets.AddEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
+		err := d.setEntries(ctx, o.Set, o.Entries, d.k.sets.AddEntries, d.k.sets.AddEntriesTo)
 		if errors.Is(err, ipset.ErrSetFull) {
 			return d.growSet(ctx, o)
 		}
 		return err
 	case plan.DelEntries:
-		return d.k.sets.DeleteEntries(ctx, o.Set, ipsetEntries(o.Entries), ipset.ExistOK)
+		return d.setEntries(ctx, o.Set, o.Entries, d.k.sets.DeleteEntries, d.k.sets.DeleteEntriesFrom)
 	case plan.ReplaceRules:
 		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
 			return err
@@ -155,6 +155,21 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 		return removeKubeProxyChains(d.k.rules, o.Chains)
 	}
 	return fmt.Errorf("no kernel operation for %T", op)
+}
+
+// setEntries adds entries to, or deletes them from, set name: through
+// known with the type and family the dataplane made or found it with (a
+// request fewer than byName, which asks the kernel first), or by name
+// when it knows neither.
+func (d *Dataplane) setEntries(ctx context.Context, name string, entries []plan.Entry,
+	byName func(context.Context, string, []ipset.Entry, ipset.Mode) error,
+	known func(context.Context, ipset.Set, []ipset.Entry, ipset.Mode) error) error {
+	spec, ok := d.programmed.Sets[name]
+	if !ok {
+		return byName(ctx, name, ipsetEntries(entries), ipset.ExistOK)
+	}
+	spec.Name = name
+	return known(ctx, ipsetSet(spec), ipsetEntries(entries), ipset.ExistOK)
 }
 
 // growSet makes a set that filled hold what the dataplane programmed in

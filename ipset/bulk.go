@@ -31,6 +31,21 @@ func (c *Conn) DeleteEntries(ctx context.Context, name string, entries []Entry, 
 	return c.bulk(ctx, "delete", cmdDel, name, entries, mode == Exclusive)
 }
 
+// AddEntriesTo is AddEntries for a caller that knows the set: it takes
+// s's type and family as given (its other fields are not used), and so
+// saves the request AddEntries makes first to learn them. The entries
+// are encoded for s.Type; a set of another type under s.Name refuses
+// them or reads them as its own type would.
+func (c *Conn) AddEntriesTo(ctx context.Context, s Set, entries []Entry, mode Mode) error {
+	return c.bulkTo(ctx, "add", cmdAdd, s, entries, mode == Exclusive)
+}
+
+// DeleteEntriesFrom is DeleteEntries for a caller that knows the set, as
+// AddEntriesTo is AddEntries'.
+func (c *Conn) DeleteEntriesFrom(ctx context.Context, s Set, entries []Entry, mode Mode) error {
+	return c.bulkTo(ctx, "delete", cmdDel, s, entries, mode == Exclusive)
+}
+
 func (c *Conn) bulk(ctx context.Context, op string, cmd uint8, name string, entries []Entry, exclusive bool) error {
 	if err := checkName(op, name); err != nil {
 		return err
@@ -42,6 +57,15 @@ func (c *Conn) bulk(ctx context.Context, op string, cmd uint8, name string, entr
 		return err
 	}
 	return c.bulkLocked(ctx, op, cmd, h.Type, h.family(), name, entries, exclusive)
+}
+
+func (c *Conn) bulkTo(ctx context.Context, op string, cmd uint8, s Set, entries []Entry, exclusive bool) error {
+	if err := checkName(op, s.Name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bulkLocked(ctx, op, cmd, s.Type, s.family(), s.Name, entries, exclusive)
 }
 
 // chunk is one bulk request and the indexes of the entries it carries, in

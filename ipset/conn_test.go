@@ -297,3 +297,44 @@ func TestAddEntriesStopsAtFullSet(t *testing.T) {
 		t.Errorf("%d add messages, want 1: the entries after the full set's refusal were sent again", adds)
 	}
 }
+
+// AddEntriesTo and DeleteEntriesFrom take the set's type and family from
+// the caller: each is its bulk messages alone, without the header request
+// AddEntries and DeleteEntries make first.
+func TestEntriesOfKnownSet(t *testing.T) {
+	ctx := context.Background()
+	_, c := dial(t)
+	s := ipset.Set{Name: "s", Type: ipset.HashIPPort, Family: inet.IPv4}
+	if err := c.Create(ctx, s, ipset.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	entries := []ipset.Entry{
+		{Addr: netip.MustParseAddr("10.0.0.1"), Protocol: inet.TCP, Port: 80},
+		{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: inet.UDP, Port: 53},
+	}
+	var requests []string
+	counting := fault.With(ctx, func(_, req string) error {
+		requests = append(requests, req)
+		return nil
+	})
+	if err := c.AddEntriesTo(counting, s, entries, ipset.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := c.List(ctx, "s"); err != nil || len(got) != 2 {
+		t.Fatalf("List after AddEntriesTo: %v, %v", got, err)
+	}
+	if err := c.DeleteEntriesFrom(counting, s, entries[:1], ipset.Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := c.List(ctx, "s"); err != nil || len(got) != 1 || got[0] != entries[1] {
+		t.Fatalf("List after DeleteEntriesFrom: %v, %v", got, err)
+	}
+	if !slices.Equal(requests, []string{"add", "delete"}) {
+		t.Errorf("requests %q, want one add and one delete", requests)
+	}
+	// The entries are checked against the type and family given.
+	err := c.AddEntriesTo(ctx, s, []ipset.Entry{{Addr: netip.MustParseAddr("2001:db8::1"), Protocol: inet.TCP, Port: 80}}, ipset.ExistOK)
+	if !errors.Is(err, ipset.ErrEntryInvalid) {
+		t.Errorf("an IPv6 entry for an IPv4 set: %v", err)
+	}
+}

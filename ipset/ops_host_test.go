@@ -226,3 +226,35 @@ func TestHostAddEntriesFullSet(t *testing.T) {
 		t.Errorf("the set does not hold the four that fitted:\n%s", out)
 	}
 }
+
+// AddEntriesTo and DeleteEntriesFrom change the kernel's set as
+// AddEntries and DeleteEntries do; the kernel refuses entries encoded for
+// the family the caller gave when its set under that name has the other.
+func TestHostEntriesOfKnownSet(t *testing.T) {
+	ns, c := dialNS(t)
+	ctx := testutil.Context(t)
+	s := Set{Name: "known", Type: HashIPPort, Family: inet.IPv4}
+	if err := c.Create(ctx, s, Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	entries := []Entry{
+		{Addr: netip.MustParseAddr("10.0.0.1"), Protocol: inet.TCP, Port: 80},
+		{Addr: netip.MustParseAddr("10.0.0.2"), Protocol: inet.UDP, Port: 53},
+	}
+	if err := c.AddEntriesTo(ctx, s, entries, Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteEntriesFrom(ctx, s, entries[:1], Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	crossCheck(t, ns, c, "known", []string{"10.0.0.2,udp:53"})
+	v6 := Set{Name: "v6", Type: HashIPPort, Family: inet.IPv6}
+	if err := c.Create(ctx, v6, Exclusive); err != nil {
+		t.Fatal(err)
+	}
+	err := c.AddEntriesTo(ctx, Set{Name: "v6", Type: HashIPPort, Family: inet.IPv4}, entries[:1], Exclusive)
+	if err == nil || !strings.Contains(err.Error(), "v6") {
+		t.Errorf("IPv4 entries into an IPv6 set: %v", err)
+	}
+	crossCheck(t, ns, c, "v6", nil)
+}

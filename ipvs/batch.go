@@ -24,6 +24,11 @@ type Batch struct {
 	// invalid are the operations that failed validation when added, in
 	// order; they have no payload.
 	invalid []*OpError
+	// keyed is the service the last destination request named, and
+	// keyStart and keyEnd where its service attribute lies in w: the
+	// next destination of the same service copies it.
+	keyed            Service
+	keyStart, keyEnd int
 }
 
 // batchRequest is one operation of a Batch.
@@ -51,6 +56,7 @@ func (b *Batch) Grow(n int) {
 // Reset empties the batch, keeping its memory.
 func (b *Batch) Reset() {
 	b.w.B, b.reqs, b.invalid = b.w.B[:0], b.reqs[:0], nil
+	b.keyStart, b.keyEnd = 0, 0
 }
 
 // CreateService adds the creation of s.
@@ -86,9 +92,36 @@ func (b *Batch) add(o op) {
 		b.invalid = append(b.invalid, o.opError(len(b.reqs), err))
 	} else {
 		b.w.B = nl.AppendGenlHeader(b.w.B, o.command(), genlVersion)
-		o.encode(&b.w)
+		b.encode(o)
 	}
 	b.reqs = append(b.reqs, batchRequest{kind: o.kind, end: uint32(len(b.w.B))})
+}
+
+// encode writes o's attributes. A destination's service goes as its key
+// alone, the same bytes for all the destinations of one service: those of
+// the destination before, when it named the same service, are copied.
+func (b *Batch) encode(o op) {
+	if !o.hasDestination() {
+		o.encode(&b.w)
+		return
+	}
+	start := len(b.w.B)
+	if b.keyEnd > b.keyStart && sameServiceKey(o.svc, b.keyed) {
+		b.w.B = append(b.w.B, b.w.B[b.keyStart:b.keyEnd]...)
+	} else {
+		o.encodeService(&b.w)
+	}
+	b.keyed, b.keyStart, b.keyEnd = o.svc, start, len(b.w.B)
+	o.encodeRest(&b.w)
+}
+
+// sameServiceKey reports whether a and b name the same service in a
+// request, as Service.encode writes its key.
+func sameServiceKey(a, b Service) bool {
+	if a.family() != b.family() || a.FirewallMark != b.FirewallMark {
+		return false
+	}
+	return a.FirewallMark != 0 || (a.Protocol == b.Protocol && a.Addr == b.Addr && a.Port == b.Port)
 }
 
 // payload returns request i's bytes, which start where the one before

@@ -184,3 +184,49 @@ func compareNest(t *testing.T, what string, got, want map[uint16][]byte, must []
 		}
 	}
 }
+
+// A batch's requests are the ops' own encodings, whether a destination's
+// service key was written or copied from the destination before it.
+func TestBatchEncodesAsOps(t *testing.T) {
+	udp6 := Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("2001:db8::1"), Port: 53}
+	fwm := Service{Family: inet.IPv4, FirewallMark: 7}
+	dest := func(i int) Destination {
+		return Destination{Addr: netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}), Port: 8080, Forward: Masquerade, Weight: i}
+	}
+	ops := []op{
+		{kind: opCreateService, svc: Service{Protocol: inet.TCP, Addr: vip4, Port: 80, Scheduler: "rr"}},
+		{kind: opCreateDestination, svc: tcp4, dest: dest(1)},
+		{kind: opCreateDestination, svc: tcp4, dest: dest(2)},
+		{kind: opUpdateDestination, svc: tcp4, dest: dest(3)},
+		{kind: opDeleteDestination, svc: tcp4, dest: dest(4)},
+		{kind: opCreateDestination, svc: Service{Protocol: inet.TCP, Addr: vip4, Port: 81}, dest: dest(1)},
+		{kind: opCreateDestination, svc: Service{Protocol: inet.UDP, Addr: vip4, Port: 81}, dest: dest(1)},
+		{kind: opCreateDestination, svc: udp6, dest: Destination{Addr: netip.MustParseAddr("2001:db8::5"), Port: 53}},
+		{kind: opCreateDestination, svc: udp6, dest: Destination{Addr: netip.MustParseAddr("2001:db8::6"), Port: 53}},
+		{kind: opCreateDestination, svc: fwm, dest: dest(1)},
+		{kind: opCreateDestination, svc: Service{Family: inet.IPv4, FirewallMark: 8}, dest: dest(1)},
+		{kind: opDeleteService, svc: tcp4},
+		{kind: opCreateDestination, svc: tcp4, dest: dest(5)},
+	}
+	var b Batch
+	check := func(ops []op) {
+		t.Helper()
+		for i, o := range ops {
+			var w nl.Writer
+			o.encode(&w)
+			want := append(nl.AppendGenlHeader(nil, o.command(), genlVersion), w.B...)
+			if got := b.payload(i); !bytes.Equal(got, want) {
+				t.Errorf("request %d (%s %s):\n got %x\nwant %x", i, o.name(), o.object(), got, want)
+			}
+		}
+	}
+	for _, o := range ops {
+		b.add(o)
+	}
+	check(ops)
+	// A reset batch copies nothing from before it.
+	b.Reset()
+	b.add(ops[8])
+	b.add(ops[2])
+	check([]op{ops[8], ops[2]})
+}

@@ -119,11 +119,22 @@ func (o op) validate() error {
 // encode writes the op's request attributes.
 func (o op) encode(w *nl.Writer) {
 	if o.hasService() {
-		full := o.kind == opCreateService || o.kind == opUpdateService
-		n := w.Begin(cmdAttrService | nl.Nested)
-		o.svc.encode(w, full)
-		w.End(n)
+		o.encodeService(w)
 	}
+	o.encodeRest(w)
+}
+
+// encodeService writes the service attribute: the whole service to create
+// or update one, its key otherwise.
+func (o op) encodeService(w *nl.Writer) {
+	full := o.kind == opCreateService || o.kind == opUpdateService
+	n := w.Begin(cmdAttrService | nl.Nested)
+	o.svc.encode(w, full)
+	w.End(n)
+}
+
+// encodeRest writes the attributes after the service's.
+func (o op) encodeRest(w *nl.Writer) {
 	if o.hasDestination() {
 		full := o.kind != opDeleteDestination
 		n := w.Begin(cmdAttrDest | nl.Nested)

@@ -10,7 +10,9 @@
 // Besides one-entry operations, the package loads sets in bulk: AddEntries
 // and DeleteEntries pack as many entries into a message as an attribute can
 // hold and many messages into a write, and report each refused entry by its
-// index. Replace makes a set hold exactly a list of entries, seen by readers
+// index; AddEntriesTo and DeleteEntriesFrom do the same for a caller that
+// knows the set's type and family, without first asking the kernel for
+// them. Replace makes a set hold exactly a list of entries, seen by readers
 // all at once (fill a temporary set, swap, destroy). Sync changes only the
 // difference, computed from one dump: a resync that repairs drift without
 // rebuilding the set. In steady state, when the caller knows what changed,

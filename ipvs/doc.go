@@ -5,7 +5,8 @@
 // A Conn owns one netlink socket. Its methods create, update, delete and
 // read virtual services (Service) and their real servers (Destination),
 // flush and zero the table, and get and set connection timeouts. A Batch
-// carries many changes to Conn.Apply, which writes them in as few sendmsg
+// encodes changes as they are added and carries them to Conn.Apply, which
+// writes them in as few sendmsg
 // calls as the socket buffers allow and reports each operation's outcome:
 // building a table of thousands of services costs a handful of system
 // calls instead of one round trip per change. Conn.Table reads everything

@@ -130,13 +130,13 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 		}
 		return err
 	case plan.AddEntries:
-		err := d.setEntries(ctx, o.Set, o.Entries, d.k.sets.AddEntries, d.k.sets.AddEntriesTo)
+		err := d.k.sets.AddEntriesTo(ctx, d.setOf(o.Set), ipsetEntries(o.Entries), ipset.ExistOK)
 		if errors.Is(err, ipset.ErrSetFull) {
 			return d.growSet(ctx, o)
 		}
 		return err
 	case plan.DelEntries:
-		return d.setEntries(ctx, o.Set, o.Entries, d.k.sets.DeleteEntries, d.k.sets.DeleteEntriesFrom)
+		return d.k.sets.DeleteEntriesFrom(ctx, d.setOf(o.Set), ipsetEntries(o.Entries), ipset.ExistOK)
 	case plan.ReplaceRules:
 		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
 			return err
@@ -157,19 +157,16 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 	return fmt.Errorf("no kernel operation for %T", op)
 }
 
-// setEntries adds entries to, or deletes them from, set name: through
-// known with the type and family the dataplane made or found it with (a
-// request fewer than byName, which asks the kernel first), or by name
-// when it knows neither.
-func (d *Dataplane) setEntries(ctx context.Context, name string, entries []plan.Entry,
-	byName func(context.Context, string, []ipset.Entry, ipset.Mode) error,
-	known func(context.Context, ipset.Set, []ipset.Entry, ipset.Mode) error) error {
+// setOf returns set name as the dataplane made or found it, or else as it
+// wants it: its entries are changed by that type and family, without a
+// request asking the kernel for them first.
+func (d *Dataplane) setOf(name string) ipset.Set {
 	spec, ok := d.programmed.Sets[name]
 	if !ok {
-		return byName(ctx, name, ipsetEntries(entries), ipset.ExistOK)
+		spec = d.desired().Sets[name]
 	}
 	spec.Name = name
-	return known(ctx, ipsetSet(spec), ipsetEntries(entries), ipset.ExistOK)
+	return ipsetSet(spec)
 }
 
 // growSet makes a set that filled hold what the dataplane programmed in

@@ -21,50 +21,47 @@ const maxADT = 0xffff - 4
 // too, even one the set already holds, and a caller that makes room (a
 // larger set, see Replace) adds them again.
 func (c *Conn) AddEntries(ctx context.Context, name string, entries []Entry, mode Mode) error {
-	return c.bulk(ctx, "add", cmdAdd, name, entries, mode == Exclusive)
+	return c.bulk(ctx, "add", cmdAdd, Set{Name: name}, entries, mode == Exclusive)
 }
 
 // DeleteEntries removes many entries from a set in few messages. Entries
 // the kernel refuses are returned in a *BatchError; with ExistOK a missing
 // entry is not an error.
 func (c *Conn) DeleteEntries(ctx context.Context, name string, entries []Entry, mode Mode) error {
-	return c.bulk(ctx, "delete", cmdDel, name, entries, mode == Exclusive)
+	return c.bulk(ctx, "delete", cmdDel, Set{Name: name}, entries, mode == Exclusive)
 }
 
 // AddEntriesTo is AddEntries for a caller that knows the set: it takes
 // s's type and family as given (its other fields are not used), and so
-// saves the request AddEntries makes first to learn them. The entries
-// are encoded for s.Type; a set of another type under s.Name refuses
-// them or reads them as its own type would.
+// saves the request AddEntries makes first to learn them; with s.Type
+// empty it makes that request too. The entries are encoded for s.Type; a
+// set of another type under s.Name refuses them or reads them as its own
+// type would.
 func (c *Conn) AddEntriesTo(ctx context.Context, s Set, entries []Entry, mode Mode) error {
-	return c.bulkTo(ctx, "add", cmdAdd, s, entries, mode == Exclusive)
+	return c.bulk(ctx, "add", cmdAdd, s, entries, mode == Exclusive)
 }
 
 // DeleteEntriesFrom is DeleteEntries for a caller that knows the set, as
 // AddEntriesTo is AddEntries'.
 func (c *Conn) DeleteEntriesFrom(ctx context.Context, s Set, entries []Entry, mode Mode) error {
-	return c.bulkTo(ctx, "delete", cmdDel, s, entries, mode == Exclusive)
+	return c.bulk(ctx, "delete", cmdDel, s, entries, mode == Exclusive)
 }
 
-func (c *Conn) bulk(ctx context.Context, op string, cmd uint8, name string, entries []Entry, exclusive bool) error {
-	if err := checkName(op, name); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h, err := c.kind(ctx, name)
-	if err != nil {
-		return err
-	}
-	return c.bulkLocked(ctx, op, cmd, h.Type, h.family(), name, entries, exclusive)
-}
-
-func (c *Conn) bulkTo(ctx context.Context, op string, cmd uint8, s Set, entries []Entry, exclusive bool) error {
+// bulk runs op on s's entries, asking the kernel for s's type and family
+// first when s has no type.
+func (c *Conn) bulk(ctx context.Context, op string, cmd uint8, s Set, entries []Entry, exclusive bool) error {
 	if err := checkName(op, s.Name); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if s.Type == "" {
+		h, err := c.kind(ctx, s.Name)
+		if err != nil {
+			return err
+		}
+		s = h.Set
+	}
 	return c.bulkLocked(ctx, op, cmd, s.Type, s.family(), s.Name, entries, exclusive)
 }
 

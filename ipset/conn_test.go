@@ -332,6 +332,14 @@ func TestEntriesOfKnownSet(t *testing.T) {
 	if !slices.Equal(requests, []string{"add", "delete"}) {
 		t.Errorf("requests %q, want one add and one delete", requests)
 	}
+	// Without a type, the set's is asked for, as AddEntries does.
+	requests = nil
+	if err := c.AddEntriesTo(counting, ipset.Set{Name: "s"}, entries[:1], ipset.ExistOK); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(requests, []string{"header", "add"}) {
+		t.Errorf("requests %q for a set without a type, want a header and an add", requests)
+	}
 	// The entries are checked against the type and family given.
 	err := c.AddEntriesTo(ctx, s, []ipset.Entry{{Addr: netip.MustParseAddr("2001:db8::1"), Protocol: inet.TCP, Port: 80}}, ipset.ExistOK)
 	if !errors.Is(err, ipset.ErrEntryInvalid) {

@@ -48,12 +48,16 @@ type serviceStore interface {
 // benchStoreBatch is how many services one StoreServices call writes.
 const benchStoreBatch = 1024
 
-// benchVIP is service i's cluster IP: 10.96.16.0 + i, inside the API
-// server's 10.96.0.0/16 (testdata/vmtest-controlplane) for up to 61,440
-// services, above the first addresses it hands out itself.
+// benchVIPs is how many services benchVIP has addresses for: from
+// 10.96.16.0 to the end of the API server's 10.96.0.0/12
+// (testdata/vmtest-controlplane, controlplane.ServiceCIDR).
+const benchVIPs = 1<<20 - 16<<8
+
+// benchVIP is service i's cluster IP, 10.96.16.0 + i: above the first
+// addresses the API server hands out itself.
 func benchVIP(i int) netip.Addr {
-	v := 16<<8 + i
-	return netip.AddrFrom4([4]byte{10, 96, byte(v >> 8), byte(v)})
+	v := 10<<24 | 96<<16 | 16<<8 + uint32(i)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 func benchServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
@@ -86,6 +90,9 @@ func (c *benchCluster) grow(ctx context.Context, n int) (growTimes, error) {
 	from := len(c.vips)
 	if n <= from {
 		return times, nil
+	}
+	if n > benchVIPs {
+		return times, fmt.Errorf("%d services: the API server's service range has addresses for %d", n, benchVIPs)
 	}
 	start := time.Now()
 	c.vips = append(c.vips, make([]netip.Addr, n-from)...)

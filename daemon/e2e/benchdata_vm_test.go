@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"time"
@@ -48,16 +49,23 @@ type serviceStore interface {
 // benchStoreBatch is how many services one StoreServices call writes.
 const benchStoreBatch = 1024
 
-// benchVIPs is how many services benchVIP has addresses for: from
-// 10.96.16.0 to the end of the API server's 10.96.0.0/12
-// (testdata/vmtest-controlplane, controlplane.ServiceCIDR).
-const benchVIPs = 1<<20 - 16<<8
+// benchVIPOffset is where the benchmark's cluster IPs start in the API
+// server's IPv4 service range: above the first addresses it hands out
+// itself.
+const benchVIPOffset = 16 << 8
 
-// benchVIP is service i's cluster IP, 10.96.16.0 + i: above the first
-// addresses the API server hands out itself.
+// benchVIPs is how many services benchVIP has addresses for.
+func benchVIPs() int {
+	return 1<<(32-serviceCIDR(v1.IPv4Protocol).Bits()) - benchVIPOffset
+}
+
+// benchVIP is service i's cluster IP, the service range's address
+// benchVIPOffset + i.
 func benchVIP(i int) netip.Addr {
-	v := 10<<24 | 96<<16 | 16<<8 + uint32(i)
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	base := serviceCIDR(v1.IPv4Protocol).Addr().As4()
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], binary.BigEndian.Uint32(base[:])+benchVIPOffset+uint32(i))
+	return netip.AddrFrom4(a)
 }
 
 func benchServiceName(i int) string { return fmt.Sprintf("svc-%05d", i) }
@@ -91,8 +99,8 @@ func (c *benchCluster) grow(ctx context.Context, n int) (growTimes, error) {
 	if n <= from {
 		return times, nil
 	}
-	if n > benchVIPs {
-		return times, fmt.Errorf("%d services: the API server's service range has addresses for %d", n, benchVIPs)
+	if n > benchVIPs() {
+		return times, fmt.Errorf("%d services: the API server's service range has addresses for %d", n, benchVIPs())
 	}
 	start := time.Now()
 	c.vips = append(c.vips, make([]netip.Addr, n-from)...)

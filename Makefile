@@ -47,16 +47,21 @@ deps:
 deps-vm:
 	@hack/install-deps --no-kube
 
+# Each test target ends, when something failed, with what did in a few
+# lines (hack/testfailures), its whole output kept in $(BIN)/TARGET.log:
+# CI shows the tail of make test's output only.
+TESTFAILURES = mkdir -p $(BIN) && $(GO) run ./hack/testfailures
+
 test-unit:
-	$(GO) test $(RACE) $(PKGS)
-	@if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test $(RACE) ./..."; \
-	  cd hack/images && GOWORK=off $(GO) test $(RACE) ./...; fi
+	@set -o pipefail; { echo "$(GO) test $(RACE) $(PKGS)"; $(GO) test $(RACE) $(PKGS) && \
+	  if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test $(RACE) ./..."; \
+	  cd hack/images && GOWORK=off $(GO) test $(RACE) ./...; fi; } 2>&1 | { $(TESTFAILURES) -log $(BIN)/test-unit.log; }
 
 test-host:
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-host: no packages with host-kernel tests in $(PKGS)"; exit 0; fi; \
 	echo $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs; \
-	$(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs
+	set -o pipefail; $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs 2>&1 | { $(TESTFAILURES) -log $(BIN)/test-host.log; }
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
 # the VM one package at a time (-p 1): a second two-vCPU guest would share
@@ -67,7 +72,7 @@ test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
 	echo "$(VM_TESTS)"; \
-	$(VM_TESTS)
+	set -o pipefail; $(VM_TESTS) 2>&1 | { $(TESTFAILURES) -log $(BIN)/test-vm.log; }
 
 # The kernel packages' VM tests on each of OTHER_KERNELS, all at once, each
 # in guests of one vCPU (VMTEST_CPUS): their tests run one at a time, so a
@@ -85,7 +90,9 @@ test-kernels: $(VMTEST) $(BIN)/ipvsplane
 	    echo "test-kernels: kernel $$k $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s"; \
 	    exit $$rc ) & jobs="$$jobs $$!"; \
 	done; \
-	rc=0; for j in $$jobs; do wait $$j || rc=1; done; exit $$rc
+	rc=0; for j in $$jobs; do wait $$j || rc=1; done; \
+	[ $$rc = 0 ] || for k in $(OTHER_KERNELS); do echo "test-kernels: kernel $$k"; \
+	  $(TESTFAILURES) -summary-only < $(BIN)/test-kernels-$$k.log; done; exit $$rc
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -321,7 +328,8 @@ CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint fro
 TWO_NODE_SPEC ?= \[sig-network\] Conntrack should be able to preserve UDP traffic when server pod cycles for a NodePort service
 test-cluster: NODES = 2
 test-cluster: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip "TestTakeoverFromKubeProxy|TestTwoNodes." ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)|$(TWO_NODE_SPEC)" hack/conformance'
+	set -o pipefail; $(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -tags clustertest -skip "TestTakeoverFromKubeProxy|TestTwoNodes." ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)|$(TWO_NODE_SPEC)" hack/conformance' \
+	  2>&1 | { $(TESTFAILURES) -log $(BIN)/test-cluster.log; }
 
 # The two-node smoke: a cluster of two nodes, the TestTwoNodes tests (a
 # pod reaching a pod on the other node through a ClusterIP, a NodePort

@@ -61,12 +61,8 @@ func TestDaemonServiceTrafficMetrics(t *testing.T) {
 // scrapeService returns the daemon's ipvsplane_service_* series.
 func scrapeService(t *testing.T, n *testNet) map[string]float64 {
 	t.Helper()
-	code, body, err := httpGet(n.node, "127.0.0.1:10249", "/metrics")
-	if err != nil || code != 200 {
-		t.Fatalf("/metrics: %d %v", code, err)
-	}
 	out := map[string]float64{}
-	for _, l := range strings.Split(body, "\n") {
+	for _, l := range strings.Split(fetchMetrics(t, n.node), "\n") {
 		if !strings.HasPrefix(l, "ipvsplane_service_") || !strings.Contains(l, "{") {
 			continue
 		}

@@ -35,12 +35,18 @@ FAIL	example.com/d	2700.0s
 FAIL
 `
 
-func TestSummary(t *testing.T) {
+// summarize runs the command on in and returns what it printed.
+func summarize(t *testing.T, in string, summaryOnly bool) string {
+	t.Helper()
 	var out bytes.Buffer
-	if err := run(strings.NewReader(verboseRun), &out, "", false); err != nil {
+	if err := run(strings.NewReader(in), &out, "", summaryOnly); err != nil {
 		t.Fatal(err)
 	}
-	got := out.String()
+	return out.String()
+}
+
+func TestSummary(t *testing.T) {
+	got := summarize(t, verboseRun, false)
 	if !strings.HasPrefix(got, verboseRun) {
 		t.Errorf("the output is not copied first:\n%s", got)
 	}
@@ -71,42 +77,33 @@ func TestSummary(t *testing.T) {
 
 func TestSummaryOfAPackageWithoutAFailedTest(t *testing.T) {
 	in := "=== RUN   TestA\n--- PASS: TestA (0.00s)\nthe binary's last words\nexit status 3\nFAIL\texample.com/e\t1.0s\n"
-	var out bytes.Buffer
-	if err := run(strings.NewReader(in), &out, "", true); err != nil {
-		t.Fatal(err)
-	}
+	out := summarize(t, in, true)
 	for _, want := range []string{"FAIL\texample.com/e", "the binary's last words", "exit status 3"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the summary lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.HasPrefix(out.String(), "\n=== what failed:") {
-		t.Errorf("-summary-only copied the output:\n%s", out.String())
+	if !strings.HasPrefix(out, "\n=== what failed:") {
+		t.Errorf("-summary-only copied the output:\n%s", out)
 	}
 }
 
 func TestSummaryWithoutVerbose(t *testing.T) {
 	in := "--- FAIL: TestQuiet (0.00s)\n    quiet_test.go:5: said after the FAIL line\nFAIL\nFAIL\texample.com/g\t0.1s\nok  \texample.com/h\t0.1s\n    other_test.go:1: not a failure's\n"
-	var out bytes.Buffer
-	if err := run(strings.NewReader(in), &out, "", true); err != nil {
-		t.Fatal(err)
+	out := summarize(t, in, true)
+	if !strings.Contains(out, "quiet_test.go:5: said after the FAIL line") {
+		t.Errorf("the summary lacks the message after the FAIL line:\n%s", out)
 	}
-	if !strings.Contains(out.String(), "quiet_test.go:5: said after the FAIL line") {
-		t.Errorf("the summary lacks the message after the FAIL line:\n%s", out.String())
-	}
-	if strings.Contains(out.String(), "not a failure's") {
-		t.Errorf("the summary quotes a line of a package that passed:\n%s", out.String())
+	if strings.Contains(out, "not a failure's") {
+		t.Errorf("the summary quotes a line of a package that passed:\n%s", out)
 	}
 }
 
 func TestNoSummaryWhenAllPassed(t *testing.T) {
 	in := "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.1s\n"
-	var out bytes.Buffer
-	if err := run(strings.NewReader(in), &out, "", false); err != nil {
-		t.Fatal(err)
-	}
-	if out.String() != in {
-		t.Errorf("output %q, want the input alone", out.String())
+	out := summarize(t, in, false)
+	if out != in {
+		t.Errorf("output %q, want the input alone", out)
 	}
 }
 
@@ -116,15 +113,12 @@ func TestSummaryIsBounded(t *testing.T) {
 		in.WriteString("--- FAIL: TestX (0.00s)\n")
 	}
 	in.WriteString("FAIL\texample.com/f\t1s\n")
-	var out bytes.Buffer
-	if err := run(strings.NewReader(in.String()), &out, "", true); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	out := summarize(t, in.String(), true)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) > maxSummaryLines+3 {
 		t.Errorf("%d lines of summary, want at most %d", len(lines), maxSummaryLines+3)
 	}
-	if !strings.Contains(out.String(), "lines more") {
-		t.Errorf("the cut is not said:\n%s", out.String())
+	if !strings.Contains(out, "lines more") {
+		t.Errorf("the cut is not said:\n%s", out)
 	}
 }

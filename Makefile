@@ -49,19 +49,21 @@ deps-vm:
 
 # Each test target ends, when something failed, with what did in a few
 # lines (hack/testfailures), its whole output kept in $(BIN)/TARGET.log:
-# CI shows the tail of make test's output only.
+# CI shows the tail of make test's output only. A recipe pipes its output
+# (2>&1, under set -o pipefail) into TEST_LOG.
 TESTFAILURES = mkdir -p $(BIN) && $(GO) run ./hack/testfailures
+TEST_LOG     = { $(TESTFAILURES) -log $(BIN)/$@.log; }
 
 test-unit:
 	@set -o pipefail; { echo "$(GO) test $(RACE) $(PKGS)"; $(GO) test $(RACE) $(PKGS) && \
 	  if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test $(RACE) ./..."; \
-	  cd hack/images && GOWORK=off $(GO) test $(RACE) ./...; fi; } 2>&1 | { $(TESTFAILURES) -log $(BIN)/test-unit.log; }
+	  cd hack/images && GOWORK=off $(GO) test $(RACE) ./...; fi; } 2>&1 | $(TEST_LOG)
 
 test-host:
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-host: no packages with host-kernel tests in $(PKGS)"; exit 0; fi; \
 	echo $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs; \
-	set -o pipefail; $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs 2>&1 | { $(TESTFAILURES) -log $(BIN)/test-host.log; }
+	set -o pipefail; $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs 2>&1 | $(TEST_LOG)
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
 # the VM one package at a time (-p 1): a second two-vCPU guest would share
@@ -72,7 +74,7 @@ test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
 	echo "$(VM_TESTS)"; \
-	set -o pipefail; $(VM_TESTS) 2>&1 | { $(TESTFAILURES) -log $(BIN)/test-vm.log; }
+	set -o pipefail; $(VM_TESTS) 2>&1 | $(TEST_LOG)
 
 # The kernel packages' VM tests on each of OTHER_KERNELS, all at once, each
 # in guests of one vCPU (VMTEST_CPUS): their tests run one at a time, so a
@@ -331,7 +333,7 @@ TWO_NODE_SPEC ?= \[sig-network\] Conntrack should be able to preserve UDP traffi
 test-cluster: NODES = 2
 test-cluster: deps-node image $(VMTEST) vm-kernel
 	set -o pipefail; $(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -skip "TestTakeoverFromKubeProxy|TestTwoNodes." ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)|$(TWO_NODE_SPEC)" hack/conformance' \
-	  2>&1 | { $(TESTFAILURES) -log $(BIN)/test-cluster.log; }
+	  2>&1 | $(TEST_LOG)
 
 # The two-node smoke: a cluster of two nodes, the TestTwoNodes tests (a
 # pod reaching a pod on the other node through a ClusterIP, a NodePort
@@ -343,7 +345,8 @@ test-cluster: deps-node image $(VMTEST) vm-kernel
 TWO_NODE_SLICE ?= \[sig-network\] Conntrack should be able to preserve UDP traffic when server pod cycles for a ClusterIP service
 test-cluster-nodes: NODES = 2
 test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -run TestTwoNodes ./daemon/e2e/cluster/ && FOCUS="$(TWO_NODE_SLICE)" hack/conformance'
+	set -o pipefail; $(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -run TestTwoNodes ./daemon/e2e/cluster/ && FOCUS="$(TWO_NODE_SLICE)" hack/conformance' \
+	  2>&1 | $(TEST_LOG)
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy serving
 # pods in its iptables (kubeadm's default, which the cluster starts it in),
@@ -353,7 +356,8 @@ test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
 test-takeover: PROXY = kube-proxy
 test-takeover: KUBE_PROXY_MODE = iptables
 test-takeover: deps-node image $(VMTEST) vm-kernel
-	$(NODE) -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 150m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/
+	set -o pipefail; $(NODE) -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 150m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ \
+	  2>&1 | $(TEST_LOG)
 
 deps-node:
 	@hack/install-deps --node

@@ -2,9 +2,9 @@
 // it to standard output (and to -log), and when it ends prints what failed
 // in a few lines: each failed package, its failed tests with their first
 // messages, a test binary's panic (a timeout names the tests it was
-// running) and vmtest's own errors. CI shows only the tail of make test's
-// output, and the failing test of an hour of verbose output is otherwise
-// far above it.
+// running) and vmtest's own lines (its errors and retries). CI shows only
+// the tail of make test's output, and the failing test of an hour of
+// verbose output is otherwise far above it.
 //
 //	go test -v ./... 2>&1 | go run ./hack/testfailures -log bin/test-unit.log
 //	go run ./hack/testfailures -summary-only < saved.log
@@ -45,8 +45,10 @@ var (
 	testMessage = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
 	pkgFailed   = regexp.MustCompile(`^FAIL\s+\S+`)
 	pkgEnded    = regexp.MustCompile(`^(?:ok|FAIL|\?)\s+\S+`)
-	// vmtest's lines other than its timing report are its own errors.
-	vmtestError = regexp.MustCompile(`^vmtest: .*(?:no result|panicked|stopped|again in a fresh guest|error|failed|cannot|could not)`)
+	// vmtest's own lines: its errors, retries and what it saw; the
+	// report of a test that passed is left out.
+	vmtestLine   = regexp.MustCompile(`^vmtest: `)
+	vmtestPassed = regexp.MustCompile(`^vmtest: .*, exit status 0$`)
 )
 
 // summary collects the failures of one `go test -v` output.
@@ -78,7 +80,7 @@ func (s *summary) add(line string) {
 	case strings.HasPrefix(line, "panic: "):
 		s.panicTo = panicLines
 		s.pending = append(s.pending, "  "+line)
-	case vmtestError.MatchString(line):
+	case vmtestLine.MatchString(line) && !vmtestPassed.MatchString(line):
 		s.pending = append(s.pending, "  "+line)
 	}
 	if m := testMarker.FindStringSubmatch(line); m != nil {

@@ -12,6 +12,7 @@ import (
 
 // contributionOf is what one service port puts into the kernel.
 type contribution struct {
+	// virtual names each virtual server the port claims once.
 	virtual []VirtualServer
 	// reals[i] are virtual[i]'s real servers, kinds[i] what made it.
 	reals   []Reals
@@ -131,6 +132,9 @@ type contributionBuilder struct {
 	// fams are the families the port is served in: like kube-proxy's
 	// proxier per family, those it has a cluster IP of.
 	fams []bool
+	// positions indexes the port's claims once they are many (see
+	// virtualIndex).
+	positions map[VirtualKey]int
 }
 
 // served returns the addresses of addrs in the port's families.
@@ -142,18 +146,53 @@ func (b *contributionBuilder) served(addrs []netip.Addr) []netip.Addr {
 // of its family from byFamily; bind says the address must be on the node.
 func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]model.Endpoint, bind bool) {
 	s := b.svc
-	eps := byFamily[family(addr.Is6())]
 	k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
-	b.virtual = append(b.virtual, VirtualServer{VirtualKey: k, Scheduler: b.sched.Name, SchedulerFlags: b.sched.Flags, Persistence: s.SessionAffinity})
-	b.kinds = append(b.kinds, kind)
+	if i := b.virtualIndex(k); i >= 0 {
+		// The port names this virtual server again (its node port on an
+		// address it lists as external, say): it stays one claim, of
+		// the strongest kind named, with the first mention's real
+		// servers.
+		b.kinds[i] = min(b.kinds[i], kind)
+	} else {
+		b.addClaim(k, kind, realServers(addr.Is6(), byFamily[family(addr.Is6())]))
+	}
 	b.addEntry(model.SetOwned, addr.Is6(), portEntry(addr, s.Protocol, port))
-	b.reals = append(b.reals, realServers(addr.Is6(), eps))
 	// An address the node already has elsewhere is local without
 	// being bound, and stays out of KUBE-IPVS-IPS.
 	if bind && !slices.Contains(localAddrs(b.node), addr) {
 		b.addrs = append(b.addrs, addr)
 		b.addEntry(model.SetIPVSAddresses, addr.Is6(), Entry{Addr: addr})
 	}
+}
+
+// addClaim adds the port's claim on virtual server k.
+func (b *contributionBuilder) addClaim(k VirtualKey, kind virtualKind, reals Reals) {
+	if b.positions != nil {
+		b.positions[k] = len(b.virtual)
+	}
+	b.virtual = append(b.virtual, VirtualServer{VirtualKey: k, Scheduler: b.sched.Name, SchedulerFlags: b.sched.Flags, Persistence: b.svc.SessionAffinity})
+	b.kinds = append(b.kinds, kind)
+	b.reals = append(b.reals, reals)
+}
+
+// virtualIndex returns where the port claims virtual server k so far, or
+// -1. A few claims are searched; a port with many (a tenant may list
+// thousands of external IPs) gets a map, so its cost stays linear.
+func (b *contributionBuilder) virtualIndex(k VirtualKey) int {
+	const searched = 16
+	if b.positions == nil {
+		if len(b.virtual) < searched {
+			return slices.IndexFunc(b.virtual, func(v VirtualServer) bool { return v.VirtualKey == k })
+		}
+		b.positions = make(map[VirtualKey]int, 2*len(b.virtual))
+		for i, v := range b.virtual {
+			b.positions[v.VirtualKey] = i
+		}
+	}
+	if i, ok := b.positions[k]; ok {
+		return i
+	}
+	return -1
 }
 
 // addEntry adds e to the family's set of the name.

@@ -298,6 +298,9 @@ func (d *desiredIndex) problems() []error {
 	return errs
 }
 
+// subtract takes c, the service port's contribution, out of the index; a
+// claim that lost one of its virtual servers to the port takes it over,
+// and t (if not nil) records it.
 func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *Scope) {
 	delete(d.contribs, name)
 	delete(d.troubled, name)
@@ -315,7 +318,9 @@ func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *
 			d.dropContender(vk, next)
 			nc := d.contribs[next]
 			d.own(next, nc, slices.IndexFunc(nc.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk }))
-			t.Virtual[vk] = true
+			if t != nil {
+				t.Virtual[vk] = true
+			}
 		}
 	}
 	for _, a := range c.addrs {

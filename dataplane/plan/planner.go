@@ -88,12 +88,13 @@ func (p *Planner) Update(s *model.State) (Scope, []error) {
 
 // UpdateChanges applies changes to service ports that the caller tracked,
 // in time proportional to the changes whatever the number of service
-// ports. The node's settings stay those of the last Update; before any
+// ports. Of several changes to one port, the last counts. The node's settings stay those of the last Update; before any
 // Update they are the zero Node.
 func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 	if p.index == nil {
 		p.rebuild(&model.State{})
 	}
+	changes = lastOfEachName(changes)
 	// Ports left out before are tried again: a conflict may have gone.
 	changed := make(map[model.ServicePortName]bool, len(changes))
 	for _, c := range changes {
@@ -139,6 +140,22 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 		}
 	}
 	return *t, p.errors()
+}
+
+// lastOfEachName returns changes without those a later change of the
+// same port replaces, in a new slice: the caller's is left as it is.
+func lastOfEachName(changes []Change) []Change {
+	last := make(map[model.ServicePortName]int, len(changes))
+	for i, c := range changes {
+		last[c.Name] = i
+	}
+	out := make([]Change, 0, len(last))
+	for i, c := range changes {
+		if last[c.Name] == i {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // rebuild computes the desired state of a whole model afresh.

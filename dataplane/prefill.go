@@ -17,6 +17,11 @@ import (
 // listing. The next Sync compares everything, as a first sync does, and
 // removes what the whole state does not hold.
 //
+// The virtual servers a port claims through an external IP or a
+// load-balancer address, which any tenant may write, wait for that Sync
+// (see [plan.Planner.ClaimedByAnyone]): in a partial state they might go
+// to a tenant naming another Service's cluster IP that is not listed yet.
+//
 // Failures are reported as Sync reports them; a failed operation is
 // not tried again within the Prefill, but by the next Sync.
 func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, error) {
@@ -60,7 +65,7 @@ func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []e
 		d.lastFull = d.cfg.Now()
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
-	res.Plan = plan.Diff(d.programmed, desired, owners, scope, plan.Drain{}).Additions()
+	res.Plan = plan.Diff(d.programmed, desired, owners, scope, plan.Drain{}).Additions(d.planner.ClaimedByAnyone())
 	d.programmed.Grow(res.Plan)
 	opErrs := d.apply(ctx, res.Plan, &res.Flows)
 	d.prefilled = true

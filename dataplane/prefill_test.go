@@ -3,10 +3,13 @@ package dataplane_test
 import (
 	"context"
 	"errors"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
@@ -98,7 +101,14 @@ func TestPrefill(t *testing.T) {
 	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.81:81") || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.82:82") {
 		t.Errorf("the sync after the prefills: full=%v, want a full one that removes gone:\n%s", res.Full, res.Plan)
 	}
-	if got := res.Plan.String(); strings.Contains(got, "ipvs add") || strings.Contains(got, "10.96.1.1") {
+	// web's external IP waited for the whole state (see
+	// TestPrefillLeavesTenantClaimsToTheFullSync): its new real server
+	// comes now.
+	held := "ipvs add tcp 198.51.100.10:80 -> 10.244.1.9:8080 weight 1\n"
+	if got := res.Plan.String(); !strings.Contains(got, held) {
+		t.Errorf("the sync after the prefills did not add the external IP's new real server:\n%s", got)
+	}
+	if got := strings.Replace(res.Plan.String(), held, "", 1); strings.Contains(got, "ipvs add") || strings.Contains(got, "10.96.1.1") {
 		t.Errorf("the sync after the prefills added again what is there, or touched another program's:\n%s", got)
 	}
 	checkKernel(t, n, state)
@@ -116,5 +126,75 @@ func TestPrefillChangesFirst(t *testing.T) {
 	web := fixture.Web()
 	if _, err := d.PrefillChanges(context.Background(), []plan.Change{{Name: web.Name, Port: &web}}); !errors.Is(err, dataplane.ErrNotSynced) {
 		t.Errorf("PrefillChanges before a Prefill: %v, want ErrNotSynced", err)
+	}
+}
+
+// A restart lists namespaces in order, so a tenant's Service in "billing"
+// comes before default/kubernetes and kube-system's DNS. Naming their
+// cluster IPs as its external IPs, it would own their virtual servers in
+// the partial state, and a prefill would add its pods to them as real
+// servers until the first full sync. Claims through external IPs and
+// load-balancer addresses wait for the whole state.
+func TestPrefillLeavesTenantClaimsToTheFullSync(t *testing.T) {
+	ctx := context.Background()
+	last, n := newFakeDataplane(t, nil)
+	api := fixture.Svc("default", "kubernetes", "https", inet.TCP, 443, "10.96.0.1")
+	api.Endpoints = []model.Endpoint{fixture.Ready("192.168.0.1", 6443, "")}
+	dns := fixture.Svc("kube-system", "kube-dns", "dns", inet.UDP, 53, "10.96.0.10")
+	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 53, "node-a")}
+	syncOK(t, last, ctx, &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{api, dns}})
+	if err := last.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := n.Open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	tenant := fixture.Svc("billing", "x", "", inet.TCP, 443, "10.96.0.50")
+	tenant.ExternalIPs = fixture.IPs("10.96.0.1")
+	tenant.Endpoints = []model.Endpoint{fixture.Ready("10.244.9.9", 8443, "node-a")}
+	tenantDNS := fixture.Svc("billing", "y", "", inet.UDP, 53, "10.96.0.51")
+	tenantDNS.LoadBalancerIPs = fixture.IPs("10.96.0.10")
+	tenantDNS.Endpoints = []model.Endpoint{fixture.Ready("10.244.9.10", 53, "node-a")}
+	res, err := d.Prefill(ctx, &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{tenant, tenantDNS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiVS, dnsVS := ipvs.Service{Protocol: inet.TCP, Addr: fixture.IP("10.96.0.1"), Port: 443}, ipvs.Service{Protocol: inet.UDP, Addr: fixture.IP("10.96.0.10"), Port: 53}
+	checkReals(t, "after the prefill", n, apiVS, "192.168.0.1:6443")
+	checkReals(t, "after the prefill", n, dnsVS, "10.244.1.5:53")
+	if got := res.Plan.String(); !strings.Contains(got, "ipvs add tcp 10.96.0.50:443") {
+		t.Errorf("the prefill left out the tenant's own cluster IP:\n%s", got)
+	}
+
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{tenant, tenantDNS, api, dns}}
+	if res, err = d.Sync(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range res.Errors {
+		if conflict := new(plan.ConflictError); !errors.As(err, &conflict) {
+			t.Errorf("sync: %v", err)
+		}
+	}
+	checkReals(t, "after the full sync", n, apiVS, "192.168.0.1:6443")
+	checkReals(t, "after the full sync", n, dnsVS, "10.244.1.5:53")
+}
+
+// checkReals fails the test unless the virtual server's real servers are
+// want.
+func checkReals(t *testing.T, when string, n *dataplanetest.Node, vs ipvs.Service, want ...string) {
+	t.Helper()
+	dests, err := n.IPVS.Dial().Destinations(context.Background(), vs)
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	var got []string
+	for _, d := range dests {
+		got = append(got, netip.AddrPortFrom(d.Addr, d.Port).String())
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: %s %v has real servers %v, want %v", when, vs.Protocol, netip.AddrPortFrom(vs.Addr, vs.Port), got, want)
 	}
 }

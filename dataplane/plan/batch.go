@@ -175,11 +175,22 @@ func (p *Plan) String() string {
 // virtual servers need before they draw traffic. They change and remove
 // nothing else the kernel holds, so they are safe to program from a state
 // that is only partly known (see dataplane's Prefill).
-func (p *Plan) Additions() *Plan {
+//
+// The virtual servers in held, and their real servers, are left out too:
+// a partial state may give them to a claim the whole state does not.
+func (p *Plan) Additions(held map[VirtualKey]bool) *Plan {
 	var ops []Op
 	for op := range p.All() {
-		switch op.(type) {
-		case CreateSet, AddEntries, ReplaceRules, AddVirtual, AddReals, Bind:
+		switch o := op.(type) {
+		case AddVirtual:
+			if !held[o.Virtual.VirtualKey] {
+				ops = append(ops, op)
+			}
+		case AddReals:
+			if !held[o.Virtual] {
+				ops = append(ops, op)
+			}
+		case CreateSet, AddEntries, ReplaceRules, Bind:
 			ops = append(ops, op)
 		}
 	}

@@ -82,7 +82,7 @@ func TestAdditions(t *testing.T) {
 	d := Build(&model.State{Node: fixture.Node(), Services: []model.ServicePort{partialWeb, api}}, nftrules.Render)
 
 	full := Diff(kernel, d.Kernel, d.Services, FullScope, Drain{})
-	add := full.Additions()
+	add := full.Additions(nil)
 	for op := range add.All() {
 		switch op.(type) {
 		case CreateSet, AddEntries, ReplaceRules, AddVirtual, AddReals, Bind:

@@ -37,6 +37,11 @@ type desiredIndex struct {
 	// drains holds the drain bounds of the virtual servers whose owner
 	// overrides the node's.
 	drains map[VirtualKey]time.Duration
+	// claimedByAnyone holds the virtual servers whose owner claims them
+	// through an address anyone who may create a Service writes (an
+	// external IP or a load-balancer address): in a model still partly
+	// listed, a cluster IP or node port to come may beat the claim.
+	claimedByAnyone map[VirtualKey]bool
 	// scratch is where contributions are built.
 	scratch contributionScratch
 }
@@ -62,6 +67,8 @@ func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *d
 		lacking:      lacking,
 		troubled:     map[model.ServicePortName]bool{},
 		drains:       map[VirtualKey]time.Duration{},
+
+		claimedByAnyone: map[VirtualKey]bool{},
 	}
 }
 
@@ -243,6 +250,11 @@ func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int) {
 	} else {
 		delete(d.drains, vk)
 	}
+	if c.kinds[i] >= kindLoadBalancer {
+		d.claimedByAnyone[vk] = true
+	} else {
+		delete(d.claimedByAnyone, vk)
+	}
 }
 
 // better reports whether service port a's claim on virtual server vk, of
@@ -314,6 +326,7 @@ func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *
 		delete(d.state.Virtual, vk)
 		delete(d.state.Reals, vk)
 		delete(d.drains, vk)
+		delete(d.claimedByAnyone, vk)
 		if next, ok := d.bestContender(vk); ok {
 			d.dropContender(vk, next)
 			nc := d.contribs[next]

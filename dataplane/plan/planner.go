@@ -53,6 +53,14 @@ func (p *Planner) LackScheduler(name string, err error) { p.lacking[name] = err 
 // service port overrides the node's. The caller must not change them.
 func (p *Planner) DrainTimeouts() map[VirtualKey]time.Duration { return p.index.drains }
 
+// ClaimedByAnyone returns the virtual servers whose service port claims
+// them through an external IP or a load-balancer address, which anyone who
+// may create a Service can write: while the model is partial (a start
+// still listing), a cluster IP or node port yet to come may own them, so
+// a Prefill leaves them to the first full sync. The caller must not
+// change the map.
+func (p *Planner) ClaimedByAnyone() map[VirtualKey]bool { return p.index.claimedByAnyone }
+
 // Change is a new version of one service port, or with Port nil, its
 // removal.
 type Change struct {

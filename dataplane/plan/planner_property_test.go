@@ -157,6 +157,9 @@ func compareWithFresh(p *Planner, kernel *KernelState, s *model.State) string {
 	if a, b := p.DrainTimeouts(), fresh.DrainTimeouts(); !reflect.DeepEqual(a, b) {
 		return fmt.Sprintf("drain bounds differ: incremental %v, full %v", a, b)
 	}
+	if a, b := p.ClaimedByAnyone(), fresh.ClaimedByAnyone(); !reflect.DeepEqual(a, b) {
+		return fmt.Sprintf("claims by external or load-balancer addresses differ: incremental %v, full %v", a, b)
+	}
 	_, gotErrs := p.UpdateChanges(nil)
 	if a, b := fmt.Sprint(gotErrs), fmt.Sprint(wantErrs); a != b {
 		return fmt.Sprintf("errors differ:\nincremental %s\nfull        %s", a, b)

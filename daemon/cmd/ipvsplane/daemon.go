@@ -21,6 +21,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // kernel is what the daemon needs of a *dataplane.Dataplane; tests give
@@ -234,7 +235,7 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 func (d *daemon) reportProblems(res *dataplane.Result) int {
 	failed := 0
 	for _, e := range res.Errors {
-		if errors.As(e, new(*dataplane.OpError)) {
+		if errors.As(e, new(*dataplane.OpError)) && !refusedRealServer(e) {
 			failed++
 		}
 	}
@@ -246,6 +247,24 @@ func (d *daemon) reportProblems(res *dataplane.Result) int {
 		d.log.Warn("more sync problems not logged", zap.Int("count", len(fresh)-status.MaxRecordedErrors))
 	}
 	return failed
+}
+
+// refusedRealServer reports whether err is the kernel refusing one real
+// server as invalid (EINVAL): an endpoint address the API accepts and IPVS
+// does not, such as a subnet's broadcast address. It is a problem of that
+// Service alone, reported as such; the rest of the node is programmed, so
+// it fails neither the sync nor the removal of kube-proxy's leftovers,
+// which would otherwise never run.
+func refusedRealServer(err error) bool {
+	var op *dataplane.OpError
+	if !errors.As(err, &op) || !errors.Is(op.Err, unix.EINVAL) {
+		return false
+	}
+	switch op.Op.(type) {
+	case plan.AddReals, plan.UpdateReal:
+		return true
+	}
+	return false
 }
 
 // logSynced logs the sync's summary: at info level for a full sync and a

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Config is optional; a nil *Config means the calling process's network
@@ -31,7 +31,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	if cfg != nil {
 		ns = cfg.NetNS
 	}
-	c, err := nl.Dial(unix.NETLINK_NETFILTER, ns)
+	c, err := nl.Dial(uapi.NETLINK_NETFILTER, ns)
 	if err != nil {
 		return nil, opError("dial", "", err)
 	}

@@ -135,16 +135,8 @@ func hostConns(t *testing.T, netns int) conns {
 }
 
 func fakeConns(t *testing.T, n *dataplanetest.Node) conns {
-	c := conns{ipvs: n.IPVS.Dial(), links: n.Links.Dial(dummy.BindAddresses)}
-	t.Cleanup(func() { c.ipvs.Close(); c.links.Close() })
-	var err error
-	if c.sets, err = n.Sets.Dial(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.sets.Close() })
-	if c.rules, err = n.Rules.Dial(); err != nil {
-		t.Fatal(err)
-	}
+	c := conns{ipvs: n.IPVS.Dial(), links: n.Links.Dial(), sets: n.Sets.Dial(), rules: n.Rules.Dial()}
+	t.Cleanup(func() { c.ipvs.Close(); c.links.Close(); c.sets.Close() })
 	return c
 }
 

@@ -218,15 +218,9 @@ func TestSyncRepairsDrift(t *testing.T) {
 	syncOK(t, d, ctx, state)
 	outside := n.IPVS.Dial()
 	defer outside.Close()
-	sets, err := n.Sets.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sets := n.Sets.Dial()
 	defer sets.Close()
-	rules, err := n.Rules.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules := n.Rules.Dial()
 	vs := ipvs.Service{Family: inet.IPv4, Protocol: inet.TCP, Addr: fixture.IP("10.96.0.10"), Port: 80}
 	for name, flush := range map[string]func() error{
 		"ipvsadm -C": func() error { return outside.Flush(ctx) },
@@ -324,10 +318,7 @@ func TestSyncSweepsRereadInPieces(t *testing.T) {
 func TestSyncGrowsFullSet(t *testing.T) {
 	ctx := context.Background()
 	d, n := newFakeDataplane(t, nil)
-	sets, err := n.Sets.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sets := n.Sets.Dial()
 	defer sets.Close()
 	// Made small by an earlier run (or by hand): four entries at most.
 	small := ipset.Set{Name: "KUBE-CLUSTER-IP", Type: ipset.HashIPPort, Family: inet.IPv4, MaxElem: 4}

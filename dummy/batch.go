@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
-	"golang.org/x/sys/unix"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 )
 
 // Binding thousands of service addresses one request at a time costs a
@@ -91,19 +91,19 @@ func batchError(failed []*OpError, total int, asBatch bool) error {
 // index, with its address attributes: IFA_LOCAL and IFA_ADDRESS for IPv4;
 // IFA_ADDRESS and IFA_F_NODAD for IPv6.
 func addrMessage(index int32, a netip.Addr) []byte {
-	family, bits := byte(unix.AF_INET), byte(32)
+	family, bits := byte(uapi.AF_INET), byte(32)
 	if a.Is6() {
-		family, bits = unix.AF_INET6, 128
+		family, bits = uapi.AF_INET6, 128
 	}
 	w := nl.Writer{B: make([]byte, nl.IfAddrMsgLen, 64)}
 	w.B[0], w.B[1] = family, bits
 	binary.NativeEndian.PutUint32(w.B[4:], uint32(index))
 	if a.Is4() {
-		w.Addr(unix.IFA_LOCAL, a)
+		w.Addr(uapi.IFA_LOCAL, a)
 	}
-	w.Addr(unix.IFA_ADDRESS, a)
+	w.Addr(uapi.IFA_ADDRESS, a)
 	if a.Is6() {
-		w.Uint32(unix.IFA_FLAGS, unix.IFA_F_NODAD)
+		w.Uint32(uapi.IFA_FLAGS, uapi.IFA_F_NODAD)
 	}
 	return w.B
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -105,7 +106,7 @@ func only(addrs []netip.Addr, keep func(netip.Addr) bool) []netip.Addr {
 // routes dumps the namespace's IPv4 routes and returns the destinations of
 // the package's local routes through link index.
 func (d *Device) routes(ctx context.Context, index int32) ([]netip.Addr, error) {
-	return d.dump(ctx, "route", unix.RTM_GETROUTE, unix.RTM_NEWROUTE, dumpRouteMessage(), func(b []byte) (netip.Addr, bool, error) {
+	return d.dump(ctx, "route", uapi.RTM_GETROUTE, uapi.RTM_NEWROUTE, dumpRouteMessage(), func(b []byte) (netip.Addr, bool, error) {
 		return decodeRoute(b, index)
 	})
 }
@@ -123,14 +124,14 @@ const rtmsgLen = 12
 // would lose each route as its address went.
 func routeMessage(index int32, a netip.Addr) []byte {
 	w := nl.Writer{B: make([]byte, rtmsgLen, 64)}
-	w.B[0], w.B[1] = unix.AF_INET, 32
-	w.B[4] = unix.RT_TABLE_LOCAL
+	w.B[0], w.B[1] = uapi.AF_INET, 32
+	w.B[4] = uapi.RT_TABLE_LOCAL
 	w.B[5] = RouteProtocol
-	w.B[6] = unix.RT_SCOPE_HOST
-	w.B[7] = unix.RTN_LOCAL
-	w.Addr(unix.RTA_DST, a)
-	w.Uint32(unix.RTA_OIF, uint32(index))
-	w.Uint32(unix.RTA_TABLE, unix.RT_TABLE_LOCAL)
+	w.B[6] = uapi.RT_SCOPE_HOST
+	w.B[7] = uapi.RTN_LOCAL
+	w.Addr(uapi.RTA_DST, a)
+	w.Uint32(uapi.RTA_OIF, uint32(index))
+	w.Uint32(uapi.RTA_TABLE, uapi.RT_TABLE_LOCAL)
 	return w.B
 }
 
@@ -138,7 +139,7 @@ func routeMessage(index int32, a netip.Addr) []byte {
 // only for sockets with strict checking, so decodeRoute filters.
 func dumpRouteMessage() []byte {
 	b := make([]byte, rtmsgLen)
-	b[0] = unix.AF_INET
+	b[0] = uapi.AF_INET
 	return b
 }
 
@@ -155,11 +156,11 @@ func decodeRoute(b []byte, index int32) (dst netip.Addr, ok bool, err error) {
 	d := nl.NewReader(b[rtmsgLen:], "route")
 	for d.Next() {
 		switch d.Type() {
-		case unix.RTA_DST:
+		case uapi.RTA_DST:
 			dst = d.Addr()
-		case unix.RTA_OIF:
+		case uapi.RTA_OIF:
 			oif = d.Uint32()
-		case unix.RTA_TABLE:
+		case uapi.RTA_TABLE:
 			// rtm_table holds only 8 bits of the table's id.
 			table = d.Uint32()
 		}
@@ -167,8 +168,8 @@ func decodeRoute(b []byte, index int32) (dst netip.Addr, ok bool, err error) {
 	if err := d.Err(); err != nil {
 		return netip.Addr{}, false, err
 	}
-	ours := family == unix.AF_INET && bits == 32 && protocol == RouteProtocol &&
-		typ == unix.RTN_LOCAL && table == unix.RT_TABLE_LOCAL &&
+	ours := family == uapi.AF_INET && bits == 32 && protocol == RouteProtocol &&
+		typ == uapi.RTN_LOCAL && table == uapi.RT_TABLE_LOCAL &&
 		oif == uint32(index) && dst.Is4()
 	return dst, ours, nil
 }
@@ -218,11 +219,11 @@ func (d *Device) dump(ctx context.Context, what string, typ, reply uint16, data 
 // route (ESRCH, ENOENT).
 func ignorable(typ uint16, err error) bool {
 	switch typ {
-	case unix.RTM_NEWROUTE:
+	case uapi.RTM_NEWROUTE:
 		return errors.Is(err, unix.EEXIST)
-	case unix.RTM_DELROUTE:
+	case uapi.RTM_DELROUTE:
 		return errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT)
-	case unix.RTM_DELADDR:
+	case uapi.RTM_DELADDR:
 		return errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENOENT)
 	}
 	return false
@@ -236,13 +237,13 @@ func (d *Device) request(op string, index int32, a netip.Addr) nl.Request {
 		// Without NLM_F_REPLACE: an address also bound has the kernel's
 		// own local route for it, which must stay; the kernel adds ours
 		// beside it, or reports EEXIST for ours.
-		r.Type, r.Flags, r.Data = unix.RTM_NEWROUTE, r.Flags|netlink.Create, routeMessage(index, a)
+		r.Type, r.Flags, r.Data = uapi.RTM_NEWROUTE, r.Flags|netlink.Create, routeMessage(index, a)
 	case d.asRoute(a):
-		r.Type, r.Data = unix.RTM_DELROUTE, routeMessage(index, a)
+		r.Type, r.Data = uapi.RTM_DELROUTE, routeMessage(index, a)
 	case op == "bind":
-		r.Type, r.Flags, r.Data = unix.RTM_NEWADDR, r.Flags|netlink.Create|netlink.Replace, addrMessage(index, a)
+		r.Type, r.Flags, r.Data = uapi.RTM_NEWADDR, r.Flags|netlink.Create|netlink.Replace, addrMessage(index, a)
 	default:
-		r.Type, r.Data = unix.RTM_DELADDR, addrMessage(index, a)
+		r.Type, r.Data = uapi.RTM_DELADDR, addrMessage(index, a)
 	}
 	return r
 }

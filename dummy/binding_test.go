@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -21,8 +22,8 @@ func TestRouteMessage(t *testing.T) {
 	a := netip.MustParseAddr("10.96.0.10")
 	b := routeMessage(7, a)
 	want := []byte{
-		unix.AF_INET, 32, 0, 0, // family, dst_len, src_len, tos
-		unix.RT_TABLE_LOCAL, RouteProtocol, unix.RT_SCOPE_HOST, unix.RTN_LOCAL,
+		uapi.AF_INET, 32, 0, 0, // family, dst_len, src_len, tos
+		uapi.RT_TABLE_LOCAL, RouteProtocol, uapi.RT_SCOPE_HOST, uapi.RTN_LOCAL,
 		0, 0, 0, 0, // flags
 	}
 	attr := func(typ uint16, payload ...byte) {
@@ -30,9 +31,9 @@ func TestRouteMessage(t *testing.T) {
 		want = binary.NativeEndian.AppendUint16(want, typ)
 		want = append(want, payload...)
 	}
-	attr(unix.RTA_DST, 10, 96, 0, 10)
-	attr(unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, 7)...)
-	attr(unix.RTA_TABLE, binary.NativeEndian.AppendUint32(nil, unix.RT_TABLE_LOCAL)...)
+	attr(uapi.RTA_DST, 10, 96, 0, 10)
+	attr(uapi.RTA_OIF, binary.NativeEndian.AppendUint32(nil, 7)...)
+	attr(uapi.RTA_TABLE, binary.NativeEndian.AppendUint32(nil, uapi.RT_TABLE_LOCAL)...)
 	if !slices.Equal(b, want) {
 		t.Errorf("route message\n%x, want\n%x", b, want)
 	}
@@ -45,15 +46,15 @@ func TestRouteMessage(t *testing.T) {
 func route(dst string, edit func(b []byte)) []byte {
 	a := netip.MustParseAddr(dst)
 	w := nl.Writer{B: make([]byte, rtmsgLen, 64)}
-	family, bits := byte(unix.AF_INET), byte(32)
+	family, bits := byte(uapi.AF_INET), byte(32)
 	if a.Is6() {
-		family, bits = unix.AF_INET6, 128
+		family, bits = uapi.AF_INET6, 128
 	}
-	w.B[0], w.B[1], w.B[4], w.B[5], w.B[6], w.B[7] = family, bits, unix.RT_TABLE_LOCAL, RouteProtocol, unix.RT_SCOPE_HOST, unix.RTN_LOCAL
-	w.Uint32(unix.RTA_TABLE, unix.RT_TABLE_LOCAL)
-	w.Addr(unix.RTA_DST, a)
-	w.Addr(unix.RTA_PREFSRC, a)
-	w.Uint32(unix.RTA_OIF, 7)
+	w.B[0], w.B[1], w.B[4], w.B[5], w.B[6], w.B[7] = family, bits, uapi.RT_TABLE_LOCAL, RouteProtocol, uapi.RT_SCOPE_HOST, uapi.RTN_LOCAL
+	w.Uint32(uapi.RTA_TABLE, uapi.RT_TABLE_LOCAL)
+	w.Addr(uapi.RTA_DST, a)
+	w.Addr(uapi.RTA_PREFSRC, a)
+	w.Uint32(uapi.RTA_OIF, 7)
 	if edit != nil {
 		edit(w.B)
 	}
@@ -70,12 +71,12 @@ func TestDecodeRouteFilters(t *testing.T) {
 		ours bool
 	}{
 		{"ours", route("10.96.0.1", nil), true},
-		{"the kernel's", route("10.96.0.1", func(b []byte) { b[5] = unix.RTPROT_KERNEL }), false},
-		{"static", route("10.96.0.1", func(b []byte) { b[5] = unix.RTPROT_STATIC }), false},
-		{"main table", route("10.96.0.1", func(b []byte) { b[4] = unix.RT_TABLE_MAIN; b[rtmsgLen+4] = unix.RT_TABLE_MAIN }), false},
-		{"table id only in RTA_TABLE", route("10.96.0.1", func(b []byte) { b[4] = unix.RT_TABLE_COMPAT; b[rtmsgLen+5] = 1 }), false},
+		{"the kernel's", route("10.96.0.1", func(b []byte) { b[5] = uapi.RTPROT_KERNEL }), false},
+		{"static", route("10.96.0.1", func(b []byte) { b[5] = uapi.RTPROT_STATIC }), false},
+		{"main table", route("10.96.0.1", func(b []byte) { b[4] = uapi.RT_TABLE_MAIN; b[rtmsgLen+4] = uapi.RT_TABLE_MAIN }), false},
+		{"table id only in RTA_TABLE", route("10.96.0.1", func(b []byte) { b[4] = uapi.RT_TABLE_COMPAT; b[rtmsgLen+5] = 1 }), false},
 		{"other device", route("10.96.0.1", setOIF), false},
-		{"unicast", route("10.96.0.1", func(b []byte) { b[7] = unix.RTN_UNICAST }), false},
+		{"unicast", route("10.96.0.1", func(b []byte) { b[7] = uapi.RTN_UNICAST }), false},
 		{"a prefix", route("10.96.0.0", func(b []byte) { b[1] = 24 }), false},
 		{"IPv6", route("fd00::1", nil), false},
 	}
@@ -105,18 +106,18 @@ func (f *fakeRoutes) handle(reqs []netlink.Message) []netlink.Message {
 	for _, req := range reqs {
 		f.seen = append(f.seen, req)
 		switch req.Header.Type {
-		case unix.RTM_GETLINK:
+		case uapi.RTM_GETLINK:
 			out = append(out, fakeLinks([]netlink.Message{req})...)
-		case unix.RTM_GETROUTE:
-			out = append(out, f.dump(req, unix.RTM_NEWROUTE, f.routes, func(a netip.Addr) []byte { return route(a.String(), nil) })...)
-		case unix.RTM_GETADDR:
-			out = append(out, f.dump(req, unix.RTM_NEWADDR, f.addrs, func(a netip.Addr) []byte { return addrMessage(7, a) })...)
-		case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
+		case uapi.RTM_GETROUTE:
+			out = append(out, f.dump(req, uapi.RTM_NEWROUTE, f.routes, func(a netip.Addr) []byte { return route(a.String(), nil) })...)
+		case uapi.RTM_GETADDR:
+			out = append(out, f.dump(req, uapi.RTM_NEWADDR, f.addrs, func(a netip.Addr) []byte { return addrMessage(7, a) })...)
+		case uapi.RTM_NEWROUTE, uapi.RTM_DELROUTE:
 			a, _, _ := decodeRoute(req.Data, 7)
-			out = append(out, nl.Ack(req, f.change(f.routes, a, req.Header.Type == unix.RTM_NEWROUTE, unix.EEXIST, unix.ESRCH), ""))
-		case unix.RTM_NEWADDR, unix.RTM_DELADDR:
+			out = append(out, nl.Ack(req, f.change(f.routes, a, req.Header.Type == uapi.RTM_NEWROUTE, unix.EEXIST, unix.ESRCH), ""))
+		case uapi.RTM_NEWADDR, uapi.RTM_DELADDR:
 			a, _, _ := decodeAddr(req.Data, 7)
-			out = append(out, nl.Ack(req, f.change(f.addrs, a, req.Header.Type == unix.RTM_NEWADDR, 0, unix.EADDRNOTAVAIL), ""))
+			out = append(out, nl.Ack(req, f.change(f.addrs, a, req.Header.Type == uapi.RTM_NEWADDR, 0, unix.EADDRNOTAVAIL), ""))
 		}
 	}
 	return out
@@ -230,7 +231,7 @@ func TestAddressModeLeftovers(t *testing.T) {
 		t.Errorf("UnbindLeftovers: %v; routes %v", err, f.routes)
 	}
 	last := f.seen[len(f.seen)-1]
-	if last.Header.Type != unix.RTM_DELROUTE || last.Data[5] != RouteProtocol {
+	if last.Header.Type != uapi.RTM_DELROUTE || last.Data[5] != RouteProtocol {
 		t.Errorf("the leftover was removed with %v, protocol %d", last.Header.Type, last.Data[5])
 	}
 	var be *BatchError

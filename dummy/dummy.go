@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -39,7 +40,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	if cf.Binding > BindLocalRoutes {
 		return nil, &OpError{Op: "dial", Object: "rtnetlink", Err: fmt.Errorf("unknown binding %v", cf.Binding)}
 	}
-	c, err := nl.Dial(unix.NETLINK_ROUTE, cf.NetNS)
+	c, err := nl.Dial(uapi.NETLINK_ROUTE, cf.NetNS)
 	if err != nil {
 		return nil, &OpError{Op: "dial", Object: "rtnetlink", Err: err}
 	}
@@ -54,9 +55,9 @@ func newConn(c *nl.Conn) *Conn {
 	// check.
 	c.NameRequests("dummy", func(r *nl.Request) string {
 		switch r.Type {
-		case unix.RTM_NEWADDR, unix.RTM_NEWROUTE:
+		case uapi.RTM_NEWADDR, uapi.RTM_NEWROUTE:
 			return "bind"
-		case unix.RTM_DELADDR, unix.RTM_DELROUTE:
+		case uapi.RTM_DELADDR, uapi.RTM_DELROUTE:
 			return "unbind"
 		}
 		return ""
@@ -96,7 +97,7 @@ func (c *Conn) Ensure(ctx context.Context, name string) (*Device, error) {
 		_, err = c.lookup(ctx, name)
 	}
 	if errors.Is(err, ErrLinkNotExist) {
-		err = c.change(ctx, unix.RTM_NEWLINK, netlink.Create|netlink.Excl, newLinkMessage(name))
+		err = c.change(ctx, uapi.RTM_NEWLINK, netlink.Create|netlink.Excl, newLinkMessage(name))
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return nil, opError("ensure", name, netip.Addr{}, classify(err))
 		}
@@ -136,7 +137,7 @@ func (c *Conn) Delete(ctx context.Context, name string) error {
 		return nil
 	}
 	if err == nil {
-		err = c.change(ctx, unix.RTM_DELLINK, 0, linkMessage(index, ""))
+		err = c.change(ctx, uapi.RTM_DELLINK, 0, linkMessage(index, ""))
 		if errors.Is(err, unix.ENODEV) {
 			err = nil
 		}
@@ -160,7 +161,7 @@ func (c *Conn) change(ctx context.Context, typ uint16, flags netlink.HeaderFlags
 // lookup finds a link by name, checks that it is a dummy device and
 // returns its index.
 func (c *Conn) lookup(ctx context.Context, name string) (int32, error) {
-	r := &nl.Request{Type: unix.RTM_GETLINK, Flags: netlink.Acknowledge, Data: linkMessage(0, name)}
+	r := &nl.Request{Type: uapi.RTM_GETLINK, Flags: netlink.Acknowledge, Data: linkMessage(0, name)}
 	if err := c.nl.Exchange(ctx, r); err != nil {
 		return 0, err
 	}
@@ -242,7 +243,7 @@ func (d *Device) list(ctx context.Context, fn func(context.Context, int32) ([]ne
 // addresses dumps the namespace's addresses and returns those on link
 // index.
 func (d *Device) addresses(ctx context.Context, index int32) ([]netip.Addr, error) {
-	return d.dump(ctx, "address", unix.RTM_GETADDR, unix.RTM_NEWADDR, make([]byte, nl.IfAddrMsgLen), func(b []byte) (netip.Addr, bool, error) {
+	return d.dump(ctx, "address", uapi.RTM_GETADDR, uapi.RTM_NEWADDR, make([]byte, nl.IfAddrMsgLen), func(b []byte) (netip.Addr, bool, error) {
 		return decodeAddr(b, index)
 	})
 }
@@ -253,7 +254,7 @@ func linkMessage(index int32, name string) []byte {
 	w := nl.Writer{B: make([]byte, nl.IfInfoMsgLen, 64)}
 	binary.NativeEndian.PutUint32(w.B[4:], uint32(index))
 	if name != "" {
-		w.String(unix.IFLA_IFNAME, name)
+		w.String(uapi.IFLA_IFNAME, name)
 	}
 	return w.B
 }
@@ -261,8 +262,8 @@ func linkMessage(index int32, name string) []byte {
 // newLinkMessage encodes the creation of a dummy link.
 func newLinkMessage(name string) []byte {
 	w := nl.Writer{B: linkMessage(0, name)}
-	n := w.Begin(unix.IFLA_LINKINFO)
-	w.String(unix.IFLA_INFO_KIND, "dummy")
+	n := w.Begin(uapi.IFLA_LINKINFO)
+	w.String(uapi.IFLA_INFO_KIND, "dummy")
 	w.End(n)
 	return w.B
 }

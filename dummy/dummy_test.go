@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"golang.org/x/sys/unix"
 	"slices"
 )
@@ -23,8 +24,8 @@ func TestAddrMessage(t *testing.T) {
 		bits  byte
 		attrs []uint16
 	}{
-		{"10.96.0.1", 32, []uint16{unix.IFA_LOCAL, unix.IFA_ADDRESS}},
-		{"fd00::1", 128, []uint16{unix.IFA_ADDRESS, unix.IFA_FLAGS}},
+		{"10.96.0.1", 32, []uint16{uapi.IFA_LOCAL, uapi.IFA_ADDRESS}},
+		{"fd00::1", 128, []uint16{uapi.IFA_ADDRESS, uapi.IFA_FLAGS}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.addr, func(t *testing.T) {
@@ -41,7 +42,7 @@ func TestAddrMessage(t *testing.T) {
 			d := nl.NewReader(b[nl.IfAddrMsgLen:], "address")
 			for d.Next() {
 				types = append(types, d.Type())
-				if d.Type() == unix.IFA_FLAGS && d.Uint32() != unix.IFA_F_NODAD {
+				if d.Type() == uapi.IFA_FLAGS && d.Uint32() != uapi.IFA_F_NODAD {
 					t.Errorf("IFA_FLAGS %#x, want IFA_F_NODAD", d.Uint32())
 				}
 			}

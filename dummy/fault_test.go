@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -18,14 +19,14 @@ import (
 func fakeLinks(reqs []netlink.Message) []netlink.Message {
 	var out []netlink.Message
 	for _, req := range reqs {
-		if req.Header.Type == unix.RTM_GETLINK {
+		if req.Header.Type == uapi.RTM_GETLINK {
 			w := nl.Writer{B: linkMessage(7, "kube-ipvs0")}
-			n := w.Begin(unix.IFLA_LINKINFO)
-			w.String(unix.IFLA_INFO_KIND, "dummy")
+			n := w.Begin(uapi.IFLA_LINKINFO)
+			w.String(uapi.IFLA_INFO_KIND, "dummy")
 			w.End(n)
-			out = append(out, netlink.Message{Header: netlink.Header{Type: unix.RTM_NEWLINK, Sequence: req.Header.Sequence}, Data: w.B})
+			out = append(out, netlink.Message{Header: netlink.Header{Type: uapi.RTM_NEWLINK, Sequence: req.Header.Sequence}, Data: w.B})
 		}
-		if req.Header.Type == unix.RTM_NEWADDR && binary.NativeEndian.Uint32(req.Data[4:8]) != 7 {
+		if req.Header.Type == uapi.RTM_NEWADDR && binary.NativeEndian.Uint32(req.Data[4:8]) != 7 {
 			out = append(out, nl.Ack(req, int(unix.ENODEV), ""))
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +49,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	if cfg != nil {
 		ns = cfg.NetNS
 	}
-	c, err := nl.Dial(unix.NETLINK_NETFILTER, ns)
+	c, err := nl.Dial(uapi.NETLINK_NETFILTER, ns)
 	if err != nil {
 		return nil, opError("dial", "", "", err)
 	}

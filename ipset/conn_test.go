@@ -30,11 +30,8 @@ const (
 
 func dial(t *testing.T) (*ipsettest.Kernel, *ipset.Conn) {
 	t.Helper()
-	k := ipsettest.New()
-	c, err := k.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := ipsettest.New(nil)
+	c := k.Dial()
 	t.Cleanup(func() { c.Close() })
 	return k, c
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/ipvsplane/ipvsplane/internal/ipvsbench"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkCreate2000x4/floor-512 writes the requests that build
@@ -53,7 +53,7 @@ func BenchmarkCreate2000x4(b *testing.B) {
 // rawConn opens a bare generic netlink socket in ns and looks up the IPVS
 // family's id.
 func rawConn(b *testing.B, ns *testutil.NetNS) (*netlink.Conn, uint16) {
-	lookup, err := nl.Dial(unix.NETLINK_GENERIC, ns.FD())
+	lookup, err := nl.Dial(uapi.NETLINK_GENERIC, ns.FD())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func rawConn(b *testing.B, ns *testutil.NetNS) (*netlink.Conn, uint16) {
 		b.Fatal(err)
 	}
 	nc := testutil.Open(b, func() (*netlink.Conn, error) {
-		return netlink.Dial(unix.NETLINK_GENERIC, &netlink.Config{NetNS: ns.FD()})
+		return netlink.Dial(uapi.NETLINK_GENERIC, &netlink.Config{NetNS: ns.FD()})
 	})
 	if err := nc.SetReadBuffer(8 << 20); err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +41,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	if cfg != nil {
 		ns = cfg.NetNS
 	}
-	c, err := nl.Dial(unix.NETLINK_GENERIC, ns)
+	c, err := nl.Dial(uapi.NETLINK_GENERIC, ns)
 	if err != nil {
 		return nil, &OpError{Op: "dial", Object: "generic netlink", Err: err}
 	}

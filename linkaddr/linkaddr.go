@@ -22,8 +22,8 @@ import (
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Config is optional; a nil *Config means the calling process's network
@@ -46,7 +46,7 @@ func Dial(cfg *Config) (*Conn, error) {
 	if cfg != nil {
 		cf = *cfg
 	}
-	c, err := nl.Dial(unix.NETLINK_ROUTE, cf.NetNS)
+	c, err := nl.Dial(uapi.NETLINK_ROUTE, cf.NetNS)
 	if err != nil {
 		return nil, fmt.Errorf("linkaddr: dial rtnetlink: %w", err)
 	}
@@ -100,7 +100,7 @@ func (c *Conn) Addresses(ctx context.Context, except ...string) ([]netip.Addr, e
 // links dumps the namespace's links, by index.
 func (c *Conn) links(ctx context.Context) (map[int32]string, error) {
 	out := map[int32]string{}
-	err := c.dump(ctx, unix.RTM_GETLINK, unix.RTM_NEWLINK, make([]byte, nl.IfInfoMsgLen), func(b []byte) error {
+	err := c.dump(ctx, uapi.RTM_GETLINK, uapi.RTM_NEWLINK, make([]byte, nl.IfInfoMsgLen), func(b []byte) error {
 		index, name, _, err := nl.DecodeIfInfo(b)
 		if err == nil {
 			out[index] = name
@@ -117,7 +117,7 @@ func (c *Conn) addresses(ctx context.Context, index int32, want map[int32]string
 	req := make([]byte, nl.IfAddrMsgLen)
 	binary.NativeEndian.PutUint32(req[4:], uint32(index))
 	var out []netip.Addr
-	err := c.dump(ctx, unix.RTM_GETADDR, unix.RTM_NEWADDR, req, func(b []byte) error {
+	err := c.dump(ctx, uapi.RTM_GETADDR, uapi.RTM_NEWADDR, req, func(b []byte) error {
 		link, addr, err := nl.DecodeIfAddr(b)
 		if _, ok := want[link]; ok && err == nil && addr.IsValid() {
 			out = append(out, addr.Unmap())

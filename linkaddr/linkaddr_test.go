@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -36,22 +37,22 @@ func (f *fakeNamespace) handle(reqs []netlink.Message) []netlink.Message {
 	}
 	for _, req := range reqs {
 		switch req.Header.Type {
-		case unix.RTM_GETLINK:
+		case uapi.RTM_GETLINK:
 			for index, name := range f.links {
 				w := nl.Writer{B: make([]byte, nl.IfInfoMsgLen)}
 				binary.NativeEndian.PutUint32(w.B[4:], uint32(index))
-				w.String(unix.IFLA_IFNAME, name)
-				part(unix.RTM_NEWLINK, w.B)
+				w.String(uapi.IFLA_IFNAME, name)
+				part(uapi.RTM_NEWLINK, w.B)
 			}
-		case unix.RTM_GETADDR:
+		case uapi.RTM_GETADDR:
 			for _, a := range f.addrs {
 				w := nl.Writer{B: make([]byte, nl.IfAddrMsgLen)}
 				binary.NativeEndian.PutUint32(w.B[4:], uint32(a.link))
 				if a.local != "" {
-					w.Addr(unix.IFA_LOCAL, netip.MustParseAddr(a.local))
+					w.Addr(uapi.IFA_LOCAL, netip.MustParseAddr(a.local))
 				}
-				w.Addr(unix.IFA_ADDRESS, netip.MustParseAddr(a.addr))
-				part(unix.RTM_NEWADDR, w.B)
+				w.Addr(uapi.IFA_ADDRESS, netip.MustParseAddr(a.addr))
+				part(uapi.RTM_NEWADDR, w.B)
 			}
 		}
 		part(uint16(netlink.Done), make([]byte, 4))

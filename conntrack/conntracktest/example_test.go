@@ -20,7 +20,7 @@ func forget(ctx context.Context, c *conntrack.Conn, service, endpoint netip.Addr
 // have made and checks what is left.
 func Example() {
 	ctx := context.Background()
-	k := conntracktest.New()
+	k := conntracktest.New(nil)
 	dns := netip.MustParseAddr("10.96.0.10")
 	client := netip.MustParseAddr("10.0.0.2")
 	udp := func(sport uint16, backend string) conntrack.Flow {

@@ -12,13 +12,22 @@ import (
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
-// Socket buffer sizes the Conns see: net.core.rmem_default and
-// wmem_default, doubled by the kernel, as an unprivileged setting leaves
-// them; many deletes then take several writes, as on a host.
+// Socket buffer sizes the Conns see unless Options say otherwise:
+// net.core.rmem_default and wmem_default, doubled by the kernel, as an
+// unprivileged setting leaves them; many deletes then take several
+// writes, as on a host.
 const (
-	readBuffer  = 2 * 212992
-	writeBuffer = 2 * 212992
+	defaultReadBuffer  = 2 * 212992
+	defaultWriteBuffer = 2 * 212992
 )
+
+// Options tune the fake; the zero value is a fresh table.
+type Options struct {
+	// ReadBuffer and WriteBuffer are the socket buffer sizes the Conns
+	// see, which bound how a Conn cuts deletes into writes; 0 means
+	// 416 KiB each, as an unprivileged Dial gets.
+	ReadBuffer, WriteBuffer int
+}
 
 // maxEntries is what the fake reports as net.netfilter.nf_conntrack_max.
 const maxEntries = 262144
@@ -30,6 +39,8 @@ const trafficTimeout = 30 * time.Second
 // Kernel is the connection tracking table of one network namespace, in
 // memory. Its methods are safe for concurrent use.
 type Kernel struct {
+	opts Options
+
 	mu      sync.Mutex
 	entries []*entry
 	lastID  uint32
@@ -42,14 +53,26 @@ type entry struct {
 	expires time.Time
 }
 
-// New returns an empty table.
-func New() *Kernel { return &Kernel{} }
+// New returns an empty table. opts may be nil.
+func New(opts *Options) *Kernel {
+	k := &Kernel{}
+	if opts != nil {
+		k.opts = *opts
+	}
+	if k.opts.ReadBuffer == 0 {
+		k.opts.ReadBuffer = defaultReadBuffer
+	}
+	if k.opts.WriteBuffer == 0 {
+		k.opts.WriteBuffer = defaultWriteBuffer
+	}
+	return k
+}
 
 // Dial returns a real *conntrack.Conn whose socket reaches this table, as
 // conntrack.Dial returns one on the host's. Conns of one Kernel share its
 // table, as sockets in one namespace do.
 func (k *Kernel) Dial() *conntrack.Conn {
-	return seam.NewConn(nl.Serve(k.serve), readBuffer, writeBuffer).(*conntrack.Conn)
+	return seam.NewConn(nl.Serve(k.serve), k.opts.ReadBuffer, k.opts.WriteBuffer).(*conntrack.Conn)
 }
 
 // Add puts entries in the table as traffic would: confirmed, with the

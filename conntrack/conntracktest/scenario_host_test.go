@@ -18,7 +18,7 @@ func TestScenarioMatchesKernel(t *testing.T) {
 	kc := testutil.Open(t, func() (*conntrack.Conn, error) { return conntrack.Dial(&conntrack.Config{NetNS: ns.FD()}) })
 	onKernel := scenario(t, kc)
 
-	fc := conntracktest.New().Dial()
+	fc := conntracktest.New(nil).Dial()
 	defer fc.Close()
 	onFake := scenario(t, fc)
 

@@ -106,7 +106,7 @@ func scenario(t *testing.T, c *conntrack.Conn) []string {
 }
 
 func TestScenario(t *testing.T) {
-	k := conntracktest.New()
+	k := conntracktest.New(nil)
 	c := k.Dial()
 	defer c.Close()
 	got := scenario(t, c)
@@ -143,7 +143,7 @@ func TestScenario(t *testing.T) {
 // Time runs in the table: the timeout left shrinks and an entry whose time
 // is up is gone.
 func TestTimeoutsRun(t *testing.T) {
-	k := conntracktest.New()
+	k := conntracktest.New(nil)
 	f := udpFlow("10.0.0.2", 40000, "10.96.0.10:53", "10.244.1.5:5353")
 	f.Timeout = time.Second
 	long := udpFlow("10.0.0.2", 40001, "10.96.0.10:53", "10.244.1.5:5353")
@@ -164,7 +164,7 @@ func TestTimeoutsRun(t *testing.T) {
 
 // Add refuses what the kernel could not hold.
 func TestAddRefusesClash(t *testing.T) {
-	k := conntracktest.New()
+	k := conntracktest.New(nil)
 	f := udpFlow("10.0.0.2", 40000, "10.96.0.10:53", "10.244.1.5:5353")
 	if err := k.Add(f); err != nil {
 		t.Fatal(err)
@@ -174,5 +174,30 @@ func TestAddRefusesClash(t *testing.T) {
 	}
 	if err := k.Add(conntrack.Flow{Orig: conntrack.Tuple{Src: f.Orig.Src}}); err == nil {
 		t.Error("Add of an incomplete tuple succeeded")
+	}
+}
+
+// With small socket buffers the deletes of many entries are cut into many
+// writes, and every entry still goes.
+func TestSmallBuffers(t *testing.T) {
+	ctx := context.Background()
+	k := conntracktest.New(&conntracktest.Options{ReadBuffer: 16 << 10, WriteBuffer: 4 << 10})
+	service := netip.AddrPortFrom(netip.MustParseAddr("10.96.0.10"), 53)
+	endpoint := netip.AddrPortFrom(netip.MustParseAddr("10.244.0.5"), 53)
+	for i := range 2000 {
+		client := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+		flow := conntrack.Flow{
+			Orig:  conntrack.Tuple{Protocol: inet.UDP, Src: client, SrcPort: 1000, Dst: service.Addr(), DstPort: service.Port()},
+			Reply: conntrack.Tuple{Protocol: inet.UDP, Src: endpoint.Addr(), SrcPort: endpoint.Port(), Dst: client, DstPort: 1000},
+		}
+		if err := k.Add(flow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := k.Dial()
+	defer c.Close()
+	n, err := c.DeleteMatching(ctx, conntrack.ByEndpoint(inet.UDP, service, endpoint))
+	if err != nil || n != 2000 || len(k.Flows()) != 0 {
+		t.Fatalf("deleted %d, %v; %d left", n, err, len(k.Flows()))
 	}
 }

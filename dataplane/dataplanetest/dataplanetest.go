@@ -82,9 +82,9 @@ func New(dir string, opts *Options) (*Node, error) {
 	}
 	n := &Node{
 		IPVS:    ipvstest.New(nil),
-		Sets:    ipsettest.New(),
+		Sets:    ipsettest.New(nil),
 		Links:   dummytest.New(nil),
-		Flows:   conntracktest.New(),
+		Flows:   conntracktest.New(nil),
 		ProcSys: filepath.Join(dir, "sys"),
 		procNet: filepath.Join(dir, "net"),
 		release: o.Release,
@@ -146,9 +146,9 @@ func (n *Node) Open(cfg *dataplane.Config) (*dataplane.Dataplane, error) {
 func (n *Node) namespace() *ns.Namespace {
 	return &ns.Namespace{
 		DialIPVS:       func() (*ipvs.Conn, error) { return n.IPVS.Dial(), nil },
-		DialSets:       func() (*ipset.Conn, error) { return n.Sets.Dial() },
-		DialLinks:      func(b dummy.Binding) (*dummy.Conn, error) { return n.Links.Dial(b), nil },
-		DialRules:      func() (*nftables.Conn, error) { return n.Rules.Dial() },
+		DialSets:       func() (*ipset.Conn, error) { return n.Sets.Dial(), nil },
+		DialLinks:      func(b dummy.Binding) (*dummy.Conn, error) { return n.Links.DialBinding(b), nil },
+		DialRules:      func() (*nftables.Conn, error) { return n.Rules.Dial(), nil },
 		DialFlows:      func() (*conntrack.Conn, error) { return n.Flows.Dial(), nil },
 		DialGeneration: func() (ns.GenerationReader, error) { return generation{n.Rules}, nil },
 		Release:        n.release,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/dummy/dummytest"
 )
 
@@ -14,7 +13,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	k := dummytest.New(nil)
-	c := k.Dial(dummy.BindAddresses)
+	c := k.Dial()
 	defer c.Close()
 
 	dev, err := c.Ensure(ctx, "kube-ipvs0")

@@ -69,10 +69,13 @@ func New(opts *Options) *Kernel {
 }
 
 // Dial returns a real *dummy.Conn whose socket reaches this kernel, as
-// dummy.Dial returns one on the host's, its devices binding addresses as
-// binding says. Conns of one Kernel share its links, as sockets in one
-// namespace do.
-func (k *Kernel) Dial(binding dummy.Binding) *dummy.Conn {
+// dummy.Dial(nil) returns one on the host's: its devices bind service
+// addresses as addresses (dummy.BindAddresses). Conns of one Kernel share
+// its links, as sockets in one namespace do.
+func (k *Kernel) Dial() *dummy.Conn { return k.DialBinding(dummy.BindAddresses) }
+
+// DialBinding is Dial with the binding dummy.Config.Binding would choose.
+func (k *Kernel) DialBinding(binding dummy.Binding) *dummy.Conn {
 	return seam.NewConn(nl.Serve(k.serve), readBuffer, writeBuffer, uint8(binding)).(*dummy.Conn)
 }
 

@@ -24,7 +24,7 @@ type namespace interface {
 
 type fake struct{ k *dummytest.Kernel }
 
-func (f fake) dial(b dummy.Binding) *dummy.Conn { return f.k.Dial(b) }
+func (f fake) dial(b dummy.Binding) *dummy.Conn { return f.k.DialBinding(b) }
 
 func (f fake) addLink(t *testing.T, name, kind string) {
 	if err := f.k.AddLink(name, kind); err != nil {
@@ -168,7 +168,7 @@ func TestScenario(t *testing.T) {
 // A kernel without the driver refuses the device as the development
 // hosts' kernel does.
 func TestWithoutDriver(t *testing.T) {
-	c := dummytest.New(&dummytest.Options{WithoutDriver: true}).Dial(dummy.BindAddresses)
+	c := dummytest.New(&dummytest.Options{WithoutDriver: true}).Dial()
 	defer c.Close()
 	_, err := c.Ensure(context.Background(), "kube-ipvs0")
 	if !errors.Is(err, dummy.ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) {
@@ -182,7 +182,7 @@ func TestWithoutDriver(t *testing.T) {
 func TestLocalRoutesBesideAddresses(t *testing.T) {
 	k := dummytest.New(nil)
 	ctx := context.Background()
-	c := k.Dial(dummy.BindAddresses)
+	c := k.Dial()
 	defer c.Close()
 	dev, err := c.Ensure(ctx, "kube-ipvs0")
 	if err != nil {
@@ -191,7 +191,7 @@ func TestLocalRoutesBesideAddresses(t *testing.T) {
 	if err := dev.BindAll(ctx, addrs("10.96.0.1", "10.96.0.2")); err != nil {
 		t.Fatal(err)
 	}
-	r := k.Dial(dummy.BindLocalRoutes)
+	r := k.DialBinding(dummy.BindLocalRoutes)
 	defer r.Close()
 	rdev, err := r.Get(ctx, "kube-ipvs0")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -35,22 +36,22 @@ func (k *Kernel) answer(m netlink.Message) []netlink.Message {
 		errno unix.Errno
 	)
 	switch typ {
-	case unix.RTM_GETLINK:
+	case uapi.RTM_GETLINK:
 		var l *link
 		if l, errno = k.getLink(m.Data); errno == 0 {
-			out = append(out, reply(m, unix.RTM_NEWLINK, 0, linkMessage(l)))
+			out = append(out, reply(m, uapi.RTM_NEWLINK, 0, linkMessage(l)))
 		}
-	case unix.RTM_NEWLINK:
+	case uapi.RTM_NEWLINK:
 		errno = k.newLink(m.Header.Flags, m.Data)
-	case unix.RTM_DELLINK:
+	case uapi.RTM_DELLINK:
 		errno = k.delLink(m.Data)
-	case unix.RTM_NEWADDR:
+	case uapi.RTM_NEWADDR:
 		errno = k.newAddr(m.Header.Flags, m.Data)
-	case unix.RTM_DELADDR:
+	case uapi.RTM_DELADDR:
 		errno = k.delAddr(m.Data)
-	case unix.RTM_NEWROUTE:
+	case uapi.RTM_NEWROUTE:
 		errno = k.newRoute(m.Header.Flags, m.Data)
-	case unix.RTM_DELROUTE:
+	case uapi.RTM_DELROUTE:
 		errno = k.delRoute(m.Data)
 	default:
 		errno = unix.EOPNOTSUPP
@@ -73,22 +74,22 @@ func (k *Kernel) dump(m netlink.Message, typ uint16) []netlink.Message {
 	var out []netlink.Message
 	add := func(typ uint16, data []byte) { out = append(out, reply(m, typ, netlink.Multi, data)) }
 	switch typ {
-	case unix.RTM_GETLINK:
+	case uapi.RTM_GETLINK:
 		for _, l := range k.links {
-			add(unix.RTM_NEWLINK, linkMessage(l))
+			add(uapi.RTM_NEWLINK, linkMessage(l))
 		}
-	case unix.RTM_GETADDR:
+	case uapi.RTM_GETADDR:
 		for _, l := range k.links {
 			for _, p := range l.addrs {
-				if family == unix.AF_UNSPEC || (family == unix.AF_INET) == p.Addr().Is4() {
-					add(unix.RTM_NEWADDR, addrMessage(l, p))
+				if family == uapi.AF_UNSPEC || (family == uapi.AF_INET) == p.Addr().Is4() {
+					add(uapi.RTM_NEWADDR, addrMessage(l, p))
 				}
 			}
 		}
-	case unix.RTM_GETROUTE:
-		if family == unix.AF_UNSPEC || family == unix.AF_INET {
+	case uapi.RTM_GETROUTE:
+		if family == uapi.AF_UNSPEC || family == uapi.AF_INET {
 			for _, r := range k.routes {
-				add(unix.RTM_NEWROUTE, routeMessage(r))
+				add(uapi.RTM_NEWROUTE, routeMessage(r))
 			}
 		}
 	default:
@@ -187,8 +188,8 @@ func (k *Kernel) newAddr(flags netlink.HeaderFlags, b []byte) unix.Errno {
 	l.addrs = append(l.addrs, r.prefix)
 	if a := r.prefix.Addr(); a.Is4() {
 		k.routes = append(k.routes, route{
-			dst: netip.PrefixFrom(a, 32), table: unix.RT_TABLE_LOCAL, oif: l.index,
-			protocol: protoKernel, scope: unix.RT_SCOPE_HOST, typ: unix.RTN_LOCAL, prefsrc: a,
+			dst: netip.PrefixFrom(a, 32), table: uapi.RT_TABLE_LOCAL, oif: l.index,
+			protocol: protoKernel, scope: uapi.RT_SCOPE_HOST, typ: uapi.RTN_LOCAL, prefsrc: a,
 		})
 	}
 	return 0
@@ -230,9 +231,9 @@ func (k *Kernel) newRoute(flags netlink.HeaderFlags, b []byte) unix.Errno {
 	switch {
 	case l == nil:
 		return unix.ENODEV
-	case r.family == unix.AF_INET6 && !l.up:
+	case r.family == uapi.AF_INET6 && !l.up:
 		return unix.ENETDOWN
-	case r.family != unix.AF_INET:
+	case r.family != uapi.AF_INET:
 		return unix.EOPNOTSUPP
 	case slices.Contains(k.routes, r.route) && flags&netlink.Replace == 0:
 		return unix.EEXIST
@@ -260,7 +261,7 @@ func (k *Kernel) delRoute(b []byte) unix.Errno {
 		return x.dst == r.dst && x.table == r.table &&
 			(r.typ == 0 || x.typ == r.typ) &&
 			(r.protocol == 0 || x.protocol == r.protocol) &&
-			(r.scope == unix.RT_SCOPE_NOWHERE || x.scope == r.scope) &&
+			(r.scope == uapi.RT_SCOPE_NOWHERE || x.scope == r.scope) &&
 			(!r.prefsrc.IsValid() || x.prefsrc == r.prefsrc) &&
 			(r.oif == 0 || x.oif == r.oif)
 	})

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Sizes of struct ifinfomsg, ifaddrmsg and rtmsg
@@ -33,12 +33,12 @@ func parseLink(b []byte) (linkRequest, bool) {
 	d := nl.NewReader(b[ifinfomsgLen:], "link")
 	for d.Next() {
 		switch d.Type() {
-		case unix.IFLA_IFNAME:
-			r.name = d.String(unix.IFNAMSIZ)
-		case unix.IFLA_LINKINFO:
+		case uapi.IFLA_IFNAME:
+			r.name = d.String(uapi.IFNAMSIZ)
+		case uapi.IFLA_LINKINFO:
 			d.Nest(func(info *nl.Reader) {
 				for info.Next() {
-					if info.Type() == unix.IFLA_INFO_KIND {
+					if info.Type() == uapi.IFLA_INFO_KIND {
 						r.kind = info.String(0)
 					}
 				}
@@ -69,14 +69,14 @@ func parseAddr(b []byte) (addrRequest, bool) {
 	d := nl.NewReader(b[ifaddrmsgLen:], "address")
 	for d.Next() {
 		switch d.Type() {
-		case unix.IFA_LOCAL:
+		case uapi.IFA_LOCAL:
 			local = d.Addr()
-		case unix.IFA_ADDRESS:
+		case uapi.IFA_ADDRESS:
 			address = d.Addr()
 		}
 	}
 	a := local
-	if !a.IsValid() || (r.family == unix.AF_INET6 && address.IsValid()) {
+	if !a.IsValid() || (r.family == uapi.AF_INET6 && address.IsValid()) {
 		a = address
 	}
 	if a.IsValid() {
@@ -102,13 +102,13 @@ func parseRoute(b []byte) (routeRequest, bool) {
 	d := nl.NewReader(b[rtmsgLen:], "route")
 	for d.Next() {
 		switch d.Type() {
-		case unix.RTA_DST:
+		case uapi.RTA_DST:
 			r.dst = netip.PrefixFrom(d.Addr(), bits)
-		case unix.RTA_OIF:
+		case uapi.RTA_OIF:
 			r.oif = int32(d.Uint32())
-		case unix.RTA_TABLE:
+		case uapi.RTA_TABLE:
 			r.table = d.Uint32()
-		case unix.RTA_PREFSRC:
+		case uapi.RTA_PREFSRC:
 			r.prefsrc = d.Addr()
 		}
 	}
@@ -120,19 +120,19 @@ func parseRoute(b []byte) (routeRequest, bool) {
 // with IFLA_INFO_KIND.
 func linkMessage(l *link) []byte {
 	w := nl.Writer{B: make([]byte, ifinfomsgLen)}
-	typ := uint16(unix.ARPHRD_ETHER)
+	typ := uint16(uapi.ARPHRD_ETHER)
 	if l.kind == "" {
-		typ = unix.ARPHRD_LOOPBACK
+		typ = uapi.ARPHRD_LOOPBACK
 	}
 	binary.NativeEndian.PutUint16(w.B[2:], typ)
 	binary.NativeEndian.PutUint32(w.B[4:], uint32(l.index))
 	if l.up {
-		binary.NativeEndian.PutUint32(w.B[8:], unix.IFF_UP|unix.IFF_RUNNING)
+		binary.NativeEndian.PutUint32(w.B[8:], uapi.IFF_UP|uapi.IFF_RUNNING)
 	}
-	w.String(unix.IFLA_IFNAME, l.name)
+	w.String(uapi.IFLA_IFNAME, l.name)
 	if l.kind != "" {
-		n := w.Begin(unix.IFLA_LINKINFO | nl.Nested)
-		w.String(unix.IFLA_INFO_KIND, l.kind)
+		n := w.Begin(uapi.IFLA_LINKINFO | nl.Nested)
+		w.String(uapi.IFLA_INFO_KIND, l.kind)
 		w.End(n)
 	}
 	return w.B
@@ -143,18 +143,18 @@ func linkMessage(l *link) []byte {
 // package dummy binds them.
 func addrMessage(l *link, p netip.Prefix) []byte {
 	w := nl.Writer{B: make([]byte, ifaddrmsgLen)}
-	w.B[0], w.B[1], w.B[2] = unix.AF_INET, byte(p.Bits()), unix.IFA_F_PERMANENT
+	w.B[0], w.B[1], w.B[2] = uapi.AF_INET, byte(p.Bits()), uapi.IFA_F_PERMANENT
 	if p.Addr().Is6() {
-		w.B[0] = unix.AF_INET6
+		w.B[0] = uapi.AF_INET6
 	}
 	binary.NativeEndian.PutUint32(w.B[4:], uint32(l.index))
-	w.Addr(unix.IFA_ADDRESS, p.Addr())
+	w.Addr(uapi.IFA_ADDRESS, p.Addr())
 	if p.Addr().Is4() {
-		w.Addr(unix.IFA_LOCAL, p.Addr())
-		w.String(unix.IFA_LABEL, l.name)
-		w.Uint32(unix.IFA_FLAGS, unix.IFA_F_PERMANENT)
+		w.Addr(uapi.IFA_LOCAL, p.Addr())
+		w.String(uapi.IFA_LABEL, l.name)
+		w.Uint32(uapi.IFA_FLAGS, uapi.IFA_F_PERMANENT)
 	} else {
-		w.Uint32(unix.IFA_FLAGS, unix.IFA_F_PERMANENT|unix.IFA_F_NODAD)
+		w.Uint32(uapi.IFA_FLAGS, uapi.IFA_F_PERMANENT|uapi.IFA_F_NODAD)
 	}
 	return w.B
 }
@@ -163,14 +163,14 @@ func addrMessage(l *link, p netip.Prefix) []byte {
 // route.
 func routeMessage(r route) []byte {
 	w := nl.Writer{B: make([]byte, rtmsgLen)}
-	w.B[0], w.B[1] = unix.AF_INET, byte(r.dst.Bits())
+	w.B[0], w.B[1] = uapi.AF_INET, byte(r.dst.Bits())
 	w.B[4], w.B[5], w.B[6], w.B[7] = byte(min(r.table, 255)), r.protocol, r.scope, r.typ
-	w.Uint32(unix.RTA_TABLE, r.table)
-	w.Addr(unix.RTA_DST, r.dst.Addr())
+	w.Uint32(uapi.RTA_TABLE, r.table)
+	w.Addr(uapi.RTA_DST, r.dst.Addr())
 	if r.prefsrc.IsValid() {
-		w.Addr(unix.RTA_PREFSRC, r.prefsrc)
+		w.Addr(uapi.RTA_PREFSRC, r.prefsrc)
 	}
-	w.Uint32(unix.RTA_OIF, uint32(r.oif))
+	w.Uint32(uapi.RTA_OIF, uint32(r.oif))
 	return w.B
 }
 

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/internal/fault"
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Socket buffer sizes asked for. With CAP_NET_ADMIN the kernel grants them
@@ -43,65 +42,6 @@ type Conn struct {
 	// pkg and name name requests for a fault.Hook the context carries.
 	pkg  string
 	name func(r *Request) string
-}
-
-// Dial opens a netlink socket of the given protocol (unix.NETLINK_*) in
-// the network namespace netns names (0: the caller's).
-func Dial(protocol, netns int) (*Conn, error) {
-	nc, err := netlink.Dial(protocol, &netlink.Config{NetNS: netns})
-	if err != nil {
-		return nil, err
-	}
-	c, err := configure(nc, protocol)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-func configure(nc *netlink.Conn, protocol int) (*Conn, error) {
-	// Extended acks carry the kernel's reason; capped acks keep each
-	// error reply small, whatever the request's size. Both exist since
-	// Linux 4.12; without them errors only lose their text.
-	_ = nc.SetOption(netlink.ExtendedAcknowledge, true)
-	_ = nc.SetOption(netlink.CapAcknowledge, true)
-	_ = nc.SetReadBuffer(wantReadBuffer)
-	_ = nc.SetWriteBuffer(wantWriteBuffer)
-	rb, err := nc.ReadBuffer()
-	if err != nil {
-		return nil, err
-	}
-	wb, err := nc.WriteBuffer()
-	if err != nil {
-		return nil, err
-	}
-	s, err := newSocket(nc)
-	if err != nil {
-		return nil, err
-	}
-	c := NewConn(s, rb, wb)
-	c.peer = func() (*Conn, error) {
-		ns, err := s.netNS()
-		if err != nil {
-			return nil, err
-		}
-		defer unix.Close(ns)
-		return Dial(protocol, ns)
-	}
-	return c, nil
-}
-
-// SetStrictCheck asks the kernel to check this socket's dump requests
-// strictly and to filter them by their header's fields
-// (NETLINK_GET_STRICT_CHK, Linux 4.20): an address dump naming a link's
-// index then carries that link's addresses only.
-func (c *Conn) SetStrictCheck() error {
-	s, ok := c.t.(*socket)
-	if !ok {
-		return errors.New("netlink: strict checking needs a socket")
-	}
-	return s.SetOption(netlink.GetStrictCheck, true)
 }
 
 // NewConn makes a Conn over a transport, with the sizes of its receive
@@ -228,7 +168,7 @@ func (c *Conn) drain() {
 	_ = c.t.SetDeadline(time.Now().Add(drainWait))
 	for {
 		_, err := c.t.Receive()
-		if err != nil && !errors.Is(err, unix.ENOBUFS) {
+		if err != nil && !errors.Is(err, syscall.ENOBUFS) {
 			break
 		}
 	}
@@ -241,32 +181,4 @@ func failAll(reqs []*Request, err error) {
 			r.Err, r.done = err, true
 		}
 	}
-}
-
-// SetBuffers sets the socket's receive and send buffer sizes and sizes
-// batches to what the kernel grants.
-func (c *Conn) SetBuffers(read, write int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.t.(*socket)
-	if !ok {
-		return errors.ErrUnsupported
-	}
-	if err := s.SetReadBuffer(read); err != nil {
-		return err
-	}
-	if err := s.SetWriteBuffer(write); err != nil {
-		return err
-	}
-	rb, err := s.ReadBuffer()
-	if err != nil {
-		return err
-	}
-	wb, err := s.WriteBuffer()
-	if err != nil {
-		return err
-	}
-	n := NewConn(s, rb, wb)
-	c.recvBudget, c.sendBudget = n.recvBudget, n.sendBudget
-	return nil
 }

@@ -4,15 +4,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Error is the kernel's refusal of one request: its errno, the text of
 // its extended acknowledgement, and what it echoed of the request.
 type Error struct {
-	Errno unix.Errno
+	Errno syscall.Errno
 	// Message is the extended acknowledgement's text (NLMSGERR_ATTR_MSG).
 	Message string
 	// Echo is what the kernel sent back of the request: its header, and
@@ -48,9 +48,9 @@ func ParseError(m netlink.Message) (*Error, error) {
 	if code == 0 {
 		return nil, nil
 	}
-	ke := &Error{Errno: unix.Errno(-code)}
+	ke := &Error{Errno: syscall.Errno(-code)}
 	if code > 0 {
-		ke.Errno = unix.Errno(code)
+		ke.Errno = syscall.Errno(code)
 	}
 	off := 4
 	if m.Header.Type == netlink.Error && len(m.Data) >= 4+HeaderLen {

@@ -2,10 +2,10 @@ package nl
 
 import (
 	"errors"
+	"syscall"
 
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Request is one message to the kernel and, after an exchange, its
@@ -156,7 +156,7 @@ func (c *Conn) roundTrip(chunk []*Request, hook fault.Hook) (retry []*Request, e
 			switch {
 			case perr != nil:
 				r.Err = perr
-			case ke != nil && ke.Errno == unix.EBUSY && r.isDump():
+			case ke != nil && ke.Errno == syscall.EBUSY && r.isDump():
 				retry = append(retry, r)
 			case ke != nil:
 				r.Err = ke
@@ -193,7 +193,7 @@ func (c *Conn) injectFaults(chunk []*Request, hook fault.Hook) []*Request {
 			pass = append(pass, r)
 			continue
 		}
-		var errno unix.Errno
+		var errno syscall.Errno
 		if errors.As(err, &errno) {
 			err = &Error{Errno: errno}
 		}

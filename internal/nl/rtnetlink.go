@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"golang.org/x/sys/unix"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 )
 
 // Headers of rtnetlink's link and address messages: struct ifinfomsg
@@ -26,12 +26,12 @@ func DecodeIfInfo(b []byte) (index int32, name, kind string, err error) {
 	d := NewReader(b[IfInfoMsgLen:], "link")
 	for d.Next() {
 		switch d.Type() {
-		case unix.IFLA_IFNAME:
+		case uapi.IFLA_IFNAME:
 			name = d.String(0)
-		case unix.IFLA_LINKINFO:
+		case uapi.IFLA_LINKINFO:
 			d.Nest(func(info *Reader) {
 				for info.Next() {
-					if info.Type() == unix.IFLA_INFO_KIND {
+					if info.Type() == uapi.IFLA_INFO_KIND {
 						kind = info.String(0)
 					}
 				}
@@ -54,9 +54,9 @@ func DecodeIfAddr(b []byte) (index int32, addr netip.Addr, err error) {
 	d := NewReader(b[IfAddrMsgLen:], "address")
 	for d.Next() {
 		switch d.Type() {
-		case unix.IFA_LOCAL:
+		case uapi.IFA_LOCAL:
 			local = d.Addr()
-		case unix.IFA_ADDRESS:
+		case uapi.IFA_ADDRESS:
 			address = d.Addr()
 		}
 	}

@@ -2,13 +2,10 @@ package nl
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Transport moves netlink messages between a Conn and the kernel. The
@@ -23,77 +20,6 @@ type Transport interface {
 	// blocked call at once.
 	SetDeadline(t time.Time) error
 	Close() error
-}
-
-// recvBufSize holds any datagram: dump replies are capped at 32 KiB, and
-// an ipset bulk error echoes a request of up to 65 KiB.
-const recvBufSize = 160 << 10
-
-// socket is a netlink socket that mdlayher/netlink opened and configures;
-// messages go through its file descriptor directly.
-type socket struct {
-	*netlink.Conn
-	raw syscall.RawConn
-	buf []byte
-}
-
-func newSocket(nc *netlink.Conn) (*socket, error) {
-	raw, err := nc.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	return &socket{Conn: nc, raw: raw, buf: make([]byte, recvBufSize)}, nil
-}
-
-func (s *socket) Send(b []byte) error {
-	var werr error
-	// RawConn.Write waits in the runtime poller, so deadlines apply.
-	err := s.raw.Write(func(fd uintptr) bool {
-		_, werr = unix.Write(int(fd), b)
-		return werr != unix.EAGAIN && werr != unix.EINTR
-	})
-	if err != nil {
-		return err
-	}
-	return werr
-}
-
-func (s *socket) Receive() ([]netlink.Message, error) {
-	var (
-		n, flags int
-		rerr     error
-	)
-	// RawConn.Read waits in the runtime poller, so deadlines apply.
-	err := s.raw.Read(func(fd uintptr) bool {
-		n, _, flags, _, rerr = unix.Recvmsg(int(fd), s.buf, nil, 0)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
-	})
-	if err != nil {
-		return nil, err
-	}
-	if rerr != nil {
-		return nil, rerr
-	}
-	if flags&unix.MSG_TRUNC != 0 {
-		return nil, errors.New("netlink datagram truncated")
-	}
-	return ParseMessages(s.buf[:n])
-}
-
-// netNS returns a new descriptor of the socket's network namespace, which
-// SIOCGSKNS names (Linux 4.9) whatever namespace the caller is in now.
-func (s *socket) netNS() (int, error) {
-	var (
-		ns   int
-		nerr error
-	)
-	err := s.raw.Control(func(fd uintptr) {
-		ns, nerr = unix.IoctlRetInt(int(fd), unix.SIOCGSKNS)
-	})
-	if err == nil {
-		err = nerr
-	}
-	return ns, err
 }
 
 // ParseMessages splits a datagram into messages. Their payloads share one

@@ -28,17 +28,14 @@ func allow(ctx context.Context, c *ipset.Conn, clients ...string) error {
 // ends up with; an address allowed twice fails as on a host.
 func Example() {
 	ctx := context.Background()
-	k := ipsettest.New()
-	c, err := k.Dial()
-	if err != nil {
-		panic(err)
-	}
+	k := ipsettest.New(nil)
+	c := k.Dial()
 	defer c.Close()
 
 	fmt.Println(allow(ctx, c, "10.0.0.1", "10.0.0.2"))
 	fmt.Print(k.Dump())
 
-	err = allow(ctx, c, "10.0.0.3", "10.0.0.1")
+	err := allow(ctx, c, "10.0.0.3", "10.0.0.1")
 	fmt.Println(errors.Is(err, ipset.ErrEntryExist))
 	_, entries, _ := k.Set("allowed")
 	fmt.Println(len(entries))

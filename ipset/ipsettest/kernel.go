@@ -11,15 +11,26 @@ import (
 	"github.com/ipvsplane/ipvsplane/ipset/internal/seam"
 )
 
-// Socket buffer sizes the Conns see: what a privileged Dial gets.
+// Socket buffer sizes the Conns see unless Options say otherwise: what a
+// privileged Dial gets.
 const (
-	readBuffer  = 16 << 20
-	writeBuffer = 8 << 20
+	defaultReadBuffer  = 16 << 20
+	defaultWriteBuffer = 8 << 20
 )
+
+// Options tune the fake; the zero value is a fresh kernel.
+type Options struct {
+	// ReadBuffer and WriteBuffer are the socket buffer sizes the Conns
+	// see, which bound how a Conn cuts bulk changes into writes; 0 means
+	// 16 MiB and 8 MiB, as a privileged Dial gets.
+	ReadBuffer, WriteBuffer int
+}
 
 // Kernel is the ipset of one network namespace, in memory. Its methods
 // are safe for concurrent use.
 type Kernel struct {
+	opts Options
+
 	mu sync.Mutex
 	// sets are by kernel index; a destroyed set leaves a free slot that
 	// the next create takes, as ip_set_list does.
@@ -76,19 +87,31 @@ func (s *set) flush() {
 	clear(s.at)
 }
 
-// New returns a kernel without sets.
-func New() *Kernel { return &Kernel{} }
+// New returns a kernel without sets. opts may be nil.
+func New(opts *Options) *Kernel {
+	k := &Kernel{}
+	if opts != nil {
+		k.opts = *opts
+	}
+	if k.opts.ReadBuffer == 0 {
+		k.opts.ReadBuffer = defaultReadBuffer
+	}
+	if k.opts.WriteBuffer == 0 {
+		k.opts.WriteBuffer = defaultWriteBuffer
+	}
+	return k
+}
 
 // Dial returns a real *ipset.Conn whose socket reaches this kernel, as
 // ipset.Dial returns one on the host's: it has agreed on protocol 7.
 // Conns of one Kernel share its sets, as sockets in one namespace do.
-func (k *Kernel) Dial() (*ipset.Conn, error) {
-	t := nl.Serve(k.serve)
-	c, err := seam.NewConn(t, readBuffer, writeBuffer)
+func (k *Kernel) Dial() *ipset.Conn {
+	c, err := seam.NewConn(nl.Serve(k.serve), k.opts.ReadBuffer, k.opts.WriteBuffer)
 	if err != nil {
-		return nil, err
+		// The fake always agrees on the protocol Dial asks for first.
+		panic(fmt.Sprintf("ipsettest: negotiating the protocol with the fake: %v", err))
 	}
-	return c.(*ipset.Conn), nil
+	return c.(*ipset.Conn)
 }
 
 // Names returns the names of the sets, in the kernel's (index) order.

@@ -15,11 +15,8 @@ import (
 // test ends.
 func dialFake(t *testing.T) (*ipsettest.Kernel, *ipset.Conn) {
 	t.Helper()
-	k := ipsettest.New()
-	c, err := k.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := ipsettest.New(nil)
+	c := k.Dial()
 	t.Cleanup(func() { c.Close() })
 	return k, c
 }
@@ -123,5 +120,27 @@ func TestDeletedFirstEntry(t *testing.T) {
 	}
 	if _, got, err := c.List(ctx, "s"); err != nil || !slices.Equal(got, []ipset.Entry{b}) {
 		t.Errorf("List = %v, %v; want [%v]", got, err, b.Addr)
+	}
+}
+
+// With small socket buffers a bulk add is cut into many writes, and every
+// acknowledgement is still collected.
+func TestSmallBuffers(t *testing.T) {
+	ctx := context.Background()
+	c := ipsettest.New(&ipsettest.Options{ReadBuffer: 64 << 10, WriteBuffer: 4 << 10}).Dial()
+	defer c.Close()
+	if err := c.Create(ctx, ipset.Set{Name: "s", Type: ipset.HashIP}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var entries []ipset.Entry
+	for i := range 5000 {
+		entries = append(entries, ipset.Entry{Addr: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})})
+	}
+	if err := c.AddEntries(ctx, "s", entries, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := c.List(ctx, "s")
+	if err != nil || len(got) != len(entries) {
+		t.Fatalf("%d entries, %v; want %d", len(got), err, len(entries))
 	}
 }

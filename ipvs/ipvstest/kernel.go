@@ -60,7 +60,8 @@ type virtualServer struct {
 }
 
 // serviceKey is what the kernel looks a service up by: family and
-// firewall mark, or family, protocol, address and port.
+// firewall mark, or family, protocol, address and port. A Service without
+// its Family has its address's, as package ipvs sends it.
 type serviceKey struct {
 	family   inet.Family
 	mark     uint32
@@ -73,7 +74,11 @@ func keyOf(s ipvs.Service) serviceKey {
 	if s.FirewallMark != 0 {
 		return serviceKey{family: s.Family, mark: s.FirewallMark}
 	}
-	return serviceKey{family: s.Family, protocol: s.Protocol, addr: s.Addr, port: s.Port}
+	family := s.Family
+	if family == 0 {
+		family = inet.FamilyOf(s.Addr)
+	}
+	return serviceKey{family: family, protocol: s.Protocol, addr: s.Addr, port: s.Port}
 }
 
 // New returns an empty kernel with the default timeouts (TCP 900s, TCP

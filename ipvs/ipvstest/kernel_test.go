@@ -116,6 +116,13 @@ func TestSetConnections(t *testing.T) {
 	if len(dests) != 1 || dests[0].ActiveConnections != 3 || dests[0].InactiveConnections != 2 || dests[0].Weight != 0 {
 		t.Errorf("drained destination %+v, want weight 0 with 3 active and 2 inactive connections", dests)
 	}
+	// A Service without its Family names it by its address, as Conn's
+	// methods take it.
+	unset := svc
+	unset.Family = 0
+	if err := k.SetConnections(unset, dest.Addr, dest.Port, 4, 1); err != nil {
+		t.Errorf("service without Family: %v", err)
+	}
 	if err := k.SetConnections(svc, dest.Addr, 9, 1, 0); !errors.Is(err, ipvs.ErrDestinationNotExist) {
 		t.Errorf("missing destination: %v, want ErrDestinationNotExist", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
@@ -26,9 +27,9 @@ func ToService(s *Service) (ipvs.Service, error) {
 	}
 	var out ipvs.Service
 	switch s.AddressFamily {
-	case unix.AF_INET:
+	case uapi.AF_INET:
 		out.Family = inet.IPv4
-	case unix.AF_INET6:
+	case uapi.AF_INET6:
 		out.Family = inet.IPv6
 	default:
 		return ipvs.Service{}, fmt.Errorf("address family %d: %w", s.AddressFamily, unix.EAFNOSUPPORT)
@@ -159,9 +160,9 @@ func ToDestination(d *Destination) (ipvs.Destination, error) {
 // FromDestination converts a destination package ipvs read into
 // moby/ipvs's shape, as GetDestinations returns it.
 func FromDestination(d ipvs.Destination) *Destination {
-	family := uint16(unix.AF_INET6)
+	family := uint16(uapi.AF_INET6)
 	if d.Addr.Is4() {
-		family = unix.AF_INET
+		family = uapi.AF_INET
 	}
 	return &Destination{
 		Address:             net.IP(d.Addr.AsSlice()),

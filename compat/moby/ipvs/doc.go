@@ -7,8 +7,9 @@
 // Config, New, the Handle's methods, the ConnectionFlag*, ConnFwd* and
 // scheduler constants) is kept here, field for field and signature for
 // signature; the code underneath is package ipvs, so an importer gains its
-// errors, its checks and, through Handle.Conn, batches, contexts and 64-bit
-// counters, and can move call by call from the one API to the other.
+// checks and, through Handle.Conn, errors naming what failed, batches,
+// contexts and 64-bit counters, and can move call by call from the one API
+// to the other.
 //
 // # The import path
 //
@@ -25,7 +26,8 @@
 //
 // Each call asks the kernel for the change moby/ipvs's asked for: but for
 // the cases below, the same calls leave the kernel in the same state and
-// fail with the same errno, and the Get methods return what moby/ipvs returned (nil slices for
+// fail with the same bare syscall.Errno, so err == syscall.EEXIST holds as
+// it did, and the Get methods return what moby/ipvs returned (nil slices for
 // none; IPv4 addresses of four bytes; flags with the kernel's Hashed bit;
 // counters clipped to 32 bits as in the kernel's 32-bit attribute). A test
 // in the repository's daemon module runs one scenario through both
@@ -34,12 +36,6 @@
 //
 // # What differs
 //
-//   - Errors are *ipvs.OpError values naming the operation and the service
-//     or destination, wrapping the kernel's errno and package ipvs's
-//     sentinels: errors.Is(err, unix.EEXIST) and errors.Is(err,
-//     ipvs.ErrServiceExist) both hold, and the text still contains the
-//     errno's ("file exists"). moby/ipvs returned the bare syscall.Errno, so
-//     err == syscall.EEXIST becomes errors.Is(err, syscall.EEXIST).
 //   - Values package ipvs does not take are refused before any request,
 //     with an *ipvs.OpError whose Err says why instead of an errno:
 //     protocols other than TCP, UDP and SCTP, negative weights, forwarding

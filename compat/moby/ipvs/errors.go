@@ -5,16 +5,33 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"syscall"
 
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 var errNilConfig = errors.New("nil config")
 
-// convertError is the failure of op on values that did not convert: an
-// *ipvs.OpError, as every failure of a Handle is, naming the object by its
-// raw fields.
+// bareErrno returns a failure carrying an errno (the kernel's refusal, a
+// failed system call) as that syscall.Errno alone, as moby/ipvs returned
+// it: its callers compare err == syscall.EEXIST. Other failures, and nil,
+// are returned as they are.
+func bareErrno(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
+
+// convertError is the failure of op on values that did not convert: the
+// errno the kernel would have refused them with, when there is one, else
+// an *ipvs.OpError naming the object by its raw fields and saying why.
 func convertError(op string, s *Service, d *Destination, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
 	obj := describeService(s)
 	if d != nil {
 		obj += " -> " + hostPort(d.Address, d.Port)

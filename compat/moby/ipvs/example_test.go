@@ -2,7 +2,6 @@ package ipvs_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -52,11 +51,11 @@ func ExampleFromConn() {
 		}
 	}
 	err := handle.NewService(svc)
-	fmt.Println(err, errors.Is(err, syscall.EEXIST))
+	fmt.Println(err, err == syscall.EEXIST)
 	dests, _ := handle.GetDestinations(svc)
 	fmt.Println(len(dests), "destinations")
 	// Output:
-	// ipvs: create service FWM 7 IPv4: service already exists (file exists) true
+	// file exists true
 	// 2 destinations
 }
 

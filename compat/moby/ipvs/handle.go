@@ -87,7 +87,7 @@ func (h *Handle) DelService(s *Service) error {
 
 // Flush deletes every service in the namespace.
 func (h *Handle) Flush() error {
-	return h.conn.Flush(context.Background())
+	return bareErrno(h.conn.Flush(context.Background()))
 }
 
 // NewDestination adds d to the existing service s.
@@ -111,7 +111,7 @@ func (h *Handle) DelDestination(s *Service, d *Destination) error {
 func (h *Handle) GetServices() ([]*Service, error) {
 	svcs, err := h.conn.Services(context.Background())
 	if err != nil {
-		return nil, err
+		return nil, bareErrno(err)
 	}
 	return convertAll(svcs, FromService), nil
 }
@@ -125,7 +125,7 @@ func (h *Handle) GetDestinations(s *Service) ([]*Destination, error) {
 	}
 	ds, err := h.conn.Destinations(context.Background(), svc)
 	if err != nil {
-		return nil, err
+		return nil, bareErrno(err)
 	}
 	return convertAll(ds, FromDestination), nil
 }
@@ -139,7 +139,7 @@ func (h *Handle) GetService(s *Service) (*Service, error) {
 	}
 	got, err := h.conn.GetService(context.Background(), svc)
 	if err != nil {
-		return nil, err
+		return nil, bareErrno(err)
 	}
 	return FromService(got), nil
 }
@@ -148,7 +148,7 @@ func (h *Handle) GetService(s *Service) (*Service, error) {
 func (h *Handle) GetConfig() (*Config, error) {
 	t, err := h.conn.Timeouts(context.Background())
 	if err != nil {
-		return nil, err
+		return nil, bareErrno(err)
 	}
 	return &Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP}, nil
 }
@@ -159,11 +159,11 @@ func (h *Handle) SetConfig(c *Config) error {
 	if c == nil {
 		return &ipvs.OpError{Op: "set timeouts", Err: errNilConfig}
 	}
-	return h.conn.SetTimeouts(context.Background(), ipvs.Timeouts{
+	return bareErrno(h.conn.SetTimeouts(context.Background(), ipvs.Timeouts{
 		TCP:    c.TimeoutTCP.Truncate(time.Second),
 		TCPFin: c.TimeoutTCPFin.Truncate(time.Second),
 		UDP:    c.TimeoutUDP.Truncate(time.Second),
-	})
+	}))
 }
 
 // serviceOp converts s and calls do with it.
@@ -172,7 +172,7 @@ func serviceOp(op string, s *Service, do func(context.Context, ipvs.Service) err
 	if err != nil {
 		return convertError(op, s, nil, err)
 	}
-	return do(context.Background(), svc)
+	return bareErrno(do(context.Background(), svc))
 }
 
 // destinationOp converts s and d and calls do with them.
@@ -185,7 +185,7 @@ func destinationOp(op string, s *Service, d *Destination, do func(context.Contex
 	if err != nil {
 		return convertError(op, s, d, err)
 	}
-	return do(context.Background(), svc, dst)
+	return bareErrno(do(context.Background(), svc, dst))
 }
 
 // convertAll converts a list read back; an empty one is nil, as

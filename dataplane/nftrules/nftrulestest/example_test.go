@@ -13,11 +13,7 @@ import (
 // which transactions the writer sent.
 func Example() {
 	k := nftrulestest.New(nil)
-	conn, err := k.Dial()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	conn := k.Dial()
 	node := model.Node{MasqueradeMark: 1 << 14, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
 	setIndex := func(name string) (uint16, error) { return 0, nil }
 	if err := nftrules.Write(conn, &node, setIndex); err != nil {

@@ -65,9 +65,14 @@ func New(opts *Options) *Kernel {
 // kernel, as nftables.New(nftables.AsLasting()) returns one on the
 // host's. Conns of one Kernel share its ruleset, as sockets in one
 // namespace do.
-func (k *Kernel) Dial() (*nftables.Conn, error) {
+func (k *Kernel) Dial() *nftables.Conn {
 	s := &socket{k: k}
-	return nftables.New(nftables.WithTestDial(s.serve), nftables.AsLasting())
+	c, err := nftables.New(nftables.WithTestDial(s.serve), nftables.AsLasting())
+	if err != nil {
+		// Only a socket option or a real socket can fail, and there are none.
+		panic(fmt.Sprintf("nftrulestest: dialing the fake: %v", err))
+	}
+	return c
 }
 
 // UnregisterChainType makes chains of the type in the family unknown, as

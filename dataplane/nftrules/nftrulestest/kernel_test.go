@@ -18,10 +18,7 @@ import (
 // and the refusal carries the errno.
 func TestFailingWriteIsAtomic(t *testing.T) {
 	k := nftrulestest.New(nil)
-	conn, err := k.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := k.Dial()
 	node := fixture.Node()
 	if err := nftrules.Write(conn, &node, anyIndex); err != nil {
 		t.Fatal(err)
@@ -30,7 +27,7 @@ func TestFailingWriteIsAtomic(t *testing.T) {
 
 	k.UnregisterChainType(nftables.TableFamilyIPv6, nftables.ChainTypeNAT)
 	node.MasqueradeAll = !node.MasqueradeAll
-	err = nftrules.Write(conn, &node, anyIndex)
+	err := nftrules.Write(conn, &node, anyIndex)
 	if !errors.Is(err, unix.ENOENT) {
 		t.Fatalf("Write without ip6 nat = %v, want ENOENT", err)
 	}
@@ -62,10 +59,7 @@ func TestFailingWriteIsAtomic(t *testing.T) {
 // A transaction is recorded in nft's words, each message as it came.
 func TestTransactionsRecordTheBatch(t *testing.T) {
 	k := nftrulestest.New(nil)
-	conn, err := k.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := k.Dial()
 	tb := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "t"})
 	c := conn.AddChain(&nftables.Chain{Name: "c", Table: tb})
 	conn.FlushChain(c)
@@ -87,10 +81,7 @@ func TestTransactionsRecordTheBatch(t *testing.T) {
 // chain type must exist, an existing chain with NLM_F_EXCL is EEXIST.
 func TestChainChecks(t *testing.T) {
 	k := nftrulestest.New(nil)
-	conn, err := k.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := k.Dial()
 	tb := conn.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: "t"})
 	if err := conn.Flush(); err != nil {
 		t.Fatal(err)

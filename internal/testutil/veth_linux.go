@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/internal/nl"
+	"github.com/ipvsplane/ipvsplane/internal/uapi"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Veth connects two namespaces with a veth pair, name in n and peerName in
@@ -17,24 +17,24 @@ import (
 func (n *NetNS) Veth(t testing.TB, name string, peer *NetNS, peerName string) {
 	t.Helper()
 	w := nl.Writer{B: linkMessage(name, 0)}
-	info := w.Begin(unix.IFLA_LINKINFO)
-	w.String(unix.IFLA_INFO_KIND, "veth")
-	data := w.Begin(unix.IFLA_INFO_DATA)
+	info := w.Begin(uapi.IFLA_LINKINFO)
+	w.String(uapi.IFLA_INFO_KIND, "veth")
+	data := w.Begin(uapi.IFLA_INFO_DATA)
 	peerInfo := w.Begin(vethInfoPeer)
 	w.B = append(w.B, linkMessage(peerName, 0)...)
-	w.Uint32(unix.IFLA_NET_NS_FD, uint32(peer.FD()))
+	w.Uint32(uapi.IFLA_NET_NS_FD, uint32(peer.FD()))
 	w.End(peerInfo)
 	w.End(data)
 	w.End(info)
-	if err := n.rtnetlink(unix.RTM_NEWLINK, netlink.Create|netlink.Excl, w.B); err != nil {
+	if err := n.rtnetlink(uapi.RTM_NEWLINK, netlink.Create|netlink.Excl, w.B); err != nil {
 		t.Fatalf("veth %s-%s: %v", name, peerName, err)
 	}
 	// Each end is set up once both exist: a veth without its peer refuses
 	// to open (ENOTCONN).
-	if err := n.rtnetlink(unix.RTM_NEWLINK, 0, linkMessage(name, unix.IFF_UP)); err != nil {
+	if err := n.rtnetlink(uapi.RTM_NEWLINK, 0, linkMessage(name, uapi.IFF_UP)); err != nil {
 		t.Fatalf("veth %s up: %v", name, err)
 	}
-	if err := peer.rtnetlink(unix.RTM_NEWLINK, 0, linkMessage(peerName, unix.IFF_UP)); err != nil {
+	if err := peer.rtnetlink(uapi.RTM_NEWLINK, 0, linkMessage(peerName, uapi.IFF_UP)); err != nil {
 		t.Fatalf("veth peer %s up: %v", peerName, err)
 	}
 }
@@ -50,14 +50,14 @@ func linkMessage(name string, flags uint32) []byte {
 	w := nl.Writer{B: make([]byte, ifinfomsgLen, 64)}
 	binary.NativeEndian.PutUint32(w.B[8:], flags)  // ifi_flags
 	binary.NativeEndian.PutUint32(w.B[12:], flags) // ifi_change
-	w.String(unix.IFLA_IFNAME, name)
+	w.String(uapi.IFLA_IFNAME, name)
 	return w.B
 }
 
 // rtnetlink sends one acknowledged request to the namespace's routing
 // netlink.
 func (n *NetNS) rtnetlink(typ uint16, flags netlink.HeaderFlags, data []byte) error {
-	c, err := nl.Dial(unix.NETLINK_ROUTE, n.FD())
+	c, err := nl.Dial(uapi.NETLINK_ROUTE, n.FD())
 	if err != nil {
 		return err
 	}

@@ -308,6 +308,10 @@ func (r *reasons) Eventf(_ v1.ObjectReference, _, reason, _, _ string, _ ...any)
 	*r = append(*r, reason)
 }
 
+func (r *reasons) Shared(_ string, _ v1.ObjectReference, _, reason, _, _ string) {
+	*r = append(*r, reason)
+}
+
 // A health-check node port that cannot open is recorded once on its
 // Service, not at every retry.
 func TestHealthCheckPortEvent(t *testing.T) {

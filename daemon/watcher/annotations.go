@@ -1,8 +1,11 @@
 package watcher
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 )
@@ -37,16 +40,24 @@ type tuning struct {
 	bad []model.BadSetting
 }
 
+// The bounds of what a Service's annotations leave in the model: a
+// tenant may write 256 KiB of annotations, and a bad value is kept with
+// each of the Service's ports, hashed and compared at every sync and
+// reported. So a value is kept cut to maxBadValue bytes, and of the words
+// of a flags list that are no flag, the first maxBadWords distinct ones.
+const (
+	maxBadValue = 64
+	maxBadWords = 3
+)
+
 // readTuning reads a Service's annotations. A bad value never leaves the
 // Service out: it is left at its default and reported on the Service by
-// the dataplane. Whether the scheduler exists is the dataplane's to say.
+// the dataplane. Whether the scheduler exists is the dataplane's to say,
+// but a name longer than the kernel's is refused here.
 func readTuning(annotations map[string]string) tuning {
 	var t tuning
 	if name, value, ok := annotation(annotations, AnnotationScheduler, AnnotationKubeRouterScheduler); ok {
-		t.scheduler = value
-		if value == "" {
-			t.bad = append(t.bad, model.BadSetting{Field: name, Reason: "empty; the node's scheduler is used"})
-		}
+		t.scheduler = t.readScheduler(name, value)
 	}
 	if name, value, ok := annotation(annotations, AnnotationSchedulerFlags, AnnotationKubeRouterFlags); ok {
 		t.flags = t.readFlags(name, value)
@@ -55,14 +66,32 @@ func readTuning(annotations map[string]string) tuning {
 		d, err := time.ParseDuration(strings.TrimSpace(value))
 		switch {
 		case err != nil:
-			t.bad = append(t.bad, model.BadSetting{Field: AnnotationDrainTimeout, Value: value, Reason: "not a duration (such as 30s or 2h); the node's drain bound is used"})
+			t.addBad(AnnotationDrainTimeout, value, "not a duration (such as 30s or 2h); the node's drain bound is used")
 		case d <= 0:
-			t.bad = append(t.bad, model.BadSetting{Field: AnnotationDrainTimeout, Value: value, Reason: "must be positive; the node's drain bound is used"})
+			t.addBad(AnnotationDrainTimeout, value, "must be positive; the node's drain bound is used")
 		default:
 			t.drain = d
 		}
 	}
 	return t
+}
+
+// addBad records a value that could not be read, cut to maxBadValue.
+func (t *tuning) addBad(annotation, value, reason string) {
+	t.bad = append(t.bad, model.BadSetting{Field: annotation, Value: shorten(value, maxBadValue), Reason: reason})
+}
+
+// readScheduler returns the scheduler an annotation names, or "" for the
+// node's when the name is empty or longer than any the kernel has.
+func (t *tuning) readScheduler(annotation, value string) string {
+	switch {
+	case value == "":
+		t.addBad(annotation, "", "empty; the node's scheduler is used")
+	case len(value) > model.MaxSchedulerName:
+		t.addBad(annotation, value, fmt.Sprintf("longer than the kernel's %d bytes; the node's scheduler is used", model.MaxSchedulerName))
+		return ""
+	}
+	return value
 }
 
 // annotation returns the first of names a Service has, with its value
@@ -76,22 +105,49 @@ func annotation(annotations map[string]string, names ...string) (name, value str
 	return "", "", false
 }
 
-// readFlags parses a comma-separated list of scheduler flags; an unknown
-// one is reported and the others apply.
+// readFlags parses a comma-separated list of scheduler flags; the others
+// apply, and the words that are no flag are reported together, the first
+// maxBadWords distinct ones named.
 func (t *tuning) readFlags(annotation, value string) model.SchedulerFlags {
 	var flags model.SchedulerFlags
-	for _, word := range strings.Split(value, ",") {
+	var unknown []string
+	more := 0
+	for word := range strings.SplitSeq(value, ",") {
 		word = strings.TrimSpace(word)
 		if word == "" {
 			continue
 		}
 		f, ok := model.ParseSchedulerFlag(word)
-		if !ok {
-			t.bad = append(t.bad, model.BadSetting{Field: annotation, Value: word,
-				Reason: "not a scheduler flag (want sh-fallback, sh-port, mh-fallback, mh-port, flag-1, flag-2 or flag-3)"})
-			continue
+		switch {
+		case ok:
+			flags |= f
+		case slices.Contains(unknown, shorten(word, maxBadValue)):
+		case len(unknown) < maxBadWords:
+			unknown = append(unknown, shorten(word, maxBadValue))
+		default:
+			more++
 		}
-		flags |= f
+	}
+	if len(unknown) > 0 {
+		reason := "not a scheduler flag (want sh-fallback, sh-port, mh-fallback, mh-port, flag-1, flag-2 or flag-3)"
+		if more > 0 {
+			reason += fmt.Sprintf("; and %d more words that are not", more)
+		}
+		t.bad = append(t.bad, model.BadSetting{Field: annotation, Value: strings.Join(unknown, ","), Reason: reason})
 	}
 	return flags
+}
+
+// shorten cuts s to at most n bytes, at a character boundary, marking the
+// cut with "...".
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "..."
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }

@@ -1,8 +1,11 @@
 package watcher
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -37,6 +40,12 @@ func TestReadTuning(t *testing.T) {
 		{"bad flag", map[string]string{ours: "sh", ourFlags: "sh-port,sticky,,"},
 			tuning{scheduler: "sh", flags: model.SHPort, bad: []model.BadSetting{{Field: ourFlags, Value: "sticky",
 				Reason: "not a scheduler flag (want sh-fallback, sh-port, mh-fallback, mh-port, flag-1, flag-2 or flag-3)"}}}},
+		{"scheduler name too long", map[string]string{ours: "weighted-round-robin"},
+			tuning{bad: []model.BadSetting{{Field: ours, Value: "weighted-round-robin",
+				Reason: "longer than the kernel's 15 bytes; the node's scheduler is used"}}}},
+		{"bad flags named once each, three at most", map[string]string{ourFlags: "a,b,a,sh-port,b,c,d,e"},
+			tuning{flags: model.SHPort, bad: []model.BadSetting{{Field: ourFlags, Value: "a,b,c",
+				Reason: "not a scheduler flag (want sh-fallback, sh-port, mh-fallback, mh-port, flag-1, flag-2 or flag-3); and 2 more words that are not"}}}},
 		{"drain", map[string]string{AnnotationDrainTimeout: "90s"}, tuning{drain: 90 * time.Second}},
 		{"bad drain", map[string]string{AnnotationDrainTimeout: "soon"},
 			tuning{bad: []model.BadSetting{{Field: AnnotationDrainTimeout, Value: "soon",
@@ -69,6 +78,28 @@ func TestServiceAnnotationsReachEveryPort(t *testing.T) {
 		if p.Scheduler != "mh" || p.SchedulerFlags != model.MHPort|model.MHFallback || p.DrainTimeout != 0 ||
 			len(p.BadSettings) != 1 || p.BadSettings[0].Field != AnnotationDrainTimeout {
 			t.Errorf("port %s: scheduler %q, flags %s, drain %v, bad %v", p.Name, p.Scheduler, p.SchedulerFlags, p.DrainTimeout, p.BadSettings)
+		}
+	}
+}
+
+// However large a tenant's annotations, what they leave in the model is
+// a few short values: one per annotation, each cut to maxBadValue bytes.
+func TestReadTuningBounded(t *testing.T) {
+	var flags strings.Builder
+	for i := 0; flags.Len() < 250<<10; i++ {
+		fmt.Fprintf(&flags, "%s%d,", strings.Repeat("x", i%100), i)
+	}
+	tune := readTuning(map[string]string{
+		AnnotationScheduler:      strings.Repeat("s", 100<<10),
+		AnnotationSchedulerFlags: flags.String(),
+		AnnotationDrainTimeout:   strings.Repeat("é", 1000),
+	})
+	if tune.scheduler != "" || len(tune.bad) != 3 {
+		t.Fatalf("scheduler %.20q, %d bad settings, want the node's scheduler and 3", tune.scheduler, len(tune.bad))
+	}
+	for _, b := range tune.bad {
+		if len(b.Value) > maxBadWords*(maxBadValue+1) || !utf8.ValidString(b.Value) {
+			t.Errorf("%s: a value of %d bytes: %.80q", b.Field, len(b.Value), b.Value)
 		}
 	}
 }

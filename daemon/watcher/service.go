@@ -273,6 +273,9 @@ func readHealthCheckNodePort(svc *v1.Service, external model.TrafficPolicy, fail
 // holds what the ports of a service have in common.
 func readPorts(svc *v1.Service, shared model.ServicePort, fail fieldErrorFunc) ([]model.ServicePort, error) {
 	ports := make([]model.ServicePort, 0, len(svc.Spec.Ports))
+	// A set, not a scan of the ports so far: a Service may list
+	// thousands.
+	names := make(map[string]bool, len(svc.Spec.Ports))
 	for i, p := range svc.Spec.Ports {
 		field := fmt.Sprintf("spec.ports[%d]", i)
 		proto, err := protocol(p.Protocol)
@@ -285,9 +288,10 @@ func readPorts(svc *v1.Service, shared model.ServicePort, fail fieldErrorFunc) (
 		if p.NodePort < 0 || p.NodePort > 65535 {
 			return nil, fail(field+".nodePort", "%d is not from 0 to 65535", p.NodePort)
 		}
-		if slices.ContainsFunc(ports, func(sp model.ServicePort) bool { return sp.Name.Port == p.Name }) {
+		if names[p.Name] {
 			return nil, fail(field+".name", "%q names two ports", p.Name)
 		}
+		names[p.Name] = true
 		port := shared
 		port.Name = model.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name}
 		port.Protocol = proto

@@ -494,22 +494,23 @@ func compareSliceName(s *sliceInfo, name string) int { return strings.Compare(s.
 
 // changedPorts returns the ports that differ between two versions of a
 // service: each one's new version, or a nil Port for one that is gone.
+// The old ports are found by name in a map, not a scan each: a Service
+// may have thousands.
 func changedPorts(old, cur []model.ServicePort) []plan.Change {
 	var changes []plan.Change
-	find := func(ports []model.ServicePort, name model.ServicePortName) *model.ServicePort {
-		i := slices.IndexFunc(ports, func(p model.ServicePort) bool { return p.Name == name })
-		if i < 0 {
-			return nil
-		}
-		return &ports[i]
+	before := make(map[model.ServicePortName]*model.ServicePort, len(old))
+	for i := range old {
+		before[old[i].Name] = &old[i]
 	}
 	for i := range cur {
-		if o := find(old, cur[i].Name); o == nil || !reflect.DeepEqual(*o, cur[i]) {
+		o, ok := before[cur[i].Name]
+		if !ok || !reflect.DeepEqual(*o, cur[i]) {
 			changes = append(changes, plan.Change{Name: cur[i].Name, Port: &cur[i]})
 		}
+		delete(before, cur[i].Name)
 	}
 	for _, o := range old {
-		if find(cur, o.Name) == nil {
+		if _, gone := before[o.Name]; gone {
 			changes = append(changes, plan.Change{Name: o.Name})
 		}
 	}

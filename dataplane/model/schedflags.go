@@ -195,7 +195,13 @@ func (n *Node) Scheduling(s *ServicePort, lacking map[string]error) (SchedulerCh
 	}
 	name := cmp.Or(s.Scheduler, node.Name)
 	fallback := func(err error) (SchedulerChoice, []error) {
-		return node, []error{&SchedulerError{Service: s.Name, Scheduler: name, Fallback: node.Name, Err: err}}
+		// A name no scheduler has is reported cut to a little more than
+		// the longest one: a Service may give megabytes.
+		shown := name
+		if len(shown) > 2*MaxSchedulerName {
+			shown = strings.ToValidUTF8(shown[:2*MaxSchedulerName], "") + "..."
+		}
+		return node, []error{&SchedulerError{Service: s.Name, Scheduler: shown, Fallback: node.Name, Err: err}}
 	}
 	// An unknown name is never tried in the kernel: it would load the
 	// module of any name a Service gives.

@@ -39,6 +39,10 @@ var schedulers = map[string]bool{
 	"ovf": true, "twos": true,
 }
 
+// MaxSchedulerName is the longest IPVS scheduler name the kernel takes,
+// in bytes (IP_VS_SCHEDNAME_MAXLEN, 16 with the terminating NUL).
+const MaxSchedulerName = 15
+
 // KnownScheduler reports whether name is one of the kernel's IPVS
 // schedulers.
 func KnownScheduler(name string) bool { return schedulers[name] }

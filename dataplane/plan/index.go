@@ -34,6 +34,10 @@ type desiredIndex struct {
 	// troubled holds the service ports with problems that do not leave
 	// them out, so reporting them costs what they number.
 	troubled map[model.ServicePortName]bool
+	// reported is problems' answer, kept until a troubled port changes:
+	// every sync reports them, and sorting them at each was a sync's
+	// cost proportional to what every tenant wrote, not to what changed.
+	reported []error
 	// drains holds the drain bounds of the virtual servers whose owner
 	// overrides the node's.
 	drains map[VirtualKey]time.Duration
@@ -193,11 +197,17 @@ func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
 	d.remove(s.Name, t)
 	t.add(next)
 	d.addContribution(s.Name, next)
+	if len(next.problems) > 0 {
+		d.reported = nil
+	}
 }
 
 // remove takes the service port's contribution away, if it has one.
 func (d *desiredIndex) remove(name model.ServicePortName, t *Scope) {
 	if prev := d.contribs[name]; prev != nil {
+		if len(prev.problems) > 0 {
+			d.reported = nil
+		}
 		t.add(prev)
 		d.subtract(name, prev, t)
 	}
@@ -301,13 +311,16 @@ func (d *desiredIndex) conflicts() []error {
 }
 
 // problems reports, in name order, what the service ports asked for and
-// do not get, though they are programmed.
+// do not get, though they are programmed. The caller must not change
+// the list.
 func (d *desiredIndex) problems() []error {
-	var errs []error
-	for _, name := range slices.SortedFunc(maps.Keys(d.troubled), compareNames) {
-		errs = append(errs, d.contribs[name].problems...)
+	if d.reported != nil || len(d.troubled) == 0 {
+		return d.reported
 	}
-	return errs
+	for _, name := range slices.SortedFunc(maps.Keys(d.troubled), compareNames) {
+		d.reported = append(d.reported, d.contribs[name].problems...)
+	}
+	return d.reported
 }
 
 // subtract takes c, the service port's contribution, out of the index; a

@@ -472,3 +472,26 @@ func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
 		}
 	}
 }
+
+// The problems of ports that did not change cost an update nothing: they
+// were sorted, formatting every port's name, at every update.
+func TestUnchangedProblemsCostNothing(t *testing.T) {
+	allocs := func(troubled int) float64 {
+		services := manyServices(troubled + 1)
+		for i := range troubled {
+			services[i].BadSettings = []model.BadSetting{{Field: "ipvsplane.io/drain-timeout", Value: "soon", Reason: "not a duration"}}
+		}
+		p := NewPlanner(nftrules.Render)
+		p.Update(&model.State{Services: services})
+		plain := &services[troubled]
+		return testing.AllocsPerRun(20, func() {
+			plain.Endpoints[0].Ready = !plain.Endpoints[0].Ready
+			if _, errs := p.UpdateChanges([]Change{{Name: plain.Name, Port: plain}}); len(errs) != troubled {
+				t.Fatalf("%d problems, want %d", len(errs), troubled)
+			}
+		})
+	}
+	if few, many := allocs(10), allocs(1000); many > few+5 {
+		t.Errorf("an update allocates %v times with 1,000 troubled ports, %v with 10", many, few)
+	}
+}

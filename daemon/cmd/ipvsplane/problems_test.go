@@ -26,6 +26,10 @@ func (r *reasonRecorder) Eventf(_ v1.ObjectReference, _, reason, _, _ string, _ 
 	r.reasons = append(r.reasons, reason)
 }
 
+func (r *reasonRecorder) Shared(_ string, _ v1.ObjectReference, _, reason, _, _ string) {
+	r.reasons = append(r.reasons, reason)
+}
+
 // problemErrors returns what the dataplane reports of a service with a bad
 // port and of two services claiming one cluster IP and port (package
 // problems' tests take them from a plan).

@@ -161,8 +161,12 @@ func entry(node string, sp *model.ServicePort) (hcEntry, bool) {
 	for _, a := range sp.ClusterIPs {
 		e.families[familyIndex(a)] = true
 	}
+	// A set, not a scan of the addresses so far: a tenant may list tens
+	// of thousands of endpoints on the node.
+	seen := map[netip.Addr]bool{}
 	for _, ep := range sp.Endpoints {
-		if ep.Ready && ep.NodeName == node && !slices.Contains(e.local, ep.Addr) {
+		if ep.Ready && ep.NodeName == node && !seen[ep.Addr] {
+			seen[ep.Addr] = true
 			e.local = append(e.local, ep.Addr)
 		}
 	}
@@ -230,7 +234,7 @@ func (h *ServiceServers) stateLocked(port uint16) (hcState, bool) {
 		return hcState{}, false
 	}
 	var st hcState
-	var seen []netip.Addr
+	seen := map[netip.Addr]bool{}
 	for _, name := range slices.SortedFunc(maps.Keys(names), func(a, b model.ServicePortName) int {
 		return cmp.Compare(a.String(), b.String())
 	}) {
@@ -239,13 +243,11 @@ func (h *ServiceServers) stateLocked(port uint16) (hcState, bool) {
 			st.Families[i] = st.Families[i] || f
 		}
 		for _, a := range h.entries[name].local {
-			if !slices.Contains(seen, a) {
-				seen = append(seen, a)
+			if !seen[a] {
+				seen[a] = true
+				st.Local[familyIndex(a)]++
 			}
 		}
-	}
-	for _, a := range seen {
-		st.Local[familyIndex(a)]++
 	}
 	return st, true
 }

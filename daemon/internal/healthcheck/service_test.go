@@ -308,6 +308,10 @@ func (r *reasons) Eventf(_ v1.ObjectReference, _, reason, _, _ string, _ ...any)
 	*r = append(*r, reason)
 }
 
+func (r *reasons) Shared(_ string, _ v1.ObjectReference, _, reason, _, _ string) {
+	*r = append(*r, reason)
+}
+
 // A health-check node port that cannot open is recorded once on its
 // Service, not at every retry.
 func TestHealthCheckPortEvent(t *testing.T) {
@@ -320,5 +324,23 @@ func TestHealthCheckPortEvent(t *testing.T) {
 	h.Replace(ports)
 	if len(got) != 1 || got[0] != "FailedToStartServiceHealthcheck" {
 		t.Errorf("events %v, want one FailedToStartServiceHealthcheck", got)
+	}
+}
+
+// BenchmarkManyLocalEndpoints measures a change to a service port with
+// 40,000 ready endpoints on this node.
+func BenchmarkManyLocalEndpoints(b *testing.B) {
+	var eps []model.Endpoint
+	for i := range 40000 {
+		eps = append(eps, endpoint(fmt.Sprintf("10.1.%d.%d", i/256, i%256), "node-a", true))
+	}
+	web := localService("web", 32000, eps...)
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }})
+	h.cfg.Listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
+	b.Cleanup(func() { h.Close(context.Background()) })
+	b.ReportAllocs()
+	for b.Loop() {
+		h.Apply([]plan.Change{{Name: web.Name, Port: &web}})
 	}
 }

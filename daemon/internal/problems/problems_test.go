@@ -20,7 +20,11 @@ import (
 )
 
 // fakeRecorder keeps the Events it is given.
-type fakeRecorder struct{ events []recordedEvent }
+type fakeRecorder struct {
+	events []recordedEvent
+	// shared counts the Events recorded as shared by the nodes.
+	shared int
+}
 
 type recordedEvent struct {
 	object, eventType, reason, note string
@@ -31,6 +35,11 @@ func (r *fakeRecorder) Eventf(regarding v1.ObjectReference, eventType, reason, _
 		note = fmt.Sprintf(note, args...)
 	}
 	r.events = append(r.events, recordedEvent{regarding.Kind + " " + regarding.Namespace + "/" + regarding.Name, eventType, reason, note})
+}
+
+func (r *fakeRecorder) Shared(_ string, regarding v1.ObjectReference, eventType, reason, action, note string) {
+	r.shared++
+	r.Eventf(regarding, eventType, reason, action, note)
 }
 
 // take returns the Events recorded since the last take.
@@ -181,5 +190,37 @@ func TestInvalidObjectEvents(t *testing.T) {
 	}
 	if u := tr.Sync(); len(u.State.Services) != 1 || len(u.State.Services[0].Endpoints) != 1 || len(u.State.Services[0].LoadBalancerSourceRanges) != 1 {
 		t.Errorf("the rest of the objects is not programmed: %+v", u.State.Services)
+	}
+}
+
+// A version of a slice with 1,000 bad endpoints makes one Event, shared
+// by the nodes, naming as many as fit; so do the problems of a Service's
+// 100 ports found by one sync.
+func TestProblemsAggregated(t *testing.T) {
+	slice := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4}
+	slice.Namespace, slice.Name, slice.Labels = "tenant", "web-1", map[string]string{discoveryv1.LabelServiceName: "web"}
+	for i := range 1000 {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("224.0.%d.%d", i/256, i%256)}})
+	}
+	tr := watcher.NewTracker(watcher.TrackerConfig{})
+	rec := &fakeRecorder{}
+	RecordInvalid(rec, tr.SetEndpointSlice(slice, time.Time{}))
+	got := rec.take()
+	if len(got) != 1 || got[0].reason != ReasonInvalidEntry || len(got[0].note) > maxNote || !strings.HasSuffix(got[0].note, " more") {
+		t.Errorf("%d Events, want one summing up the 1,000 bad endpoints: %v", len(got), got)
+	}
+	if rec.shared != 1 {
+		t.Errorf("%d Events shared by the nodes, want 1", rec.shared)
+	}
+
+	var errs []error
+	for i := range 100 {
+		errs = append(errs, &model.SettingError{Service: model.ServicePortName{Namespace: "tenant", Name: "web", Port: fmt.Sprint(i)},
+			Field: watcher.AnnotationDrainTimeout, Value: "soon", Reason: "not a duration"})
+	}
+	var p Events
+	p.Report(rec, errs)
+	if got := rec.take(); len(got) != 1 || got[0].reason != ReasonIgnoredSetting {
+		t.Errorf("%d Events for the problems of 100 ports of one Service, want 1: %v", len(got), got)
 	}
 }

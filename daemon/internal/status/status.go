@@ -205,12 +205,28 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// writeFile replaces path with data at once. The temporary file beside it
+// has a name no one can make ahead (a fixed name's link would be followed
+// by the write) and is readable by its owner only: ipvsplane status runs
+// as the daemon's user, and the node's other users have no need of it.
 func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // ReadRecord reads the state file at path and the names file beside it;

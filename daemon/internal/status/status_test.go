@@ -35,7 +35,7 @@ func statusFixture(t *testing.T) (*Record, *Kernel, time.Time) {
 	err := WriteRecord(path, &Record{
 		Daemon:   Daemon{Node: "node-a", Source: "files", PID: 42, Started: now.Add(-time.Hour), LastSync: now.Add(-2 * time.Second)},
 		Sync:     Sync{DurationSeconds: 0.0125, FirstSyncSeconds: 0.25, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1},
-		Services: ServiceNames([]model.ServicePort{web}, nil),
+		Services: ServiceNames([]model.ServicePort{web}, nil, noOwner),
 	}, true)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,11 @@ const (
 	AnnotationKubeRouterFlags = "kube-router.io/service.schedflags"
 )
 
+// MaxDrainTimeout is the longest drain AnnotationDrainTimeout may ask:
+// a Service's own connections must not keep its gone endpoints' real
+// servers on the node for as long as they last.
+const MaxDrainTimeout = 24 * time.Hour
+
 // tuning is what a Service's annotations ask of its virtual servers.
 type tuning struct {
 	scheduler string
@@ -69,6 +74,9 @@ func readTuning(annotations map[string]string) tuning {
 			t.addBad(AnnotationDrainTimeout, value, "not a duration (such as 30s or 2h); the node's drain bound is used")
 		case d <= 0:
 			t.addBad(AnnotationDrainTimeout, value, "must be positive; the node's drain bound is used")
+		case d > MaxDrainTimeout:
+			t.addBad(AnnotationDrainTimeout, value, "above the ceiling of "+MaxDrainTimeout.String()+", which is used")
+			t.drain = MaxDrainTimeout
 		default:
 			t.drain = d
 		}

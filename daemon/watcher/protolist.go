@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -170,9 +171,11 @@ func readTag(r byteReader) (field uint64, wire byte, err error) {
 	return tag >> 3, byte(tag & 7), nil
 }
 
-// readBytes reads a length-delimited field's contents into buf, grown
-// as needed, and returns them. The length is checked against what r
-// can hold before anything is allocated.
+// readBytes reads a length-delimited field's contents into buf and
+// returns them. The length is checked against what r can hold, but r's
+// own bound is only what an enclosing length claims, so buf grows with
+// the bytes that arrive, never by the length alone: a few bytes claiming
+// terabytes cost a failed read, not the allocation.
 func readBytes(r *boundedReader, buf []byte) ([]byte, error) {
 	n, err := readUvarint(r)
 	if err != nil {
@@ -181,15 +184,21 @@ func readBytes(r *boundedReader, buf []byte) ([]byte, error) {
 	if n > r.n {
 		return buf, fmt.Errorf("%w: a field of %d bytes in %d", errProtobuf, n, r.n)
 	}
-	if uint64(cap(buf)) < n {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return buf, protobufError(err)
+	buf = buf[:0]
+	for uint64(len(buf)) < n {
+		step := int(min(n-uint64(len(buf)), readStep))
+		buf = slices.Grow(buf, step)
+		got, err := io.ReadFull(r, buf[len(buf):len(buf)+step])
+		buf = buf[:len(buf)+got]
+		if err != nil {
+			return buf, protobufError(err)
+		}
 	}
 	return buf, nil
 }
+
+// readStep is the most readBytes allocates ahead of the bytes read.
+const readStep = 1 << 20
 
 func skipField(r byteReader, wire byte) error {
 	var n uint64

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -106,4 +107,24 @@ func FuzzProtobufList(f *testing.F) {
 			t.Fatalf("error not marked malformed: %v", err)
 		}
 	})
+}
+
+// A few bytes claiming a field of 2 TiB, within a list claiming as much,
+// fail as truncated without allocating anywhere near it: the lengths are
+// the input's, not what the reader trusts.
+func TestProtobufListClaimsMoreThanItHolds(t *testing.T) {
+	data := []byte("k8s\x00\x12\x80\x80\x80\x80\x80@\x12\xf9\xff\xff\xff\xff?abcd")
+	if len(data) != 22 {
+		t.Fatalf("the case is %d bytes, want 22", len(data))
+	}
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	_, err := readProtobufServices(data, func(runtime.Object) error { return nil })
+	goruntime.ReadMemStats(&after)
+	if !errors.Is(err, errProtobuf) {
+		t.Fatalf("error %v, want a malformed list", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Errorf("allocated %d bytes reading 22", got)
+	}
 }

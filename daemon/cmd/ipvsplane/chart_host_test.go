@@ -324,6 +324,21 @@ func TestHelmChartMetricsOnLoopback(t *testing.T) {
 	}
 }
 
+// Go's profiles are served beside the metrics: the chart refuses them
+// on an address off loopback, where a PodMonitor's scrape address would
+// open them to anyone reaching the node.
+func TestHelmChartProfilingOffLoopback(t *testing.T) {
+	h := newHelm(t)
+	h.run("template", "ipvsplane", chartDir, "--set", "config.enableProfiling=true")
+	cmd := exec.Command(h.path, "template", "ipvsplane", chartDir, "--set", "config.enableProfiling=true",
+		"--set", "config.metricsBindAddress=0.0.0.0:10249", "--set", "metrics.podMonitor.enabled=true")
+	cmd.Env = h.env
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "config.enableProfiling: pprof is served on config.metricsBindAddress") {
+		t.Errorf("profiling with metrics off loopback: %v\n%s", err, out)
+	}
+}
+
 // `kubectl apply -k deploy/` and `kubectl apply -f deploy/` install the
 // same objects: kubectl's kustomize builds from deploy/Kustomization
 // exactly the files -f reads.

@@ -33,6 +33,7 @@ type kernel interface {
 	SyncChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
+	Owner(vk plan.VirtualKey) (model.ServicePortName, bool)
 	ReadAhead(ctx context.Context) error
 	InitNode(ctx context.Context, node *model.Node) error
 	Cleanup(ctx context.Context) error
@@ -72,7 +73,7 @@ type daemon struct {
 	lastFull bool
 	record   status.Record
 	// names holds each service port's keys in record.Services.
-	names map[model.ServicePortName][]string
+	names map[model.ServicePortName]status.PortNames
 	// namesWritten is when the names file was last written; namesPending
 	// says it is behind record.Services.
 	namesWritten time.Time
@@ -220,9 +221,9 @@ func (d *daemon) followServices(u *watcher.Update, full bool) {
 	}
 	if d.traffic != nil {
 		if full {
-			d.traffic.Replace(&u.State.Node, u.State.Services)
+			d.traffic.Replace(&u.State.Node, u.State.Services, d.kernel.Owner)
 		} else {
-			d.traffic.Apply(&u.State.Node, changes)
+			d.traffic.Apply(&u.State.Node, changes, d.kernel.Owner)
 		}
 	}
 }
@@ -393,34 +394,28 @@ const (
 
 // updateNames keeps the record's map of virtual servers to service names
 // up to date, in the time the changes take, and reports whether it
-// changed: endpoint changes leave it as it is.
+// changed: endpoint changes leave it as it is. A virtual server ports
+// contend for names the port the kernel programs it for.
 func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
 	r := &d.record
 	if d.names == nil {
-		d.names = make(map[model.ServicePortName][]string, len(u.State.Services))
-		r.Services = status.ServiceNames(u.State.Services, d.names)
+		d.names = make(map[model.ServicePortName]status.PortNames, len(u.State.Services))
+		r.Services = status.ServiceNames(u.State.Services, d.names, d.kernel.Owner)
 		return true
 	}
 	dirty := false
 	for _, c := range changes {
 		old := d.names[c.Name]
-		var cur []string
+		var cur status.PortNames
 		if c.Port != nil {
-			cur = status.PortKeys(c.Port)
+			cur = status.NamesOf(c.Port)
 		}
-		if slices.Equal(old, cur) {
+		if slices.Equal(old.Keys, cur.Keys) {
 			continue
 		}
 		dirty = true
-		for _, k := range old {
-			if r.Services[k] == c.Name.String() {
-				delete(r.Services, k)
-			}
-		}
-		for _, k := range cur {
-			r.Services[k] = c.Name.String()
-		}
-		if cur == nil {
+		status.Rename(r.Services, c.Name, old, cur, d.kernel.Owner)
+		if cur.Keys == nil {
 			delete(d.names, c.Name)
 		} else {
 			d.names[c.Name] = cur

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,6 +46,29 @@ type fakeKernel struct {
 	rulesFail bool
 	// sweeping makes every sync one that compared a piece of a reread.
 	sweeping bool
+	// claims are the fake planner's owners: each virtual server is the
+	// port's that claimed it last.
+	claims map[plan.VirtualKey]model.ServicePortName
+}
+
+func (k *fakeKernel) Owner(vk plan.VirtualKey) (model.ServicePortName, bool) {
+	name, ok := k.claims[vk]
+	return name, ok
+}
+
+// claim follows the ports' changes in claims, from scratch when whole.
+func (k *fakeKernel) claim(node *model.Node, changes []plan.Change, whole bool) {
+	if whole || k.claims == nil {
+		k.claims = map[plan.VirtualKey]model.ServicePortName{}
+	}
+	for _, c := range changes {
+		maps.DeleteFunc(k.claims, func(_ plan.VirtualKey, n model.ServicePortName) bool { return n == c.Name })
+		if c.Port != nil {
+			for _, vk := range plan.VirtualKeys(node, c.Port) {
+				k.claims[vk] = c.Name
+			}
+		}
+	}
 }
 
 func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
@@ -76,6 +100,11 @@ func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
 func (k *fakeKernel) Sync(_ context.Context, s *model.State) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "sync")
 	k.state = s
+	changes := make([]plan.Change, len(s.Services))
+	for i := range s.Services {
+		changes[i] = plan.Change{Name: s.Services[i].Name, Port: &s.Services[i]}
+	}
+	k.claim(&s.Node, changes, true)
 	if k.block != nil {
 		<-k.block
 	}
@@ -100,6 +129,9 @@ func (k *fakeKernel) PrefillChanges(_ context.Context, c []plan.Change) (*datapl
 func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "changes")
 	k.changes = c
+	if k.state != nil {
+		k.claim(&k.state.Node, c, false)
+	}
 	if k.synced != nil {
 		var ports []model.ServicePort
 		for _, ch := range c {

@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/memory"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
@@ -323,9 +324,9 @@ func (hs *httpServers) serve(what, addr string, handler http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("serving %s: %w", what, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserver.New(handler)
 	hs.list = append(hs.list, srv)
-	go srv.Serve(ln)
+	go srv.Serve(httpserver.Limit(ln, httpserver.MaxConnections))
 	hs.log.Info("serving "+what, zap.String("address", ln.Addr().String()))
 	return nil
 }

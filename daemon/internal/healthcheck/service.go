@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
@@ -325,7 +325,8 @@ func (h *ServiceServers) listenLocked(port uint16, s *hcServer, addrs []netip.Ad
 			errs = append(errs, err)
 			continue
 		}
-		l := &hcListener{ln: ln, srv: &http.Server{Handler: h.handler(s), ReadHeaderTimeout: 10 * time.Second}}
+		ln = httpserver.Limit(ln, httpserver.MaxConnections)
+		l := &hcListener{ln: ln, srv: httpserver.New(h.handler(s))}
 		s.listeners[a] = l
 		go func() {
 			if err := l.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

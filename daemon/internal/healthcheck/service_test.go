@@ -11,8 +11,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
@@ -342,5 +345,67 @@ func BenchmarkManyLocalEndpoints(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Apply([]plan.Change{{Name: web.Name, Port: &web}})
+// A health-check port, which anyone reaching the node reaches, bounds
+// what a client costs: headers past httpserver.MaxHeaderBytes are
+// refused, and past httpserver.MaxConnections open connections the next
+// waits until one closes.
+func TestHealthCheckNodePortBounds(t *testing.T) {
+	var addr string
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return true }})
+	h.cfg.Listen = func(netip.AddrPort) (net.Listener, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			addr = ln.Addr().String()
+		}
+		return ln, err
+	}
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
+	defer h.Close(context.Background())
+	h.Replace([]model.ServicePort{localService("web", 32000, endpoint("10.0.0.1", "node-a", true))})
+
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.Header.Set("X-Filler", strings.Repeat("x", 2*httpserver.MaxHeaderBytes))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a request with %d bytes of headers: %d", 2*httpserver.MaxHeaderBytes, resp.StatusCode)
+	}
+
+	var idle []net.Conn
+	for range httpserver.MaxConnections {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get("http://" + addr + "/")
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	select {
+	case code := <-answered:
+		t.Fatalf("answered %d past %d open connections", code, httpserver.MaxConnections)
+	case <-time.After(300 * time.Millisecond):
+	}
+	idle[0].Close()
+	select {
+	case code := <-answered:
+		if code != http.StatusOK {
+			t.Errorf("once a connection closed: %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not answered after a connection closed")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 )
 
@@ -23,14 +24,14 @@ func TestPortKeys(t *testing.T) {
 		t.Errorf("PortKeys = %q, want %q", got, want)
 	}
 	// The names the status command looks up are the ones it wrote.
-	ports := map[model.ServicePortName][]string{}
-	names := ServiceNames([]model.ServicePort{sp}, ports)
+	ports := map[model.ServicePortName]PortNames{}
+	names := ServiceNames([]model.ServicePort{sp}, ports, noOwner)
 	for _, k := range want {
 		if names[k] != "demo/dns:dns" {
 			t.Errorf("%s names %q", k, names[k])
 		}
 	}
-	if !slices.Equal(ports[sp.Name], want) || len(names) != len(want) {
+	if !slices.Equal(ports[sp.Name].Keys, want) || len(names) != len(want) {
 		t.Errorf("ports %q, names %v", ports[sp.Name], names)
 	}
 	if got := virtualKey(sp.Protocol.String(), sp.ClusterIPs[1], sp.Port); got != want[1] {
@@ -38,6 +39,49 @@ func TestPortKeys(t *testing.T) {
 	}
 	if got := virtualKey(sp.Protocol.String(), netip.Addr{}, sp.NodePort); got != want[4] {
 		t.Errorf("the lookup's node-port key %q differs from the written %q", got, want[4])
+	}
+}
+
+// noOwner is a planner's that programs no virtual server.
+func noOwner(plan.VirtualKey) (model.ServicePortName, bool) { return model.ServicePortName{}, false }
+
+// A virtual server two ports claim names the one the planner programs it
+// for, whichever came last, as a whole or as changes; when the owner
+// goes, the other takes its name.
+func TestServiceNamesContested(t *testing.T) {
+	dns := model.ServicePort{Name: model.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"}, Protocol: inet.UDP, Port: 53,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}}
+	squat := model.ServicePort{Name: model.ServicePortName{Namespace: "tenant", Name: "squat", Port: "dns"}, Protocol: inet.UDP, Port: 53,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.99")}, ExternalIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}}
+	contested := plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 53, Protocol: inet.UDP}
+	owner := dns.Name
+	byPlanner := func(vk plan.VirtualKey) (model.ServicePortName, bool) {
+		if vk == contested {
+			return owner, owner != model.ServicePortName{}
+		}
+		return model.ServicePortName{}, false
+	}
+	ports := map[model.ServicePortName]PortNames{}
+	names := ServiceNames([]model.ServicePort{dns, squat}, ports, byPlanner)
+	if got := names["udp/10.96.0.10:53"]; got != "kube-system/kube-dns:dns" {
+		t.Errorf("the whole state names %q", got)
+	}
+	if got := names["udp/10.96.0.99:53"]; got != "tenant/squat:dns" {
+		t.Errorf("the tenant's own cluster IP names %q", got)
+	}
+	Rename(names, squat.Name, ports[squat.Name], NamesOf(&squat), byPlanner)
+	if got := names["udp/10.96.0.10:53"]; got != "kube-system/kube-dns:dns" {
+		t.Errorf("after the tenant's change: %q", got)
+	}
+	owner = squat.Name
+	Rename(names, dns.Name, ports[dns.Name], PortNames{}, byPlanner)
+	if got := names["udp/10.96.0.10:53"]; got != "tenant/squat:dns" {
+		t.Errorf("once kube-dns went: %q", got)
+	}
+	owner = model.ServicePortName{}
+	Rename(names, squat.Name, ports[squat.Name], PortNames{}, byPlanner)
+	if len(names) != 0 {
+		t.Errorf("once both went: %v", names)
 	}
 }
 
@@ -57,6 +101,6 @@ func BenchmarkServiceNames(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		ServiceNames(services, map[model.ServicePortName][]string{})
+		ServiceNames(services, map[model.ServicePortName]PortNames{}, noOwner)
 	}
 }

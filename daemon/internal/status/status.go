@@ -24,6 +24,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -130,20 +131,75 @@ func PortKeys(sp *model.ServicePort) []string {
 	return keys
 }
 
-// ServiceNames maps the virtual servers of services to their names, and
-// lists each service port's keys in ports, when not nil.
-func ServiceNames(services []model.ServicePort, ports map[model.ServicePortName][]string) map[string]string {
+// PortNames are a service port's virtual servers as the state file names
+// them (Keys, see PortKeys) and, in the same order, as the planner keys
+// them (Virtual): the zero VirtualKey for the node port's key, which
+// stands for the port on every node address.
+type PortNames struct {
+	Keys    []string
+	Virtual []plan.VirtualKey
+}
+
+// NamesOf returns a service port's PortNames.
+func NamesOf(sp *model.ServicePort) PortNames {
+	virtual := make([]plan.VirtualKey, 0, len(sp.ClusterIPs)+len(sp.ExternalIPs)+len(sp.LoadBalancerIPs)+1)
+	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
+		for _, a := range list {
+			virtual = append(virtual, plan.VirtualKey{Addr: a, Port: sp.Port, Protocol: sp.Protocol})
+		}
+	}
+	if sp.NodePort != 0 {
+		virtual = append(virtual, plan.VirtualKey{})
+	}
+	return PortNames{Keys: PortKeys(sp), Virtual: virtual}
+}
+
+// Owner returns the service port the planner programs a virtual server
+// for (dataplane.Dataplane.Owner): of ports that claim one, its choice.
+type Owner func(plan.VirtualKey) (model.ServicePortName, bool)
+
+// ServiceNames maps the virtual servers of services to their names, each
+// to its owner's where ports claim one, and lists each service port's
+// names in ports, when not nil.
+func ServiceNames(services []model.ServicePort, ports map[model.ServicePortName]PortNames, owner Owner) map[string]string {
 	out := make(map[string]string, 2*len(services))
 	for i := range services {
-		keys, name := PortKeys(&services[i]), services[i].Name.String()
-		for _, k := range keys {
-			out[k] = name
-		}
+		cur := NamesOf(&services[i])
+		Rename(out, services[i].Name, PortNames{}, cur, owner)
 		if ports != nil {
-			ports[services[i].Name] = keys
+			ports[services[i].Name] = cur
 		}
 	}
 	return out
+}
+
+// Rename moves a service port's entries in names from its old PortNames
+// to cur (empty when the port went): a key it named passes to the
+// virtual server's owner if another port owns it now, and a key of cur
+// names the port unless the planner programs it for another. A node
+// port's key always names its port: the API server gives each node port
+// to one Service.
+func Rename(names map[string]string, name model.ServicePortName, old, cur PortNames, owner Owner) {
+	self := name.String()
+	for i, k := range old.Keys {
+		if names[k] != self {
+			continue
+		}
+		delete(names, k)
+		if vk := old.Virtual[i]; vk.Addr.IsValid() {
+			if o, ok := owner(vk); ok && o != name {
+				names[k] = o.String()
+			}
+		}
+	}
+	for i, k := range cur.Keys {
+		if vk := cur.Virtual[i]; vk.Addr.IsValid() {
+			if o, ok := owner(vk); ok && o != name {
+				continue
+			}
+		}
+		names[k] = self
+	}
 }
 
 // WriteRecord replaces the state file, and the names file when names is
@@ -205,12 +261,28 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// writeFile replaces path with data at once. The temporary file beside it
+// has a name no one can make ahead (a fixed name's link would be followed
+// by the write) and is readable by its owner only: ipvsplane status runs
+// as the daemon's user, and the node's other users have no need of it.
 func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
 }
 
 // ReadRecord reads the state file at path and the names file beside it;

@@ -35,7 +35,7 @@ func statusFixture(t *testing.T) (*Record, *Kernel, time.Time) {
 	err := WriteRecord(path, &Record{
 		Daemon:   Daemon{Node: "node-a", Source: "files", PID: 42, Started: now.Add(-time.Hour), LastSync: now.Add(-2 * time.Second)},
 		Sync:     Sync{DurationSeconds: 0.0125, FirstSyncSeconds: 0.25, Full: true, Operations: 57, Syncs: 3, ServicePorts: 1},
-		Services: ServiceNames([]model.ServicePort{web}, nil),
+		Services: ServiceNames([]model.ServicePort{web}, nil, noOwner),
 	}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +174,42 @@ func TestWriter(t *testing.T) {
 	stop()
 	if r, err := ReadRecord(path); err != nil || r.Syncs != 3 {
 		t.Errorf("after the writer stopped: %+v, %v", r, err)
+	}
+}
+
+// The files are replaced through a temporary file of a name no one can
+// make ahead: a link planted at the old fixed name is not followed, and
+// the files are readable by their owner only.
+func TestWriteRecordFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "status.json")
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path + ".tmp", NamesFile(path) + ".tmp"} {
+		if err := os.Symlink(victim, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Record{Sync: Sync{Syncs: 1}, Services: map[string]string{"tcp/10.96.0.10:53": "kube-system/kube-dns:dns-tcp"}}
+	if err := WriteRecord(path, r, true); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(victim); string(data) != "kept" {
+		t.Errorf("the linked file now holds %q", data)
+	}
+	for _, name := range []string{path, NamesFile(path)} {
+		fi, err := os.Lstat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != 0o600 {
+			t.Errorf("%s: mode %v, want -rw-------", name, fi.Mode())
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 5 {
+		t.Errorf("%d files, want the victim, the two links and the two files: %v", len(entries), entries)
 	}
 }
 

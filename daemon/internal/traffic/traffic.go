@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -133,9 +134,14 @@ func New(source Lister, now func() time.Time) *Collector {
 	}
 }
 
+// Owner returns the service port a virtual server is programmed for
+// (dataplane.Dataplane.Owner): of ports that claim one, the planner's
+// choice.
+type Owner func(plan.VirtualKey) (model.ServicePortName, bool)
+
 // Replace maps the virtual servers of a whole desired state to their
 // service ports, after a full sync. Ports that stay keep their counters.
-func (t *Collector) Replace(node *model.Node, services []model.ServicePort) {
+func (t *Collector) Replace(node *model.Node, services []model.ServicePort, owner Owner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	present := make(map[model.ServicePortName]bool, len(services))
@@ -145,72 +151,72 @@ func (t *Collector) Replace(node *model.Node, services []model.ServicePort) {
 	}
 	for name := range t.ports {
 		if !present[name] {
-			t.drop(name)
+			delete(t.ports, name)
 		}
 	}
+	clear(t.owners)
+	for _, p := range t.ports {
+		for _, k := range p.keys {
+			t.claim(k, owner)
+		}
+	}
+	maps.DeleteFunc(t.seen, func(k plan.VirtualKey, _ trafficCounters) bool { return t.owners[k] == nil })
 }
 
-// Apply follows an incremental sync's changes, in their time.
-func (t *Collector) Apply(node *model.Node, changes []plan.Change) {
+// Apply follows an incremental sync's changes, in their time: the
+// virtual servers of the changed ports, those they had and those they
+// have, go to their owners.
+func (t *Collector) Apply(node *model.Node, changes []plan.Change, owner Owner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var touched []plan.VirtualKey
 	for _, c := range changes {
-		if c.Port == nil {
-			t.drop(c.Name)
-		} else {
-			t.set(node, c.Port)
+		if p := t.ports[c.Name]; p != nil {
+			touched = append(touched, p.keys...)
 		}
+		if c.Port == nil {
+			delete(t.ports, c.Name)
+			continue
+		}
+		t.set(node, c.Port)
+		touched = append(touched, t.ports[c.Name].keys...)
+	}
+	for _, k := range touched {
+		t.claim(k, owner)
 	}
 }
 
-// set maps the port's virtual servers to it; t.mu is held. A virtual
-// server two ports claim (a VirtualServerConflict) counts for the one set
-// last.
+// set records the port's virtual servers, all it claims; t.mu is held.
+// Which of them count for it is claim's to say.
 func (t *Collector) set(node *model.Node, sp *model.ServicePort) {
 	p := t.ports[sp.Name]
 	if p != nil && p.protocol != sp.Protocol {
 		// Another protocol is another series.
-		t.drop(sp.Name)
 		p = nil
 	}
-	keys := plan.VirtualKeys(node, sp)
 	if p == nil {
 		p = &trafficPort{name: sp.Name, protocol: sp.Protocol}
 		t.ports[sp.Name] = p
-	} else if slices.Equal(p.keys, keys) {
-		return // an endpoint change
 	}
-	for _, k := range p.keys {
-		if !slices.Contains(keys, k) {
-			t.release(p, k)
-		}
-	}
-	for _, k := range keys {
-		t.owners[k] = p
-	}
-	p.keys = keys
+	p.keys = plan.VirtualKeys(node, sp)
 }
 
-// drop forgets a removed port and its series; t.mu is held.
-func (t *Collector) drop(name model.ServicePortName) {
-	p := t.ports[name]
-	if p == nil {
-		return
+// claim gives virtual server k to the port that owns it, or to none;
+// t.mu is held. A virtual server that passes to another port keeps its
+// last reading, since the kernel's counters go on; one that no port
+// counts loses it: if it comes back, it is a new virtual server whose
+// counters start from zero.
+func (t *Collector) claim(k plan.VirtualKey, owner Owner) {
+	var p *trafficPort
+	if name, ok := owner(k); ok {
+		p = t.ports[name]
 	}
-	for _, k := range p.keys {
-		t.release(p, k)
-	}
-	delete(t.ports, name)
-}
-
-// release unmaps one of p's virtual servers. Its last reading goes too:
-// if it comes back, it is a new virtual server whose counters start from
-// zero.
-func (t *Collector) release(p *trafficPort, k plan.VirtualKey) {
-	if t.owners[k] == p {
+	if p == nil || !slices.Contains(p.keys, k) {
 		delete(t.owners, k)
 		delete(t.seen, k)
+		return
 	}
+	t.owners[k] = p
 }
 
 // Refresh reads every virtual server's counters in one dump and adds

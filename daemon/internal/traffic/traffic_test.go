@@ -94,6 +94,21 @@ func exposition(connections, packets, bytes string) string {
 ` + packets
 }
 
+// ownerOf is the planner's choice where ports claim no virtual server in
+// common: each is its claimant's.
+func ownerOf(node *model.Node, ports ...model.ServicePort) Owner {
+	owners := map[plan.VirtualKey]model.ServicePortName{}
+	for i := range ports {
+		for _, k := range plan.VirtualKeys(node, &ports[i]) {
+			owners[k] = ports[i].Name
+		}
+	}
+	return func(k plan.VirtualKey) (model.ServicePortName, bool) {
+		name, ok := owners[k]
+		return name, ok
+	}
+}
+
 // A service port's series sum all its virtual servers, both families and
 // every kind; virtual servers of no service port are left out.
 func TestServiceTrafficSumsVirtualServers(t *testing.T) {
@@ -113,7 +128,7 @@ func TestServiceTrafficSumsVirtualServers(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := New(k, clock.now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns})
+	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
 	if err := tr.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +156,7 @@ func TestServiceTrafficOneDumpPerInterval(t *testing.T) {
 	web := webPort()
 	k := &fakeLister{svcs: []ipvs.Service{kernelService(inet.TCP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}}
 	tr := New(k, time.Now)
-	tr.Replace(trafficNode(), []model.ServicePort{web})
+	tr.Replace(trafficNode(), []model.ServicePort{web}, ownerOf(trafficNode(), web))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(tr)
 	if n, err := testutil.GatherAndCount(reg, trafficNames...); err != nil || n != 0 {
@@ -185,7 +200,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := New(k, clock.now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns})
+	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
 	ctx := context.Background()
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -198,7 +213,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	clock.advance(10 * time.Second)
 	api := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "api"}, Protocol: inet.TCP, Port: 443,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}
-	tr.Apply(trafficNode(), []plan.Change{{Name: api.Name, Port: &api}})
+	tr.Apply(trafficNode(), []plan.Change{{Name: api.Name, Port: &api}}, ownerOf(trafficNode(), web, dns, api))
 	k.svcs = []ipvs.Service{
 		kernelService(inet.TCP, "10.96.0.20", 80, stats(20, 200, 150, 3000, 2000)),
 		kernelService(inet.TCP, "192.168.0.10", 30080, stats(20, 200, 150, 3000, 2000)),
@@ -233,7 +248,7 @@ func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	web.NodePort, web.ExternalIPs, web.LoadBalancerIPs = 0, nil, nil
 	k := &fakeLister{svcs: []ipvs.Service{kernelService(inet.TCP, "10.96.0.20", 80, stats(100, 100, 100, 100, 100))}}
 	tr := New(k, time.Now)
-	tr.Replace(trafficNode(), []model.ServicePort{web})
+	tr.Replace(trafficNode(), []model.ServicePort{web}, ownerOf(trafficNode(), web))
 	ctx := context.Background()
 	total := func() trafficCounters {
 		t.Helper()
@@ -257,8 +272,8 @@ func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	// counted more than the old one's last reading.
 	moved := web
 	moved.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:96::20")}
-	tr.Apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &moved}})
-	tr.Apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &web}})
+	tr.Apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &moved}}, ownerOf(trafficNode(), moved))
+	tr.Apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &web}}, ownerOf(trafficNode(), web))
 	k.svcs[0].Stats = stats(50, 50, 50, 50, 50)
 	if got := total(); got.Connections != 190 {
 		t.Errorf("after the virtual server came back with 50: %+v, want 190", got)
@@ -275,14 +290,14 @@ func TestServiceTrafficSeriesFollowPorts(t *testing.T) {
 		kernelService(inet.UDP, "10.96.0.10", 53, stats(2, 2, 2, 2, 2)),
 	}}
 	tr := New(k, time.Now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns})
+	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
 	ctx := context.Background()
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	udpWeb := web
 	udpWeb.Protocol = inet.UDP
-	tr.Apply(trafficNode(), []plan.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}})
+	tr.Apply(trafficNode(), []plan.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}}, ownerOf(trafficNode(), udpWeb))
 	k.svcs = []ipvs.Service{kernelService(inet.UDP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -309,7 +324,7 @@ func TestStatusShowsTrafficRates(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	tr := New(k, clock.now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns})
+	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
 	var out strings.Builder
 	show := func(top int) string {
 		t.Helper()
@@ -348,5 +363,49 @@ func TestStatusShowsTrafficRates(t *testing.T) {
 	_, err := status.ReadTraffic(filepath.Join(t.TempDir(), "status.json"))
 	if err := status.PrintTraffic(&out, nil, err, 20, clock.t); err != nil || out.Len() != 0 {
 		t.Errorf("without the file: %v %q", err, out.String())
+	}
+}
+
+// A virtual server two ports claim (a tenant's external IP on another
+// Service's cluster IP) counts for the port the planner programs it for,
+// whichever came last; when the owner goes, it passes to the other,
+// which is credited from then on only.
+func TestServiceTrafficContestedVirtualServer(t *testing.T) {
+	dns := dnsPort()
+	squat := model.ServicePort{Name: model.ServicePortName{Namespace: "tenant", Name: "squat", Port: "dns"}, Protocol: inet.UDP, Port: 53,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.99")}, ExternalIPs: []netip.Addr{netip.MustParseAddr("10.96.0.10")}}
+	k := &fakeLister{svcs: []ipvs.Service{kernelService(inet.UDP, "10.96.0.10", 53, stats(10, 10, 10, 10, 10))}}
+	tr := New(k, time.Now)
+	ctx := context.Background()
+	totals := func() (dns, squat uint64) {
+		t.Helper()
+		if err := tr.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range tr.ports {
+			if p.name.Name == "kube-dns" {
+				dns = p.total.Connections
+			} else {
+				squat = p.total.Connections
+			}
+		}
+		return dns, squat
+	}
+	// The planner gives it to the cluster IP; the tenant's port comes
+	// last, in the whole state and as a change.
+	dnsOwns := ownerOf(trafficNode(), squat, dns)
+	tr.Replace(trafficNode(), []model.ServicePort{dns, squat}, dnsOwns)
+	if d, s := totals(); d != 10 || s != 0 {
+		t.Errorf("after the whole state: kube-dns %d, squat %d; want 10, 0", d, s)
+	}
+	tr.Apply(trafficNode(), []plan.Change{{Name: squat.Name, Port: &squat}}, dnsOwns)
+	k.svcs[0].Stats = stats(15, 15, 15, 15, 15)
+	if d, s := totals(); d != 15 || s != 0 {
+		t.Errorf("after the tenant's change: kube-dns %d, squat %d; want 15, 0", d, s)
+	}
+	tr.Apply(trafficNode(), []plan.Change{{Name: dns.Name}}, ownerOf(trafficNode(), squat))
+	k.svcs[0].Stats = stats(17, 17, 17, 17, 17)
+	if _, s := totals(); s != 2 {
+		t.Errorf("once kube-dns went: squat %d, want the 2 since", s)
 	}
 }

@@ -345,6 +345,9 @@ func BenchmarkManyLocalEndpoints(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Apply([]plan.Change{{Name: web.Name, Port: &web}})
+	}
+}
+
 // A health-check port, which anyone reaching the node reaches, bounds
 // what a client costs: headers past httpserver.MaxHeaderBytes are
 // refused, and past httpserver.MaxConnections open connections the next

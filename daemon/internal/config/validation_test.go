@@ -44,7 +44,11 @@ func TestValidateKubeProxy(t *testing.T) {
 		})
 	}
 	// What kube-proxy accepts, sloppy addresses included.
-	for _, body := range []string{"", "clusterCIDR: 010.244.0.0/16,fd00::/48\n", "nodePortAddresses: [primary, 010.0.0.0/8]\ndetectLocalMode: NodeCIDR\n", "ipvs: {excludeCIDRs: [10.0.0.0/8]}\nmode: iptables\n"} {
+	for _, body := range []string{"", "clusterCIDR: 010.244.0.0/16,fd00::/48\n", "nodePortAddresses: [primary, 010.0.0.0/8]\ndetectLocalMode: NodeCIDR\n", "ipvs: {excludeCIDRs: [10.0.0.0/8]}\nmode: iptables\n",
+		// v1.37 takes the keywords with CIDRs, each once.
+		"nodePortAddresses: [all, localhost, primary, 10.0.0.0/8, fd00::/8]\n",
+		// clusterCIDR is checked in ClusterCIDR mode alone.
+		"clusterCIDR: pods\ndetectLocalMode: NodeCIDR\n"} {
 		cfg, _, err := parse("config.yaml", []byte(head+body))
 		if err != nil {
 			t.Fatal(err)

@@ -94,6 +94,8 @@ type Dataplane struct {
 	sweep *plan.Sweep
 	// kernelSysctls are the settings this kernel's release calls for.
 	kernelSysctls []model.Sysctl
+	// written are the sysctls and IPVS timeouts last written.
+	written nodeSettings
 	// ipv6 is false on a kernel without IPv6: the node is then served
 	// IPv4Only.
 	ipv6 bool

@@ -77,7 +77,7 @@ func kernelVersion(release string) (major, minor int, err error) {
 	return 0, 0, fmt.Errorf("dataplane: kernel release %q: want it to start with MAJOR.MINOR", release)
 }
 
-// InitNode writes the node's sysctls and IPVS timeouts, as a sync does
+// InitNode writes the node's sysctls and IPVS timeouts, as the first sync does
 // and as kube-proxy's --init-only does before it exits.
 func (d *Dataplane) InitNode(ctx context.Context, node *model.Node) error {
 	return errors.Join(d.applyNodeSettings(ctx, node)...)

@@ -66,7 +66,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 			t.Errorf("want only the local backend-1, seeing the client's address; got %v from %v", counts, peers)
 		}
 		code, body, err := httpGet(n.client, "192.168.0.1:32000", "/")
-		if err != nil || code != 200 || !strings.Contains(body, `"localEndpoints":1`) {
+		if err != nil || code != 200 || !strings.Contains(body, `"localEndpoints": 1,`) {
 			t.Errorf("health-check node port: %d %s %v", code, body, err)
 		}
 	})

@@ -147,5 +147,5 @@ func gather(t *testing.T, m *metrics.Metrics, name string) []*dto.MetricFamily {
 // answers counted in m.
 func testHealth(period time.Duration, now func() time.Time, m *metrics.Metrics) *healthcheck.ProxyHealth {
 	healthz, livez := m.AnswerCounters()
-	return healthcheck.NewProxyHealth(period, now, false, healthz, livez)
+	return healthcheck.NewProxyHealth(period, now, false, []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, healthz, livez)
 }

@@ -206,7 +206,11 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 
 	m := metrics.New().ForFamilies(ipv6).SetBuild(metrics.Build(a.build))
 	healthz, livez := m.AnswerCounters()
-	h := healthcheck.NewProxyHealth(s.SyncPeriod, a.now, o.source == sourceKubernetes, healthz, livez)
+	families := []v1.IPFamily{v1.IPv4Protocol}
+	if ipv6 {
+		families = append(families, v1.IPv6Protocol)
+	}
+	h := healthcheck.NewProxyHealth(s.SyncPeriod, a.now, o.source == sourceKubernetes, families, healthz, livez)
 	rec, closeEvents := a.recorder(log, o, s.Node.Name)
 	defer closeEvents()
 	d := a.newDaemon(log, o, s, k, m, h, rec)

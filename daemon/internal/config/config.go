@@ -57,8 +57,9 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	setString(&cfg.Kind, configKind)
 	setString((*string)(&cfg.Mode), "ipvs")
 	setString(&cfg.BindAddress, "0.0.0.0")
-	setString(&cfg.HealthzBindAddress, net.JoinHostPort("0.0.0.0", strconv.Itoa(HealthzPort)))
-	setString(&cfg.MetricsBindAddress, net.JoinHostPort("127.0.0.1", strconv.Itoa(MetricsPort)))
+	healthzHost, metricsHost := defaultHosts(cfg.BindAddress)
+	setString(&cfg.HealthzBindAddress, net.JoinHostPort(healthzHost, strconv.Itoa(HealthzPort)))
+	setString(&cfg.MetricsBindAddress, net.JoinHostPort(metricsHost, strconv.Itoa(MetricsPort)))
 	cfg.HealthzBindAddress = AppendPortIfNeeded(cfg.HealthzBindAddress, HealthzPort)
 	cfg.MetricsBindAddress = AppendPortIfNeeded(cfg.MetricsBindAddress, MetricsPort)
 	setString((*string)(&cfg.DetectLocalMode), "ClusterCIDR")
@@ -108,6 +109,17 @@ func applyDefaults(cfg *kubeproxy.KubeProxyConfiguration) {
 	// kube-proxy gives IPVS mode no minimum (its iptables and nftables
 	// modes get 1 s): every change is programmed at once, which
 	// incremental syncs make cheap.
+}
+
+// defaultHosts returns the hosts of the default /healthz and /metrics
+// addresses for bindAddress, as kube-proxy's defaulting does: IPv4's
+// unless bindAddress is not an IPv4 address (kubeadm writes "::" on IPv6
+// clusters), then IPv6's.
+func defaultHosts(bindAddress string) (healthz, metrics string) {
+	if netutils.ParseIPSloppy(bindAddress).To4() != nil {
+		return "0.0.0.0", "127.0.0.1"
+	}
+	return "::", "::1"
 }
 
 // kube-proxy's ports of /healthz and /metrics.

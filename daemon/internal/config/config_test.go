@@ -162,3 +162,32 @@ func TestConntrackDefaults(t *testing.T) {
 		t.Errorf("conntrack defaults %+v", c)
 	}
 }
+
+// kube-proxy's defaulting takes the bind addresses' family from
+// bindAddress: kubeadm writes "::" on IPv6 clusters, whose defaults are
+// [::]:10256 and [::1]:10249; an address that is not IPv4 (an invalid one
+// too, which validation then refuses) counts as IPv6.
+func TestDefaultBindAddressesFollowBindAddress(t *testing.T) {
+	head := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	tests := []struct{ body, healthz, metrics string }{
+		{"", "0.0.0.0:10256", "127.0.0.1:10249"},
+		{"bindAddress: 0.0.0.0\n", "0.0.0.0:10256", "127.0.0.1:10249"},
+		{"bindAddress: 10.0.0.1\n", "0.0.0.0:10256", "127.0.0.1:10249"},
+		{"bindAddress: \"::\"\n", "[::]:10256", "[::1]:10249"},
+		{"bindAddress: fd00::1\n", "[::]:10256", "[::1]:10249"},
+		{"bindAddress: nowhere\n", "[::]:10256", "[::1]:10249"},
+		{"bindAddress: \"::\"\nhealthzBindAddress: 10.0.0.1\nmetricsBindAddress: 0.0.0.0:9000\n", "10.0.0.1:10256", "0.0.0.0:9000"},
+	}
+	for _, tt := range tests {
+		cfg, _, err := parse("config.yaml", []byte(head+tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.HealthzBindAddress != tt.healthz || cfg.MetricsBindAddress != tt.metrics {
+			t.Errorf("%q: bind addresses %q, %q; want %q, %q", tt.body, cfg.HealthzBindAddress, cfg.MetricsBindAddress, tt.healthz, tt.metrics)
+		}
+	}
+	if d := Default(); d.HealthzBindAddress != "0.0.0.0:10256" || d.MetricsBindAddress != "127.0.0.1:10249" {
+		t.Errorf("Default: %q, %q", d.HealthzBindAddress, d.MetricsBindAddress)
+	}
+}

@@ -83,31 +83,32 @@ func resolveNode(n *model.Node, kp *kubeproxy.KubeProxyConfiguration, hostname s
 }
 
 // resolveLocalDetection sets how traffic from pods is told apart: by
-// clusterCIDR, or as detectLocalMode asks.
+// clusterCIDR, or as detectLocalMode asks. As kube-proxy, it reads
+// clusterCIDR in ClusterCIDR mode alone.
 func (s *Settings) resolveLocalDetection(kp *kubeproxy.KubeProxyConfiguration) error {
 	n := &s.Node
-	var err error
-	if n.ClusterCIDRs, err = prefixes("clusterCIDR", splitList(kp.ClusterCIDR)); err != nil {
-		return err
-	}
-	// kube-proxy tells pods apart by the first range of each family.
-	n.ClusterCIDRs = firstPerFamily(n.ClusterCIDRs)
 	switch kp.DetectLocalMode {
 	case "", "ClusterCIDR":
+		cidrs, err := prefixes("clusterCIDR", splitList(kp.ClusterCIDR))
+		if err != nil {
+			return err
+		}
+		// kube-proxy tells pods apart by the first range of each family.
+		n.ClusterCIDRs = firstPerFamily(cidrs)
 	case "InterfaceNamePrefix":
 		if kp.DetectLocal.InterfaceNamePrefix == "" {
 			return fmt.Errorf("detectLocalMode InterfaceNamePrefix needs detectLocal.interfaceNamePrefix")
 		}
-		n.PodInterfacePrefix, n.ClusterCIDRs = kp.DetectLocal.InterfaceNamePrefix, nil
+		n.PodInterfacePrefix = kp.DetectLocal.InterfaceNamePrefix
 	case "BridgeInterface":
 		if kp.DetectLocal.BridgeInterface == "" {
 			return fmt.Errorf("detectLocalMode BridgeInterface needs detectLocal.bridgeInterface")
 		}
-		n.PodBridge, n.ClusterCIDRs = kp.DetectLocal.BridgeInterface, nil
+		n.PodBridge = kp.DetectLocal.BridgeInterface
 	case "NodeCIDR":
 		// The ranges come with the Node object, which the tracker waits
 		// for, as kube-proxy does.
-		s.PodCIDRsFromNode, n.ClusterCIDRs = true, nil
+		s.PodCIDRsFromNode = true
 	default:
 		// Validate refuses it first, as kube-proxy does.
 		return fmt.Errorf("detectLocalMode: %q is not supported", kp.DetectLocalMode)

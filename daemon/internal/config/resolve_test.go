@@ -104,6 +104,25 @@ func TestResolve(t *testing.T) {
 			podCIDRsFromNode: true,
 		},
 		{
+			// kube-proxy reads clusterCIDR in ClusterCIDR mode alone: in
+			// another mode it is neither validated nor used.
+			name: "NodeCIDR with a clusterCIDR that is not one",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.ClusterCIDR = "10.244.0.0"
+				kp.DetectLocalMode = "NodeCIDR"
+			},
+			podCIDRsFromNode: true,
+		},
+		{
+			name: "bridge with clusterCIDRs that are not",
+			edit: func(kp *kubeproxy.KubeProxyConfiguration) {
+				kp.ClusterCIDR = "pods,10.0.0.0/8,fd00::/8"
+				kp.DetectLocalMode = "BridgeInterface"
+				kp.DetectLocal.BridgeInterface = "cni0"
+			},
+			node: func(n *model.Node) { n.PodBridge = "cni0" },
+		},
+		{
 			// kube-proxy's bit 0 is mark 1, not its default.
 			name: "masquerade bit 0",
 			edit: func(kp *kubeproxy.KubeProxyConfiguration) { *kp.IPTables.MasqueradeBit = 0 },

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -55,11 +57,74 @@ func Validate(kp *kubeproxy.KubeProxyConfiguration) error {
 	}
 	errs = append(errs, validateNodePortAddresses(kp.NodePortAddresses, root.Child("NodePortAddresses"))...)
 	errs = append(errs, validateDetectLocal(kp, root)...)
-	if f := kp.Logging.Format; f != "" && f != "text" && f != "json" {
-		errs = append(errs, fieldpath.Invalid(root.Child("logging", "format"), f, "Unsupported log format"))
-	}
+	errs = append(errs, validateLogging(kp, root.Child("logging"))...)
 	return errs.ToAggregate()
 }
+
+// validateLogging runs component-base's validation of the logging
+// section, as kube-proxy does, with the logging feature gates the file's
+// featureGates set (LoggingAlphaOptions off and LoggingBetaOptions on by
+// default). Its check of klog's own flags is left out: kube-proxy never
+// sets them.
+func validateLogging(kp *kubeproxy.KubeProxyConfiguration, p *fieldpath.Path) fieldpath.ErrorList {
+	var errs fieldpath.ErrorList
+	c := &kp.Logging
+	if c.FlushFrequency.Duration.Duration <= 0 {
+		errs = append(errs, fieldpath.Invalid(p.Child("flushFrequency"), c.FlushFrequency, "Must be greater than zero"))
+	}
+	switch c.Format {
+	case "", "text":
+	case "json":
+		if on, set := kp.FeatureGates[loggingBeta]; set && !on {
+			errs = append(errs, fieldpath.Forbidden(p.Child("format"), "Log format json is disabled, see "+loggingBeta+" feature"))
+		}
+	default:
+		errs = append(errs, fieldpath.Invalid(p.Child("format"), c.Format, "Unsupported log format"))
+	}
+	if c.Verbosity > math.MaxInt32 {
+		errs = append(errs, fieldpath.Invalid(p.Child("verbosity"), c.Verbosity, fmt.Sprintf("Must be <= %d", math.MaxInt32)))
+	}
+	vmodule := p.Child("vmodule")
+	if len(c.VModule) > 0 && c.Format != "" && c.Format != "text" {
+		errs = append(errs, fieldpath.Forbidden(vmodule, "Only supported for text log format"))
+	}
+	for i, item := range c.VModule {
+		if item.FilePattern == "" {
+			errs = append(errs, fieldpath.Required(vmodule.Index(i), "File pattern must not be empty"))
+		}
+		if strings.ContainsAny(item.FilePattern, "=,") {
+			errs = append(errs, fieldpath.Invalid(vmodule.Index(i), item.FilePattern, "File pattern must not contain equal sign or comma"))
+		}
+		if item.Verbosity > math.MaxInt32 {
+			errs = append(errs, fieldpath.Invalid(vmodule.Index(i), item.Verbosity, fmt.Sprintf("Must be <= %d", math.MaxInt32)))
+		}
+	}
+	if !kp.FeatureGates[loggingAlpha] {
+		opts := p.Child("options")
+		for _, o := range []struct {
+			format       string
+			splitStream  bool
+			bufferedInfo bool
+		}{
+			{"text", c.Options.Text.SplitStream, c.Options.Text.InfoBufferSize.Value() != 0},
+			{"json", c.Options.JSON.SplitStream, c.Options.JSON.InfoBufferSize.Value() != 0},
+		} {
+			if o.splitStream {
+				errs = append(errs, fieldpath.Forbidden(opts.Child(o.format, "splitStream"), "Feature "+loggingAlpha+" is disabled"))
+			}
+			if o.bufferedInfo {
+				errs = append(errs, fieldpath.Forbidden(opts.Child(o.format, "infoBufferSize"), "Feature "+loggingAlpha+" is disabled"))
+			}
+		}
+	}
+	return errs
+}
+
+// The feature gates of component-base's logging options.
+const (
+	loggingAlpha = "LoggingAlphaOptions"
+	loggingBeta  = "LoggingBetaOptions"
+)
 
 func nonNegative(p *fieldpath.Path, d metav1.Duration) fieldpath.ErrorList {
 	if d.Duration < 0 {

@@ -30,6 +30,16 @@ func TestValidateKubeProxy(t *testing.T) {
 		{"nodePortAddresses: [eth0]\n", `KubeProxyConfiguration.NodePortAddresses[0]: Invalid value: "eth0": must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all'`},
 		{"clientConnection: {burst: -1}\n", "KubeProxyConfiguration.ClientConnection.Burst: Invalid value: -1: must be greater than or equal to 0"},
 		{"logging: {format: xml}\n", `KubeProxyConfiguration.logging.format: Invalid value: "xml": Unsupported log format`},
+		// component-base's logging validation, which kube-proxy runs whole.
+		{"logging: {flushFrequency: -1s}\n", `KubeProxyConfiguration.logging.flushFrequency: Invalid value: "-1s": Must be greater than zero`},
+		{"logging: {verbosity: 2147483648}\n", `KubeProxyConfiguration.logging.verbosity: Invalid value: 2147483648: Must be <= 2147483647`},
+		{"logging: {format: json, vmodule: [{filePattern: proxier.go, verbosity: 4}]}\n", `KubeProxyConfiguration.logging.vmodule: Forbidden: Only supported for text log format`},
+		{"logging: {vmodule: [{filePattern: \"\", verbosity: 4}]}\n", `KubeProxyConfiguration.logging.vmodule[0]: Required value: File pattern must not be empty`},
+		{"logging: {vmodule: [{filePattern: a=b, verbosity: 4}]}\n", `KubeProxyConfiguration.logging.vmodule[0]: Invalid value: "a=b": File pattern must not contain equal sign or comma`},
+		{"logging: {vmodule: [{filePattern: a.go, verbosity: 2147483648}]}\n", `KubeProxyConfiguration.logging.vmodule[0]: Invalid value: 2147483648: Must be <= 2147483647`},
+		{"logging: {options: {text: {splitStream: true}}}\n", `KubeProxyConfiguration.logging.options.text.splitStream: Forbidden: Feature LoggingAlphaOptions is disabled`},
+		{"logging: {options: {json: {infoBufferSize: 1Mi}}}\n", `KubeProxyConfiguration.logging.options.json.infoBufferSize: Forbidden: Feature LoggingAlphaOptions is disabled`},
+		{"featureGates: {LoggingBetaOptions: false}\nlogging: {format: json}\n", `KubeProxyConfiguration.logging.format: Forbidden: Log format json is disabled, see LoggingBetaOptions feature`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimSpace(tt.body), func(t *testing.T) {
@@ -44,7 +54,13 @@ func TestValidateKubeProxy(t *testing.T) {
 		})
 	}
 	// What kube-proxy accepts, sloppy addresses included.
-	for _, body := range []string{"", "clusterCIDR: 010.244.0.0/16,fd00::/48\n", "nodePortAddresses: [primary, 010.0.0.0/8]\ndetectLocalMode: NodeCIDR\n", "ipvs: {excludeCIDRs: [10.0.0.0/8]}\nmode: iptables\n"} {
+	for _, body := range []string{"", "clusterCIDR: 010.244.0.0/16,fd00::/48\n", "nodePortAddresses: [primary, 010.0.0.0/8]\ndetectLocalMode: NodeCIDR\n", "ipvs: {excludeCIDRs: [10.0.0.0/8]}\nmode: iptables\n",
+		// v1.37 takes the keywords with CIDRs, each once.
+		"nodePortAddresses: [all, localhost, primary, 10.0.0.0/8, fd00::/8]\n",
+		// clusterCIDR is checked in ClusterCIDR mode alone.
+		"clusterCIDR: pods\ndetectLocalMode: NodeCIDR\n",
+		"logging: {format: json, options: {json: {infoBufferSize: 0}}}\n",
+		"featureGates: {LoggingAlphaOptions: true}\nlogging: {options: {text: {splitStream: true, infoBufferSize: 1Mi}}}\n"} {
 		cfg, _, err := parse("config.yaml", []byte(head+body))
 		if err != nil {
 			t.Fatal(err)

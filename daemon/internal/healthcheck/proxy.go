@@ -23,6 +23,9 @@ const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 type ProxyHealth struct {
 	now     func() time.Time
 	timeout time.Duration
+	// families are the IP families the daemon serves, which the answers
+	// list as kube-proxy lists the families whose proxier runs.
+	families []v1.IPFamily
 	// nodeRequired makes an unknown Node ineligible, as for kube-proxy;
 	// without it (manifests from files may hold no Node) a missing Node
 	// is eligible.
@@ -38,11 +41,12 @@ type ProxyHealth struct {
 	node         *v1.Node
 }
 
-// NewProxyHealth returns the health of a daemon syncing every syncPeriod,
-// not yet started. nodeRequired makes an unknown Node ineligible;
-// healthzCodes and livezCodes count the answers by status code.
-func NewProxyHealth(syncPeriod time.Duration, now func() time.Time, nodeRequired bool, healthzCodes, livezCodes *prometheus.CounterVec) *ProxyHealth {
-	return &ProxyHealth{now: now, timeout: 2 * syncPeriod, nodeRequired: nodeRequired,
+// NewProxyHealth returns the health of a daemon syncing every syncPeriod
+// the IP families given, not yet started. nodeRequired makes an unknown
+// Node ineligible; healthzCodes and livezCodes count the answers by
+// status code.
+func NewProxyHealth(syncPeriod time.Duration, now func() time.Time, nodeRequired bool, families []v1.IPFamily, healthzCodes, livezCodes *prometheus.CounterVec) *ProxyHealth {
+	return &ProxyHealth{now: now, timeout: 2 * syncPeriod, nodeRequired: nodeRequired, families: families,
 		healthzCodes: healthzCodes, livezCodes: livezCodes}
 }
 
@@ -79,8 +83,8 @@ type familyHealth struct {
 }
 
 // healthResponse is what /healthz and /livez answer, kube-proxy's
-// ProxyHealth field for field. One sync programs both families, so both
-// report the same.
+// ProxyHealth field for field. One sync programs every family served, so
+// all report the same.
 type healthResponse struct {
 	LastUpdated  time.Time                    `json:"lastUpdated"`
 	CurrentTime  time.Time                    `json:"currentTime"`
@@ -103,7 +107,10 @@ func (h *ProxyHealth) check() healthResponse {
 		r.Healthy = false
 	}
 	fh := familyHealth{LastUpdated: h.lastUpdated, Healthy: r.Healthy}
-	r.Status = map[v1.IPFamily]familyHealth{v1.IPv4Protocol: fh, v1.IPv6Protocol: fh}
+	r.Status = make(map[v1.IPFamily]familyHealth, len(h.families))
+	for _, f := range h.families {
+		r.Status[f] = fh
+	}
 	return r
 }
 

@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// dualStack are the families of a node that serves both.
+var dualStack = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+
 type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time          { return c.t }
@@ -72,7 +75,7 @@ func TestHealthSyncs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &fakeClock{t: time.Unix(1e9, 0)}
 			healthz, livez := answerCounters()
-			h := NewProxyHealth(period, c.now, false, healthz, livez)
+			h := NewProxyHealth(period, c.now, false, dualStack, healthz, livez)
 			tt.steps(h, c)
 			code := map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[tt.want]
 			for _, p := range []struct {
@@ -120,7 +123,7 @@ func TestHealthNodeEligible(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &fakeClock{t: time.Unix(1e9, 0)}
 			healthz, livez := answerCounters()
-			h := NewProxyHealth(time.Minute, c.now, tt.nodeRequired, healthz, livez)
+			h := NewProxyHealth(time.Minute, c.now, tt.nodeRequired, dualStack, healthz, livez)
 			h.Updated()
 			h.SetNode(tt.node)
 			code, body := serveJSON(t, h.HealthzHandler(), "/healthz")
@@ -141,5 +144,40 @@ func TestHealthNodeEligible(t *testing.T) {
 				t.Errorf("/livez answered %d %v, want 200 without nodeEligible", code, body)
 			}
 		})
+	}
+}
+
+// /healthz and /livez list the families the daemon serves, as kube-proxy
+// lists the families whose proxier runs: IPv4 alone on a kernel without
+// IPv6. Before the first sync they list none.
+func TestHealthServedFamilies(t *testing.T) {
+	for _, families := range [][]v1.IPFamily{{v1.IPv4Protocol}, dualStack} {
+		c := &fakeClock{t: time.Unix(1e9, 0)}
+		healthz, livez := answerCounters()
+		h := NewProxyHealth(time.Minute, c.now, false, families, healthz, livez)
+		for _, p := range []struct {
+			path    string
+			handler http.Handler
+		}{{"/healthz", h.HealthzHandler()}, {"/livez", h.LivezHandler()}} {
+			if _, body := serveJSON(t, p.handler, p.path); body["status"] != nil {
+				t.Errorf("%v: %s before the first sync: status %v, want none", families, p.path, body["status"])
+			}
+		}
+		h.Updated()
+		for _, p := range []struct {
+			path    string
+			handler http.Handler
+		}{{"/healthz", h.HealthzHandler()}, {"/livez", h.LivezHandler()}} {
+			_, body := serveJSON(t, p.handler, p.path)
+			st, _ := body["status"].(map[string]any)
+			if len(st) != len(families) {
+				t.Errorf("%v: %s status %v, want one entry per family", families, p.path, body["status"])
+			}
+			for _, f := range families {
+				if fh, _ := st[string(f)].(map[string]any); fh["healthy"] != true || fh["lastUpdated"] == nil {
+					t.Errorf("%v: %s status of %s: %v", families, p.path, f, st[string(f)])
+				}
+			}
+		}
 	}
 }

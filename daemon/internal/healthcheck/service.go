@@ -361,7 +361,9 @@ func (h *ServiceServers) handler(s *hcServer) http.Handler {
 		if local == 0 || !healthy {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		fmt.Fprintf(w, `{"service":{"namespace":%s,"name":%s},"localEndpoints":%d,"serviceProxyHealthy":%v}`,
+		// kube-proxy's body byte for byte: indented with tabs, no newline
+		// at the end.
+		fmt.Fprintf(w, "{\n\t\"service\": {\n\t\t\"namespace\": %s,\n\t\t\"name\": %s\n\t},\n\t\"localEndpoints\": %d,\n\t\"serviceProxyHealthy\": %v\n}",
 			jsonString(st.Namespace), jsonString(st.Name), local, healthy)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -169,6 +170,39 @@ func TestHealthCheckNodePortPerFamily(t *testing.T) {
 		}
 		if rec.Code != 200 || v["localEndpoints"] != tt.want || rec.Header().Get("X-Load-Balancing-Endpoint-Weight") != "1" {
 			t.Errorf("request to %s: %d %v, want 200 and %v local endpoints", tt.local, rec.Code, v, tt.want)
+		}
+	}
+}
+
+// The answer's body is kube-proxy's byte for byte: its JSON indented with
+// tabs, no newline at the end; and so are its headers.
+func TestHealthCheckNodePortBody(t *testing.T) {
+	healthy := true
+	h := NewServiceServers(ServiceConfig{Log: zap.NewNop(), Node: "node-a", Healthy: func() bool { return healthy }})
+	h.cfg.Listen = func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
+	defer h.Close(context.Background())
+	h.Replace([]model.ServicePort{localService("web", 32000, endpoint("10.0.0.1", "node-a", true), endpoint("10.0.0.2", "node-a", true))})
+	h.mu.Lock()
+	srv := h.servers[32000]
+	h.mu.Unlock()
+	for _, tt := range []struct {
+		healthy bool
+		code    int
+		body    string
+	}{
+		{true, 200, "{\n\t\"service\": {\n\t\t\"namespace\": \"demo\",\n\t\t\"name\": \"web\"\n\t},\n\t\"localEndpoints\": 2,\n\t\"serviceProxyHealthy\": true\n}"},
+		{false, 503, "{\n\t\"service\": {\n\t\t\"namespace\": \"demo\",\n\t\t\"name\": \"web\"\n\t},\n\t\"localEndpoints\": 2,\n\t\"serviceProxyHealthy\": false\n}"},
+	} {
+		healthy = tt.healthy
+		rec := httptest.NewRecorder()
+		h.handler(srv).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if rec.Code != tt.code || rec.Body.String() != tt.body {
+			t.Errorf("healthy %v: %d %q, want %d %q", tt.healthy, rec.Code, rec.Body, tt.code, tt.body)
+		}
+		want := http.Header{"Content-Type": {"application/json"}, "X-Content-Type-Options": {"nosniff"}, "X-Load-Balancing-Endpoint-Weight": {"2"}}
+		if diff := cmp.Diff(want, rec.Header()); diff != "" {
+			t.Errorf("healthy %v: headers (-want +got):\n%s", tt.healthy, diff)
 		}
 	}
 }

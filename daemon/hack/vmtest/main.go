@@ -150,7 +150,7 @@ const lockupPanics = "softlockup_panic=1 watchdog_thresh=30 softlockup_all_cpu_b
 // kernel (state D) for a minute, with its backtrace, on its console: a test
 // stuck in a system call names where. Such a task may yet go on, so the
 // kernel does not panic.
-const hungTaskReports = "hung_task_timeout_secs=60 hung_task_panic=0"
+const hungTaskReports = "sysctl.kernel.hung_task_timeout_secs=60 hung_task_panic=0"
 
 // runInVM runs the test binary in a guest. A guest kernel that panics is
 // booted again with the test: under qemu's TCG the 6.12 kernel now and

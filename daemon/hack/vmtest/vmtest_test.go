@@ -193,7 +193,7 @@ func TestKernelCommandLine(t *testing.T) {
 		t.Errorf("kernel command line %q: a soft lockup does not panic, and the guest hangs instead of being booted again", args[i+1])
 	}
 	// A hung task's backtrace is printed at KERN_INFO.
-	for _, want := range []string{" loglevel=7 ", " hung_task_timeout_secs=", " softlockup_all_cpu_backtrace=1 "} {
+	for _, want := range []string{" loglevel=7 ", " sysctl.kernel.hung_task_timeout_secs=60 ", " softlockup_all_cpu_backtrace=1 "} {
 		if !strings.Contains(args[i+1], want) {
 			t.Errorf("kernel command line %q lacks %q: a stuck kernel does not say where", args[i+1], want)
 		}

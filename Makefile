@@ -37,13 +37,13 @@ PORTABLE_PKGS := ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./linkaddr/.
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: release test test-unit test-host test-vm test-kernels lint bench bench-dataplane bench-field fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-cluster-nodes test-takeover tools clean
+.PHONY: release test test-unit test-host test-vm test-vmtest test-kernels lint bench bench-dataplane bench-field fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-cluster-nodes test-takeover tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
 # programs, the cluster node's runtime and its images); nothing is fetched
 # again once there.
-test: deps-node lint test-unit test-host test-vm test-kernels test-cluster
+test: deps-node lint test-unit test-host test-vm test-vmtest test-kernels test-cluster
 
 deps:
 	@hack/install-deps
@@ -79,6 +79,12 @@ test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \
 	echo "$(VM_TESTS)"; \
 	set -o pipefail; $(VM_TESTS) 2>&1 | $(TEST_LOG)
+
+# vmtest's own test of a guest that never ends: it boots the guest twice
+# (about 75 s in all), to see vmtest stop it at its limit and on SIGTERM.
+test-vmtest: vm-kernel
+	@echo "VMTEST_HARNESS=1 $(GO) test -count=1 -v -run TestStuckGuestNamesItself ./daemon/hack/vmtest"; \
+	set -o pipefail; VMTEST_HARNESS=1 $(GO) test -count=1 -v -run TestStuckGuestNamesItself ./daemon/hack/vmtest 2>&1 | $(TEST_LOG)
 
 # The kernel packages' VM tests on each of OTHER_KERNELS, all at once, each
 # in guests of one vCPU (VMTEST_CPUS): their tests run one at a time, so a

@@ -2,7 +2,10 @@
 // it to standard output (and to -log), and when it ends prints what failed
 // in a few lines: each failed package, its failed tests with their first
 // messages, a test binary's panic (a timeout names the tests it was
-// running) and vmtest's own lines (its errors and retries). CI shows only
+// running) or go test's kill of it, vmtest's own lines (its errors and
+// retries; for a guest it stopped, the tests that were running and the
+// guest's last lines) and the guest kernel's reports of trouble (a soft
+// lockup, a hung task, a panic). CI shows only
 // the tail of make test's output, and the failing test of an hour of
 // verbose output is otherwise far above it.
 //
@@ -49,6 +52,10 @@ var (
 	// report of a test that passed is left out.
 	vmtestLine   = regexp.MustCompile(`^vmtest: `)
 	vmtestPassed = regexp.MustCompile(`^vmtest: .*, exit status 0$`)
+	// A guest kernel's report of trouble, as vmtest marks it (its
+	// backtrace is left out), and go test's kill of a test binary.
+	guestTrouble = regexp.MustCompile(`^guest kernel: .*(?:BUG: |WARNING: |Oops|Kernel panic|blocked for more than|soft lockup|rcu: INFO)`)
+	testKilled   = regexp.MustCompile(`^\*\*\* Test (?:killed|I/O incomplete)`)
 )
 
 // summary collects the failures of one `go test -v` output.
@@ -80,7 +87,8 @@ func (s *summary) add(line string) {
 	case strings.HasPrefix(line, "panic: "):
 		s.panicTo = panicLines
 		s.pending = append(s.pending, "  "+line)
-	case vmtestLine.MatchString(line) && !vmtestPassed.MatchString(line):
+	case vmtestLine.MatchString(line) && !vmtestPassed.MatchString(line),
+		guestTrouble.MatchString(line), testKilled.MatchString(line):
 		s.pending = append(s.pending, "  "+line)
 	}
 	if m := testMarker.FindStringSubmatch(line); m != nil {

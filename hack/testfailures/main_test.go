@@ -76,6 +76,48 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+// A guest that vmtest stopped: the summary names the test that was
+// running, quotes the guest's last lines and the kernel's report of
+// trouble, but not the goroutine dump or the kernel's backtrace.
+func TestSummaryOfAStoppedGuest(t *testing.T) {
+	in := `=== RUN   TestSpinsForever
+    stuck_test.go:20: spinning
+guest kernel: [   95.1] INFO: task x.test:93 blocked for more than 61 seconds.
+guest kernel: [   95.1]  schedule+0x2f/0x90
+vmtest: stopping the guest: its limit of 1m10s passed (VMTEST_TIMEOUT); running TestSpinsForever
+vmtest: asking the guest's test for a goroutine dump (SIGQUIT), up to 15s
+SIGQUIT: quit
+PC=0x52e645 m=0 sigcode=0
+goroutine 7 gp=0x21c3be0e9860 m=0 mp=0x6d6e20 [running]:
+vmtest: stuck.test: stopped: its limit of 1m10s passed (VMTEST_TIMEOUT)
+vmtest: running TestSpinsForever
+vmtest: the guest's last lines:
+vmtest: | guest kernel: [    4.0] IPVS: [nq] scheduler registered.
+vmtest: | === RUN   TestSpinsForever
+vmtest: |     stuck_test.go:20: spinning
+*** Test killed with quit: ran too long (1m40s).
+FAIL	example.com/stuck	100.0s
+`
+	out := summarize(t, in, true)
+	for _, want := range []string{
+		"FAIL\texample.com/stuck",
+		"vmtest: stuck.test: stopped: its limit of 1m10s passed",
+		"vmtest: running TestSpinsForever",
+		"vmtest: |     stuck_test.go:20: spinning",
+		"guest kernel: [   95.1] INFO: task x.test:93 blocked for more than 61 seconds.",
+		"*** Test killed with quit: ran too long (1m40s).",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
+		}
+	}
+	for _, unwanted := range []string{"schedule+0x2f", "goroutine 7"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("the summary quotes %q:\n%s", unwanted, out)
+		}
+	}
+}
+
 func TestSummaryOfAPackageWithoutAFailedTest(t *testing.T) {
 	in := "=== RUN   TestA\n--- PASS: TestA (0.00s)\nthe binary's last words\nexit status 3\nFAIL\texample.com/e\t1.0s\n"
 	out := summarize(t, in, true)

@@ -91,7 +91,7 @@ func buildInitramfs(g guest, kernelDir, stage, dst string) error {
 
 // initScript is the guest's /init: mount the pseudo file systems, load the
 // modules, bring up lo (IPVS rejects real servers without a local routing
-// table), run the test and report its status.
+// table), run the test on its console and report its status.
 func initScript(g guest, testBin string) string {
 	var b strings.Builder
 	b.WriteString(`#!/bin/busybox sh
@@ -124,14 +124,27 @@ ip route add default via 10.0.2.2
 		fmt.Fprintf(&b, "export %s\n", shellQuote(kv))
 	}
 	b.WriteString("cd /test\n")
-	fmt.Fprintf(&b, "echo %s\n", startMarker)
-	b.WriteString(shellQuote(testBin))
+	// Up to here the output went to the kernel's console (ttyS2); the
+	// test's is ttyS0. A line quitRequest on it sends the test SIGQUIT,
+	// for its goroutine dump; without echo it stays off the output.
+	fmt.Fprintf(&b, `exec </dev/ttyS0 >/dev/ttyS0 2>&1
+stty -echo
+(while read -r line; do [ "$line" = %s ] && kill -QUIT "$(cat %s)"; done) </dev/ttyS0 &
+echo %s
+`, quitRequest, testPIDFile, startMarker)
+	// The test runs in the foreground, where SIGINT and SIGQUIT are not
+	// ignored as they are for a background job, with its PID written
+	// for the loop above.
+	fmt.Fprintf(&b, `sh -c 'echo $$ >%s && exec "$@"' vmtest %s`, testPIDFile, shellQuote(testBin))
 	for _, arg := range g.args {
 		b.WriteString(" " + shellQuote(arg))
 	}
 	b.WriteString("\necho $? > /dev/ttyS1\nsync\npoweroff -f\n")
 	return b.String()
 }
+
+// testPIDFile is where the guest's init keeps the test's PID.
+const testPIDFile = "/run/vmtest-test.pid"
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

@@ -9,8 +9,19 @@
 // and arguments, in the package's directory. vmtest packs the binary, the
 // package's testdata/, busybox and the kernel modules into an initramfs,
 // boots Debian's cloud kernel under qemu (software emulation: a stock
-// kernel hangs under KVM on these machines), streams the test's output and
-// exits with its status.
+// kernel hangs under KVM on these machines), streams the test's output
+// line by line and exits with its status.
+//
+// The kernel's console is apart from the test's, so that its messages
+// never break into the test's lines; vmtest prints, marked "guest kernel:",
+// its reports of trouble (soft lockups and hung tasks with their
+// backtraces, Oopses, panics) as they come. A run that does not end in
+// time is stopped: when its limit passes, or vmtest gets SIGQUIT (go
+// test's, after its timeout), SIGTERM or SIGINT, vmtest says which tests
+// were running (go test -v's === RUN lines tell), asks the guest's test for
+// a goroutine dump (not on SIGTERM or SIGINT), kills qemu, prints the
+// guest's last lines and exits non-zero. qemu dies with vmtest, so that it
+// never holds go test's output open.
 //
 // Environment:
 //
@@ -24,8 +35,10 @@
 //	VMTEST_TOOLS     more host programs to copy in, besides testdata/vmtest-tools
 //	VMTEST_CMDLINE   more kernel parameters, besides testdata/vmtest-cmdline
 //	                 (one or more a line, # comments), such as ipv6.disable=1
-//	VMTEST_TIMEOUT   a limit for the whole run (default: the test's -test.timeout plus 5m)
-//	VMTEST_VERBOSE=1 print the guest's boot messages too
+//	VMTEST_TIMEOUT   a limit for the whole run (default: 30 s before go test
+//	                 kills vmtest for the test's -test.timeout, which is that
+//	                 timeout plus a minute or a tenth of it, whichever is longer)
+//	VMTEST_VERBOSE=1 print the firmware's and all the kernel's messages too
 //
 // A package whose testdata/ holds vmtest-controlplane gets a Kubernetes
 // control plane (etcd and kube-apiserver, see internal/controlplane) on the
@@ -45,16 +58,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
@@ -129,7 +141,16 @@ var errGuestPanicked = errors.New("the guest kernel panicked")
 // ipvsplane's first system calls of a 10,000-service sync, for good
 // (517 s when it was stopped), in a soak that had passed the same way
 // many times.
-const lockupPanics = "softlockup_panic=1 watchdog_thresh=30"
+//
+// With softlockup_all_cpu_backtrace, every CPU's backtrace comes before
+// the panic, so that a test that hangs in the kernel shows where.
+const lockupPanics = "softlockup_panic=1 watchdog_thresh=30 softlockup_all_cpu_backtrace=1"
+
+// hungTaskReports makes the guest kernel report a task blocked in the
+// kernel (state D) for a minute, with its backtrace, on its console: a test
+// stuck in a system call names where. Such a task may yet go on, so the
+// kernel does not panic.
+const hungTaskReports = "sysctl.kernel.hung_task_timeout_secs=60 hung_task_panic=0"
 
 // runInVM runs the test binary in a guest. A guest kernel that panics is
 // booted again with the test: under qemu's TCG the 6.12 kernel now and
@@ -137,19 +158,26 @@ const lockupPanics = "softlockup_panic=1 watchdog_thresh=30"
 // keys enabled at boot or when a module is first used), and a guest's
 // CPUs may lock up for good (lockupPanics), which is the emulator's
 // doing, not the test's. A panic the test itself causes comes back every
-// time, and still fails.
+// time, and still fails. The attempts share the run's limit, and a signal
+// ends them all.
 func runInVM(binary string, args []string) (int, error) {
+	limit, err := runLimit(args)
+	if err != nil {
+		return 0, err
+	}
+	ctx, stop := stopContext(limit)
+	defer stop()
 	for attempt := 1; ; attempt++ {
-		status, err := runOnce(binary, args)
-		if !errors.Is(err, errGuestPanicked) || attempt == guestAttempts {
+		status, err := runOnce(ctx, binary, args)
+		if !errors.Is(err, errGuestPanicked) || attempt == guestAttempts || ctx.Err() != nil {
 			return status, err
 		}
 		fmt.Fprintf(os.Stderr, "vmtest: %v\nvmtest: running %s again in a fresh guest (attempt %d of %d)\n", err, filepath.Base(binary), attempt+1, guestAttempts)
 	}
 }
 
-// runOnce runs the test binary in one guest.
-func runOnce(binary string, args []string) (int, error) {
+// runOnce runs the test binary in one guest, until it ends or ctx does.
+func runOnce(ctx context.Context, binary string, args []string) (int, error) {
 	kernelDir, release, err := findKernel()
 	if err != nil {
 		return 0, err
@@ -158,7 +186,7 @@ func runOnce(binary string, args []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cp, err := startControlPlane(context.Background())
+	cp, err := startControlPlane(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -193,12 +221,10 @@ func runOnce(binary string, args []string) (int, error) {
 	}
 	packTime := time.Since(packStart)
 
-	timeout, err := runTimeout(args)
-	if err != nil {
-		return 0, err
+	name := filepath.Base(binary)
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("%s: %v before the guest booted", name, context.Cause(ctx))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	statusFile := filepath.Join(work, "status")
 	start := time.Now()
 	res, waitErr, err := boot(ctx, qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile), statusFile)
@@ -208,14 +234,13 @@ func runOnce(binary string, args []string) (int, error) {
 	total := time.Since(start)
 	status, haveStatus := readStatus(statusFile)
 
-	name := filepath.Base(binary)
 	switch {
-	case ctx.Err() != nil:
-		return 0, fmt.Errorf("%s: no result after %v; the guest was stopped (raise VMTEST_TIMEOUT?)%s", name, timeout, res.tail())
+	case res.stopped != nil:
+		return 0, fmt.Errorf("%s: stopped: %v\n%s", name, context.Cause(ctx), res.stopped.report())
 	case res.panicked:
-		return 0, fmt.Errorf("%s: %w%s", name, errGuestPanicked, res.tail())
+		return 0, fmt.Errorf("%s: %w\n%s", name, errGuestPanicked, res.report())
 	case !haveStatus:
-		return 0, fmt.Errorf("%s: the guest stopped without reporting the test's exit status (qemu: %v)%s", name, waitErr, res.tail())
+		return 0, fmt.Errorf("%s: the guest stopped without reporting the test's exit status (qemu: %v)\n%s", name, waitErr, res.report())
 	}
 	fmt.Fprintf(os.Stderr, "vmtest: %s on %s: initramfs %v, boot %v, test %v, exit status %d\n",
 		name, release, packTime.Round(10*time.Millisecond), res.booted.Sub(start).Round(10*time.Millisecond),
@@ -223,32 +248,63 @@ func runOnce(binary string, args []string) (int, error) {
 	return status, nil
 }
 
-// boot runs qemu with args and reads its console until it stops; qemuExit
-// is how qemu ended, err that it could not start. A guest that wrote the
-// test's status to statusFile and has not powered off within
+// bootResult is how a guest ended: what its consoles told, and when it
+// was stopped before it ended, what they had told by then.
+type bootResult struct {
+	consoleResult
+	stopped *consoleResult
+}
+
+// boot runs qemu with args, streams the test's console and the kernel's
+// until qemu ends, and stops the guest when ctx ends first (stopGuest);
+// qemuExit is how qemu ended, err that it could not start. A guest that
+// wrote the test's status to statusFile and has not powered off within
 // poweroffGrace is stopped.
-func boot(ctx context.Context, args []string, statusFile string) (res consoleResult, qemuExit error, err error) {
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
-	cmd.Stdin = nil
+func boot(ctx context.Context, args []string, statusFile string) (res bootResult, qemuExit error, err error) {
+	kernelOut, kernelIn, err := os.Pipe()
+	if err != nil {
+		return bootResult{}, nil, err
+	}
+	defer kernelOut.Close()
+	cmd := exec.Command("qemu-system-x86_64", args...)
 	cmd.Stderr = os.Stderr
+	cmd.ExtraFiles = []*os.File{kernelIn} // fd 3, the kernel's console (qemuArgs)
+	// qemu ends with vmtest, even one killed before it could stop the
+	// guest: a qemu left behind keeps go test's output pipe open, and go
+	// test waits for it. Its own process group takes no signal meant for
+	// vmtest's (a terminal's ^C), and kill ends all of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	console, err := cmd.StdoutPipe()
 	if err != nil {
-		return consoleResult{}, nil, err
+		return bootResult{}, nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return consoleResult{}, nil, fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
+	input, err := cmd.StdinPipe()
+	if err != nil {
+		return bootResult{}, nil, err
 	}
-	exited, stopped := make(chan struct{}), make(chan bool, 1)
+	err = cmd.Start()
+	kernelIn.Close()
+	if err != nil {
+		return bootResult{}, nil, fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
+	}
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	log, verbose := &guestLog{}, os.Getenv("VMTEST_VERBOSE") == "1"
+	kernelDone := make(chan struct{})
 	go func() {
-		stopped <- stopAfterStatus(statusFile, exited, poweroffGrace, func() { _ = cmd.Process.Kill() })
+		defer close(kernelDone)
+		readKernelConsole(kernelOut, os.Stderr, verbose, log)
 	}()
-	res = readConsole(console, os.Stdout, os.Getenv("VMTEST_VERBOSE") == "1")
+	exited, poweroffStopped, stopped := make(chan struct{}), make(chan bool, 1), make(chan *consoleResult, 1)
+	go func() { poweroffStopped <- stopAfterStatus(statusFile, exited, poweroffGrace, kill) }()
+	go func() { stopped <- stopGuest(ctx, exited, input, log, kill) }()
+	readTestConsole(console, os.Stdout, verbose, log)
 	qemuExit = cmd.Wait()
 	close(exited)
-	if <-stopped {
+	<-kernelDone
+	if <-poweroffStopped {
 		fmt.Fprintf(os.Stderr, "vmtest: the guest had not powered off %v after the test ended; stopped\n", poweroffGrace)
 	}
-	return res, qemuExit, nil
+	return bootResult{consoleResult: log.result(), stopped: <-stopped}, qemuExit, nil
 }
 
 // poweroffGrace is how long a guest has to power off once its test has
@@ -331,21 +387,6 @@ func guestEnv(environ []string) []string {
 	return env
 }
 
-func runTimeout(args []string) (time.Duration, error) {
-	if v := os.Getenv("VMTEST_TIMEOUT"); v != "" {
-		return time.ParseDuration(v)
-	}
-	timeout := 30 * time.Minute
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, "-test.timeout="); ok {
-			if d, err := time.ParseDuration(v); err == nil && d > 0 {
-				timeout = d + 5*time.Minute
-			}
-		}
-	}
-	return timeout, nil
-}
-
 // readStatus reads the exit status the guest wrote to its second serial port.
 func readStatus(file string) (int, bool) {
 	data, err := os.ReadFile(file)
@@ -375,10 +416,13 @@ func qemuArgs(g guest, self, kernel, initrd, statusFile string) []string {
 		"-accel", "tcg", "-cpu", "max",
 		"-smp", strconv.Itoa(cpus), "-m", strconv.Itoa(mem),
 		"-nographic", "-no-reboot",
-		"-serial", "mon:stdio", "-serial", "file:" + statusFile,
+		// ttyS0 is the test's console, its input how vmtest asks for
+		// a goroutine dump (stopGuest); ttyS1 takes the exit status,
+		// ttyS2 the kernel's console on the pipe boot passes as fd 3.
+		"-serial", "mon:stdio", "-serial", "file:" + statusFile, "-serial", "file:/dev/fd/3",
 		"-nic", nic,
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", strings.Join(append([]string{"console=ttyS0 quiet loglevel=3 panic=-1 " + lockupPanics + " rdinit=/init"}, g.cmdline...), " "),
+		"-append", strings.Join(append([]string{"console=ttyS2 loglevel=7 panic=-1 " + lockupPanics + " " + hungTaskReports + " rdinit=/init"}, g.cmdline...), " "),
 	}
 }
 
@@ -387,68 +431,4 @@ func envInt(key string, def int) int {
 		return n
 	}
 	return def
-}
-
-// consoleResult is what the guest's console told.
-type consoleResult struct {
-	booted   time.Time
-	panicked bool
-	boot     []string // console lines before the test started, for errors
-}
-
-// tail is the console's last lines for an error. Once the test has
-// started (and the kernel has not panicked) they are the boot's, not the
-// last: the test's own output went to stdout. A run stopped while its
-// test waited looked like a guest that never booted.
-func (r consoleResult) tail() string {
-	lines := r.boot
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	what := "last console lines"
-	if !r.booted.IsZero() && !r.panicked {
-		what = "the test had started (its output is above); the boot's last console lines"
-	}
-	return "; " + what + ":\n" + strings.Join(lines, "\n")
-}
-
-// readConsole copies the test's output from the serial console to out and
-// picks out the markers. Lines before the start marker are boot messages.
-func readConsole(console io.Reader, out io.Writer, verbose bool) consoleResult {
-	var r consoleResult
-	br := bufio.NewReaderSize(console, 64*1024)
-	for {
-		line, err := br.ReadString('\n')
-		line = strings.TrimRight(line, "\r\n")
-		if strings.Contains(line, "Kernel panic") {
-			r.panicked = true
-		}
-		switch {
-		case r.booted.IsZero() && strings.HasSuffix(line, startMarker):
-			r.booted = time.Now()
-		case r.booted.IsZero():
-			r.boot = append(r.boot, line)
-			if verbose {
-				fmt.Fprintln(os.Stderr, line)
-			}
-		case strings.HasSuffix(line, "reboot: Power down"):
-			// The guest's own poweroff, not the test's output.
-		default:
-			if err == nil || line != "" {
-				fmt.Fprintln(out, line)
-			}
-			if r.panicked {
-				r.boot = append(r.boot, line)
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				fmt.Fprintf(os.Stderr, "vmtest: reading the console: %v\n", err)
-			}
-			return r
-		}
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // relayFlag makes vmtest a relay instead of a test runner: qemu starts
@@ -24,6 +26,11 @@ const relayFlag = "-relay"
 // passes a close on to the other side. It writes nothing to stderr, which
 // qemu also connects to the guest's connection.
 func relay(target string) int {
+	// A relay ends with qemu, which kills no child of its own when
+	// vmtest kills it (stopGuest).
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return 1
+	}
 	guest, err := net.FileConn(os.Stdin)
 	if err != nil {
 		return 1

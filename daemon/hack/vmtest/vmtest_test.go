@@ -78,6 +78,9 @@ func TestInitScriptQuotesArguments(t *testing.T) {
 	script := initScript(guest{args: []string{"-test.run=Test'A"}, env: []string{"CI=true"}, network: true}, "/test/x.test")
 	for _, want := range []string{
 		`'/test/x.test' '-test.run=Test'\''A'`,
+		"exec </dev/ttyS0 >/dev/ttyS0 2>&1",
+		`[ "$line" = vmtest-quit ] && kill -QUIT "$(cat /run/vmtest-test.pid)"`,
+		`sh -c 'echo $$ >/run/vmtest-test.pid && exec "$@"' vmtest '/test/x.test'`,
 		"export 'CI=true'",
 		"ip addr add 10.0.2.15/24 dev eth0",
 		"echo $? > /dev/ttyS1",
@@ -183,11 +186,20 @@ func TestKernelCommandLine(t *testing.T) {
 	}
 	args := qemuArgs(g, "/vmtest", "vmlinuz", "initrd", "status")
 	i := slices.Index(args, "-append")
-	if i < 0 || !strings.HasPrefix(args[i+1], "console=ttyS0 ") || !strings.HasSuffix(args[i+1], " rdinit=/init ipv6.disable=1 nokaslr") {
+	if i < 0 || !strings.HasPrefix(args[i+1], "console=ttyS2 ") || !strings.HasSuffix(args[i+1], " rdinit=/init ipv6.disable=1 nokaslr") {
 		t.Errorf("kernel command line %q", args[i:])
 	}
 	if !strings.Contains(args[i+1], " softlockup_panic=1 ") {
 		t.Errorf("kernel command line %q: a soft lockup does not panic, and the guest hangs instead of being booted again", args[i+1])
+	}
+	// A hung task's backtrace is printed at KERN_INFO.
+	for _, want := range []string{" loglevel=7 ", " sysctl.kernel.hung_task_timeout_secs=60 ", " softlockup_all_cpu_backtrace=1 "} {
+		if !strings.Contains(args[i+1], want) {
+			t.Errorf("kernel command line %q lacks %q: a stuck kernel does not say where", args[i+1], want)
+		}
+	}
+	if j := slices.Index(args, "file:/dev/fd/3"); j < 0 || args[j-1] != "-serial" {
+		t.Errorf("no third serial port on fd 3 for the kernel's console in %q", args)
 	}
 }
 
@@ -221,22 +233,5 @@ func TestStopAfterStatus(t *testing.T) {
 				t.Errorf("stopAfterStatus = %v (kill called: %v), want %v", got, killed, tt.wantKilled)
 			}
 		})
-	}
-}
-
-// An error's console lines say whether the test had started: if it had,
-// they are the boot's, and the test's own output is elsewhere.
-func TestConsoleTailSaysTestStarted(t *testing.T) {
-	booting := consoleResult{boot: []string{"Booting from ROM..."}}
-	if got := booting.tail(); !strings.HasPrefix(got, "; last console lines:\n") {
-		t.Errorf("before the test started: %q", got)
-	}
-	started := consoleResult{boot: []string{"Booting from ROM..."}, booted: time.Now()}
-	if got := started.tail(); !strings.Contains(got, "the test had started") {
-		t.Errorf("after the test started: %q, want it to say so", got)
-	}
-	panicked := consoleResult{boot: []string{"Kernel panic"}, booted: time.Now(), panicked: true}
-	if got := panicked.tail(); !strings.HasPrefix(got, "; last console lines:\n") {
-		t.Errorf("after a panic: %q", got)
 	}
 }

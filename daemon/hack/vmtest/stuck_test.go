@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A guest whose test spins forever, so that not even the test's own
+// timeout fires, is ended by vmtest within its limit, and by a signal at
+// once; either way vmtest names the running test, quotes the guest's last
+// lines, exits non-zero and leaves no qemu holding its output open (go
+// test waited on one for good). It boots a VM: VMTEST_HARNESS=1 runs it
+// (make test-vmtest).
+func TestStuckGuestNamesItself(t *testing.T) {
+	if os.Getenv("VMTEST_HARNESS") != "1" {
+		t.Skip("boots a VM; VMTEST_HARNESS=1 (make test-vmtest) runs it")
+	}
+	dir := t.TempDir()
+	vmtest, guestTest := filepath.Join(dir, "vmtest"), filepath.Join(dir, "stuck.test")
+	goCommand(t, "build", "-o", vmtest, ".")
+	goCommand(t, "test", "-c", "-o", guestTest, "./testdata/stuck")
+
+	t.Run("limit", func(t *testing.T) {
+		// -test.timeout=40s: go test would kill vmtest after 100 s, and
+		// vmtest's limit is 70 s.
+		out, took, err := runStuck(t, dir, vmtest, guestTest, nil)
+		if took < 70*time.Second || took > 70*time.Second+limitDumpGrace+10*time.Second {
+			t.Errorf("the run took %v, want its limit of 70 s and at most the dump's grace", took)
+		}
+		wantStopped(t, out, err, "vmtest: stuck.test: stopped: its limit of 1m10s passed")
+		// The test's goroutine dump, with the spinning line.
+		for _, want := range []string{"SIGQUIT: quit", "stuck_test.go:22"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the output lacks the test's goroutine dump (%q):\n%s", want, out)
+			}
+		}
+	})
+	t.Run("SIGTERM", func(t *testing.T) {
+		out, took, err := runStuck(t, dir, vmtest, guestTest, func(p *os.Process, out *syncBuffer) {
+			deadline := time.Now().Add(3 * time.Minute)
+			for !strings.Contains(out.String(), "stuck_test.go:20: spinning") && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			_ = p.Signal(syscall.SIGTERM)
+		})
+		if took > 60*time.Second {
+			t.Errorf("the run took %v after SIGTERM", took)
+		}
+		wantStopped(t, out, err, "vmtest: stuck.test: stopped: vmtest got terminated")
+	})
+}
+
+// goCommand runs the go command with args in the package's directory.
+func goCommand(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// runStuck runs guestTest's spinning test under vmtest as go test would,
+// its output in a pipe, with the work directory in dir; during calls
+// during the run. It returns the output, how long the run took and how it
+// ended.
+func runStuck(t *testing.T, dir, vmtest, guestTest string, during func(*os.Process, *syncBuffer)) (string, time.Duration, error) {
+	t.Helper()
+	cmd := exec.Command(vmtest, guestTest, "-test.v=true", "-test.timeout=40s")
+	cmd.Dir = "testdata/stuck"
+	cmd.Env = append(os.Environ(), "VMTEST_CPUS=1", "VMTEST_TIMEOUT=", "IPVSPLANE_VMTEST_SPIN=1",
+		// The test's own timeout never fires.
+		"GODEBUG=asyncpreemptoff=1",
+		// qemu's command line names the initramfs in it.
+		"TMPDIR="+dir)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// What go test gives a test binary's output once it has exited.
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		during(cmd.Process, &out)
+	}
+	err := cmd.Wait()
+	took := time.Since(start)
+	if errors.Is(err, exec.ErrWaitDelay) {
+		t.Errorf("vmtest's output stayed open after it exited")
+	}
+	if left := processesNaming(t, dir); len(left) > 0 {
+		t.Errorf("left running: %q", left)
+	}
+	return out.String(), took, err
+}
+
+// wantStopped checks that the run failed with stopped and named the
+// spinning test and its last lines.
+func wantStopped(t *testing.T, out string, err error, stopped string) {
+	t.Helper()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
+		t.Errorf("vmtest ended with %v, want a non-zero exit status", err)
+	}
+	for _, want := range []string{
+		stopped,
+		"vmtest: running TestSpinsForever\n",
+		"vmtest: the guest's last lines:\n",
+		"vmtest: | === RUN   TestSpinsForever\nvmtest: |     stuck_test.go:20: spinning\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// processesNaming returns the command lines of the processes that name
+// dir in theirs.
+func processesNaming(t *testing.T, dir string) []string {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(cmdline, []byte(dir)) {
+			found = append(found, string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		}
+	}
+	return found
+}

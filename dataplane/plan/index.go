@@ -34,6 +34,11 @@ type desiredIndex struct {
 	// troubled holds the service ports with problems that do not leave
 	// them out, so reporting them costs what they number.
 	troubled map[model.ServicePortName]bool
+	// conflictsReported is conflicts' answer, kept while conflictsKnown,
+	// until a claim on a contended virtual server changes: a tenant's
+	// thousands of colliding claims are not sorted again at every sync.
+	conflictsReported []error
+	conflictsKnown    bool
 	// reported is problems' answer, kept until a troubled port changes:
 	// every sync reports them, and sorting them at each was a sync's
 	// cost proportional to what every tenant wrote, not to what changed.
@@ -227,9 +232,11 @@ func (d *desiredIndex) addContribution(name model.ServicePortName, c *contributi
 			// The port names one virtual server twice; the first stands.
 		case d.better(name, c.kinds[i], owner, v.VirtualKey):
 			d.contenders[v.VirtualKey] = append(d.contenders[v.VirtualKey], owner)
+			d.conflictsKnown = false
 			d.own(name, c, i)
 		default:
 			d.contenders[v.VirtualKey] = append(d.contenders[v.VirtualKey], name)
+			d.conflictsKnown = false
 		}
 	}
 	for _, a := range c.addrs {
@@ -291,6 +298,14 @@ func (d *desiredIndex) kindOf(name model.ServicePortName, vk VirtualKey) virtual
 
 // conflicts reports every claim that lost, in name order.
 func (d *desiredIndex) conflicts() []error {
+	if !d.conflictsKnown {
+		d.conflictsReported, d.conflictsKnown = d.sortedConflicts(), true
+	}
+	return d.conflictsReported
+}
+
+// sortedConflicts lists every claim that lost, in name order.
+func (d *desiredIndex) sortedConflicts() []error {
 	var errs []*ConflictError
 	for vk, names := range d.contenders {
 		for _, name := range names {
@@ -377,6 +392,7 @@ func (d *desiredIndex) bestContender(vk VirtualKey) (model.ServicePortName, bool
 }
 
 func (d *desiredIndex) dropContender(vk VirtualKey, name model.ServicePortName) {
+	d.conflictsKnown = false
 	names := slices.DeleteFunc(d.contenders[vk], func(n model.ServicePortName) bool { return n == name })
 	if len(names) == 0 {
 		delete(d.contenders, vk)

@@ -396,3 +396,28 @@ func TestBuildWithAPortNamedTwice(t *testing.T) {
 		t.Errorf("10.96.0.10:80 is %v's, want %v's", owner, other.Name)
 	}
 }
+
+// BenchmarkUnrelatedChangeAmongConflicts measures a one-endpoint change of
+// a Service while a tenant's 10,000 Services each claim another's
+// cluster IP as an external IP: the conflicts are reported at every sync,
+// and must not be listed and sorted again when none changed.
+func BenchmarkUnrelatedChangeAmongConflicts(b *testing.B) {
+	var services []model.ServicePort
+	for i := range 10000 {
+		owner := fixture.Svc("team", fmt.Sprintf("svc-%05d", i), "", inet.TCP, 80, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1))
+		tenant := fixture.Svc("tenant", fmt.Sprintf("claim-%05d", i), "", inet.TCP, 80, fmt.Sprintf("10.97.%d.%d", i/250, i%250+1))
+		tenant.ExternalIPs = owner.ClusterIPs
+		services = append(services, owner, tenant)
+	}
+	web := fixture.Svc("default", "web", "", inet.TCP, 80, "10.99.0.10")
+	services = append(services, web)
+	p := NewPlanner(propertyRules)
+	if _, errs := p.Update(&model.State{Node: fixture.Node(), Services: services}); len(errs) != 10000 {
+		b.Fatalf("%d errors, want 10,000 conflicts", len(errs))
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		web.Endpoints = []model.Endpoint{fixture.Ready(fmt.Sprintf("10.244.1.%d", i%200+1), 8080, "node-a")}
+		p.UpdateChanges([]Change{{Name: web.Name, Port: &web}})
+	}
+}

@@ -76,10 +76,20 @@ func TestNodePortAddressesPerFamily(t *testing.T) {
 		{"zero prefix", []string{"0.0.0.0/0", "fd00:1::/64"}, false, []string{"192.168.0.10", "10.0.0.5", "fd00:1::10"}},
 		{"primary", nil, true, []string{"10.0.0.5", "2001:db8::5"}},
 		{"primary and a range", []string{"192.168.0.0/24"}, true, []string{"192.168.0.10", "10.0.0.5", "2001:db8::5"}},
+		// As kube-proxy's node IP of a family the Node lacks: loopback,
+		// which serves no node port.
+		{"primary, the Node not read", nil, true, nil},
+		{"primary, the Node's IPv4 IP only", nil, true, []string{"10.0.0.5"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := node
+			switch tt.name {
+			case "primary, the Node not read":
+				n.NodeIPs = nil
+			case "primary, the Node's IPv4 IP only":
+				n.NodeIPs = fixture.IPs("10.0.0.5")
+			}
 			n.NodePortAddresses, n.NodePortPrimary = fixture.Prefixes(tt.prefixes...), tt.primary
 			if got := nodePortIPs(&n); !slices.Equal(got, fixture.IPs(tt.want...)) {
 				t.Errorf("node ports on %v, want %v", got, tt.want)
@@ -113,10 +123,20 @@ func TestHealthCheckAddresses(t *testing.T) {
 		{"IPv6 range matching nothing", nil, []string{"fd00:2::/64"}, false, []string{"0.0.0.0"}},
 		{"loopback only", nil, []string{"127.0.0.0/8", "::1/128"}, false, []string{"127.0.0.1", "::1"}},
 		{"a range and loopback", nil, []string{"10.0.0.0/8", "127.0.0.1/32"}, false, []string{"10.0.0.5", "127.0.0.1", "::"}},
+		// kube-proxy's primary IP of a family the Node lacks is loopback,
+		// where its health servers then listen.
+		{"primary, the Node not read", nil, nil, true, []string{"127.0.0.1", "::1"}},
+		{"primary, the Node's IPv4 IP only", nil, nil, true, []string{"10.0.0.5", "::1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := node
+			switch tt.name {
+			case "primary, the Node not read":
+				n.NodeIPs = nil
+			case "primary, the Node's IPv4 IP only":
+				n.NodeIPs = fixture.IPs("10.0.0.5")
+			}
 			if tt.addresses != nil {
 				n.Addresses = fixture.IPs(tt.addresses...)
 			}

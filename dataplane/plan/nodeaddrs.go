@@ -30,17 +30,17 @@ func localAddrs(n *model.Node) []netip.Addr {
 
 // nodePortPrefixes returns the prefixes that limit the node-port
 // addresses: NodePortAddresses with, for NodePortPrimary, the primary IPs.
+// A family the Node lists no IP of (or before the Node is read) has its
+// loopback address as its primary IP, as in kube-proxy: it serves node
+// ports on no node address, where no prefix at all would serve them on
+// every one.
 func nodePortPrefixes(n *model.Node) []netip.Prefix {
 	prefixes := n.NodePortAddresses
 	if n.NodePortPrimary {
 		prefixes = slices.Clone(prefixes)
 		for _, ipv6 := range []bool{false, true} {
-			for _, a := range n.NodeIPs {
-				if a.Is6() == ipv6 && !a.IsLoopback() {
-					prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
-					break
-				}
-			}
+			a := primaryIP(n, ipv6)
+			prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
 	return prefixes

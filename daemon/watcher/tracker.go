@@ -62,6 +62,11 @@ type TrackerConfig struct {
 	// Node.ClusterCIDRs, and the tracker is not synced until a Node with
 	// them is read. A deleted Node leaves its ranges in place.
 	PodCIDRsFromNode bool
+	// WaitForNodeIPs holds the first sync (and every prefill) until a
+	// Node of this node's name with IPs is read, or StopWaitingForNode
+	// is called, as kube-proxy waits for the Node before it proxies: its
+	// primary IPs choose node-port addresses, its zone topology hints.
+	WaitForNodeIPs bool
 	// Now is the clock that stamps when a change arrived
 	// (Update.Arrivals); time.Now if nil.
 	Now func() time.Time
@@ -75,6 +80,9 @@ type Tracker struct {
 	onQueued         func([2]bool)
 	onNode           func(*v1.Node)
 	podCIDRsFromNode bool
+	// waitingForNode is set while the first sync waits for the Node's
+	// IPs (TrackerConfig.WaitForNodeIPs).
+	waitingForNode bool
 
 	mu       sync.Mutex
 	base     model.Node
@@ -110,6 +118,7 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 		onQueued:         cfg.OnQueued,
 		onNode:           cfg.OnNode,
 		podCIDRsFromNode: cfg.PodCIDRsFromNode,
+		waitingForNode:   cfg.WaitForNodeIPs,
 		base:             cfg.Node,
 		services:         map[key][]model.ServicePort{},
 		slices:           map[key]*sliceInfo{},
@@ -285,6 +294,9 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 	if changed {
 		t.node, t.nodeDirty = &node, true
 	}
+	if len(node.NodeIPs) > 0 {
+		t.waitingForNode = false
+	}
 	t.mu.Unlock()
 	t.notifyFamilies(changed, [2]bool{true, true})
 	return leftOut
@@ -334,6 +346,18 @@ func (t *Tracker) DeleteNode(name string) {
 	t.notifyFamilies(changed, [2]bool{true, true})
 }
 
+// StopWaitingForNode lets the first sync go on without a Node with IPs,
+// as kube-proxy does after 30 s: node ports then follow the node's
+// addresses alone. It reports whether the tracker was still waiting.
+func (t *Tracker) StopWaitingForNode() bool {
+	t.mu.Lock()
+	waiting := t.waitingForNode
+	t.waitingForNode = false
+	t.mu.Unlock()
+	t.notify(waiting)
+	return waiting
+}
+
 // MarkSynced records that an input has been listed completely once.
 func (t *Tracker) MarkSynced(k Kind) {
 	t.mu.Lock()
@@ -354,7 +378,9 @@ func (t *Tracker) Synced() bool {
 }
 
 // NodeKnown reports whether the node's settings are known: always,
-// unless PodCIDRsFromNode and no Node with pod ranges has been read yet.
+// unless PodCIDRsFromNode and no Node with pod ranges has been read yet,
+// or WaitForNodeIPs and no Node with IPs has been read nor the wait
+// stopped.
 // Until then nothing can be programmed, not even what is listed so far.
 func (t *Tracker) NodeKnown() bool {
 	t.mu.Lock()
@@ -363,6 +389,9 @@ func (t *Tracker) NodeKnown() bool {
 }
 
 func (t *Tracker) nodeKnownLocked() bool {
+	if t.waitingForNode {
+		return false
+	}
 	return !t.podCIDRsFromNode || (t.node != nil && len(t.node.ClusterCIDRs) > 0)
 }
 

@@ -407,6 +407,45 @@ func TestTrackerPodCIDRsFromNode(t *testing.T) {
 	}
 }
 
+// With WaitForNodeIPs, nothing is synced or prefilled until a Node with
+// IPs is read, as kube-proxy waits for its Node before it proxies, or
+// until the wait is given up.
+func TestTrackerWaitsForNodeIPs(t *testing.T) {
+	changes := 0
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
+	tr.MarkSynced(Services)
+	tr.MarkSynced(EndpointSlices)
+	if tr.Synced() || tr.NodeKnown() {
+		t.Fatal("synced, or the node known, before the Node was read")
+	}
+	n := &v1.Node{}
+	n.Name = "node-a"
+	if err := tr.SetNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Synced() {
+		t.Fatal("synced with a Node that has no IPs")
+	}
+	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.168.0.10"}}
+	if err := tr.SetNode(n); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Synced() || !tr.NodeKnown() {
+		t.Error("not synced with the Node's IPs read")
+	}
+	if tr.StopWaitingForNode() {
+		t.Error("still waiting after the Node's IPs were read")
+	}
+
+	tr = NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
+	tr.MarkSynced(Services)
+	tr.MarkSynced(EndpointSlices)
+	before := changes
+	if !tr.StopWaitingForNode() || !tr.Synced() || changes != before+1 {
+		t.Errorf("after the wait was given up: synced %v, %d changes notified", tr.Synced(), changes-before)
+	}
+}
+
 // The trigger times of an update are those of each family's slices, as
 // kube-proxy's proxier of each family records its own.
 func TestTrackerTriggerTimesByFamily(t *testing.T) {

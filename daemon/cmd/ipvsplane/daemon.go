@@ -331,8 +331,8 @@ func (d *daemon) waitListed(ctx context.Context) {
 				return
 			}
 			svc, ep := d.tracker.Pending()
-			d.log.Info("waiting for Services and EndpointSlices to be listed", zap.Duration("elapsed", d.now().Sub(start).Round(time.Second)),
-				zap.Int("servicesSoFar", svc), zap.Int("endpointSlicesSoFar", ep))
+			d.log.Info("waiting for Services and EndpointSlices to be listed and the Node read", zap.Duration("elapsed", d.now().Sub(start).Round(time.Second)),
+				zap.Int("servicesSoFar", svc), zap.Int("endpointSlicesSoFar", ep), zap.Bool("nodeRead", d.tracker.NodeKnown()))
 		}
 	}
 }

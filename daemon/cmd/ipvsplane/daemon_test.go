@@ -450,7 +450,7 @@ func TestDaemonWaitListed(t *testing.T) {
 		d.waitListed(context.Background())
 		close(done)
 	}()
-	for logs.FilterMessage("waiting for Services and EndpointSlices to be listed").Len() == 0 {
+	for logs.FilterMessage("waiting for Services and EndpointSlices to be listed and the Node read").Len() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	d.tracker.MarkSynced(watcher.Services)

@@ -43,11 +43,14 @@ type app struct {
 	// removeLegacy removes kube-proxy's iptables-legacy chains (see
 	// legacyiptables.RemoveKubeProxy); nil leaves them.
 	removeLegacy func(ctx context.Context) (legacyiptables.Report, error)
+	// nodeIPsWait bounds how long a start from the API server waits for
+	// its Node's IPs (defaultNodeIPsWait).
+	nodeIPsWait time.Duration
 }
 
 func newApp() *app {
 	return &app{
-		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
+		stdout: os.Stdout, stderr: os.Stderr, now: time.Now, nodeIPsWait: defaultNodeIPsWait,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {

@@ -21,7 +21,7 @@ import (
 func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 	var stdout, stderr bytes.Buffer
 	return &app{
-		stdout: &stdout, stderr: &stderr, now: time.Now,
+		stdout: &stdout, stderr: &stderr, now: time.Now, nodeIPsWait: defaultNodeIPsWait,
 		newKernel: func(*dataplane.Config) (kernel, error) {
 			if newErr != nil {
 				return nil, newErr

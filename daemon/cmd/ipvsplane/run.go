@@ -230,7 +230,15 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 	d.hc = healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: log, Node: s.Node.Name, Healthy: h.Healthy, Events: rec})
 	defer d.hc.Close(context.Background())
 
-	d.tracker = a.newTracker(d, s, request)
+	d.tracker = a.newTracker(d, s, o.source == sourceKubernetes, request)
+	if o.source == sourceKubernetes {
+		stopWaiting := time.AfterFunc(a.nodeIPsWait, func() {
+			if d.tracker.StopWaitingForNode() {
+				log.Error("timed out waiting for the Node to exist and have IPs; syncing without them", zap.String("node", s.Node.Name), zap.Duration("waited", a.nodeIPsWait))
+			}
+		})
+		defer stopWaiting.Stop()
+	}
 	gc := memory.NewFirstSyncGC()
 	defer gc.Synced()
 	runner = newSyncRunner(d, s, gc, mem)
@@ -273,11 +281,18 @@ func (a *app) newDaemon(log *zap.Logger, o *options, s *config.Settings, k kerne
 	return d
 }
 
+// defaultNodeIPsWait bounds how long a start from the API server waits
+// for its Node to exist and have IPs before the first sync, as
+// kube-proxy's NodeManager does.
+const defaultNodeIPsWait = 30 * time.Second
+
 // newTracker makes the tracker of the source's objects; each change it
-// sees is marked in health and metrics, then asks for a sync.
-func (a *app) newTracker(d *daemon, s *config.Settings, request func()) *watcher.Tracker {
+// sees is marked in health and metrics, then asks for a sync. With
+// waitForNode, nothing is programmed before the Node's IPs are read or
+// the app's nodeIPsWait passed.
+func (a *app) newTracker(d *daemon, s *config.Settings, waitForNode bool, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, Now: a.now, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, WaitForNodeIPs: waitForNode, Now: a.now, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
 		m.SetQueued(families, a.now())
 	}, OnChange: func() {
 		h.Queued()

@@ -18,6 +18,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/ipvs"
+	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,7 +35,7 @@ func TestRunKubernetesSource(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	var initial []runtime.Object
+	initial := []runtime.Object{nodeWithIP("node-a", "192.168.0.1")}
 	for _, o := range objs {
 		initial = append(initial, o.Object)
 	}
@@ -169,6 +170,83 @@ func TestFailedStartChangesNothing(t *testing.T) {
 	}
 }
 
+// nodeWithIP is a Node with one InternalIP.
+func nodeWithIP(name, ip string) *v1.Node {
+	n := &v1.Node{}
+	n.Name = name
+	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}}
+	return n
+}
+
+// As kube-proxy, a start from the API server programs nothing before its
+// Node has IPs, waiting for it a bounded time: the Node's primary IPs
+// choose the node-port addresses with nodePortAddresses: [primary], its
+// zone the topology hints.
+func TestRunWaitsForTheNode(t *testing.T) {
+	objs, errs := watcher.ParseManifests("web.yaml", []byte(webManifest))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var initial []runtime.Object
+	for _, o := range objs {
+		initial = append(initial, o.Object)
+	}
+	client := fake.NewClientset(initial...)
+	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
+	a, _, stderr := testApp(k, nil)
+	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
+	a.nodeIPsWait = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := a.rootCommand()
+	root.SetArgs([]string{"run", "--hostname-override=node-a", "--ipvs-min-sync-period=0s",
+		"--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	select {
+	case ports := <-k.synced:
+		t.Fatalf("synced %d service ports before the Node was read", len(ports))
+	case err := <-done:
+		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
+	case <-time.After(2 * time.Second):
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, nodeWithIP("node-a", "192.168.0.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.synced:
+	case err := <-done:
+		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no sync within 30s of the Node's arrival:\n%s", stderr)
+	}
+	cancel()
+	<-done
+
+	// Without a Node at all, the first sync comes once the wait is over.
+	k = &fakeKernel{synced: make(chan []model.ServicePort, 16)}
+	a, _, stderr = testApp(k, nil)
+	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(fake.NewClientset(initial...)), nil }
+	a.nodeIPsWait = 100 * time.Millisecond
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	root = a.rootCommand()
+	root.SetArgs([]string{"run", "--hostname-override=node-a", "--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
+	go func() { done <- root.ExecuteContext(ctx) }()
+	select {
+	case <-k.synced:
+	case err := <-done:
+		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no sync within 30s:\n%s", stderr)
+	}
+	if !strings.Contains(stderr.String(), "timed out waiting for the Node") {
+		t.Errorf("the timeout was not logged:\n%s", stderr)
+	}
+	cancel()
+	<-done
+}
+
 // An EndpointSlice with one bad endpoint, from the API server, keeps its
 // other endpoints and gets a Warning naming the field.
 func TestRunKubernetesSourceBadEntry(t *testing.T) {
@@ -176,7 +254,7 @@ func TestRunKubernetesSourceBadEntry(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	var initial []runtime.Object
+	initial := []runtime.Object{nodeWithIP("node-a", "192.168.0.1")}
 	for _, o := range objs {
 		if s, ok := o.Object.(*discoveryv1.EndpointSlice); ok {
 			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1"}})

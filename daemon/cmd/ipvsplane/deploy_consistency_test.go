@@ -6,9 +6,12 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -21,6 +24,7 @@ const (
 	deployDaemonSet  = repoRoot + "/deploy/daemonset.yaml"
 	kubeadmDaemonSet = repoRoot + "/deploy/kubeadm/daemonset.yaml"
 	chartDaemonSet   = repoRoot + "/charts/ipvsplane/templates/daemonset.yaml"
+	imageRepository  = "ghcr.io/ipvsplane/ipvsplane"
 )
 
 // readDaemonSet decodes the DaemonSet in the file at path.
@@ -99,4 +103,73 @@ func TestDeployKubeadmDaemonSetMatchesDeploy(t *testing.T) {
 	same("nodeSelector", p.NodeSelector, k.NodeSelector)
 	same("priorityClassName", p.PriorityClassName, k.PriorityClassName)
 	same("updateStrategy", ours.Spec.UpdateStrategy, kubeadm.Spec.UpdateStrategy)
+}
+
+// versionFile is the version the file VERSION holds.
+func versionFile(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(repoRoot + "/VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := strings.TrimSpace(string(data))
+	if !regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`).MatchString(v) {
+		t.Fatalf("VERSION holds %q, not vX.Y.Z[-PRE]", v)
+	}
+	return v
+}
+
+// One version, the file VERSION's, names the image everywhere: the
+// manifests of deploy/ and deploy/kubeadm/, the chart (appVersion, its
+// version without the v, the image tag its values leave to appVersion),
+// and what the Makefile builds: the binary's version and the image's tag.
+// Were they to differ, the kubelet would look for an image `make image`
+// did not make.
+func TestVersionEverywhere(t *testing.T) {
+	v := versionFile(t)
+	for _, path := range []string{deployDaemonSet, kubeadmDaemonSet} {
+		if got := readDaemonSet(t, path).Spec.Template.Spec.Containers[0].Image; got != imageRepository+":"+v {
+			t.Errorf("%s names image %s, VERSION says %s:%s", path, got, imageRepository, v)
+		}
+	}
+	var chart struct{ Version, AppVersion string }
+	readYAML(t, repoRoot+"/charts/ipvsplane/Chart.yaml", &chart)
+	if chart.AppVersion != v || chart.Version != strings.TrimPrefix(v, "v") {
+		t.Errorf("Chart.yaml: version %q, appVersion %q; VERSION says %s", chart.Version, chart.AppVersion, v)
+	}
+	var values struct {
+		Image struct{ Repository, Tag string }
+	}
+	readYAML(t, repoRoot+"/charts/ipvsplane/values.yaml", &values)
+	if values.Image.Repository != imageRepository || (values.Image.Tag != "" && values.Image.Tag != v) {
+		t.Errorf("values.yaml: image %s:%s; VERSION says %s:%s", values.Image.Repository, values.Image.Tag, imageRepository, v)
+	}
+
+	// What make would run, not run: the version linked in and the tag.
+	makeProgram := testutil.RequireProgram(t, "make")
+	cmd := exec.Command(makeProgram, "-n", "-C", repoRoot, "bin/ipvsplane", "image")
+	// A make above this test passes its command line's variables down
+	// through MAKEFLAGS; the Makefile alone is checked.
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n bin/ipvsplane image: %v\n%s", err, out)
+	}
+	for _, want := range []string{"-X main.version=" + v + " ", "-ref " + imageRepository + ":" + v + " "} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make -n bin/ipvsplane image runs no %q:\n%s", want, out)
+		}
+	}
+}
+
+// readYAML decodes the YAML file at path into v.
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }

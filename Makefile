@@ -364,7 +364,7 @@ test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy serving
 # pods in its iptables (kubeadm's default, which the cluster starts it in),
-# nftables and IPVS modes in turn, deploy/ taking the
+# nftables and IPVS modes in turn, deploy/ (with deploy/migration's files) taking the
 # nodes over one by one and handing them back, under traffic from a client
 # on every node (e2e/cluster's TestTakeoverFromKubeProxy); NODES=2 for two.
 test-takeover: PROXY = kube-proxy

@@ -24,10 +24,13 @@ export VMTEST_KERNEL := $(KERNEL)
 OTHER_KERNELS ?= 5.10 6.12
 KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/... ./daemon/compare/ipvs/...
 
-# The version the binary and the image report: the nearest library tag
-# (vX.Y.Z; daemon/vX.Y.Z would put a slash in the image tag), the
-# commits since and the commit, -dirty with uncommitted changes.
-VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' --always --dirty 2>/dev/null || echo dev)
+# The version the binary and the image report, from the file VERSION:
+# the tag deploy/, deploy/kubeadm/ and the chart name, so the image
+# `make image` builds is the one the kubelet looks for (a test checks they
+# agree). Not git describe: tags do not travel with every copy of the
+# history, and a commit's name is a tag no manifest holds. The commit is
+# REVISION's. `make release VERSION=...` must name the same version.
+VERSION  := $(shell cat $(CURDIR)/VERSION)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 VERSION_LDFLAGS = -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
@@ -284,7 +287,7 @@ image: $(BIN)/ipvsplane $(BIN)/mkimage
 $(BIN)/mkimage: $(wildcard hack/images/mkimage/*.go) hack/images/go.mod
 	cd hack/images && GOWORK=off $(GO) build -o $@ ./mkimage
 
-# make release VERSION=vX.Y.Z: what a release publishes, in dist/VERSION:
+# make release: what a release of VERSION publishes, in dist/VERSION:
 # static binaries for each of RELEASE_PLATFORMS, one image index with all
 # of them (checked: each platform's config and entrypoint), the licence
 # notices of every module the binaries link, and SHA256SUMS of it all.
@@ -292,6 +295,7 @@ RELEASE_PLATFORMS := linux/amd64 linux/arm64
 DIST = $(CURDIR)/dist/$(VERSION)
 release: $(BIN)/mkimage
 	@echo "$(VERSION)" | grep -Eq '^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$' || { echo "release: VERSION must be vX.Y.Z, not $(VERSION)"; exit 2; }
+	@[ "$(VERSION)" = "$$(cat VERSION)" ] || { echo "release: VERSION=$(VERSION), the file VERSION says $$(cat VERSION): change the file (and what names it)"; exit 2; }
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	for p in $(RELEASE_PLATFORMS); do \
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(VERSION_LDFLAGS) -s -w' \
@@ -366,7 +370,7 @@ test-cluster-nodes: deps-node image $(VMTEST) vm-kernel
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy serving
 # pods in its iptables (kubeadm's default, which the cluster starts it in),
-# nftables and IPVS modes in turn, deploy/ taking the
+# nftables and IPVS modes in turn, deploy/ (with deploy/migration's files) taking the
 # nodes over one by one and handing them back, under traffic from a client
 # on every node (e2e/cluster's TestTakeoverFromKubeProxy); NODES=2 for two.
 test-takeover: PROXY = kube-proxy

@@ -200,3 +200,44 @@ func configMapMount(t *testing.T, ds *appsv1.DaemonSet, configMap string) (mount
 	}
 	return mount, config
 }
+
+// docs/kubeadm.md's `proxy:` block, added to a ClusterConfiguration, is
+// what kubeadm reads as the kube-proxy addon disabled, the setting its
+// upgrade phase addon/kube-proxy skips on: kubeadm config images list
+// leaves kube-proxy's image out with it and lists it without.
+func TestKubeadmProxyDisabled(t *testing.T) {
+	kubeadm, err := controlplane.KubeProgram("kubeadm")
+	testutil.Require(t, err == nil, "kubeadm "+controlplane.KubeVersion+" (run hack/build-kube kubeadm)")
+	doc, err := os.ReadFile("../../../docs/kubeadm.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, ok := "", false
+	for part := range strings.SplitSeq(string(doc), "```yaml\n") {
+		if strings.HasPrefix(part, "proxy:") {
+			block, _, ok = strings.Cut(part, "```")
+		}
+	}
+	if !ok {
+		t.Fatal("docs/kubeadm.md has no yaml block starting with proxy:")
+	}
+	base := "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: " + controlplane.KubeVersion + "\n"
+	for _, c := range []struct {
+		config    string
+		kubeProxy bool
+	}{{base, true}, {base + block, false}} {
+		path := filepath.Join(t.TempDir(), "kubeadm.yaml")
+		if err := os.WriteFile(path, []byte(c.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--config", path).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("kubeadm config images list: %v\n%s\n%s", err, out, c.config)
+		}
+		if got := strings.Contains(string(out), "/kube-proxy:"); got != c.kubeProxy {
+			t.Errorf("kubeadm lists kube-proxy's image: %v, want %v, with\n%s\nkubeadm:\n%s", got, c.kubeProxy, c.config, out)
+		}
+	}
+}

@@ -192,6 +192,16 @@ func (tk *takeover) patchKubeProxy(t *testing.T, patch string) {
 	}
 }
 
+// patchKubeProxyFile patches kube-proxy's DaemonSet with the strategic
+// merge patch in the file at path, as the guide's kubectl patch
+// --patch-file does.
+func (tk *takeover) patchKubeProxyFile(t *testing.T, path string) {
+	t.Helper()
+	if out, err := tk.c.kubectl(context.Background(), "-n", "kube-system", "patch", "daemonset", "kube-proxy", "--patch-file", path); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
 // modeLine is the mode's line in a KubeProxyConfiguration.
 var modeLine = regexp.MustCompile(`(?m)^mode: .*$`)
 

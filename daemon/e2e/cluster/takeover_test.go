@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
@@ -67,8 +68,12 @@ func TestTakeoverFromKubeProxy(t *testing.T) {
 		tk.readers = append(tk.readers, c.nodeRoot(t, tk.ns, fmt.Sprintf("node-root-%d", i), node.Name))
 	}
 	c.echoBackends(t, tk.ns)
-	// Step 2 of the procedure: ipvsplane's DaemonSet selects labelled
-	// nodes only; applied, it starts nothing yet.
+	// Step 2 of the procedure, with deploy/migration's files: kube-proxy
+	// leaves labelled nodes (its pods restart with the patched template),
+	// and ipvsplane's DaemonSet selects labelled nodes only; applied, it
+	// starts nothing yet.
+	tk.patchKubeProxyFile(t, migrationFile("kube-proxy-affinity.yaml"))
+	c.waitDaemonSet(t, "kube-proxy", int32(len(tk.nodes)))
 	c.applyTakeoverOverlay(t, overlay)
 	c.waitDaemonSet(t, "ipvsplane", 0)
 	for _, mode := range kubeProxyModes {
@@ -326,32 +331,35 @@ func (c *cluster) echoBackends(t *testing.T, ns string) {
 	c.waitReplicasReady(t, ns, "echo", replicas)
 }
 
+// migrationDir is deploy/migration, the files the procedure uses, read
+// from the repository as the guide has operators use them.
+const migrationDir = "../../../deploy/migration"
+
+// migrationFile is the path of a file of deploy/migration.
+func migrationFile(name string) string {
+	return filepath.Join(migrationDir, name)
+}
+
 // applyTakeoverOverlay applies deploy/ (through vmtest's overlay, which
 // sets the image and the API server's address) with the node affinity
-// the procedure adds: only nodes labelled ipvsplane.io/proxy=ipvsplane.
+// the procedure adds, deploy/migration's Component: only nodes labelled
+// ipvsplane.io/proxy=ipvsplane.
 func (c *cluster) applyTakeoverOverlay(t *testing.T, base string) {
 	t.Helper()
 	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, base)
+	component, err := filepath.Abs(migrationFile("ipvsplane-affinity"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := `apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ` + rel + `
-patches:
-- target: {kind: DaemonSet, name: ipvsplane}
-  patch: |-
-    - op: add
-      path: /spec/template/spec/affinity
-      value:
-        nodeAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-            nodeSelectorTerms:
-            - matchExpressions:
-              - {key: ipvsplane.io/proxy, operator: In, values: [ipvsplane]}
-`
+	// kustomize takes only relative paths.
+	var rel [2]string
+	for i, p := range []string{base, component} {
+		if rel[i], err = filepath.Rel(dir, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" +
+		"resources:\n- " + rel[0] + "\ncomponents:\n- " + rel[1] + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -385,23 +393,36 @@ func (c *cluster) waitDaemonSet(t *testing.T, name string, n int32) {
 	})
 }
 
-// handover runs `ipvsplane cleanup --handover` on a node from a one-off
-// pod with the DaemonSet's privileges, as the procedure's last step.
+// handover runs `ipvsplane cleanup --handover` on a node, the
+// procedure's last step, from deploy/migration/handover.yaml with the
+// node's name filled in; the pod is named name in the test's namespace,
+// and its image is the cluster's (vmtest's -image-ref, imported on the
+// nodes).
 func (c *cluster) handover(t *testing.T, ns, name, node string) {
 	t.Helper()
-	privileged := true
-	c.runToCompletion(t, ns, name, node, corev1.Container{
-		Name: "cleanup", Image: os.Getenv("IPVSPLANE_NODE_IMAGE"), ImagePullPolicy: corev1.PullNever,
-		Args:            []string{"cleanup", "--handover"},
-		SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
-	})
+	data, err := os.ReadFile(migrationFile("handover.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(strings.ReplaceAll(string(data), "NODE", node)), nil, nil)
+	if err != nil {
+		t.Fatalf("deploy/migration/handover.yaml: %v", err)
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || len(pod.Spec.Containers) != 1 || pod.Spec.NodeName != node {
+		t.Fatalf("deploy/migration/handover.yaml: not a pod of one container on node %s: %+v", node, obj)
+	}
+	pod.ObjectMeta = metav1.ObjectMeta{Name: name}
+	pod.Spec.Containers[0].Image = os.Getenv("IPVSPLANE_NODE_IMAGE")
+	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullNever
+	c.runPodToCompletion(t, ns, pod)
 }
 
 // runToCompletion runs a one-off privileged pod of one container in the
 // network namespace of the node named node and waits until it succeeded.
 func (c *cluster) runToCompletion(t *testing.T, ns, name, node string, container corev1.Container, volumes ...corev1.Volume) {
 	t.Helper()
-	pod := &corev1.Pod{
+	c.runPodToCompletion(t, ns, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			NodeName:      node,
@@ -410,7 +431,13 @@ func (c *cluster) runToCompletion(t *testing.T, ns, name, node string, container
 			Containers:    []corev1.Container{container},
 			Volumes:       volumes,
 		},
-	}
+	})
+}
+
+// runPodToCompletion creates pod in ns and waits until it succeeded.
+func (c *cluster) runPodToCompletion(t *testing.T, ns string, pod *corev1.Pod) {
+	t.Helper()
+	name, node := pod.Name, pod.Spec.NodeName
 	ctx := context.Background()
 	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,12 @@ package watcher
 import (
 	"bytes"
 	"errors"
+	"net/netip"
+	"reflect"
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 )
 
 // FuzzParseManifests feeds arbitrary files to the parser and what it
@@ -39,6 +42,77 @@ func FuzzParseManifests(f *testing.F) {
 			if err := u.State.Services[i].Validate(); err != nil {
 				t.Fatalf("service port rejected by the dataplane: %v", err)
 			}
+		}
+	})
+}
+
+// tenantCollision is what one namespace's tenant may write to crash a
+// planner that let one port claim a virtual server twice: a NodePort
+// Service whose port is its node port, on a node IP it lists as an
+// external IP, beside another Service listing that address on that port.
+const tenantCollision = `apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status: {addresses: [{type: InternalIP, address: 192.168.0.10}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: b, namespace: t}
+spec:
+  type: NodePort
+  clusterIP: 10.96.0.20
+  externalIPs: [192.168.0.10]
+  ports: [{port: 30080, nodePort: 30080, protocol: TCP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: a, namespace: t}
+spec:
+  clusterIP: 10.96.0.21
+  externalIPs: [192.168.0.10]
+  ports: [{port: 30080, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: b-1, namespace: t, labels: {kubernetes.io/service-name: b}}
+addressType: IPv4
+ports: [{port: 8080, protocol: TCP}]
+endpoints: [{addresses: [10.244.1.5], conditions: {ready: true}}]
+`
+
+// FuzzManifestsThroughPlanner takes what the watcher makes of arbitrary
+// manifests on to the planner, as the daemon does: a full build, then each
+// service port changed in place, and removed and put back, one change at a
+// time. Nothing may
+// panic, and the planner must end where a fresh build of the same state
+// does.
+func FuzzManifestsThroughPlanner(f *testing.F) {
+	f.Add([]byte(tenantCollision))
+	rules := func(*model.Node) string { return "" }
+	f.Fuzz(func(t *testing.T, data []byte) {
+		objs, _ := ParseManifests("f.yaml", data)
+		tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10")}}})
+		for _, o := range objs {
+			_ = apply(tr, o.Object)
+		}
+		u := tr.Sync()
+		p := plan.NewPlanner(rules)
+		p.Update(&u.State)
+		// Each port changed in place (an endpoint's restart), last first,
+		// then removed and put back.
+		for i := range u.State.Services {
+			sp := &u.State.Services[len(u.State.Services)-1-i]
+			p.UpdateChanges([]plan.Change{{Name: sp.Name, Port: sp}})
+		}
+		for i := range u.State.Services {
+			sp := &u.State.Services[i]
+			p.UpdateChanges([]plan.Change{{Name: sp.Name}})
+			p.UpdateChanges([]plan.Change{{Name: sp.Name, Port: sp}})
+		}
+		want := plan.Build(&u.State, rules)
+		got, owners := p.Desired()
+		if !reflect.DeepEqual(owners, want.Services) || !reflect.DeepEqual(got, want.Kernel) {
+			t.Fatalf("after removing and putting back each port, the planner's owners %v, want %v", owners, want.Services)
 		}
 	})
 }

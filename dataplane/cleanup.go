@@ -84,7 +84,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	}
 	d.stopReread()
 	d.programmed, d.device = nil, nil
-	d.planner = plan.NewPlanner(nftrules.Render)
+	d.planner = d.newPlanner()
 	return errors.Join(errs...)
 }
 
@@ -112,7 +112,7 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 	}
 	d.stopReread()
 	d.programmed, d.device = nil, nil
-	d.planner = plan.NewPlanner(nftrules.Render)
+	d.planner = d.newPlanner()
 	return errors.Join(errs...)
 }
 

@@ -3,7 +3,9 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
@@ -28,6 +30,43 @@ var (
 	// rules for its services.
 	ErrRulesNotProgrammed = errors.New("dataplane: ipvsplane's own rules are not in place")
 )
+
+// PlanPanicError reports a panic while the planner took a model: a bug
+// that some input found. Nothing was written to the kernel; the planner
+// was dropped, since its state is unknown, so the next call must be a
+// [Dataplane.Sync] of a whole state (SyncChanges returns ErrNotSynced
+// until then), which compares the kernel with it as a first sync does.
+type PlanPanicError struct {
+	// Services are the service ports whose changes were being planned;
+	// nil when a whole state was.
+	Services []model.ServicePortName
+	// Value is what the planner panicked with, Stack where.
+	Value any
+	Stack []byte
+}
+
+func (e *PlanPanicError) Error() string {
+	what := "a whole state"
+	if e.Services != nil {
+		what = fmt.Sprintf("the changes of %d service ports (%s)", len(e.Services), namesText(e.Services, 5))
+	}
+	return fmt.Sprintf("dataplane: planning %s panicked: %v; the next sync compares everything", what, e.Value)
+}
+
+// namesText lists the first n names and counts the rest.
+func namesText(names []model.ServicePortName, n int) string {
+	var b strings.Builder
+	for i, name := range names[:min(n, len(names))] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name.String())
+	}
+	if len(names) > n {
+		fmt.Fprintf(&b, " and %d more", len(names)-n)
+	}
+	return b.String()
+}
 
 // OpError is the failure of one planned operation. Its text reads as the
 // kernel packages' do: "dataplane: apply addr bind 10.96.0.1: dummy: add

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -93,4 +94,16 @@ func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node string
 		}
 	}
 	return errs
+}
+
+// newPlanner returns an empty planner that knows the schedulers the
+// kernel was found to lack.
+func (d *Dataplane) newPlanner() *plan.Planner {
+	p := plan.NewPlanner(nftrules.Render)
+	for name, err := range d.schedulers.known {
+		if err != nil {
+			p.LackScheduler(name, err)
+		}
+	}
+	return p
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"runtime/debug"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -82,8 +83,31 @@ type FlowCleanup struct {
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
 	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
-	scope, modelErrs := d.planner.Update(state)
+	scope, modelErrs, err := d.plan(nil, func() (plan.Scope, []error) { return d.planner.Update(state) })
+	if err != nil {
+		return nil, err
+	}
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
+}
+
+// plan runs one step of the planner. A panic there is a bug some input
+// found, and leaves the planner's state unknown: it is dropped for a new
+// one, and the panic returned as a *PlanPanicError naming changes, so that
+// a daemon can leave those service ports out instead of crashing on every
+// node at every start.
+func (d *Dataplane) plan(changes []plan.Change, step func() (plan.Scope, []error)) (scope plan.Scope, errs []error, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.planner = d.newPlanner()
+			var names []model.ServicePortName
+			for _, c := range changes {
+				names = append(names, c.Name)
+			}
+			err = &PlanPanicError{Services: names, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	scope, errs = step()
+	return scope, errs, nil
 }
 
 // SyncChanges is Sync for a caller that tracks which service ports changed
@@ -96,7 +120,10 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Re
 		return nil, ErrNotSynced
 	}
 	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
-	scope, modelErrs := d.planner.UpdateChanges(changes)
+	scope, modelErrs, err := d.plan(changes, func() (plan.Scope, []error) { return d.planner.UpdateChanges(changes) })
+	if err != nil {
+		return nil, err
+	}
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
 }
 

@@ -96,6 +96,11 @@ type daemon struct {
 	nextPrefill    time.Time
 	prefilled      bool
 	listedTriggers [2][]time.Time
+	// quarantined are the service ports left out since their planning
+	// panicked, until they change; syncAll asks the next sync to compare
+	// everything, as the dataplane dropped its planner.
+	quarantined map[model.ServicePortName]bool
+	syncAll     bool
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -114,16 +119,20 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.listedTriggers = [2][]time.Time{}
 	}
 	start := d.now()
-	full := !d.synced || u.NodeChanged
+	full := !d.synced || u.NodeChanged || d.syncAll
+	d.withoutQuarantined(u, full)
 	res, err := d.program(ctx, u, start, full)
 	end := d.now()
 	took := end.Sub(start)
 	if err != nil {
 		d.metrics.SyncFailed()
+		if d.containPlanPanic(err, u) && d.requestSync != nil {
+			d.requestSync()
+		}
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
-	d.synced, d.lastFull = true, res.Full
+	d.synced, d.lastFull, d.syncAll = true, res.Full, false
 	if res.Sweeping && d.requestSync != nil {
 		// The rest of the compare comes a piece a sync, changes or not.
 		d.requestSync()
@@ -177,7 +186,7 @@ func (d *daemon) removeLegacyLeftovers(ctx context.Context) {
 // sync, after it only the changes, so that a sync costs what changed, not
 // the size of the cluster.
 func (d *daemon) takeUpdate() *watcher.Update {
-	if d.synced {
+	if d.synced && !d.syncAll {
 		return d.tracker.SyncChanges()
 	}
 	return d.tracker.Sync()

@@ -46,6 +46,9 @@ type fakeKernel struct {
 	rulesFail bool
 	// sweeping makes every sync one that compared a piece of a reread.
 	sweeping bool
+	// planPanics makes the next SyncChanges fail as a dataplane whose
+	// planner panicked on the changes does.
+	planPanics bool
 	// claims are the fake planner's owners: each virtual server is the
 	// port's that claimed it last.
 	claims map[plan.VirtualKey]model.ServicePortName
@@ -129,6 +132,14 @@ func (k *fakeKernel) PrefillChanges(_ context.Context, c []plan.Change) (*datapl
 func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "changes")
 	k.changes = c
+	if k.planPanics {
+		k.planPanics = false
+		pe := &dataplane.PlanPanicError{Value: "nil pointer dereference", Stack: []byte("goroutine 1")}
+		for _, ch := range c {
+			pe.Services = append(pe.Services, ch.Name)
+		}
+		return nil, pe
+	}
 	if k.state != nil {
 		k.claim(&k.state.Node, c, false)
 	}

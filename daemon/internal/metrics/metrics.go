@@ -55,6 +55,7 @@ type Metrics struct {
 	endpointChanges     prometheus.Counter
 	serviceChanges      prometheus.Counter
 	syncErrors          prometheus.Counter
+	planPanics          prometheus.Counter
 
 	// proxyLatency is the proxy's own part of programming, from a
 	// change's arrival to the end of the sync that programmed it.
@@ -143,6 +144,9 @@ func New() *Metrics {
 		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ipvsplane_sync_failures_total", Help: "Syncs that could not read or program the kernel.",
 		}),
+		planPanics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ipvsplane_plan_panics_total", Help: "Syncs whose planning panicked (a bug some input found); the service ports being planned are left out.",
+		}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ipvsplane_sync_operations_total", Help: "Kernel operations carried out, by kind.",
 		}, []string{"op"}),
@@ -194,7 +198,7 @@ func New() *Metrics {
 	m.registry.MustRegister(m.healthz, m.livez, m.noLocalEndpoints, m.ruleFailures, m.flowCleanup, m.flowsDeleted,
 		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming, m.proxyLatency, m.prefillDuration,
 		m.lastSync, m.lastQueued, m.endpointsPending, m.servicesPending, m.endpointChanges, m.serviceChanges,
-		m.syncErrors, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
+		m.syncErrors, m.planPanics, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
 		m.schedulerFallbacks, m.ignoredSettings, m.build, conntracksettings.NewCollector(conntracksettings.HostPaths().ProcSys),
 		goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -284,6 +288,9 @@ func (m *Metrics) ObserveSync(s Sync) {
 
 // SyncFailed counts a sync that could not read or program the kernel.
 func (m *Metrics) SyncFailed() { m.syncErrors.Inc() }
+
+// PlanPanicked counts a sync whose planning panicked.
+func (m *Metrics) PlanPanicked() { m.planPanics.Inc() }
 
 // SetPending sets the services with changes not yet synced.
 func (m *Metrics) SetPending(services, endpoints int) {

@@ -66,6 +66,7 @@ func TestMetricNames(t *testing.T) {
 		"kubeproxy_sync_proxy_rules_service_changes_total":           nil,
 		"ipvsplane_sync_operations_total":                            {"op"},
 		"ipvsplane_sync_failures_total":                              nil,
+		"ipvsplane_plan_panics_total":                                nil,
 		"ipvsplane_sync_operations":                                  nil,
 		"ipvsplane_netlink_errors_total":                             {"op"},
 		"ipvsplane_invalid_objects_total":                            nil,

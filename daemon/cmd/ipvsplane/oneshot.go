@@ -89,6 +89,9 @@ func (a *app) withDesired(ctx context.Context, log *zap.Logger, o *options, cmd 
 // apply syncs once. Objects left out and failed operations make it fail
 // after everything else was programmed.
 func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	if err := a.checkKernel(); err != nil {
+		return err
+	}
 	return a.withDesired(ctx, log, o, cmd, func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error {
 		if err := k.CheckScheduler(ctx, u.State.Node.Scheduler); err != nil {
 			return err

@@ -43,6 +43,8 @@ type app struct {
 	// removeLegacy removes kube-proxy's iptables-legacy chains (see
 	// legacyiptables.RemoveKubeProxy); nil leaves them.
 	removeLegacy func(ctx context.Context) (legacyiptables.Report, error)
+	// kernelRelease is the running kernel's release (see unameRelease).
+	kernelRelease func() (string, error)
 }
 
 func newApp() *app {
@@ -50,6 +52,7 @@ func newApp() *app {
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
+		kernelRelease: unameRelease,
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return conntracksettings.Apply(c, conntracksettings.OnlineCPUs(), conntracksettings.HostPaths())
 		},

@@ -36,6 +36,7 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return nil, nil, nil
 		},
+		kernelRelease: func() (string, error) { return "6.1.0-test", nil },
 	}, &stdout, &stderr
 }
 

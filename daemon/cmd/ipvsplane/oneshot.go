@@ -63,9 +63,6 @@ func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *confi
 // minutes.
 func (a *app) withDesired(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command,
 	fn func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error) error {
-	if o.cleanup || o.initOnly || o.writeConfigTo != "" {
-		return errors.New("--cleanup, --init-only and --write-config-to are flags of ipvsplane run")
-	}
 	s, err := a.setup(log, o, cmd)
 	if err != nil {
 		return err

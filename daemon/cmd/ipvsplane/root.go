@@ -85,7 +85,8 @@ func (a *app) rootCommand() *cobra.Command {
 	// flags.
 	rootOpts := newOptions()
 	rootOpts.addFlags(root.Flags())
-	root.Args = cobra.NoArgs
+	root.Args = noArgsSuggest
+	root.SetFlagErrorFunc(flagError)
 	root.RunE = a.withLogger(lf, a.run, rootOpts)
 	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand(), a.versionCommand())
 	vf := &versionFlag{}
@@ -95,9 +96,15 @@ func (a *app) rootCommand() *cobra.Command {
 	return root
 }
 
-// logFlags holds the values of the persistent logging flags.
+// logFlags holds the values of the logging flags, which the commands
+// that log (run, apply, plan) share.
 type logFlags struct {
 	level, format string
+}
+
+func (lf *logFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&lf.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&lf.format, "log-format", "console", "log format: json or console")
 }
 
 // commandWork is a command's work, run with its logger and options.
@@ -180,8 +187,7 @@ schedulers) and a writable /proc/sys/net.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: debug, info, warn or error")
-	root.PersistentFlags().StringVar(&lf.format, "log-format", "console", "log format: json or console")
+	lf.add(root.Flags())
 	return root
 }
 
@@ -195,6 +201,7 @@ func (a *app) runCommand(lf *logFlags) *cobra.Command {
 		RunE:  a.withLogger(lf, a.run, o),
 	}
 	o.addFlags(run.Flags())
+	lf.add(run.Flags())
 	return run
 }
 
@@ -213,7 +220,8 @@ func (a *app) applyCommand(lf *logFlags) *cobra.Command {
 			return a.withLogger(lf, a.apply, o)(cmd, args)
 		},
 	}
-	o.addFlags(apply.Flags())
+	o.addSyncFlags(apply.Flags())
+	lf.add(apply.Flags())
 	apply.Flags().BoolVar(&once, "once", true, "sync once and exit (the only mode of apply)")
 	return apply
 }
@@ -227,7 +235,8 @@ func (a *app) planCommand(lf *logFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  a.withLogger(lf, a.plan, o),
 	}
-	o.addFlags(plan.Flags())
+	o.addPlanFlags(plan.Flags())
+	lf.add(plan.Flags())
 	plan.Flags().BoolVar(&o.offline, "offline", false, "plan against an empty kernel without reading it (no privileges, no IPVS needed): what the manifests and configuration would program on a fresh node")
 	plan.Flags().StringSliceVar(&o.nodeAddresses, "node-addresses", nil, "with --offline, the node's addresses (node ports are served on them); without it, the InternalIP and ExternalIP addresses of the Node manifest")
 	return plan

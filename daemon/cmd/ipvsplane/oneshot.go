@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/spf13/cobra"
@@ -155,6 +157,10 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 	if len(state.Node.Addresses) == 0 {
 		state.Node.Addresses = state.Node.NodeIPs
 	}
+	if len(state.Node.Addresses) == 0 && hasNodePorts(state.Services) {
+		log.Warn("the node has no addresses, so node ports are left out of the plan: give --node-addresses, or name a Node manifest of the directory with --hostname-override",
+			zap.String("node", state.Node.Name))
+	}
 	desired := plan.Build(&state, nftrules.Render)
 	p := plan.Diff(plan.NewKernelState(), desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
 	for _, e := range append(problems, desired.Errors...) {
@@ -171,6 +177,11 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 		}
 	}
 	return nil
+}
+
+// hasNodePorts reports whether any of the service ports has a node port.
+func hasNodePorts(ports []model.ServicePort) bool {
+	return slices.ContainsFunc(ports, func(p model.ServicePort) bool { return p.NodePort != 0 })
 }
 
 // printFullPlan prints a plan for review: as Plan.String, but with every

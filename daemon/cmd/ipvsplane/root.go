@@ -160,6 +160,9 @@ func logNotes(log *zap.Logger, o *options, notes config.Notes) {
 	if notes.Lenient != nil {
 		log.Warn("using lenient decoding as strict decoding failed", zap.String("config", o.configFile), zap.Error(notes.Lenient))
 	}
+	for _, n := range notes.Info {
+		log.Info(n, zap.String("config", o.configFile))
+	}
 	for _, f := range notes.Ignored {
 		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
 	}

@@ -182,8 +182,8 @@ EndpointSlices, as kube-proxy does in IPVS mode, and can take its place: it
 reads kube-proxy's configuration file and flags. Without a command it runs
 the daemon (ipvsplane run).
 
-It needs CAP_NET_ADMIN, a kernel with IPVS (the ip_vs module and its
-schedulers) and a writable /proc/sys/net.`,
+It needs CAP_NET_ADMIN, Linux 4.18 or later with IPVS (the ip_vs module
+and its schedulers) and a writable /proc/sys/net.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

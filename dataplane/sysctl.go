@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/internal/kernelrelease"
 )
 
 // WriteSysctls writes each setting below root (normally /proc/sys) whose
@@ -46,35 +46,14 @@ func WriteSysctls(root string, settings []model.Sysctl) ([]string, error) {
 // (kubernetes issue 81775); nothing on 5.9 and later, which fixed that
 // (kubernetes issue 93297), nor before 4.1, which lacks the setting.
 func kernelSysctls(release string) ([]model.Sysctl, error) {
-	major, minor, err := kernelVersion(release)
+	v, err := kernelrelease.Parse(release)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dataplane: %w", err)
 	}
-	v := major*1000 + minor
-	if v >= 4001 && v < 5009 {
+	if !v.Before(4, 1) && v.Before(5, 9) {
 		return []model.Sysctl{{Name: "net/ipv4/vs/conn_reuse_mode", Value: 0}}, nil
 	}
 	return nil, nil
-}
-
-// kernelVersion parses a kernel release's major and minor numbers.
-func kernelVersion(release string) (major, minor int, err error) {
-	fields := strings.SplitN(release, ".", 3)
-	if len(fields) >= 2 {
-		// The minor number may run into the rest: "18-553.el8".
-		digits := strings.IndexFunc(fields[1], func(r rune) bool { return r < '0' || r > '9' })
-		if digits < 0 {
-			digits = len(fields[1])
-		}
-		major, err = strconv.Atoi(fields[0])
-		if err == nil {
-			minor, err = strconv.Atoi(fields[1][:digits])
-		}
-		if err == nil {
-			return major, minor, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("dataplane: kernel release %q: want it to start with MAJOR.MINOR", release)
 }
 
 // InitNode writes the node's sysctls and IPVS timeouts, as the first sync does

@@ -250,3 +250,18 @@ func TestVerbosityFlag(t *testing.T) {
 		}
 	}
 }
+
+// kubeadm's mode: "" is logged once, at info level, as not read.
+func TestEmptyModeLogged(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.conf")
+	if err := os.WriteFile(cfg, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: \"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, _, stderr := testApp(&fakeKernel{}, nil)
+	if code := execute(a, []string{"plan", "--offline", "--source=files", "--manifests=testdata/demo", "--hostname-override=node-a", "--config", cfg}); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if n := strings.Count(stderr.String(), "INFO\tmode is empty (kube-proxy's iptables mode); ipvsplane does not read mode"); n != 1 {
+		t.Errorf("%d info lines about mode:\n%s", n, stderr)
+	}
+}

@@ -9,13 +9,13 @@
 //	ipvsplane status                                      # services, real servers, sets, last sync
 //	ipvsplane cleanup                                     # remove everything ipvsplane made
 //
-// It needs CAP_NET_ADMIN in the node's network namespace, a kernel with
-// IPVS (the ip_vs module and its schedulers), and a writable /proc/sys/net
-// for the sysctls kube-proxy sets. The daemon records its last sync in
-// --state-file (/run/ipvsplane/status.json) for the status command, serves
-// /healthz and /livez on --healthz-bind-address and Prometheus metrics on
-// --metrics-bind-address, and the health-check node ports of services with
-// externalTrafficPolicy Local.
+// It needs CAP_NET_ADMIN in the node's network namespace, Linux 4.18 or
+// later with IPVS (the ip_vs module and its schedulers), and a writable
+// /proc/sys/net for the sysctls kube-proxy sets. The daemon records its
+// last sync in --state-file (/run/ipvsplane/status.json) for the status
+// command, serves /healthz and /livez on --healthz-bind-address and
+// Prometheus metrics on --metrics-bind-address, and the health-check node
+// ports of services with externalTrafficPolicy Local.
 package main
 
 import "os"

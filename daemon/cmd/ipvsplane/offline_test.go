@@ -77,3 +77,33 @@ func TestNodeAddressesOnlyOffline(t *testing.T) {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }
+
+// Without node addresses (no --node-addresses, and no Node manifest of
+// the node's name) plan --offline warns that node ports are left out,
+// naming the node it looked for.
+func TestPlanOfflineWarnsWithoutNodeAddresses(t *testing.T) {
+	const warning = "node ports are left out of the plan"
+	for _, tt := range []struct {
+		extra []string
+		warns bool
+	}{
+		{[]string{"--hostname-override=node-b"}, true},
+		{[]string{"--hostname-override=node-a"}, false},
+		{[]string{"--hostname-override=node-b", "--node-addresses=192.168.0.1"}, false},
+	} {
+		a, stdout, stderr := testApp(&fakeKernel{}, errors.New("the kernel must not be opened"))
+		args := append([]string{"plan", "--offline", "--source=files", "--manifests=testdata/demo"}, tt.extra...)
+		if code := execute(a, args); code != 0 {
+			t.Fatalf("%v: exit %d:\n%s", tt.extra, code, stderr)
+		}
+		if warned := strings.Contains(stderr.String(), warning); warned != tt.warns {
+			t.Errorf("%v: warned %v, want %v:\n%s", tt.extra, warned, tt.warns, stderr)
+		}
+		if tt.warns && !strings.Contains(stderr.String(), `"node": "node-b"`) {
+			t.Errorf("%v: the warning does not name the node:\n%s", tt.extra, stderr)
+		}
+		if hasPorts := strings.Contains(stdout.String(), ":30080"); hasPorts == tt.warns {
+			t.Errorf("%v: node port 30080 planned: %v", tt.extra, hasPorts)
+		}
+	}
+}

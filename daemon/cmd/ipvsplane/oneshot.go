@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/spf13/cobra"
@@ -63,9 +65,6 @@ func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *confi
 // minutes.
 func (a *app) withDesired(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command,
 	fn func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error) error {
-	if o.cleanup || o.initOnly || o.writeConfigTo != "" {
-		return errors.New("--cleanup, --init-only and --write-config-to are flags of ipvsplane run")
-	}
 	s, err := a.setup(log, o, cmd)
 	if err != nil {
 		return err
@@ -89,6 +88,9 @@ func (a *app) withDesired(ctx context.Context, log *zap.Logger, o *options, cmd 
 // apply syncs once. Objects left out and failed operations make it fail
 // after everything else was programmed.
 func (a *app) apply(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.Command) error {
+	if err := a.checkKernel(); err != nil {
+		return err
+	}
 	return a.withDesired(ctx, log, o, cmd, func(ctx context.Context, k kernel, u *watcher.Update, problems []error) error {
 		if err := k.CheckScheduler(ctx, u.State.Node.Scheduler); err != nil {
 			return err
@@ -155,6 +157,10 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 	if len(state.Node.Addresses) == 0 {
 		state.Node.Addresses = state.Node.NodeIPs
 	}
+	if len(state.Node.Addresses) == 0 && hasNodePorts(state.Services) {
+		log.Warn("the node has no addresses, so node ports are left out of the plan: give --node-addresses, or name a Node manifest of the directory with --hostname-override",
+			zap.String("node", state.Node.Name))
+	}
 	desired := plan.Build(&state, nftrules.Render)
 	p := plan.Diff(plan.NewKernelState(), desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
 	for _, e := range append(problems, desired.Errors...) {
@@ -171,6 +177,11 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 		}
 	}
 	return nil
+}
+
+// hasNodePorts reports whether any of the service ports has a node port.
+func hasNodePorts(ports []model.ServicePort) bool {
+	return slices.ContainsFunc(ports, func(p model.ServicePort) bool { return p.NodePort != 0 })
 }
 
 // printFullPlan prints a plan for review: as Plan.String, but with every

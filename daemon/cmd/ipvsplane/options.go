@@ -65,39 +65,63 @@ func newOptions() *options {
 	return &options{source: sourceKubernetes, stateFile: defaultStateFile, own: config.DefaultOwn(), kp: config.Default(), healthzPort: config.HealthzPort, metricsPort: config.MetricsPort}
 }
 
-// addFlags registers the flags. Those of kube-proxy keep its names and
-// meanings.
+// addFlags registers the flags of run: every flag of kube-proxy (those
+// that do not apply are accepted and ignored), and ipvsplane's own.
 func (o *options) addFlags(fs *pflag.FlagSet) {
+	o.addSyncFlags(fs)
+	o.addDaemonFlags(fs)
+}
+
+// addPlanFlags registers the flags plan reads: the source's and those of
+// the desired state. Those of kube-proxy keep its names and meanings.
+func (o *options) addPlanFlags(fs *pflag.FlagSet) {
 	kp := o.kp
 	fs.StringVar(&o.configFile, "config", "", "kube-proxy's configuration file (a KubeProxyConfiguration); flags given on the command line override it")
 	fs.StringVar(&kp.ClientConnection.Kubeconfig, "kubeconfig", "", "kubeconfig file with the API server's address and credentials; in a pod, the pod's service account is used when this and --master are empty")
 	fs.StringVar(&o.master, "master", "", "the API server's address (overrides the kubeconfig's)")
 	fs.StringVar(&kp.HostnameOverride, "hostname-override", "", "this node's name, if not the hostname")
+	fs.Uint32VarP((*uint32)(&kp.Logging.Verbosity), "v", "v", uint32(kp.Logging.Verbosity), "klog's verbosity, as logging.verbosity: 4 or more logs at debug level unless --log-level says otherwise")
+	fs.Float32Var(&kp.ClientConnection.QPS, "kube-api-qps", kp.ClientConnection.QPS, "queries per second to the API server")
+	fs.Int32Var(&kp.ClientConnection.Burst, "kube-api-burst", kp.ClientConnection.Burst, "burst of queries to the API server")
+	fs.StringVar(&kp.ClientConnection.ContentType, "kube-api-content-type", kp.ClientConnection.ContentType, "content type of requests to the API server")
+	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
+	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
 	fs.StringVar(&kp.ClusterCIDR, "cluster-cidr", "", "the pods' address ranges, comma-separated (one per family): traffic to service IPs from outside them is masqueraded")
 	fs.BoolVar(&kp.IPTables.MasqueradeAll, "masquerade-all", false, "masquerade all traffic to service IPs")
-	fs.Uint32VarP((*uint32)(&kp.Logging.Verbosity), "v", "v", uint32(kp.Logging.Verbosity), "klog's verbosity, as logging.verbosity: 4 or more logs at debug level unless --log-level says otherwise")
 	fs.Int32Var(kp.IPTables.MasqueradeBit, "iptables-masquerade-bit", *kp.IPTables.MasqueradeBit, "the fwmark bit (0-31) that marks packets for masquerade")
 	fs.StringVar((*string)(&kp.Mode), "proxy-mode", string(kp.Mode), "only ipvs is supported; accepted for kube-proxy compatibility")
 	fs.StringVar(&kp.IPVS.Scheduler, "ipvs-scheduler", "", "the IPVS scheduler (rr, wrr, lc, wlc, sh, mh, ...); empty means rr")
 	fs.BoolVar(&kp.IPVS.StrictARP, "ipvs-strict-arp", false, "set arp_ignore=1 and arp_announce=2, so the service IPs on kube-ipvs0 are not announced")
-	fs.DurationVar(&kp.IPVS.MinSyncPeriod.Duration, "ipvs-min-sync-period", kp.IPVS.MinSyncPeriod.Duration, "the shortest time between syncs (after a burst of 2); changes that come sooner are programmed together")
-	fs.DurationVar(&kp.IPVS.SyncPeriod.Duration, "ipvs-sync-period", kp.IPVS.SyncPeriod.Duration, "the longest time between syncs; a periodic sync also rereads the kernel to repair outside changes")
 	fs.StringSliceVar(&kp.IPVS.ExcludeCIDRs, "ipvs-exclude-cidrs", nil, "address ranges whose IPVS virtual servers are never removed")
-	fs.DurationVar(&kp.IPVS.TCPTimeout.Duration, "ipvs-tcp-timeout", 0, "the IPVS timeout of idle TCP connections; 0 leaves the kernel's")
-	fs.DurationVar(&kp.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "the IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's")
-	fs.DurationVar(&kp.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "the IPVS timeout of UDP flows; 0 leaves the kernel's")
 	fs.StringSliceVar(&kp.NodePortAddresses, "nodeport-addresses", nil, "address ranges (or 'all') of the node addresses that serve node ports; empty means all")
 	fs.StringVar((*string)(&kp.DetectLocalMode), "detect-local-mode", string(kp.DetectLocalMode), "how traffic from pods is told apart: ClusterCIDR, NodeCIDR, InterfaceNamePrefix or BridgeInterface")
 	fs.StringVar(&kp.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix, the prefix of the pods' host-side interfaces")
 	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
+	fs.StringVar(&o.own.ServiceAddressBinding, "service-address-binding", o.own.ServiceAddressBinding, "how service IPs are bound to kube-ipvs0: address (as kube-proxy does; ip addr show lists them) or local-route (IPv4 ones as local routes, proto 201 in table local, which is faster to program for many services; IPv6 ones stay addresses) (config file: ipvsplane.serviceAddressBinding)")
+}
+
+// addSyncFlags registers the flags apply reads: plan's, and the node's
+// settings that a sync writes.
+func (o *options) addSyncFlags(fs *pflag.FlagSet) {
+	o.addPlanFlags(fs)
+	kp := o.kp
+	fs.DurationVar(&kp.IPVS.TCPTimeout.Duration, "ipvs-tcp-timeout", 0, "the IPVS timeout of idle TCP connections; 0 leaves the kernel's")
+	fs.DurationVar(&kp.IPVS.TCPFinTimeout.Duration, "ipvs-tcpfin-timeout", 0, "the IPVS timeout of TCP connections after a FIN; 0 leaves the kernel's")
+	fs.DurationVar(&kp.IPVS.UDPTimeout.Duration, "ipvs-udp-timeout", 0, "the IPVS timeout of UDP flows; 0 leaves the kernel's")
+}
+
+// addDaemonFlags registers the flags that only run reads: the daemon's
+// periods, servers, conntrack settings, state and kube-proxy's one-shot
+// flags.
+func (o *options) addDaemonFlags(fs *pflag.FlagSet) {
+	kp := o.kp
+	c := &kp.Conntrack
+	fs.DurationVar(&kp.IPVS.MinSyncPeriod.Duration, "ipvs-min-sync-period", kp.IPVS.MinSyncPeriod.Duration, "the shortest time between syncs (after a burst of 2); changes that come sooner are programmed together")
+	fs.DurationVar(&kp.IPVS.SyncPeriod.Duration, "ipvs-sync-period", kp.IPVS.SyncPeriod.Duration, "the longest time between syncs; a periodic sync also rereads the kernel to repair outside changes")
 	fs.StringVar(&kp.HealthzBindAddress, "healthz-bind-address", kp.HealthzBindAddress, "address and port of /healthz and /livez (a bare IP gets port 10256, or --healthz-port); empty disables them")
 	fs.StringVar(&kp.MetricsBindAddress, "metrics-bind-address", kp.MetricsBindAddress, "address and port of /metrics (a bare IP gets port 10249, or --metrics-port); empty disables it")
 	fs.BoolVar(&kp.EnableProfiling, "profiling", false, "serve Go's profiles under /debug/pprof/ on the metrics address")
 	fs.DurationVar(&kp.ConfigSyncPeriod.Duration, "config-sync-period", kp.ConfigSyncPeriod.Duration, "accepted for kube-proxy compatibility; no effect: ipvsplane keeps no cache of objects to replay")
-	fs.Float32Var(&kp.ClientConnection.QPS, "kube-api-qps", kp.ClientConnection.QPS, "queries per second to the API server")
-	fs.Int32Var(&kp.ClientConnection.Burst, "kube-api-burst", kp.ClientConnection.Burst, "burst of queries to the API server")
-	fs.StringVar(&kp.ClientConnection.ContentType, "kube-api-content-type", kp.ClientConnection.ContentType, "content type of requests to the API server")
-	c := &kp.Conntrack
 	fs.Int32Var(c.MaxPerCore, "conntrack-max-per-core", *c.MaxPerCore, "nf_conntrack_max per CPU (0 leaves the limit as it is and ignores --conntrack-min); the limit is only ever raised")
 	fs.Int32Var(c.Min, "conntrack-min", *c.Min, "the least nf_conntrack_max, whatever --conntrack-max-per-core gives")
 	fs.DurationVar(&c.TCPEstablishedTimeout.Duration, "conntrack-tcp-timeout-established", c.TCPEstablishedTimeout.Duration, "conntrack's timeout of idle established TCP connections (0 leaves it as it is)")
@@ -113,13 +137,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.metricsPort, "metrics-port", config.MetricsPort, "the port given to a --metrics-bind-address without one; 0 turns /metrics off")
 	fs.MarkDeprecated("metrics-port", "use --metrics-bind-address")
 	o.addIgnoredFlags(fs)
-	fs.StringVar(&o.source, "source", o.source, "where Services and EndpointSlices come from: kubernetes (the API server) or files (a directory of manifests, see --manifests)")
-	fs.StringVar(&o.manifests, "manifests", "", "with --source=files, the directory of Service, EndpointSlice and Node manifests (YAML or JSON), watched for changes")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "", "the daemon's soft memory limit (a quantity such as 256Mi; 0 for none); empty sets it after each full sync to the live heap and half again (at least 8 MiB more) plus the runtime's memory beside the heap. GOMEMLIMIT, if set, wins")
 	fs.StringVar(&o.stateFile, "state-file", o.stateFile, "where the daemon records its last sync, for ipvsplane status; empty disables it")
 	fs.BoolVar(&o.own.ServiceTrafficMetrics, "service-traffic-metrics", false, "export each service port's connections, packets and bytes (ipvsplane_service_*_total), and their rates to ipvsplane status, from one read of the IPVS counters every --service-traffic-metrics-interval")
 	fs.DurationVar(&o.own.ServiceTrafficMetricsInterval.Duration, "service-traffic-metrics-interval", traffic.DefaultInterval, "how often --service-traffic-metrics reads the kernel; scrapes in between get the last reading")
-	fs.StringVar(&o.own.ServiceAddressBinding, "service-address-binding", o.own.ServiceAddressBinding, "how service IPs are bound to kube-ipvs0: address (as kube-proxy does; ip addr show lists them) or local-route (IPv4 ones as local routes, proto 201 in table local, which is faster to program for many services; IPv6 ones stay addresses) (config file: ipvsplane.serviceAddressBinding)")
 	fs.DurationVar(&o.own.DrainTimeout.Duration, "drain-timeout", defaultDrainTimeout, "how long a real server whose endpoint left keeps its open TCP connections at weight 0 before it is deleted anyway; a Service's ipvsplane.io/drain-timeout annotation overrides it (config file: ipvsplane.drainTimeout)")
 }
 

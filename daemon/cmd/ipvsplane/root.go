@@ -46,6 +46,8 @@ type app struct {
 	// nodeIPsWait bounds how long a start from the API server waits for
 	// its Node's IPs (defaultNodeIPsWait).
 	nodeIPsWait time.Duration
+	// kernelRelease is the running kernel's release (see unameRelease).
+	kernelRelease func() (string, error)
 }
 
 func newApp() *app {
@@ -53,6 +55,7 @@ func newApp() *app {
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now, nodeIPsWait: defaultNodeIPsWait,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
 		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
+		kernelRelease: unameRelease,
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return conntracksettings.Apply(c, conntracksettings.OnlineCPUs(), conntracksettings.HostPaths())
 		},
@@ -85,7 +88,8 @@ func (a *app) rootCommand() *cobra.Command {
 	// flags.
 	rootOpts := newOptions()
 	rootOpts.addFlags(root.Flags())
-	root.Args = cobra.NoArgs
+	root.Args = noArgsSuggest
+	root.SetFlagErrorFunc(flagError)
 	root.RunE = a.withLogger(lf, a.run, rootOpts)
 	root.AddCommand(run, a.applyCommand(lf), a.planCommand(lf), a.cleanupCommand(), a.statusCommand(), a.versionCommand())
 	vf := &versionFlag{}
@@ -95,9 +99,15 @@ func (a *app) rootCommand() *cobra.Command {
 	return root
 }
 
-// logFlags holds the values of the persistent logging flags.
+// logFlags holds the values of the logging flags, which the commands
+// that log (run, apply, plan) share.
 type logFlags struct {
 	level, format string
+}
+
+func (lf *logFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&lf.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&lf.format, "log-format", "console", "log format: json or console")
 }
 
 // commandWork is a command's work, run with its logger and options.
@@ -153,6 +163,9 @@ func logNotes(log *zap.Logger, o *options, notes config.Notes) {
 	if notes.Lenient != nil {
 		log.Warn("using lenient decoding as strict decoding failed", zap.String("config", o.configFile), zap.Error(notes.Lenient))
 	}
+	for _, n := range notes.Info {
+		log.Info(n, zap.String("config", o.configFile))
+	}
 	for _, f := range notes.Ignored {
 		log.Warn("configuration field does not apply to ipvsplane; ignored", zap.String("field", f))
 	}
@@ -172,16 +185,15 @@ EndpointSlices, as kube-proxy does in IPVS mode, and can take its place: it
 reads kube-proxy's configuration file and flags. Without a command it runs
 the daemon (ipvsplane run).
 
-It needs CAP_NET_ADMIN, a kernel with IPVS (the ip_vs module and its
-schedulers) and a writable /proc/sys/net.`,
+It needs CAP_NET_ADMIN, Linux 4.18 or later with IPVS (the ip_vs module
+and its schedulers) and a writable /proc/sys/net.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.PersistentFlags().StringVar(&lf.level, "log-level", "info", "log level: debug, info, warn or error")
-	root.PersistentFlags().StringVar(&lf.format, "log-format", "console", "log format: json or console")
+	lf.add(root.Flags())
 	return root
 }
 
@@ -195,6 +207,7 @@ func (a *app) runCommand(lf *logFlags) *cobra.Command {
 		RunE:  a.withLogger(lf, a.run, o),
 	}
 	o.addFlags(run.Flags())
+	lf.add(run.Flags())
 	return run
 }
 
@@ -213,7 +226,8 @@ func (a *app) applyCommand(lf *logFlags) *cobra.Command {
 			return a.withLogger(lf, a.apply, o)(cmd, args)
 		},
 	}
-	o.addFlags(apply.Flags())
+	o.addSyncFlags(apply.Flags())
+	lf.add(apply.Flags())
 	apply.Flags().BoolVar(&once, "once", true, "sync once and exit (the only mode of apply)")
 	return apply
 }
@@ -227,7 +241,8 @@ func (a *app) planCommand(lf *logFlags) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  a.withLogger(lf, a.plan, o),
 	}
-	o.addFlags(plan.Flags())
+	o.addPlanFlags(plan.Flags())
+	lf.add(plan.Flags())
 	plan.Flags().BoolVar(&o.offline, "offline", false, "plan against an empty kernel without reading it (no privileges, no IPVS needed): what the manifests and configuration would program on a fresh node")
 	plan.Flags().StringSliceVar(&o.nodeAddresses, "node-addresses", nil, "with --offline, the node's addresses (node ports are served on them); without it, the InternalIP and ExternalIP addresses of the Node manifest")
 	return plan

@@ -36,6 +36,7 @@ func testApp(k *fakeKernel, newErr error) (*app, *bytes.Buffer, *bytes.Buffer) {
 		setConntrack: func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return nil, nil, nil
 		},
+		kernelRelease: func() (string, error) { return "6.1.0-test", nil },
 	}, &stdout, &stderr
 }
 
@@ -89,7 +90,7 @@ func TestCommands(t *testing.T) {
 		}, nil, 0, []string{"init"}, ""},
 		{"--cleanup is run's", func(t *testing.T) []string {
 			return []string{"apply", "--cleanup", "--source=files", "--manifests", t.TempDir()}
-		}, nil, 1, nil, "flags of ipvsplane run"},
+		}, nil, 1, nil, "--cleanup: ipvsplane apply does not read it; it is a flag of ipvsplane run"},
 		{"no IPVS", func(t *testing.T) []string {
 			return []string{"apply", "--source=files", "--manifests", manifestDir(t, good)}
 		}, noIPVS, 1, nil, "the kernel has no IPVS: load the ip_vs module"},

@@ -162,6 +162,9 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	case o.cleanup:
 		return a.cleanup(ctx, o.stateFile, false)
 	}
+	if err := a.checkKernel(); err != nil {
+		return err
+	}
 	if o.initOnly {
 		return a.initOnly(ctx, log, o, &s.Node)
 	}

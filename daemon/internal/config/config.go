@@ -185,6 +185,9 @@ type Notes struct {
 	// repeated fields (udpIdleTimeout, resourceContainer, ...) that older
 	// installers wrote.
 	Lenient error
+	// Info lists what the file says that ipvsplane reads otherwise than
+	// kube-proxy, worth a line at info level.
+	Info []string
 }
 
 // Load reads a KubeProxyConfiguration file over kube-proxy's defaults.
@@ -207,6 +210,10 @@ func parse(path string, data []byte) (*File, Notes, error) {
 	notes.Lenient = lenient
 	if cfg.APIVersion != configAPIVersion || cfg.Kind != configKind {
 		return nil, notes, fmt.Errorf("%s: want apiVersion %s, kind %s; got %q, %q", path, configAPIVersion, configKind, cfg.APIVersion, cfg.Kind)
+	}
+	if cfg.Mode == "" {
+		// kubeadm writes mode: "", which kube-proxy takes as iptables.
+		notes.Info = append(notes.Info, `mode is empty (kube-proxy's iptables mode); ipvsplane does not read mode and always programs IPVS`)
 	}
 	applyDefaults(&cfg.KubeProxyConfiguration)
 	def := DefaultOwn()
@@ -246,7 +253,7 @@ func decodeConfig(data []byte, cfg *File) (lenient, err error) {
 	}
 	fields, err := kjson.UnmarshalStrict(j, cfg)
 	if err != nil {
-		return nil, err
+		return nil, locateDecodeError(data, err)
 	}
 	strict = append(strict, fields...)
 	if len(strict) == 0 {
@@ -257,7 +264,7 @@ func decodeConfig(data []byte, cfg *File) (lenient, err error) {
 	}
 	*cfg = File{}
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, cfg); err != nil {
-		return nil, err
+		return nil, locateDecodeError(data, err)
 	}
 	return errors.Join(strict...), nil
 }

@@ -47,12 +47,17 @@ func TestLoadConfigErrors(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"wrong type", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {scheduler: [rr]}\n", "cannot unmarshal"},
-		{"wrong type beside an unknown field", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nudpIdleTimeout: 1s\nipvs: {syncPeriod: often}\n", "often"},
+		// A value that does not decode is named with its field and line.
+		{"wrong type", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: {scheduler: [rr]}\n", "line 3: field ipvs.scheduler: json: cannot unmarshal array"},
+		{"wrong type beside an unknown field", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nudpIdleTimeout: 1s\nipvs: {syncPeriod: often}\n", `line 4: field ipvs.syncPeriod: time: invalid duration "often"`},
+		{"wrong type, nested", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nconntrack:\n  min: 10\n  maxPerCore: many\n", "line 6: field conntrack.maxPerCore: json: cannot unmarshal string"},
+		{"number for a duration", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs:\n  scheduler: rr\n  syncPeriod: 30\n", "line 5: field ipvs.syncPeriod: json: cannot unmarshal number"},
+		{"section of the wrong type", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvs: [1]\n", "line 3: field ipvs: json: cannot unmarshal array"},
+		{"wrong type in JSON", "{\n  \"apiVersion\": \"kubeproxy.config.k8s.io/v1alpha1\",\n  \"kind\": \"KubeProxyConfiguration\",\n  \"ipvs\": {\"strictARP\": \"yes\"}\n}\n", "line 4: field ipvs.strictARP: json: cannot unmarshal string"},
 		{"wrong kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", "want apiVersion"},
 		{"not yaml", "apiVersion: [\n", "yaml"},
 		{"unknown field of ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeOut: 1m}\n", `unknown field "ipvsplane.drainTimeOut"`},
-		{"bad duration in ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: soon}\n", "ipvsplane"},
+		{"bad duration in ipvsplane's section", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: soon}\n", "line 3: field ipvsplane.drainTimeout: time: invalid duration"},
 		{"ipvsplane's section twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {}\nipvsplane: {}\n", "already set"},
 		{"a field of ipvsplane's section twice", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nipvsplane: {drainTimeout: 1m, drainTimeout: 2m}\n", "already defined"},
 	}
@@ -189,5 +194,20 @@ func TestDefaultBindAddressesFollowBindAddress(t *testing.T) {
 	}
 	if d := Default(); d.HealthzBindAddress != "0.0.0.0:10256" || d.MetricsBindAddress != "127.0.0.1:10249" {
 		t.Errorf("Default: %q, %q", d.HealthzBindAddress, d.MetricsBindAddress)
+	}
+}
+
+// kubeadm's mode: "" (kube-proxy's iptables mode) gets a line at info
+// level saying ipvsplane does not read it; mode: ipvs gets none.
+func TestEmptyModeNoted(t *testing.T) {
+	head := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	for body, want := range map[string]int{`mode: ""` + "\n": 1, "": 1, "mode: ipvs\n": 0} {
+		_, notes, err := parse("config.yaml", []byte(head+body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(notes.Info) != want || (want > 0 && !strings.Contains(notes.Info[0], "does not read mode")) {
+			t.Errorf("%q: info %q, want %d line(s) saying mode is not read", body, notes.Info, want)
+		}
 	}
 }

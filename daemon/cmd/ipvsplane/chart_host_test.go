@@ -507,7 +507,7 @@ func TestHelmChartRefusedValues(t *testing.T) {
 		case want == "" && err != nil:
 			t.Errorf("values %q: %v\n%s", values, err, out)
 		case want != "" && (err == nil || !strings.Contains(string(out), want)):
-			t.Errorf("values %q: %v, want a failure naming %q:\n%s", values, err, out, want)
+			t.Errorf("values %q: %v, want a failure naming %q:\n%s", values, err, want, out)
 		}
 	}
 }

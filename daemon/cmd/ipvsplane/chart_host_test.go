@@ -27,8 +27,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const chartDir = "../../../charts/ipvsplane"
-
 // helmCmd runs the helm hack/build-tools builds, with its own empty
 // configuration, cache and data directories.
 type helmCmd struct {
@@ -269,7 +267,16 @@ func TestHelmChartValues(t *testing.T) {
 	}
 	endpoints, _ := spec["podMetricsEndpoints"].([]any)
 	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" || endpoints[0].(map[string]any)["interval"] != "15s" {
-		t.Errorf("PodMonitor endpoints %v", endpoints)
+		t.Fatalf("PodMonitor endpoints %v", endpoints)
+	}
+	// The alerts on the target select job="ipvsplane", the dashboard the
+	// node label.
+	if job, _ := spec["jobLabel"].(string); ds.Spec.Template.Labels[job] != "ipvsplane" {
+		t.Errorf("the PodMonitor's job is the pods' label %q: %q, want ipvsplane", job, ds.Spec.Template.Labels[job])
+	}
+	relabelings, _ := endpoints[0].(map[string]any)["relabelings"].([]any)
+	if len(relabelings) != 1 || relabelings[0].(map[string]any)["targetLabel"] != "node" {
+		t.Errorf("PodMonitor relabelings %v, want the node label", relabelings)
 	}
 }
 
@@ -358,6 +365,149 @@ func TestDeployKustomizeMatchesFiles(t *testing.T) {
 	for kind := range want {
 		if !equality.Semantic.DeepEqual(got[kind], want[kind]) {
 			t.Errorf("%s differs between kubectl kustomize and the file", kind)
+		}
+	}
+}
+
+// template renders the chart as release edge in namespace net with the
+// values given as YAML, and returns helm's output, stderr included, and
+// its error.
+func (h *helmCmd) template(values string) ([]byte, error) {
+	h.t.Helper()
+	file := filepath.Join(h.t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.path, "template", "edge", chartDir, "--namespace", "net", "--values", file)
+	cmd.Env = h.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	return append(out, stderr.Bytes()...), err
+}
+
+// The ServiceAccount and the RBAC objects are the chart's to create or
+// the operator's: an existing account by name, no ClusterRole or binding.
+func TestHelmChartServiceAccountAndRBAC(t *testing.T) {
+	h := newHelm(t)
+	for _, tc := range []struct {
+		values        string
+		account       string
+		kinds, absent []string
+	}{
+		{"", "edge-ipvsplane", []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}, nil},
+		{"serviceAccount: {name: proxy}", "proxy", []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}, nil},
+		{"serviceAccount: {create: false, name: node-proxier}", "node-proxier", []string{"ClusterRole", "ClusterRoleBinding"}, []string{"ServiceAccount"}},
+		{"serviceAccount: {create: false}\nrbac: {create: false}", "default", nil, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}},
+	} {
+		out, err := h.template(tc.values)
+		if err != nil {
+			t.Errorf("values %q: %v\n%s", tc.values, err, out)
+			continue
+		}
+		objs := chartObjects(t, out)
+		if got := objs["DaemonSet"].(*appsv1.DaemonSet).Spec.Template.Spec.ServiceAccountName; got != tc.account {
+			t.Errorf("values %q: the pods run as %q, want %q", tc.values, got, tc.account)
+		}
+		for _, kind := range tc.kinds {
+			if objs[kind] == nil {
+				t.Errorf("values %q: no %s", tc.values, kind)
+			}
+		}
+		for _, kind := range tc.absent {
+			if objs[kind] != nil {
+				t.Errorf("values %q: a %s", tc.values, kind)
+			}
+		}
+		if sa, ok := objs["ServiceAccount"].(*corev1.ServiceAccount); ok && sa.Name != tc.account {
+			t.Errorf("values %q: ServiceAccount %s, the pods run as %s", tc.values, sa.Name, tc.account)
+		}
+		if b, ok := objs["ClusterRoleBinding"].(*rbacv1.ClusterRoleBinding); ok && (b.Subjects[0].Name != tc.account || b.Subjects[0].Namespace != "net") {
+			t.Errorf("values %q: the binding's subjects %+v", tc.values, b.Subjects)
+		}
+	}
+}
+
+// The container's securityContext is merged over the default (privileged,
+// NET_ADMIN); the pod's securityContext, extra environment variables,
+// volumes and mounts are added to the chart's own.
+func TestHelmChartPodValues(t *testing.T) {
+	h := newHelm(t)
+	out, err := h.template(`
+securityContext: {privileged: false, readOnlyRootFilesystem: true}
+podSecurityContext: {seccompProfile: {type: RuntimeDefault}}
+extraEnv:
+- {name: GODEBUG, value: "netdns=go"}
+extraVolumes:
+- {name: xtables-lock, hostPath: {path: /run/xtables.lock, type: FileOrCreate}}
+extraVolumeMounts:
+- {name: xtables-lock, mountPath: /run/xtables.lock}
+`)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	pod := chartObjects(t, out)["DaemonSet"].(*appsv1.DaemonSet).Spec.Template.Spec
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged == nil || *sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) {
+		t.Errorf("container securityContext %+v", sc)
+	}
+	if pod.SecurityContext == nil || pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v", pod.SecurityContext)
+	}
+	var env []string
+	for _, e := range c.Env {
+		env = append(env, e.Name)
+	}
+	if !slices.Equal(env, []string{"NODE_NAME", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "GODEBUG"}) || c.Env[3].Value != "netdns=go" {
+		t.Errorf("env %+v", c.Env)
+	}
+	var volumes, mounts []string
+	for _, v := range pod.Volumes {
+		volumes = append(volumes, v.Name)
+	}
+	for _, m := range c.VolumeMounts {
+		mounts = append(mounts, m.Name+"="+m.MountPath)
+	}
+	if !slices.Equal(volumes, []string{"config", "run", "xtables-lock"}) || pod.Volumes[2].HostPath == nil {
+		t.Errorf("volumes %+v", pod.Volumes)
+	}
+	if !slices.Equal(mounts, []string{"config=/etc/ipvsplane", "run=/run/ipvsplane", "xtables-lock=/run/xtables.lock"}) {
+		t.Errorf("mounts %v", mounts)
+	}
+}
+
+// Values that cannot work fail the render with a message naming the value:
+// the schema's types and choices (a log format the binary refuses, a
+// value the chart does not have), and the template's checks of the API
+// server's address. An IPv6 address with its port renders.
+func TestHelmChartRefusedValues(t *testing.T) {
+	h := newHelm(t)
+	for values, want := range map[string]string{
+		"apiServer: {host: 192.0.2.10}":                         "apiServer.host is set without apiServer.port",
+		"apiServer: {port: 6443}":                               "apiServer.port is set without apiServer.host",
+		"apiServer: {host: 'https://192.0.2.10', port: 6443}":   `apiServer.host "https://192.0.2.10": give the host name or address alone`,
+		"apiServer: {host: '192.0.2.10:6443', port: 6443}":      `apiServer.host "192.0.2.10:6443": give the host name or address alone`,
+		"apiServer: {host: 192.0.2.10, port: https}":            "/apiServer/port",
+		"apiServer: {host: 192.0.2.10, port: 70000}":            "/apiServer/port",
+		"logFormat: text":                                       "/logFormat",
+		"privileged: false":                                     "privileged",
+		"image: {pullPolicy: Sometimes}":                        "/image/pullPolicy",
+		"extraEnv: [{value: x}]":                                "/extraEnv/0",
+		"serviceAccount: {create: 'no'}":                        "/serviceAccount/create",
+		"metrics: {podMonitor: {enabled: true, interval: 30}}":  "/metrics/podMonitor/interval",
+		"apiServer: {host: '2001:db8::1', port: 6443}":          "",
+		"apiServer: {host: control-plane.example, port: '443'}": "",
+	} {
+		out, err := h.template(values)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("values %q: %v\n%s", values, err, out)
+		case want != "" && (err == nil || !strings.Contains(string(out), want)):
+			t.Errorf("values %q: %v, want a failure naming %q:\n%s", values, err, want, out)
 		}
 	}
 }

@@ -5,7 +5,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -28,6 +30,8 @@ const monitoringDir = "../../../deploy/monitoring/"
 // and _count series included), with --service-traffic-metrics' too.
 func TestMonitoringMetricNames(t *testing.T) {
 	served := servedMetricNames(t)
+	// Prometheus' own series of each target: the alerts on the target.
+	served["up"] = true
 	exprs := map[string][]string{}
 	exprs["ipvsplane-dashboard.json"] = dashboardExprs(t, monitoringDir+"ipvsplane-dashboard.json")
 	exprs["ipvsplane-rules.yaml"] = ruleExprs(t, monitoringDir+"ipvsplane-rules.yaml")
@@ -78,6 +82,7 @@ func servedMetricNames(t *testing.T) map[string]bool {
 			End:    time.Unix(2, 0), TriggerTimes: [2][]time.Time{{time.Unix(1, 0)}, {time.Unix(1, 0)}},
 		})
 	}
+	m.ClientGoMetrics().RequestLatency.Observe(context.Background(), "GET", url.URL{Host: "api:6443"}, time.Second)
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +94,8 @@ func servedMetricNames(t *testing.T) map[string]bool {
 			}
 		}
 	}
-	for _, want := range []string{"ipvsplane_build_info", "ipvsplane_service_bytes_total", "kubeproxy_network_programming_duration_seconds_bucket", "ipvsplane_conntrack_entries"} {
+	for _, want := range []string{"ipvsplane_build_info", "ipvsplane_service_bytes_total", "kubeproxy_network_programming_duration_seconds_bucket", "ipvsplane_conntrack_entries",
+		"rest_client_requests_total", "rest_client_request_duration_seconds_bucket", "ipvsplane_sync_period_seconds"} {
 		if !names[want] {
 			t.Fatalf("the registry does not describe %s: %v", want, names)
 		}
@@ -254,5 +260,94 @@ func TestChartMonitoringFiles(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("charts/ipvsplane/files/%s differs from deploy/monitoring's: cp deploy/monitoring/%s charts/ipvsplane/files/", name, name)
 		}
+	}
+}
+
+// The dashboard picks nodes by name: its variable reads the node label the
+// chart's PodMonitor sets from the pod's node, and every panel narrows to
+// it. No panel reads one IP family alone (a node without IPv4 would show
+// nothing), and some tell the families apart.
+func TestDashboardNodesAndFamilies(t *testing.T) {
+	data, err := os.ReadFile(monitoringDir + "ipvsplane-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	var vars []string
+	for _, v := range d.Templating.List {
+		vars = append(vars, v.Name+"="+v.Definition)
+	}
+	if !slices.Contains(vars, "node=label_values(ipvsplane_build_info, node)") {
+		t.Errorf("variables %v, want node from ipvsplane_build_info's node label", vars)
+	}
+	perFamily := 0
+	for _, e := range dashboardExprs(t, monitoringDir+"ipvsplane-dashboard.json") {
+		// The variable's own query is a bare metric name.
+		if promqlIdent.FindString(e) != e && !strings.Contains(e, `node=~"$node"`) {
+			t.Errorf("%q is not narrowed to the chosen nodes", e)
+		}
+		if strings.Contains(e, `ip_family="`) {
+			t.Errorf("%q reads one family alone", e)
+		}
+		if strings.Contains(e, "ip_family") {
+			perFamily++
+		}
+	}
+	// The programming latency's two, the family row's by ip_family.
+	if perFamily < 4 {
+		t.Errorf("%d expressions group by family, want 4 or more", perFamily)
+	}
+}
+
+// Every alert links its section of docs/runbook.md, which exists.
+func TestAlertRunbooks(t *testing.T) {
+	const prefix = "https://github.com/ipvsplane/ipvsplane/blob/main/docs/runbook.md#"
+	runbook, err := os.ReadFile("../../../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(runbook), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			anchors[strings.ToLower(strings.TrimSpace(h))] = true
+		}
+	}
+	data, err := os.ReadFile(monitoringDir + "ipvsplane-rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	alerts := 0
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			alerts++
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], prefix)
+			if !ok || anchor != strings.ToLower(r.Alert) || !anchors[anchor] {
+				t.Errorf("%s: runbook_url %q, want %s%s and a section \"## %s\" in docs/runbook.md", r.Alert, r.Annotations["runbook_url"], prefix, strings.ToLower(r.Alert), r.Alert)
+			}
+		}
+	}
+	if alerts < 7 {
+		t.Errorf("%d alerts", alerts)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	clientmetrics "k8s.io/client-go/tools/metrics"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
@@ -207,7 +208,10 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 		return err
 	}
 
-	m := metrics.New().ForFamilies(ipv6).SetBuild(metrics.Build(a.build))
+	m := metrics.New().ForFamilies(ipv6).SetBuild(metrics.Build(a.build)).SetSyncPeriod(s.SyncPeriod)
+	// client-go's requests (kube-proxy's rest_client_* metrics), from the
+	// first: the events' and the watches' clients send theirs below.
+	clientmetrics.Register(m.ClientGoMetrics())
 	healthz, livez := m.AnswerCounters()
 	families := []v1.IPFamily{v1.IPv4Protocol}
 	if ipv6 {

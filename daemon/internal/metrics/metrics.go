@@ -78,6 +78,12 @@ type Metrics struct {
 
 	// build is ipvsplane_build_info, set by SetBuild.
 	build *prometheus.GaugeVec
+	// syncPeriod is the configured period, which the alert on late syncs
+	// measures against (SetSyncPeriod).
+	syncPeriod prometheus.Gauge
+
+	// rest is client-go's requests to the API server (ClientGoMetrics).
+	rest *restClient
 
 	// noLocal holds the service ports with Local policies and no local
 	// endpoints, for noLocalEndpoints.
@@ -94,7 +100,7 @@ func New() *Metrics {
 	family := []string{"ip_family"}
 	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
 	m := &Metrics{
-		families: ipFamilies(), noLocal: noLocalTracker{},
+		families: ipFamilies(), noLocal: noLocalTracker{}, rest: newRESTClient(),
 		registry: prometheus.NewRegistry(),
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "How long a sync of the kernel state took.", Buckets: syncBuckets,
@@ -194,6 +200,9 @@ func New() *Metrics {
 		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "ipvsplane_build_info", Help: "A metric with a constant '1' value labeled by the version, commit, Go version, compiler and platform ipvsplane was built with.",
 		}, []string{"version", "revision", "go_version", "compiler", "platform"}),
+		syncPeriod: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ipvsplane_sync_period_seconds", Help: "The configured sync period (ipvs.syncPeriod): with nothing changing, a sync starts at least this often.",
+		}),
 	}
 	m.registry.MustRegister(m.healthz, m.livez, m.noLocalEndpoints, m.ruleFailures, m.flowCleanup, m.flowsDeleted,
 		m.syncDuration, m.fullSyncDuration, m.partialSyncDuration, m.programming, m.proxyLatency, m.prefillDuration,
@@ -201,6 +210,8 @@ func New() *Metrics {
 		m.syncErrors, m.planPanics, m.operations, m.opsPerSync, m.netlinkErrors, m.invalidObjects, m.leftOut, m.servicePorts,
 		m.schedulerFallbacks, m.ignoredSettings, m.build, conntracksettings.NewCollector(conntracksettings.HostPaths().ProcSys),
 		goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.syncPeriod)
+	m.registry.MustRegister(m.rest.collectors()...)
 	return m
 }
 
@@ -227,6 +238,12 @@ type Build struct {
 func (m *Metrics) SetBuild(b Build) *Metrics {
 	m.build.Reset()
 	m.build.WithLabelValues(b.Version, b.Revision, b.GoVersion, b.Compiler, b.Platform).Set(1)
+	return m
+}
+
+// SetSyncPeriod records the configured sync period, and returns m.
+func (m *Metrics) SetSyncPeriod(d time.Duration) *Metrics {
+	m.syncPeriod.Set(d.Seconds())
 	return m
 }
 

@@ -300,3 +300,15 @@ ipvsplane_change_programming_duration_seconds_count 2
 		}
 	}
 }
+
+// The configured sync period is served, for the alert on late syncs to
+// measure against whatever the node's configuration says.
+func TestSyncPeriod(t *testing.T) {
+	m := New().SetSyncPeriod(45 * time.Second)
+	if got := testutil.ToFloat64(m.syncPeriod); got != 45 {
+		t.Errorf("ipvsplane_sync_period_seconds %v, want 45", got)
+	}
+	if n, err := testutil.GatherAndCount(m.registry, "ipvsplane_sync_period_seconds"); err != nil || n != 1 {
+		t.Errorf("the registry serves %d ipvsplane_sync_period_seconds series: %v", n, err)
+	}
+}

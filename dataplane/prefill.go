@@ -26,7 +26,7 @@ import (
 // not tried again within the Prefill, but by the next Sync.
 func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, error) {
 	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
+	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	_, modelErrs := d.planner.Update(state)
 	return d.prefill(ctx, plan.FullScope, append(checkErrs, modelErrs...))
 }
@@ -40,7 +40,7 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []plan.Change) (
 	if d.programmed == nil || d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.prefill(ctx, scope, append(checkErrs, modelErrs...))
 }

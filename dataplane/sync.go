@@ -81,7 +81,7 @@ type FlowCleanup struct {
 // errors ride on the packages and whose error means nothing was loaded.
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
 	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
+	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	scope, modelErrs := d.planner.Update(state)
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
 }
@@ -95,7 +95,7 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Re
 	if d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
 }

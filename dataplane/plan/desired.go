@@ -76,9 +76,7 @@ func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePor
 	b.addClusterIPs()
 	b.addLoopBack()
 	b.addExternalIPs()
-	for _, ip := range b.served(s.LoadBalancerIPs) {
-		b.addLoadBalancer(ip)
-	}
+	b.addLoadBalancers()
 	b.addHealthCheckNodePort(b.addNodePorts())
 	c := b.contribution
 	sc.virtual, sc.reals, sc.kinds, sc.addrs, sc.entries = c.virtual, c.reals, c.kinds, c.addrs, c.entries
@@ -221,7 +219,16 @@ func (b *contributionBuilder) addLoopBack() {
 
 func (b *contributionBuilder) addExternalIPs() {
 	s := b.svc
+	var outside, protected refusal
 	for _, ip := range b.served(s.ExternalIPs) {
+		if !externalIPAllowed(b.node, ip) {
+			outside.add(ip)
+			continue
+		}
+		if b.protected(ip) {
+			protected.add(ip)
+			continue
+		}
 		b.addVirtual(kindExternalIP, ip, s.Port, b.external, true)
 		set := model.SetExternalIP
 		if s.ExternalPolicy == model.PolicyLocal {
@@ -229,6 +236,66 @@ func (b *contributionBuilder) addExternalIPs() {
 		}
 		b.addEntry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
+	b.report(model.FieldExternalIPs, outside, "outside the node's external-IP ranges (--external-ip-ranges)")
+	b.report(model.FieldExternalIPs, protected, b.protectedReason())
+}
+
+// addLoadBalancers adds the port's load-balancer addresses but those on
+// a protected port of the node's own addresses.
+func (b *contributionBuilder) addLoadBalancers() {
+	var protected refusal
+	for _, ip := range b.served(b.svc.LoadBalancerIPs) {
+		if b.protected(ip) {
+			protected.add(ip)
+			continue
+		}
+		b.addLoadBalancer(ip)
+	}
+	b.report(model.FieldLoadBalancerIPs, protected, b.protectedReason())
+}
+
+// externalIPAllowed reports whether the node serves external IP ip: its
+// ExternalIPRanges hold it, or are empty.
+func externalIPAllowed(n *model.Node, ip netip.Addr) bool {
+	return len(n.ExternalIPRanges) == 0 || slices.ContainsFunc(n.ExternalIPRanges, func(p netip.Prefix) bool { return p.Contains(ip) })
+}
+
+// protected reports whether the port's virtual server on ip would take
+// a port the node keeps for its own programs: ip is one of the node's own
+// addresses, and the port is among its ProtectedPorts.
+func (b *contributionBuilder) protected(ip netip.Addr) bool {
+	p := model.ProtectedPort{Protocol: b.svc.Protocol, Port: b.svc.Port}
+	return slices.Contains(b.node.ProtectedPorts, p) && slices.Contains(localAddrs(b.node), ip)
+}
+
+func (b *contributionBuilder) protectedReason() string {
+	return fmt.Sprintf("a node address, whose port %d/%s is kept for the node's own programs (--protected-ports)", b.svc.Port, b.svc.Protocol)
+}
+
+// refusal gathers the addresses of one field that a port does not get
+// for one reason, to report them once: a tenant may list thousands.
+type refusal struct {
+	first netip.Addr
+	n     int
+}
+
+func (r *refusal) add(ip netip.Addr) {
+	if r.n == 0 {
+		r.first = ip
+	}
+	r.n++
+}
+
+// report adds a problem for the addresses of field that r gathered, if any.
+func (b *contributionBuilder) report(field string, r refusal, reason string) {
+	if r.n == 0 {
+		return
+	}
+	value := r.first.String()
+	if r.n > 1 {
+		value += fmt.Sprintf(" and %d more", r.n-1)
+	}
+	b.problems = append(b.problems, &model.SettingError{Service: b.svc.Name, Field: field, Value: value, Reason: reason})
 }
 
 // addLoadBalancer adds one load-balancer address, with the source ranges

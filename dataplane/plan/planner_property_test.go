@@ -102,7 +102,7 @@ func checkPlannerRun(c *chooser) (msg string) {
 			msg = fmt.Sprintf("panic: %v\nsteps:\n%s", r, strings.Join(steps, "\n"))
 		}
 	}()
-	node := fixture.Node()
+	node := c.node()
 	current := map[model.ServicePortName]model.ServicePort{}
 	for range c.intn(6) {
 		sp := c.servicePort()
@@ -231,6 +231,18 @@ var (
 	propertyNodes      = []string{"node-a", "node-b"}
 	propertySchedulers = []string{"", "", "wrr", "mh", "no-such-scheduler"}
 )
+
+// node returns the run's node: in a third of the runs, one that limits
+// external IPs, protects a port of its addresses and allows a scheduler.
+func (c *chooser) node() model.Node {
+	n := fixture.Node()
+	if c.intn(3) == 0 {
+		n.ExternalIPRanges = fixture.Prefixes("192.168.0.0/16", "2001:db8::/64")
+		n.ProtectedPorts = []model.ProtectedPort{{Protocol: inet.TCP, Port: 443}}
+		n.AllowedSchedulers = []string{"wrr"}
+	}
+	return n
+}
 
 // servicePort returns a random service port; some are invalid.
 func (c *chooser) servicePort() model.ServicePort {

@@ -36,6 +36,10 @@ type virtualKind uint8
 const (
 	kindClusterIP virtualKind = iota
 	kindNodePort
+	// kindHealthCheck claims a health-check node port on a node address,
+	// which the daemon listens on: it never becomes a virtual server, and
+	// keeps an external IP or load-balancer address from taking it.
+	kindHealthCheck
 	kindLoadBalancer
 	kindExternalIP
 )
@@ -350,11 +354,26 @@ func (b *contributionBuilder) addNodePorts() []bool {
 }
 
 func (b *contributionBuilder) addHealthCheckNodePort(fams []bool) {
-	if b.svc.HealthCheckNodePort == 0 {
+	port := b.svc.HealthCheckNodePort
+	if port == 0 {
 		return
 	}
 	for _, fam := range fams {
-		b.addEntry(model.SetHealthCheckNodePort, fam, Entry{Port: b.svc.HealthCheckNodePort})
+		b.addEntry(model.SetHealthCheckNodePort, fam, Entry{Port: port})
+	}
+	// The daemon listens on the port in each family the node serves,
+	// whatever the Service's (HealthCheckAddresses): it is the daemon's
+	// on every node address.
+	for _, ip := range localAddrs(b.node) {
+		if ip.Is6() && b.node.IPv4Only {
+			continue
+		}
+		k := VirtualKey{Addr: ip, Port: port, Protocol: inet.TCP}
+		if i := b.virtualIndex(k); i >= 0 {
+			b.kinds[i] = min(b.kinds[i], kindHealthCheck)
+		} else {
+			b.addClaim(k, kindHealthCheck, nil)
+		}
 	}
 }
 
@@ -454,8 +473,10 @@ func families(addrs []netip.Addr) []bool {
 // another service port has: the rest of the port is programmed, and the
 // virtual server stays the other's. The owner is chosen whatever the order
 // of the input: by what made each port claim it (a cluster IP before a
-// node port, a load-balancer address and an external IP, in that order),
-// then the API server's own service, then the name.
+// node port, a health-check node port on a node address, which keeps the
+// daemon's listener and is no virtual server, a load-balancer address and
+// an external IP, in that order), then the API server's own service, then
+// the name.
 type ConflictError struct {
 	Service model.ServicePortName
 	Virtual VirtualKey

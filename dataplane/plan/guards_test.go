@@ -161,3 +161,47 @@ func TestAllowedSchedulers(t *testing.T) {
 		})
 	}
 }
+
+// A health-check node port is the daemon's on every node address: an
+// external IP or load-balancer address there naming its port loses to it,
+// whatever the order the two come in, and takes it when it goes. The
+// health-check port itself is no virtual server.
+func TestHealthCheckNodePortKeptFromExternalIPs(t *testing.T) {
+	node := fixture.Node()
+	nodeIP := node.Addresses[0]
+	lb := fixture.Svc("shop", "lb", "", inet.TCP, 443, "10.96.0.50")
+	lb.NodePort, lb.HealthCheckNodePort, lb.ExternalPolicy = 30443, 31000, model.PolicyLocal
+	lb.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.9", 8443, "node-a")}
+	grab := fixture.Svc("billing", "grab", "", inet.TCP, 31000, "10.96.0.51")
+	grab.ExternalIPs = []netip.Addr{nodeIP}
+	grab.Endpoints = []model.Endpoint{fixture.Ready("10.244.2.9", 8080, "node-b")}
+	contested := VirtualKey{Addr: nodeIP, Port: 31000, Protocol: inet.TCP}
+
+	p := NewPlanner(nftrules.Render)
+	_, errs := p.Update(&model.State{Node: node, Services: []model.ServicePort{grab}})
+	if desired, _ := p.Desired(); len(errs) != 0 || desired.Virtual[contested].Scheduler == "" {
+		t.Fatalf("alone, the external IP is not served: %v", errs)
+	}
+	_, errs = p.UpdateChanges([]Change{{Name: lb.Name, Port: &lb}})
+	desired, owners := p.Desired()
+	if _, ok := desired.Virtual[contested]; ok || owners[contested] != lb.Name {
+		t.Errorf("%s: virtual server %v, owner %v; want none, held by %v", contested, ok, owners[contested], lb.Name)
+	}
+	var ce *ConflictError
+	if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.Service != grab.Name || ce.Owner != lb.Name {
+		t.Errorf("errors %v, want grab's conflict with lb", errs)
+	}
+	for _, ip := range node.Addresses[1:] {
+		if owners[VirtualKey{Addr: ip, Port: 31000, Protocol: inet.TCP}] != lb.Name {
+			t.Errorf("%s:31000 is not kept for the health check", ip)
+		}
+	}
+	full := Build(&model.State{Node: node, Services: []model.ServicePort{lb, grab}}, nftrules.Render)
+	if _, ok := full.Kernel.Virtual[contested]; ok || full.Services[contested] != lb.Name {
+		t.Errorf("a full build gives %s to %v", contested, full.Services[contested])
+	}
+	p.UpdateChanges([]Change{{Name: lb.Name}})
+	if desired, owners := p.Desired(); owners[contested] != grab.Name || len(desired.Reals[contested]) != 1 {
+		t.Errorf("after lb left, %s is %v's with %v", contested, owners[contested], desired.Reals[contested])
+	}
+}

@@ -248,10 +248,18 @@ func (d *desiredIndex) addContribution(name model.ServicePortName, c *contributi
 	}
 }
 
-// own gives c's virtual server i to the service port.
+// own gives c's virtual server i to the service port. A health-check
+// node port's claim keeps the others out and is no virtual server.
 func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int) {
 	vk := c.virtual[i].VirtualKey
 	d.owners[vk] = name
+	if c.kinds[i] == kindHealthCheck {
+		delete(d.state.Virtual, vk)
+		delete(d.state.Reals, vk)
+		delete(d.drains, vk)
+		delete(d.claimedByAnyone, vk)
+		return
+	}
 	d.state.Virtual[vk] = c.virtual[i]
 	// Shared with the contribution: a Reals is never changed.
 	d.state.Reals[vk] = c.reals[i]
@@ -269,7 +277,8 @@ func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int) {
 
 // better reports whether service port a's claim on virtual server vk, of
 // kind kind, beats b's: the kind first (a cluster IP before a node port,
-// a load-balancer address and an external IP, in that order), then the
+// a health-check node port on a node address, a load-balancer address and
+// an external IP, in that order), then the
 // API server's own service, then the name. kube-proxy has no rule: both
 // program the one virtual server and the last sync decides its real
 // servers.

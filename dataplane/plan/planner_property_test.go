@@ -225,7 +225,7 @@ var (
 	}
 	propertyClusterIPs = []string{"10.96.0.1", "10.96.0.10", "10.96.0.20", "fd00:10:96::1", "fd00:10:96::20"}
 	propertyOtherIPs   = []string{"192.168.0.10", "fd00:1::10", "203.0.113.5", "2001:db8::5"}
-	propertyPorts      = []uint16{53, 443, 30080}
+	propertyPorts      = []uint16{53, 443, 30080, 31000}
 	propertyNodePorts  = []uint16{0, 0, 30080, 30443}
 	propertyEndpoints  = []string{"10.244.1.5", "10.244.2.7", "10.244.3.9", "fd00:244::5"}
 	propertyNodes      = []string{"node-a", "node-b"}

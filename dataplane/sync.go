@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -83,7 +84,32 @@ func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, erro
 	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	scope, modelErrs := d.planner.Update(state)
-	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
+	return d.sync(ctx, scope, append(checkErrs, modelErrs...), replanWith(d.planner, state, checkErrs))
+}
+
+// replanner plans the whole state again, once the planner learned what
+// changes it (plan.Planner.SetForeign), and returns the model's errors.
+type replanner func() []error
+
+// replanWith returns the replanner of a state, whose scheduler check
+// found checkErrs.
+func replanWith(p *plan.Planner, state *model.State, checkErrs []error) replanner {
+	return func() []error {
+		_, errs := p.Update(state)
+		return append(slices.Clip(checkErrs), errs...)
+	}
+}
+
+// learnForeign tells the planner the virtual servers the last full read
+// found another program's, and plans again with replan (nil for a caller
+// that has only changes, whose later Sync does) if that changes the
+// desired state. It returns the model's errors and whether it planned
+// again.
+func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) ([]error, bool) {
+	if !d.planner.SetForeign(d.foreign) || replan == nil {
+		return modelErrs, false
+	}
+	return replan(), true
 }
 
 // SyncChanges is Sync for a caller that tracks which service ports changed
@@ -97,7 +123,7 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Re
 	}
 	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
-	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
+	return d.sync(ctx, scope, append(checkErrs, modelErrs...), nil)
 }
 
 // portSchedulers yields the schedulers service ports name.
@@ -122,13 +148,12 @@ func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 	}
 }
 
-func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
+func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error, replan replanner) (*Result, error) {
 	if err := d.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
 	defer d.turn.give()
-	desired, _ := d.planner.Desired()
-	node := d.planner.Node()
+	desired, node := d.desiredNow()
 	res := &Result{}
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
@@ -160,6 +185,12 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		}
 		d.programmed, scope, res.Full, readNow = observed, plan.FullScope, true, true
 		d.lastFull = d.cfg.Now()
+		var replanned bool
+		if modelErrs, replanned = d.learnForeign(replan, modelErrs); replanned {
+			// The read kept what the old desired state named.
+			desired, node = d.desiredNow()
+			dropUnowned(d.programmed, desired, node)
+		}
 	case d.prefilled:
 		// A Prefill read the kernel and only added to it: this sync
 		// compares everything, as a first sync does, with what it owns
@@ -184,6 +215,12 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	d.program(ctx, res, scope, node)
 	res.Errors = append(modelErrs, res.Errors...)
 	return res, nil
+}
+
+// desiredNow returns the planner's desired state and node.
+func (d *Dataplane) desiredNow() (*plan.KernelState, *model.Node) {
+	desired, _ := d.planner.Desired()
+	return desired, d.planner.Node()
 }
 
 // changedScope is what a sync that does not read the kernel itself
@@ -323,5 +360,15 @@ func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan,
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}
-	return plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{}), desired.Errors, nil
+	if len(d.foreign) == 0 {
+		return plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{}), desired.Errors, nil
+	}
+	// Plan as a first sync does, without another program's virtual
+	// servers, which the read kept when the state named them.
+	p := plan.NewPlanner(nftrules.Render)
+	p.SetForeign(d.foreign)
+	_, errs := p.Update(state)
+	k, owners := p.Desired()
+	dropUnowned(observed, k, &state.Node)
+	return plan.Diff(observed, k, owners, plan.FullScope, plan.Drain{}), errs, nil
 }

@@ -24,6 +24,11 @@ type contribution struct {
 	// problems are what the port asked for and does not get: a
 	// scheduler, flags, settings. They never leave it out.
 	problems []error
+	// externalKeys are the virtual servers the port's external IPs and
+	// load-balancer addresses name, but those the node's settings refuse:
+	// whether another program made them decides whether the port gets
+	// them.
+	externalKeys []VirtualKey
 }
 
 // virtualKind says what address a virtual server serves. When two service
@@ -44,10 +49,23 @@ const (
 	kindExternalIP
 )
 
+// kernelFacts are what the planner learned of the kernel that decides
+// what a service port gets.
+type kernelFacts struct {
+	// lacking holds the schedulers the kernel does not have.
+	lacking map[string]error
+	// foreign holds the virtual servers another program made (see
+	// Planner.SetForeign).
+	foreign map[VirtualKey]bool
+}
+
 // contributionOf computes the kernel objects of one valid service port;
-// lacking holds the schedulers the kernel does not have.
-func contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]error) *contribution {
-	return new(contributionScratch).contributionOf(n, s, lacking)
+// facts may be nil.
+func contributionOf(n *model.Node, s *model.ServicePort, facts *kernelFacts) *contribution {
+	if facts == nil {
+		facts = &kernelFacts{}
+	}
+	return new(contributionScratch).contributionOf(n, s, facts)
 }
 
 // contributionScratch holds the slices contributions are built in, kept
@@ -64,17 +82,18 @@ type contributionScratch struct {
 }
 
 // contributionOf is the package's contributionOf, built in sc.
-func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]error) *contribution {
-	sched, problems := n.Scheduling(s, lacking)
+func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePort, facts *kernelFacts) *contribution {
+	sched, problems := n.Scheduling(s, facts.lacking)
 	b := &contributionBuilder{
 		contribution: &contribution{
 			virtual: sc.virtual[:0], reals: sc.reals[:0], kinds: sc.kinds[:0], addrs: sc.addrs[:0], entries: sc.entries[:0],
 			drain: s.DrainTimeout, problems: append(problems, badSettings(s)...),
 		},
-		node:  n,
-		svc:   s,
-		sched: sched,
-		fams:  nodeFamilies(n, families(s.ClusterIPs)),
+		node:    n,
+		svc:     s,
+		foreign: facts.foreign,
+		sched:   sched,
+		fams:    nodeFamilies(n, families(s.ClusterIPs)),
 	}
 	b.internal, b.external = endpointsByPolicy(n, s)
 	b.addClusterIPs()
@@ -125,9 +144,12 @@ func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external 
 // contributionBuilder fills the contribution of one service port.
 type contributionBuilder struct {
 	*contribution
-	node  *model.Node
-	svc   *model.ServicePort
-	sched model.SchedulerChoice
+	node *model.Node
+	svc  *model.ServicePort
+	// foreign holds the virtual servers another program made, which an
+	// external IP or load-balancer address does not take.
+	foreign map[VirtualKey]bool
+	sched   model.SchedulerChoice
 	// internal and external are the endpoints, per family, of each
 	// traffic policy.
 	internal, external [2][]model.Endpoint
@@ -223,14 +245,17 @@ func (b *contributionBuilder) addLoopBack() {
 
 func (b *contributionBuilder) addExternalIPs() {
 	s := b.svc
-	var outside, protected refusal
+	var outside, protected, foreign refusal
 	for _, ip := range b.served(s.ExternalIPs) {
-		if !externalIPAllowed(b.node, ip) {
+		switch {
+		case !externalIPAllowed(b.node, ip):
 			outside.add(ip)
 			continue
-		}
-		if b.protected(ip) {
+		case b.protected(ip):
 			protected.add(ip)
+			continue
+		case b.isForeign(ip):
+			foreign.add(ip)
 			continue
 		}
 		b.addVirtual(kindExternalIP, ip, s.Port, b.external, true)
@@ -242,21 +267,41 @@ func (b *contributionBuilder) addExternalIPs() {
 	}
 	b.report(model.FieldExternalIPs, outside, "outside the node's external-IP ranges (--external-ip-ranges)")
 	b.report(model.FieldExternalIPs, protected, b.protectedReason())
+	b.report(model.FieldExternalIPs, foreign, foreignReason)
 }
 
 // addLoadBalancers adds the port's load-balancer addresses but those on
 // a protected port of the node's own addresses.
 func (b *contributionBuilder) addLoadBalancers() {
-	var protected refusal
+	var protected, foreign refusal
 	for _, ip := range b.served(b.svc.LoadBalancerIPs) {
-		if b.protected(ip) {
+		switch {
+		case b.protected(ip):
 			protected.add(ip)
-			continue
+		case b.isForeign(ip):
+			foreign.add(ip)
+		default:
+			b.addLoadBalancer(ip)
 		}
-		b.addLoadBalancer(ip)
 	}
 	b.report(model.FieldLoadBalancerIPs, protected, b.protectedReason())
+	b.report(model.FieldLoadBalancerIPs, foreign, foreignReason)
 }
+
+// isForeign reports whether the port's virtual server on ip is another
+// program's (keepalived's, kube-vip's), which an external IP or a
+// load-balancer address never adopts: its real servers would be
+// replaced, and it would be deleted with the Service. The port records
+// the virtual server, so the planner knows whom a change concerns.
+func (b *contributionBuilder) isForeign(ip netip.Addr) bool {
+	k := VirtualKey{Addr: ip, Port: b.svc.Port, Protocol: b.svc.Protocol}
+	b.externalKeys = append(b.externalKeys, k)
+	return b.foreign[k]
+}
+
+// foreignReason is why a port does not get another program's virtual
+// server.
+const foreignReason = "another program's virtual server (keepalived's, kube-vip's) holds its address and port on this node; ipvsplane neither adopts nor deletes it"
 
 // externalIPAllowed reports whether the node serves external IP ip: its
 // ExternalIPRanges hold it, or are empty.

@@ -205,3 +205,57 @@ func TestHealthCheckNodePortKeptFromExternalIPs(t *testing.T) {
 		t.Errorf("after lb left, %s is %v's with %v", contested, owners[contested], desired.Reals[contested])
 	}
 }
+
+// Another program's virtual server is not taken by an external IP or a
+// load-balancer address: no virtual server, entry or ownership, and a
+// problem; a cluster IP still adopts one. SetForeign says when the change
+// concerns what was planned, and the next Update builds again.
+func TestForeignVirtualServers(t *testing.T) {
+	node := fixture.Node()
+	s := fixture.Svc("tenant", "vip", "", inet.TCP, 80, "10.96.0.60")
+	s.ExternalIPs = fixture.IPs("203.0.113.20")
+	s.LoadBalancerIPs = fixture.IPs("203.0.113.21")
+	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.9", 8080, "node-a")}
+	ext := VirtualKey{Addr: fixture.IP("203.0.113.20"), Port: 80, Protocol: inet.TCP}
+	lb := VirtualKey{Addr: fixture.IP("203.0.113.21"), Port: 80, Protocol: inet.TCP}
+	cluster := VirtualKey{Addr: fixture.IP("10.96.0.60"), Port: 80, Protocol: inet.TCP}
+	state := &model.State{Node: node, Services: []model.ServicePort{s}}
+
+	p := NewPlanner(nftrules.Render)
+	if p.SetForeign(map[VirtualKey]bool{ext: true}) {
+		t.Errorf("before any plan, SetForeign says something changed")
+	}
+	p.SetForeign(nil)
+	p.Update(state)
+	if p.SetForeign(map[VirtualKey]bool{{Addr: fixture.IP("198.51.100.1"), Port: 80, Protocol: inet.TCP}: true}) {
+		t.Errorf("a virtual server no port names changed the plan")
+	}
+	if !p.SetForeign(map[VirtualKey]bool{ext: true, lb: true, cluster: true}) {
+		t.Fatalf("SetForeign misses that the port names another program's virtual servers")
+	}
+	_, errs := p.Update(state)
+	desired, _ := p.Desired()
+	for _, vk := range []VirtualKey{ext, lb} {
+		if _, ok := desired.Virtual[vk]; ok || hasEntry(desired.Entries[model.SetName(model.SetOwned, false)], vk.OwnedEntry().String()) {
+			t.Errorf("%s, another program's, is taken", vk)
+		}
+	}
+	if len(desired.Entries[model.SetName(model.SetExternalIP, false)]) != 0 || len(desired.Entries[model.SetName(model.SetLoadBalancer, false)]) != 0 || desired.Addresses[ext.Addr] {
+		t.Errorf("entries or addresses of another program's virtual servers: %v %v %v", desired.Entries[model.SetName(model.SetExternalIP, false)],
+			desired.Entries[model.SetName(model.SetLoadBalancer, false)], desired.Addresses)
+	}
+	if _, ok := desired.Virtual[cluster]; !ok {
+		t.Errorf("the cluster IP does not adopt its virtual server")
+	}
+	got := settingErrors(t, errs)
+	if len(got) != 2 || got[0].Field != model.FieldExternalIPs || got[0].Value != "203.0.113.20" || got[1].Field != model.FieldLoadBalancerIPs {
+		t.Errorf("problems %+v, want one each for the external IP and the load-balancer address", got)
+	}
+	if !p.SetForeign(nil) {
+		t.Fatalf("SetForeign misses that the program's virtual servers went")
+	}
+	p.Update(state)
+	if desired, _ := p.Desired(); len(desired.Virtual) != 3 {
+		t.Errorf("once the program's went, the port has %v", desired.Virtual)
+	}
+}

@@ -28,9 +28,12 @@ type desiredIndex struct {
 	contribs     map[model.ServicePortName]*contribution
 	extraAddrs   map[netip.Addr]int
 	extraEntries map[setEntry]int
-	// lacking holds the schedulers the kernel does not have, shared with
-	// the planner, which learns them.
-	lacking map[string]error
+	// facts are what the planner learned of the kernel, shared with it.
+	facts *kernelFacts
+	// externalClaims counts, per virtual server, the service ports that
+	// name it as an external IP or load-balancer address: whether another
+	// program made it decides what they get (see Planner.SetForeign).
+	externalClaims map[VirtualKey]int
 	// troubled holds the service ports with problems that do not leave
 	// them out, so reporting them costs what they number.
 	troubled map[model.ServicePortName]bool
@@ -50,7 +53,7 @@ type desiredIndex struct {
 	scratch contributionScratch
 }
 
-func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *desiredIndex {
+func newDesiredIndex(node model.Node, rules string, facts *kernelFacts) *desiredIndex {
 	state := NewKernelState()
 	state.Sets = SetSpecs()
 	if node.IPv4Only {
@@ -68,9 +71,11 @@ func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *d
 		contribs:     map[model.ServicePortName]*contribution{},
 		extraAddrs:   map[netip.Addr]int{},
 		extraEntries: map[setEntry]int{},
-		lacking:      lacking,
-		troubled:     map[model.ServicePortName]bool{},
-		drains:       map[VirtualKey]time.Duration{},
+		facts:        facts,
+
+		externalClaims: map[VirtualKey]int{},
+		troubled:       map[model.ServicePortName]bool{},
+		drains:         map[VirtualKey]time.Duration{},
 
 		claimedByAnyone: map[VirtualKey]bool{},
 	}
@@ -193,7 +198,7 @@ func (t *Scope) add(c *contribution) {
 // claims too goes to the better claim (see better), whatever the order
 // they came in; the rest of both is programmed, and conflicts reports it.
 func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
-	next := d.scratch.contributionOf(&d.node, s, d.lacking)
+	next := d.scratch.contributionOf(&d.node, s, d.facts)
 	d.remove(s.Name, t)
 	t.add(next)
 	d.addContribution(s.Name, next)
@@ -217,6 +222,9 @@ func (d *desiredIndex) addContribution(name model.ServicePortName, c *contributi
 	d.contribs[name] = c
 	if len(c.problems) > 0 {
 		d.troubled[name] = true
+	}
+	for _, vk := range c.externalKeys {
+		d.externalClaims[vk]++
 	}
 	for i, v := range c.virtual {
 		owner, taken := d.owners[v.VirtualKey]
@@ -338,6 +346,9 @@ func (d *desiredIndex) problems() []error {
 func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *Scope) {
 	delete(d.contribs, name)
 	delete(d.troubled, name)
+	for _, vk := range c.externalKeys {
+		release(d.externalClaims, vk)
+	}
 	for _, v := range c.virtual {
 		vk := v.VirtualKey
 		if d.owners[vk] != name {

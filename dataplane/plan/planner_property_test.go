@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -112,7 +113,18 @@ func checkPlannerRun(c *chooser) (msg string) {
 	scope, _ := p.Update(&model.State{Node: node, Services: portsOf(current)})
 	steps = append(steps, "full: "+describePorts(current))
 	recordPlan(p, kernel, scope)
+	var foreign map[VirtualKey]bool
 	for step := range 1 + c.intn(6) {
+		if c.intn(4) == 0 {
+			// Another program's virtual servers come and go; a
+			// change that matters rebuilds, as the dataplane asks.
+			foreign = c.foreign()
+			steps = append(steps, fmt.Sprintf("step %d: foreign %v", step, slices.SortedFunc(maps.Keys(foreign), VirtualKey.compare)))
+			if p.SetForeign(foreign) {
+				scope, _ = p.Update(&model.State{Node: node, Services: portsOf(current)})
+				recordPlan(p, kernel, scope)
+			}
+		}
 		changes := c.changes(current)
 		steps = append(steps, fmt.Sprintf("step %d: %s", step, describeChanges(changes)))
 		if c.intn(4) == 0 {
@@ -126,7 +138,7 @@ func checkPlannerRun(c *chooser) (msg string) {
 				changes = changes[n:]
 			}
 		}
-		if diff := compareWithFresh(p, kernel, &model.State{Node: node, Services: portsOf(current)}); diff != "" {
+		if diff := compareWithFresh(p, kernel, &model.State{Node: node, Services: portsOf(current)}, foreign); diff != "" {
 			return diff + "\nsteps:\n" + strings.Join(steps, "\n")
 		}
 	}
@@ -142,9 +154,11 @@ func recordPlan(p *Planner, kernel *KernelState, scope Scope) {
 	}
 }
 
-// compareWithFresh returns how p differs from a planner given s at once.
-func compareWithFresh(p *Planner, kernel *KernelState, s *model.State) string {
+// compareWithFresh returns how p differs from a planner given s and
+// another program's virtual servers (foreign) at once.
+func compareWithFresh(p *Planner, kernel *KernelState, s *model.State, foreign map[VirtualKey]bool) string {
 	fresh := NewPlanner(propertyRules)
+	fresh.SetForeign(foreign)
 	_, wantErrs := fresh.Update(s)
 	want, wantOwners := fresh.Desired()
 	got, gotOwners := p.Desired()
@@ -242,6 +256,17 @@ func (c *chooser) node() model.Node {
 		n.AllowedSchedulers = []string{"wrr"}
 	}
 	return n
+}
+
+// foreign returns up to three random virtual servers of the run's
+// addresses and ports, as another program's.
+func (c *chooser) foreign() map[VirtualKey]bool {
+	all := append(slices.Clone(propertyClusterIPs), propertyOtherIPs...)
+	out := map[VirtualKey]bool{}
+	for range c.intn(4) {
+		out[VirtualKey{Addr: fixture.IP(choose(c, all)), Port: choose(c, propertyPorts), Protocol: choose(c, []inet.Protocol{inet.TCP, inet.UDP})}] = true
+	}
+	return out
 }
 
 // servicePort returns a random service port; some are invalid.

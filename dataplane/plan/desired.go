@@ -266,7 +266,7 @@ func (b *contributionBuilder) addExternalIPs() {
 		b.addEntry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
 	b.report(model.FieldExternalIPs, outside, "outside the node's external-IP ranges (--external-ip-ranges)")
-	b.report(model.FieldExternalIPs, protected, b.protectedReason())
+	b.reportProtected(model.FieldExternalIPs, protected)
 	b.report(model.FieldExternalIPs, foreign, foreignReason)
 }
 
@@ -284,7 +284,7 @@ func (b *contributionBuilder) addLoadBalancers() {
 			b.addLoadBalancer(ip)
 		}
 	}
-	b.report(model.FieldLoadBalancerIPs, protected, b.protectedReason())
+	b.reportProtected(model.FieldLoadBalancerIPs, protected)
 	b.report(model.FieldLoadBalancerIPs, foreign, foreignReason)
 }
 
@@ -317,8 +317,12 @@ func (b *contributionBuilder) protected(ip netip.Addr) bool {
 	return slices.Contains(b.node.ProtectedPorts, p) && slices.Contains(localAddrs(b.node), ip)
 }
 
-func (b *contributionBuilder) protectedReason() string {
-	return fmt.Sprintf("a node address, whose port %d/%s is kept for the node's own programs (--protected-ports)", b.svc.Port, b.svc.Protocol)
+// reportProtected adds a problem for the addresses of field that r
+// gathered on a protected port, if any.
+func (b *contributionBuilder) reportProtected(field string, r refusal) {
+	if r.n > 0 {
+		b.report(field, r, fmt.Sprintf("a node address, whose port %d/%s is kept for the node's own programs (--protected-ports)", b.svc.Port, b.svc.Protocol))
+	}
 }
 
 // refusal gathers the addresses of one field that a port does not get

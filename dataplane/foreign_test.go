@@ -129,3 +129,34 @@ func TestDryRunLeavesForeignVirtualServer(t *testing.T) {
 		t.Errorf("the dry run touches keepalived's virtual server, or does not say so (%v):\n%s", errs, s)
 	}
 }
+
+// Once another program's virtual server goes, a read of the kernel in a
+// SyncChanges finds it gone: that sync asks for the whole state
+// (NeedsState), and the Sync given it serves the external IP.
+func TestForeignVirtualServerGone(t *testing.T) {
+	ctx := context.Background()
+	d, n := newFakeDataplane(t, nil)
+	makeVIP(t, n, false)
+	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{fixture.Web()}}
+	if _, err := d.Sync(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	c := n.IPVS.Dial()
+	defer c.Close()
+	if err := c.DeleteService(ctx, vip); err != nil {
+		t.Fatal(err)
+	}
+	d.Resync()
+	res, err := d.SyncChanges(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.NeedsState {
+		t.Errorf("the read that found the program's virtual server gone does not ask for the state")
+	}
+	res = syncOK(t, d, ctx, state)
+	if reals, ok := vipReals(t, n); !ok || len(reals) != 2 || res.NeedsState {
+		t.Errorf("the external IP is not served once the program's virtual server went: %v %v", ok, reals)
+	}
+	checkKernel(t, n, state)
+}

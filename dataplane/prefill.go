@@ -64,8 +64,9 @@ func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []e
 		}
 		d.programmed, scope = observed, plan.FullScope
 		d.lastFull = d.cfg.Now()
+		// A prefill's first read has the whole state to plan again with.
 		var replanned bool
-		if modelErrs, replanned = d.learnForeign(replan, modelErrs); replanned {
+		if modelErrs, replanned, _ = d.learnForeign(replan, modelErrs); replanned {
 			desired, owners = d.planner.Desired()
 			node = d.planner.Node()
 		}

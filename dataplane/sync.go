@@ -32,6 +32,11 @@ type Result struct {
 	// compare them, a piece each, and the one that compares the last
 	// is Full. A caller should sync again soon, changes or not.
 	Sweeping bool
+	// NeedsState is true when a SyncChanges read the kernel and found
+	// another program's virtual servers coming or going where service
+	// ports it was not given name them (see plan.Planner.SetForeign):
+	// the caller should make its next sync a Sync with the whole state.
+	NeedsState bool
 	// RulesFailed is true when creating a set, adding set entries or
 	// writing the rules failed, in the last round of the sync: the node
 	// is not programmed, and new virtual servers and addresses were held
@@ -101,15 +106,18 @@ func replanWith(p *plan.Planner, state *model.State, checkErrs []error) replanne
 }
 
 // learnForeign tells the planner the virtual servers the last full read
-// found another program's, and plans again with replan (nil for a caller
-// that has only changes, whose later Sync does) if that changes the
-// desired state. It returns the model's errors and whether it planned
-// again.
-func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) ([]error, bool) {
-	if !d.planner.SetForeign(d.foreign) || replan == nil {
-		return modelErrs, false
+// found another program's, and plans again with replan if that changes
+// the desired state. It returns the model's errors, and whether it
+// planned again or, without replan (a caller that has only changes), a
+// Sync must.
+func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) (errs []error, replanned, needsState bool) {
+	switch {
+	case !d.planner.SetForeign(d.foreign):
+		return modelErrs, false, false
+	case replan == nil:
+		return modelErrs, false, true
 	}
-	return replan(), true
+	return replan(), true, false
 }
 
 // SyncChanges is Sync for a caller that tracks which service ports changed
@@ -186,7 +194,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		d.programmed, scope, res.Full, readNow = observed, plan.FullScope, true, true
 		d.lastFull = d.cfg.Now()
 		var replanned bool
-		if modelErrs, replanned = d.learnForeign(replan, modelErrs); replanned {
+		if modelErrs, replanned, res.NeedsState = d.learnForeign(replan, modelErrs); replanned {
 			// The read kept what the old desired state named.
 			desired, node = d.desiredNow()
 			dropUnowned(d.programmed, desired, node)

@@ -63,15 +63,19 @@ type daemon struct {
 	// defaultProgressEvery if zero.
 	progressEvery time.Duration
 	// requestSync asks the runner for another sync, for a sync that
-	// compared part of a reread of the kernel (Result.Sweeping); nil
-	// before the runner is made.
+	// compared part of a reread of the kernel (Result.Sweeping) or that
+	// asks for the whole state (Result.NeedsState); nil before the
+	// runner is made.
 	requestSync func()
 
 	// synced is true once a sync has programmed the kernel; lastFull,
 	// when the last successful sync compared everything.
 	synced   bool
 	lastFull bool
-	record   status.Record
+	// wholeNext makes the next sync hand the dataplane the whole state,
+	// which it asked for (Result.NeedsState).
+	wholeNext bool
+	record    status.Record
 	// names holds each service port's keys in record.Services.
 	names map[model.ServicePortName]status.PortNames
 	// namesWritten is when the names file was last written; namesPending
@@ -114,7 +118,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.listedTriggers = [2][]time.Time{}
 	}
 	start := d.now()
-	full := !d.synced || u.NodeChanged
+	full := !d.synced || u.NodeChanged || d.wholeNext
 	res, err := d.program(ctx, u, start, full)
 	end := d.now()
 	took := end.Sub(start)
@@ -123,8 +127,8 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
-	d.synced, d.lastFull = true, res.Full
-	if res.Sweeping && d.requestSync != nil {
+	d.synced, d.lastFull, d.wholeNext = true, res.Full, res.NeedsState
+	if (res.Sweeping || res.NeedsState) && d.requestSync != nil {
 		// The rest of the compare comes a piece a sync, changes or not.
 		d.requestSync()
 	}
@@ -174,10 +178,10 @@ func (d *daemon) removeLegacyLeftovers(ctx context.Context) {
 }
 
 // takeUpdate takes what the tracker holds: everything for the first
-// sync, after it only the changes, so that a sync costs what changed, not
-// the size of the cluster.
+// sync and when the dataplane asks for it, else only the changes, so that
+// a sync costs what changed, not the size of the cluster.
 func (d *daemon) takeUpdate() *watcher.Update {
-	if d.synced {
+	if d.synced && !d.wholeNext {
 		return d.tracker.SyncChanges()
 	}
 	return d.tracker.Sync()

@@ -243,6 +243,9 @@ func (b *contributionBuilder) addLoopBack() {
 	}
 }
 
+// addExternalIPs adds the port's external IPs but those outside the
+// node's ranges, those on a protected port of its own addresses and
+// those at another program's virtual server, each kind reported once.
 func (b *contributionBuilder) addExternalIPs() {
 	s := b.svc
 	var outside, protected, foreign refusal
@@ -271,7 +274,8 @@ func (b *contributionBuilder) addExternalIPs() {
 }
 
 // addLoadBalancers adds the port's load-balancer addresses but those on
-// a protected port of the node's own addresses.
+// a protected port of the node's own addresses and those at another
+// program's virtual server.
 func (b *contributionBuilder) addLoadBalancers() {
 	var protected, foreign refusal
 	for _, ip := range b.served(b.svc.LoadBalancerIPs) {

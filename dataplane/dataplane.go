@@ -79,7 +79,10 @@ type Dataplane struct {
 	// leftovers are virtual IPs bound the other way than cfg.Binding
 	// says, found by the last full read and not yet unbound.
 	leftovers []netip.Addr
-	lastFull  time.Time
+	// foreign are the virtual servers another program made, as the last
+	// full read found them (see kernelRead.foreign).
+	foreign  map[plan.VirtualKey]bool
+	lastFull time.Time
 	// lastReread is the last finished background read's timing.
 	lastReread rereadTiming
 	canary     canary

@@ -55,7 +55,11 @@
 // deleted, unless the desired state wants one at the same address, port
 // and protocol: then it is adopted (its real servers are made to match),
 // which is how a node programmed by kube-proxy is taken over without
-// recreating its servers. Virtual servers inside model.Node.ExcludeCIDRs are
+// recreating its servers. An external IP or load-balancer address, which
+// tenants write, adopts only what kube-proxy made for one (its
+// KUBE-EXTERNAL-IP, KUBE-LOAD-BALANCER or KUBE-CLUSTER-IP set records it):
+// another program's (keepalived's, kube-vip's) is left alone, and the
+// Service is told (plan.Planner.SetForeign). Virtual servers inside model.Node.ExcludeCIDRs are
 // never deleted. The dummy device, the KUBE-* sets and the nftables tables
 // named [nftrules.TableName] are ipvsplane's by name.
 //

@@ -28,6 +28,9 @@ type kernelRead struct {
 	addrs  map[netip.Addr]bool
 	// leftovers are the device's bindings of the other binding mode.
 	leftovers []netip.Addr
+	// whole says every virtual server was listed, not only the periodic
+	// read's.
+	whole bool
 }
 
 // periodicRead is how the periodic reread reads: between syncs, each
@@ -55,6 +58,7 @@ func readKernel(ctx context.Context, r kernelReaders, device string, periodic *p
 		virtual:  map[plan.VirtualKey]plan.VirtualServer{},
 		reals:    map[plan.VirtualKey]plan.Reals{},
 		addrs:    map[netip.Addr]bool{},
+		whole:    periodic == nil,
 	}
 	if err := k.readSets(ctx, r.sets, t); err != nil {
 		return nil, err
@@ -255,6 +259,40 @@ func (k *kernelRead) owned(desired *plan.KernelState, node *model.Node, adoptAll
 	return s, nil
 }
 
+// foreign returns the virtual servers of a whole read that another
+// program made (keepalived, kube-vip): neither ipvsplane's ownership sets
+// record them, nor kube-proxy's sets of cluster IPs, external IPs and
+// load-balancer addresses, which mark those its IPVS mode made and a
+// takeover adopts, nor the state programmed before the read (nil at
+// the first), which keeps what ipvsplane made its own when someone
+// flushed the sets. Nil when there is none.
+func (k *kernelRead) foreign(programmed *plan.KernelState) map[plan.VirtualKey]bool {
+	var out map[plan.VirtualKey]bool
+	for vk := range k.virtual {
+		e := vk.OwnedEntry()
+		ipv6 := vk.Addr.Is6()
+		if slices.ContainsFunc(claimSets, func(set string) bool { return k.entries[model.SetName(set, ipv6)][e] }) {
+			continue
+		}
+		if programmed != nil {
+			if _, ours := programmed.Virtual[vk]; ours {
+				continue
+			}
+		}
+		if out == nil {
+			out = map[plan.VirtualKey]bool{}
+		}
+		out[vk] = true
+	}
+	return out
+}
+
+// claimSets are the sets whose address and port entries record who made a
+// virtual server: ipvsplane's ownership set, and the sets kube-proxy's
+// IPVS mode fills for every virtual server of a cluster IP, external IP
+// or load-balancer address.
+var claimSets = []string{model.SetOwned, model.SetClusterIP, model.SetExternalIP, model.SetExternalIPLocal, model.SetLoadBalancer}
+
 // ownershipSets are the entries of a state's ownership sets, IPv4 and
 // IPv6; nil for a set it lacks.
 type ownershipSets [2]map[plan.Entry]bool
@@ -306,6 +344,10 @@ func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node
 // kernelRead.owned) and adds what is read through the sync's own
 // connections: the device, and the rule tables' state, which is small.
 func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
+	if read.whole {
+		// Before owned, which takes the read's maps over.
+		d.foreign = read.foreign(d.programmed)
+	}
 	k, err := read.owned(desired, node, adoptAll)
 	if err != nil {
 		return nil, err

@@ -26,9 +26,9 @@ import (
 // not tried again within the Prefill, but by the next Sync.
 func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, error) {
 	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
+	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	_, modelErrs := d.planner.Update(state)
-	return d.prefill(ctx, plan.FullScope, append(checkErrs, modelErrs...))
+	return d.prefill(ctx, plan.FullScope, append(checkErrs, modelErrs...), replanWith(d.planner, state, checkErrs))
 }
 
 // PrefillChanges is Prefill for a caller that tracks which service ports
@@ -40,14 +40,15 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []plan.Change) (
 	if d.programmed == nil || d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
-	return d.prefill(ctx, scope, append(checkErrs, modelErrs...))
+	return d.prefill(ctx, scope, append(checkErrs, modelErrs...), nil)
 }
 
 // prefill carries out the additions of the plan within scope, reading the
-// kernel first if nothing has read it yet.
-func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
+// kernel first if nothing has read it yet; replan plans again when the
+// read finds another program's virtual servers that matter.
+func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []error, replan replanner) (*Result, error) {
 	if err := d.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
@@ -63,6 +64,12 @@ func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []e
 		}
 		d.programmed, scope = observed, plan.FullScope
 		d.lastFull = d.cfg.Now()
+		// A prefill's first read has the whole state to plan again with.
+		var replanned bool
+		if modelErrs, replanned, _ = d.learnForeign(replan, modelErrs); replanned {
+			desired, owners = d.planner.Desired()
+			node = d.planner.Node()
+		}
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
 	res.Plan = plan.Diff(d.programmed, desired, owners, scope, plan.Drain{}).Additions(d.planner.ClaimedByAnyone())

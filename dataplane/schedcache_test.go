@@ -31,7 +31,8 @@ func TestSchedulerCacheProbesOnce(t *testing.T) {
 	}}
 	p := plan.NewPlanner(nftrules.Render)
 	names := []string{"sh", "twos", "sh", "wlc", "fastest", "ovf", "twos"}
-	errs := c.check(context.Background(), p, "wlc", slices.Values(names))
+	node := &model.Node{Scheduler: "wlc"}
+	errs := c.check(context.Background(), p, node, slices.Values(names))
 	if want := []string{"sh", "twos", "ovf"}; !slices.Equal(probed, want) {
 		t.Errorf("probed %q, want %q (not the node's, not an unknown name, each once)", probed, want)
 	}
@@ -45,9 +46,24 @@ func TestSchedulerCacheProbesOnce(t *testing.T) {
 		t.Errorf("the planner's errors %v, want twos's alone", errs)
 	}
 	probed = nil
-	c.check(context.Background(), p, "wlc", slices.Values(names))
+	c.check(context.Background(), p, node, slices.Values(names))
 	if want := []string{"ovf"}; !slices.Equal(probed, want) {
 		t.Errorf("second check probed %q, want only the one that could not tell, %q", probed, want)
+	}
+}
+
+// A scheduler the node does not allow Services to name is never tried:
+// trying one loads its kernel module.
+func TestSchedulerCacheSkipsNotAllowed(t *testing.T) {
+	var probed []string
+	c := schedulerCache{known: map[string]error{}, probe: func(_ context.Context, name string) error {
+		probed = append(probed, name)
+		return nil
+	}}
+	node := &model.Node{AllowedSchedulers: []string{"sh"}}
+	c.check(context.Background(), plan.NewPlanner(nftrules.Render), node, slices.Values([]string{"sh", "twos", "mh"}))
+	if want := []string{"sh"}; !slices.Equal(probed, want) {
+		t.Errorf("probed %q, want %q: the allowed one alone", probed, want)
 	}
 }
 

@@ -70,13 +70,14 @@ type schedulerCache struct {
 // check tries the schedulers that service ports name (names) and that
 // are not known yet,
 // and tells the planner those the kernel lacks. The node's scheduler was
-// checked at start, and an unknown name is never tried (see Node.Scheduling).
+// checked at start, and a name that is unknown or that the node does not
+// allow is never tried (see Node.Scheduling): trying one loads its module.
 // A probe that fails otherwise is not remembered: its error is returned,
 // and the scheduler is tried again with the next port that names it.
-func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node string, names iter.Seq[string]) []error {
+func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node *model.Node, names iter.Seq[string]) []error {
 	var errs []error
 	for name := range names {
-		if name == node || !model.KnownScheduler(name) {
+		if name == node.EffectiveScheduler() || !model.KnownScheduler(name) || !node.SchedulerAllowed(name) {
 			continue
 		}
 		if _, done := c.known[name]; done {
@@ -97,7 +98,7 @@ func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node string
 }
 
 // newPlanner returns an empty planner that knows the schedulers the
-// kernel was found to lack.
+// kernel was found to lack and the virtual servers other programs made.
 func (d *Dataplane) newPlanner() *plan.Planner {
 	p := plan.NewPlanner(nftrules.Render)
 	for name, err := range d.schedulers.known {
@@ -105,5 +106,6 @@ func (d *Dataplane) newPlanner() *plan.Planner {
 			p.LackScheduler(name, err)
 		}
 	}
+	p.SetForeign(d.foreign)
 	return p
 }

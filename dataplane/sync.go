@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -32,6 +33,11 @@ type Result struct {
 	// compare them, a piece each, and the one that compares the last
 	// is Full. A caller should sync again soon, changes or not.
 	Sweeping bool
+	// NeedsState is true when a SyncChanges read the kernel and found
+	// another program's virtual servers coming or going where service
+	// ports it was not given name them (see plan.Planner.SetForeign):
+	// the caller should make its next sync a Sync with the whole state.
+	NeedsState bool
 	// RulesFailed is true when creating a set, adding set entries or
 	// writing the rules failed, in the last round of the sync: the node
 	// is not programmed, and new virtual servers and addresses were held
@@ -82,12 +88,40 @@ type FlowCleanup struct {
 // errors ride on the packages and whose error means nothing was loaded.
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
 	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, state.Node.EffectiveScheduler(), portSchedulers(state.Services))
+	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	scope, modelErrs, err := d.plan(nil, func() (plan.Scope, []error) { return d.planner.Update(state) })
 	if err != nil {
 		return nil, err
 	}
-	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
+	return d.sync(ctx, scope, append(checkErrs, modelErrs...), replanWith(d.planner, state, checkErrs))
+}
+
+// replanner plans the whole state again, once the planner learned what
+// changes it (plan.Planner.SetForeign), and returns the model's errors.
+type replanner func() []error
+
+// replanWith returns the replanner of a state, whose scheduler check
+// found checkErrs.
+func replanWith(p *plan.Planner, state *model.State, checkErrs []error) replanner {
+	return func() []error {
+		_, errs := p.Update(state)
+		return append(slices.Clip(checkErrs), errs...)
+	}
+}
+
+// learnForeign tells the planner the virtual servers the last full read
+// found another program's, and plans again with replan if that changes
+// the desired state. It returns the model's errors, and whether it
+// planned again or, without replan (a caller that has only changes), a
+// Sync must.
+func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) (errs []error, replanned, needsState bool) {
+	switch {
+	case !d.planner.SetForeign(d.foreign):
+		return modelErrs, false, false
+	case replan == nil:
+		return modelErrs, false, true
+	}
+	return replan(), true, false
 }
 
 // plan runs one step of the planner. A panic there is a bug some input
@@ -119,12 +153,12 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Re
 	if d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node().EffectiveScheduler(), changedSchedulers(changes))
+	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs, err := d.plan(changes, func() (plan.Scope, []error) { return d.planner.UpdateChanges(changes) })
 	if err != nil {
 		return nil, err
 	}
-	return d.sync(ctx, scope, append(checkErrs, modelErrs...))
+	return d.sync(ctx, scope, append(checkErrs, modelErrs...), nil)
 }
 
 // portSchedulers yields the schedulers service ports name.
@@ -149,13 +183,12 @@ func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 	}
 }
 
-func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error) (*Result, error) {
+func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error, replan replanner) (*Result, error) {
 	if err := d.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
 	defer d.turn.give()
-	desired, _ := d.planner.Desired()
-	node := d.planner.Node()
+	desired, node := d.desiredNow()
 	res := &Result{}
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
@@ -187,6 +220,12 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		}
 		d.programmed, scope, res.Full, readNow = observed, plan.FullScope, true, true
 		d.lastFull = d.cfg.Now()
+		var replanned bool
+		if modelErrs, replanned, res.NeedsState = d.learnForeign(replan, modelErrs); replanned {
+			// The read kept what the old desired state named.
+			desired, node = d.desiredNow()
+			dropUnowned(d.programmed, desired, node)
+		}
 	case d.prefilled:
 		// A Prefill read the kernel and only added to it: this sync
 		// compares everything, as a first sync does, with what it owns
@@ -211,6 +250,12 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 	d.program(ctx, res, scope, node)
 	res.Errors = append(modelErrs, res.Errors...)
 	return res, nil
+}
+
+// desiredNow returns the planner's desired state and node.
+func (d *Dataplane) desiredNow() (*plan.KernelState, *model.Node) {
+	desired, _ := d.planner.Desired()
+	return desired, d.planner.Node()
 }
 
 // changedScope is what a sync that does not read the kernel itself
@@ -350,5 +395,15 @@ func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan,
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}
-	return plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{}), desired.Errors, nil
+	if len(d.foreign) == 0 {
+		return plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{}), desired.Errors, nil
+	}
+	// Plan as a first sync does, without another program's virtual
+	// servers, which the read kept when the state named them.
+	p := plan.NewPlanner(nftrules.Render)
+	p.SetForeign(d.foreign)
+	_, errs := p.Update(state)
+	k, owners := p.Desired()
+	dropUnowned(observed, k, &state.Node)
+	return plan.Diff(observed, k, owners, plan.FullScope, plan.Drain{}), errs, nil
 }

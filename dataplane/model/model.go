@@ -2,6 +2,7 @@ package model
 
 import (
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/inet"
@@ -166,10 +167,37 @@ type Node struct {
 	StrictARP bool
 	// ExcludeCIDRs are ranges whose IPVS virtual servers are never removed.
 	ExcludeCIDRs []netip.Prefix
+	// ExternalIPRanges limit the external IPs served: any tenant who may
+	// create a Service writes them, so one outside these ranges gets no
+	// virtual server, address or set entry (SettingError). Empty serves
+	// every one, as kube-proxy does.
+	ExternalIPRanges []netip.Prefix
+	// ProtectedPorts are ports of the node's own addresses (Addresses)
+	// that no external IP or load-balancer address gets a virtual server
+	// on (SettingError): the ports the node's own programs listen on,
+	// such as the kubelet's, the daemon's and an overlay's, which a
+	// virtual server there would take over.
+	ProtectedPorts []ProtectedPort
+	// AllowedSchedulers limit the IPVS schedulers a service port may name;
+	// one naming another gets the node's (SchedulerError). Empty allows
+	// every scheduler the kernel has.
+	AllowedSchedulers []string
 	// Timeouts for IPVS connections; zero leaves the kernel's value.
 	TCPTimeout    time.Duration
 	TCPFinTimeout time.Duration
 	UDPTimeout    time.Duration
+}
+
+// ProtectedPort is a port of the node's addresses kept for the node's
+// own programs.
+type ProtectedPort struct {
+	Protocol inet.Protocol
+	Port     uint16
+}
+
+// String returns "port/protocol", as "10250/tcp".
+func (p ProtectedPort) String() string {
+	return strconv.Itoa(int(p.Port)) + "/" + p.Protocol.String()
 }
 
 // State is the desired state the dataplane programs: the node and every

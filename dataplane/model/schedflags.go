@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -132,10 +133,15 @@ func defaultSchedulerFlags(sched string) SchedulerFlags {
 // not one of the kernel's.
 var ErrUnknownScheduler = errors.New("not an IPVS scheduler the kernel has (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos)")
 
-// SchedulerError reports a service port whose scheduler is unknown or
-// missing from the kernel: its virtual servers get the node's scheduler
-// (Fallback) instead, and are programmed. Err matches ErrUnknownScheduler
-// or dataplane.ErrSchedulerNotSupported.
+// ErrSchedulerNotAllowed is matched by a [SchedulerError] whose scheduler
+// is not among the node's AllowedSchedulers.
+var ErrSchedulerNotAllowed = errors.New("not among the schedulers this node allows Services to name")
+
+// SchedulerError reports a service port whose scheduler is unknown, not
+// allowed or missing from the kernel: its virtual servers get the node's
+// scheduler (Fallback) instead, and are programmed. Err matches
+// ErrUnknownScheduler, ErrSchedulerNotAllowed or
+// dataplane.ErrSchedulerNotSupported.
 type SchedulerError struct {
 	Service   ServicePortName
 	Scheduler string
@@ -153,10 +159,21 @@ func (e *SchedulerError) Unwrap() error { return e.Err }
 // flags the scheduler does not read.
 const FieldSchedulerFlags = "schedulerFlags"
 
+// FieldExternalIPs and FieldLoadBalancerIPs are the Field of a
+// [SettingError] about addresses a port is not served on: external IPs
+// outside the node's ExternalIPRanges, and addresses of the node's own
+// whose port is among its ProtectedPorts.
+const (
+	FieldExternalIPs     = "externalIPs"
+	FieldLoadBalancerIPs = "loadBalancerIPs"
+)
+
 // SettingError reports a setting of a service port that is ignored: one
 // the source could not read (Field names where it came from, such as an
-// annotation), or scheduler flags its scheduler does not read (Field
-// FieldSchedulerFlags). The port is programmed without it.
+// annotation), scheduler flags its scheduler does not read (Field
+// FieldSchedulerFlags), or addresses the node does not serve it on
+// (FieldExternalIPs, FieldLoadBalancerIPs). The port is programmed
+// without it.
 type SettingError struct {
 	Service ServicePortName
 	Field   string
@@ -208,6 +225,9 @@ func (n *Node) Scheduling(s *ServicePort, lacking map[string]error) (SchedulerCh
 	if !KnownScheduler(name) {
 		return fallback(ErrUnknownScheduler)
 	}
+	if !n.SchedulerAllowed(name) {
+		return fallback(ErrSchedulerNotAllowed)
+	}
 	if err := lacking[name]; err != nil {
 		return fallback(err)
 	}
@@ -217,6 +237,13 @@ func (n *Node) Scheduling(s *ServicePort, lacking map[string]error) (SchedulerCh
 	}
 	return SchedulerChoice{Name: name, Flags: kernel}, []error{&SettingError{Service: s.Name, Field: FieldSchedulerFlags,
 		Value: ignored.String(), Reason: fmt.Sprintf("the %s scheduler does not read them", name)}}
+}
+
+// SchedulerAllowed reports whether a service port may name scheduler
+// name: AllowedSchedulers lists it, or is empty. The node's own
+// scheduler is always allowed, since a port naming it gets it anyway.
+func (n *Node) SchedulerAllowed(name string) bool {
+	return len(n.AllowedSchedulers) == 0 || name == n.EffectiveScheduler() || slices.Contains(n.AllowedSchedulers, name)
 }
 
 // EffectiveScheduler returns the node's IPVS scheduler: Scheduler, or

@@ -141,11 +141,21 @@ func (n *Node) Validate() error {
 	for _, f := range []struct {
 		name     string
 		prefixes []netip.Prefix
-	}{{"nodePortAddresses", n.NodePortAddresses}, {"clusterCIDRs", n.ClusterCIDRs}, {"excludeCIDRs", n.ExcludeCIDRs}} {
+	}{{"nodePortAddresses", n.NodePortAddresses}, {"clusterCIDRs", n.ClusterCIDRs}, {"excludeCIDRs", n.ExcludeCIDRs}, {"externalIPRanges", n.ExternalIPRanges}} {
 		for i, p := range f.prefixes {
 			if !p.IsValid() {
 				return fail(fmt.Sprintf("%s[%d]", f.name, i), "not a valid CIDR")
 			}
+		}
+	}
+	for i, p := range n.ProtectedPorts {
+		if !ServiceProtocol(p.Protocol) || p.Port == 0 {
+			return fail(fmt.Sprintf("protectedPorts[%d]", i), "want a port 1-65535 of TCP, UDP or SCTP, got %s", p)
+		}
+	}
+	for i, name := range n.AllowedSchedulers {
+		if !KnownScheduler(name) {
+			return fail(fmt.Sprintf("allowedSchedulers[%d]", i), "unknown IPVS scheduler %q", name)
 		}
 	}
 	return nil

@@ -31,7 +31,7 @@ type Rules func(*model.Node) string
 // service ports claiming one virtual server gets it does not depend on
 // the order of the input (see ConflictError).
 func Build(s *model.State, rules Rules) *Desired {
-	d, failed, err := buildIndex(s, rules, nil)
+	d, failed, err := buildIndex(s, rules, &kernelFacts{})
 	errs := []error{}
 	if err != nil {
 		errs = append(errs, err)
@@ -46,8 +46,8 @@ func Build(s *model.State, rules Rules) *Desired {
 // buildIndex computes the desired state of a whole model: the index, the
 // service ports left out, and the node's own error, if its settings are
 // invalid (then nothing is programmed).
-func buildIndex(s *model.State, rules Rules, lacking map[string]error) (*desiredIndex, map[model.ServicePortName]error, error) {
-	d := newDesiredIndex(cloneNode(s.Node), rules(&s.Node), lacking)
+func buildIndex(s *model.State, rules Rules, facts *kernelFacts) (*desiredIndex, map[model.ServicePortName]error, error) {
+	d := newDesiredIndex(cloneNode(s.Node), rules(&s.Node), facts)
 	failed := map[model.ServicePortName]error{}
 	if err := s.Node.Validate(); err != nil {
 		return d, failed, err
@@ -63,7 +63,7 @@ func buildIndex(s *model.State, rules Rules, lacking map[string]error) (*desired
 			failed[sp.Name] = err
 			continue
 		}
-		contribs[i] = d.scratch.contributionOf(&d.node, sp, d.lacking)
+		contribs[i] = d.scratch.contributionOf(&d.node, sp, d.facts)
 	}
 	d.reserve(contribs)
 	for i, c := range contribs {

@@ -24,6 +24,11 @@ type contribution struct {
 	// problems are what the port asked for and does not get: a
 	// scheduler, flags, settings. They never leave it out.
 	problems []error
+	// externalKeys are the virtual servers the port's external IPs and
+	// load-balancer addresses name, but those the node's settings refuse:
+	// whether another program made them decides whether the port gets
+	// them.
+	externalKeys []VirtualKey
 }
 
 // virtualKind says what address a virtual server serves. When two service
@@ -36,14 +41,31 @@ type virtualKind uint8
 const (
 	kindClusterIP virtualKind = iota
 	kindNodePort
+	// kindHealthCheck claims a health-check node port on a node address,
+	// which the daemon listens on: it never becomes a virtual server, and
+	// keeps an external IP or load-balancer address from taking it.
+	kindHealthCheck
 	kindLoadBalancer
 	kindExternalIP
 )
 
+// kernelFacts are what the planner learned of the kernel that decides
+// what a service port gets.
+type kernelFacts struct {
+	// lacking holds the schedulers the kernel does not have.
+	lacking map[string]error
+	// foreign holds the virtual servers another program made (see
+	// Planner.SetForeign).
+	foreign map[VirtualKey]bool
+}
+
 // contributionOf computes the kernel objects of one valid service port;
-// lacking holds the schedulers the kernel does not have.
-func contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]error) *contribution {
-	return new(contributionScratch).contributionOf(n, s, lacking)
+// facts may be nil.
+func contributionOf(n *model.Node, s *model.ServicePort, facts *kernelFacts) *contribution {
+	if facts == nil {
+		facts = &kernelFacts{}
+	}
+	return new(contributionScratch).contributionOf(n, s, facts)
 }
 
 // contributionScratch holds the slices contributions are built in, kept
@@ -60,25 +82,24 @@ type contributionScratch struct {
 }
 
 // contributionOf is the package's contributionOf, built in sc.
-func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePort, lacking map[string]error) *contribution {
-	sched, problems := n.Scheduling(s, lacking)
+func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePort, facts *kernelFacts) *contribution {
+	sched, problems := n.Scheduling(s, facts.lacking)
 	b := &contributionBuilder{
 		contribution: &contribution{
 			virtual: sc.virtual[:0], reals: sc.reals[:0], kinds: sc.kinds[:0], addrs: sc.addrs[:0], entries: sc.entries[:0],
 			drain: s.DrainTimeout, problems: append(problems, badSettings(s)...),
 		},
-		node:  n,
-		svc:   s,
-		sched: sched,
-		fams:  nodeFamilies(n, families(s.ClusterIPs)),
+		node:    n,
+		svc:     s,
+		foreign: facts.foreign,
+		sched:   sched,
+		fams:    nodeFamilies(n, families(s.ClusterIPs)),
 	}
 	b.internal, b.external = endpointsByPolicy(n, s)
 	b.addClusterIPs()
 	b.addLoopBack()
 	b.addExternalIPs()
-	for _, ip := range b.served(s.LoadBalancerIPs) {
-		b.addLoadBalancer(ip)
-	}
+	b.addLoadBalancers()
 	b.addHealthCheckNodePort(b.addNodePorts())
 	c := b.contribution
 	sc.virtual, sc.reals, sc.kinds, sc.addrs, sc.entries = c.virtual, c.reals, c.kinds, c.addrs, c.entries
@@ -123,9 +144,12 @@ func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external 
 // contributionBuilder fills the contribution of one service port.
 type contributionBuilder struct {
 	*contribution
-	node  *model.Node
-	svc   *model.ServicePort
-	sched model.SchedulerChoice
+	node *model.Node
+	svc  *model.ServicePort
+	// foreign holds the virtual servers another program made, which an
+	// external IP or load-balancer address does not take.
+	foreign map[VirtualKey]bool
+	sched   model.SchedulerChoice
 	// internal and external are the endpoints, per family, of each
 	// traffic policy.
 	internal, external [2][]model.Endpoint
@@ -219,9 +243,24 @@ func (b *contributionBuilder) addLoopBack() {
 	}
 }
 
+// addExternalIPs adds the port's external IPs but those outside the
+// node's ranges, those on a protected port of its own addresses and
+// those at another program's virtual server, each kind reported once.
 func (b *contributionBuilder) addExternalIPs() {
 	s := b.svc
+	var outside, protected, foreign refusal
 	for _, ip := range b.served(s.ExternalIPs) {
+		switch {
+		case !externalIPAllowed(b.node, ip):
+			outside.add(ip)
+			continue
+		case b.protected(ip):
+			protected.add(ip)
+			continue
+		case b.isForeign(ip):
+			foreign.add(ip)
+			continue
+		}
 		b.addVirtual(kindExternalIP, ip, s.Port, b.external, true)
 		set := model.SetExternalIP
 		if s.ExternalPolicy == model.PolicyLocal {
@@ -229,6 +268,91 @@ func (b *contributionBuilder) addExternalIPs() {
 		}
 		b.addEntry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
+	b.report(model.FieldExternalIPs, outside, "outside the node's external-IP ranges (--external-ip-ranges)")
+	b.reportProtected(model.FieldExternalIPs, protected)
+	b.report(model.FieldExternalIPs, foreign, foreignReason)
+}
+
+// addLoadBalancers adds the port's load-balancer addresses but those on
+// a protected port of the node's own addresses and those at another
+// program's virtual server.
+func (b *contributionBuilder) addLoadBalancers() {
+	var protected, foreign refusal
+	for _, ip := range b.served(b.svc.LoadBalancerIPs) {
+		switch {
+		case b.protected(ip):
+			protected.add(ip)
+		case b.isForeign(ip):
+			foreign.add(ip)
+		default:
+			b.addLoadBalancer(ip)
+		}
+	}
+	b.reportProtected(model.FieldLoadBalancerIPs, protected)
+	b.report(model.FieldLoadBalancerIPs, foreign, foreignReason)
+}
+
+// isForeign reports whether the port's virtual server on ip is another
+// program's (keepalived's, kube-vip's), which an external IP or a
+// load-balancer address never adopts: its real servers would be
+// replaced, and it would be deleted with the Service. The port records
+// the virtual server, so the planner knows whom a change concerns.
+func (b *contributionBuilder) isForeign(ip netip.Addr) bool {
+	k := VirtualKey{Addr: ip, Port: b.svc.Port, Protocol: b.svc.Protocol}
+	b.externalKeys = append(b.externalKeys, k)
+	return b.foreign[k]
+}
+
+// foreignReason is why a port does not get another program's virtual
+// server.
+const foreignReason = "another program's virtual server (keepalived's, kube-vip's) holds its address and port on this node; ipvsplane neither adopts nor deletes it"
+
+// externalIPAllowed reports whether the node serves external IP ip: its
+// ExternalIPRanges hold it, or are empty.
+func externalIPAllowed(n *model.Node, ip netip.Addr) bool {
+	return len(n.ExternalIPRanges) == 0 || slices.ContainsFunc(n.ExternalIPRanges, func(p netip.Prefix) bool { return p.Contains(ip) })
+}
+
+// protected reports whether the port's virtual server on ip would take
+// a port the node keeps for its own programs: ip is one of the node's own
+// addresses, and the port is among its ProtectedPorts.
+func (b *contributionBuilder) protected(ip netip.Addr) bool {
+	p := model.ProtectedPort{Protocol: b.svc.Protocol, Port: b.svc.Port}
+	return slices.Contains(b.node.ProtectedPorts, p) && slices.Contains(localAddrs(b.node), ip)
+}
+
+// reportProtected adds a problem for the addresses of field that r
+// gathered on a protected port, if any.
+func (b *contributionBuilder) reportProtected(field string, r refusal) {
+	if r.n > 0 {
+		b.report(field, r, fmt.Sprintf("a node address, whose port %d/%s is kept for the node's own programs (--protected-ports)", b.svc.Port, b.svc.Protocol))
+	}
+}
+
+// refusal gathers the addresses of one field that a port does not get
+// for one reason, to report them once: a tenant may list thousands.
+type refusal struct {
+	first netip.Addr
+	n     int
+}
+
+func (r *refusal) add(ip netip.Addr) {
+	if r.n == 0 {
+		r.first = ip
+	}
+	r.n++
+}
+
+// report adds a problem for the addresses of field that r gathered, if any.
+func (b *contributionBuilder) report(field string, r refusal, reason string) {
+	if r.n == 0 {
+		return
+	}
+	value := r.first.String()
+	if r.n > 1 {
+		value += fmt.Sprintf(" and %d more", r.n-1)
+	}
+	b.problems = append(b.problems, &model.SettingError{Service: b.svc.Name, Field: field, Value: value, Reason: reason})
 }
 
 // addLoadBalancer adds one load-balancer address, with the source ranges
@@ -283,11 +407,26 @@ func (b *contributionBuilder) addNodePorts() []bool {
 }
 
 func (b *contributionBuilder) addHealthCheckNodePort(fams []bool) {
-	if b.svc.HealthCheckNodePort == 0 {
+	port := b.svc.HealthCheckNodePort
+	if port == 0 {
 		return
 	}
 	for _, fam := range fams {
-		b.addEntry(model.SetHealthCheckNodePort, fam, Entry{Port: b.svc.HealthCheckNodePort})
+		b.addEntry(model.SetHealthCheckNodePort, fam, Entry{Port: port})
+	}
+	// The daemon listens on the port in each family the node serves,
+	// whatever the Service's (HealthCheckAddresses): it is the daemon's
+	// on every node address.
+	for _, ip := range localAddrs(b.node) {
+		if ip.Is6() && b.node.IPv4Only {
+			continue
+		}
+		k := VirtualKey{Addr: ip, Port: port, Protocol: inet.TCP}
+		if i := b.virtualIndex(k); i >= 0 {
+			b.kinds[i] = min(b.kinds[i], kindHealthCheck)
+		} else {
+			b.addClaim(k, kindHealthCheck, nil)
+		}
 	}
 }
 
@@ -387,8 +526,10 @@ func families(addrs []netip.Addr) []bool {
 // another service port has: the rest of the port is programmed, and the
 // virtual server stays the other's. The owner is chosen whatever the order
 // of the input: by what made each port claim it (a cluster IP before a
-// node port, a load-balancer address and an external IP, in that order),
-// then the API server's own service, then the name.
+// node port, a health-check node port on a node address, which keeps the
+// daemon's listener and is no virtual server, a load-balancer address and
+// an external IP, in that order), then the API server's own service, then
+// the name.
 type ConflictError struct {
 	Service model.ServicePortName
 	Virtual VirtualKey

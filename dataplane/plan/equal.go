@@ -101,7 +101,8 @@ func equalNode(a, b *model.Node) bool {
 		slices.Equal(a.ClusterCIDRs, b.ClusterCIDRs) &&
 		a.PodInterfacePrefix == b.PodInterfacePrefix && a.PodBridge == b.PodBridge &&
 		a.StrictARP == b.StrictARP && a.IPv4Only == b.IPv4Only &&
-		slices.Equal(a.ExcludeCIDRs, b.ExcludeCIDRs) &&
+		slices.Equal(a.ExcludeCIDRs, b.ExcludeCIDRs) && slices.Equal(a.ExternalIPRanges, b.ExternalIPRanges) &&
+		slices.Equal(a.ProtectedPorts, b.ProtectedPorts) && slices.Equal(a.AllowedSchedulers, b.AllowedSchedulers) &&
 		a.TCPTimeout == b.TCPTimeout && a.TCPFinTimeout == b.TCPFinTimeout && a.UDPTimeout == b.UDPTimeout
 }
 
@@ -130,5 +131,8 @@ func cloneNode(n model.Node) model.Node {
 	n.NodePortAddresses = slices.Clone(n.NodePortAddresses)
 	n.ClusterCIDRs = slices.Clone(n.ClusterCIDRs)
 	n.ExcludeCIDRs = slices.Clone(n.ExcludeCIDRs)
+	n.ExternalIPRanges = slices.Clone(n.ExternalIPRanges)
+	n.ProtectedPorts = slices.Clone(n.ProtectedPorts)
+	n.AllowedSchedulers = slices.Clone(n.AllowedSchedulers)
 	return n
 }

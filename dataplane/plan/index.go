@@ -28,9 +28,12 @@ type desiredIndex struct {
 	contribs     map[model.ServicePortName]*contribution
 	extraAddrs   map[netip.Addr]int
 	extraEntries map[setEntry]int
-	// lacking holds the schedulers the kernel does not have, shared with
-	// the planner, which learns them.
-	lacking map[string]error
+	// facts are what the planner learned of the kernel, shared with it.
+	facts *kernelFacts
+	// externalClaims counts, per virtual server, the service ports that
+	// name it as an external IP or load-balancer address: whether another
+	// program made it decides what they get (see Planner.SetForeign).
+	externalClaims map[VirtualKey]int
 	// troubled holds the service ports with problems that do not leave
 	// them out, so reporting them costs what they number.
 	troubled map[model.ServicePortName]bool
@@ -55,7 +58,7 @@ type desiredIndex struct {
 	scratch contributionScratch
 }
 
-func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *desiredIndex {
+func newDesiredIndex(node model.Node, rules string, facts *kernelFacts) *desiredIndex {
 	state := NewKernelState()
 	state.Sets = SetSpecs()
 	if node.IPv4Only {
@@ -73,9 +76,11 @@ func newDesiredIndex(node model.Node, rules string, lacking map[string]error) *d
 		contribs:     map[model.ServicePortName]*contribution{},
 		extraAddrs:   map[netip.Addr]int{},
 		extraEntries: map[setEntry]int{},
-		lacking:      lacking,
-		troubled:     map[model.ServicePortName]bool{},
-		drains:       map[VirtualKey]time.Duration{},
+		facts:        facts,
+
+		externalClaims: map[VirtualKey]int{},
+		troubled:       map[model.ServicePortName]bool{},
+		drains:         map[VirtualKey]time.Duration{},
 
 		claimedByAnyone: map[VirtualKey]bool{},
 	}
@@ -198,7 +203,7 @@ func (t *Scope) add(c *contribution) {
 // claims too goes to the better claim (see better), whatever the order
 // they came in; the rest of both is programmed, and conflicts reports it.
 func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
-	next := d.scratch.contributionOf(&d.node, s, d.lacking)
+	next := d.scratch.contributionOf(&d.node, s, d.facts)
 	d.remove(s.Name, t)
 	t.add(next)
 	d.addContribution(s.Name, next)
@@ -222,6 +227,9 @@ func (d *desiredIndex) addContribution(name model.ServicePortName, c *contributi
 	d.contribs[name] = c
 	if len(c.problems) > 0 {
 		d.troubled[name] = true
+	}
+	for _, vk := range c.externalKeys {
+		d.externalClaims[vk]++
 	}
 	for i, v := range c.virtual {
 		owner, taken := d.owners[v.VirtualKey]
@@ -255,10 +263,18 @@ func (d *desiredIndex) addContribution(name model.ServicePortName, c *contributi
 	}
 }
 
-// own gives c's virtual server i to the service port.
+// own gives c's virtual server i to the service port. A health-check
+// node port's claim keeps the others out and is no virtual server.
 func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int) {
 	vk := c.virtual[i].VirtualKey
 	d.owners[vk] = name
+	if c.kinds[i] == kindHealthCheck {
+		delete(d.state.Virtual, vk)
+		delete(d.state.Reals, vk)
+		delete(d.drains, vk)
+		delete(d.claimedByAnyone, vk)
+		return
+	}
 	d.state.Virtual[vk] = c.virtual[i]
 	// Shared with the contribution: a Reals is never changed.
 	d.state.Reals[vk] = c.reals[i]
@@ -276,7 +292,8 @@ func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int) {
 
 // better reports whether service port a's claim on virtual server vk, of
 // kind kind, beats b's: the kind first (a cluster IP before a node port,
-// a load-balancer address and an external IP, in that order), then the
+// a health-check node port on a node address, a load-balancer address and
+// an external IP, in that order), then the
 // API server's own service, then the name. kube-proxy has no rule: both
 // program the one virtual server and the last sync decides its real
 // servers.
@@ -344,6 +361,9 @@ func (d *desiredIndex) problems() []error {
 func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *Scope) {
 	delete(d.contribs, name)
 	delete(d.troubled, name)
+	for _, vk := range c.externalKeys {
+		release(d.externalClaims, vk)
+	}
 	for _, v := range c.virtual {
 		vk := v.VirtualKey
 		if d.owners[vk] != name {

@@ -23,15 +23,18 @@ type Planner struct {
 	// failed holds the service ports left out last time; they are tried
 	// again on every update, since a conflict may have gone away.
 	failed map[model.ServicePortName]error
-	// lacking holds the schedulers the kernel does not have.
-	lacking map[string]error
-	rules   Rules
+	// facts are what the planner learned of the kernel.
+	facts *kernelFacts
+	// stale says the facts changed in a way that the next Update must
+	// rebuild for.
+	stale bool
+	rules Rules
 }
 
 // NewPlanner returns a planner with an empty desired state, whose rules
 // rules renders.
 func NewPlanner(rules Rules) *Planner {
-	return &Planner{seed: maphash.MakeSeed(), lacking: map[string]error{}, rules: rules}
+	return &Planner{seed: maphash.MakeSeed(), facts: &kernelFacts{lacking: map[string]error{}}, rules: rules}
 }
 
 // Node returns the node's settings of the last Update, nil before the
@@ -47,7 +50,36 @@ func (p *Planner) Node() *model.Node {
 // scheduler (err says why): service ports that name it get the node's.
 // It applies to the ports updated from now on, so it must come before
 // the update that brings the first port naming it.
-func (p *Planner) LackScheduler(name string, err error) { p.lacking[name] = err }
+func (p *Planner) LackScheduler(name string, err error) { p.facts.lacking[name] = err }
+
+// SetForeign tells the planner which virtual servers of the kernel
+// another program made: keepalived, kube-vip, an operator's ipvsadm. A
+// service port's external IP or load-balancer address does not take one
+// (a *model.SettingError says so), where a cluster IP or node port
+// adopts it as kube-proxy's own are adopted. It returns whether that
+// changes what a port already planned gets: then the next Update builds
+// everything again, and UpdateChanges applies the virtual servers to the
+// ports it puts. The planner keeps foreign; the caller must not change
+// it.
+func (p *Planner) SetForeign(foreign map[VirtualKey]bool) bool {
+	old := p.facts.foreign
+	p.facts.foreign = foreign
+	if p.index == nil {
+		return false
+	}
+	matters := func(vk VirtualKey) bool { return p.index.externalClaims[vk] > 0 }
+	for vk := range foreign {
+		if !old[vk] && matters(vk) {
+			p.stale = true
+		}
+	}
+	for vk := range old {
+		if !foreign[vk] && matters(vk) {
+			p.stale = true
+		}
+	}
+	return p.stale
+}
 
 // DrainTimeouts returns the drain bounds of the virtual servers whose
 // service port overrides the node's. The caller must not change them.
@@ -74,7 +106,7 @@ type Change struct {
 // compares every service port with its last version; a caller that tracks
 // changes itself can use UpdateChanges instead.
 func (p *Planner) Update(s *model.State) (Scope, []error) {
-	if p.index == nil || !equalNode(&p.index.node, &s.Node) {
+	if p.index == nil || p.stale || !equalNode(&p.index.node, &s.Node) {
 		return p.rebuild(s)
 	}
 	var changes []Change
@@ -168,8 +200,8 @@ func lastOfEachName(changes []Change) []Change {
 
 // rebuild computes the desired state of a whole model afresh.
 func (p *Planner) rebuild(s *model.State) (Scope, []error) {
-	index, failed, err := buildIndex(s, p.rules, p.lacking)
-	p.index, p.failed = index, failed
+	index, failed, err := buildIndex(s, p.rules, p.facts)
+	p.index, p.failed, p.stale = index, failed, false
 	p.seen, p.retry = make(map[model.ServicePortName]uint64, len(s.Services)), map[model.ServicePortName]*model.ServicePort{}
 	for i := range s.Services {
 		sp := &s.Services[i]

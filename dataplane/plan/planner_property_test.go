@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -102,7 +103,7 @@ func checkPlannerRun(c *chooser) (msg string) {
 			msg = fmt.Sprintf("panic: %v\nsteps:\n%s", r, strings.Join(steps, "\n"))
 		}
 	}()
-	node := fixture.Node()
+	node := c.node()
 	current := map[model.ServicePortName]model.ServicePort{}
 	for range c.intn(6) {
 		sp := c.servicePort()
@@ -112,7 +113,18 @@ func checkPlannerRun(c *chooser) (msg string) {
 	scope, _ := p.Update(&model.State{Node: node, Services: portsOf(current)})
 	steps = append(steps, "full: "+describePorts(current))
 	recordPlan(p, kernel, scope)
+	var foreign map[VirtualKey]bool
 	for step := range 1 + c.intn(6) {
+		if c.intn(4) == 0 {
+			// Another program's virtual servers come and go; a
+			// change that matters rebuilds, as the dataplane asks.
+			foreign = c.foreign()
+			steps = append(steps, fmt.Sprintf("step %d: foreign %v", step, slices.SortedFunc(maps.Keys(foreign), VirtualKey.compare)))
+			if p.SetForeign(foreign) {
+				scope, _ = p.Update(&model.State{Node: node, Services: portsOf(current)})
+				recordPlan(p, kernel, scope)
+			}
+		}
 		changes := c.changes(current)
 		steps = append(steps, fmt.Sprintf("step %d: %s", step, describeChanges(changes)))
 		if c.intn(4) == 0 {
@@ -126,7 +138,7 @@ func checkPlannerRun(c *chooser) (msg string) {
 				changes = changes[n:]
 			}
 		}
-		if diff := compareWithFresh(p, kernel, &model.State{Node: node, Services: portsOf(current)}); diff != "" {
+		if diff := compareWithFresh(p, kernel, &model.State{Node: node, Services: portsOf(current)}, foreign); diff != "" {
 			return diff + "\nsteps:\n" + strings.Join(steps, "\n")
 		}
 	}
@@ -142,9 +154,11 @@ func recordPlan(p *Planner, kernel *KernelState, scope Scope) {
 	}
 }
 
-// compareWithFresh returns how p differs from a planner given s at once.
-func compareWithFresh(p *Planner, kernel *KernelState, s *model.State) string {
+// compareWithFresh returns how p differs from a planner given s and
+// another program's virtual servers (foreign) at once.
+func compareWithFresh(p *Planner, kernel *KernelState, s *model.State, foreign map[VirtualKey]bool) string {
 	fresh := NewPlanner(propertyRules)
+	fresh.SetForeign(foreign)
 	_, wantErrs := fresh.Update(s)
 	want, wantOwners := fresh.Desired()
 	got, gotOwners := p.Desired()
@@ -225,12 +239,35 @@ var (
 	}
 	propertyClusterIPs = []string{"10.96.0.1", "10.96.0.10", "10.96.0.20", "fd00:10:96::1", "fd00:10:96::20"}
 	propertyOtherIPs   = []string{"192.168.0.10", "fd00:1::10", "203.0.113.5", "2001:db8::5"}
-	propertyPorts      = []uint16{53, 443, 30080}
+	propertyPorts      = []uint16{53, 443, 30080, 31000}
 	propertyNodePorts  = []uint16{0, 0, 30080, 30443}
 	propertyEndpoints  = []string{"10.244.1.5", "10.244.2.7", "10.244.3.9", "fd00:244::5"}
 	propertyNodes      = []string{"node-a", "node-b"}
 	propertySchedulers = []string{"", "", "wrr", "mh", "no-such-scheduler"}
 )
+
+// node returns the run's node: in a third of the runs, one that limits
+// external IPs, protects a port of its addresses and allows a scheduler.
+func (c *chooser) node() model.Node {
+	n := fixture.Node()
+	if c.intn(3) == 0 {
+		n.ExternalIPRanges = fixture.Prefixes("192.168.0.0/16", "2001:db8::/64")
+		n.ProtectedPorts = []model.ProtectedPort{{Protocol: inet.TCP, Port: 443}}
+		n.AllowedSchedulers = []string{"wrr"}
+	}
+	return n
+}
+
+// foreign returns up to three random virtual servers of the run's
+// addresses and ports, as another program's.
+func (c *chooser) foreign() map[VirtualKey]bool {
+	all := append(slices.Clone(propertyClusterIPs), propertyOtherIPs...)
+	out := map[VirtualKey]bool{}
+	for range c.intn(4) {
+		out[VirtualKey{Addr: fixture.IP(choose(c, all)), Port: choose(c, propertyPorts), Protocol: choose(c, []inet.Protocol{inet.TCP, inet.UDP})}] = true
+	}
+	return out
+}
 
 // servicePort returns a random service port; some are invalid.
 func (c *chooser) servicePort() model.ServicePort {

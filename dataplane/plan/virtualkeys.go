@@ -19,9 +19,12 @@ func VirtualKeys(n *model.Node, s *model.ServicePort) []VirtualKey {
 	bare := *s
 	bare.Endpoints = nil
 	c := contributionOf(n, &bare, nil)
-	keys := make([]VirtualKey, len(c.virtual))
+	keys := make([]VirtualKey, 0, len(c.virtual))
 	for i, v := range c.virtual {
-		keys[i] = v.VirtualKey
+		// A health-check node port's claim is no virtual server.
+		if c.kinds[i] != kindHealthCheck {
+			keys = append(keys, v.VirtualKey)
+		}
 	}
 	return keys
 }

@@ -17,6 +17,8 @@ func TestVirtualKeys(t *testing.T) {
 	node := fixture.Node()
 	s := fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.20", "fd00:96::20")
 	s.NodePort = 30080
+	// The health-check node port is the daemon's: no virtual server.
+	s.HealthCheckNodePort, s.ExternalPolicy = 31000, model.PolicyLocal
 	s.ExternalIPs = fixture.IPs("203.0.113.5")
 	s.LoadBalancerIPs = fixture.IPs("2001:db8::10")
 	s.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 8080, "node-a")}

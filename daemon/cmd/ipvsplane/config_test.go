@@ -265,3 +265,24 @@ func TestEmptyModeLogged(t *testing.T) {
 		t.Errorf("%d info lines about mode:\n%s", n, stderr)
 	}
 }
+
+// --write-config-to writes the guards into ipvsplane's section, and an
+// empty --protected-ports stays empty when the file is read back.
+func TestWriteConfigGuards(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "written.yaml")
+	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	args := []string{"--hostname-override=node-a", "--external-ip-ranges=203.0.113.0/24", "--protected-ports=", "--allowed-schedulers=rr,sh", "--write-config-to=" + out}
+	if code := execute(a, args); code != 0 {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	cfg, _, err := config.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.DefaultOwn()
+	want.ExternalIPRanges, want.ProtectedPorts, want.AllowedSchedulers = []string{"203.0.113.0/24"}, []string{}, []string{"rr", "sh"}
+	if got := cfg.IPVSPlane; !got.Equal(want) || got.ProtectedPorts == nil {
+		data, _ := os.ReadFile(out)
+		t.Errorf("read back %+v, want %+v; file:\n%s", got, want, data)
+	}
+}

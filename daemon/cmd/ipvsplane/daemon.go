@@ -63,15 +63,19 @@ type daemon struct {
 	// defaultProgressEvery if zero.
 	progressEvery time.Duration
 	// requestSync asks the runner for another sync, for a sync that
-	// compared part of a reread of the kernel (Result.Sweeping); nil
-	// before the runner is made.
+	// compared part of a reread of the kernel (Result.Sweeping) or that
+	// asks for the whole state (Result.NeedsState); nil before the
+	// runner is made.
 	requestSync func()
 
 	// synced is true once a sync has programmed the kernel; lastFull,
 	// when the last successful sync compared everything.
 	synced   bool
 	lastFull bool
-	record   status.Record
+	// wholeNext makes the next sync hand the dataplane the whole state,
+	// which it asked for (Result.NeedsState).
+	wholeNext bool
+	record    status.Record
 	// names holds each service port's keys in record.Services.
 	names map[model.ServicePortName]status.PortNames
 	// namesWritten is when the names file was last written; namesPending
@@ -97,10 +101,8 @@ type daemon struct {
 	prefilled      bool
 	listedTriggers [2][]time.Time
 	// quarantined are the service ports left out since their planning
-	// panicked, until they change; syncAll asks the next sync to compare
-	// everything, as the dataplane dropped its planner.
+	// panicked, until they change.
 	quarantined map[model.ServicePortName]bool
-	syncAll     bool
 }
 
 // sync programs what changed since the last sync. The first sync and a
@@ -119,7 +121,7 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.listedTriggers = [2][]time.Time{}
 	}
 	start := d.now()
-	full := !d.synced || u.NodeChanged || d.syncAll
+	full := !d.synced || u.NodeChanged || d.wholeNext
 	d.withoutQuarantined(u, full)
 	res, err := d.program(ctx, u, start, full)
 	end := d.now()
@@ -132,8 +134,8 @@ func (d *daemon) sync(ctx context.Context) error {
 		d.log.Error("sync failed", zap.Duration("took", took), zap.Error(err))
 		return err
 	}
-	d.synced, d.lastFull, d.syncAll = true, res.Full, false
-	if res.Sweeping && d.requestSync != nil {
+	d.synced, d.lastFull, d.wholeNext = true, res.Full, res.NeedsState
+	if (res.Sweeping || res.NeedsState) && d.requestSync != nil {
 		// The rest of the compare comes a piece a sync, changes or not.
 		d.requestSync()
 	}
@@ -183,10 +185,10 @@ func (d *daemon) removeLegacyLeftovers(ctx context.Context) {
 }
 
 // takeUpdate takes what the tracker holds: everything for the first
-// sync, after it only the changes, so that a sync costs what changed, not
-// the size of the cluster.
+// sync and when the dataplane asks for it, else only the changes, so that
+// a sync costs what changed, not the size of the cluster.
 func (d *daemon) takeUpdate() *watcher.Update {
-	if d.synced && !d.syncAll {
+	if d.synced && !d.wholeNext {
 		return d.tracker.SyncChanges()
 	}
 	return d.tracker.Sync()

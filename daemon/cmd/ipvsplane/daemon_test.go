@@ -49,6 +49,8 @@ type fakeKernel struct {
 	// planPanics makes the next SyncChanges fail as a dataplane whose
 	// planner panicked on the changes does.
 	planPanics bool
+	// needsState makes every sync ask for the whole state next.
+	needsState bool
 	// claims are the fake planner's owners: each virtual server is the
 	// port's that claimed it last.
 	claims map[plan.VirtualKey]model.ServicePortName
@@ -89,7 +91,7 @@ func (k *fakeKernel) CheckScheduler(_ context.Context, name string) error {
 }
 
 func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
-	res := &dataplane.Result{Plan: &plan.Plan{}, Full: full, Sweeping: k.sweeping, Errors: slices.Clone(k.problems)}
+	res := &dataplane.Result{Plan: &plan.Plan{}, Full: full, Sweeping: k.sweeping, NeedsState: k.needsState, Errors: slices.Clone(k.problems)}
 	if k.fail != nil {
 		res.Errors = append(res.Errors, &dataplane.OpError{Op: plan.Bind{}, Err: k.fail})
 	}
@@ -416,6 +418,42 @@ func TestDaemonRequestsSyncWhileSweeping(t *testing.T) {
 		}
 		if asked := requests > before; asked != sweeping {
 			t.Errorf("a sync with Sweeping %v asked for another: %v", sweeping, asked)
+		}
+	}
+}
+
+// A sync whose dataplane asks for the whole state (it learned, reading
+// the kernel, what changes ports it was not given) asks for the next
+// sync at once and hands it the whole state; the one after goes back to
+// changes.
+func TestDaemonHandsWholeStateWhenAsked(t *testing.T) {
+	k := &fakeKernel{}
+	m := metrics.New()
+	requests := 0
+	d := &daemon{
+		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m), now: time.Now,
+		tracker:     watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
+		requestSync: func() { requests++ },
+	}
+	d.hc = testServiceServers("node-a", func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+	defer d.hc.Close(context.Background())
+	feed(t, d.tracker, webManifest)
+	d.tracker.MarkSynced(watcher.Services)
+	d.tracker.MarkSynced(watcher.EndpointSlices)
+	for _, step := range []struct {
+		needsState bool
+		want       string
+	}{{false, "sync"}, {true, "changes"}, {false, "sync"}, {false, "changes"}} {
+		k.needsState, k.calls = step.needsState, nil
+		before := requests
+		if err := d.sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(k.calls, step.want) {
+			t.Errorf("calls %v, want %s", k.calls, step.want)
+		}
+		if asked := requests > before; asked != step.needsState {
+			t.Errorf("a sync with NeedsState %v asked for another: %v", step.needsState, asked)
 		}
 	}
 }

@@ -107,3 +107,57 @@ func TestPlanOfflineWarnsWithoutNodeAddresses(t *testing.T) {
 		}
 	}
 }
+
+// The guards against what tenants write reach the plan from their flags:
+// an external IP outside --external-ip-ranges, one on the node's address
+// at the kubelet's or the daemon's port, and a scheduler outside
+// --allowed-schedulers are not programmed, and are logged.
+func TestPlanOfflineGuards(t *testing.T) {
+	dir := t.TempDir()
+	node, err := os.ReadFile("testdata/demo/node.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grab := `apiVersion: v1
+kind: Service
+metadata:
+  name: grab
+  namespace: tenant
+  annotations: {ipvsplane.io/scheduler: mh}
+spec:
+  clusterIP: 10.96.5.1
+  clusterIPs: [10.96.5.1]
+  externalIPs: [198.51.100.9, 203.0.113.9, 192.168.0.1]
+  ports:
+  - {name: web, port: 443}
+  - {name: kubelet, port: 10250}
+  - {name: healthz, port: 10256}
+`
+	for name, body := range map[string]string{"node.yaml": string(node), "grab.yaml": grab} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, stdout, stderr := testApp(&fakeKernel{}, errors.New("the kernel must not be opened"))
+	args := []string{"plan", "--offline", "--source=files", "--manifests=" + dir, "--hostname-override=node-a",
+		"--external-ip-ranges=198.51.100.0/24,192.168.0.0/24", "--allowed-schedulers=wrr"}
+	if code := execute(a, args); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	got := stdout.String()
+	for _, want := range []string{"ipvs add tcp 198.51.100.9:443 rr (tenant/grab:web)", "ipvs add tcp 192.168.0.1:443 rr"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, got)
+		}
+	}
+	for _, refused := range []string{"203.0.113.9", "192.168.0.1:10250", "192.168.0.1:10256", " mh "} {
+		if strings.Contains(got, refused) {
+			t.Errorf("the plan has %q", refused)
+		}
+	}
+	for _, want := range []string{`externalIPs \"203.0.113.9\" is ignored`, `externalIPs \"192.168.0.1\" is ignored: a node address, whose port 10250/tcp`, `port 10256/tcp`, `scheduler \"mh\"`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, stderr)
+		}
+	}
+}

@@ -98,6 +98,9 @@ func (o *options) addPlanFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&kp.DetectLocal.InterfaceNamePrefix, "pod-interface-name-prefix", "", "with --detect-local-mode=InterfaceNamePrefix, the prefix of the pods' host-side interfaces")
 	fs.StringVar(&kp.DetectLocal.BridgeInterface, "pod-bridge-interface", "", "with --detect-local-mode=BridgeInterface, the bridge the pods sit behind")
 	fs.StringVar(&o.own.ServiceAddressBinding, "service-address-binding", o.own.ServiceAddressBinding, "how service IPs are bound to kube-ipvs0: address (as kube-proxy does; ip addr show lists them) or local-route (IPv4 ones as local routes, proto 201 in table local, which is faster to program for many services; IPv6 ones stay addresses) (config file: ipvsplane.serviceAddressBinding)")
+	fs.StringSliceVar(&o.own.ExternalIPRanges, "external-ip-ranges", nil, "CIDRs, comma-separated, that a Service's external IPs must be in to be served; one outside gets no virtual server and an Event on its Service. Empty serves any, as kube-proxy does (config file: ipvsplane.externalIPRanges)")
+	fs.StringSliceVar(&o.own.ProtectedPorts, "protected-ports", o.own.ProtectedPorts, "ports (PORT/PROTOCOL, comma-separated) of the node's own addresses that no external IP or load-balancer address gets a virtual server on, besides the ports run serves /healthz and /metrics on, which always are; empty protects those alone (config file: ipvsplane.protectedPorts)")
+	fs.StringSliceVar(&o.own.AllowedSchedulers, "allowed-schedulers", nil, "the IPVS schedulers, comma-separated, that a Service's ipvsplane.io/scheduler annotation may name; another gets the node's scheduler and an Event. Empty allows any (config file: ipvsplane.allowedSchedulers)")
 }
 
 // addSyncFlags registers the flags apply reads: plan's, and the node's

@@ -25,7 +25,8 @@ func (d *daemon) containPlanPanic(err error, u *watcher.Update) bool {
 		return false
 	}
 	d.metrics.PlanPanicked()
-	d.syncAll = true
+	// The dataplane dropped its planner: the next sync hands it all.
+	d.wholeNext = true
 	suspects := pe.Services
 	if suspects == nil {
 		suspects = panickingAlone(&u.State)

@@ -43,6 +43,9 @@ func (a *app) setup(log *zap.Logger, o *options, cmd *cobra.Command) (*config.Se
 	if err != nil {
 		return nil, err
 	}
+	if err := s.ResolveOwn(o.own); err != nil {
+		return nil, err
+	}
 	for _, n := range s.Notes {
 		log.Warn("setting does not apply to ipvsplane; ignored", zap.String("setting", n))
 	}
@@ -138,7 +141,7 @@ func writeConfig(path string, kp *kubeproxy.KubeProxyConfiguration, own config.O
 	if err != nil {
 		return err
 	}
-	if own != config.DefaultOwn() {
+	if !own.Equal(config.DefaultOwn()) {
 		own, err := yaml.Marshal(map[string]config.Own{"ipvsplane": own})
 		if err != nil {
 			return err

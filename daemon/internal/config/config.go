@@ -165,7 +165,24 @@ type Own struct {
 	// kube-ipvs0: "address" (kube-proxy's way) or "local-route"
 	// (dataplane.Config.Binding).
 	ServiceAddressBinding string `json:"serviceAddressBinding,omitempty"`
+	// ExternalIPRanges are the CIDRs external IPs are served from
+	// (model.Node.ExternalIPRanges); empty serves every one, as
+	// kube-proxy does.
+	ExternalIPRanges []string `json:"externalIPRanges,omitempty"`
+	// ProtectedPorts are the ports, as "10250/tcp", of the node's own
+	// addresses that external IPs and load-balancer addresses do not
+	// take (model.Node.ProtectedPorts), besides the daemon's own
+	// /healthz and /metrics ports. The kubelet's port by default; an
+	// empty list (not omitted: it is the default then) protects the
+	// daemon's alone.
+	ProtectedPorts []string `json:"protectedPorts"`
+	// AllowedSchedulers are the IPVS schedulers a Service may name
+	// (model.Node.AllowedSchedulers); empty allows any.
+	AllowedSchedulers []string `json:"allowedSchedulers,omitempty"`
 }
+
+// KubeletPort is the kubelet's API port, protected by default.
+const KubeletPort = 10250
 
 // DefaultOwn returns the ipvsplane section's defaults.
 func DefaultOwn() Own {
@@ -173,7 +190,19 @@ func DefaultOwn() Own {
 		ServiceTrafficMetricsInterval: metav1.Duration{Duration: traffic.DefaultInterval},
 		DrainTimeout:                  metav1.Duration{Duration: dataplane.DefaultDrainTimeout},
 		ServiceAddressBinding:         dummy.BindAddresses.String(),
+		ProtectedPorts:                []string{strconv.Itoa(KubeletPort) + "/tcp"},
 	}
+}
+
+// Equal reports whether two sections hold the same settings; a list
+// given empty and one left out are the same.
+func (o Own) Equal(p Own) bool {
+	return o.ServiceTrafficMetrics == p.ServiceTrafficMetrics &&
+		o.ServiceTrafficMetricsInterval == p.ServiceTrafficMetricsInterval &&
+		o.DrainTimeout == p.DrainTimeout && o.ServiceAddressBinding == p.ServiceAddressBinding &&
+		slices.Equal(o.ExternalIPRanges, p.ExternalIPRanges) &&
+		slices.Equal(o.ProtectedPorts, p.ProtectedPorts) &&
+		slices.Equal(o.AllowedSchedulers, p.AllowedSchedulers)
 }
 
 // Notes are what loading a configuration file has to report once.
@@ -225,6 +254,10 @@ func parse(path string, data []byte) (*File, Notes, error) {
 	}
 	if cfg.IPVSPlane.ServiceAddressBinding == "" {
 		cfg.IPVSPlane.ServiceAddressBinding = def.ServiceAddressBinding
+	}
+	if cfg.IPVSPlane.ProtectedPorts == nil {
+		// Left out or null; an empty list protects none.
+		cfg.IPVSPlane.ProtectedPorts = def.ProtectedPorts
 	}
 	var raw map[string]any
 	if err := yaml.Unmarshal(data, &raw); err != nil {

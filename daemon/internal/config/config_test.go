@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -208,6 +209,64 @@ func TestEmptyModeNoted(t *testing.T) {
 		}
 		if len(notes.Info) != want || (want > 0 && !strings.Contains(notes.Info[0], "does not read mode")) {
 			t.Errorf("%q: info %q, want %d line(s) saying mode is not read", body, notes.Info, want)
+		}
+	}
+}
+
+// The section's guards: protectedPorts left out (or null) is the
+// kubelet's port, an empty list none; the lists are read as written, and
+// Equal compares them.
+func TestOwnGuards(t *testing.T) {
+	head := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	for _, tt := range []struct {
+		name, section string
+		want          Own
+	}{
+		{"left out", "", DefaultOwn()},
+		{"null", "ipvsplane: {protectedPorts: null}\n", DefaultOwn()},
+		{"empty", "ipvsplane: {protectedPorts: []}\n", func() Own { o := DefaultOwn(); o.ProtectedPorts = []string{}; return o }()},
+		{"all", "ipvsplane: {externalIPRanges: [203.0.113.0/24], protectedPorts: [8472/udp], allowedSchedulers: [rr, sh]}\n", func() Own {
+			o := DefaultOwn()
+			o.ExternalIPRanges, o.ProtectedPorts, o.AllowedSchedulers = []string{"203.0.113.0/24"}, []string{"8472/udp"}, []string{"rr", "sh"}
+			return o
+		}()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, notes, err := parse("config.yaml", []byte(head+tt.section))
+			if err != nil || len(notes.Ignored) > 0 || notes.Lenient != nil {
+				t.Fatal(err, notes)
+			}
+			if !cfg.IPVSPlane.Equal(tt.want) || (cfg.IPVSPlane.ProtectedPorts == nil) != (tt.want.ProtectedPorts == nil) {
+				t.Errorf("got %+v, want %+v", cfg.IPVSPlane, tt.want)
+			}
+		})
+	}
+	if o := DefaultOwn(); o.Equal(Own{ServiceTrafficMetricsInterval: o.ServiceTrafficMetricsInterval, DrainTimeout: o.DrainTimeout, ServiceAddressBinding: o.ServiceAddressBinding}) {
+		t.Errorf("Equal misses the protected ports")
+	}
+}
+
+// Own.Equal must compare every field, or --write-config-to would leave
+// out a section that differs from the defaults in it alone.
+func TestOwnEqualComparesEveryField(t *testing.T) {
+	typ := reflect.TypeFor[Own]()
+	for i := range typ.NumField() {
+		changed := DefaultOwn()
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.String:
+			f.SetString(f.String() + "x")
+		case reflect.Slice:
+			f.Set(reflect.Append(f, reflect.ValueOf("x")))
+		case reflect.Struct: // a metav1.Duration
+			f.Field(0).SetInt(f.Field(0).Int() + 1)
+		default:
+			t.Fatalf("field %s: kind %s not covered by this test", typ.Field(i).Name, f.Kind())
+		}
+		if changed.Equal(DefaultOwn()) {
+			t.Errorf("Equal misses a change of %s", typ.Field(i).Name)
 		}
 	}
 }

@@ -3,11 +3,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/sloppy"
@@ -54,6 +58,75 @@ func Resolve(kp *kubeproxy.KubeProxyConfiguration, hostname string, addrs []neti
 		return nil, err
 	}
 	return s, nil
+}
+
+// ResolveOwn adds the ipvsplane section's guards to the node's settings:
+// the external-IP ranges, the protected ports with the daemon's own
+// (those of HealthzAddr and MetricsAddr), and the allowed schedulers.
+func (s *Settings) ResolveOwn(own Own) error {
+	n := &s.Node
+	var err error
+	if n.ExternalIPRanges, err = prefixes("ipvsplane.externalIPRanges (--external-ip-ranges)", own.ExternalIPRanges); err != nil {
+		return err
+	}
+	if n.ProtectedPorts, err = protectedPorts(own.ProtectedPorts, s.HealthzAddr, s.MetricsAddr); err != nil {
+		return err
+	}
+	n.AllowedSchedulers = nil
+	for _, name := range own.AllowedSchedulers {
+		name = strings.TrimSpace(name)
+		if !model.KnownScheduler(name) {
+			return fmt.Errorf("ipvsplane.allowedSchedulers (--allowed-schedulers): %q: %w", name, model.ErrUnknownScheduler)
+		}
+		n.AllowedSchedulers = append(n.AllowedSchedulers, name)
+	}
+	return nil
+}
+
+// protectedPorts reads the ports given as "10250/tcp" (a bare port is
+// TCP's) and adds the TCP ports of the daemon's servers' bind addresses,
+// each once.
+func protectedPorts(given []string, serverAddrs ...string) ([]model.ProtectedPort, error) {
+	var out []model.ProtectedPort
+	add := func(p model.ProtectedPort) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, g := range given {
+		p, err := parseProtectedPort(strings.TrimSpace(g))
+		if err != nil {
+			return nil, fmt.Errorf("ipvsplane.protectedPorts (--protected-ports): %q: %w", g, err)
+		}
+		add(p)
+	}
+	for _, a := range serverAddrs {
+		// Validation has checked them; empty turns the server off.
+		if _, port, err := net.SplitHostPort(a); err == nil {
+			if n, err := strconv.ParseUint(port, 10, 16); err == nil && n > 0 {
+				add(model.ProtectedPort{Protocol: inet.TCP, Port: uint16(n)})
+			}
+		}
+	}
+	return out, nil
+}
+
+// parseProtectedPort reads "PORT/PROTOCOL" or "PORT" (TCP).
+func parseProtectedPort(s string) (model.ProtectedPort, error) {
+	port, proto, found := strings.Cut(s, "/")
+	p := model.ProtectedPort{Protocol: inet.TCP}
+	if found {
+		var err error
+		if p.Protocol, err = inet.ParseProtocol(proto); err != nil || !model.ServiceProtocol(p.Protocol) {
+			return p, fmt.Errorf("want tcp, udp or sctp after the port")
+		}
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return p, fmt.Errorf("want a port 1-65535, as 10250/tcp")
+	}
+	p.Port = uint16(n)
+	return p, nil
 }
 
 // resolveNode sets the node's name, addresses, scheduler, masquerading,

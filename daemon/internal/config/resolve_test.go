@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
@@ -174,6 +175,78 @@ func TestResolve(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantNotes, s.Notes); diff != "" {
 				t.Errorf("notes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The ipvsplane section's guards reach the node: the external-IP ranges,
+// the protected ports with the daemon's own servers' ports, the allowed
+// schedulers; a bad entry names its field and flag.
+func TestResolveOwn(t *testing.T) {
+	tcp := func(p uint16) model.ProtectedPort { return model.ProtectedPort{Protocol: inet.TCP, Port: p} }
+	tests := []struct {
+		name    string
+		edit    func(o *Own, kp *kubeproxy.KubeProxyConfiguration)
+		want    func(n *model.Node)
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			want: func(n *model.Node) { n.ProtectedPorts = []model.ProtectedPort{tcp(10250), tcp(10256), tcp(10249)} },
+		},
+		{
+			name: "everything",
+			edit: func(o *Own, kp *kubeproxy.KubeProxyConfiguration) {
+				o.ExternalIPRanges = []string{"203.0.113.0/24", " 2001:db8::/64"}
+				o.ProtectedPorts = []string{"10250/tcp", "8472/udp", "9100", "10256/TCP"}
+				o.AllowedSchedulers = []string{"rr", " mh"}
+				kp.MetricsBindAddress = ""
+			},
+			want: func(n *model.Node) {
+				n.ExternalIPRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("2001:db8::/64")}
+				n.ProtectedPorts = []model.ProtectedPort{tcp(10250), {Protocol: inet.UDP, Port: 8472}, tcp(9100), tcp(10256)}
+				n.AllowedSchedulers = []string{"rr", "mh"}
+			},
+		},
+		{
+			name: "none protected but the daemon's",
+			edit: func(o *Own, kp *kubeproxy.KubeProxyConfiguration) {
+				o.ProtectedPorts = []string{}
+				kp.HealthzBindAddress = "0.0.0.0:12345"
+			},
+			want: func(n *model.Node) { n.ProtectedPorts = []model.ProtectedPort{tcp(12345), tcp(10249)} },
+		},
+		{name: "bad range", edit: func(o *Own, _ *kubeproxy.KubeProxyConfiguration) { o.ExternalIPRanges = []string{"203.0.113.0"} }, wantErr: "--external-ip-ranges"},
+		{name: "bad protocol", edit: func(o *Own, _ *kubeproxy.KubeProxyConfiguration) { o.ProtectedPorts = []string{"1/icmp"} }, wantErr: `--protected-ports): "1/icmp"`},
+		{name: "port 0", edit: func(o *Own, _ *kubeproxy.KubeProxyConfiguration) { o.ProtectedPorts = []string{"0/tcp"} }, wantErr: "1-65535"},
+		{name: "unknown scheduler", edit: func(o *Own, _ *kubeproxy.KubeProxyConfiguration) { o.AllowedSchedulers = []string{"fastest"} }, wantErr: `--allowed-schedulers): "fastest"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kp, own := Default(), DefaultOwn()
+			if tt.edit != nil {
+				tt.edit(&own, kp)
+			}
+			s, err := Resolve(kp, "node-a", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.ResolveOwn(own)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want model.Node
+			tt.want(&want)
+			got := model.Node{ExternalIPRanges: s.Node.ExternalIPRanges, ProtectedPorts: s.Node.ProtectedPorts, AllowedSchedulers: s.Node.AllowedSchedulers}
+			if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+				t.Errorf("node (-want +got):\n%s", diff)
 			}
 		})
 	}

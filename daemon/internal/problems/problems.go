@@ -65,7 +65,9 @@ type Events struct {
 type schedulerProblem struct {
 	service             model.ServicePortName
 	scheduler, fallback string
-	unknown             bool
+	// unknown and notAllowed say what the scheduler is: the Service's
+	// problem; neither is the node's (its kernel lacks it).
+	unknown, notAllowed bool
 }
 
 // Report records with rec the problems among errs that the last sync
@@ -133,8 +135,8 @@ func (p *Events) compare(rec events.Recorder, errs []error) []error {
 		case errors.As(err, &fe) && fe.Service.Name != "":
 			isNew = once(p.fields, next.fields, *fe, func() { c.field(fe) })
 		case errors.As(err, &se):
-			key := schedulerProblem{se.Service, se.Scheduler, se.Fallback, errors.Is(se, model.ErrUnknownScheduler)}
-			isNew = once(p.schedulers, next.schedulers, key, func() { c.scheduler(se, key.unknown) })
+			key := schedulerProblem{se.Service, se.Scheduler, se.Fallback, errors.Is(se, model.ErrUnknownScheduler), errors.Is(se, model.ErrSchedulerNotAllowed)}
+			isNew = once(p.schedulers, next.schedulers, key, func() { c.scheduler(se, key) })
 		case errors.As(err, &ie):
 			isNew = once(p.settings, next.settings, *ie, func() { c.setting(ie) })
 		}
@@ -247,11 +249,17 @@ func (c *collector) field(e *model.FieldError) {
 // node's scheduler instead of the one it names. A scheduler the kernel
 // lacks is this node's problem, not the Service's: its Event is the
 // node's own.
-func (c *collector) scheduler(e *model.SchedulerError, unknown bool) {
+func (c *collector) scheduler(e *model.SchedulerError, key schedulerProblem) {
 	ref := events.ServiceRef(e.Service.Namespace, e.Service.Name)
-	if unknown {
+	switch {
+	case key.unknown:
 		c.add(ref, ReasonUnknownScheduler, fmt.Sprintf(
 			"service port %s: annotation %s (or %s) names %q, which is not an IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh, twos); it is programmed with the node's scheduler %s",
+			e.Service, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Scheduler, e.Fallback), false)
+		return
+	case key.notAllowed:
+		c.add(ref, ReasonUnknownScheduler, fmt.Sprintf(
+			"service port %s: annotation %s (or %s) names %q, which is not among the schedulers the node allows (--allowed-schedulers); it is programmed with the node's scheduler %s",
 			e.Service, watcher.AnnotationScheduler, watcher.AnnotationKubeRouterScheduler, e.Scheduler, e.Fallback), false)
 		return
 	}
@@ -265,8 +273,13 @@ func (c *collector) scheduler(e *model.SchedulerError, unknown bool) {
 // Event names the annotations they come from.
 func (c *collector) setting(e *model.SettingError) {
 	where := "annotation " + e.Field
-	if e.Field == model.FieldSchedulerFlags {
+	switch e.Field {
+	case model.FieldSchedulerFlags:
 		where = fmt.Sprintf("annotation %s (or %s)", watcher.AnnotationSchedulerFlags, watcher.AnnotationKubeRouterFlags)
+	case model.FieldExternalIPs:
+		where = "spec.externalIPs"
+	case model.FieldLoadBalancerIPs:
+		where = "status.loadBalancer.ingress"
 	}
 	c.add(events.ServiceRef(e.Service.Namespace, e.Service.Name), ReasonIgnoredSetting,
 		fmt.Sprintf("service port %s: %s: %q is ignored: %s", e.Service, where, e.Value, e.Reason), false)

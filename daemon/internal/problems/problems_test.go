@@ -153,6 +153,31 @@ func TestSchedulerProblemEvents(t *testing.T) {
 	}
 }
 
+// A scheduler the node does not allow, an external IP outside its ranges
+// and a load-balancer address on a protected port get a Warning on
+// their Service naming what the tenant wrote and why it is ignored.
+func TestGuardProblemEvents(t *testing.T) {
+	name := func(svc string) model.ServicePortName {
+		return model.ServicePortName{Namespace: "demo", Name: svc, Port: "http"}
+	}
+	errs := []error{
+		&model.SchedulerError{Service: name("mh"), Scheduler: "mh", Fallback: "rr", Err: model.ErrSchedulerNotAllowed},
+		&model.SettingError{Service: name("ext"), Field: model.FieldExternalIPs, Value: "198.51.100.1 and 2 more", Reason: "outside the node's external-IP ranges (--external-ip-ranges)"},
+		&model.SettingError{Service: name("lb"), Field: model.FieldLoadBalancerIPs, Value: "192.168.0.10", Reason: "a protected port"},
+	}
+	rec := &fakeRecorder{}
+	var p Events
+	p.Report(rec, errs)
+	want := []recordedEvent{
+		{"Service demo/mh", "Warning", ReasonUnknownScheduler, `service port demo/mh:http: annotation ipvsplane.io/scheduler (or kube-router.io/service.scheduler) names "mh", which is not among the schedulers the node allows (--allowed-schedulers); it is programmed with the node's scheduler rr`},
+		{"Service demo/ext", "Warning", ReasonIgnoredSetting, `service port demo/ext:http: spec.externalIPs: "198.51.100.1 and 2 more" is ignored: outside the node's external-IP ranges (--external-ip-ranges)`},
+		{"Service demo/lb", "Warning", ReasonIgnoredSetting, `service port demo/lb:http: status.loadBalancer.ingress: "192.168.0.10" is ignored: a protected port`},
+	}
+	if got := rec.take(); !slices.Equal(got, want) {
+		t.Errorf("events:\n%v\nwant\n%v", got, want)
+	}
+}
+
 // An object read with a bad entry gets a Warning naming the field, on the
 // object: the Service, the EndpointSlice, the Node; one that is skipped,
 // a Warning saying so.

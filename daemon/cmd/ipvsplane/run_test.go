@@ -192,59 +192,77 @@ func TestRunWaitsForTheNode(t *testing.T) {
 		initial = append(initial, o.Object)
 	}
 	client := fake.NewClientset(initial...)
+	r := startRun(t, client, time.Hour)
+	r.noSyncFor(2 * time.Second)
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), nodeWithIP("node-a", "192.168.0.1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.synced("of the Node's arrival")
+	r.stop()
+
+	// Without a Node at all, the first sync comes once the wait is over.
+	r = startRun(t, fake.NewClientset(initial...), 100*time.Millisecond)
+	r.synced("")
+	if !strings.Contains(r.stderr.String(), "timed out waiting for the Node") {
+		t.Errorf("the timeout was not logged:\n%s", r.stderr)
+	}
+	r.stop()
+}
+
+// runningDaemon is `ipvsplane run` on a fake clientset and a fake
+// kernel, in the background.
+type runningDaemon struct {
+	t      *testing.T
+	k      *fakeKernel
+	stderr fmt.Stringer
+	done   chan error
+	cancel func()
+}
+
+// startRun starts run on client, waiting at most nodeIPsWait for the Node.
+func startRun(t *testing.T, client *fake.Clientset, nodeIPsWait time.Duration) *runningDaemon {
+	t.Helper()
 	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
 	a, _, stderr := testApp(k, nil)
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
-	a.nodeIPsWait = time.Hour
+	a.nodeIPsWait = nodeIPsWait
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	root := a.rootCommand()
 	root.SetArgs([]string{"run", "--hostname-override=node-a", "--ipvs-min-sync-period=0s",
 		"--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	select {
-	case ports := <-k.synced:
-		t.Fatalf("synced %d service ports before the Node was read", len(ports))
-	case err := <-done:
-		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
-	case <-time.After(2 * time.Second):
-	}
-	if _, err := client.CoreV1().Nodes().Create(ctx, nodeWithIP("node-a", "192.168.0.1"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-k.synced:
-	case err := <-done:
-		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no sync within 30s of the Node's arrival:\n%s", stderr)
-	}
-	cancel()
-	<-done
+	r := &runningDaemon{t: t, k: k, stderr: stderr, done: make(chan error, 1), cancel: cancel}
+	go func() { r.done <- root.ExecuteContext(ctx) }()
+	return r
+}
 
-	// Without a Node at all, the first sync comes once the wait is over.
-	k = &fakeKernel{synced: make(chan []model.ServicePort, 16)}
-	a, _, stderr = testApp(k, nil)
-	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(fake.NewClientset(initial...)), nil }
-	a.nodeIPsWait = 100 * time.Millisecond
-	ctx, cancel = context.WithCancel(context.Background())
-	defer cancel()
-	root = a.rootCommand()
-	root.SetArgs([]string{"run", "--hostname-override=node-a", "--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
-	go func() { done <- root.ExecuteContext(ctx) }()
+// synced waits for a sync, within 30 s of what after says.
+func (r *runningDaemon) synced(after string) {
+	r.t.Helper()
 	select {
-	case <-k.synced:
-	case err := <-done:
-		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
+	case <-r.k.synced:
+	case err := <-r.done:
+		r.t.Fatalf("the daemon stopped: %v\n%s", err, r.stderr)
 	case <-time.After(30 * time.Second):
-		t.Fatalf("no sync within 30s:\n%s", stderr)
+		r.t.Fatalf("no sync within 30s %s:\n%s", after, r.stderr)
 	}
-	if !strings.Contains(stderr.String(), "timed out waiting for the Node") {
-		t.Errorf("the timeout was not logged:\n%s", stderr)
+}
+
+// noSyncFor fails the test if a sync comes within d.
+func (r *runningDaemon) noSyncFor(d time.Duration) {
+	r.t.Helper()
+	select {
+	case ports := <-r.k.synced:
+		r.t.Fatalf("synced %d service ports before the Node was read", len(ports))
+	case err := <-r.done:
+		r.t.Fatalf("the daemon stopped: %v\n%s", err, r.stderr)
+	case <-time.After(d):
 	}
-	cancel()
-	<-done
+}
+
+func (r *runningDaemon) stop() {
+	r.cancel()
+	<-r.done
 }
 
 // An EndpointSlice with one bad endpoint, from the API server, keeps its

@@ -10,8 +10,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // relayFlag makes vmtest a relay instead of a test runner: qemu starts
@@ -26,11 +24,10 @@ const relayFlag = "-relay"
 // passes a close on to the other side. It writes nothing to stderr, which
 // qemu also connects to the guest's connection.
 func relay(target string) int {
-	// A relay ends with qemu, which kills no child of its own when
-	// vmtest kills it (stopGuest).
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-		return 1
-	}
+	// No parent-death signal: a relay's parent is what qemu spawns it
+	// through, not qemu, and with one the guest's first request to the
+	// API server got EOF (TestDaemonFollowsAPIServer). A relay ends with
+	// its connection, which qemu's death closes.
 	guest, err := net.FileConn(os.Stdin)
 	if err != nil {
 		return 1

@@ -203,10 +203,10 @@ func TestRunWaitsForTheNode(t *testing.T) {
 	// Without a Node at all, the first sync comes once the wait is over.
 	r = startRun(t, fake.NewClientset(initial...), 100*time.Millisecond)
 	r.synced("")
+	r.stop()
 	if !strings.Contains(r.stderr.String(), "timed out waiting for the Node") {
 		t.Errorf("the timeout was not logged:\n%s", r.stderr)
 	}
-	r.stop()
 }
 
 // runningDaemon is `ipvsplane run` on a fake clientset and a fake

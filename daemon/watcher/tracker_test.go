@@ -371,9 +371,7 @@ func TestTrackerOnNode(t *testing.T) {
 // waits for them as kube-proxy waits at start.
 func TestTrackerPodCIDRsFromNode(t *testing.T) {
 	base := model.Node{Name: "node-a", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	tr := NewTracker(TrackerConfig{Node: base, PodCIDRsFromNode: true})
-	tr.MarkSynced(Services)
-	tr.MarkSynced(EndpointSlices)
+	tr := listedTracker(TrackerConfig{Node: base, PodCIDRsFromNode: true})
 	if tr.Synced() || tr.NodeKnown() {
 		t.Fatal("synced, or the node known, before the Node was read")
 	}
@@ -407,14 +405,21 @@ func TestTrackerPodCIDRsFromNode(t *testing.T) {
 	}
 }
 
+// listedTracker returns a tracker whose Services and EndpointSlices are
+// listed, so that only the Node can hold its first sync back.
+func listedTracker(cfg TrackerConfig) *Tracker {
+	tr := NewTracker(cfg)
+	tr.MarkSynced(Services)
+	tr.MarkSynced(EndpointSlices)
+	return tr
+}
+
 // With WaitForNodeIPs, nothing is synced or prefilled until a Node with
 // IPs is read, as kube-proxy waits for its Node before it proxies, or
 // until the wait is given up.
 func TestTrackerWaitsForNodeIPs(t *testing.T) {
 	changes := 0
-	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
-	tr.MarkSynced(Services)
-	tr.MarkSynced(EndpointSlices)
+	tr := listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
 	if tr.Synced() || tr.NodeKnown() {
 		t.Fatal("synced, or the node known, before the Node was read")
 	}
@@ -437,9 +442,7 @@ func TestTrackerWaitsForNodeIPs(t *testing.T) {
 		t.Error("still waiting after the Node's IPs were read")
 	}
 
-	tr = NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
-	tr.MarkSynced(Services)
-	tr.MarkSynced(EndpointSlices)
+	tr = listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
 	before := changes
 	if !tr.StopWaitingForNode() || !tr.Synced() || changes != before+1 {
 		t.Errorf("after the wait was given up: synced %v, %d changes notified", tr.Synced(), changes-before)

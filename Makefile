@@ -86,8 +86,8 @@ test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 # vmtest's own test of a guest that never ends: it boots the guest twice
 # (about 75 s in all), to see vmtest stop it at its limit and on SIGTERM.
 test-vmtest: vm-kernel
-	@echo "VMTEST_HARNESS=1 $(GO) test -count=1 -v -run TestStuckGuestNamesItself ./daemon/hack/vmtest"; \
-	set -o pipefail; VMTEST_HARNESS=1 $(GO) test -count=1 -v -run TestStuckGuestNamesItself ./daemon/hack/vmtest 2>&1 | $(TEST_LOG)
+	@echo "$(GO) test -count=1 -v -tags vmharness -run TestStuckGuestNamesItself ./daemon/hack/vmtest"; \
+	set -o pipefail; $(GO) test -count=1 -v -tags vmharness -run TestStuckGuestNamesItself ./daemon/hack/vmtest 2>&1 | $(TEST_LOG)
 
 # The kernel packages' VM tests on each of OTHER_KERNELS, all at once, each
 # in guests of one vCPU (VMTEST_CPUS): their tests run one at a time, so a
@@ -115,6 +115,7 @@ lint:
 	$(GO) vet -tags hosttest $(ALL)
 	$(GO) vet -tags vmtest $(ALL)
 	$(GO) vet -tags clustertest ./daemon/e2e/cluster/...
+	$(GO) vet -tags vmharness ./daemon/hack/vmtest/
 	cd hack/images && GOWORK=off $(GO) vet ./...
 	$(GO) tool staticcheck $(ALL)
 	$(GO) tool staticcheck -tags hosttest $(ALL)

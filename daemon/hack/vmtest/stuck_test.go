@@ -1,3 +1,5 @@
+//go:build vmharness
+
 package main
 
 import (
@@ -16,16 +18,13 @@ import (
 // timeout fires, is ended by vmtest within its limit, and by a signal at
 // once; either way vmtest names the running test, quotes the guest's last
 // lines, exits non-zero and leaves no qemu holding its output open (go
-// test waited on one for good). It boots a VM: VMTEST_HARNESS=1 runs it
-// (make test-vmtest).
+// test waited on one for good). It boots a VM: its build tag, vmharness,
+// keeps it to make test-vmtest.
 func TestStuckGuestNamesItself(t *testing.T) {
-	if os.Getenv("VMTEST_HARNESS") != "1" {
-		t.Skip("boots a VM; VMTEST_HARNESS=1 (make test-vmtest) runs it")
-	}
 	dir := t.TempDir()
 	vmtest, guestTest := filepath.Join(dir, "vmtest"), filepath.Join(dir, "stuck.test")
 	goCommand(t, "build", "-o", vmtest, ".")
-	goCommand(t, "test", "-c", "-o", guestTest, "./testdata/stuck")
+	goCommand(t, "test", "-c", "-tags", "vmharness", "-o", guestTest, "./testdata/stuck")
 
 	t.Run("limit", func(t *testing.T) {
 		// -test.timeout=40s: go test would kill vmtest after 100 s, and
@@ -75,7 +74,7 @@ func runStuck(t *testing.T, dir, vmtest, guestTest string, during func(*os.Proce
 	t.Helper()
 	cmd := exec.Command(vmtest, guestTest, "-test.v=true", "-test.timeout=40s")
 	cmd.Dir = "testdata/stuck"
-	cmd.Env = append(os.Environ(), "VMTEST_CPUS=1", "VMTEST_TIMEOUT=", "IPVSPLANE_VMTEST_SPIN=1",
+	cmd.Env = append(os.Environ(), "VMTEST_CPUS=1", "VMTEST_TIMEOUT=",
 		// The test's own timeout never fires.
 		"GODEBUG=asyncpreemptoff=1",
 		// qemu's command line names the initramfs in it.

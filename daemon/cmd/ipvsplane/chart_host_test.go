@@ -1,4 +1,4 @@
-//go:build hosttest
+//go:build hosttest && !vmtest
 
 package main
 

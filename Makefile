@@ -26,8 +26,8 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 
 # The version the binary and the image report, from the file VERSION:
 # the tag deploy/, deploy/kubeadm/ and the chart name, so the image
-# `make image` builds is the one the kubelet looks for (a test checks they
-# agree). Not git describe: tags do not travel with every copy of the
+# `make image` builds is the one the kubelet looks for, and the library's
+# version daemon/go.mod requires (a test checks they agree). Not git describe: tags do not travel with every copy of the
 # history, and a commit's name is a tag no manifest holds. The commit is
 # REVISION's. `make release VERSION=...` must name the same version.
 VERSION  := $(shell cat $(CURDIR)/VERSION)
@@ -123,15 +123,15 @@ lint:
 	$(GO) tool staticcheck -tags clustertest ./daemon/e2e/cluster/...
 	@# Each module on its own, as importers and go install see it: the
 	@# library with its go.mod alone (its go line, its requirements: in the
-	@# workspace a test could import what only the daemon requires), the
-	@# daemon through its replace of the library, and the library's
-	@# dependencies as an importer gets them.
+	@# workspace a test could import what only the daemon requires), and
+	@# the library's dependencies as an importer gets them. The daemon's
+	@# go.mod requires the library at VERSION, which no proxy has before
+	@# the tag: TestDaemonInstallsAtVERSION (test-unit) serves both modules
+	@# from the tree through a module proxy and checks it there.
 	GOWORK=off $(GO) mod tidy -diff
 	GOWORK=off $(GO) vet ./...
 	GOWORK=off $(GO) vet -tags hosttest ./...
 	GOWORK=off $(GO) vet -tags vmtest ./...
-	cd daemon && GOWORK=off $(GO) mod tidy -diff
-	cd daemon && GOWORK=off $(GO) build ./...
 	hack/check-library-deps
 	@# The library off Linux: its kernel packages and their fakes build
 	@# on macOS, so that unit tests on the fakes compile there (dialing
@@ -297,6 +297,8 @@ DIST = $(CURDIR)/dist/$(VERSION)
 release: $(BIN)/mkimage
 	@echo "$(VERSION)" | grep -Eq '^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$' || { echo "release: VERSION must be vX.Y.Z, not $(VERSION)"; exit 2; }
 	@[ "$(VERSION)" = "$$(cat VERSION)" ] || { echo "release: VERSION=$(VERSION), the file VERSION says $$(cat VERSION): change the file (and what names it)"; exit 2; }
+	@$(GO) test -count=1 -run '^TestVersionEverywhere$$' ./daemon/cmd/ipvsplane >/dev/null || \
+	  { echo "release: not everything names $(VERSION): go test -run TestVersionEverywhere ./daemon/cmd/ipvsplane"; exit 2; }
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	for p in $(RELEASE_PLATFORMS); do \
 	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags '$(VERSION_LDFLAGS) -s -w' \

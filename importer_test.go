@@ -31,7 +31,7 @@ func TestGoGetAtReleaseBuildsREADMEExample(t *testing.T) {
 	t.Logf("serving %s at %s", module, version)
 	example, _ := goBlock(t, files["README.md"])
 	proxy := t.TempDir()
-	publish(t, proxy, version, files)
+	publish(t, proxy, module, version, files)
 
 	// The importer's own module, away from go.work, with a module cache of
 	// its own so the version is fetched rather than found; the other
@@ -40,12 +40,7 @@ func TestGoGetAtReleaseBuildsREADMEExample(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), example, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cache := strings.TrimSpace(goOutput(t, root, nil, "env", "GOMODCACHE"))
-	env := []string{
-		"GOWORK=off", "GOFLAGS=-mod=mod", "GOSUMDB=off",
-		"GOMODCACHE=" + filepath.Join(t.TempDir(), "mod"),
-		"GOPROXY=file://" + proxy + ",file://" + filepath.Join(cache, "cache", "download"),
-	}
+	env := proxyEnv(t, root, proxy)
 	goOutput(t, dir, env, "mod", "init", "example.test/importer")
 	goOutput(t, dir, env, "get", module+"@"+version)
 	goOutput(t, dir, env, "mod", "tidy")
@@ -65,15 +60,7 @@ func release(t *testing.T, root string) (string, map[string][]byte) {
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
-		files := map[string][]byte{}
-		for _, f := range strings.Fields(gitOutput(t, root, "ls-files")) {
-			data, err := os.ReadFile(filepath.Join(root, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			files[f] = data
-		}
-		return untagged, rootModule(files)
+		return untagged, rootModule(treeFiles(t, root))
 	}
 	tag := strings.TrimSpace(string(out))
 	files := map[string][]byte{}
@@ -115,18 +102,47 @@ func rootModule(files map[string][]byte) map[string][]byte {
 	return files
 }
 
-// publish writes files as the module at version in the proxy's layout
-// (cmd/go's GOPROXY protocol: list, .info, .mod, .zip).
-func publish(t *testing.T, proxy, version string, files map[string][]byte) {
+// treeFiles returns the files git tracks, as the working tree has them.
+func treeFiles(t *testing.T, root string) map[string][]byte {
 	t.Helper()
-	dir := filepath.Join(proxy, module, "@v")
+	files := map[string][]byte{}
+	for _, f := range strings.Fields(gitOutput(t, root, "ls-files")) {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = data
+	}
+	return files
+}
+
+// proxyEnv is the go command's environment for an importer's module away
+// from go.work, served by the module proxy in the directory proxy: a
+// module cache of its own, so that what proxy serves is fetched rather
+// than found, and this machine's module cache as a second proxy for the
+// other modules.
+func proxyEnv(t *testing.T, root, proxy string) []string {
+	t.Helper()
+	cache := strings.TrimSpace(goOutput(t, root, nil, "env", "GOMODCACHE"))
+	return []string{
+		"GOWORK=off", "GOFLAGS=-mod=mod", "GOSUMDB=off",
+		"GOMODCACHE=" + filepath.Join(t.TempDir(), "mod"),
+		"GOPROXY=file://" + proxy + ",file://" + filepath.Join(cache, "cache", "download"),
+	}
+}
+
+// publish writes files as the module path at version in the proxy's
+// layout (cmd/go's GOPROXY protocol: list, .info, .mod, .zip).
+func publish(t *testing.T, proxy, path, version string, files map[string][]byte) {
+	t.Helper()
+	dir := filepath.Join(proxy, path, "@v")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	for _, f := range slices.Sorted(maps.Keys(files)) {
-		w, err := zw.Create(module + "@" + version + "/" + f)
+		w, err := zw.Create(path + "@" + version + "/" + f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,12 +2,12 @@ module github.com/ipvsplane/ipvsplane/daemon
 
 go 1.26.0
 
-// The library (the repository's root module) comes from ../ so that the
-// daemon always builds against the library beside it, with go.work or
-// without.
-require github.com/ipvsplane/ipvsplane v0.0.0
-
-replace github.com/ipvsplane/ipvsplane => ../
+// The library (the repository's root module) at the version of the file
+// VERSION: the two are released together, tagged vX.Y.Z and
+// daemon/vX.Y.Z on one commit. In the tree, go.work builds the daemon
+// against the library beside it. No replace: go install refuses a module
+// with one, and importers ignore it (docs/releases.md).
+require github.com/ipvsplane/ipvsplane v0.1.0-rc.2
 
 require (
 	github.com/fsnotify/fsnotify v1.10.1

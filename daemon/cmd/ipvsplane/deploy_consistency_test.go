@@ -5,9 +5,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,6 +124,7 @@ func versionFile(t *testing.T) string {
 // One version, the file VERSION's, names the image everywhere: the
 // manifests of deploy/ and deploy/kubeadm/, the chart (appVersion, its
 // version without the v, the image tag its values leave to appVersion),
+// the library the daemon's go.mod requires (and go.work's replace of it),
 // and what the Makefile builds: the binary's version and the image's tag.
 // Were they to differ, the kubelet would look for an image `make image`
 // did not make.
@@ -145,6 +148,8 @@ func TestVersionEverywhere(t *testing.T) {
 		t.Errorf("values.yaml: image %s:%s; VERSION says %s:%s", values.Image.Repository, values.Image.Tag, imageRepository, v)
 	}
 
+	checkModulesPair(t, v)
+
 	// What make would run, not run: the version linked in and the tag.
 	makeProgram := testutil.RequireProgram(t, "make")
 	cmd := exec.Command(makeProgram, "-n", "-C", repoRoot, "bin/ipvsplane", "image")
@@ -159,6 +164,54 @@ func TestVersionEverywhere(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("make -n bin/ipvsplane image runs no %q:\n%s", want, out)
 		}
+	}
+}
+
+// moduleVersion is a module path and version as go mod edit -json and
+// go work edit -json print them.
+type moduleVersion struct{ Path, Version string }
+
+// checkModulesPair checks the two modules are released as a pair at
+// version v: the daemon's go.mod requires the library at v and has no
+// replace or exclude (go install refuses a module with either), and
+// go.work builds that version from the library beside the daemon.
+func checkModulesPair(t *testing.T, v string) {
+	t.Helper()
+	const library = "github.com/ipvsplane/ipvsplane"
+	var mod struct {
+		Require []moduleVersion
+		Replace []struct{ Old, New moduleVersion }
+		Exclude []moduleVersion
+	}
+	goEditJSON(t, &mod, "mod", "edit", "-json", repoRoot+"/daemon/go.mod")
+	required := "no version"
+	if i := slices.IndexFunc(mod.Require, func(m moduleVersion) bool { return m.Path == library }); i >= 0 {
+		required = mod.Require[i].Version
+	}
+	if required != v {
+		t.Errorf("daemon/go.mod requires %s at %s; VERSION says %s", library, required, v)
+	}
+	if len(mod.Replace) > 0 || len(mod.Exclude) > 0 {
+		t.Errorf("daemon/go.mod replaces %v, excludes %v: go install refuses it", mod.Replace, mod.Exclude)
+	}
+	var work struct {
+		Replace []struct{ Old, New moduleVersion }
+	}
+	goEditJSON(t, &work, "work", "edit", "-json", repoRoot+"/go.work")
+	if len(work.Replace) != 1 || work.Replace[0].Old != (moduleVersion{library, v}) || work.Replace[0].New != (moduleVersion{Path: "./"}) {
+		t.Errorf("go.work replaces %v; want %s %s => ./ alone", work.Replace, library, v)
+	}
+}
+
+// goEditJSON decodes into v what the go command prints with args.
+func goEditJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	out, err := exec.Command(testutil.RequireProgram(t, "go"), args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 )
@@ -45,8 +47,9 @@ const ourImage = "ghcr.io/ipvsplane/ipvsplane:"
 // DaemonSet is gone, no pod of ipvsplane's image is ever in
 // CrashLoopBackOff or ImagePullBackOff or restarts, and a client on every
 // node (TestTakeoverFromKubeProxy's) finds the Services answering
-// throughout. The kubeadm-config that step 1 writes is one the pinned
-// kubeadm reads with kube-proxy disabled. (TestKubeadmDocBlocks checks
+// throughout. `kubeadm upgrade node`'s phase addon/kube-proxy, which
+// would bring kube-proxy's DaemonSet back before the migration, leaves it
+// out after it (the kubeadm-config step 1 writes). (TestKubeadmDocBlocks checks
 // that the guide's own blocks for kubeadm clusters are this block's
 // commands.) Run by make test-migration.
 func TestKubeadmMigration(t *testing.T) {
@@ -60,7 +63,18 @@ func TestKubeadmMigration(t *testing.T) {
 		tk.nodes = append(tk.nodes, node.Name)
 	}
 	problems := c.watchOurPods(t)
-	c.kubeadmReadsProxy(t, true)
+	t.Cleanup(func() {
+		for _, p := range problems() {
+			t.Errorf("a pod of ipvsplane's image: %s", p)
+		}
+	})
+	// Before the migration, an upgrade of the control plane would bring
+	// kube-proxy's DaemonSet back as kubeadm makes it (--dry-run prints
+	// the addon's objects instead of applying them).
+	c.apiServerPod(t, tk.nodes[0])
+	if out := c.kubeadmUpgradeNode(t, tk.nodes[0], "--dry-run"); !strings.Contains(out, "\nkind: DaemonSet\n") {
+		t.Errorf("kubeadm upgrade node --dry-run before the migration: no DaemonSet applied:\n%s", out)
+	}
 	c.echoBackends(t, tk.ns)
 	clients := tk.startClients(t, "kubeadm")
 	before := tk.counts(t, clients)
@@ -74,10 +88,15 @@ func TestKubeadmMigration(t *testing.T) {
 	sh.run(t, migration, func(node string) { c.servedBy(t, node, "ipvsplane") })
 	migrated := time.Since(start)
 
-	c.kubeadmReadsProxy(t, false)
 	c.waitDaemonSet(t, "ipvsplane", int32(len(tk.nodes)))
+	// After it, kubeadm-config says proxy.disabled, and the upgrade leaves
+	// kube-proxy out.
+	const skipped = "[upgrade/addon] Skipping the addon/kube-proxy phase. The addon is disabled."
+	if out := c.kubeadmUpgradeNode(t, tk.nodes[0]); !strings.Contains(out, skipped) {
+		t.Errorf("kubeadm upgrade node after the migration did not say %q:\n%s", skipped, out)
+	}
 	if _, err := c.client.AppsV1().DaemonSets("kube-system").Get(context.Background(), "kube-proxy", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("kube-proxy's DaemonSet after the migration: %v, want it gone", err)
+		t.Errorf("kube-proxy's DaemonSet after the migration and kubeadm upgrade node: %v, want it gone", err)
 	}
 	time.Sleep(10 * time.Second)
 	after, report := tk.stopClients(t, clients)
@@ -88,9 +107,6 @@ func TestKubeadmMigration(t *testing.T) {
 	if failed != 0 || disturbed(report, len(clients)) {
 		t.Errorf("traffic was disturbed: %d requests failed after the start\nipvsplane's log:\n%s",
 			failed, c.daemonLogs(context.Background(), "ipvsplane", tk.nodes...))
-	}
-	for _, p := range problems() {
-		t.Errorf("a pod of ipvsplane's image: %s", p)
 	}
 }
 
@@ -228,33 +244,62 @@ func podProblems(pod *corev1.Pod) []string {
 	return problems
 }
 
-// kubeadmReadsProxy fetches the ClusterConfiguration kubeadm keeps in the
-// cluster (kubeadm-config) and checks what the pinned kubeadm makes of
-// its kube-proxy addon: `kubeadm config images list` lists kube-proxy's
-// image when the addon is enabled and leaves it out when disabled, the
-// same setting `kubeadm upgrade`'s phase addon/kube-proxy skips on.
-func (c *cluster) kubeadmReadsProxy(t *testing.T, enabled bool) {
+// kubeadmUpgradeNode runs the pinned kubeadm's phase addon/kube-proxy of
+// `kubeadm upgrade node` (args added, --dry-run for one) as on a
+// control-plane node of the cluster, the node whose upgrade re-applies
+// kube-proxy, and returns its output. What kubeadm reads of a
+// control-plane node stands in for one: the API server's static pod
+// manifest (present, in a private mount namespace's /etc/kubernetes), the
+// host name (the node's, in a private UTS namespace) and the API server's
+// mirror pod (apiServerPod).
+func (c *cluster) kubeadmUpgradeNode(t *testing.T, node string, args ...string) string {
 	t.Helper()
-	ctx := context.Background()
-	cm, err := c.client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "ClusterConfiguration")
-	if err := os.WriteFile(path, []byte(cm.Data["ClusterConfiguration"]), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	kubeadm, err := controlplane.KubeProgram("kubeadm")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--config", path).CombinedOutput()
+	const controlPlaneNode = `hostname "$0" && mount -t tmpfs tmpfs /etc && mkdir -p /etc/kubernetes/manifests &&
+touch /etc/kubernetes/manifests/kube-apiserver.yaml && exec "$@"`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--uts", "sh", "-c", controlPlaneNode, node,
+		kubeadm, "upgrade", "node", "phase", "addon", "kube-proxy", "--kubeconfig=" + c.kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubeadm config images list: %v\n%s\n%s", err, out, cm.Data["ClusterConfiguration"])
+		t.Fatalf("kubeadm upgrade node phase addon kube-proxy %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	if got := strings.Contains(string(out), "/kube-proxy:"); got != enabled {
-		t.Errorf("kubeadm lists kube-proxy's image: %v, want %v, from kubeadm-config's\n%s\nkubeadm:\n%s", got, enabled, cm.Data["ClusterConfiguration"], out)
+	return string(out)
+}
+
+// apiServerPod makes the pod kubeadm finds its control-plane node's API
+// server by, the static pod's mirror in a kubeadm cluster: on the node,
+// labelled and annotated with the API server's address as kubeadm's is,
+// its container named as kubeadm's (running pause).
+func (c *cluster) apiServerPod(t *testing.T, node string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
 	}
+	server, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.createRunning(t, "kube-system", &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "kube-apiserver-" + node,
+			Labels:      map[string]string{"component": "kube-apiserver", "tier": "control-plane"},
+			Annotations: map[string]string{"kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint": server.Host},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: new(int64),
+			Containers:                    []corev1.Container{{Name: "kube-apiserver", Image: agnhost, Args: []string{"pause"}}},
+		},
+	})
+	t.Cleanup(func() {
+		_ = c.client.CoreV1().Pods("kube-system").Delete(context.Background(), "kube-apiserver-"+node, metav1.DeleteOptions{})
+	})
 }
 
 // docShell runs the docs' commands as an operator does in a shell at the

@@ -75,9 +75,10 @@ func (n *node) helmInstall(ctx context.Context) error {
 }
 
 // kubeadmInstall has the pinned kubeadm upload its configuration
-// (kubeadm-config) and install its kube-proxy addon, the two phases of
-// `kubeadm init` that make what the kubeadm docs start from, and waits
-// for kube-proxy's rollout.
+// (kubeadm-config, and kubelet-config, which `kubeadm upgrade` reads too)
+// and install its kube-proxy addon, the phases of `kubeadm init` that
+// make what the kubeadm docs start from, and waits for kube-proxy's
+// rollout. (The nodes' kubelets keep vmtest's own configuration.)
 func (n *node) kubeadmInstall(ctx context.Context) error {
 	kubeadm, err := controlplane.KubeProgram("kubeadm")
 	if err != nil {
@@ -87,7 +88,7 @@ func (n *node) kubeadmInstall(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, phase := range [][]string{{"upload-config", "kubeadm"}, {"addon", "kube-proxy"}} {
+	for _, phase := range [][]string{{"upload-config", "kubeadm"}, {"upload-config", "kubelet"}, {"addon", "kube-proxy"}} {
 		args := append(append([]string{"init", "phase"}, phase...), "--config="+config, "--kubeconfig="+n.kubeconfig)
 		cmd := exec.CommandContext(ctx, kubeadm, args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

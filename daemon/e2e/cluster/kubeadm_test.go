@@ -46,12 +46,13 @@ const ourImage = "ghcr.io/ipvsplane/ipvsplane:"
 // ends with ipvsplane Ready and kube-proxy's pod gone, kube-proxy's
 // DaemonSet is gone, no pod of ipvsplane's image is ever in
 // CrashLoopBackOff or ImagePullBackOff or restarts, and a client on every
-// node (TestTakeoverFromKubeProxy's) finds the Services answering
-// throughout. `kubeadm upgrade node`'s phase addon/kube-proxy, which
-// would bring kube-proxy's DaemonSet back before the migration, leaves it
-// out after it (the kubeadm-config step 1 writes). (TestKubeadmDocBlocks checks
-// that the guide's own blocks for kubeadm clusters are this block's
-// commands.) Run by make test-migration.
+// node (TestTakeoverFromKubeProxy's, started once the image is imported)
+// finds the Services answering throughout the migration. `kubeadm upgrade
+// node`'s phase addon/kube-proxy, which would bring kube-proxy's
+// DaemonSet back before the migration, leaves it out after it (the
+// kubeadm-config step 1 writes). (TestKubeadmDocBlocks checks that the
+// guide's own blocks for kubeadm clusters are this block's commands.) Run
+// by make test-migration.
 func TestKubeadmMigration(t *testing.T) {
 	c := newCluster(t)
 	if c.proxy != "kubeadm" {

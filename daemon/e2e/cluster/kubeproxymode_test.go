@@ -252,9 +252,15 @@ func kubeProxyVolumes() []corev1.Volume {
 }
 
 // nodeRoot starts a privileged pod on the node named node, in its network
-// namespace, with the node's root at /host: the node's own iptables-save,
-// ip6tables-save and nft read its rules through chroot.
+// namespace, with the node's root at /host, read-only: the node's own
+// iptables-save, ip6tables-save and nft read its rules through chroot.
 func (c *cluster) nodeRoot(t *testing.T, ns, name, node string) string {
+	t.Helper()
+	return c.nodeRootPod(t, ns, name, node, true)
+}
+
+// nodeRootPod is nodeRoot with the node's root read-only or writable.
+func (c *cluster) nodeRootPod(t *testing.T, ns, name, node string, readOnly bool) string {
 	t.Helper()
 	privileged := true
 	c.createRunning(t, ns, &corev1.Pod{
@@ -266,7 +272,7 @@ func (c *cluster) nodeRoot(t *testing.T, ns, name, node string) string {
 			Containers: []corev1.Container{{
 				Name: "tools", Image: nodetools, ImagePullPolicy: corev1.PullNever,
 				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "root", MountPath: "/host", ReadOnly: true}},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "root", MountPath: "/host", ReadOnly: readOnly}},
 			}},
 			Volumes: []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}},
 		},

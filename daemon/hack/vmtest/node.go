@@ -18,7 +18,7 @@ import (
 // N) and run a host command against it, instead of running a test binary
 // in the guest:
 //
-//	vmtest -node [-nodes N] [-load-balancers] [-proxy ipvsplane|kube-proxy|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
+//	vmtest -node [-nodes N] [-load-balancers] [-proxy ipvsplane|kube-proxy|kubeadm|none] [-image TAR -image-ref REF] -- COMMAND [ARGS...]
 //
 // Everything runs in a network namespace vmtest makes (and removes after)
 // whose only link is a tap device to the VM (with -nodes N, a bridge of
@@ -33,7 +33,8 @@ import (
 // containerd, runc and CNI plugins (hack/fetch-node-packages), the kubelet
 // and the images of hack/build-images. Once it is Ready, the proxy
 // (ipvsplane from deploy/ with `kubectl apply -k`, only the image and the
-// API server's address set by an overlay, or kube-proxy in IPVS mode) and
+// API server's address set by an overlay, kube-proxy in IPVS mode, or
+// kube-proxy as the pinned kubeadm installs it, kubeadm-config beside it) and
 // CoreDNS are installed and awaited. COMMAND then runs with KUBECONFIG
 // naming the admin kubeconfig and the variables env lists; vmtest exits
 // with its status after stopping everything.
@@ -60,7 +61,7 @@ const (
 
 // nodeConfig is one node run's settings.
 type nodeConfig struct {
-	proxy string // ipvsplane, kube-proxy or none
+	proxy string // ipvsplane, kube-proxy, kubeadm or none
 	// kubeProxyMode is kube-proxy's mode, when it is the proxy: ipvs,
 	// iptables or nftables.
 	kubeProxyMode string
@@ -78,7 +79,7 @@ type nodeConfig struct {
 func parseNodeArgs(args []string) (nodeConfig, error) {
 	c := nodeConfig{}
 	fs := flag.NewFlagSet("vmtest "+nodeFlag, flag.ContinueOnError)
-	fs.StringVar(&c.proxy, "proxy", "ipvsplane", "the node's proxy: ipvsplane, kube-proxy or none")
+	fs.StringVar(&c.proxy, "proxy", "ipvsplane", "the node's proxy: ipvsplane, kube-proxy, kubeadm (kube-proxy as kubeadm installs it) or none")
 	fs.StringVar(&c.kubeProxyMode, "kube-proxy-mode", "ipvs", "kube-proxy's mode with -proxy kube-proxy: ipvs, iptables or nftables")
 	fs.StringVar(&c.image, "image", "", "the ipvsplane image's OCI archive (make image)")
 	fs.StringVar(&c.imageRef, "image-ref", "", "the ipvsplane image's reference")
@@ -99,9 +100,9 @@ func parseNodeArgs(args []string) (nodeConfig, error) {
 		return c, fmt.Errorf("-nodes %d: want 1 to %d", c.nodes, maxNodes)
 	}
 	switch c.proxy {
-	case "ipvsplane", "kube-proxy", "none":
+	case "ipvsplane", "kube-proxy", "kubeadm", "none":
 	default:
-		return c, fmt.Errorf("-proxy %q: want ipvsplane, kube-proxy or none", c.proxy)
+		return c, fmt.Errorf("-proxy %q: want ipvsplane, kube-proxy, kubeadm or none", c.proxy)
 	}
 	switch c.kubeProxyMode {
 	case "ipvs", "iptables", "nftables":
@@ -241,7 +242,7 @@ const (
 	nodeIP6Env     = "IPVSPLANE_NODE_IP6"             // its IPv6 address
 	nodeLBEnv      = "IPVSPLANE_NODE_LB_CIDR"         // where load balancers' IPv4 addresses may be picked, routed to the node
 	nodeLB6Env     = "IPVSPLANE_NODE_LB_CIDR6"        // the same for IPv6
-	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"           // ipvsplane, kube-proxy or none
+	nodeProxyEnv   = "IPVSPLANE_NODE_PROXY"           // ipvsplane, kube-proxy, kubeadm or none
 	nodeKPModeEnv  = "IPVSPLANE_NODE_KUBE_PROXY_MODE" // kube-proxy's mode when it is the proxy
 	nodeInstallEnv = "IPVSPLANE_NODE_INSTALL"         // how ipvsplane was installed: kubectl or helm
 	nodeLogEnv     = "IPVSPLANE_NODE_LOG"             // containerd's and the kubelet's log as it streams

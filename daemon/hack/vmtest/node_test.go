@@ -21,6 +21,9 @@ func TestParseNodeArgs(t *testing.T) {
 	if c, err := parseNodeArgs([]string{"-proxy", "kube-proxy", "-kube-proxy-mode", "nftables", "--", "true"}); err != nil || c.kubeProxyMode != "nftables" {
 		t.Errorf("-kube-proxy-mode nftables: %+v %v", c, err)
 	}
+	if c, err := parseNodeArgs([]string{"-proxy", "kubeadm", "--", "true"}); err != nil || c.proxy != "kubeadm" {
+		t.Errorf("kubeadm's kube-proxy without an image: %+v %v", c, err)
+	}
 	for _, bad := range [][]string{
 		{"-proxy", "ipvsplane", "--", "true"}, // no image
 		{"-proxy", "iptables", "--", "true"},

@@ -38,6 +38,10 @@ func (n *node) installAddons(ctx context.Context) error {
 		if err := n.apply(ctx, "kube-proxy.yaml", "daemonset/kube-proxy"); err != nil {
 			return err
 		}
+	case "kubeadm":
+		if err := n.kubeadmInstall(ctx); err != nil {
+			return err
+		}
 	}
 	return n.apply(ctx, "coredns.yaml", "deployment/coredns")
 }
@@ -70,28 +74,64 @@ func (n *node) helmInstall(ctx context.Context) error {
 	return nil
 }
 
-// apply applies one of the node's manifests, filled in, and waits for its
-// workload's rollout.
-func (n *node) apply(ctx context.Context, manifest, workload string) error {
-	data, err := renderNodeFile("node/"+manifest, map[string]any{
-		"ClusterCIDR":   controlplane.ClusterCIDR,
-		"KubeVersion":   controlplane.KubeVersion,
-		"APIServerHost": controlplane.ClusterHostAddr,
-		"APIServerPort": n.cp.Port(),
-		"Nodes":         len(n.vms),
-		"KubeProxyMode": n.config.kubeProxyMode,
-	})
+// kubeadmInstall has the pinned kubeadm upload its configuration
+// (kubeadm-config, and kubelet-config, which `kubeadm upgrade` reads too)
+// and install its kube-proxy addon, the phases of `kubeadm init` that
+// make what the kubeadm docs start from, and waits for kube-proxy's
+// rollout. (The nodes' kubelets keep vmtest's own configuration.)
+func (n *node) kubeadmInstall(ctx context.Context) error {
+	kubeadm, err := controlplane.KubeProgram("kubeadm")
+	if err != nil {
+		return fmt.Errorf("%w (hack/build-kube kubeadm)", err)
+	}
+	config, err := n.writeNodeFile("kubeadm.yaml")
 	if err != nil {
 		return err
 	}
-	file := filepath.Join(n.work, manifest)
-	if err := os.WriteFile(file, data, 0o644); err != nil {
+	for _, phase := range [][]string{{"upload-config", "kubeadm"}, {"upload-config", "kubelet"}, {"addon", "kube-proxy"}} {
+		args := append(append([]string{"init", "phase"}, phase...), "--config="+config, "--kubeconfig="+n.kubeconfig)
+		cmd := exec.CommandContext(ctx, kubeadm, args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("kubeadm %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	return n.kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=10m")
+}
+
+// apply applies one of the node's manifests, filled in, and waits for its
+// workload's rollout.
+func (n *node) apply(ctx context.Context, manifest, workload string) error {
+	file, err := n.writeNodeFile(manifest)
+	if err != nil {
 		return err
 	}
 	if err := n.kubectl(ctx, "apply", "-f", file); err != nil {
 		return err
 	}
 	return n.kubectl(ctx, "-n", "kube-system", "rollout", "status", workload, "--timeout=10m")
+}
+
+// writeNodeFile fills in one of the node's files and writes it to the
+// work directory, returning its path.
+func (n *node) writeNodeFile(name string) (string, error) {
+	data, err := renderNodeFile("node/"+name, map[string]any{
+		"ClusterCIDR":   controlplane.ClusterCIDR,
+		"ClusterCIDR6":  controlplane.ClusterCIDR6,
+		"ServiceCIDR":   controlplane.ServiceCIDR,
+		"ServiceCIDR6":  controlplane.ServiceCIDR6,
+		"KubeVersion":   controlplane.KubeVersion,
+		"APIServerHost": controlplane.ClusterHostAddr,
+		"APIServerPort": n.cp.Port(),
+		"NodeName":      nodeName,
+		"Nodes":         len(n.vms),
+		"KubeProxyMode": n.config.kubeProxyMode,
+	})
+	if err != nil {
+		return "", err
+	}
+	file := filepath.Join(n.work, name)
+	return file, os.WriteFile(file, data, 0o644)
 }
 
 // writeOverlay writes a kustomization over deploy/ that sets what an

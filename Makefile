@@ -40,7 +40,7 @@ PORTABLE_PKGS := ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./linkaddr/.
 
 RACE := $(shell $(GO) env CGO_ENABLED | grep -q 1 && echo -race)
 
-.PHONY: release test test-unit test-host test-vm test-vmtest test-kernels lint bench bench-dataplane bench-field fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-cluster-nodes test-takeover test-migration tools clean
+.PHONY: release test test-unit test-host test-vm test-vmtest test-kernels lint bench bench-dataplane bench-field fuzz demo soak difftest vm-kernel deps deps-vm deps-node image cluster conformance test-cluster test-cluster-nodes test-takeover test-migration test-tenant tools clean
 
 # make test and make demo install what they need first (hack/install-deps:
 # Debian packages, the VM's kernel, and for the tests the Kubernetes
@@ -359,7 +359,7 @@ CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint fro
 TWO_NODE_SPEC ?= \[sig-network\] Conntrack should be able to preserve UDP traffic when server pod cycles for a NodePort service
 test-cluster: NODES = 2
 test-cluster: deps-node image $(VMTEST) vm-kernel
-	set -o pipefail; $(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -skip "TestTakeoverFromKubeProxy|TestKubeadmMigration|TestTwoNodes." ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)|$(TWO_NODE_SPEC)" hack/conformance' \
+	set -o pipefail; $(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -skip "TestTakeoverFromKubeProxy|TestKubeadmMigration|TestTenantCannotHarmOthers|TestTwoNodes." ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)|$(TWO_NODE_SPEC)" hack/conformance' \
 	  2>&1 | $(TEST_LOG)
 
 # The two-node smoke: a cluster of two nodes, the TestTwoNodes tests (a
@@ -396,6 +396,15 @@ test-takeover: deps-node image $(VMTEST) vm-kernel
 test-migration: NODES = 2
 test-migration: deps-node $(VMTEST) vm-kernel
 	set -o pipefail; $(VMTEST) -node -nodes $(NODES) -proxy kubeadm -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -run 'TestKubeadmMigration|TestKubeadmDocBlocks|TestDocSteps' ./daemon/e2e/cluster/ \
+	  2>&1 | $(TEST_LOG)
+
+# A namespace tenant's hostile input against two nodes (e2e/cluster's
+# TestTenantCannotHarmOthers): another namespace's Service, the API
+# server's and DNS's cluster IPs answering throughout, across a restart of
+# every proxy; no proxy restarts.
+test-tenant: NODES = 2
+test-tenant: deps-node image $(VMTEST) vm-kernel
+	set -o pipefail; $(NODE) -install helm -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -run TestTenantCannotHarmOthers ./daemon/e2e/cluster/ \
 	  2>&1 | $(TEST_LOG)
 
 deps-node:

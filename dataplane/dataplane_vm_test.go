@@ -408,9 +408,10 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 			t.Errorf("ip addr show lacks %s", a)
 		}
 	}
-	// A fresh dataplane (a restart) finds nothing to do.
+	// A fresh dataplane (a restart) finds nothing to do but reconcile
+	// conntrack.
 	d2 := newDataplane(t, n.node)
-	if res := mustSync(t, d2, state); res.Plan.Len() != 0 {
+	if res := mustSync(t, d2, state); len(StateOps(res.Plan)) != 0 {
 		t.Errorf("after a restart the first sync planned:\n%s", res.Plan)
 	}
 
@@ -484,9 +485,10 @@ func nftRuleCounts(out string) map[string]int {
 	return counts
 }
 
-// When a UDP endpoint leaves, the flows it answered are flushed, so a
-// client that keeps its source port reaches a live endpoint at once.
-func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
+// When a UDP endpoint leaves, the sync's conntrack reconciliation deletes
+// the flows it answered, so a client that keeps its source port reaches a
+// live endpoint at once.
+func TestDataplaneReconcilesStaleUDPFlows(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node)
 	n.b1.ServeUDP(t, "10.244.1.2:5353", "backend-1")
@@ -533,10 +535,10 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	}
 	state.Services[0].Endpoints = []model.Endpoint{keep}
 	res := mustSync(t, d, state)
-	if !strings.Contains(res.Plan.String(), "conntrack flush udp to 10.96.0.53 port 53 answered by") {
-		t.Errorf("no conntrack flush planned:\n%s", res.Plan)
+	if !strings.Contains(res.Plan.String(), "conntrack reconcile udp IPv4") {
+		t.Errorf("no conntrack reconciliation planned:\n%s", res.Plan)
 	}
-	if f := res.Flows; !f.Ran[0] || f.Took[0] <= 0 || f.Ran[1] {
+	if f := res.Flows; !f.Ran[0] || f.Took[0] <= 0 || f.Deleted[0] < 1 || f.Ran[1] {
 		t.Errorf("the sync's flow cleanup tally: %+v, want an IPv4 cleanup only", f)
 	}
 	t.Logf("flow cleanup: %+v", res.Flows)

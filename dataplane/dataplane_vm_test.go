@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
@@ -485,9 +486,12 @@ func nftRuleCounts(out string) map[string]int {
 	return counts
 }
 
-// When a UDP endpoint leaves, the sync's conntrack reconciliation deletes
-// the flows it answered, so a client that keeps its source port reaches a
-// live endpoint at once.
+// When a UDP endpoint leaves, the flows it answered go (IPVS drops its
+// connections' entries with the real server, the sync's conntrack
+// reconciliation whatever IPVS left), so a client that keeps its source
+// port reaches a live endpoint at once; the reconciliation deletes, in
+// the kernel's table, a stale flow no change left (one put in with
+// Create), and keeps the flows of the endpoint still serving.
 func TestDataplaneReconcilesStaleUDPFlows(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node)
@@ -528,10 +532,25 @@ func TestDataplaneReconcilesStaleUDPFlows(t *testing.T) {
 	if again := ask(); again != first {
 		t.Fatalf("the flow moved from %s to %s by itself", first, again)
 	}
-	// Remove the endpoint that answered.
+	// Remove the endpoint that answered, with a stale flow in the table.
 	keep := dns.Endpoints[1]
 	if first == "backend-2" {
 		keep = dns.Endpoints[0]
+	}
+	ct, err := conntrack.Dial(&conntrack.Config{NetNS: n.node.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Close()
+	stale := conntrack.Flow{
+		Orig:    conntrack.Tuple{Src: netip.MustParseAddr("192.168.0.9"), Dst: netip.MustParseAddr("10.96.0.53"), Protocol: inet.UDP, SrcPort: 41000, DstPort: 53},
+		Reply:   conntrack.Tuple{Src: netip.MustParseAddr("10.244.9.9"), Dst: netip.MustParseAddr("192.168.0.9"), Protocol: inet.UDP, SrcPort: 5353, DstPort: 41000},
+		Timeout: 10 * time.Minute,
+	}
+	live := stale
+	live.Orig.SrcPort, live.Reply.DstPort, live.Reply.Src = 41001, 41001, keep.Addr
+	if err := ct.Create(context.Background(), stale, live); err != nil {
+		t.Fatal(err)
 	}
 	state.Services[0].Endpoints = []model.Endpoint{keep}
 	res := mustSync(t, d, state)
@@ -547,8 +566,11 @@ func TestDataplaneReconcilesStaleUDPFlows(t *testing.T) {
 	if first == "backend-2" {
 		gone = "10.244.2.2"
 	}
-	if strings.Contains(out, "src="+gone) {
-		t.Errorf("a flow answered by the removed endpoint %s is still tracked:\n%s", gone, out)
+	if strings.Contains(out, "src="+gone) || strings.Contains(out, "src=10.244.9.9") {
+		t.Errorf("a flow answered by the removed endpoint %s, or the stale one, is still tracked:\n%s", gone, out)
+	}
+	if !strings.Contains(out, "sport=41001") {
+		t.Errorf("the flow of the endpoint still serving went:\n%s", out)
 	}
 	if now := ask(); now == "" || now == first {
 		t.Errorf("after the endpoint left, the client got %q", now)

@@ -2,12 +2,15 @@ package dataplane_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"golang.org/x/sys/unix"
 )
 
 // newFakeDataplane returns a Dataplane on a new dataplanetest.Node,
@@ -62,6 +65,17 @@ func checkKernel(t *testing.T, n *dataplanetest.Node, state *model.State) {
 		t.Errorf("the kernel does not hold the state; a first sync would do:\n%s\nIPVS:\n%s\nipsets:\n%s\nlinks:\n%s\nnftables:\n%s",
 			pl, n.IPVS.Dump(), n.Sets.Dump(), n.Links.Dump(), n.Rules.Dump())
 	}
+}
+
+// onlyFailure returns the operation of a sync's one failure, which must
+// carry errno.
+func onlyFailure(t *testing.T, res *dataplane.Result, errno unix.Errno) plan.Op {
+	t.Helper()
+	var oe *dataplane.OpError
+	if len(res.Errors) != 1 || !errors.As(res.Errors[0], &oe) || !errors.Is(oe, errno) {
+		t.Fatalf("errors %v: want one failed operation, with %v", res.Errors, errno)
+	}
+	return oe.Op
 }
 
 // newRereadingDataplane is a dataplane on the fakes whose periodic reread

@@ -2,14 +2,12 @@ package dataplane_test
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
-	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
@@ -148,12 +146,8 @@ func TestSyncReconcileRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var oe *dataplane.OpError
-	if len(res.Errors) != 1 || !errors.As(res.Errors[0], &oe) || !errors.Is(oe, unix.EPERM) {
-		t.Fatalf("errors %v: want the reconciliation's", res.Errors)
-	}
-	if _, ok := oe.Op.(plan.ReconcileFlows); !ok {
-		t.Errorf("failed operation %v, want the reconciliation", oe.Op)
+	if op := onlyFailure(t, res, unix.EPERM); op != (plan.ReconcileFlows{Family: inet.IPv4, Protocol: inet.UDP}) {
+		t.Errorf("failed operation %v, want the reconciliation", op)
 	}
 	ft.check("refused", []string{stale}, nil)
 	res = syncOK(t, d, context.Background(), state)

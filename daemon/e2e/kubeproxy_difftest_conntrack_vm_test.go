@@ -728,21 +728,25 @@ type flowDifference struct {
 
 // endpointsRead is what a slice says of its endpoints, as ipvsplane
 // reads it: each endpoint with each port, conditions unset read as their
-// defaults; none for no slice.
+// defaults, of an address listed twice the copy kept (a later one unless
+// it is terminating); none for no slice.
 func endpointsRead(sl *discoveryv1.EndpointSlice) []string {
 	if sl == nil {
 		return nil
 	}
-	var out []string
+	kept := map[string]string{}
 	for _, p := range sl.Ports {
 		for _, e := range sl.Endpoints {
 			c := e.Conditions
-			out = append(out, fmt.Sprintf("%s %s/%d %s ready=%v serving=%v terminating=%v node=%s zone=%s hints=%v",
-				*p.Name, *p.Protocol, *p.Port, e.Addresses[0], c.Ready == nil || *c.Ready, c.Serving == nil || *c.Serving,
-				c.Terminating != nil && *c.Terminating, deref(e.NodeName), deref(e.Zone), e.Hints))
+			terminating := c.Terminating != nil && *c.Terminating
+			k := fmt.Sprintf("%s %s/%d %s", *p.Name, *p.Protocol, *p.Port, e.Addresses[0])
+			if _, seen := kept[k]; !seen || !terminating {
+				kept[k] = fmt.Sprintf("%s ready=%v serving=%v terminating=%v node=%s zone=%s hints=%v", k,
+					c.Ready == nil || *c.Ready, c.Serving == nil || *c.Serving, terminating, deref(e.NodeName), deref(e.Zone), e.Hints)
+			}
 		}
 	}
-	return out
+	return slices.Sorted(maps.Values(kept))
 }
 
 func deref(s *string) string {

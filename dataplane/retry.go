@@ -98,7 +98,7 @@ func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *p
 			scope = plan.FullScope
 		}
 		d.retry = plan.NewScope()
-		again := d.diff(desired, owners, scope)
+		again := plan.Diff(d.programmed, desired, owners, scope, d.drain())
 		pl.Append(again)
 		errs = d.apply(ctx, again, flows)
 	}

@@ -39,7 +39,7 @@ import (
 // accepts and the kernel refuses, and a slice rewritten with invalid
 // entries. Throughout, a pod in another namespace asks that namespace's
 // Service, the API server's cluster IP and the DNS Service once a second,
-// and every answer must come from them; no proxy pod restarts, another
+// and every answer must come from them; no pod of ours restarts, another
 // namespace's Service still follows its endpoints, and the tenant's
 // object gets one Event per reason and five-minute window however often it
 // is rewritten. make test-tenant runs it on two nodes; it is not in make
@@ -50,7 +50,9 @@ func TestTenantCannotHarmOthers(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
 	api, dns := c.clusterIP(t, "default", "kubernetes"), c.clusterIP(t, "kube-system", "kube-dns")
-	restarts := c.proxyRestarts(t)
+	// Every pod of ours, the whole time: a crash is seen whenever the
+	// kubelet reports it, not only when the test looks.
+	ourPodProblems := c.watchOurPods(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.logProxies(t)
@@ -100,35 +102,28 @@ func TestTenantCannotHarmOthers(t *testing.T) {
 		}
 		return err
 	})
-	// The endpoint change that crashed every node the node IP is on.
+	// The endpoint change that crashed every node the node IP is on,
+	// programmed before it is undone: the proxy went through it.
+	contested := fmt.Sprintf("%s:%d", c.nodeIP, nodePort)
 	tenant.scale(t, tenantNS, "b", 2)
+	c.expectServing(t, victimNS, shell, contested, 2)
 	tenant.scale(t, tenantNS, "b", 1)
 	for i := range 10 {
 		tenant.rewrite(t, tenantNS, bad, i)
 	}
 	c.expectOwnServers(t)
-	if now := c.proxyRestarts(t); now != restarts {
-		t.Errorf("proxy containers restarted %d times, %d before the tenant wrote", now, restarts)
-	}
 
 	c.restartProxies(t)
-	time.Sleep(15 * time.Second) // probes through the restart's first full sync
+	c.awaitProbeRounds(t, victimNS, prober, api, 2) // through the new proxies' first full sync
 	tenant.scale(t, tenantNS, "b", 2)
+	c.expectServing(t, victimNS, shell, contested, 2)
 	c.scale(t, victimNS, "victim", 3)
-	eventually(t, 2*time.Minute, "the victim's third endpoint programmed", func() error {
-		vip := victim.Spec.ClusterIP + ":80"
-		n, err := c.servingRealServers(ctx, victimNS, shell, vip)
-		if err == nil && n != 3 {
-			out, _ := c.exec(ctx, victimNS, shell, "ipvsadm -Ln -t "+vip)
-			err = fmt.Errorf("%d serving real servers:\n%s", n, out)
-		}
-		return err
-	})
+	c.expectServing(t, victimNS, shell, victim.Spec.ClusterIP+":80", 3)
 	c.expectOwnServers(t)
 
 	c.checkProbes(t, victimNS, prober, api, dns)
-	if now := c.proxyRestarts(t); now > 0 {
-		t.Errorf("the new proxy containers restarted %d times", now)
+	if problems := ourPodProblems(); len(problems) > 0 {
+		t.Errorf("the proxy's pods:\n%s", strings.Join(problems, "\n"))
 	}
 	c.expectOneEventPerReason(t, tenantNS, start)
 }
@@ -350,13 +345,40 @@ echo "probe ${v:-EMPTY} ${a:-EMPTY} ${d:-EMPTY}"
 sleep 1
 done`, victim, netip.AddrPortFrom(netip.MustParseAddr(api), 443), dns)
 	c.startPodOn(t, ns, "prober", c.nodeName, false, corev1.Container{Name: "prober", Image: agnhost, Command: []string{"sh", "-c", script}})
-	eventually(t, time.Minute, "a first round answered", func() error {
-		if rounds, _, err := c.probeRounds(ns, "prober", api); err != nil || rounds == 0 {
-			return fmt.Errorf("%d rounds: %v", rounds, err)
-		}
-		return nil
-	})
+	c.awaitProbeRounds(t, ns, "prober", api, 1)
 	return "prober"
+}
+
+// awaitProbeRounds waits until the prober has logged n more rounds (from
+// its first answered one) than it had.
+func (c *cluster) awaitProbeRounds(t *testing.T, ns, prober, api string, n int) {
+	t.Helper()
+	before, _, err := c.probeRounds(ns, prober, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d more probe rounds", n), func() error {
+		rounds, _, err := c.probeRounds(ns, prober, api)
+		if err == nil && rounds < before+n {
+			err = fmt.Errorf("%d rounds, want %d", rounds, before+n)
+		}
+		return err
+	})
+}
+
+// expectServing waits until the TCP virtual server vip (address:port) has
+// want real servers taking new connections on the node.
+func (c *cluster) expectServing(t *testing.T, ns, shell, vip string, want int) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d serving real servers of %s", want, vip), func() error {
+		n, err := c.servingRealServers(ctx, ns, shell, vip)
+		if err == nil && n != want {
+			out, _ := c.exec(ctx, ns, shell, "ipvsadm -Ln -t "+vip)
+			err = fmt.Errorf("%d serving real servers:\n%s", n, out)
+		}
+		return err
+	})
 }
 
 // probeRounds reads the prober's rounds from its first answered one (the
@@ -396,7 +418,7 @@ func (c *cluster) checkProbes(t *testing.T, ns, prober, api, dns string) {
 		t.Fatal(err)
 	}
 	t.Logf("%d probe rounds of the victim, the API server (%s) and DNS (%s); %d not answered by them", rounds, api, dns, len(bad))
-	if rounds < 30 || len(bad) > 0 {
+	if len(bad) > 0 {
 		t.Errorf("%d of %d rounds answered by someone else or not at all:\n%s", len(bad), rounds, strings.Join(bad, "\n"))
 	}
 }
@@ -423,18 +445,6 @@ func (c *cluster) expectOwnServers(t *testing.T) {
 	if err != nil || !strings.Contains(body, "lastUpdated") {
 		t.Errorf("the proxy's health server on %s:10256: %q %v", c.nodeIP, body, err)
 	}
-}
-
-// proxyRestarts counts the restarts of the proxy's containers.
-func (c *cluster) proxyRestarts(t *testing.T) int32 {
-	t.Helper()
-	var n int32
-	for _, pod := range c.proxyPods(t) {
-		for _, s := range pod.Status.ContainerStatuses {
-			n += s.RestartCount
-		}
-	}
-	return n
 }
 
 func (c *cluster) proxyPods(t *testing.T) []corev1.Pod {

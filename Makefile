@@ -27,8 +27,9 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 # The version the binary and the image report, from the file VERSION:
 # the tag deploy/, deploy/kubeadm/ and the chart name, so the image
 # `make image` builds is the one the kubelet looks for, and the library's
-# version daemon/go.mod requires (a test checks they agree). Not git describe: tags do not travel with every copy of the
-# history, and a commit's name is a tag no manifest holds. The commit is
+# version daemon/go.mod requires (a test checks they agree). Not git
+# describe: tags do not travel with every copy of the history, and a
+# commit's name is a tag no manifest holds. The commit is
 # REVISION's. `make release VERSION=...` must name the same version.
 VERSION  := $(shell cat $(CURDIR)/VERSION)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)

@@ -70,7 +70,7 @@ func buildIndex(s *model.State, rules Rules, facts *kernelFacts) (*desiredIndex,
 		// As put: a later port of the same name replaces an earlier one.
 		d.remove(sorted[i].Name, nil)
 		if c != nil {
-			d.addContribution(sorted[i].Name, c)
+			d.addContribution(sorted[i].Name, c, nil)
 		}
 	}
 	return d, failed, nil

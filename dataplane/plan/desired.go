@@ -19,6 +19,12 @@ type contribution struct {
 	kinds   []virtualKind
 	addrs   []netip.Addr
 	entries []setEntry
+	// claimed are the set entries that go with one claim, sorted by
+	// claim: those of an external IP or a load-balancer address, which
+	// the port puts in the sets only while it owns that virtual server.
+	// A losing claim on the DNS Service's cluster IP would otherwise
+	// mark its traffic for masquerade, or firewall it.
+	claimed []claimedEntry
 	// drain is the port's drain bound; 0 (or less) keeps the node's.
 	drain time.Duration
 	// problems are what the port asked for and does not get: a
@@ -29,6 +35,23 @@ type contribution struct {
 	// whether another program made them decides whether the port gets
 	// them.
 	externalKeys []VirtualKey
+}
+
+// claimedEntry is a set entry that goes with the port's claim on
+// virtual[claim].
+type claimedEntry struct {
+	setEntry
+	claim int
+}
+
+// claimedEntries returns the entries that go with c's claim i.
+func (c *contribution) claimedEntries(i int) []claimedEntry {
+	from, _ := slices.BinarySearchFunc(c.claimed, i, func(e claimedEntry, i int) int { return e.claim - i })
+	to := from
+	for to < len(c.claimed) && c.claimed[to].claim == i {
+		to++
+	}
+	return c.claimed[from:to]
 }
 
 // virtualKind says what address a virtual server serves. When two service
@@ -79,6 +102,7 @@ type contributionScratch struct {
 	kinds   []virtualKind
 	addrs   []netip.Addr
 	entries []setEntry
+	claimed []claimedEntry
 }
 
 // contributionOf is the package's contributionOf, built in sc.
@@ -86,7 +110,7 @@ func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePor
 	sched, problems := n.Scheduling(s, facts.lacking)
 	b := &contributionBuilder{
 		contribution: &contribution{
-			virtual: sc.virtual[:0], reals: sc.reals[:0], kinds: sc.kinds[:0], addrs: sc.addrs[:0], entries: sc.entries[:0],
+			virtual: sc.virtual[:0], reals: sc.reals[:0], kinds: sc.kinds[:0], addrs: sc.addrs[:0], entries: sc.entries[:0], claimed: sc.claimed[:0],
 			drain: s.DrainTimeout, problems: append(problems, badSettings(s)...),
 		},
 		node:    n,
@@ -102,8 +126,10 @@ func (sc *contributionScratch) contributionOf(n *model.Node, s *model.ServicePor
 	b.addLoadBalancers()
 	b.addHealthCheckNodePort(b.addNodePorts())
 	c := b.contribution
-	sc.virtual, sc.reals, sc.kinds, sc.addrs, sc.entries = c.virtual, c.reals, c.kinds, c.addrs, c.entries
-	c.virtual, c.reals, c.kinds, c.addrs, c.entries = exact(c.virtual), exact(c.reals), exact(c.kinds), exact(c.addrs), exact(c.entries)
+	// A port naming one address twice adds to an earlier claim.
+	slices.SortStableFunc(c.claimed, func(a, b claimedEntry) int { return a.claim - b.claim })
+	sc.virtual, sc.reals, sc.kinds, sc.addrs, sc.entries, sc.claimed = c.virtual, c.reals, c.kinds, c.addrs, c.entries, c.claimed
+	c.virtual, c.reals, c.kinds, c.addrs, c.entries, c.claimed = exact(c.virtual), exact(c.reals), exact(c.kinds), exact(c.addrs), exact(c.entries), exact(c.claimed)
 	// The scratch's real-server lists belong to the contribution now.
 	clear(sc.reals)
 	return c
@@ -167,17 +193,20 @@ func (b *contributionBuilder) served(addrs []netip.Addr) []netip.Addr {
 }
 
 // addVirtual adds a virtual server on addr and port with the endpoints
-// of its family from byFamily; bind says the address must be on the node.
-func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]model.Endpoint, bind bool) {
+// of its family from byFamily, and returns the claim's index; bind says
+// the address must be on the node.
+func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]model.Endpoint, bind bool) int {
 	s := b.svc
 	k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
-	if i := b.virtualIndex(k); i >= 0 {
+	i := b.virtualIndex(k)
+	if i >= 0 {
 		// The port names this virtual server again (its node port on an
 		// address it lists as external, say): it stays one claim, of
 		// the strongest kind named, with the first mention's real
 		// servers.
 		b.kinds[i] = min(b.kinds[i], kind)
 	} else {
+		i = len(b.virtual)
 		b.addClaim(k, kind, realServers(addr.Is6(), byFamily[family(addr.Is6())]))
 	}
 	b.addEntry(model.SetOwned, addr.Is6(), portEntry(addr, s.Protocol, port))
@@ -187,6 +216,7 @@ func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port
 		b.addrs = append(b.addrs, addr)
 		b.addEntry(model.SetIPVSAddresses, addr.Is6(), Entry{Addr: addr})
 	}
+	return i
 }
 
 // addClaim adds the port's claim on virtual server k.
@@ -222,6 +252,12 @@ func (b *contributionBuilder) virtualIndex(k VirtualKey) int {
 // addEntry adds e to the family's set of the name.
 func (b *contributionBuilder) addEntry(set string, ipv6 bool, e Entry) {
 	b.entries = append(b.entries, setEntry{Set: model.SetName(set, ipv6), Entry: e})
+}
+
+// addClaimedEntry adds e to the family's set of the name while the port
+// owns the virtual server of its claim.
+func (b *contributionBuilder) addClaimedEntry(claim int, set string, ipv6 bool, e Entry) {
+	b.claimed = append(b.claimed, claimedEntry{setEntry{Set: model.SetName(set, ipv6), Entry: e}, claim})
 }
 
 func (b *contributionBuilder) addClusterIPs() {
@@ -261,12 +297,12 @@ func (b *contributionBuilder) addExternalIPs() {
 			foreign.add(ip)
 			continue
 		}
-		b.addVirtual(kindExternalIP, ip, s.Port, b.external, true)
+		claim := b.addVirtual(kindExternalIP, ip, s.Port, b.external, true)
 		set := model.SetExternalIP
 		if s.ExternalPolicy == model.PolicyLocal {
 			set = model.SetExternalIPLocal
 		}
-		b.addEntry(set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+		b.addClaimedEntry(claim, set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
 	}
 	b.report(model.FieldExternalIPs, outside, "outside the node's external-IP ranges (--external-ip-ranges)")
 	b.reportProtected(model.FieldExternalIPs, protected)
@@ -359,22 +395,22 @@ func (b *contributionBuilder) report(field string, r refusal, reason string) {
 // that may reach it.
 func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	s := b.svc
-	b.addVirtual(kindLoadBalancer, ip, s.Port, b.external, true)
+	claim := b.addVirtual(kindLoadBalancer, ip, s.Port, b.external, true)
 	e := portEntry(ip, s.Protocol, s.Port)
-	b.addEntry(model.SetLoadBalancer, ip.Is6(), e)
+	b.addClaimedEntry(claim, model.SetLoadBalancer, ip.Is6(), e)
 	if s.ExternalPolicy == model.PolicyLocal {
-		b.addEntry(model.SetLoadBalancerLocal, ip.Is6(), e)
+		b.addClaimedEntry(claim, model.SetLoadBalancerLocal, ip.Is6(), e)
 	}
 	ranges := sourceRanges(s.LoadBalancerSourceRanges, ip.Is6())
 	if len(ranges) == 0 {
 		return
 	}
-	b.addEntry(model.SetLoadBalancerFW, ip.Is6(), e)
+	b.addClaimedEntry(claim, model.SetLoadBalancerFW, ip.Is6(), e)
 	allowFromNode := false
 	for _, src := range ranges {
 		net := e
 		net.Addr2, net.Bits2 = src.Masked().Addr(), uint8(src.Bits())
-		b.addEntry(model.SetLoadBalancerSourceNet, ip.Is6(), net)
+		b.addClaimedEntry(claim, model.SetLoadBalancerSourceNet, ip.Is6(), net)
 		allowFromNode = allowFromNode || src.Contains(primaryIP(b.node, ip.Is6()))
 	}
 	// Traffic from the node itself to its load balancer address loops
@@ -383,7 +419,7 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	if allowFromNode {
 		self := e
 		self.Addr2 = ip
-		b.addEntry(model.SetLoadBalancerSourceIP, ip.Is6(), self)
+		b.addClaimedEntry(claim, model.SetLoadBalancerSourceIP, ip.Is6(), self)
 	}
 }
 

@@ -101,6 +101,9 @@ func (d *desiredIndex) reserve(contribs []*contribution) {
 		for _, e := range c.entries {
 			entries[e.Set]++
 		}
+		for _, e := range c.claimed {
+			entries[e.Set]++
+		}
 	}
 	d.owners = make(map[VirtualKey]model.ServicePortName, virtual)
 	d.contribs = make(map[model.ServicePortName]*contribution, len(contribs))
@@ -196,6 +199,9 @@ func (t *Scope) add(c *contribution) {
 	for _, e := range c.entries {
 		t.addEntry(e.Set, e.Entry)
 	}
+	for _, e := range c.claimed {
+		t.addEntry(e.Set, e.Entry)
+	}
 }
 
 // put replaces the service port's contribution with the one computed from
@@ -206,7 +212,7 @@ func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
 	next := d.scratch.contributionOf(&d.node, s, d.facts)
 	d.remove(s.Name, t)
 	t.add(next)
-	d.addContribution(s.Name, next)
+	d.addContribution(s.Name, next, t)
 	if len(next.problems) > 0 {
 		d.reported = nil
 	}
@@ -223,7 +229,10 @@ func (d *desiredIndex) remove(name model.ServicePortName, t *Scope) {
 	}
 }
 
-func (d *desiredIndex) addContribution(name model.ServicePortName, c *contribution) {
+// addContribution adds c, the service port's contribution; a claim of
+// another port that c's takes over loses its set entries, and t (if not
+// nil) records them.
+func (d *desiredIndex) addContribution(name model.ServicePortName, c *contribution, t *Scope) {
 	d.contribs[name] = c
 	if len(c.problems) > 0 {
 		d.troubled[name] = true
@@ -235,13 +244,15 @@ func (d *desiredIndex) addContribution(name model.ServicePortName, c *contributi
 		owner, taken := d.owners[v.VirtualKey]
 		switch {
 		case !taken:
-			d.own(name, c, i)
+			d.own(name, c, i, t)
 		case owner == name:
 			// The port names one virtual server twice; the first stands.
 		case d.better(name, c.kinds[i], owner, v.VirtualKey):
 			d.contenders[v.VirtualKey] = append(d.contenders[v.VirtualKey], owner)
 			d.conflictsKnown = false
-			d.own(name, c, i)
+			oc := d.contribs[owner]
+			d.releaseClaimed(oc, claimIndex(oc, v.VirtualKey), t)
+			d.own(name, c, i, t)
 		default:
 			d.contenders[v.VirtualKey] = append(d.contenders[v.VirtualKey], name)
 			d.conflictsKnown = false
@@ -255,19 +266,54 @@ func (d *desiredIndex) addContribution(name model.ServicePortName, c *contributi
 		}
 	}
 	for _, e := range c.entries {
-		if d.state.Entries[e.Set][e.Entry] {
-			d.extraEntries[e]++
-		} else {
-			d.state.Entries[e.Set][e.Entry] = true
+		d.addEntry(e)
+	}
+}
+
+// addEntry adds a reference to set entry e.
+func (d *desiredIndex) addEntry(e setEntry) {
+	if d.state.Entries[e.Set][e.Entry] {
+		d.extraEntries[e]++
+	} else {
+		d.state.Entries[e.Set][e.Entry] = true
+	}
+}
+
+// releaseEntry drops a reference to set entry e; the last takes it out.
+func (d *desiredIndex) releaseEntry(e setEntry) {
+	if !release(d.extraEntries, e) {
+		delete(d.state.Entries[e.Set], e.Entry)
+	}
+}
+
+// releaseClaimed drops the set entries of c's claim i, which it no
+// longer owns, and t (if not nil) records them.
+func (d *desiredIndex) releaseClaimed(c *contribution, i int, t *Scope) {
+	for _, e := range c.claimedEntries(i) {
+		d.releaseEntry(e.setEntry)
+		if t != nil {
+			t.addEntry(e.Set, e.Entry)
 		}
 	}
 }
 
-// own gives c's virtual server i to the service port. A health-check
+// claimIndex returns where c claims virtual server vk.
+func claimIndex(c *contribution, vk VirtualKey) int {
+	return slices.IndexFunc(c.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk })
+}
+
+// own gives c's virtual server i to the service port, with the set
+// entries of the claim; t (if not nil) records them. A health-check
 // node port's claim keeps the others out and is no virtual server.
-func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int) {
+func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int, t *Scope) {
 	vk := c.virtual[i].VirtualKey
 	d.owners[vk] = name
+	for _, e := range c.claimedEntries(i) {
+		d.addEntry(e.setEntry)
+		if t != nil {
+			t.addEntry(e.Set, e.Entry)
+		}
+	}
 	if c.kinds[i] == kindHealthCheck {
 		delete(d.state.Virtual, vk)
 		delete(d.state.Reals, vk)
@@ -310,7 +356,7 @@ func (d *desiredIndex) better(a model.ServicePortName, kind virtualKind, b model
 // kindOf returns what made service port name claim vk.
 func (d *desiredIndex) kindOf(name model.ServicePortName, vk VirtualKey) virtualKind {
 	c := d.contribs[name]
-	return c.kinds[slices.IndexFunc(c.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk })]
+	return c.kinds[claimIndex(c, vk)]
 }
 
 // conflicts reports every claim that lost, in name order.
@@ -364,12 +410,13 @@ func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *
 	for _, vk := range c.externalKeys {
 		release(d.externalClaims, vk)
 	}
-	for _, v := range c.virtual {
+	for i, v := range c.virtual {
 		vk := v.VirtualKey
 		if d.owners[vk] != name {
 			d.dropContender(vk, name)
 			continue
 		}
+		d.releaseClaimed(c, i, nil)
 		delete(d.owners, vk)
 		delete(d.state.Virtual, vk)
 		delete(d.state.Reals, vk)
@@ -378,7 +425,7 @@ func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *
 		if next, ok := d.bestContender(vk); ok {
 			d.dropContender(vk, next)
 			nc := d.contribs[next]
-			d.own(next, nc, slices.IndexFunc(nc.virtual, func(v VirtualServer) bool { return v.VirtualKey == vk }))
+			d.own(next, nc, claimIndex(nc, vk), t)
 			if t != nil {
 				t.Virtual[vk] = true
 			}
@@ -390,9 +437,7 @@ func (d *desiredIndex) subtract(name model.ServicePortName, c *contribution, t *
 		}
 	}
 	for _, e := range c.entries {
-		if !release(d.extraEntries, e) {
-			delete(d.state.Entries[e.Set], e.Entry)
-		}
+		d.releaseEntry(e)
 	}
 }
 

@@ -495,3 +495,71 @@ func TestUnchangedProblemsCostNothing(t *testing.T) {
 		t.Errorf("an update allocates %v times with 1,000 troubled ports, %v with 10", many, few)
 	}
 }
+
+// A claim that loses its virtual server puts nothing in the sets either:
+// an external IP naming the DNS Service's cluster IP would mark its
+// traffic for masquerade (KUBE-EXTERNAL-IP), and a load-balancer address
+// with source ranges naming it would firewall it (KUBE-LOAD-BALANCER-FW).
+// When the owner goes, the claim's entries come with the virtual server,
+// in the update's scope.
+func TestLosingClaimAddsNoSetEntries(t *testing.T) {
+	dns := fixture.Svc("kube-system", "kube-dns", "dns", inet.UDP, 53, "10.96.0.10")
+	dns.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.5", 53, "node-a")}
+	evil := fixture.Svc("billing", "evil", "", inet.UDP, 53, "10.96.0.20")
+	evil.ExternalIPs = fixture.IPs("10.96.0.10")
+	evil.LoadBalancerIPs = fixture.IPs("10.96.0.10")
+	evil.LoadBalancerSourceRanges = fixture.Prefixes("198.51.100.0/24")
+	evil.Endpoints = []model.Endpoint{fixture.Ready("10.244.2.7", 53, "node-b")}
+	claimSets := []string{model.SetExternalIP, model.SetLoadBalancer, model.SetLoadBalancerFW, model.SetLoadBalancerSourceNet}
+	contested := "10.96.0.10,udp:53"
+	has := func(k *KernelState, set string) bool {
+		for e := range k.Entries[set] {
+			if strings.HasPrefix(e.String(), contested) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, order := range [][]model.ServicePort{{dns, evil}, {evil, dns}} {
+		p := NewPlanner(nftrules.Render)
+		p.Update(&model.State{Node: fixture.Node()})
+		for _, s := range order {
+			p.UpdateChanges([]Change{{Name: s.Name, Port: &s}})
+		}
+		desired, _ := p.Desired()
+		for _, set := range claimSets {
+			if has(desired, set) {
+				t.Errorf("%s first: the losing claim's %s entry is in %s: %v", order[0].Name, contested, set, desired.Entries[set])
+			}
+		}
+		if d := Build(&model.State{Node: fixture.Node(), Services: order}, nftrules.Render); !reflect.DeepEqual(d.Kernel.Entries, desired.Entries) {
+			t.Errorf("%s first: Build's entries differ from the planner's", order[0].Name)
+		}
+
+		scope, _ := p.UpdateChanges([]Change{{Name: dns.Name}})
+		desired, _ = p.Desired()
+		for _, set := range claimSets {
+			if !has(desired, set) || !hasEntryPrefix(scope.Entries[set], contested) {
+				t.Errorf("%s first: after the owner left, %s holds %v, the scope %v", order[0].Name, set, desired.Entries[set], scope.Entries[set])
+			}
+		}
+		scope, _ = p.UpdateChanges([]Change{{Name: dns.Name, Port: &dns}})
+		desired, _ = p.Desired()
+		for _, set := range claimSets {
+			if has(desired, set) || !hasEntryPrefix(scope.Entries[set], contested) {
+				t.Errorf("%s first: after the owner came back, %s holds %v, the scope %v", order[0].Name, set, desired.Entries[set], scope.Entries[set])
+			}
+		}
+	}
+}
+
+// hasEntryPrefix reports whether a set's entries hold one that starts
+// with prefix.
+func hasEntryPrefix(entries map[Entry]bool, prefix string) bool {
+	for e := range entries {
+		if strings.HasPrefix(e.String(), prefix) {
+			return true
+		}
+	}
+	return false
+}

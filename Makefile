@@ -256,8 +256,9 @@ bench-dataplane: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	  IPVSPLANE_DATAPLANE_DURATION=$(DATAPLANE_DURATION) VMTEST_MEM=$${VMTEST_MEM:-6144} VMTEST_TIMEOUT=300m \
 	  $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestDataPlaneBench$$' -test.v -test.timeout 290m
 
-# The differential test against kube-proxy (e2e's TestKubeProxyDifferential,
-# which make test-vm runs on fixed seeds) on SEEDS new seeds of
+# The differential tests against kube-proxy (e2e's TestKubeProxyDifferential
+# and TestKubeProxyConntrackDifferential, which make test-vm runs on fixed
+# seeds) on SEEDS new seeds of
 # DIFFTEST_SERVICES random Services each; DIFFTEST_SEEDS=1,2,3 reruns
 # given seeds; CASE=FILE runs the reproduction a failing seed printed,
 # saved to FILE. NEIGHBOURS=1 puts other programs' rules on the node too
@@ -275,7 +276,7 @@ difftest: $(VMTEST) $(BIN)/ipvsplane vm-kernel
 	cd daemon/e2e && IPVSPLANE_DIFFTEST_SEEDS=$$seeds IPVSPLANE_DIFFTEST_SERVICES=$(DIFFTEST_SERVICES) \
 	  $(if $(NEIGHBOURS),IPVSPLANE_DIFFTEST_NEIGHBOURS=$(NEIGHBOURS)) \
 	  $(if $(CASE),IPVSPLANE_DIFFTEST_CASE=$(abspath $(CASE)) VMTEST_TOOLS="$$VMTEST_TOOLS $(abspath $(CASE))") \
-	  VMTEST_TIMEOUT=$$((n * 12 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxyDifferential$$' -test.v -test.timeout $$((n * 12 + 10))m
+	  VMTEST_TIMEOUT=$$((n * 20 + 15))m $(VMTEST) $(BIN)/e2e-vm.test -test.run '^TestKubeProxy(Conntrack)?Differential$$' -test.v -test.timeout $$((n * 20 + 10))m
 
 # The ipvsplane image, built without Docker or a registry: the static
 # binary on an empty base, as an OCI archive that `ctr images import` (or

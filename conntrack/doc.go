@@ -6,7 +6,10 @@
 // keep sending to the dead destination until their entry is removed.
 // [Conn.DeleteMatching] removes the entries a [Filter] selects; the
 // constructors [ByDestination], [ByDestinationPort], [ByEndpoint] and
-// [ByStaleEndpoints] build the filters of kube-proxy's cleanup. Dumps, counts,
+// [ByStaleEndpoints] build the filters of kube-proxy's cleanup, and
+// [Conn.DeleteFunc] removes those a function picks among them, for a
+// selection no Filter expresses (the stale entries of a whole service
+// table, matched against it in a map). Dumps, counts,
 // get, create (for tests and tools), single deletes and flushes complete the
 // set.
 //

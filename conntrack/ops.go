@@ -91,13 +91,25 @@ type victim struct {
 // selects every entry (Flush does that in one message); a Filter with no
 // field set is an error, not everything.
 func (c *Conn) DeleteMatching(ctx context.Context, f Filter) (int, error) {
+	return c.DeleteFunc(ctx, f, nil)
+}
+
+// DeleteFunc is DeleteMatching for a selection a Filter cannot express:
+// of the entries f selects, it removes those for which del returns true
+// (all of them when del is nil). The kernel filters what f says, del
+// sees the rest as the dump streams in, and only the entries to delete
+// are kept, so a reconciliation that keeps most of a large table costs
+// one filtered dump and the deletes.
+func (c *Conn) DeleteFunc(ctx context.Context, f Filter, del func(*Flow) bool) (int, error) {
 	fp, err := f.selection("delete")
 	if err != nil {
 		return 0, err
 	}
 	var victims []victim
 	err = c.dumpOp(ctx, "delete", fp, func() { victims = victims[:0] }, func(fl *Flow) {
-		victims = append(victims, victim{orig: fl.Orig, zone: fl.Zone, id: fl.ID})
+		if del == nil || del(fl) {
+			victims = append(victims, victim{orig: fl.Orig, zone: fl.Zone, id: fl.ID})
+		}
 	})
 	if err != nil {
 		return 0, err

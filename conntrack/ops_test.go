@@ -180,3 +180,31 @@ func TestDeleteMatchingEmptyFilter(t *testing.T) {
 		t.Fatalf("DeleteMatching(All()) = %d, %v; %d entries left", n, err, len(k.table))
 	}
 }
+
+// DeleteFunc deletes, of the entries the filter selects, those its
+// function picks, and never shows it an entry the filter leaves out.
+func TestDeleteFunc(t *testing.T) {
+	k := &fakeKernel{t: t}
+	k.table = append(udpFlows(6, "10.96.0.10", 1), udpFlows(4, "10.96.0.11", 100)...)
+	c := k.conn()
+	defer c.Close()
+	seen := 0
+	n, err := c.DeleteFunc(context.Background(), ByDestination(inet.UDP, netip.MustParseAddr("10.96.0.10"), 53), func(f *Flow) bool {
+		seen++
+		if f.Orig.Dst != netip.MustParseAddr("10.96.0.10") {
+			t.Errorf("the function saw %v, which the filter leaves out", f)
+		}
+		return f.Orig.SrcPort%2 == 0
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || seen != 6 || len(k.table) != 7 {
+		t.Errorf("deleted %d after seeing %d, %d left; want 3 of 6, 7 left", n, seen, len(k.table))
+	}
+	for _, f := range k.table {
+		if f.Orig.Dst == netip.MustParseAddr("10.96.0.10") && f.Orig.SrcPort%2 == 0 {
+			t.Errorf("%v was picked and is still there", f)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/ipset"
 )
@@ -142,10 +143,10 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 			return err
 		}
 		return d.k.writeRules(d.planner.Node(), func(name string) (uint16, error) { return d.setIndexOf(ctx, name) })
-	case plan.FlushConntrack:
+	case plan.ReconcileFlows:
 		start := d.cfg.Now()
-		n, err := d.k.flows.DeleteMatching(ctx, flushFilter(o))
-		flows.add(o.Addr.Is6(), n, d.cfg.Now().Sub(start))
+		n, err := d.reconcileFlows(ctx, o)
+		flows.add(o.Family == inet.IPv6, n, d.cfg.Now().Sub(start))
 		return err
 	case plan.RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
@@ -408,9 +409,10 @@ func TestDataplaneStateAndCleanup(t *testing.T) {
 			t.Errorf("ip addr show lacks %s", a)
 		}
 	}
-	// A fresh dataplane (a restart) finds nothing to do.
+	// A fresh dataplane (a restart) finds nothing to do but reconcile
+	// conntrack.
 	d2 := newDataplane(t, n.node)
-	if res := mustSync(t, d2, state); res.Plan.Len() != 0 {
+	if res := mustSync(t, d2, state); len(StateOps(res.Plan)) != 0 {
 		t.Errorf("after a restart the first sync planned:\n%s", res.Plan)
 	}
 
@@ -484,9 +486,13 @@ func nftRuleCounts(out string) map[string]int {
 	return counts
 }
 
-// When a UDP endpoint leaves, the flows it answered are flushed, so a
-// client that keeps its source port reaches a live endpoint at once.
-func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
+// When a UDP endpoint leaves, the flows it answered go (IPVS drops its
+// connections' entries with the real server, the sync's conntrack
+// reconciliation whatever IPVS left), so a client that keeps its source
+// port reaches a live endpoint at once; the reconciliation deletes, in
+// the kernel's table, a stale flow no change left (one put in with
+// Create), and keeps the flows of the endpoint still serving.
+func TestDataplaneReconcilesStaleUDPFlows(t *testing.T) {
 	n := setupNet(t)
 	d := newDataplane(t, n.node)
 	n.b1.ServeUDP(t, "10.244.1.2:5353", "backend-1")
@@ -526,17 +532,32 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	if again := ask(); again != first {
 		t.Fatalf("the flow moved from %s to %s by itself", first, again)
 	}
-	// Remove the endpoint that answered.
+	// Remove the endpoint that answered, with a stale flow in the table.
 	keep := dns.Endpoints[1]
 	if first == "backend-2" {
 		keep = dns.Endpoints[0]
 	}
+	ct, err := conntrack.Dial(&conntrack.Config{NetNS: n.node.FD()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Close()
+	stale := conntrack.Flow{
+		Orig:    conntrack.Tuple{Src: netip.MustParseAddr("192.168.0.9"), Dst: netip.MustParseAddr("10.96.0.53"), Protocol: inet.UDP, SrcPort: 41000, DstPort: 53},
+		Reply:   conntrack.Tuple{Src: netip.MustParseAddr("10.244.9.9"), Dst: netip.MustParseAddr("192.168.0.9"), Protocol: inet.UDP, SrcPort: 5353, DstPort: 41000},
+		Timeout: 10 * time.Minute,
+	}
+	live := stale
+	live.Orig.SrcPort, live.Reply.DstPort, live.Reply.Src = 41001, 41001, keep.Addr
+	if err := ct.Create(context.Background(), stale, live); err != nil {
+		t.Fatal(err)
+	}
 	state.Services[0].Endpoints = []model.Endpoint{keep}
 	res := mustSync(t, d, state)
-	if !strings.Contains(res.Plan.String(), "conntrack flush udp to 10.96.0.53 port 53 answered by") {
-		t.Errorf("no conntrack flush planned:\n%s", res.Plan)
+	if !strings.Contains(res.Plan.String(), "conntrack reconcile udp IPv4") {
+		t.Errorf("no conntrack reconciliation planned:\n%s", res.Plan)
 	}
-	if f := res.Flows; !f.Ran[0] || f.Took[0] <= 0 || f.Ran[1] {
+	if f := res.Flows; !f.Ran[0] || f.Took[0] <= 0 || f.Deleted[0] < 1 || f.Ran[1] {
 		t.Errorf("the sync's flow cleanup tally: %+v, want an IPv4 cleanup only", f)
 	}
 	t.Logf("flow cleanup: %+v", res.Flows)
@@ -545,8 +566,11 @@ func TestDataplaneFlushesStaleUDPFlows(t *testing.T) {
 	if first == "backend-2" {
 		gone = "10.244.2.2"
 	}
-	if strings.Contains(out, "src="+gone) {
-		t.Errorf("a flow answered by the removed endpoint %s is still tracked:\n%s", gone, out)
+	if strings.Contains(out, "src="+gone) || strings.Contains(out, "src=10.244.9.9") {
+		t.Errorf("a flow answered by the removed endpoint %s, or the stale one, is still tracked:\n%s", gone, out)
+	}
+	if !strings.Contains(out, "sport=41001") {
+		t.Errorf("the flow of the endpoint still serving went:\n%s", out)
 	}
 	if now := ask(); now == "" || now == first {
 		t.Errorf("after the endpoint left, the client got %q", now)

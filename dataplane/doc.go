@@ -84,9 +84,18 @@
 // DrainTimeout): the syncs read the draining real servers' connections
 // at most once a second. An endpoint that comes back
 // while draining gets its weight back, without losing its connections.
-// UDP and SCTP real servers are deleted at once and the flows they answered
-// are flushed from conntrack, so datagram clients move on at their next
-// packet.
+// UDP and SCTP real servers are deleted at once.
+//
+// # Conntrack
+//
+// After a sync in which the endpoints of a Service with a UDP (or SCTP)
+// port changed, and at the first sync, the sync ends with kube-proxy's
+// conntrack reconciliation (plan.ReconcileFlows) for each family and
+// protocol concerned: the entries to a service port's addresses or node
+// port that none of its serving endpoints answers are deleted, whichever
+// change left them, so datagram clients move on at their next packet;
+// those of endpoints still serving (terminating ones too) stay. One
+// that fails is run again at the next sync.
 //
 // # Growth
 //

@@ -2,12 +2,15 @@ package dataplane_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"golang.org/x/sys/unix"
 )
 
 // newFakeDataplane returns a Dataplane on a new dataplanetest.Node,
@@ -45,7 +48,8 @@ func syncOK(t *testing.T, d *dataplane.Dataplane, ctx context.Context, state *mo
 
 // checkKernel reads the fake kernel through fresh connections, as a
 // restarted ipvsplane would, and fails the test unless a first sync would
-// find nothing to do: the kernel holds all that state asks.
+// find nothing to do but reconcile conntrack, as every first sync does:
+// the kernel holds all that state asks.
 func checkKernel(t *testing.T, n *dataplanetest.Node, state *model.State) {
 	t.Helper()
 	d, err := n.Open(nil)
@@ -57,10 +61,21 @@ func checkKernel(t *testing.T, n *dataplanetest.Node, state *model.State) {
 	if err != nil || len(errs) > 0 {
 		t.Fatalf("reading the kernel: %v %v", err, errs)
 	}
-	if pl.Len() != 0 {
+	if ops := dataplane.StateOps(pl); len(ops) != 0 {
 		t.Errorf("the kernel does not hold the state; a first sync would do:\n%s\nIPVS:\n%s\nipsets:\n%s\nlinks:\n%s\nnftables:\n%s",
 			pl, n.IPVS.Dump(), n.Sets.Dump(), n.Links.Dump(), n.Rules.Dump())
 	}
+}
+
+// onlyFailure returns the operation of a sync's one failure, which must
+// carry errno.
+func onlyFailure(t *testing.T, res *dataplane.Result, errno unix.Errno) plan.Op {
+	t.Helper()
+	var oe *dataplane.OpError
+	if len(res.Errors) != 1 || !errors.As(res.Errors[0], &oe) || !errors.Is(oe, errno) {
+		t.Fatalf("errors %v: want one failed operation, with %v", res.Errors, errno)
+	}
+	return oe.Op
 }
 
 // newRereadingDataplane is a dataplane on the fakes whose periodic reread

@@ -98,7 +98,7 @@ func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *p
 			scope = plan.FullScope
 		}
 		d.retry = plan.NewScope()
-		again := plan.Diff(d.programmed, desired, owners, scope, d.drain())
+		again := d.diff(desired, owners, scope)
 		pl.Append(again)
 		errs = d.apply(ctx, again, flows)
 	}

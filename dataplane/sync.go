@@ -366,7 +366,7 @@ func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, 
 	if scope.All || scope.Global {
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
-	res.Plan = plan.Diff(d.programmed, desired, owners, scope, d.drain())
+	res.Plan = d.diff(desired, owners, scope)
 	d.programmed.Grow(res.Plan)
 	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners, &res.Flows)
 	if err := d.unbindLeftovers(ctx); err != nil {
@@ -376,6 +376,23 @@ func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, 
 	res.Retries += rounds
 	res.RulesFailed = rulesFailed(opErrs)
 	res.Errors = append(res.Errors, opErrs...)
+}
+
+// diff plans what scope covers against the programmed state, and the
+// conntrack reconciliations due, which come last.
+func (d *Dataplane) diff(desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName, scope plan.Scope) *plan.Plan {
+	p := plan.Diff(d.programmed, desired, owners, scope, d.drain())
+	p.Append(reconcilePlan(d.planner.Reconciles()))
+	return p
+}
+
+// reconcilePlan is the plan of reconciliations.
+func reconcilePlan(reconciles []plan.ReconcileFlows) *plan.Plan {
+	ops := make([]plan.Op, len(reconciles))
+	for i, r := range reconciles {
+		ops[i] = r
+	}
+	return plan.New(ops...)
 }
 
 // Resync forgets what the dataplane believes the kernel holds, so the next
@@ -395,15 +412,20 @@ func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan,
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}
+	reconciles := reconcilePlan(plan.FirstReconciles(state))
 	if len(d.foreign) == 0 {
-		return plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{}), desired.Errors, nil
+		p := plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
+		p.Append(reconciles)
+		return p, desired.Errors, nil
 	}
 	// Plan as a first sync does, without another program's virtual
 	// servers, which the read kept when the state named them.
-	p := plan.NewPlanner(nftrules.Render)
-	p.SetForeign(d.foreign)
-	_, errs := p.Update(state)
-	k, owners := p.Desired()
+	planner := plan.NewPlanner(nftrules.Render)
+	planner.SetForeign(d.foreign)
+	_, errs := planner.Update(state)
+	k, owners := planner.Desired()
 	dropUnowned(observed, k, &state.Node)
-	return plan.Diff(observed, k, owners, plan.FullScope, plan.Drain{}), errs, nil
+	p := plan.Diff(observed, k, owners, plan.FullScope, plan.Drain{})
+	p.Append(reconciles)
+	return p, errs, nil
 }

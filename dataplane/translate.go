@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
@@ -119,14 +118,6 @@ func ipsetSet(s plan.SetSpec) ipset.Set {
 		set.Family = inet.IPv4
 	}
 	return set
-}
-
-// flushFilter is the conntrack filter of a FlushConntrack operation.
-func flushFilter(o plan.FlushConntrack) conntrack.Filter {
-	if o.Real.Addr.IsValid() {
-		return conntrack.ByEndpoint(o.Protocol, netip.AddrPortFrom(o.Addr, o.Port), netip.AddrPortFrom(o.Real.Addr, o.Real.Port))
-	}
-	return conntrack.ByDestination(o.Protocol, o.Addr, o.Port)
 }
 
 func ipsetEntry(e plan.Entry) ipset.Entry {

@@ -53,35 +53,10 @@ const difftestServices = 40
 // kernel state); a failing seed prints the Services involved as YAML,
 // which reproduces it.
 func TestKubeProxyDifferential(t *testing.T) {
-	seeds := difftestSeeds
-	if s := os.Getenv("IPVSPLANE_DIFFTEST_SEEDS"); s != "" {
-		seeds = nil
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
-			if err != nil {
-				t.Fatalf("IPVSPLANE_DIFFTEST_SEEDS=%q: %v", s, err)
-			}
-			seeds = append(seeds, n)
-		}
-	}
-	n := difftestServices
-	if s := os.Getenv("IPVSPLANE_DIFFTEST_SERVICES"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			t.Fatalf("IPVSPLANE_DIFFTEST_SERVICES=%q: want a positive number", s)
-		}
-	}
+	seeds := difftestSeedList(t, difftestSeeds)
+	n := difftestServiceCount(t)
 	env := randomcluster.DefaultEnv()
-	e := newKubeProxyNode(t)
-	// The node's IPv6 InternalIP; nodad, as nothing else claims it.
-	for _, f := range []corev1.IPFamily{corev1.IPv6Protocol} {
-		addr := fmt.Sprintf("%s/%d", env.NodeIPs[f], env.NodeNet[f].Bits())
-		rootIP(t, "addr", "add", addr, "dev", "eth0", "nodad")
-		t.Cleanup(func() { exec.Command("ip", "addr", "del", addr, "dev", "eth0").Run() })
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	e.createNode(ctx, t, randomcluster.Generate(0, env, 0).Node)
-	cancel()
+	e := newDifftestNode(t, env)
 
 	total := &difftestTally{groups: map[string]int{}}
 	if file := os.Getenv("IPVSPLANE_DIFFTEST_CASE"); file != "" {
@@ -113,19 +88,42 @@ func TestKubeProxyDifferential(t *testing.T) {
 	}
 }
 
-// difftestTally counts, across seeds, the cases run and the differences
-// found, by exclusion (or "unexplained").
-type difftestTally struct {
-	generated, created, lines int
-	probes, probeLines        int
-	groups                    map[string]int
+// difftestServiceCount is how many Services a seed has: difftestServices,
+// or IPVSPLANE_DIFFTEST_SERVICES.
+func difftestServiceCount(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("IPVSPLANE_DIFFTEST_SERVICES")
+	if s == "" {
+		return difftestServices
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("IPVSPLANE_DIFFTEST_SERVICES=%q: want a positive number", s)
+	}
+	return n
 }
 
-// runDifftestSeed runs both proxies on one seed's cluster and compares.
-func runDifftestSeed(t *testing.T, e *kubeProxyEnv, c *randomcluster.Cluster, total *difftestTally) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+// newDifftestNode is the node of a differential test: the node's IPv6
+// InternalIP beside its IPv4 one, and the Node object of env.
+func newDifftestNode(t *testing.T, env randomcluster.Env) *kubeProxyEnv {
+	t.Helper()
+	e := newKubeProxyNode(t)
+	// nodad, as nothing else claims it.
+	for _, f := range []corev1.IPFamily{corev1.IPv6Protocol} {
+		addr := fmt.Sprintf("%s/%d", env.NodeIPs[f], env.NodeNet[f].Bits())
+		rootIP(t, "addr", "add", addr, "dev", "eth0", "nodad")
+		t.Cleanup(func() { exec.Command("ip", "addr", "del", addr, "dev", "eth0").Run() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	own := fmt.Sprintf(`hostnameOverride: %s
+	e.createNode(ctx, t, randomcluster.Generate(0, env, 0).Node)
+	return e
+}
+
+// difftestOwnConfig is the part of a differential test's
+// KubeProxyConfiguration that is the test's own.
+func difftestOwnConfig(c *randomcluster.Cluster, e *kubeProxyEnv) string {
+	return fmt.Sprintf(`hostnameOverride: %s
 clientConnection:
   kubeconfig: %s
 metricsBindAddress: 127.0.0.1:10249
@@ -138,6 +136,21 @@ ipvs:
   syncPeriod: 30s
   minSyncPeriod: 0s
 `, c.Env.NodeName, e.kubeconfig)
+}
+
+// difftestTally counts, across seeds, the cases run and the differences
+// found, by exclusion (or "unexplained").
+type difftestTally struct {
+	generated, created, lines int
+	probes, probeLines        int
+	groups                    map[string]int
+}
+
+// runDifftestSeed runs both proxies on one seed's cluster and compares.
+func runDifftestSeed(t *testing.T, e *kubeProxyEnv, c *randomcluster.Cluster, total *difftestTally) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	own := difftestOwnConfig(c, e)
 	// Registered before the proxies start, so it runs after they stopped:
 	// the next seed starts from a clean node even when this one failed.
 	t.Cleanup(func() {

@@ -16,7 +16,7 @@ type Plan struct {
 
 // Phase is one step of a plan: its name ("sets", "entries", "rules",
 // "virtual", "real", "bind", "drain", "delete virtual", "unbind",
-// "delete entries", "conntrack", "kube-proxy") and its batches.
+// "delete entries", "kube-proxy", "conntrack") and its batches.
 type Phase struct {
 	Name    string
 	Batches []Batch
@@ -34,8 +34,8 @@ type BatchKind uint8
 
 const (
 	// EachOp batches go one operation at a time: ipset operations (each
-	// is bulk already), the rules, conntrack flushes and kube-proxy's
-	// chains.
+	// is bulk already), the rules, kube-proxy's chains and the conntrack
+	// reconciliations.
 	EachOp BatchKind = iota
 	// IPVSBatch batches go as one batch of IPVS requests (see
 	// [Batch.Requests]), at most 2,048 of them.

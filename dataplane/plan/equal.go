@@ -14,79 +14,93 @@ import (
 // cluster's model would double its memory. Two different ports hash alike
 // with a chance of one in 2^64.
 func fingerprint(seed maphash.Seed, s *model.ServicePort) uint64 {
-	var h maphash.Hash
+	var h hasher
 	h.SetSeed(seed)
-	str := func(v string) {
-		h.WriteString(v)
-		h.WriteByte(0)
-	}
-	num := func(v uint64) {
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], v)
-		h.Write(b[:])
-	}
-	// Appended to a buffer on the stack: MarshalBinary allocated for
-	// every address of every endpoint, a tenth of a first sync's
-	// allocations.
-	var buf [32]byte
-	addr := func(ip netip.Addr) {
-		b, _ := ip.AppendBinary(buf[:0])
-		num(uint64(len(b)))
-		h.Write(b)
-	}
-	addrs := func(a []netip.Addr) {
-		num(uint64(len(a)))
-		for _, ip := range a {
-			addr(ip)
-		}
-	}
-	str(s.Name.Namespace)
-	str(s.Name.Name)
-	str(s.Name.Port)
-	num(uint64(s.Protocol)<<48 | uint64(s.Port)<<32 | uint64(s.NodePort)<<16 | uint64(s.HealthCheckNodePort))
-	num(uint64(s.SessionAffinity))
-	num(uint64(s.ExternalPolicy)<<8 | uint64(s.InternalPolicy))
-	str(s.Scheduler)
-	num(uint64(s.SchedulerFlags))
-	num(uint64(s.DrainTimeout))
-	num(uint64(len(s.BadSettings)))
+	h.str(s.Name.Namespace)
+	h.str(s.Name.Name)
+	h.str(s.Name.Port)
+	h.num(uint64(s.Protocol)<<48 | uint64(s.Port)<<32 | uint64(s.NodePort)<<16 | uint64(s.HealthCheckNodePort))
+	h.num(uint64(s.SessionAffinity))
+	h.num(uint64(s.ExternalPolicy)<<8 | uint64(s.InternalPolicy))
+	h.str(s.Scheduler)
+	h.num(uint64(s.SchedulerFlags))
+	h.num(uint64(s.DrainTimeout))
+	h.num(uint64(len(s.BadSettings)))
 	for _, b := range s.BadSettings {
-		str(b.Field)
-		str(b.Value)
-		str(b.Reason)
+		h.str(b.Field)
+		h.str(b.Value)
+		h.str(b.Reason)
 	}
-	addrs(s.ClusterIPs)
-	addrs(s.ExternalIPs)
-	addrs(s.LoadBalancerIPs)
-	num(uint64(len(s.LoadBalancerSourceRanges)))
+	h.addrs(s.ClusterIPs)
+	h.addrs(s.ExternalIPs)
+	h.addrs(s.LoadBalancerIPs)
+	h.num(uint64(len(s.LoadBalancerSourceRanges)))
 	for _, p := range s.LoadBalancerSourceRanges {
-		b, _ := p.AppendBinary(buf[:0])
+		b, _ := p.AppendBinary(h.buf[:0])
 		h.Write(b)
 	}
-	num(uint64(len(s.Endpoints)))
-	for _, ep := range s.Endpoints {
-		addr(ep.Addr)
-		var flags uint64
-		for i, f := range []bool{ep.Ready, ep.Serving, ep.Terminating} {
-			if f {
-				flags |= 1 << i
-			}
-		}
-		num(uint64(ep.Port)<<8 | flags)
-		str(ep.NodeName)
-		str(ep.Zone)
-		var zones, nodes []string
-		if ep.Hints != nil {
-			zones, nodes = ep.Hints.ForZones, ep.Hints.ForNodes
-		}
-		for _, names := range [][]string{zones, nodes} {
-			num(uint64(len(names)))
-			for _, name := range names {
-				str(name)
-			}
-		}
+	h.num(uint64(len(s.Endpoints)))
+	for i := range s.Endpoints {
+		h.endpoint(&s.Endpoints[i])
 	}
 	return h.Sum64()
+}
+
+// hasher writes a model's fields to a hash, each delimited so that two
+// different sequences of fields never write the same bytes.
+type hasher struct {
+	maphash.Hash
+	// buf is where numbers and addresses are encoded: AppendBinary into
+	// a fresh slice allocated for every address of every endpoint, a
+	// tenth of a first sync's allocations.
+	buf [32]byte
+}
+
+func (h *hasher) str(v string) {
+	h.WriteString(v)
+	h.WriteByte(0)
+}
+
+func (h *hasher) num(v uint64) {
+	binary.LittleEndian.PutUint64(h.buf[:8], v)
+	h.Write(h.buf[:8])
+}
+
+func (h *hasher) addr(ip netip.Addr) {
+	b, _ := ip.AppendBinary(h.buf[8:8])
+	h.num(uint64(len(b)))
+	h.Write(b)
+}
+
+func (h *hasher) addrs(a []netip.Addr) {
+	h.num(uint64(len(a)))
+	for _, ip := range a {
+		h.addr(ip)
+	}
+}
+
+// endpoint writes every field of an endpoint.
+func (h *hasher) endpoint(ep *model.Endpoint) {
+	h.addr(ep.Addr)
+	var flags uint64
+	for i, f := range []bool{ep.Ready, ep.Serving, ep.Terminating} {
+		if f {
+			flags |= 1 << i
+		}
+	}
+	h.num(uint64(ep.Port)<<8 | flags)
+	h.str(ep.NodeName)
+	h.str(ep.Zone)
+	var zones, nodes []string
+	if ep.Hints != nil {
+		zones, nodes = ep.Hints.ForZones, ep.Hints.ForNodes
+	}
+	for _, names := range [][]string{zones, nodes} {
+		h.num(uint64(len(names)))
+		for _, name := range names {
+			h.str(name)
+		}
+	}
 }
 
 // equalNode reports whether two nodes' settings are the same; a change of

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Op is one kernel operation of a plan. Its String form is one line of the
@@ -34,8 +33,8 @@ const (
 	phaseDeleteVirtual
 	phaseUnbind
 	phaseDelEntries
-	phaseConntrack
 	phaseKubeProxy
+	phaseConntrack
 )
 
 // CreateSet creates an ipset.
@@ -98,17 +97,6 @@ type Bind struct{ Addr netip.Addr }
 // Unbind unbinds a virtual IP from the dummy device.
 type Unbind struct{ Addr netip.Addr }
 
-// FlushConntrack deletes the conntrack entries of flows to a virtual server
-// that went away, or to one of its real servers that did. A zero Addr means
-// any local address (a node port); a valid Real limits the flush to flows
-// answered by that endpoint.
-type FlushConntrack struct {
-	Protocol inet.Protocol
-	Addr     netip.Addr
-	Port     uint16
-	Real     RealKey
-}
-
 // RemoveKubeProxyRules deletes the iptables chains and nftables tables
 // kube-proxy left, with the rules that jump to the chains. It comes last,
 // once ipvsplane's own rules and everything else are in place, so that a
@@ -153,17 +141,6 @@ func (o UpdateReal) String() string {
 func (o DeleteReal) String() string { return fmt.Sprintf("ipvs del %s -> %s", o.Virtual, o.Real) }
 func (o Bind) String() string       { return fmt.Sprintf("addr bind %s", o.Addr) }
 func (o Unbind) String() string     { return fmt.Sprintf("addr unbind %s", o.Addr) }
-func (o FlushConntrack) String() string {
-	dst := "any local address"
-	if o.Addr.IsValid() {
-		dst = o.Addr.String()
-	}
-	s := fmt.Sprintf("conntrack flush %s to %s port %d", o.Protocol, dst, o.Port)
-	if o.Real.Addr.IsValid() {
-		s += " answered by " + o.Real.String()
-	}
-	return s
-}
 
 // removeKubeProxyShown is how many of kube-proxy's chains a plan line
 // names: an iptables-mode node has some per service and endpoint.
@@ -221,9 +198,8 @@ func (o UpdateReal) phase() phase {
 	}
 	return phaseReal
 }
-func (DeleteReal) phase() phase     { return phaseDrain }
-func (Bind) phase() phase           { return phaseBind }
-func (Unbind) phase() phase         { return phaseUnbind }
-func (FlushConntrack) phase() phase { return phaseConntrack }
+func (DeleteReal) phase() phase { return phaseDrain }
+func (Bind) phase() phase       { return phaseBind }
+func (Unbind) phase() phase     { return phaseUnbind }
 
 func (RemoveKubeProxyRules) phase() phase { return phaseKubeProxy }

@@ -241,8 +241,8 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 		}
 	}
 	sortVirtual(keys, services)
-	// Most virtual servers planned take two operations: the server and
-	// its real servers, or a real server's removal and its flows' flush.
+	// Most virtual servers planned take one or two operations: the
+	// server and its real servers.
 	ops := make([]Op, 0, 2*len(keys))
 	for _, k := range keys {
 		want, wanted := desired.Virtual[k]
@@ -252,9 +252,6 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 			ops = append(ops, AddVirtual{Service: services[k], Virtual: want})
 		case !wanted && had:
 			ops = append(ops, DeleteVirtual{Virtual: k})
-			if k.Protocol != inet.TCP {
-				ops = append(ops, FlushConntrack{Protocol: k.Protocol, Addr: k.Addr, Port: k.Port})
-			}
 			continue
 		case !wanted && !had:
 			continue
@@ -271,9 +268,8 @@ func diffVirtual(observed, desired *KernelState, services map[VirtualKey]model.S
 // GracefulDeleteRS does: a TCP one with no connection (active or
 // inactive, in have's counts, which must be fresh) is deleted at once;
 // one with connections goes to weight 0 and is deleted once they end or
-// the drain times out; UDP and SCTP ones are deleted at once and their
-// flows flushed, since a datagram client would otherwise keep talking to
-// the dead endpoint.
+// the drain times out; UDP and SCTP ones are deleted at once (their
+// stale flows go in the sync's conntrack reconciliation, ReconcileFlows).
 func appendRealsDiff(ops []Op, vs VirtualKey, have, want Reals, drain Drain) []Op {
 	if len(have) == 0 {
 		// All of them are new, as on a first sync: the desired list
@@ -304,10 +300,7 @@ func appendRealsDiff(ops []Op, vs VirtualKey, have, want Reals, drain Drain) []O
 			continue
 		}
 		switch {
-		case vs.Protocol != inet.TCP:
-			ops = append(ops, DeleteReal{Virtual: vs, Real: rk},
-				FlushConntrack{Protocol: vs.Protocol, Addr: vs.Addr, Port: vs.Port, Real: rk})
-		case h.ActiveConns == 0 && h.InactiveConns == 0:
+		case vs.Protocol != inet.TCP, h.ActiveConns == 0 && h.InactiveConns == 0:
 			ops = append(ops, DeleteReal{Virtual: vs, Real: rk})
 		case h.Weight != 0:
 			ops = append(ops, UpdateReal{Virtual: vs, Real: RealServer{RealKey: rk}})

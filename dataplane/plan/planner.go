@@ -29,12 +29,16 @@ type Planner struct {
 	// rebuild for.
 	stale bool
 	rules Rules
+	// flows is what conntrack reconciliation needs of the service ports,
+	// and the reconciliations due.
+	flows *flowIndex
 }
 
 // NewPlanner returns a planner with an empty desired state, whose rules
 // rules renders.
 func NewPlanner(rules Rules) *Planner {
-	return &Planner{seed: maphash.MakeSeed(), facts: &kernelFacts{lacking: map[string]error{}}, rules: rules}
+	seed := maphash.MakeSeed()
+	return &Planner{seed: seed, facts: &kernelFacts{lacking: map[string]error{}}, rules: rules, flows: newFlowIndex(seed)}
 }
 
 // Node returns the node's settings of the last Update, nil before the
@@ -135,6 +139,7 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 		p.rebuild(&model.State{})
 	}
 	changes = lastOfEachName(changes)
+	p.flows.update(changes)
 	// Ports left out before are tried again: a conflict may have gone.
 	changed := make(map[model.ServicePortName]bool, len(changes))
 	for _, c := range changes {
@@ -202,6 +207,7 @@ func lastOfEachName(changes []Change) []Change {
 func (p *Planner) rebuild(s *model.State) (Scope, []error) {
 	index, failed, err := buildIndex(s, p.rules, p.facts)
 	p.index, p.failed, p.stale = index, failed, false
+	p.flows.replace(s.Services)
 	p.seen, p.retry = make(map[model.ServicePortName]uint64, len(s.Services)), map[model.ServicePortName]*model.ServicePort{}
 	for i := range s.Services {
 		sp := &s.Services[i]
@@ -226,6 +232,22 @@ func (p *Planner) errors() []error {
 	}
 	return append(append(errs, p.index.conflicts()...), p.index.problems()...)
 }
+
+// Reconciles returns the conntrack reconciliations due (see
+// ReconcileFlows): made due by the updates since each last ran, the first
+// update's among them, and left due until Reconciled says one ran.
+func (p *Planner) Reconciles() []ReconcileFlows {
+	return p.flows.dueNow(p.index != nil && p.index.node.IPv4Only)
+}
+
+// Reconciled tells the planner that a reconciliation ran to the end: it
+// is not due again until another update makes it so.
+func (p *Planner) Reconciled(op ReconcileFlows) { delete(p.flows.due, op) }
+
+// FlowMatcher returns the policy of a reconciliation over the service
+// ports of the last update, the ports left out among them (kube-proxy
+// reconciles every Service it reads).
+func (p *Planner) FlowMatcher(op ReconcileFlows) *FlowMatcher { return p.flows.matcher(op) }
 
 // Desired returns the desired kernel state and the service each virtual
 // server belongs to. The caller must not change them.

@@ -98,7 +98,7 @@ func (k *KernelState) record(op Op) {
 		k.Addresses[o.Addr] = true
 	case Unbind:
 		delete(k.Addresses, o.Addr)
-	case FlushConntrack:
+	case ReconcileFlows:
 		// Conntrack is not part of the state.
 	case RemoveKubeProxyRules:
 		k.KubeProxyChains = nil

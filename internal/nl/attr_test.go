@@ -2,6 +2,7 @@ package nl
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -71,5 +72,35 @@ func TestReaderErrors(t *testing.T) {
 		if d.Err() == nil {
 			t.Errorf("%x: no error", b)
 		}
+	}
+}
+
+// An error inside nests names the path down to the attribute, however
+// deep.
+func TestReaderNestedErrorNames(t *testing.T) {
+	var w Writer
+	starts := make([]int, 6)
+	for i := range starts {
+		starts[i] = w.Begin(uint16(i + 1))
+	}
+	w.Bytes(9, []byte{1})
+	for _, s := range slices.Backward(starts) {
+		w.End(s)
+	}
+	var read func(d *Reader)
+	read = func(d *Reader) {
+		for d.Next() {
+			if d.Type() == 9 {
+				_ = d.Uint32()
+			} else {
+				d.Nest(read)
+			}
+		}
+	}
+	d := NewReader(w.B, "test")
+	read(&d)
+	want := "test attribute 1 attribute 2 attribute 3 attribute 4 attribute 5 attribute 6 attribute 9: 1 bytes, want 4"
+	if err := d.Err(); err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }

@@ -188,7 +188,7 @@ func New() *Metrics {
 			Name: "kubeproxy_proxy_livez_total", Help: "/livez answers, by HTTP status code.",
 		}, []string{"code"}),
 		flowCleanup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kubeproxy_conntrack_reconciler_sync_duration_seconds", Help: "How long a sync's conntrack cleanup took, when it deleted flows.", Buckets: syncBuckets,
+			Name: "kubeproxy_conntrack_reconciler_sync_duration_seconds", Help: "How long a conntrack reconciliation took, once per sync and family it ran in.", Buckets: syncBuckets,
 		}, family),
 		flowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubeproxy_conntrack_reconciler_deleted_entries_total", Help: "Stale conntrack flows deleted.",
@@ -455,8 +455,8 @@ func opKind(op plan.Op) string {
 		return "bind"
 	case plan.Unbind:
 		return "unbind"
-	case plan.FlushConntrack:
-		return "flush_conntrack"
+	case plan.ReconcileFlows:
+		return "reconcile_conntrack"
 	case plan.RemoveKubeProxyRules:
 		return "remove_kube_proxy_rules"
 	}

@@ -389,6 +389,20 @@ func (g *generator) slices(svc *corev1.Service, families []corev1.IPFamily) []*d
 	return out
 }
 
+// Condition is an endpoint condition drawn from rnd: unset one time in
+// five, false one in five, else true.
+func Condition(rnd *rand.Rand) *bool {
+	switch rnd.IntN(5) {
+	case 0:
+		return nil
+	case 1:
+		f := false
+		return &f
+	}
+	t := true
+	return &t
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
@@ -399,17 +413,7 @@ func must[T any](v T, err error) T {
 // endpoint returns an Endpoint with random conditions (each true, false
 // or unset), node (rarely none) and hints.
 func (g *generator) endpoint(ep endpoint, distribution bool) discoveryv1.Endpoint {
-	cond := func() *bool {
-		switch g.rnd.IntN(5) {
-		case 0:
-			return nil
-		case 1:
-			f := false
-			return &f
-		}
-		t := true
-		return &t
-	}
+	cond := func() *bool { return Condition(g.rnd) }
 	out := discoveryv1.Endpoint{
 		Addresses:  []string{ep.addr},
 		Conditions: discoveryv1.EndpointConditions{Ready: cond(), Serving: cond(), Terminating: cond()},

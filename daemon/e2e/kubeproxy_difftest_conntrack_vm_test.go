@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"math/rand/v2"
 	"net/netip"
@@ -260,7 +261,9 @@ func changeSlices(rnd *rand.Rand, env randomcluster.Env, created *createdCluster
 // whether a proxy reconciles between two of the round's writes is left
 // out: one answered by an endpoint the round makes serving (stale until
 // then), or to a node port the round leaves without a serving endpoint
-// (matched until then).
+// (matched until then), or whose having one is chance, before or after
+// the round (an endpoint listed twice, one copy serving: which copy a
+// proxy keeps is chance, docs/differences-from-kube-proxy.md).
 func phaseFlows(rnd *rand.Rand, env randomcluster.Env, created *createdCluster, ph conntrackPhase) []conntrack.Flow {
 	var flows []conntrack.Flow
 	port := new(uint16(1024))
@@ -285,7 +288,7 @@ func phaseFlows(rnd *rand.Rand, env randomcluster.Env, created *createdCluster, 
 					sources = append(sources, netip.AddrPortFrom(s.Addr(), s.Port()+7))
 				}
 				dsts := frontends(env, svc, sp, fam)
-				if slices.Contains(slices.Collect(maps.Values(before)), true) && !slices.Contains(slices.Collect(maps.Values(after)), true) {
+				if leavesNoServing(before, after) || servingByChance(ph.before, name, sp, fam) || servingByChance(ph.after, name, sp, fam) {
 					dsts = slices.DeleteFunc(dsts, func(d netip.AddrPort) bool { return d.Port() == uint16(sp.NodePort) })
 				}
 				for _, dst := range dsts {
@@ -304,21 +307,62 @@ func phaseFlows(rnd *rand.Rand, env randomcluster.Env, created *createdCluster, 
 // Slices labelled headless are left out, as both proxies leave them.
 func endpointsServing(state slicesState, svc string, sp corev1.ServicePort, fam corev1.IPFamily) map[netip.AddrPort]bool {
 	out := map[netip.AddrPort]bool{}
-	for _, sl := range state {
-		if _, headless := sl.Labels[randomcluster.LabelHeadless]; headless || sl.Labels[discoveryv1.LabelServiceName] != svc || string(sl.AddressType) != string(fam) {
-			continue
-		}
-		for _, p := range sl.Ports {
-			if p.Port == nil || p.Name == nil || *p.Name != sp.Name || p.Protocol == nil || *p.Protocol != sp.Protocol {
+	for k, serving := range portEndpoints(state, svc, sp, fam) {
+		out[k] = out[k] || serving
+	}
+	return out
+}
+
+// portEndpoints yields each copy of each endpoint of service port sp of
+// family fam that the slices of a state list, and whether it is serving.
+// Slices labelled headless are left out, as both proxies leave them.
+func portEndpoints(state slicesState, svc string, sp corev1.ServicePort, fam corev1.IPFamily) iter.Seq2[netip.AddrPort, bool] {
+	return func(yield func(netip.AddrPort, bool) bool) {
+		for _, sl := range state {
+			if _, headless := sl.Labels[randomcluster.LabelHeadless]; headless || sl.Labels[discoveryv1.LabelServiceName] != svc || string(sl.AddressType) != string(fam) {
 				continue
 			}
-			for _, ep := range sl.Endpoints {
-				k := netip.AddrPortFrom(netip.MustParseAddr(ep.Addresses[0]), uint16(*p.Port))
-				out[k] = out[k] || ep.Conditions.Serving == nil || *ep.Conditions.Serving
+			for _, p := range sl.Ports {
+				if p.Port == nil || p.Name == nil || *p.Name != sp.Name || p.Protocol == nil || *p.Protocol != sp.Protocol {
+					continue
+				}
+				for _, ep := range sl.Endpoints {
+					if !yield(netip.AddrPortFrom(netip.MustParseAddr(ep.Addresses[0]), uint16(*p.Port)), ep.Conditions.Serving == nil || *ep.Conditions.Serving) {
+						return
+					}
+				}
 			}
 		}
 	}
-	return out
+}
+
+// leavesNoServing reports whether a port with a serving endpoint before
+// a round has none after it.
+func leavesNoServing(before, after map[netip.AddrPort]bool) bool {
+	return slices.Contains(slices.Collect(maps.Values(before)), true) && !slices.Contains(slices.Collect(maps.Values(after)), true)
+}
+
+// servingByChance reports whether, in a state, whether service port sp
+// of family fam has a serving endpoint depends on which copy of an
+// endpoint listed twice a proxy keeps: every serving endpoint has a copy
+// that is not.
+func servingByChance(state slicesState, svc string, sp corev1.ServicePort, fam corev1.IPFamily) bool {
+	copies := map[netip.AddrPort][2]bool{}
+	for k, serving := range portEndpoints(state, svc, sp, fam) {
+		c := copies[k]
+		if serving {
+			c[1] = true
+		} else {
+			c[0] = true
+		}
+		copies[k] = c
+	}
+	surely, maybe := false, false
+	for _, c := range copies {
+		surely = surely || (c[1] && !c[0])
+		maybe = maybe || (c[1] && c[0])
+	}
+	return maybe && !surely
 }
 
 // mergedKeys is the union of two maps' keys.

@@ -403,7 +403,9 @@ test-migration: deps-node $(VMTEST) vm-kernel
 # A namespace tenant's hostile input against two nodes (e2e/cluster's
 # TestTenantCannotHarmOthers): another namespace's Service, the API
 # server's and DNS's cluster IPs answering throughout, across a restart of
-# every proxy; no proxy restarts.
+# every proxy; no proxy restarts. About 10 minutes, 2 to 3 of them the
+# test; outside make test, whose CI run is already near its 45-minute
+# budget (docs/security.md records its runs).
 test-tenant: NODES = 2
 test-tenant: deps-node image $(VMTEST) vm-kernel
 	set -o pipefail; $(NODE) -install helm -- env CGO_ENABLED=0 $(GO) test -count=1 -v -timeout 40m -tags clustertest -run TestTenantCannotHarmOthers ./daemon/e2e/cluster/ \

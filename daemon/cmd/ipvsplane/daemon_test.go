@@ -24,6 +24,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -159,7 +160,9 @@ func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane
 
 func (k *fakeKernel) DryRun(context.Context, *model.State) (*plan.Plan, []error, error) {
 	k.calls = append(k.calls, "dry-run")
-	return &plan.Plan{}, nil, nil
+	// A first sync's plan against a kernel that holds the desired state:
+	// the reconciliation kube-proxy's first sync runs too.
+	return plan.New(plan.ReconcileFlows{Family: inet.IPv4, Protocol: inet.UDP}), nil, nil
 }
 
 func (k *fakeKernel) Handover(context.Context) error {

@@ -130,13 +130,29 @@ func (a *app) plan(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.
 		for _, e := range append(problems, left...) {
 			log.Warn("problem", zap.Error(e))
 		}
-		if p.Len() == 0 {
+		if reconciles := reconcilesOf(p); len(reconciles) == p.Len() {
 			fmt.Fprintln(a.stderr, "no changes: the kernel holds the desired state")
+			if len(reconciles) > 0 {
+				fmt.Fprintf(a.stderr, "a first sync also deletes conntrack's stale entries, as kube-proxy's does: %s\n", strings.Join(reconciles, ", "))
+			}
 			return nil
 		}
 		_, err = fmt.Fprint(a.stdout, p)
 		return err
 	})
+}
+
+// reconcilesOf returns the plan's conntrack reconciliations: a scan of
+// the table that deletes what it finds stale, not a change the kernel's
+// objects are known to need.
+func reconcilesOf(p *plan.Plan) []string {
+	var out []string
+	for op := range p.All() {
+		if r, ok := op.(plan.ReconcileFlows); ok {
+			out = append(out, r.String())
+		}
+	}
+	return out
 }
 
 // planOffline prints what a first sync would do on a node whose kernel

@@ -75,7 +75,7 @@ func TestCommands(t *testing.T) {
 		{"apply not once", func(t *testing.T) []string { return []string{"apply", "--once=false"} }, nil, 1, nil, "use ipvsplane run"},
 		{"plan", func(t *testing.T) []string {
 			return []string{"plan", "--source=files", "--manifests", manifestDir(t, good), "--log-format=json"}
-		}, nil, 0, []string{"dry-run"}, "no changes"},
+		}, nil, 0, []string{"dry-run"}, "no changes: the kernel holds the desired state\na first sync also deletes conntrack's stale entries, as kube-proxy's does: conntrack reconcile udp IPv4\n"},
 		{"cleanup", func(t *testing.T) []string {
 			return []string{"cleanup", "--state-file", filepath.Join(t.TempDir(), "none.json")}
 		}, nil, 0, []string{"cleanup"}, ""},

@@ -52,7 +52,7 @@ type Result struct {
 	Flows FlowCleanup
 }
 
-// add tallies a deletion of n flows of one family that took took.
+// add tallies a deletion of n flows of one family that took `took`.
 func (f *FlowCleanup) add(ipv6 bool, n int, took time.Duration) {
 	i := 0
 	if ipv6 {

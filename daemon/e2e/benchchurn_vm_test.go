@@ -103,7 +103,7 @@ type churnResult struct {
 
 // caughtUp waits until the proxy has programmed the churn, whose last
 // write began at lastBegin, ended at lastEnd and moved service i's
-// endpoint to to, and returns how long after lastEnd its last sync ended.
+// endpoint to the address `to`, and returns how long after lastEnd its last sync ended.
 // The proxy may have synced the last change before the write's answer
 // reached the client, and kube-proxy's nftables mode then does not sync
 // again for an hour: so a sync that ended after the write began counts,

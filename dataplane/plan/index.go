@@ -337,7 +337,7 @@ func (d *desiredIndex) own(name model.ServicePortName, c *contribution, i int, t
 }
 
 // better reports whether service port a's claim on virtual server vk, of
-// kind kind, beats b's: the kind first (a cluster IP before a node port,
+// kind `kind`, beats b's: the kind first (a cluster IP before a node port,
 // a health-check node port on a node address, a load-balancer address and
 // an external IP, in that order), then the
 // API server's own service, then the name. kube-proxy has no rule: both

@@ -214,7 +214,7 @@ func (c *chooser) intn(n int) int {
 
 func choose[T any](c *chooser, from []T) T { return from[c.intn(len(from))] }
 
-// chooseSome returns up to max choices from from, repeats allowed.
+// chooseSome returns up to max choices from `from`, repeats allowed.
 func chooseSome[T any](c *chooser, from []T, max int) []T {
 	var out []T
 	for range c.intn(max + 1) {
@@ -316,7 +316,7 @@ func (c *chooser) endpoints() []model.Endpoint {
 	return eps
 }
 
-// changes changes current at random and returns the changes, in a random
+// changes alters `current` at random and returns the changes, in a random
 // order, with noise that ends where current does: a port added or
 // changed and then removed again, or removed and then put back.
 func (c *chooser) changes(current map[model.ServicePortName]model.ServicePort) []Change {

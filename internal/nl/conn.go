@@ -39,7 +39,7 @@ type Conn struct {
 	// peer opens another socket in the same namespace; nil when the
 	// transport cannot.
 	peer func() (*Conn, error)
-	// pkg and name name requests for a fault.Hook the context carries.
+	// pkg and name label requests for a fault.Hook the context carries.
 	pkg  string
 	name func(r *Request) string
 }

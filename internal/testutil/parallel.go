@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// Parallel runs fn for each i from from to to-1 on workers goroutines and
+// Parallel runs fn for each i from `from` to `to`-1 on `workers` goroutines and
 // returns the first error; after an error it starts no more. Tests use it
 // to create thousands of API objects, where each request waits mostly on
 // the network.

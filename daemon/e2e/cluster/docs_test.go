@@ -53,7 +53,7 @@ func docBlocks(path, marker string) ([]string, error) {
 }
 
 // shellCommands splits a block into its commands: a line ending in a
-// backslash goes on on the next; blank lines and lines that are only a
+// backslash continues on the next; blank lines and lines that are only a
 // comment are left out.
 func shellCommands(block string) []string {
 	var commands []string

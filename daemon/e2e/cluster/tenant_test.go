@@ -234,7 +234,7 @@ func (c *cluster) oneVirtualServerTwice(t *testing.T, ns string) int32 {
 	return port
 }
 
-// wideSlices makes a selectorless Service of ports ports, each served by
+// wideSlices makes a selectorless Service of `ports` ports, each served by
 // a slice of its own of endpoints addresses (in 198.18.0.0/15, which no
 // one answers): the shape whose cost grew with its square.
 func (c *cluster) wideSlices(t *testing.T, ns string, ports, endpoints int) {
@@ -496,7 +496,7 @@ func (c *cluster) restartProxies(t *testing.T) {
 
 // expectOneEventPerReason checks that ipvsplane's Events about the
 // tenant's objects are one per object and reason in each SharedWindow
-// since since, whichever node posted them and however often the object
+// since `since`, whichever node posted them and however often the object
 // was rewritten.
 func (c *cluster) expectOneEventPerReason(t *testing.T, ns string, since time.Time) {
 	t.Helper()

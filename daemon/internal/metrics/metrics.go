@@ -373,7 +373,7 @@ func (m *Metrics) countOperations(p *plan.Plan) {
 }
 
 // ObservePrefill records a prefill (see ipvsplane_prefill_duration_seconds)
-// that took took; res is nil when it could not read the kernel. Its
+// that took `took`; res is nil when it could not read the kernel. Its
 // operations are counted with the syncs'; it is not a sync, and sets none
 // of kubeproxy_sync_proxy_rules_*.
 func (m *Metrics) ObservePrefill(res *dataplane.Result, took time.Duration) {

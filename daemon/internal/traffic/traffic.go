@@ -233,7 +233,7 @@ func (t *Collector) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// account adds a reading taken at at; t.mu is held. Virtual servers that
+// account adds a reading taken at time `at`; t.mu is held. Virtual servers that
 // are no service port's (another program's, a firewall mark's) are
 // skipped.
 func (t *Collector) account(svcs []ipvs.Service, at time.Time) {

@@ -217,17 +217,23 @@ func (x *flowIndex) dueNow(ipv4Only bool) []ReconcileFlows {
 // policies and topology play no part: they change where new flows go,
 // not which existing ones live.
 type FlowMatcher struct {
-	// frontends and nodePorts give the index of the port they belong to;
-	// shared holds the other ports of a frontend that several claim.
+	// frontends and nodePorts give the group whose serving endpoints
+	// keep a flow: a port's own index, or, for a frontend several ports
+	// claim (tenants may name one external IP in many Services), a group
+	// of its own holding all their serving endpoints, so that a flow is
+	// looked up once, not once per claimant.
 	frontends map[netip.AddrPort]int32
-	shared    map[netip.AddrPort][]int32
 	nodePorts map[uint16]int32
 	serving   map[servingKey]struct{}
+	// groups counts the indexes given out; ports are the service ports
+	// by index, while the matcher is built.
+	groups int32
+	ports  []*flowPort
 }
 
-// servingKey is one serving endpoint of the port of index port.
+// servingKey is one serving endpoint of a group.
 type servingKey struct {
-	port     int32
+	group    int32
 	endpoint netip.AddrPort
 }
 
@@ -238,42 +244,46 @@ func (x *flowIndex) matcher(op ReconcileFlows) *FlowMatcher {
 		nodePorts: map[uint16]int32{},
 		serving:   map[servingKey]struct{}{},
 	}
-	var n int32
 	for _, byName := range x.services {
 		for _, fp := range byName {
 			cluster := slices.IndexFunc(fp.clusterIPs, func(a netip.Addr) bool { return inet.FamilyOf(a) == op.Family })
 			if fp.protocol != op.Protocol || cluster < 0 {
 				continue
 			}
-			m.add(n, fp, op.Family, fp.clusterIPs[cluster])
-			n++
+			m.add(fp, op.Family, fp.clusterIPs[cluster])
 		}
 	}
+	m.ports = nil
 	return m
 }
 
-// add puts the port of index i in the matcher.
-func (m *FlowMatcher) add(i int32, fp *flowPort, fam inet.Family, cluster netip.Addr) {
-	serving := false
-	for _, ep := range fp.serving {
-		if inet.FamilyOf(ep.Addr()) == fam {
-			m.serving[servingKey{i, ep}] = struct{}{}
-			serving = true
-		}
-	}
+// add puts a service port in the matcher.
+func (m *FlowMatcher) add(fp *flowPort, fam inet.Family, cluster netip.Addr) {
+	i := m.groups
+	m.groups++
+	m.ports = append(m.ports, fp)
+	serving := m.addServing(i, fp, fam)
 	for _, a := range slices.Concat([]netip.Addr{cluster}, fp.frontends) {
 		if inet.FamilyOf(a) != fam {
 			continue
 		}
 		dst := netip.AddrPortFrom(a, fp.port)
-		if _, taken := m.frontends[dst]; !taken {
+		g, taken := m.frontends[dst]
+		switch {
+		case !taken:
 			m.frontends[dst] = i
 			continue
+		case g < int32(len(m.ports)) && m.ports[g] != nil:
+			// The frontend's first claimant's group is its port's
+			// own: the frontend gets a group of its own.
+			first := m.ports[g]
+			g = m.groups
+			m.groups++
+			m.ports = append(m.ports, nil)
+			m.addServing(g, first, fam)
+			m.frontends[dst] = g
 		}
-		if m.shared == nil {
-			m.shared = map[netip.AddrPort][]int32{}
-		}
-		m.shared[dst] = append(m.shared[dst], i)
+		m.addServing(g, fp, fam)
 	}
 	// A node port is matched on the port alone, so without a serving
 	// endpoint every flow to that port number on any address would go,
@@ -283,10 +293,23 @@ func (m *FlowMatcher) add(i int32, fp *flowPort, fam inet.Family, cluster netip.
 	}
 }
 
+// addServing puts fp's serving endpoints of the family in group g, and
+// reports whether it has any.
+func (m *FlowMatcher) addServing(g int32, fp *flowPort, fam inet.Family) bool {
+	serving := false
+	for _, ep := range fp.serving {
+		if inet.FamilyOf(ep.Addr()) == fam {
+			m.serving[servingKey{g, ep}] = struct{}{}
+			serving = true
+		}
+	}
+	return serving
+}
+
 // Stale reports whether the entry whose original destination is dst and
 // whose replies come from src is to be deleted.
 func (m *FlowMatcher) Stale(dst, src netip.AddrPort) bool {
-	if i, ok := m.frontends[dst]; ok && !m.serves(i, src) && !slices.ContainsFunc(m.shared[dst], func(j int32) bool { return m.serves(j, src) }) {
+	if g, ok := m.frontends[dst]; ok && !m.serves(g, src) {
 		return true
 	}
 	i, ok := m.nodePorts[dst.Port()]

@@ -5,6 +5,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -198,4 +199,64 @@ func goOutput(t *testing.T, dir string, env []string, args ...string) string {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// What importing the kernel packages costs an importer: a module of its
+// own that imports each of them (and compat/moby/ipvs), built against
+// this tree away from go.work, lists at most maxImporterModules modules
+// (itself included) and none of the daemon's: Kubernetes, Prometheus,
+// zap, cobra. The library's go.mod alone decides this; a requirement
+// added for the dataplane or a test must not reach them.
+func TestKernelPackagesImporterModules(t *testing.T) {
+	const maxImporterModules = 12
+	root := repoRoot(t)
+	dir := t.TempDir()
+	var imports strings.Builder
+	for _, pkg := range []string{"compat/moby/ipvs", "conntrack", "dummy", "ipset", "ipvs", "linkaddr"} {
+		fmt.Fprintf(&imports, "\t_ %q\n", module+"/"+pkg)
+	}
+	files := map[string]string{
+		"main.go": "package main\n\nimport (\n" + imports.String() + ")\n\nfunc main() {}\n",
+		"go.mod": fmt.Sprintf("module example.test/importer\n\ngo %s\n\nrequire %s v0.0.0\n\nreplace %s => %s\n",
+			goLine(t, root), module, module, root),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// This machine's module cache is the proxy: the library's requirements
+	// are in it, since the library builds.
+	cache := strings.TrimSpace(goOutput(t, root, nil, "env", "GOMODCACHE"))
+	env := []string{"GOWORK=off", "GOFLAGS=-mod=mod", "GOSUMDB=off", "GOPROXY=file://" + filepath.Join(cache, "cache", "download")}
+	goOutput(t, dir, env, "mod", "tidy")
+	goOutput(t, dir, env, "build", "./...")
+	mods := strings.Fields(goOutput(t, dir, env, "list", "-m", "-f", "{{.Path}}", "all"))
+	for _, m := range mods {
+		for _, daemonOnly := range []string{"k8s.io/", "sigs.k8s.io/", "github.com/prometheus/", "go.uber.org/zap", "github.com/spf13/cobra"} {
+			if strings.HasPrefix(m, daemonOnly) {
+				t.Errorf("importing the kernel packages pulls in %s", m)
+			}
+		}
+	}
+	if len(mods) > maxImporterModules {
+		t.Errorf("an importer of the kernel packages gets %d modules, more than %d:\n%s", len(mods), maxImporterModules, strings.Join(mods, "\n"))
+	}
+	t.Logf("an importer of the kernel packages gets %d modules (at most %d): %s", len(mods), maxImporterModules, strings.Join(mods, " "))
+}
+
+// goLine is the go line of the library's go.mod.
+func goLine(t *testing.T, root string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatal("go.mod has no go line")
+	return ""
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -113,6 +114,57 @@ func TestProxyRunning(t *testing.T) {
 		t.Errorf("%s logged %d errors:\n%s", c.proxy, len(bad), strings.Join(bad, "\n"))
 	}
 	t.Logf("%s: %d log lines, none an error", c.proxy, strings.Count(logs, "\n"))
+}
+
+// The proxy reaches the API server through a name only the node's
+// resolver knows (vmtest writes controlplane.ClusterHostName into the
+// nodes' /etc/hosts; the cluster DNS does not answer for it), as an
+// operator's apiServerHost or kubeadm's controlPlaneEndpoint often is. A
+// proxy resolving through the cluster DNS Service would wait on an address
+// only it can program: on a node no proxy had programmed yet it never
+// started, so every proxy pod is Ready without a single restart.
+func TestProxyResolvesAPIServerThroughNode(t *testing.T) {
+	c := newCluster(t)
+	testutil.Require(t, c.proxy == "ipvsplane", "ipvsplane on the nodes (make test-cluster)")
+	ctx := context.Background()
+	ds, err := c.client.AppsV1().DaemonSets("kube-system").Get(ctx, c.proxy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := ""
+	for _, env := range ds.Spec.Template.Spec.Containers[0].Env {
+		if ref := env.ValueFrom; env.Name == "KUBERNETES_SERVICE_HOST" && ref != nil && ref.ConfigMapKeyRef != nil {
+			cm, err := c.client.CoreV1().ConfigMaps("kube-system").Get(ctx, ref.ConfigMapKeyRef.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			host = cm.Data[ref.ConfigMapKeyRef.Key]
+		}
+	}
+	if host != controlplane.ClusterHostName {
+		t.Fatalf("the proxy is given the API server as %q, want the name %q", host, controlplane.ClusterHostName)
+	}
+	ns := c.namespace(t, "resolver")
+	c.runPod(t, ns, "client", "pause")
+	out, err := c.exec(ctx, ns, "client", "dig +short +time=2 +tries=2 "+host)
+	if err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("the cluster DNS answers for %s: %q %v; the test proves nothing", host, out, err)
+	}
+	pods, err := c.client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != len(c.readyNodes(t)) {
+		t.Fatalf("%d proxy pods for %d nodes", len(pods.Items), len(c.readyNodes(t)))
+	}
+	for _, pod := range pods.Items {
+		for _, st := range pod.Status.ContainerStatuses {
+			if !st.Ready || st.RestartCount > 0 {
+				t.Errorf("pod %s on %s: ready %v, %d restarts", pod.Name, pod.Spec.NodeName, st.Ready, st.RestartCount)
+			}
+		}
+	}
+	t.Logf("%d proxy pods Ready, none restarted, reaching the API server as %s, which the cluster DNS does not know", len(pods.Items), host)
 }
 
 // CoreDNS answers through its cluster IP over UDP and TCP, and a pod

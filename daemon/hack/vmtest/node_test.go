@@ -48,7 +48,7 @@ func TestOverlayKustomization(t *testing.T) {
 		"- ../../deploy\n",
 		"newName: localhost:5000/team/ipvsplane\n",
 		`newTag: "v1.2"`,
-		`value: "10.0.2.2"`,
+		`value: "control-plane.cluster.test"`,
 		`value: "6443"`,
 	} {
 		if !strings.Contains(k, want) {

@@ -53,7 +53,7 @@ func (n *node) installIPVSplane(ctx context.Context) error {
 }
 
 // helmInstall installs the chart with helm, setting what the overlay
-// sets: the image, and the API server's address as the node reaches it.
+// sets: the image, and the API server's name as the node resolves it.
 func (n *node) helmInstall(ctx context.Context) error {
 	helm, err := controlplane.ToolProgram("helm")
 	if err != nil {
@@ -65,7 +65,7 @@ func (n *node) helmInstall(ctx context.Context) error {
 	}
 	args := []string{"install", "ipvsplane", n.config.chart, "--kubeconfig=" + n.kubeconfig, "--namespace", "kube-system",
 		"--set", "image.repository=" + repo, "--set-string", "image.tag=" + tag,
-		"--set", "apiServer.host=" + controlplane.ClusterHostAddr, "--set-string", fmt.Sprintf("apiServer.port=%d", n.cp.Port())}
+		"--set", "apiServer.host=" + controlplane.ClusterHostName, "--set-string", fmt.Sprintf("apiServer.port=%d", n.cp.Port())}
 	cmd := exec.CommandContext(ctx, helm, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -122,6 +122,7 @@ func (n *node) writeNodeFile(name string) (string, error) {
 		"ServiceCIDR6":  controlplane.ServiceCIDR6,
 		"KubeVersion":   controlplane.KubeVersion,
 		"APIServerHost": controlplane.ClusterHostAddr,
+		"APIServerName": controlplane.ClusterHostName,
 		"APIServerPort": n.cp.Port(),
 		"NodeName":      nodeName,
 		"Nodes":         len(n.vms),
@@ -135,8 +136,8 @@ func (n *node) writeNodeFile(name string) (string, error) {
 }
 
 // writeOverlay writes a kustomization over deploy/ that sets what an
-// operator sets: the image, and the API server's address as the node
-// reaches it.
+// operator sets: the image, and the API server's name as the node
+// resolves it.
 func (n *node) writeOverlay() (string, error) {
 	dir := filepath.Join(n.work, "overlay")
 	abs, err := filepath.Abs(n.config.deploy)
@@ -160,7 +161,7 @@ func (n *node) writeOverlay() (string, error) {
 
 // overlayKustomization is the overlay's kustomization.yaml: deploy/ at the
 // relative path base, the image imageRef (NAME:TAG), and the API server at
-// ClusterHostAddr:apiPort.
+// ClusterHostName:apiPort, a name only the node's resolver knows.
 func overlayKustomization(base, imageRef string, apiPort int) (string, error) {
 	name, tag, err := splitImageRef(imageRef)
 	if err != nil {
@@ -183,7 +184,7 @@ patches:
     - op: add
       path: /data/apiServerPort
       value: "%d"
-`, base, name, tag, controlplane.ClusterHostAddr, apiPort), nil
+`, base, name, tag, controlplane.ClusterHostName, apiPort), nil
 }
 
 // splitImageRef splits NAME:TAG; the NAME may hold a registry's port.

@@ -126,7 +126,7 @@ func (n *node) rootArchive() (*archive, error) {
 	}
 	a.file("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
 	a.file("/etc/group", 0o644, []byte("root:x:0:\n"))
-	hosts := "127.0.0.1 localhost\n"
+	hosts := "127.0.0.1 localhost\n" + controlplane.ClusterHostAddr + " " + controlplane.ClusterHostName + "\n"
 	for _, vm := range n.vms {
 		hosts += vm.ip.String() + " " + vm.name + "\n"
 	}

@@ -22,6 +22,13 @@ const (
 // `kubernetes` Service's endpoint.
 const ClusterHostAddr = "10.0.2.2"
 
+// ClusterHostName names ClusterHostAddr in a cluster node's /etc/hosts and
+// nowhere else: no DNS server answers for it (.test is reserved), so a
+// client that reaches the API server through it resolved it through the
+// node, as a proxy must before it has programmed the cluster DNS Service's
+// address.
+const ClusterHostName = "control-plane.cluster.test"
+
 // startControllers starts kube-controller-manager and kube-scheduler
 // against the API server with the admin kubeconfig. Neither is waited
 // for: a node becoming Ready and its pods running show them working.

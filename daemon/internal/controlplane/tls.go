@@ -32,7 +32,8 @@ func kubernetesServiceIP() net.IP {
 
 // writeServingCert writes a self-signed certificate and key for the API
 // server, valid for every address its clients use: 127.0.0.1 and localhost
-// on the host, ClusterHostAddr for a cluster's node, and GuestForwardAddr,
+// on the host, ClusterHostAddr and ClusterHostName for a cluster's node,
+// and GuestForwardAddr,
 // where a VM guest reaches it through
 // daemon/hack/vmtest's forward. Clients trust this certificate alone, so they
 // verify that they reached this API server. It returns the certificate in
@@ -58,7 +59,7 @@ func writeServingCert(dir string) ([]byte, error) {
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		// In a cluster, pods reach it as the `kubernetes` Service too.
-		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", ClusterHostName},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(GuestForwardAddr), net.ParseIP(ClusterHostAddr), kubernetesServiceIP()},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

@@ -86,9 +86,10 @@ deps-vm:
 deps-node:
 	@hack/install-deps --node
 
-# Each test target ends, when something failed, with what did in a few
-# lines (hack/testfailures), its whole output kept in $(BIN)/TARGET.log:
-# CI shows the tail of make test's output only. A recipe pipes its output
+# Each test target runs go test -json and ends, when something failed,
+# with what did in a few lines (hack/testfailures, which prints the events
+# as go test -v's text), its whole output kept in $(BIN)/TARGET.log: CI
+# shows the tail of make test's output only. A recipe pipes its output
 # (2>&1, under set -o pipefail) into TEST_LOG.
 TESTFAILURES = mkdir -p $(BIN) && $(GO) run ./hack/testfailures
 TEST_LOG     = { $(TESTFAILURES) -log $(BIN)/$@.log; }
@@ -97,22 +98,23 @@ TEST_LOG     = { $(TESTFAILURES) -log $(BIN)/$@.log; }
 # daemon and the clientset example from a module proxy, Kubernetes'
 # packages and all: minutes from a cold build cache beside the other
 # packages' tests, past go test's default 10 on a loaded machine.
+# It prints what go test without -v prints; $(BIN)/test-unit.log has all.
 test-unit: ## unit tests of every package (with -race where cgo is on)
-	@set -o pipefail; { echo "$(GO) test $(RACE) -timeout 25m $(PKGS)"; $(GO) test $(RACE) -timeout 25m $(PKGS) && \
-	  if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test $(RACE) ./..."; \
-	  cd hack/images && GOWORK=off $(GO) test $(RACE) ./...; fi; } 2>&1 | $(TEST_LOG)
+	@set -o pipefail; { echo "$(GO) test -json $(RACE) -timeout 25m $(PKGS)"; $(GO) test -json $(RACE) -timeout 25m $(PKGS) && \
+	  if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test -json $(RACE) ./..."; \
+	  cd hack/images && GOWORK=off $(GO) test -json $(RACE) ./...; fi; } 2>&1 | { $(TESTFAILURES) -brief -log $(BIN)/$@.log; }
 
 test-host: ## tests against this machine's kernel (root: ipset, conntrack, nftables)
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-host: no packages with host-kernel tests in $(PKGS)"; exit 0; fi; \
-	echo $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs; \
-	set -o pipefail; $(GO) test $(RACE) -count=1 -v -tags hosttest $$pkgs 2>&1 | $(TEST_LOG)
+	echo $(GO) test $(RACE) -count=1 -json -tags hosttest $$pkgs; \
+	set -o pipefail; $(GO) test $(RACE) -count=1 -json -tags hosttest $$pkgs 2>&1 | $(TEST_LOG)
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
 # the VM one package at a time (-p 1): a second two-vCPU guest would share
 # the two cores. VM_TESTS is the command, for the packages in $$pkgs and
 # the kernel in VMTEST_KERNEL.
-VM_TESTS = CGO_ENABLED=0 $(GO) test -count=1 -v -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs
+VM_TESTS = CGO_ENABLED=0 $(GO) test -count=1 -json -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs
 test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel ## tests in a VM of the kernel KERNEL (IPVS, dummy), one package at a time
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-vm: no packages with VM tests in $(PKGS)"; exit 0; fi; \

@@ -10,28 +10,29 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 # vmtest's own test of a guest that never ends: it boots the guest twice
 # (about 75 s in all), to see vmtest stop it at its limit and on SIGTERM.
 test-vmtest: vm-kernel ## vmtest stopping a guest that never ends, and naming it
-	@echo "$(GO) test -count=1 -v -tags vmharness -run TestStuckGuestNamesItself ./daemon/hack/vmtest"; \
-	set -o pipefail; $(GO) test -count=1 -v -tags vmharness -run TestStuckGuestNamesItself ./daemon/hack/vmtest 2>&1 | $(TEST_LOG)
+	@echo "$(GO) test -count=1 -json -tags vmharness -run TestStuckGuestNamesItself ./daemon/hack/vmtest"; \
+	set -o pipefail; $(GO) test -count=1 -json -tags vmharness -run TestStuckGuestNamesItself ./daemon/hack/vmtest 2>&1 | $(TEST_LOG)
 
 # The kernel packages' VM tests on each of OTHER_KERNELS, all at once, each
 # in guests of one vCPU (VMTEST_CPUS): their tests run one at a time, so a
 # guest of two vCPUs keeps one of these two cores idle, and the kernels
 # one after the other took twice as long (test-vm's 6.1 keeps two vCPUs,
-# for the SMP paths). Each kernel's output is held
-# in $(BIN)/test-kernels-<kernel>.log and printed when it ends, timed.
+# for the SMP paths). Each kernel's events are held in
+# $(BIN)/test-kernels-<kernel>.json and printed as text when it ends,
+# timed (the text kept in test-kernels-<kernel>.log).
 test-kernels: $(VMTEST) $(BIN)/ipvsplane ## the kernel packages' VM tests on OTHER_KERNELS, at once
 	@for k in $(OTHER_KERNELS); do $(MAKE) --no-print-directory -s vm-kernel KERNEL=$$k || exit 1; done
 	@pkgs="$$(hack/pkgs-with-tag vmtest $(KERNEL_PKGS))"; jobs=; \
 	for k in $(OTHER_KERNELS); do \
 	  ( start=$$(date +%s); \
-	    VMTEST_KERNEL=$$k VMTEST_CPUS=$${VMTEST_CPUS:-1} $(VM_TESTS) > $(BIN)/test-kernels-$$k.log 2>&1; rc=$$?; \
-	    cat $(BIN)/test-kernels-$$k.log; \
+	    VMTEST_KERNEL=$$k VMTEST_CPUS=$${VMTEST_CPUS:-1} $(VM_TESTS) > $(BIN)/test-kernels-$$k.json 2>&1; rc=$$?; \
+	    $(TESTFAILURES) -log $(BIN)/test-kernels-$$k.log < $(BIN)/test-kernels-$$k.json; \
 	    echo "test-kernels: kernel $$k $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s"; \
 	    exit $$rc ) & jobs="$$jobs $$!"; \
 	done; \
 	rc=0; for j in $$jobs; do wait $$j || rc=1; done; \
 	[ $$rc = 0 ] || for k in $(OTHER_KERNELS); do echo "test-kernels: kernel $$k"; \
-	  $(TESTFAILURES) -summary-only < $(BIN)/test-kernels-$$k.log; done; exit $$rc
+	  $(TESTFAILURES) -summary-only < $(BIN)/test-kernels-$$k.json; done; exit $$rc
 
 # Every fuzz target for FUZZTIME (default 30s) each; make fuzz PKGS=./ipvs/...
 fuzz: ## every fuzz target for FUZZTIME each

@@ -1,28 +1,35 @@
-// Command testfailures reads `go test -v` output on standard input, copies
-// it to standard output (and to -log), and when it ends prints what failed
-// in a few lines: each failed package, its failed tests with their first
-// messages, a test binary's panic (a timeout names the tests it was
-// running) or go test's kill of it, vmtest's own lines (its errors and
-// retries; for a guest it stopped, the tests that were running and the
-// guest's last lines) and the guest kernel's reports of trouble (a soft
-// lockup, a hung task, a panic). CI shows only
-// the tail of make test's output, and the failing test of an hour of
-// verbose output is otherwise far above it.
+// Command testfailures reads `go test -json` output on standard input,
+// writes it out as the text `go test -v` prints (to standard output and to
+// -log), and when it ends prints what failed in a few lines: each failed
+// package, its failed tests with their first messages, the tests still
+// running when it ended (a timeout or go test's kill of a hung binary)
+// with their last lines, a test binary's panic, a build's errors,
+// vmtest's own lines (its errors and retries; for a guest it stopped, the
+// tests that were running and the guest's last lines) and the guest
+// kernel's reports of trouble (a soft lockup, a hung task, a panic). CI
+// shows only the tail of make test's output, and the failing test of an
+// hour of verbose output is otherwise far above it.
 //
-//	go test -v ./... 2>&1 | go run ./hack/testfailures -log bin/test-unit.log
-//	go run ./hack/testfailures -summary-only < saved.log
+//	go test -json ./... 2>&1 | go run ./hack/testfailures -brief -log bin/test-unit.log
+//	go run ./hack/testfailures -summary-only < saved.json
 //
-// It prints nothing more when nothing failed; the exit status is the
+// Lines that are not go test's events (another tool's output in the same
+// pipe, such as hack/conformance's) are copied as they are; of them only
+// vmtest's lines and a guest kernel's reports go into the summary. It
+// prints nothing more when nothing failed; the exit status is the
 // pipeline's to carry (set -o pipefail).
 package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -32,22 +39,18 @@ const maxSummaryLines = 60
 // maxLineLength bounds each line the summary quotes.
 const maxLineLength = 240
 
-// messagesPerTest is how many of a failed test's messages it quotes.
+// messagesPerTest is how many of a failed test's messages it quotes, and
+// how many last lines of a test still running.
 const messagesPerTest = 3
 
-// contextLines is how many lines before a package's FAIL line stand in for
-// its failure when no test failed (the binary exited, vmtest gave up).
+// contextLines is how many of a package's last lines stand in for its
+// failure when nothing else says what failed (the binary exited).
 const contextLines = 6
 
 // panicLines is how many lines after a "panic:" line go with it.
 const panicLines = 6
 
 var (
-	testMarker  = regexp.MustCompile(`^=== (?:RUN|NAME|CONT|PAUSE)\s+(\S+)`)
-	testFailed  = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
-	testMessage = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
-	pkgFailed   = regexp.MustCompile(`^FAIL\s+\S+`)
-	pkgEnded    = regexp.MustCompile(`^(?:ok|FAIL|\?)\s+\S+`)
 	// vmtest's own lines: its errors, retries and what it saw; the
 	// report of a test that passed is left out.
 	vmtestLine   = regexp.MustCompile(`^vmtest: `)
@@ -56,89 +59,183 @@ var (
 	// backtrace is left out), and go test's kill of a test binary.
 	guestTrouble = regexp.MustCompile(`^guest kernel: .*(?:BUG: |WARNING: |Oops|Kernel panic|blocked for more than|soft lockup|rcu: INFO)`)
 	testKilled   = regexp.MustCompile(`^\*\*\* Test (?:killed|I/O incomplete)`)
+	// The lines go test -v frames a test's output with, which are not
+	// its messages.
+	framing = regexp.MustCompile(`^\s*(?:=== (?:RUN|NAME|CONT|PAUSE)|--- (?:PASS|FAIL|SKIP):)`)
 )
 
-// summary collects the failures of one `go test -v` output.
+// event is one line of `go test -json` (cmd/test2json's TestEvent).
+type event struct {
+	Action      string
+	Package     string
+	ImportPath  string // a build-output event's package
+	Test        string
+	Elapsed     float64
+	Output      string
+	FailedBuild string
+}
+
+// testRun is what one test said.
+type testRun struct {
+	messages []string // its first messages
+	last     []string // its last ones
+	said     int      // how many it said
+	ended    bool
+	failed   bool
+	elapsed  float64
+}
+
+// packageRun is what one package's tests said, until it ended.
+type packageRun struct {
+	tests   map[string]*testRun
+	order   []string // the tests in the order they started
+	notable []string // panics, vmtest's lines, kernel reports, kills
+	recent  []string // the package's last lines
+	panicTo int      // lines still to take after a panic
+	// panicked: the binary panicked (a timeout's included), and what
+	// follows is its goroutine dump, not the running tests' last words.
+	panicked bool
+}
+
+// summary collects the failures of one run.
 type summary struct {
-	current  string              // the test the next messages belong to
-	messages map[string][]string // each running test's first messages
-	pending  []string            // failure lines of the package not yet ended
-	recent   []string            // the package's last lines, for a FAIL without a test
-	panicTo  int                 // lines still to take after a panic
-	// Without -v, a failed test's messages follow its FAIL line; this
-	// is how many more of them to take.
-	afterFail int
-	lines     []string // the summary so far
+	packages map[string]*packageRun
+	builds   map[string][]string // each package's build output
+	other    []string            // notable lines outside go test's events
+	lines    []string            // the summary so far
 }
 
 func newSummary() *summary {
-	return &summary{messages: map[string][]string{}}
+	return &summary{packages: map[string]*packageRun{}, builds: map[string][]string{}}
 }
 
-func (s *summary) add(line string) {
-	s.recent = append(s.recent, line)
-	if len(s.recent) > contextLines {
-		s.recent = s.recent[1:]
+func (s *summary) pkg(name string) *packageRun {
+	p := s.packages[name]
+	if p == nil {
+		p = &packageRun{tests: map[string]*testRun{}}
+		s.packages[name] = p
 	}
-	switch {
-	case s.panicTo > 0:
-		s.panicTo--
-		s.pending = append(s.pending, "    "+line)
-	case strings.HasPrefix(line, "panic: "):
-		s.panicTo = panicLines
-		s.pending = append(s.pending, "  "+line)
-	case vmtestLine.MatchString(line) && !vmtestPassed.MatchString(line),
-		guestTrouble.MatchString(line), testKilled.MatchString(line):
-		s.pending = append(s.pending, "  "+line)
-	}
-	if m := testMarker.FindStringSubmatch(line); m != nil {
-		s.current = m[1]
-		return
-	}
-	if m := testFailed.FindStringSubmatch(line); m != nil {
-		s.pending = append(s.pending, "  "+strings.TrimSpace(line))
-		for _, msg := range s.messages[m[1]] {
-			s.pending = append(s.pending, "      "+msg)
-		}
-		s.afterFail = messagesPerTest
-		return
-	}
-	if testMessage.MatchString(line) {
-		switch {
-		case s.current == "" && s.afterFail > 0:
-			s.afterFail--
-			s.pending = append(s.pending, "      "+strings.TrimSpace(line))
-		case s.current != "" && len(s.messages[s.current]) < messagesPerTest:
-			s.messages[s.current] = append(s.messages[s.current], strings.TrimSpace(line))
-		}
-		return
-	}
-	if pkgEnded.MatchString(line) {
-		s.endPackage(line)
+	return p
+}
+
+// text takes a line that is not one of go test's events.
+func (s *summary) text(line string) {
+	if isNotable(line) {
+		s.other = append(s.other, "  "+line)
 	}
 }
 
-// endPackage closes the package whose result line is line.
-func (s *summary) endPackage(line string) {
-	if pkgFailed.MatchString(line) {
-		s.lines = append(s.lines, line)
-		if len(s.pending) == 0 {
-			for _, l := range s.recent[:len(s.recent)-1] {
-				s.lines = append(s.lines, "  "+l)
+func isNotable(line string) bool {
+	return vmtestLine.MatchString(line) && !vmtestPassed.MatchString(line) ||
+		guestTrouble.MatchString(line) || testKilled.MatchString(line)
+}
+
+// event takes one of go test's events.
+func (s *summary) event(e event) {
+	switch e.Action {
+	case "build-output":
+		s.builds[e.ImportPath] = append(s.builds[e.ImportPath], strings.TrimRight(e.Output, "\n"))
+	case "run":
+		p := s.pkg(e.Package)
+		if _, ok := p.tests[e.Test]; !ok {
+			p.tests[e.Test] = &testRun{}
+			p.order = append(p.order, e.Test)
+		}
+	case "output":
+		s.pkg(e.Package).output(e.Test, strings.TrimRight(e.Output, "\n"))
+	case "pass", "fail", "skip":
+		if e.Test == "" {
+			if e.Action == "fail" {
+				s.endPackage(e.Package, fmt.Sprintf("FAIL\t%s\t%.1fs", e.Package, e.Elapsed), e.FailedBuild)
 			}
+			delete(s.packages, e.Package)
+			return
 		}
-		s.lines = append(s.lines, s.pending...)
+		t := s.pkg(e.Package).test(e.Test)
+		t.ended, t.failed, t.elapsed = true, e.Action == "fail", e.Elapsed
 	}
-	s.pending, s.recent, s.current, s.panicTo, s.afterFail = nil, nil, "", 0, 0
-	clear(s.messages)
 }
 
-// report returns the summary's lines, or none when nothing failed. What
-// failed after the last package line (a build failure, a run cut short)
-// is reported too.
+func (p *packageRun) test(name string) *testRun {
+	t := p.tests[name]
+	if t == nil {
+		t = &testRun{}
+		p.tests[name] = t
+		p.order = append(p.order, name)
+	}
+	return t
+}
+
+func (p *packageRun) output(test, line string) {
+	p.recent = appendBounded(p.recent, line, contextLines)
+	switch {
+	case p.panicTo > 0:
+		p.panicTo--
+		p.notable = append(p.notable, "    "+line)
+	case strings.HasPrefix(line, "panic: "):
+		p.panicTo, p.panicked = panicLines, true
+		p.notable = append(p.notable, "  "+line)
+	case isNotable(line):
+		p.notable = append(p.notable, "  "+line)
+	}
+	if test == "" || p.panicked || framing.MatchString(line) {
+		return
+	}
+	t := p.test(test)
+	if len(t.messages) < messagesPerTest {
+		t.messages = append(t.messages, strings.TrimSpace(line))
+	}
+	t.last = appendBounded(t.last, strings.TrimSpace(line), messagesPerTest)
+	t.said++
+}
+
+// quoted is what the summary quotes of a test: its first messages and,
+// when it said more, its last ones, where a failure is usually told.
+func (t *testRun) quoted() []string {
+	switch more := t.said - len(t.messages); {
+	case more <= 0:
+		return t.messages
+	case more <= messagesPerTest:
+		return append(slices.Clone(t.messages), t.last[len(t.last)-more:]...)
+	default:
+		return append(append(slices.Clone(t.messages), "..."), t.last...)
+	}
+}
+
+// endPackage adds a failed package to the summary under the line header:
+// its failed tests, the tests it was still running, what it said of note,
+// its build's errors (of failedBuild); failing those, its last lines.
+func (s *summary) endPackage(name, header, failedBuild string) {
+	p := s.pkg(name)
+	s.lines = append(s.lines, header)
+	before := len(s.lines)
+	for _, name := range p.order {
+		t := p.tests[name]
+		switch {
+		case t.failed:
+			s.lines = append(s.lines, fmt.Sprintf("  --- FAIL: %s (%.2fs)", name, t.elapsed))
+			s.lines = append(s.lines, indent("      ", t.quoted())...)
+		case !t.ended:
+			s.lines = append(s.lines, "  still running: "+name)
+			s.lines = append(s.lines, indent("      ", t.last)...)
+		}
+	}
+	s.lines = append(s.lines, p.notable...)
+	if failedBuild != "" {
+		s.lines = append(s.lines, indent("  ", s.builds[failedBuild])...)
+	}
+	if len(s.lines) == before {
+		s.lines = append(s.lines, indent("  ", p.recent)...)
+	}
+}
+
+// report returns the summary's lines, or none when nothing failed. A
+// package that never ended (its run was cut short) is reported as failed.
 func (s *summary) report() []string {
-	out := append([]string(nil), s.lines...)
-	out = append(out, s.pending...)
+	for _, name := range slices.Sorted(maps.Keys(s.packages)) {
+		s.endPackage(name, "FAIL\t"+name+"\t(no result: the run ended first)", "")
+	}
+	out := append(append([]string(nil), s.lines...), s.other...)
 	if len(out) > maxSummaryLines {
 		out = append(out[:maxSummaryLines], fmt.Sprintf("... and %d lines more", len(out)-maxSummaryLines))
 	}
@@ -150,28 +247,77 @@ func (s *summary) report() []string {
 	return out
 }
 
-func run(in io.Reader, out io.Writer, logPath string, summaryOnly bool) error {
-	w := out
-	if summaryOnly {
-		w = io.Discard
+func appendBounded(lines []string, line string, n int) []string {
+	lines = append(lines, line)
+	if len(lines) > n {
+		lines = slices.Delete(lines, 0, len(lines)-n)
 	}
-	if logPath != "" {
-		f, err := os.Create(logPath)
+	return lines
+}
+
+func indent(prefix string, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = prefix + l
+	}
+	return out
+}
+
+// parseEvent returns line as one of go test's events, if it is one.
+func parseEvent(line string) (event, bool) {
+	var e event
+	if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &e) != nil || e.Action == "" {
+		return event{}, false
+	}
+	return e, true
+}
+
+// options are the command's flags.
+type options struct {
+	logPath string // where the whole text goes too
+	// brief leaves the tests' own lines out of the output (not of the
+	// log), as go test without -v does; the summary quotes the failed ones.
+	brief       bool
+	summaryOnly bool // print the summary alone
+}
+
+func run(in io.Reader, out io.Writer, opts options) error {
+	console, log := out, io.Discard
+	if opts.summaryOnly {
+		console = io.Discard
+	}
+	if opts.logPath != "" {
+		f, err := os.Create(opts.logPath)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		w = io.MultiWriter(w, f)
+		log = f
 	}
 	s := newSummary()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
-		if _, err := fmt.Fprintln(w, line); err != nil {
+		text, inTest := line+"\n", false
+		if e, ok := parseEvent(line); ok {
+			text, inTest = "", e.Test != ""
+			if e.Action == "output" || e.Action == "build-output" {
+				text = e.Output
+			}
+			s.event(e)
+		} else {
+			s.text(line)
+		}
+		if _, err := io.WriteString(log, text); err != nil {
 			return err
 		}
-		s.add(line)
+		if opts.brief && inTest {
+			continue
+		}
+		if _, err := io.WriteString(console, text); err != nil {
+			return err
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return err
@@ -181,18 +327,20 @@ func run(in io.Reader, out io.Writer, logPath string, summaryOnly bool) error {
 		return nil
 	}
 	where := ""
-	if logPath != "" {
-		where = " (all of it in " + logPath + ")"
+	if opts.logPath != "" {
+		where = " (all of it in " + opts.logPath + ")"
 	}
 	_, err := fmt.Fprintf(out, "\n=== what failed%s:\n%s\n", where, strings.Join(lines, "\n"))
 	return err
 }
 
 func main() {
-	logPath := flag.String("log", "", "also write the output to this file")
-	summaryOnly := flag.Bool("summary-only", false, "print only what failed, not the output itself")
+	var opts options
+	flag.StringVar(&opts.logPath, "log", "", "also write the output to this file")
+	flag.BoolVar(&opts.brief, "brief", false, "leave the tests' own lines out of the output (not of -log's file), as go test without -v")
+	flag.BoolVar(&opts.summaryOnly, "summary-only", false, "print only what failed, not the output itself")
 	flag.Parse()
-	if err := run(os.Stdin, os.Stdout, *logPath, *summaryOnly); err != nil {
+	if err := run(os.Stdin, os.Stdout, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "testfailures:", err)
 		os.Exit(1)
 	}

@@ -2,85 +2,110 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
-
-const verboseRun = `=== RUN   TestGood
---- PASS: TestGood (0.01s)
-PASS
-ok  	example.com/a	0.1s
-=== RUN   TestBad
-    bad_test.go:10: first complaint
-    bad_test.go:11: second complaint
-	with a continuation
-=== RUN   TestBad/sub
-    bad_test.go:20: the subtest's complaint
---- FAIL: TestBad (0.02s)
-    --- FAIL: TestBad/sub (0.01s)
-=== RUN   TestFine
---- PASS: TestFine (0.00s)
-FAIL
-FAIL	example.com/b	0.3s
-=== RUN   TestHangs
-panic: test timed out after 40m0s
-	running tests:
-		TestHangs (40m0s)
-
-goroutine 1 [running]:
-FAIL	example.com/c	2400.1s
-vmtest: e2e.test on 6.1: initramfs 1s, boot 6s, test 1s, exit status 0
-vmtest: e2e.test: no result after 45m0s; the guest was stopped (raise VMTEST_TIMEOUT?)
-some last words of the guest
-FAIL	example.com/d	2700.0s
-FAIL
-`
 
 // summarize runs the command on in and returns what it printed.
 func summarize(t *testing.T, in string, summaryOnly bool) string {
 	t.Helper()
 	var out bytes.Buffer
-	if err := run(strings.NewReader(in), &out, "", summaryOnly); err != nil {
+	if err := run(strings.NewReader(in), &out, options{summaryOnly: summaryOnly}); err != nil {
 		t.Fatal(err)
 	}
 	return out.String()
 }
 
-func TestSummary(t *testing.T) {
-	got := summarize(t, verboseRun, false)
-	if !strings.HasPrefix(got, verboseRun) {
-		t.Errorf("the output is not copied first:\n%s", got)
+// goJSON runs go with args (a go test -json) and returns what it printed,
+// which is expected to be a failure.
+func goJSON(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("go", args...).Output()
+	if _, ok := err.(*exec.ExitError); !ok {
+		t.Fatalf("go %s: %v, want a failure\n%s", strings.Join(args, " "), err, out)
 	}
-	summary := got[len(verboseRun):]
-	for _, want := range []string{
-		"FAIL\texample.com/b",
-		"--- FAIL: TestBad (0.02s)",
-		"bad_test.go:10: first complaint",
-		"bad_test.go:11: second complaint",
-		"--- FAIL: TestBad/sub (0.01s)",
-		"bad_test.go:20: the subtest's complaint",
-		"FAIL\texample.com/c",
-		"panic: test timed out after 40m0s",
-		"TestHangs (40m0s)",
-		"FAIL\texample.com/d",
-		"vmtest: e2e.test: no result after 45m0s",
-	} {
+	return string(out)
+}
+
+// test2json turns `go test -v` text of the package pkg into events, as go
+// test -json does with what a test binary (or vmtest, its -exec) prints.
+func test2json(t *testing.T, pkg, verbose string) string {
+	t.Helper()
+	cmd := exec.Command("go", "tool", "test2json", "-p", pkg)
+	cmd.Stdin = strings.NewReader(verbose)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go tool test2json: %v", err)
+	}
+	return string(out)
+}
+
+func contains(t *testing.T, summary string, wanted, unwanted []string) {
+	t.Helper()
+	for _, want := range wanted {
 		if !strings.Contains(summary, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, summary)
 		}
 	}
-	for _, unwanted := range []string{"example.com/a", "TestGood", "TestFine", "with a continuation", "exit status 0"} {
-		if strings.Contains(summary, unwanted) {
-			t.Errorf("the summary names %q, which did not fail:\n%s", unwanted, summary)
+	for _, not := range unwanted {
+		if strings.Contains(summary, not) {
+			t.Errorf("the summary has %q:\n%s", not, summary)
 		}
 	}
+}
+
+// A real go test -json run: failed tests with their first and last
+// messages, the test running at the timeout with its last line, and the
+// timeout's panic; the output copied as the text go test -v prints.
+func TestSummaryOfGoTestJSON(t *testing.T) {
+	in := goJSON(t, "test", "-json", "-count=1", "-timeout=3s", "./testdata/failing")
+	got := summarize(t, in, false)
+	text, summary, ok := strings.Cut(got, "\n=== what failed:\n")
+	if !ok {
+		t.Fatalf("no summary:\n%s", got)
+	}
+	contains(t, text, []string{"=== RUN   TestGood", "a line of a test that passed", "--- FAIL: TestBad"}, []string{`"Action"`})
+	contains(t, summary, []string{
+		"testfailures/testdata/failing\t",
+		"--- FAIL: TestBad (",
+		"first complaint",
+		"--- FAIL: TestBad/sub (",
+		"the subtest's complaint",
+		"--- FAIL: TestChatty (",
+		"progress 0",
+		"what went wrong, after the progress",
+		"still running: TestHangs",
+		"about to wait for ever",
+		"panic: test timed out after 3s",
+	}, []string{"TestGood", "progress 5"})
+}
+
+// A package that does not build: its compiler errors.
+func TestSummaryOfABuildFailure(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"go.mod":        "module example.test/broken\n\ngo 1.24\n",
+		"broken.go":     "package broken\n\nfunc F() int { return \"not an int\" }\n",
+		"other_test.go": "package broken\n",
+	} {
+		if err := writeFile(dir, name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "test", "-json", ".")
+	cmd.Dir = dir
+	out, _ := cmd.Output()
+	contains(t, summarize(t, string(out), true), []string{"FAIL\texample.test/broken", "cannot use \"not an int\""}, nil)
 }
 
 // A guest that vmtest stopped: the summary names the test that was
 // running, quotes the guest's last lines and the kernel's report of
 // trouble, but not the goroutine dump or the kernel's backtrace.
 func TestSummaryOfAStoppedGuest(t *testing.T) {
-	in := `=== RUN   TestSpinsForever
+	in := test2json(t, "example.com/stuck", `=== RUN   TestSpinsForever
     stuck_test.go:20: spinning
 guest kernel: [   95.1] INFO: task x.test:93 blocked for more than 61 seconds.
 guest kernel: [   95.1]  schedule+0x2f/0x90
@@ -97,71 +122,84 @@ vmtest: | === RUN   TestSpinsForever
 vmtest: |     stuck_test.go:20: spinning
 *** Test killed with quit: ran too long (1m40s).
 FAIL	example.com/stuck	100.0s
-`
-	out := summarize(t, in, true)
-	for _, want := range []string{
+`)
+	contains(t, summarize(t, in, true), []string{
 		"FAIL\texample.com/stuck",
+		"still running: TestSpinsForever",
 		"vmtest: stuck.test: stopped: its limit of 1m10s passed",
 		"vmtest: running TestSpinsForever",
 		"vmtest: |     stuck_test.go:20: spinning",
 		"guest kernel: [   95.1] INFO: task x.test:93 blocked for more than 61 seconds.",
 		"*** Test killed with quit: ran too long (1m40s).",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the summary lacks %q:\n%s", want, out)
-		}
-	}
-	for _, unwanted := range []string{"schedule+0x2f", "goroutine 7"} {
-		if strings.Contains(out, unwanted) {
-			t.Errorf("the summary quotes %q:\n%s", unwanted, out)
-		}
-	}
+	}, []string{"schedule+0x2f", "goroutine 7"})
 }
 
+// A binary that exits without a failed test: its last lines.
 func TestSummaryOfAPackageWithoutAFailedTest(t *testing.T) {
-	in := "=== RUN   TestA\n--- PASS: TestA (0.00s)\nthe binary's last words\nexit status 3\nFAIL\texample.com/e\t1.0s\n"
+	in := test2json(t, "example.com/e", "=== RUN   TestA\n--- PASS: TestA (0.00s)\nthe binary's last words\nexit status 3\nFAIL\texample.com/e\t1.0s\n")
 	out := summarize(t, in, true)
-	for _, want := range []string{"FAIL\texample.com/e", "the binary's last words", "exit status 3"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the summary lacks %q:\n%s", want, out)
-		}
-	}
+	contains(t, out, []string{"FAIL\texample.com/e", "the binary's last words", "exit status 3"}, nil)
 	if !strings.HasPrefix(out, "\n=== what failed:") {
 		t.Errorf("-summary-only copied the output:\n%s", out)
 	}
 }
 
-func TestSummaryWithoutVerbose(t *testing.T) {
-	in := "--- FAIL: TestQuiet (0.00s)\n    quiet_test.go:5: said after the FAIL line\nFAIL\nFAIL\texample.com/g\t0.1s\nok  \texample.com/h\t0.1s\n    other_test.go:1: not a failure's\n"
-	out := summarize(t, in, true)
-	if !strings.Contains(out, "quiet_test.go:5: said after the FAIL line") {
-		t.Errorf("the summary lacks the message after the FAIL line:\n%s", out)
-	}
-	if strings.Contains(out, "not a failure's") {
-		t.Errorf("the summary quotes a line of a package that passed:\n%s", out)
-	}
+// A run cut short (go test itself killed): the package that had no
+// result, and the test it was running.
+func TestSummaryOfARunCutShort(t *testing.T) {
+	in := test2json(t, "example.com/cut", "=== RUN   TestLong\n    long_test.go:3: started\n")
+	contains(t, summarize(t, in, true), []string{"example.com/cut\t(no result", "still running: TestLong", "long_test.go:3: started"}, nil)
+}
+
+// Another tool's text in the same pipe (hack/conformance after go test):
+// copied, and only vmtest's and the guest kernel's lines kept of it.
+func TestTextBesideEvents(t *testing.T) {
+	in := test2json(t, "example.com/a", "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.1s\n") +
+		"ginkgo: a spec's line\nvmtest: node kubenode: kubelet not Ready after 10m0s\n"
+	got := summarize(t, in, false)
+	contains(t, got, []string{"ginkgo: a spec's line\n", "=== what failed:\n  vmtest: node kubenode: kubelet not Ready"}, nil)
 }
 
 func TestNoSummaryWhenAllPassed(t *testing.T) {
-	in := "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.1s\n"
-	out := summarize(t, in, false)
-	if out != in {
-		t.Errorf("output %q, want the input alone", out)
+	text := "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.1s\n"
+	if out := summarize(t, test2json(t, "example.com/a", text), false); out != text {
+		t.Errorf("output %q, want the text alone", out)
 	}
 }
 
 func TestSummaryIsBounded(t *testing.T) {
 	var in strings.Builder
-	for range 100 {
-		in.WriteString("--- FAIL: TestX (0.00s)\n")
+	for i := range 100 {
+		in.WriteString("=== RUN   TestX" + strings.Repeat("x", i) + "\n--- FAIL: TestX" + strings.Repeat("x", i) + " (0.00s)\n")
 	}
 	in.WriteString("FAIL\texample.com/f\t1s\n")
-	out := summarize(t, in.String(), true)
+	out := summarize(t, test2json(t, "example.com/f", in.String()), true)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) > maxSummaryLines+3 {
 		t.Errorf("%d lines of summary, want at most %d", len(lines), maxSummaryLines+3)
 	}
 	if !strings.Contains(out, "lines more") {
 		t.Errorf("the cut is not said:\n%s", out)
+	}
+}
+
+func writeFile(dir, name, data string) error {
+	return os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644)
+}
+
+// -brief prints what go test without -v prints, and the whole text to
+// the log.
+func TestBrief(t *testing.T) {
+	text := "=== RUN   TestA\n    a_test.go:1: said\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.1s\n"
+	log := filepath.Join(t.TempDir(), "log")
+	var out bytes.Buffer
+	if err := run(strings.NewReader(test2json(t, "example.com/a", text)), &out, options{brief: true, logPath: log}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "PASS\nok  \texample.com/a\t0.1s\n" {
+		t.Errorf("-brief printed %q", got)
+	}
+	if got, err := os.ReadFile(log); err != nil || string(got) != text {
+		t.Errorf("the log holds %q, %v; want %q", got, err, text)
 	}
 }

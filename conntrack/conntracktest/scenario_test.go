@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
@@ -141,25 +142,27 @@ func TestScenario(t *testing.T) {
 }
 
 // Time runs in the table: the timeout left shrinks and an entry whose time
-// is up is gone.
+// is up is gone. In a synctest bubble the table's clock is the bubble's.
 func TestTimeoutsRun(t *testing.T) {
-	k := conntracktest.New(nil)
-	f := udpFlow("10.0.0.2", 40000, "10.96.0.10:53", "10.244.1.5:5353")
-	f.Timeout = time.Second
-	long := udpFlow("10.0.0.2", 40001, "10.96.0.10:53", "10.244.1.5:5353")
-	if err := k.Add(f, long); err != nil {
-		t.Fatal(err)
-	}
-	if left := k.Flows()[1].Timeout; left > time.Minute || left < 58*time.Second {
-		t.Errorf("timeout left %v, want just under a minute", left)
-	}
-	time.Sleep(1100 * time.Millisecond)
-	c := k.Dial()
-	defer c.Close()
-	n, err := c.Count(context.Background(), conntrack.All())
-	if err != nil || n != 1 {
-		t.Errorf("Count after the first timeout = %d, %v; want 1", n, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := conntracktest.New(nil)
+		f := udpFlow("10.0.0.2", 40000, "10.96.0.10:53", "10.244.1.5:5353")
+		f.Timeout = time.Second
+		long := udpFlow("10.0.0.2", 40001, "10.96.0.10:53", "10.244.1.5:5353")
+		if err := k.Add(f, long); err != nil {
+			t.Fatal(err)
+		}
+		if left := k.Flows()[1].Timeout; left > time.Minute || left < 58*time.Second {
+			t.Errorf("timeout left %v, want just under a minute", left)
+		}
+		time.Sleep(1100 * time.Millisecond) // instant: the bubble's clock
+		c := k.Dial()
+		defer c.Close()
+		n, err := c.Count(context.Background(), conntrack.All())
+		if err != nil || n != 1 {
+			t.Errorf("Count after the first timeout = %d, %v; want 1", n, err)
+		}
+	})
 }
 
 // Add refuses what the kernel could not hold.

@@ -2,10 +2,7 @@ package watcher
 
 import (
 	"context"
-	"sync"
 	"time"
-
-	"k8s.io/utils/clock"
 )
 
 // RunnerConfig configures a [Runner]. The zero value runs a sync on every
@@ -28,8 +25,6 @@ type RunnerConfig struct {
 	// [Runner.Request], so the first sync runs as soon as both inputs are
 	// listed.
 	Ready func() bool
-	// Clock is the time source; nil means the real clock.
-	Clock clock.WithTicker
 }
 
 // Runner calls a sync function with kube-proxy's bounded frequency: on
@@ -41,11 +36,6 @@ type Runner struct {
 	cfg      RunnerConfig
 	fn       func(context.Context) error
 	requests chan struct{}
-
-	// mu guards idle: true while the loop waits and no request came
-	// since. Tests read it to know the loop has settled.
-	mu   sync.Mutex
-	idle bool
 }
 
 // NewRunner returns a runner of fn. fn's error makes the runner try again
@@ -57,17 +47,11 @@ func NewRunner(cfg RunnerConfig, fn func(context.Context) error) *Runner {
 	if cfg.RetryPeriod <= 0 {
 		cfg.RetryPeriod = cfg.SyncPeriod
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
 	return &Runner{cfg: cfg, fn: fn, requests: make(chan struct{}, 1)}
 }
 
 // Request asks for a sync soon. It never blocks.
 func (r *Runner) Request() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.idle = false
 	select {
 	case r.requests <- struct{}{}:
 	default:
@@ -79,27 +63,22 @@ const never = 100 * 365 * 24 * time.Hour
 
 // Run runs syncs until ctx is done, and returns ctx's error. Call it once.
 func (r *Runner) Run(ctx context.Context) error {
-	clk := r.cfg.Clock
-	lim := newLimiter(r.cfg.MinSyncPeriod, r.cfg.Burst, clk.Now())
+	lim := newLimiter(r.cfg.MinSyncPeriod, r.cfg.Burst, time.Now())
 	period := r.cfg.SyncPeriod
 	if period <= 0 {
 		period = never
 	}
-	timer := clk.NewTimer(period)
+	timer := time.NewTimer(period)
 	defer timer.Stop()
-	due := clk.Now().Add(period)
+	due := time.Now().Add(period)
+	// Since Go 1.23 a Reset timer never delivers the time it was due
+	// before, so there is nothing to drain.
 	arm := func(d time.Duration) {
-		if !timer.Stop() {
-			select {
-			case <-timer.C():
-			default:
-			}
-		}
 		timer.Reset(d)
-		due = clk.Now().Add(d)
+		due = time.Now().Add(d)
 	}
 	try := func() {
-		now := clk.Now()
+		now := time.Now()
 		switch {
 		case r.cfg.Ready != nil && !r.cfg.Ready():
 			// The gate's opening requests the first sync.
@@ -119,22 +98,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 	for {
-		r.setIdle(true)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-timer.C():
-			r.setIdle(false)
+		case <-timer.C:
 			arm(period)
 			try()
 		case <-r.requests:
 			try()
 		}
 	}
-}
-
-func (r *Runner) setIdle(idle bool) {
-	r.mu.Lock()
-	r.idle = idle
-	r.mu.Unlock()
 }

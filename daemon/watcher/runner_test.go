@@ -7,16 +7,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	testingclock "k8s.io/utils/clock/testing"
 )
 
-// runnerHarness runs a Runner on a fake clock and records when its syncs
-// ran, as offsets from the start.
+// runnerHarness runs a Runner in a synctest bubble, whose clock moves only
+// when every goroutine in it waits, and records when its syncs ran, as
+// offsets from the start. Create it inside synctest.Test.
 type runnerHarness struct {
 	t     *testing.T
-	clock *testingclock.FakeClock
 	start time.Time
 	r     *Runner
 	ready atomic.Bool
@@ -30,14 +29,12 @@ type runnerHarness struct {
 }
 
 func newRunnerHarness(t *testing.T, cfg RunnerConfig, gated bool) *runnerHarness {
-	h := &runnerHarness{t: t, start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h.clock = testingclock.NewFakeClock(h.start)
+	h := &runnerHarness{t: t, start: time.Now()}
 	h.ready.Store(!gated)
-	cfg.Clock = h.clock
 	cfg.Ready = h.ready.Load
 	h.r = NewRunner(cfg, func(context.Context) error {
 		h.mu.Lock()
-		h.runs = append(h.runs, h.clock.Since(h.start))
+		h.runs = append(h.runs, time.Since(h.start))
 		block := h.block
 		h.block = nil
 		fail := h.fail > 0
@@ -61,33 +58,15 @@ func newRunnerHarness(t *testing.T, cfg RunnerConfig, gated bool) *runnerHarness
 		cancel()
 		<-done
 	})
-	h.quiesce()
+	synctest.Wait()
 	return h
 }
 
-// quiesce waits until the loop waits with nothing left to handle: no
-// request queued and its timer armed (a fired timer leaves the fake clock
-// without waiters until the loop re-arms it).
-func (h *runnerHarness) quiesce() {
-	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		h.r.mu.Lock()
-		idle := h.r.idle
-		h.r.mu.Unlock()
-		if idle && len(h.r.requests) == 0 && h.clock.Waiters() == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatal("runner did not settle")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// request asks for a sync and waits until the loop has handled it.
+func (h *runnerHarness) request() { h.r.Request(); synctest.Wait() }
 
-func (h *runnerHarness) request() { h.r.Request(); h.quiesce() }
-
-func (h *runnerHarness) step(d time.Duration) { h.clock.Step(d); h.quiesce() }
+// step lets d pass, the loop's timers firing on time within it.
+func (h *runnerHarness) step(d time.Duration) { time.Sleep(d); synctest.Wait() }
 
 func (h *runnerHarness) recorded() []time.Duration {
 	h.mu.Lock()
@@ -178,24 +157,28 @@ func TestRunnerTiming(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newRunnerHarness(t, tt.cfg, tt.gated)
-			h.fail = tt.fail
-			for _, st := range tt.steps {
-				switch {
-				case st.request:
-					h.request()
-				case st.open:
-					// What the tracker's OnChange does once both inputs
-					// have synced.
-					h.ready.Store(true)
-					h.request()
-				default:
-					h.step(st.advance)
+			synctest.Test(t, func(t *testing.T) {
+				h := newRunnerHarness(t, tt.cfg, tt.gated)
+				h.mu.Lock()
+				h.fail = tt.fail
+				h.mu.Unlock()
+				for _, st := range tt.steps {
+					switch {
+					case st.request:
+						h.request()
+					case st.open:
+						// What the tracker's OnChange does once both inputs
+						// have synced.
+						h.ready.Store(true)
+						h.request()
+					default:
+						h.step(st.advance)
+					}
 				}
-			}
-			if got := h.recorded(); !slices.Equal(got, tt.want) {
-				t.Errorf("syncs ran at %v, want %v", got, tt.want)
-			}
+				if got := h.recorded(); !slices.Equal(got, tt.want) {
+					t.Errorf("syncs ran at %v, want %v", got, tt.want)
+				}
+			})
 		})
 	}
 }
@@ -203,22 +186,24 @@ func TestRunnerTiming(t *testing.T) {
 // A request made while a sync runs is coalesced with the others made then
 // into one follow-up sync.
 func TestRunnerCoalescesDuringSync(t *testing.T) {
-	h := newRunnerHarness(t, RunnerConfig{MinSyncPeriod: time.Second, SyncPeriod: time.Hour}, false)
-	release := make(chan struct{})
-	h.mu.Lock()
-	h.block = release
-	h.mu.Unlock()
-	h.r.Request()
-	for len(h.recorded()) == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	for range 5 {
-		h.r.Request()
-	}
-	close(release)
-	h.quiesce()
-	h.step(time.Minute)
-	if got, want := h.recorded(), []time.Duration{0, 0}; !slices.Equal(got, want) {
-		t.Errorf("syncs ran at %v, want %v", got, want)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newRunnerHarness(t, RunnerConfig{MinSyncPeriod: time.Second, SyncPeriod: time.Hour}, false)
+		release := make(chan struct{})
+		h.mu.Lock()
+		h.block = release
+		h.mu.Unlock()
+		h.request() // the sync runs, and waits on release
+		if got := h.recorded(); len(got) != 1 {
+			t.Fatalf("syncs ran at %v, want one running", got)
+		}
+		for range 5 {
+			h.r.Request()
+		}
+		close(release)
+		synctest.Wait()
+		h.step(time.Minute)
+		if got, want := h.recorded(), []time.Duration{0, 0}; !slices.Equal(got, want) {
+			t.Errorf("syncs ran at %v, want %v", got, want)
+		}
+	})
 }

@@ -41,9 +41,9 @@ type kernel interface {
 	Close() error
 }
 
-// defaultProgressEvery is how often a long sync logs that it is still
+// progressEvery is how often a long sync logs that it is still
 // going.
-const defaultProgressEvery = 5 * time.Second
+const progressEvery = 5 * time.Second
 
 // daemon syncs the tracker's desired state into the kernel; its sync
 // method is the runner's sync function.
@@ -59,9 +59,6 @@ type daemon struct {
 	// records writes the state file; nil without one.
 	records *status.Writer
 	now     func() time.Time
-	// progressEvery is how often a long sync logs a progress line;
-	// defaultProgressEvery if zero.
-	progressEvery time.Duration
 	// requestSync asks the runner for another sync, for a sync that
 	// compared part of a reread of the kernel (Result.Sweeping) or that
 	// asks for the whole state (Result.NeedsState); nil before the
@@ -300,11 +297,7 @@ func (d *daemon) progress(start time.Time, ports int, full bool) func() {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		every := d.progressEvery
-		if every == 0 {
-			every = defaultProgressEvery
-		}
-		t := time.NewTicker(every)
+		t := time.NewTicker(progressEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -326,12 +319,8 @@ func (d *daemon) progress(start time.Time, ports int, full bool) func() {
 // Services and EndpointSlices, so the reading of a large cluster before
 // the first sync is not silent either.
 func (d *daemon) waitListed(ctx context.Context) {
-	every := d.progressEvery
-	if every == 0 {
-		every = defaultProgressEvery
-	}
 	start := d.now()
-	t := time.NewTicker(every)
+	t := time.NewTicker(progressEvery)
 	defer t.Stop()
 	for !d.tracker.Synced() {
 		select {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -461,55 +462,67 @@ func TestDaemonHandsWholeStateWhenAsked(t *testing.T) {
 	}
 }
 
-// A long sync logs progress lines while it runs, and none after.
+// A long sync logs progress lines while it runs, and none after. In a
+// synctest bubble, whose clock moves only when every goroutine in it
+// waits, the lines come exactly every progressEvery.
 func TestDaemonProgress(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	k := &fakeKernel{block: make(chan struct{})}
-	m := metrics.New()
-	d := &daemon{
-		log: zap.New(core), kernel: k, metrics: m, health: testHealth(time.Minute, time.Now, m),
-		now: time.Now, progressEvery: time.Millisecond,
-		tracker: watcher.NewTracker(watcher.TrackerConfig{}),
-	}
-	d.hc = testServiceServers("", nil)
-	done := make(chan error, 1)
-	go func() { done <- d.sync(context.Background()) }()
-	for logs.FilterMessage("sync in progress").Len() < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	close(k.block)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	n := logs.FilterMessage("sync in progress").Len()
-	time.Sleep(10 * time.Millisecond)
-	if after := logs.FilterMessage("sync in progress").Len(); after != n {
-		t.Errorf("%d progress lines after the sync ended", after-n)
-	}
-	if logs.FilterMessage("synced").Len() != 1 {
-		t.Errorf("logs: %v", logs.All())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.InfoLevel)
+		k := &fakeKernel{block: make(chan struct{})}
+		m := metrics.New()
+		d := &daemon{
+			log: zap.New(core), kernel: k, metrics: m, health: testHealth(time.Minute, time.Now, m),
+			now:     time.Now,
+			tracker: watcher.NewTracker(watcher.TrackerConfig{}),
+		}
+		d.hc = testServiceServers("", nil)
+		done := make(chan error, 1)
+		go func() { done <- d.sync(context.Background()) }()
+		time.Sleep(progressEvery*2 + progressEvery/2)
+		synctest.Wait()
+		if n := logs.FilterMessage("sync in progress").Len(); n != 2 {
+			t.Errorf("%d progress lines in 2.5 periods of a sync, want 2", n)
+		}
+		close(k.block)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * progressEvery)
+		synctest.Wait()
+		if n := logs.FilterMessage("sync in progress").Len(); n != 2 {
+			t.Errorf("%d progress lines after the sync ended, want the 2 before", n)
+		}
+		if logs.FilterMessage("synced").Len() != 1 {
+			t.Errorf("logs: %v", logs.All())
+		}
+	})
 }
 
-// Before the first listing ends, the daemon says it is waiting, and stops
-// saying so once it has.
+// Before the first listing ends, the daemon says it is waiting, every
+// progressEvery, and stops once it has.
 func TestDaemonWaitListed(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
-	d := &daemon{log: zap.New(core), now: time.Now, progressEvery: time.Millisecond,
-		tracker: watcher.NewTracker(watcher.TrackerConfig{})}
-	done := make(chan struct{})
-	go func() {
-		d.waitListed(context.Background())
-		close(done)
-	}()
-	for logs.FilterMessage("waiting for Services and EndpointSlices to be listed and the Node read").Len() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	d.tracker.MarkSynced(watcher.Services)
-	d.tracker.MarkSynced(watcher.EndpointSlices)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("still waiting after the listing")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.InfoLevel)
+		d := &daemon{log: zap.New(core), now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{})}
+		done := make(chan struct{})
+		go func() {
+			d.waitListed(context.Background())
+			close(done)
+		}()
+		const waiting = "waiting for Services and EndpointSlices to be listed and the Node read"
+		time.Sleep(progressEvery + progressEvery/2)
+		synctest.Wait()
+		if n := logs.FilterMessage(waiting).Len(); n != 1 {
+			t.Errorf("%d lines in 1.5 periods of waiting, want 1", n)
+		}
+		d.tracker.MarkSynced(watcher.Services)
+		d.tracker.MarkSynced(watcher.EndpointSlices)
+		time.Sleep(progressEvery)
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("still waiting after the listing")
+		}
+	})
 }

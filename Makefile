@@ -89,10 +89,11 @@ deps-node:
 # Each test target runs go test -json and ends, when something failed,
 # with what did in a few lines (hack/testfailures, which prints the events
 # as go test -v's text), its whole output kept in $(BIN)/TARGET.log: CI
-# shows the tail of make test's output only. A recipe pipes its output
-# (2>&1, under set -o pipefail) into TEST_LOG.
+# shows the tail of make test's output only; each ends with how long it
+# took ("test-vm: 1105 s"). A recipe pipes its output (2>&1, under set -o
+# pipefail) into TEST_LOG.
 TESTFAILURES = mkdir -p $(BIN) && $(GO) run ./hack/testfailures
-TEST_LOG     = { $(TESTFAILURES) -log $(BIN)/$@.log; }
+TEST_LOG     = { $(TESTFAILURES) -name $@ -log $(BIN)/$@.log; }
 
 # -timeout: the root package's TestDaemonInstallsAtVERSION builds the
 # daemon and the clientset example from a module proxy, Kubernetes'
@@ -102,7 +103,7 @@ TEST_LOG     = { $(TESTFAILURES) -log $(BIN)/$@.log; }
 test-unit: ## unit tests of every package (with -race where cgo is on)
 	@set -o pipefail; { echo "$(GO) test -json $(RACE) -timeout 25m $(PKGS)"; $(GO) test -json $(RACE) -timeout 25m $(PKGS) && \
 	  if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test -json $(RACE) ./..."; \
-	  cd hack/images && GOWORK=off $(GO) test -json $(RACE) ./...; fi; } 2>&1 | { $(TESTFAILURES) -brief -log $(BIN)/$@.log; }
+	  cd hack/images && GOWORK=off $(GO) test -json $(RACE) ./...; fi; } 2>&1 | { $(TESTFAILURES) -brief -name $@ -log $(BIN)/$@.log; }
 
 test-host: ## tests against this machine's kernel (root: ipset, conntrack, nftables)
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \

@@ -31,6 +31,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // maxSummaryLines bounds the summary, so that it stays in a tail.
@@ -279,6 +280,9 @@ type options struct {
 	// log), as go test without -v does; the summary quotes the failed ones.
 	brief       bool
 	summaryOnly bool // print the summary alone
+	// name, if set, ends the output with a line saying how long the run
+	// named so took, so that a log of make test says what each part took.
+	name string
 }
 
 func run(in io.Reader, out io.Writer, opts options) error {
@@ -294,6 +298,7 @@ func run(in io.Reader, out io.Writer, opts options) error {
 		defer f.Close()
 		log = f
 	}
+	start := time.Now()
 	s := newSummary()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
@@ -322,6 +327,9 @@ func run(in io.Reader, out io.Writer, opts options) error {
 	if err := sc.Err(); err != nil {
 		return err
 	}
+	if opts.name != "" {
+		defer func() { fmt.Fprintf(out, "%s: %d s\n", opts.name, int(time.Since(start).Seconds())) }()
+	}
 	lines := s.report()
 	if len(lines) == 0 {
 		return nil
@@ -339,6 +347,7 @@ func main() {
 	flag.StringVar(&opts.logPath, "log", "", "also write the output to this file")
 	flag.BoolVar(&opts.brief, "brief", false, "leave the tests' own lines out of the output (not of -log's file), as go test without -v")
 	flag.BoolVar(&opts.summaryOnly, "summary-only", false, "print only what failed, not the output itself")
+	flag.StringVar(&opts.name, "name", "", "end with a line saying how long the run so named took")
 	flag.Parse()
 	if err := run(os.Stdin, os.Stdout, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "testfailures:", err)

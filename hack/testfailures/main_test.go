@@ -203,3 +203,14 @@ func TestBrief(t *testing.T) {
 		t.Errorf("the log holds %q, %v; want %q", got, err, text)
 	}
 }
+
+// -name ends the output with how long the run took.
+func TestNameSaysHowLong(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(strings.NewReader("ok  \texample.com/a\t0.1s\n"), &out, options{name: "test-unit"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.HasSuffix(got, "test-unit: 0 s\n") {
+		t.Errorf("output %q, want it to end with how long test-unit took", got)
+	}
+}

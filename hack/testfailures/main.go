@@ -102,7 +102,10 @@ type packageRun struct {
 type summary struct {
 	packages map[string]*packageRun
 	builds   map[string][]string // each package's build output
-	other    []string            // notable lines outside go test's events
+	// other holds the notable lines outside go test's events since a
+	// package last passed (vmtest's report of a node it booted, before
+	// the tests it ran there passed, is no failure).
+	other []string
 	lines    []string            // the summary so far
 }
 
@@ -148,6 +151,8 @@ func (s *summary) event(e event) {
 		if e.Test == "" {
 			if e.Action == "fail" {
 				s.endPackage(e.Package, fmt.Sprintf("FAIL\t%s\t%.1fs", e.Package, e.Elapsed), e.FailedBuild)
+			} else {
+				s.other = nil
 			}
 			delete(s.packages, e.Package)
 			return

@@ -160,6 +160,16 @@ func TestTextBesideEvents(t *testing.T) {
 	contains(t, got, []string{"ginkgo: a spec's line\n", "=== what failed:\n  vmtest: node kubenode: kubelet not Ready"}, nil)
 }
 
+// vmtest's report of the nodes it booted for a cluster test that then
+// passed is no failure.
+func TestNoSummaryOfANodeReportBeforeAPass(t *testing.T) {
+	in := "vmtest: node kubenode on 6.1: disk 21.7s, node Ready 5m49s after boot\n" +
+		test2json(t, "example.com/a", "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.1s\n")
+	if out := summarize(t, in, true); out != "" {
+		t.Errorf("a summary of a run that passed:\n%s", out)
+	}
+}
+
 func TestNoSummaryWhenAllPassed(t *testing.T) {
 	text := "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/a\t0.1s\n"
 	if out := summarize(t, test2json(t, "example.com/a", text), false); out != text {

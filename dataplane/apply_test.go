@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 

@@ -5,10 +5,10 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 )
 
 // heapMiB is the live heap after a collection, in MiB.

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 )
 
 // The entries kube-proxy v1.37's CleanStaleEntries deletes and keeps

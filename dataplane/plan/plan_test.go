@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden plans under testdata/plans")

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 )
 
 func realAt(addr string, port uint16, weight int) RealServer {

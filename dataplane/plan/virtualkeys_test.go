@@ -4,10 +4,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 )
 
 // VirtualKeys lists what a sync programs for the port: every family of

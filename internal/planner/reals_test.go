@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"slices"
@@ -53,7 +53,7 @@ func TestFirstSyncSharesDesiredReals(t *testing.T) {
 	desired := NewKernelState()
 	desired.Virtual[vk] = VirtualServer{VirtualKey: vk, Scheduler: "rr"}
 	desired.Reals[vk] = Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.2", 80, 1)}
-	pl := Diff(NewKernelState(), desired, nil, FullScope, Drain{})
+	pl := Diff(DiffInputs{Observed: NewKernelState(), Desired: desired, Scope: FullScope})
 	var add AddReals
 	for op := range pl.All() {
 		if o, ok := op.(AddReals); ok {

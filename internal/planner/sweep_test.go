@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"maps"
@@ -20,7 +20,7 @@ func driftedState(t *testing.T) (observed *KernelState, d *Desired) {
 		t.Fatal(d.Errors)
 	}
 	observed = NewKernelState()
-	for op := range Diff(observed, d.Kernel, d.Services, FullScope, Drain{}).All() {
+	for op := range Diff(DiffInputs{Observed: observed, Desired: d.Kernel, Services: d.Services, Scope: FullScope}).All() {
 		observed.Record(op)
 	}
 	keys := slices.SortedFunc(maps.Keys(observed.Virtual), VirtualKey.compare)
@@ -61,7 +61,7 @@ func planLines(p *Plan) []string {
 // piece the node-wide objects alone, each after it no more than its size.
 func TestSweepPiecesPlanTheFullCompare(t *testing.T) {
 	observed, d := driftedState(t)
-	full := Diff(observed, d.Kernel, d.Services, FullScope, Drain{})
+	full := Diff(DiffInputs{Observed: observed, Desired: d.Kernel, Services: d.Services, Scope: FullScope})
 	if full.Len() < 6 {
 		t.Fatalf("the drift is not there: %s", full)
 	}
@@ -88,7 +88,7 @@ func TestSweepPiecesPlanTheFullCompare(t *testing.T) {
 		case i > 0 && (piece.Global || objects > size+sweepVirtualWeight-1):
 			t.Errorf("piece %d: global %v with %d objects, want at most %d", i, piece.Global, objects, size)
 		}
-		got = append(got, planLines(Diff(observed, d.Kernel, d.Services, piece, Drain{}))...)
+		got = append(got, planLines(Diff(DiffInputs{Observed: observed, Desired: d.Kernel, Services: d.Services, Scope: piece}))...)
 		if done {
 			break
 		}
@@ -110,8 +110,8 @@ func TestSweepSmallInOnePiece(t *testing.T) {
 	if !sweep.Next(&piece, sweep.Objects()) {
 		t.Fatal("not done in one piece")
 	}
-	got := Diff(observed, d.Kernel, d.Services, piece, Drain{})
-	if want := Diff(observed, d.Kernel, d.Services, FullScope, Drain{}); !slices.Equal(planLines(got), planLines(want)) {
+	got := Diff(DiffInputs{Observed: observed, Desired: d.Kernel, Services: d.Services, Scope: piece})
+	if want := Diff(DiffInputs{Observed: observed, Desired: d.Kernel, Services: d.Services, Scope: FullScope}); !slices.Equal(planLines(got), planLines(want)) {
 		t.Errorf("the piece planned\n%s\nwhere the full compare plans\n%s", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"errors"
@@ -43,7 +43,7 @@ func syncAll(t *testing.T, p *Planner, kernel *KernelState, s *model.State) *Pla
 		t.Logf("left out: %v", err)
 	}
 	desired, owners := p.Desired()
-	plan := Diff(kernel, desired, owners, scope, Drain{})
+	plan := Diff(DiffInputs{Observed: kernel, Desired: desired, Services: owners, Scope: scope})
 	for op := range plan.All() {
 		kernel.Record(op)
 	}
@@ -176,7 +176,7 @@ func TestIncrementalPlansTouchOnlyTheChange(t *testing.T) {
 			}
 			// The incremental result must match a from-scratch build.
 			scratch := Build(state, nftrules.Render)
-			rest := strings.Fields(Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}).String())
+			rest := strings.Fields(Diff(DiffInputs{Observed: kernel, Desired: scratch.Kernel, Services: scratch.Services, Scope: FullScope}).String())
 			if want := strings.Fields(strings.Join(tt.thenFull, "\n")); !reflect.DeepEqual(rest, want) {
 				t.Errorf("after the incremental sync, a full plan finds:\n%s\nwant:\n%s", rest, want)
 			}
@@ -223,7 +223,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 		t.Errorf("%v does not match ErrInvalid", errs[0])
 	}
 	desired, owners := p.Desired()
-	plan := Diff(kernel, desired, owners, scope, Drain{})
+	plan := Diff(DiffInputs{Observed: kernel, Desired: desired, Services: owners, Scope: scope})
 	for op := range plan.All() {
 		kernel.Record(op)
 	}
@@ -300,7 +300,7 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 		t.Fatal(errs)
 	}
 	desired, owners := byChanges.Desired()
-	planB := Diff(kernelB, desired, owners, scope, Drain{})
+	planB := Diff(DiffInputs{Observed: kernelB, Desired: desired, Services: owners, Scope: scope})
 	if planA.String() != planB.String() {
 		t.Errorf("Update planned:\n%s\nUpdateChanges planned:\n%s", planA, planB)
 	}
@@ -421,7 +421,7 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 			t.Errorf("%s: plan:\n%s\nwant:\n%s", step.name, strings.Join(got, "\n"), strings.Join(step.want, "\n"))
 		}
 		scratch := Build(&model.State{Node: fixture.Node(), Services: step.services}, nftrules.Render)
-		if rest := Diff(kernel, scratch.Kernel, scratch.Services, FullScope, Drain{}); rest.Len() > 0 {
+		if rest := Diff(DiffInputs{Observed: kernel, Desired: scratch.Kernel, Services: scratch.Services, Scope: FullScope}); rest.Len() > 0 {
 			t.Errorf("%s: a full plan afterwards finds:\n%s", step.name, rest)
 		}
 	}

@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"net/netip"
@@ -81,7 +81,7 @@ func TestAdditions(t *testing.T) {
 	api.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.7", 6443, "node-a")}
 	d := Build(&model.State{Node: fixture.Node(), Services: []model.ServicePort{partialWeb, api}}, nftrules.Render)
 
-	full := Diff(kernel, d.Kernel, d.Services, FullScope, Drain{})
+	full := Diff(DiffInputs{Observed: kernel, Desired: d.Kernel, Services: d.Services, Scope: FullScope})
 	add := full.Additions(nil)
 	for op := range add.All() {
 		switch op.(type) {

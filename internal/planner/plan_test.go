@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"flag"
@@ -21,7 +21,7 @@ func TestGoldenPlans(t *testing.T) {
 			if len(d.Errors) > 0 {
 				t.Fatalf("errors: %v", d.Errors)
 			}
-			got := Diff(NewKernelState(), d.Kernel, d.Services, FullScope, Drain{}).String()
+			got := Diff(DiffInputs{Observed: NewKernelState(), Desired: d.Kernel, Services: d.Services, Scope: FullScope}).String()
 			// The sets are the same for every model; leave them out.
 			var lines []string
 			for _, l := range strings.SplitAfter(got, "\n") {
@@ -38,7 +38,7 @@ func TestGoldenPlans(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./dataplane/plan -update)", err)
+				t.Fatalf("%v (run go test ./internal/planner -update)", err)
 			}
 			if got != string(want) {
 				t.Errorf("plan differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)

@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"encoding/binary"
@@ -149,7 +149,7 @@ func checkPlannerRun(c *chooser) (msg string) {
 // leaves.
 func recordPlan(p *Planner, kernel *KernelState, scope Scope) {
 	desired, owners := p.Desired()
-	for op := range Diff(kernel, desired, owners, scope, Drain{}).All() {
+	for op := range Diff(DiffInputs{Observed: kernel, Desired: desired, Services: owners, Scope: scope}).All() {
 		kernel.Record(op)
 	}
 }
@@ -166,7 +166,7 @@ func compareWithFresh(p *Planner, kernel *KernelState, s *model.State, foreign m
 		return fmt.Sprintf("owners differ:\nincremental %v\nfull        %v", gotOwners, wantOwners)
 	}
 	if !reflect.DeepEqual(got, want) {
-		return fmt.Sprintf("desired states differ; a plan from the incremental to the full one:\n%s", Diff(got, want, wantOwners, FullScope, Drain{}))
+		return fmt.Sprintf("desired states differ; a plan from the incremental to the full one:\n%s", Diff(DiffInputs{Observed: got, Desired: want, Services: wantOwners, Scope: FullScope}))
 	}
 	if a, b := p.DrainTimeouts(), fresh.DrainTimeouts(); !reflect.DeepEqual(a, b) {
 		return fmt.Sprintf("drain bounds differ: incremental %v, full %v", a, b)
@@ -178,7 +178,7 @@ func compareWithFresh(p *Planner, kernel *KernelState, s *model.State, foreign m
 	if a, b := fmt.Sprint(gotErrs), fmt.Sprint(wantErrs); a != b {
 		return fmt.Sprintf("errors differ:\nincremental %s\nfull        %s", a, b)
 	}
-	if rest := Diff(kernel, want, wantOwners, FullScope, Drain{}); rest.Len() > 0 {
+	if rest := Diff(DiffInputs{Observed: kernel, Desired: want, Services: wantOwners, Scope: FullScope}); rest.Len() > 0 {
 		return "a full plan after the incremental ones finds:\n" + rest.String()
 	}
 	return ""

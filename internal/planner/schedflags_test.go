@@ -1,4 +1,4 @@
-package plan
+package planner
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ func planVirtual(t *testing.T, p *Planner, state *model.State) ([]string, []erro
 	scope, errs := p.Update(state)
 	desired, owners := p.Desired()
 	var lines []string
-	for _, line := range strings.Split(Diff(NewKernelState(), desired, owners, scope, Drain{}).String(), "\n") {
+	for _, line := range strings.Split(Diff(DiffInputs{Observed: NewKernelState(), Desired: desired, Services: owners, Scope: scope}).String(), "\n") {
 		if strings.HasPrefix(line, "ipvs add ") {
 			lines = append(lines, line)
 		}
@@ -143,7 +143,7 @@ func TestDrainTimeoutOverride(t *testing.T) {
 		drain.Since[vk] = map[RealKey]time.Time{gone.RealKey: now.Add(-5 * time.Minute)}
 	}
 	desired, owners := p.Desired()
-	plan := Diff(kernel, desired, owners, FullScope, drain)
+	plan := Diff(DiffInputs{Observed: kernel, Desired: desired, Services: owners, Scope: FullScope, Drain: drain})
 	want := []Op{DeleteReal{Virtual: VirtualKey{Addr: fixture.IP("10.96.0.1"), Port: 80, Protocol: inet.TCP}, Real: gone.RealKey}}
 	if !slices.Equal(slices.Collect(plan.All()), want) {
 		t.Errorf("plan\n%swant the quick service's real server deleted alone", plan)

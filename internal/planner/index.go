@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -165,6 +166,13 @@ func (t *Scope) Touch(op Op) {
 		t.Addresses[o.Addr] = true
 	case Unbind:
 		t.Addresses[o.Addr] = true
+	case AddReals, UpdateReal, DeleteReal:
+		// Their virtual server, below.
+	case ReconcileFlows:
+		// Conntrack is no object of a scope.
+	default:
+		// A kind of operation added without its objects (everyop's test).
+		panic(fmt.Sprintf("planner: no objects of %T", op))
 	}
 	if vk, ok := realsTarget(op); ok {
 		t.Virtual[vk] = true

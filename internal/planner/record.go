@@ -1,6 +1,9 @@
 package planner
 
-import "maps"
+import (
+	"fmt"
+	"maps"
+)
 
 // Grow makes room in the state for what p adds, as slices.Grow does for
 // a slice: a first sync records tens of thousands of virtual servers, and
@@ -102,5 +105,8 @@ func (k *KernelState) record(op Op) {
 		// Conntrack is not part of the state.
 	case RemoveKubeProxyRules:
 		k.KubeProxyChains = nil
+	default:
+		// A kind of operation added without its record (everyop's test).
+		panic(fmt.Sprintf("planner: no record of %T", op))
 	}
 }

@@ -8,10 +8,11 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
 )
 
-// apply carries out a plan batch by batch, in order (see plan.BatchKind).
+// apply carries out a plan batch by batch, in order (see planner.BatchKind).
 // Each success is recorded in the programmed state; each failure is
 // returned and its objects are planned again on the next sync. Once an
 // operation on the sets or rules failed, what would draw new traffic is
@@ -30,9 +31,9 @@ func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan, flows *FlowCleanup
 			}
 			var batchErrs []error
 			switch b.Kind {
-			case plan.AddressBatch:
+			case planner.AddressBatch:
 				batchErrs = d.applyAddresses(ctx, b.Ops)
-			case plan.IPVSBatch:
+			case planner.IPVSBatch:
 				batchErrs = d.applyIPVS(ctx, b)
 			default:
 				batchErrs = d.applyEach(ctx, b.Ops, flows)

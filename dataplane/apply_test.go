@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,7 @@ func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
 	d := &Dataplane{
 		cfg:        Config{Now: time.Now},
 		programmed: plan.NewKernelState(),
-		retry:      plan.NewScope(),
+		retry:      planner.NewScope(),
 		draining:   draining{},
 	}
 	d.programmed.Virtual[existing] = plan.VirtualServer{VirtualKey: existing, Scheduler: "rr"}
@@ -79,7 +80,7 @@ func TestRulesFailed(t *testing.T) {
 		op   plan.Op
 		want bool
 	}{
-		{plan.CreateSet{Spec: plan.SetSpec{Name: "KUBE-CLUSTER-IP"}}, true},
+		{plan.CreateSet{Spec: planner.SetSpec{Name: "KUBE-CLUSTER-IP"}}, true},
 		{plan.AddEntries{Set: "KUBE-CLUSTER-IP"}, true},
 		{plan.ReplaceRules{}, true},
 		{plan.AddVirtual{Virtual: plan.VirtualServer{VirtualKey: vk}}, false},

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
@@ -20,7 +21,7 @@ type ipvsRequest struct {
 // earlier run, or adopted) becomes an update, and a deletion that finds
 // nothing has nothing to do. Each failure is returned per request, so a
 // real server that failed is named alone.
-func (d *Dataplane) applyIPVS(ctx context.Context, batch plan.Batch) []error {
+func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error {
 	ops, n := batch.Ops, batch.Requests()
 	reqs := make([]ipvsRequest, 0, n)
 	b := &d.ipvsBatch

@@ -5,10 +5,11 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // heapMiB is the live heap after a collection, in MiB.
@@ -29,11 +30,11 @@ func BenchmarkFirstSyncMemory(b *testing.B) {
 			state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(n, 10)}
 			for b.Loop() {
 				base := heapMiB()
-				p := plan.NewPlanner(nftrules.Render)
+				p := planner.NewPlanner(nftrules.Render)
 				p.Update(state)
 				desired, owners := p.Desired()
 				planned := heapMiB()
-				pl := plan.Diff(plan.NewKernelState(), desired, owners, plan.FullScope, plan.Drain{})
+				pl := planner.Diff(planner.DiffInputs{Observed: plan.NewKernelState(), Desired: desired, Services: owners, Scope: planner.FullScope})
 				diffed := heapMiB()
 				programmed := plan.NewKernelState()
 				for op := range pl.All() {
@@ -56,15 +57,15 @@ func BenchmarkFirstSyncMemory(b *testing.B) {
 // each periodic reread makes: it must find nothing, cheaply.
 func BenchmarkFullCompare(b *testing.B) {
 	state := &model.State{Node: fixture.ClusterNode(), Services: fixture.Cluster(10000, 10)}
-	p := plan.NewPlanner(nftrules.Render)
+	p := planner.NewPlanner(nftrules.Render)
 	p.Update(state)
 	desired, owners := p.Desired()
 	programmed := plan.NewKernelState()
-	for op := range plan.Diff(programmed, desired, owners, plan.FullScope, plan.Drain{}).All() {
+	for op := range planner.Diff(planner.DiffInputs{Observed: programmed, Desired: desired, Services: owners, Scope: planner.FullScope}).All() {
 		programmed.Record(op)
 	}
 	for b.Loop() {
-		if pl := plan.Diff(programmed, desired, owners, plan.FullScope, plan.Drain{}); pl.Len() != 0 {
+		if pl := planner.Diff(planner.DiffInputs{Observed: programmed, Desired: desired, Services: owners, Scope: planner.FullScope}); pl.Len() != 0 {
 			b.Fatalf("%d operations", pl.Len())
 		}
 	}

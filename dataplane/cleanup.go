@@ -13,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -77,7 +78,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	if err := removeKubeProxyLeftovers(d.k.rules); err != nil {
 		errs = append(errs, err)
 	}
-	for _, name := range slices.Sorted(maps.Keys(plan.SetSpecs())) {
+	for _, name := range slices.Sorted(maps.Keys(planner.SetSpecs())) {
 		if err := d.k.destroySet(ctx, name); err != nil {
 			errs = append(errs, err)
 		}

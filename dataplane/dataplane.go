@@ -9,6 +9,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
@@ -61,7 +62,7 @@ type Dataplane struct {
 	cfg Config
 	// k is what talks to the kernel; the rest remembers.
 	k       *kernel
-	planner *plan.Planner
+	planner *planner.Planner
 	// programmed is what the kernel holds, as far as the dataplane knows;
 	// nil until the first sync reads the kernel.
 	programmed *plan.KernelState
@@ -69,7 +70,7 @@ type Dataplane struct {
 	prefilled bool
 	// retry holds the objects whose operations failed, planned again on
 	// the next sync.
-	retry    *plan.Scope
+	retry    *planner.Scope
 	draining draining
 	// drainingRead is when the draining real servers were last read (see
 	// drainingReadEvery).
@@ -94,7 +95,7 @@ type Dataplane struct {
 	turn turn
 	// sweep compares what the last periodic read found a piece a sync,
 	// until it is done; nil when none is under way.
-	sweep *plan.Sweep
+	sweep *planner.Sweep
 	// kernelSysctls are the settings this kernel's release calls for.
 	kernelSysctls []model.Sysctl
 	// written are the sysctls and IPVS timeouts last written.
@@ -126,7 +127,7 @@ func New(cfg *Config) (*Dataplane, error) {
 
 // openDataplane opens a Dataplane's connections in ns.
 func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
-	d := &Dataplane{planner: plan.NewPlanner(nftrules.Render), retry: plan.NewScope(), draining: draining{}, setIndex: map[string]uint16{}, turn: newTurn()}
+	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), retry: planner.NewScope(), draining: draining{}, setIndex: map[string]uint16{}, turn: newTurn()}
 	if cfg != nil {
 		d.cfg = *cfg
 	}

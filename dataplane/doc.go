@@ -7,10 +7,10 @@
 //     endpoints, node settings) and its validation. Invalid service ports
 //     are reported with [model.FieldError] (object and field) and left
 //     out; the others are still programmed.
-//   - [plan] computes the desired kernel state of a model ([plan.Build],
-//     and [plan.Planner], which keeps it between syncs so that a change to
-//     one service plans that service alone) and the operations that turn
-//     an observed state into it ([plan.Diff]), in an order that never
+//   - [plan] computes the desired kernel state of a model ([plan.Build];
+//     the dataplane keeps it between syncs, so that a change to one
+//     service plans that service alone) and the operations that turn an
+//     observed state into it ([plan.Diff]), in an order that never
 //     sends traffic where nothing handles it: sets and rules first, then
 //     virtual and real servers, then the addresses that draw traffic;
 //     removals in reverse; conntrack cleanup last. A sync whose sets or
@@ -59,8 +59,8 @@
 // tenants write, adopts only what kube-proxy made for one (its
 // KUBE-EXTERNAL-IP, KUBE-LOAD-BALANCER or KUBE-CLUSTER-IP set records it):
 // another program's (keepalived's, kube-vip's) is left alone, and the
-// Service is told (plan.Planner.SetForeign). Virtual servers inside model.Node.ExcludeCIDRs are
-// never deleted. The dummy device, the KUBE-* sets and the nftables tables
+// Service is told (a *model.SettingError in the sync's errors). Virtual
+// servers inside model.Node.ExcludeCIDRs are never deleted. The dummy device, the KUBE-* sets and the nftables tables
 // named [nftrules.TableName] are ipvsplane's by name.
 //
 // # Taking over from kube-proxy, and handing back

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
@@ -65,8 +66,8 @@ func (dr draining) keep(vk plan.VirtualKey, current plan.Reals) {
 }
 
 // drain returns the drain settings of a plan made now.
-func (d *Dataplane) drain() plan.Drain {
-	return plan.Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
+func (d *Dataplane) drain() planner.Drain {
+	return planner.Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
 }
 
 // refreshDraining reads the connection counts of the real servers that
@@ -91,9 +92,9 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 // scope that lose real servers still at a weight, one dump each, so the
 // plan deletes at once those with no connection and drains the others,
 // as kube-proxy reads them before it deletes a real server.
-func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelState, scope plan.Scope) error {
+func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelState, scope planner.Scope) error {
 	for vk := range scopedVirtual(scope, d.programmed) {
-		if _, ok := d.programmed.Virtual[vk]; !ok || !plan.LosesReals(d.programmed, desired, vk) {
+		if _, ok := d.programmed.Virtual[vk]; !ok || !planner.LosesReals(d.programmed, desired, vk) {
 			continue
 		}
 		dests, err := d.k.ipvs.Destinations(ctx, ipvsKey(vk))
@@ -113,7 +114,7 @@ func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelStat
 // scopedVirtual yields the virtual servers scope covers: all of
 // programmed's when it covers everything, ranged over, not copied (the
 // callers replace real server lists only).
-func scopedVirtual(scope plan.Scope, programmed *plan.KernelState) iter.Seq[plan.VirtualKey] {
+func scopedVirtual(scope planner.Scope, programmed *plan.KernelState) iter.Seq[plan.VirtualKey] {
 	if scope.All {
 		return maps.Keys(programmed.Virtual)
 	}
@@ -132,7 +133,7 @@ func (d *Dataplane) succeeded(ops ...plan.Op) {
 // shareReals makes the programmed real server lists in scope that equal
 // the desired ones the desired ones: after the kernel was read, the
 // programmed state would otherwise hold a second copy of every list.
-func (d *Dataplane) shareReals(desired *plan.KernelState, scope plan.Scope) {
+func (d *Dataplane) shareReals(desired *plan.KernelState, scope planner.Scope) {
 	for vk := range scopedVirtual(scope, d.programmed) {
 		have, ok := d.programmed.Reals[vk]
 		if want, wanted := desired.Reals[vk]; ok && wanted && slices.Equal(have, want) {

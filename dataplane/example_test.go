@@ -28,7 +28,7 @@ func Example() {
 		}},
 	}
 	desired := plan.Build(state, nftrules.Render)
-	plan := plan.Diff(plan.NewKernelState(), desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
+	plan := plan.Diff(plan.NewKernelState(), desired)
 	for op := range plan.All() {
 		if !strings.HasPrefix(op.String(), "ipset create") {
 			fmt.Println(op)

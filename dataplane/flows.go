@@ -9,7 +9,7 @@ import (
 )
 
 // reconcileFlows deletes the stale conntrack entries of op's family and
-// protocol (see plan.FlowMatcher): one dump that the kernel filters by
+// protocol (see planner.FlowMatcher): one dump that the kernel filters by
 // family and protocol, matched here against the service ports in maps,
 // then the stale entries' deletes, many per write. kube-proxy dumps the
 // family's whole table, then dumps it again to delete. Once it ran to

@@ -9,11 +9,11 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 

@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,8 +21,8 @@ var nftFamilies = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.Tabl
 // families: the tables of its nftables mode, and the chains of its IPVS
 // and iptables modes that plan.IsKubeProxyChain names in the iptables-nft
 // tables (docs/kube-proxy-ipvs-semantics.md §3.1).
-func findKubeProxyChains(conn *nftables.Conn) ([]plan.KubeProxyChain, error) {
-	var found []plan.KubeProxyChain
+func findKubeProxyChains(conn *nftables.Conn) ([]planner.KubeProxyChain, error) {
+	var found []planner.KubeProxyChain
 	for _, family := range nftFamilies {
 		ipv6 := family == nftables.TableFamilyIPv6
 		tables, err := conn.ListTablesOfFamily(family)
@@ -29,8 +30,8 @@ func findKubeProxyChains(conn *nftables.Conn) ([]plan.KubeProxyChain, error) {
 			return nil, fmt.Errorf("listing the nftables tables: %w", err)
 		}
 		for _, t := range tables {
-			if t.Name == plan.KubeProxyNFTable {
-				found = append(found, plan.KubeProxyChain{IPv6: ipv6, Table: t.Name})
+			if t.Name == planner.KubeProxyNFTable {
+				found = append(found, planner.KubeProxyChain{IPv6: ipv6, Table: t.Name})
 			}
 		}
 		chains, err := conn.ListChainsOfTableFamily(family)
@@ -39,11 +40,11 @@ func findKubeProxyChains(conn *nftables.Conn) ([]plan.KubeProxyChain, error) {
 		}
 		for _, c := range chains {
 			if plan.IsKubeProxyChain(c.Table.Name, c.Name) {
-				found = append(found, plan.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name})
+				found = append(found, planner.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name})
 			}
 		}
 	}
-	slices.SortFunc(found, plan.KubeProxyChain.Compare)
+	slices.SortFunc(found, planner.KubeProxyChain.Compare)
 	return found, nil
 }
 
@@ -61,18 +62,18 @@ func removeKubeProxyLeftovers(conn *nftables.Conn) error {
 // kube-proxy's cleanup restores each table on its own, so that another
 // program's reference into one table's chains keeps only that table's.
 // All are tried; the error joins those that failed.
-func removeKubeProxyChains(conn *nftables.Conn, remove []plan.KubeProxyChain) error {
+func removeKubeProxyChains(conn *nftables.Conn, remove []planner.KubeProxyChain) error {
 	var errs []error
-	byTable := map[plan.KubeProxyChain][]plan.KubeProxyChain{} // key: Chain empty
+	byTable := map[planner.KubeProxyChain][]planner.KubeProxyChain{} // key: Chain empty
 	for _, c := range remove {
 		if c.Chain == "" {
 			errs = append(errs, removeKubeProxyTable(conn, c))
 			continue
 		}
-		t := plan.KubeProxyChain{IPv6: c.IPv6, Table: c.Table}
+		t := planner.KubeProxyChain{IPv6: c.IPv6, Table: c.Table}
 		byTable[t] = append(byTable[t], c)
 	}
-	for _, t := range slices.SortedFunc(maps.Keys(byTable), plan.KubeProxyChain.Compare) {
+	for _, t := range slices.SortedFunc(maps.Keys(byTable), planner.KubeProxyChain.Compare) {
 		errs = append(errs, removeKubeProxyTableChains(conn, t, byTable[t]))
 	}
 	return errors.Join(errs...)
@@ -80,7 +81,7 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []plan.KubeProxyChain) er
 
 // removeKubeProxyTable deletes a table of kube-proxy's nftables mode, as
 // its cleanup does: the whole table, whatever it holds.
-func removeKubeProxyTable(conn *nftables.Conn, t plan.KubeProxyChain) error {
+func removeKubeProxyTable(conn *nftables.Conn, t planner.KubeProxyChain) error {
 	family := nftables.TableFamilyIPv4
 	if t.IPv6 {
 		family = nftables.TableFamilyIPv6
@@ -98,7 +99,7 @@ func removeKubeProxyTable(conn *nftables.Conn, t plan.KubeProxyChain) error {
 // hooks), then the chains' rules, then the chains. A rule of another
 // program that refers to one of them is not touched: the kernel then
 // refuses the transaction (EBUSY), and the error names the chains.
-func removeKubeProxyTableChains(conn *nftables.Conn, table plan.KubeProxyChain, remove []plan.KubeProxyChain) error {
+func removeKubeProxyTableChains(conn *nftables.Conn, table planner.KubeProxyChain, remove []planner.KubeProxyChain) error {
 	doomed := make(map[string]bool, len(remove))
 	for _, c := range remove {
 		doomed[c.Chain] = true

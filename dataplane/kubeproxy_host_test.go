@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -201,7 +202,7 @@ func TestRemoveKubeProxyJumpNativeCtState(t *testing.T) {
 
 // kubeProxyChainsIn returns a connection into ns and the kube-proxy
 // chains and tables found there.
-func kubeProxyChainsIn(t *testing.T, ns *testutil.NetNS) (*nftables.Conn, []plan.KubeProxyChain) {
+func kubeProxyChainsIn(t *testing.T, ns *testutil.NetNS) (*nftables.Conn, []planner.KubeProxyChain) {
 	t.Helper()
 	conn, err := nftables.New(nftables.WithNetNSFd(ns.FD()))
 	if err != nil {

@@ -7,11 +7,12 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // A node taken over from kube-proxy: its chains are removed last, after
@@ -19,10 +20,10 @@ import (
 func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
 	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.20")}}
 	desired := plan.Build(state, nftrules.Render)
-	chains := []plan.KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
+	chains := []planner.KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
 	observed := plan.NewKernelState()
 	observed.KubeProxyChains = chains
-	pl := plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
+	pl := planner.Diff(planner.DiffInputs{Observed: observed, Desired: desired.Kernel, Services: desired.Services, Scope: planner.FullScope})
 	ops := slices.Collect(pl.All())
 	last := ops[len(ops)-1]
 	if got, want := last.String(), "kube-proxy remove ip nat KUBE-SERVICES, ip6 filter KUBE-FORWARD"; got != want {
@@ -39,7 +40,7 @@ func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
 	}
 	// Only a full plan looks for them.
 	observed.KubeProxyChains = chains
-	partial := plan.Diff(observed, desired.Kernel, desired.Services, plan.Scope{}, plan.Drain{})
+	partial := planner.Diff(planner.DiffInputs{Observed: observed, Desired: desired.Kernel, Services: desired.Services, Scope: planner.Scope{}})
 	for op := range partial.All() {
 		if _, ok := op.(plan.RemoveKubeProxyRules); ok {
 			t.Errorf("an incremental plan removes kube-proxy's chains:\n%s", partial)

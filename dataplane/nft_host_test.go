@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/internal/hostsets"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 

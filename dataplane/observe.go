@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -121,7 +122,7 @@ func (k *kernelRead) readSets(ctx context.Context, sets *ipset.Conn, t turn) err
 	if err != nil {
 		return fmt.Errorf("listing ipsets: %w", err)
 	}
-	specs := plan.SetSpecs()
+	specs := planner.SetSpecs()
 	for _, name := range names {
 		if _, ours := specs[name]; !ours {
 			continue

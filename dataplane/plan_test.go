@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // A panic in the planner, which only a bug can cause, comes back as a
@@ -18,11 +19,11 @@ import (
 // a Sync of a whole state.
 func TestPlanPanicDropsThePlanner(t *testing.T) {
 	lacking := &model.SchedulerError{Service: model.ServicePortName{}, Scheduler: "sed", Err: ErrSchedulerNotSupported}
-	d := &Dataplane{planner: plan.NewPlanner(nftrules.Render), schedulers: schedulerCache{known: map[string]error{"sed": lacking}}}
+	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), schedulers: schedulerCache{known: map[string]error{"sed": lacking}}}
 	web := fixture.Web()
 	d.planner.Update(&model.State{Node: fixture.VMNode(), Services: []model.ServicePort{web}})
 	changes := []plan.Change{{Name: web.Name, Port: &web}}
-	_, _, err := d.plan(changes, func() (plan.Scope, []error) { panic("index out of range") })
+	_, _, err := d.plan(changes, func() (planner.Scope, []error) { panic("index out of range") })
 	var pe *PlanPanicError
 	if !errors.As(err, &pe) || len(pe.Services) != 1 || pe.Services[0] != web.Name || !strings.Contains(string(pe.Stack), "TestPlanPanicDropsThePlanner") {
 		t.Fatalf("error %v, want a *PlanPanicError naming %v with its stack", err, web.Name)

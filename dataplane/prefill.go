@@ -6,6 +6,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // Prefill programs what state adds to the kernel and nothing else: the
@@ -18,9 +19,9 @@ import (
 // removes what the whole state does not hold.
 //
 // The virtual servers a port claims through an external IP or a
-// load-balancer address, which any tenant may write, wait for that Sync
-// (see [plan.Planner.ClaimedByAnyone]): in a partial state they might go
-// to a tenant naming another Service's cluster IP that is not listed yet.
+// load-balancer address, which any tenant may write, wait for that Sync:
+// in a partial state they might go to a tenant naming another Service's
+// cluster IP that is not listed yet.
 //
 // Failures are reported as Sync reports them; a failed operation is
 // not tried again within the Prefill, but by the next Sync.
@@ -28,7 +29,7 @@ func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, e
 	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	_, modelErrs := d.planner.Update(state)
-	return d.prefill(ctx, plan.FullScope, append(checkErrs, modelErrs...), replanWith(d.planner, state, checkErrs))
+	return d.prefill(ctx, planner.FullScope, append(checkErrs, modelErrs...), replanWith(d.planner, state, checkErrs))
 }
 
 // PrefillChanges is Prefill for a caller that tracks which service ports
@@ -48,7 +49,7 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []plan.Change) (
 // prefill carries out the additions of the plan within scope, reading the
 // kernel first if nothing has read it yet; replan plans again when the
 // read finds another program's virtual servers that matter.
-func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []error, replan replanner) (*Result, error) {
+func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
 	if err := d.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
@@ -62,7 +63,7 @@ func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []e
 		if err != nil {
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed, scope = observed, plan.FullScope
+		d.programmed, scope = observed, planner.FullScope
 		d.lastFull = d.cfg.Now()
 		// A prefill's first read has the whole state to plan again with.
 		var replanned bool
@@ -72,7 +73,7 @@ func (d *Dataplane) prefill(ctx context.Context, scope plan.Scope, modelErrs []e
 		}
 		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
 	}
-	res.Plan = plan.Diff(d.programmed, desired, owners, scope, plan.Drain{}).Additions(d.planner.ClaimedByAnyone())
+	res.Plan = planner.Diff(planner.DiffInputs{Observed: d.programmed, Desired: desired, Services: owners, Scope: scope}).Additions(d.planner.ClaimedByAnyone())
 	d.programmed.Grow(res.Plan)
 	opErrs := d.apply(ctx, res.Plan, &res.Flows)
 	d.prefilled = true

@@ -12,9 +12,9 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 

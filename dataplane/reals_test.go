@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,7 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 	d := &Dataplane{
 		cfg:        Config{Now: time.Now},
 		programmed: plan.NewKernelState(),
-		retry:      plan.NewScope(),
+		retry:      planner.NewScope(),
 		draining:   draining{},
 	}
 	d.programmed.Reals[vk] = plan.Reals{realAt("10.0.0.9", 80, 1)}

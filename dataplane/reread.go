@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // reread is a periodic read of the whole kernel running in the
 // background, between syncs (see turn). At 10,000 services it takes
 // seconds (tens under emulation); syncs go on meanwhile, and the first
 // sync after it ends merges what it read, which that sync and those after
-// it compare a piece each (plan.Sweep).
+// it compare a piece each (planner.Sweep).
 type reread struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -25,7 +26,7 @@ type reread struct {
 	// since holds what the syncs planned while the read ran. There the
 	// reader may have seen the kernel before or after a change, so the
 	// programmed state is believed instead.
-	since *plan.Scope
+	since *planner.Scope
 	// timing is when the read ended and how long it took, set before
 	// done is closed.
 	timing rereadTiming
@@ -76,7 +77,7 @@ func (d *Dataplane) startRead(ctx context.Context, ahead bool) error {
 		d.background = r
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &reread{cancel: cancel, done: make(chan struct{}), since: plan.NewScope(), ahead: ahead}
+	r := &reread{cancel: cancel, done: make(chan struct{}), since: planner.NewScope(), ahead: ahead}
 	readers, device, notify, now := d.background, d.cfg.Device, d.cfg.KernelRead, d.cfg.Now
 	// The read ahead of the first sync runs beside nothing but prefills,
 	// which only add, and compares everything: it reads at full speed.
@@ -148,7 +149,7 @@ func (d *Dataplane) stopReread() {
 // mergeRead returns what the kernel holds according to a background read,
 // except where the syncs planned changes while it ran: there the
 // programmed state stands. Both inputs are taken over.
-func mergeRead(observed, programmed *plan.KernelState, since plan.Scope) *plan.KernelState {
+func mergeRead(observed, programmed *plan.KernelState, since planner.Scope) *plan.KernelState {
 	for vk := range since.Virtual {
 		if v, ok := programmed.Virtual[vk]; ok {
 			observed.Virtual[vk], observed.Reals[vk] = v, programmed.Reals[vk]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // A background read may have seen what the syncs changed while it ran
@@ -18,7 +19,7 @@ func TestMergeRead(t *testing.T) {
 	removed := plan.VirtualKey{Addr: addr("10.96.0.2"), Port: 80, Protocol: inet.TCP}
 	drifted := plan.VirtualKey{Addr: addr("10.96.0.3"), Port: 80, Protocol: inet.TCP}
 	reals := func(weight int) plan.Reals {
-		return plan.NewReals([]plan.RealServer{{RealKey: plan.RealKey{Addr: addr("10.244.0.1"), Port: 8080}, Weight: weight}})
+		return planner.NewReals([]plan.RealServer{{RealKey: plan.RealKey{Addr: addr("10.244.0.1"), Port: 8080}, Weight: weight}})
 	}
 	programmed := plan.NewKernelState()
 	programmed.Virtual[added] = plan.VirtualServer{VirtualKey: added, Scheduler: "rr"}
@@ -38,7 +39,7 @@ func TestMergeRead(t *testing.T) {
 	observed.Addresses[addr("10.96.0.2")] = true
 	observed.Entries["KUBE-CLUSTER-IP"] = map[plan.Entry]bool{ce("10.96.0.2"): true, ce("10.96.0.3"): true}
 
-	since := plan.NewScope()
+	since := planner.NewScope()
 	since.Virtual[added] = true
 	since.Virtual[removed] = true
 	since.Addresses[addr("10.96.0.1")] = true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,9 +96,9 @@ func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *p
 		}
 		scope := *d.retry
 		if d.retry.All {
-			scope = plan.FullScope
+			scope = planner.FullScope
 		}
-		d.retry = plan.NewScope()
+		d.retry = planner.NewScope()
 		again := d.diff(desired, owners, scope)
 		pl.Append(again)
 		errs = d.apply(ctx, again, flows)

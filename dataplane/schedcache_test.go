@@ -7,11 +7,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // planLines syncs state into an empty kernel and returns the plan's lines
@@ -29,7 +29,7 @@ func TestSchedulerCacheProbesOnce(t *testing.T) {
 		}
 		return nil
 	}}
-	p := plan.NewPlanner(nftrules.Render)
+	p := planner.NewPlanner(nftrules.Render)
 	names := []string{"sh", "twos", "sh", "wlc", "fastest", "ovf", "twos"}
 	node := &model.Node{Scheduler: "wlc"}
 	errs := c.check(context.Background(), p, node, slices.Values(names))
@@ -61,7 +61,7 @@ func TestSchedulerCacheSkipsNotAllowed(t *testing.T) {
 		return nil
 	}}
 	node := &model.Node{AllowedSchedulers: []string{"sh"}}
-	c.check(context.Background(), plan.NewPlanner(nftrules.Render), node, slices.Values([]string{"sh", "twos", "mh"}))
+	c.check(context.Background(), planner.NewPlanner(nftrules.Render), node, slices.Values([]string{"sh", "twos", "mh"}))
 	if want := []string{"sh"}; !slices.Equal(probed, want) {
 		t.Errorf("probed %q, want %q: the allowed one alone", probed, want)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"
 )
@@ -74,7 +74,7 @@ type schedulerCache struct {
 // allow is never tried (see Node.Scheduling): trying one loads its module.
 // A probe that fails otherwise is not remembered: its error is returned,
 // and the scheduler is tried again with the next port that names it.
-func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node *model.Node, names iter.Seq[string]) []error {
+func (c *schedulerCache) check(ctx context.Context, p *planner.Planner, node *model.Node, names iter.Seq[string]) []error {
 	var errs []error
 	for name := range names {
 		if name == node.EffectiveScheduler() || !model.KnownScheduler(name) || !node.SchedulerAllowed(name) {
@@ -99,8 +99,8 @@ func (c *schedulerCache) check(ctx context.Context, p *plan.Planner, node *model
 
 // newPlanner returns an empty planner that knows the schedulers the
 // kernel was found to lack and the virtual servers other programs made.
-func (d *Dataplane) newPlanner() *plan.Planner {
-	p := plan.NewPlanner(nftrules.Render)
+func (d *Dataplane) newPlanner() *planner.Planner {
+	p := planner.NewPlanner(nftrules.Render)
 	for name, err := range d.schedulers.known {
 		if err != nil {
 			p.LackScheduler(name, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // Result is what a sync did.
@@ -35,8 +36,9 @@ type Result struct {
 	Sweeping bool
 	// NeedsState is true when a SyncChanges read the kernel and found
 	// another program's virtual servers coming or going where service
-	// ports it was not given name them (see plan.Planner.SetForeign):
-	// the caller should make its next sync a Sync with the whole state.
+	// ports it was not given name them (external IPs and load-balancer
+	// addresses do not take another program's virtual server): the
+	// caller should make its next sync a Sync with the whole state.
 	NeedsState bool
 	// RulesFailed is true when creating a set, adding set entries or
 	// writing the rules failed, in the last round of the sync: the node
@@ -89,7 +91,7 @@ type FlowCleanup struct {
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
 	state = d.served(state)
 	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
-	scope, modelErrs, err := d.plan(nil, func() (plan.Scope, []error) { return d.planner.Update(state) })
+	scope, modelErrs, err := d.plan(nil, func() (planner.Scope, []error) { return d.planner.Update(state) })
 	if err != nil {
 		return nil, err
 	}
@@ -97,12 +99,12 @@ func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, erro
 }
 
 // replanner plans the whole state again, once the planner learned what
-// changes it (plan.Planner.SetForeign), and returns the model's errors.
+// changes it (planner.Planner.SetForeign), and returns the model's errors.
 type replanner func() []error
 
 // replanWith returns the replanner of a state, whose scheduler check
 // found checkErrs.
-func replanWith(p *plan.Planner, state *model.State, checkErrs []error) replanner {
+func replanWith(p *planner.Planner, state *model.State, checkErrs []error) replanner {
 	return func() []error {
 		_, errs := p.Update(state)
 		return append(slices.Clip(checkErrs), errs...)
@@ -129,7 +131,7 @@ func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) (errs []er
 // one, and the panic returned as a *PlanPanicError naming changes, so that
 // a daemon can leave those service ports out instead of crashing on every
 // node at every start.
-func (d *Dataplane) plan(changes []plan.Change, step func() (plan.Scope, []error)) (scope plan.Scope, errs []error, err error) {
+func (d *Dataplane) plan(changes []plan.Change, step func() (planner.Scope, []error)) (scope planner.Scope, errs []error, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			d.planner = d.newPlanner()
@@ -154,7 +156,7 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Re
 		return nil, ErrNotSynced
 	}
 	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
-	scope, modelErrs, err := d.plan(changes, func() (plan.Scope, []error) { return d.planner.UpdateChanges(changes) })
+	scope, modelErrs, err := d.plan(changes, func() (planner.Scope, []error) { return d.planner.UpdateChanges(changes) })
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +185,7 @@ func changedSchedulers(changes []plan.Change) iter.Seq[string] {
 	}
 }
 
-func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []error, replan replanner) (*Result, error) {
+func (d *Dataplane) sync(ctx context.Context, scope planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
 	if err := d.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
@@ -218,7 +220,7 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 			d.programmed = nil
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed, scope, res.Full, readNow = observed, plan.FullScope, true, true
+		d.programmed, scope, res.Full, readNow = observed, planner.FullScope, true, true
 		d.lastFull = d.cfg.Now()
 		var replanned bool
 		if modelErrs, replanned, res.NeedsState = d.learnForeign(replan, modelErrs); replanned {
@@ -231,14 +233,14 @@ func (d *Dataplane) sync(ctx context.Context, scope plan.Scope, modelErrs []erro
 		// compares everything, as a first sync does, with what it owns
 		// by the whole state.
 		dropUnowned(d.programmed, desired, node)
-		scope, res.Full = plan.FullScope, true
+		scope, res.Full = planner.FullScope, true
 	default:
 		var err error
 		if scope, err = d.changedScope(ctx, scope, reread, desired, node, res); err != nil {
 			return nil, err
 		}
 	}
-	d.retry, d.prefilled = plan.NewScope(), false
+	d.retry, d.prefilled = planner.NewScope(), false
 	scope = d.sweepPiece(scope, res)
 	if !readNow {
 		n, err := withRetries(ctx, func() error { return d.refreshLeaving(ctx, desired, scope) })
@@ -264,7 +266,7 @@ func (d *Dataplane) desiredNow() (*plan.KernelState, *model.Node) {
 // draining, read again, unless a failure calls for
 // everything. It first merges a finished periodic read, and starts the
 // sweep that compares it piece by piece.
-func (d *Dataplane) changedScope(ctx context.Context, scope plan.Scope, reread *reread, desired *plan.KernelState, node *model.Node, res *Result) (plan.Scope, error) {
+func (d *Dataplane) changedScope(ctx context.Context, scope planner.Scope, reread *reread, desired *plan.KernelState, node *model.Node, res *Result) (planner.Scope, error) {
 	if reread != nil {
 		res.Retries += reread.retries
 		observed, err := d.ownedWithRules(ctx, reread.read, desired, node, false)
@@ -273,10 +275,10 @@ func (d *Dataplane) changedScope(ctx context.Context, scope plan.Scope, reread *
 		}
 		d.programmed = mergeRead(observed, d.programmed, *reread.since)
 		d.stopSweep()
-		d.sweep = plan.NewSweep(d.programmed, desired)
+		d.sweep = planner.NewSweep(d.programmed, desired)
 	}
 	if d.retry.All {
-		return plan.FullScope, nil
+		return planner.FullScope, nil
 	}
 	d.retry.Merge(scope)
 	if now := d.cfg.Now(); len(d.draining) > 0 && now.Sub(d.drainingRead) >= drainingReadEvery {
@@ -306,7 +308,7 @@ const (
 
 // sweepPiece adds the sweep's next piece to scope, which a full compare
 // needs none of; the sync that takes the last is Full.
-func (d *Dataplane) sweepPiece(scope plan.Scope, res *Result) plan.Scope {
+func (d *Dataplane) sweepPiece(scope planner.Scope, res *Result) planner.Scope {
 	if d.sweep == nil {
 		return scope
 	}
@@ -351,7 +353,7 @@ func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.
 // program plans what scope covers against the programmed state and
 // carries it out, starting the periodic reread when it is due; it fills
 // res.
-func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, node *model.Node) {
+func (d *Dataplane) program(ctx context.Context, res *Result, scope planner.Scope, node *model.Node) {
 	desired, owners := d.planner.Desired()
 	if !res.Full && d.resyncDue() {
 		if err := d.startReread(ctx); err != nil {
@@ -380,8 +382,8 @@ func (d *Dataplane) program(ctx context.Context, res *Result, scope plan.Scope, 
 
 // diff plans what scope covers against the programmed state, and the
 // conntrack reconciliations due, which come last.
-func (d *Dataplane) diff(desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName, scope plan.Scope) *plan.Plan {
-	p := plan.Diff(d.programmed, desired, owners, scope, d.drain())
+func (d *Dataplane) diff(desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName, scope planner.Scope) *plan.Plan {
+	p := planner.Diff(planner.DiffInputs{Observed: d.programmed, Desired: desired, Services: owners, Scope: scope, Drain: d.drain()})
 	p.Append(reconcilePlan(d.planner.Reconciles()))
 	return p
 }
@@ -412,20 +414,20 @@ func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan,
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}
-	reconciles := reconcilePlan(plan.FirstReconciles(state))
+	reconciles := reconcilePlan(planner.FirstReconciles(state))
 	if len(d.foreign) == 0 {
-		p := plan.Diff(observed, desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
+		p := planner.Diff(planner.DiffInputs{Observed: observed, Desired: desired.Kernel, Services: desired.Services, Scope: planner.FullScope})
 		p.Append(reconciles)
 		return p, desired.Errors, nil
 	}
 	// Plan as a first sync does, without another program's virtual
 	// servers, which the read kept when the state named them.
-	planner := plan.NewPlanner(nftrules.Render)
-	planner.SetForeign(d.foreign)
-	_, errs := planner.Update(state)
-	k, owners := planner.Desired()
+	fresh := planner.NewPlanner(nftrules.Render)
+	fresh.SetForeign(d.foreign)
+	_, errs := fresh.Update(state)
+	k, owners := fresh.Desired()
 	dropUnowned(observed, k, &state.Node)
-	p := plan.Diff(observed, k, owners, plan.FullScope, plan.Drain{})
+	p := planner.Diff(planner.DiffInputs{Observed: observed, Desired: k, Services: owners, Scope: planner.FullScope})
 	p.Append(reconciles)
 	return p, errs, nil
 }

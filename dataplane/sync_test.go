@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"golang.org/x/sys/unix"

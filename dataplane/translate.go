@@ -7,6 +7,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -95,7 +96,7 @@ func realsFromIPVS(dests []ipvs.Destination) plan.Reals {
 	for i, dst := range dests {
 		reals[i] = realFromIPVS(dst)
 	}
-	return plan.NewReals(reals)
+	return planner.NewReals(reals)
 }
 
 func realFromIPVS(d ipvs.Destination) plan.RealServer {
@@ -107,10 +108,10 @@ func realFromIPVS(d ipvs.Destination) plan.RealServer {
 	}
 }
 
-func ipsetSet(s plan.SetSpec) ipset.Set {
+func ipsetSet(s planner.SetSpec) ipset.Set {
 	set := ipset.Set{Name: s.Name, Type: ipset.Type(s.Type), HashSize: s.HashSize, MaxElem: s.MaxElem}
 	switch {
-	case s.Type == plan.BitmapPort:
+	case s.Type == planner.BitmapPort:
 		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
 	case s.IPv6:
 		set.Family = inet.IPv6

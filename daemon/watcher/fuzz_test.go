@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
 // FuzzParseManifests feeds arbitrary files to the parser and what it
@@ -96,7 +97,7 @@ func FuzzManifestsThroughPlanner(f *testing.F) {
 			_ = apply(tr, o.Object)
 		}
 		u := tr.Sync()
-		p := plan.NewPlanner(rules)
+		p := planner.NewPlanner(rules)
 		p.Update(&u.State)
 		// Each port changed in place (an endpoint's restart), last first,
 		// then removed and put back.

@@ -4,13 +4,19 @@
 // [Build] computes the desired [KernelState] of a whole model: IPVS
 // virtual and real servers, the addresses bound to the dummy device, the
 // contents of the KUBE-* ipsets and the packet rules in their printed
-// form. A [Planner] keeps the desired state between updates and works out
-// which objects each change touches ([Scope]), so that a change to one
-// service costs that service alone. [Diff] plans the operations ([Op])
-// that turn an observed state into the desired one; a [Plan] prints as
-// the dry-run text, one line per kernel operation. [VirtualKeys] and
-// [HealthCheckAddresses] answer, for one service port or for the node,
-// what a sync programs without computing all of it.
+// form. [Diff] plans the operations ([Op]) that turn an observed state
+// into the desired one; a [Plan] prints as the dry-run text, one line per
+// kernel operation, and a dataplane's sync returns the one it carried
+// out, whose operations a caller tells apart by their types ([AddReals],
+// [ReplaceRules], ...). [VirtualKeys] and [HealthCheckAddresses] answer,
+// for one service port or for the node, what a sync programs without
+// computing all of it.
+//
+// The package holds what the dataplane's importers use. The planner
+// behind it, which keeps the desired state between syncs so that a change
+// to one service plans that service alone, is the dataplane's own
+// (internal/planner); the types here are its types, so a plan the
+// dataplane returns is read with them.
 //
 // It imports no kernel package and no google/nftables: the rules are
 // rendered by a [Rules] function the caller passes (the dataplane's is

@@ -11,10 +11,11 @@ import (
 	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-// A Planner keeps the desired state between syncs: the first sync plans
-// everything, and a later change to one service plans that service alone,
-// here the real servers of a new endpoint on each of its virtual servers.
-func ExamplePlanner() {
+// Diff plans what turns one kernel state into another: here an empty
+// node into a model's desired state, then that node, once the plan is
+// applied, into the state of the model after a new endpoint, which adds
+// its real servers on each of the service's virtual servers.
+func ExampleDiff() {
 	node := model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.10")}}
 	web := model.ServicePort{
 		Name:       model.ServicePortName{Namespace: "default", Name: "web"},
@@ -24,19 +25,13 @@ func ExamplePlanner() {
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.20")},
 		Endpoints:  []model.Endpoint{{Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080, Ready: true}},
 	}
-	p := plan.NewPlanner(nftrules.Render)
-
-	scope, _ := p.Update(&model.State{Node: node, Services: []model.ServicePort{web}})
-	desired, services := p.Desired()
 	kernel := plan.NewKernelState() // an empty node
-	first := plan.Diff(kernel, desired, services, scope, plan.Drain{})
+	first := plan.Diff(kernel, plan.Build(&model.State{Node: node, Services: []model.ServicePort{web}}, nftrules.Render))
 	fmt.Println("first sync:", first.Len(), "operations")
 	kernel.Record(slices.Collect(first.All())...) // what applying them leaves
 
 	web.Endpoints = []model.Endpoint{web.Endpoints[0], {Addr: netip.MustParseAddr("10.244.2.7"), Port: 8080, Ready: true}}
-	scope, _ = p.UpdateChanges([]plan.Change{{Name: web.Name, Port: &web}})
-	desired, services = p.Desired()
-	fmt.Print(plan.Diff(kernel, desired, services, scope, plan.Drain{}))
+	fmt.Print(plan.Diff(kernel, plan.Build(&model.State{Node: node, Services: []model.ServicePort{web}}, nftrules.Render)))
 	// Output:
 	// first sync: 46 operations
 	// ipvs add tcp 10.96.0.20:80 -> 10.244.2.7:8080 weight 1

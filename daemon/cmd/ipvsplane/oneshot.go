@@ -178,7 +178,7 @@ func (a *app) planOffline(ctx context.Context, log *zap.Logger, o *options, cmd 
 			zap.String("node", state.Node.Name))
 	}
 	desired := plan.Build(&state, nftrules.Render)
-	p := plan.Diff(plan.NewKernelState(), desired.Kernel, desired.Services, plan.FullScope, plan.Drain{})
+	p := plan.Diff(plan.NewKernelState(), desired)
 	for _, e := range append(problems, desired.Errors...) {
 		log.Warn("problem", zap.Error(e))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/planner/everyop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
@@ -310,5 +311,21 @@ func TestSyncPeriod(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(m.registry, "ipvsplane_sync_period_seconds"); err != nil || n != 1 {
 		t.Errorf("the registry serves %d ipvsplane_sync_period_seconds series: %v", n, err)
+	}
+}
+
+// Every kind of operation has a name of its own in the op label: a kind
+// opKind misses would be counted as "other".
+func TestOpKindNamesEveryOperation(t *testing.T) {
+	seen := map[string]plan.Op{}
+	for _, op := range everyop.Ops() {
+		kind := opKind(op)
+		if kind == "other" {
+			t.Errorf("opKind(%T) is %q: name the new kind of operation", op, kind)
+		}
+		if prev, ok := seen[kind]; ok {
+			t.Errorf("opKind names both %T and %T %q", prev, op, kind)
+		}
+		seen[kind] = op
 	}
 }

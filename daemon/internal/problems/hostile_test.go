@@ -9,7 +9,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -55,14 +55,14 @@ func plainService() (*v1.Service, *discoveryv1.EndpointSlice) {
 // reports its problems, as the daemon does.
 type hostilePipeline struct {
 	tracker  *watcher.Tracker
-	planner  *plan.Planner
+	planner  *planner.Planner
 	problems Events
 	rec      *fakeRecorder
 }
 
 func newHostilePipeline(t testing.TB, hostile bool) (*hostilePipeline, *discoveryv1.EndpointSlice) {
 	p := &hostilePipeline{tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}}),
-		planner: plan.NewPlanner(nftrules.Render), rec: &fakeRecorder{}}
+		planner: planner.NewPlanner(nftrules.Render), rec: &fakeRecorder{}}
 	if hostile {
 		RecordInvalid(p.rec, p.tracker.SetService(hostileService()))
 	}

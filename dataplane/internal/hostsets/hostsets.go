@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -16,13 +16,13 @@ import (
 func Create(t testing.TB, ns *testutil.NetNS) map[string]uint16 {
 	t.Helper()
 	testutil.RequireProgram(t, "ipset")
-	specs := plan.SetSpecs()
+	specs := planner.SetSpecs()
 	index := map[string]uint16{}
 	for i, name := range slices.Sorted(maps.Keys(specs)) {
 		spec := specs[name]
 		args := []string{"create", name, string(spec.Type)}
 		switch {
-		case spec.Type == plan.BitmapPort:
+		case spec.Type == planner.BitmapPort:
 			args = append(args, "range", "0-65535")
 		case spec.IPv6:
 			args = append(args, "family", "inet6")

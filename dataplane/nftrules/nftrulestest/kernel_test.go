@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules/nftrulestest"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"github.com/google/nftables/xt"
-	"github.com/ipvsplane/ipvsplane/dataplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules/nftrulestest"
+	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 

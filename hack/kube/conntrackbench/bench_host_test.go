@@ -22,6 +22,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -71,7 +72,7 @@ func BenchmarkReconcile(b *testing.B) {
 		})
 	})
 	b.Run("ipvsplane", func(b *testing.B) {
-		p := plan.NewPlanner(nftrules.Render)
+		p := planner.NewPlanner(nftrules.Render)
 		p.Update(&model.State{Node: model.Node{Name: "node-a"}, Services: servicePorts()})
 		op := plan.ReconcileFlows{Family: inet.IPv4, Protocol: inet.UDP}
 		benchReconcile(b, c, stale, func() {

@@ -1,0 +1,152 @@
+package planner
+
+import (
+	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+)
+
+// selectEndpoints picks the endpoints traffic may use, for each family
+// (index 0 IPv4, 1 IPv6) on its own, as kube-proxy's proxier per family
+// does. cluster serves a Cluster traffic policy, local a Local one. The
+// lists may share eps's array; callers must not change them.
+func selectEndpoints(n *model.Node, eps []model.Endpoint) (cluster, local [2][]model.Endpoint) {
+	for fam, of := range byFamily(eps) {
+		cluster[fam], local[fam] = selectFamily(n, of)
+	}
+	return cluster, local
+}
+
+// selectFamily is kube-proxy's CategorizeEndpoints for the endpoints of
+// one family. The Cluster policy uses the ready endpoints the topology
+// hints give this node, or when none is ready anywhere, those still
+// serving while they terminate (so a rolling update of the last pod does
+// not drop traffic), hints ignored. The Local policy uses this node's
+// ready endpoints, or when it has none, its serving and terminating ones.
+func selectFamily(n *model.Node, eps []model.Endpoint) (cluster, local []model.Endpoint) {
+	topo := topology(n, eps)
+	cluster = pick(eps, func(ep model.Endpoint) bool { return ep.Ready && hinted(n, topo, ep) })
+	if len(cluster) == 0 {
+		cluster = pick(eps, servingTerminating)
+	}
+	local = pick(eps, func(ep model.Endpoint) bool { return ep.Ready && isLocal(n, ep) })
+	if len(local) == 0 {
+		local = pick(eps, func(ep model.Endpoint) bool { return servingTerminating(ep) && isLocal(n, ep) })
+	}
+	return cluster, local
+}
+
+func servingTerminating(ep model.Endpoint) bool { return ep.Serving && ep.Terminating }
+
+func isLocal(n *model.Node, ep model.Endpoint) bool { return n.Name != "" && ep.NodeName == n.Name }
+
+// pick returns the endpoints that match: eps itself when all do, as they
+// mostly do, and nil when none does.
+func pick(eps []model.Endpoint, match func(model.Endpoint) bool) []model.Endpoint {
+	count := 0
+	for _, ep := range eps {
+		if match(ep) {
+			count++
+		}
+	}
+	switch count {
+	case len(eps):
+		return eps
+	case 0:
+		return nil
+	}
+	picked := make([]model.Endpoint, 0, count)
+	for _, ep := range eps {
+		if match(ep) {
+			picked = append(picked, ep)
+		}
+	}
+	return picked
+}
+
+// byFamily splits endpoints by family. Endpoints with the IPv4 ones
+// first, as the watcher sorts them, are split without a copy.
+func byFamily(eps []model.Endpoint) (fams [2][]model.Endpoint) {
+	is6 := func(ep model.Endpoint) bool { return ep.Addr.Unmap().Is6() }
+	i := slices.IndexFunc(eps, is6)
+	switch {
+	case i < 0:
+		fams[0] = eps
+	case !slices.ContainsFunc(eps[i:], func(ep model.Endpoint) bool { return !is6(ep) }):
+		fams[0], fams[1] = eps[:i], eps[i:]
+	default:
+		for _, ep := range eps {
+			f := family(ep.Addr.Unmap().Is6())
+			fams[f] = append(fams[f], ep)
+		}
+	}
+	return fams
+}
+
+// family indexes per-family arrays: 0 for IPv4, 1 for IPv6.
+func family(ipv6 bool) int {
+	if ipv6 {
+		return 1
+	}
+	return 0
+}
+
+// topologyMode is how topology hints narrow a service's endpoints on this
+// node.
+type topologyMode uint8
+
+const (
+	topologyNone topologyMode = iota
+	topologySameZone
+	topologySameNode
+)
+
+// topology decides from the ready endpoints' hints, as kube-proxy's
+// topologyModeFromHints does: node hints when every ready endpoint has
+// some and one names this node, else zone hints when every ready endpoint
+// has some and one names this node's zone, else none. So a half-hinted
+// slice never strands traffic.
+func topology(n *model.Node, eps []model.Endpoint) topologyMode {
+	ready, allNode, forNode, allZone, forZone := false, true, false, true, false
+	for _, ep := range eps {
+		if !ep.Ready {
+			continue
+		}
+		ready = true
+		var h model.Hints
+		if ep.Hints != nil {
+			h = *ep.Hints
+		}
+		if len(h.ForNodes) == 0 {
+			allNode = false
+		} else if n.Name != "" && slices.Contains(h.ForNodes, n.Name) {
+			forNode = true
+		}
+		if len(h.ForZones) == 0 {
+			allZone = false
+		} else if n.Zone != "" && slices.Contains(h.ForZones, n.Zone) {
+			forZone = true
+		}
+	}
+	switch {
+	case !ready:
+		return topologyNone
+	case allNode && forNode:
+		return topologySameNode
+	case allZone && forZone:
+		return topologySameZone
+	}
+	return topologyNone
+}
+
+// hinted reports whether an endpoint serves this node under a topology
+// mode.
+func hinted(n *model.Node, mode topologyMode, ep model.Endpoint) bool {
+	switch mode {
+	case topologySameNode:
+		return ep.Hints != nil && slices.Contains(ep.Hints.ForNodes, n.Name)
+	case topologySameZone:
+		return ep.Hints != nil && slices.Contains(ep.Hints.ForZones, n.Zone)
+	}
+	return true
+}

@@ -1,0 +1,336 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"hash/maphash"
+	"net/netip"
+	"slices"
+
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
+)
+
+// ReconcileFlows deletes the stale conntrack entries of one family and
+// protocol: kube-proxy's conntrack reconciliation (CleanStaleEntries,
+// v1.37), whose policy a FlowMatcher holds. A sync runs it after one in
+// which the endpoints of a service with a port of that protocol changed
+// in that family, and again at every sync until it succeeds.
+type ReconcileFlows struct {
+	Family   inet.Family
+	Protocol inet.Protocol
+}
+
+func (o ReconcileFlows) String() string {
+	return fmt.Sprintf("conntrack reconcile %s %s", o.Protocol, o.Family)
+}
+
+func (ReconcileFlows) phase() phase { return phaseConntrack }
+
+// reconciledProtocols are the protocols whose stale entries are deleted:
+// UDP, as kube-proxy does, and SCTP, whose associations a stale entry
+// holds on a dead endpoint as well (kubernetes#70020).
+var reconciledProtocols = [...]inet.Protocol{inet.UDP, inet.SCTP}
+
+func reconciled(p inet.Protocol) bool { return slices.Contains(reconciledProtocols[:], p) }
+
+// flowIndex keeps, between syncs, what conntrack reconciliation needs of
+// every service port, and the reconciliations that changes made due.
+type flowIndex struct {
+	seed     maphash.Seed
+	services map[serviceName]map[string]*flowPort
+	due      map[ReconcileFlows]bool
+}
+
+// serviceName is a Service's namespace and name: kube-proxy decides by
+// Service whether a change calls for a reconciliation.
+type serviceName struct{ namespace, name string }
+
+// flowPort is what reconciliation needs of one service port.
+type flowPort struct {
+	protocol       inet.Protocol
+	port, nodePort uint16
+	clusterIPs     []netip.Addr
+	// frontends are the external and load-balancer addresses.
+	frontends []netip.Addr
+	serving   []netip.AddrPort
+	// endpoints hashes the port's endpoints of each family (index 0
+	// IPv4, 1 IPv6), 0 for none: a change of either changes it.
+	endpoints [2]uint64
+}
+
+func newFlowIndex(seed maphash.Seed) *flowIndex {
+	return &flowIndex{seed: seed, services: map[serviceName]map[string]*flowPort{}, due: map[ReconcileFlows]bool{}}
+}
+
+// familyIndex is a family's index in per-family arrays.
+func familyIndex(f inet.Family) int {
+	if f == inet.IPv6 {
+		return 1
+	}
+	return 0
+}
+
+var flowFamilies = [...]inet.Family{inet.IPv4, inet.IPv6}
+
+// newFlowPort takes what reconciliation needs of a service port, copied:
+// the caller may reuse its model.
+func (x *flowIndex) newFlowPort(sp *model.ServicePort) *flowPort {
+	fp := &flowPort{protocol: sp.Protocol, port: sp.Port, nodePort: sp.NodePort}
+	var h [2]hasher
+	for i := range h {
+		h[i].SetSeed(x.seed)
+	}
+	for i := range sp.Endpoints {
+		ep := &sp.Endpoints[i]
+		f := familyIndex(inet.FamilyOf(ep.Addr))
+		h[f].endpoint(ep)
+		fp.endpoints[f] = 1
+		if ep.Serving && reconciled(sp.Protocol) {
+			fp.serving = append(fp.serving, netip.AddrPortFrom(ep.Addr, ep.Port))
+		}
+	}
+	for f := range h {
+		if fp.endpoints[f] != 0 {
+			// Never 0, which stands for none.
+			fp.endpoints[f] = h[f].Sum64() | 1
+		}
+	}
+	if reconciled(sp.Protocol) {
+		fp.clusterIPs = slices.Clone(sp.ClusterIPs)
+		fp.frontends = slices.Concat(sp.ExternalIPs, sp.LoadBalancerIPs)
+	}
+	return fp
+}
+
+// update applies changes, of which there is one per port at most, and
+// makes due the reconciliations kube-proxy's endpoints change tracker
+// calls for: of a family in which the endpoints of a Service changed
+// (any of its ports'), for each protocol of which the Service has, or
+// had, a port with endpoints in that family.
+func (x *flowIndex) update(changes []Change) {
+	changed := map[serviceName][2]bool{}
+	for _, c := range changes {
+		svc := serviceName{c.Name.Namespace, c.Name.Name}
+		old := x.services[svc][c.Name.Port]
+		var now *flowPort
+		if c.Port != nil {
+			now = x.newFlowPort(c.Port)
+		}
+		for f := range flowFamilies {
+			if old.endpointsOf(f) == now.endpointsOf(f) {
+				continue
+			}
+			ch := changed[svc]
+			ch[f] = true
+			changed[svc] = ch
+			x.makeDue(old, f)
+		}
+		x.put(svc, c.Name.Port, now)
+	}
+	for svc, fams := range changed {
+		for f, ch := range fams {
+			if !ch {
+				continue
+			}
+			for _, fp := range x.services[svc] {
+				x.makeDue(fp, f)
+			}
+		}
+	}
+}
+
+// endpointsOf returns the hash of a port's endpoints of the family of
+// index f; a nil port has none.
+func (fp *flowPort) endpointsOf(f int) uint64 {
+	if fp == nil {
+		return 0
+	}
+	return fp.endpoints[f]
+}
+
+// makeDue makes due the reconciliation of fp's protocol in the family of
+// index f, if fp has endpoints there.
+func (x *flowIndex) makeDue(fp *flowPort, f int) {
+	if fp.endpointsOf(f) != 0 && reconciled(fp.protocol) {
+		x.due[ReconcileFlows{Family: flowFamilies[f], Protocol: fp.protocol}] = true
+	}
+}
+
+// put stores a service port's record, or removes it when fp is nil.
+func (x *flowIndex) put(svc serviceName, port string, fp *flowPort) {
+	ports := x.services[svc]
+	switch {
+	case fp != nil && ports == nil:
+		x.services[svc] = map[string]*flowPort{port: fp}
+	case fp != nil:
+		ports[port] = fp
+	default:
+		delete(ports, port)
+		if len(ports) == 0 {
+			delete(x.services, svc)
+		}
+	}
+}
+
+// replace makes the index hold the service ports of a whole model, as
+// the changes from what it held.
+func (x *flowIndex) replace(ports []model.ServicePort) {
+	present := make(map[model.ServicePortName]bool, len(ports))
+	changes := make([]Change, 0, len(ports))
+	for i := range ports {
+		present[ports[i].Name] = true
+		changes = append(changes, Change{Name: ports[i].Name, Port: &ports[i]})
+	}
+	for svc, byName := range x.services {
+		for port := range byName {
+			if name := (model.ServicePortName{Namespace: svc.namespace, Name: svc.name, Port: port}); !present[name] {
+				changes = append(changes, Change{Name: name})
+			}
+		}
+	}
+	x.update(changes)
+}
+
+// dueNow returns the due reconciliations in order, IPv4 and UDP first,
+// leaving out IPv6 on a node that serves IPv4 alone.
+func (x *flowIndex) dueNow(ipv4Only bool) []ReconcileFlows {
+	out := make([]ReconcileFlows, 0, len(x.due))
+	for op := range x.due {
+		if !ipv4Only || op.Family == inet.IPv4 {
+			out = append(out, op)
+		}
+	}
+	slices.SortFunc(out, func(a, b ReconcileFlows) int {
+		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(a.Protocol, b.Protocol))
+	})
+	return out
+}
+
+// FlowMatcher holds kube-proxy's conntrack reconciliation policy for one
+// family and protocol, over every service port of that protocol with a
+// cluster IP of that family: an entry whose original destination is one
+// of the port's cluster, external or load-balancer addresses with its
+// port, or, while the port has a serving endpoint, its node port on any
+// address, is stale unless its replies come from one of the port's
+// serving endpoints (ready or not, terminating or not). Traffic
+// policies and topology play no part: they change where new flows go,
+// not which existing ones live.
+type FlowMatcher struct {
+	// frontends and nodePorts give the group whose serving endpoints
+	// keep a flow: a port's own index, or, for a frontend several ports
+	// claim (tenants may name one external IP in many Services), a group
+	// of its own holding all their serving endpoints, so that a flow is
+	// looked up once, not once per claimant.
+	frontends map[netip.AddrPort]int32
+	nodePorts map[uint16]int32
+	serving   map[servingKey]struct{}
+	// groups counts the indexes given out; ports are the service ports
+	// by index, while the matcher is built.
+	groups int32
+	ports  []*flowPort
+}
+
+// servingKey is one serving endpoint of a group.
+type servingKey struct {
+	group    int32
+	endpoint netip.AddrPort
+}
+
+// matcher builds the policy of op's family and protocol.
+func (x *flowIndex) matcher(op ReconcileFlows) *FlowMatcher {
+	m := &FlowMatcher{
+		frontends: map[netip.AddrPort]int32{},
+		nodePorts: map[uint16]int32{},
+		serving:   map[servingKey]struct{}{},
+	}
+	for _, byName := range x.services {
+		for _, fp := range byName {
+			cluster := slices.IndexFunc(fp.clusterIPs, func(a netip.Addr) bool { return inet.FamilyOf(a) == op.Family })
+			if fp.protocol != op.Protocol || cluster < 0 {
+				continue
+			}
+			m.add(fp, op.Family, fp.clusterIPs[cluster])
+		}
+	}
+	m.ports = nil
+	return m
+}
+
+// add puts a service port in the matcher.
+func (m *FlowMatcher) add(fp *flowPort, fam inet.Family, cluster netip.Addr) {
+	i := m.groups
+	m.groups++
+	m.ports = append(m.ports, fp)
+	serving := m.addServing(i, fp, fam)
+	for _, a := range slices.Concat([]netip.Addr{cluster}, fp.frontends) {
+		if inet.FamilyOf(a) != fam {
+			continue
+		}
+		dst := netip.AddrPortFrom(a, fp.port)
+		g, taken := m.frontends[dst]
+		switch {
+		case !taken:
+			m.frontends[dst] = i
+			continue
+		case g < int32(len(m.ports)) && m.ports[g] != nil:
+			// The frontend's first claimant's group is its port's
+			// own: the frontend gets a group of its own.
+			first := m.ports[g]
+			g = m.groups
+			m.groups++
+			m.ports = append(m.ports, nil)
+			m.addServing(g, first, fam)
+			m.frontends[dst] = g
+		}
+		m.addServing(g, fp, fam)
+	}
+	// A node port is matched on the port alone, so without a serving
+	// endpoint every flow to that port number on any address would go,
+	// the node's own among them: kube-proxy leaves it.
+	if fp.nodePort != 0 && serving {
+		m.nodePorts[fp.nodePort] = i
+	}
+}
+
+// addServing puts fp's serving endpoints of the family in group g, and
+// reports whether it has any.
+func (m *FlowMatcher) addServing(g int32, fp *flowPort, fam inet.Family) bool {
+	serving := false
+	for _, ep := range fp.serving {
+		if inet.FamilyOf(ep.Addr()) == fam {
+			m.serving[servingKey{g, ep}] = struct{}{}
+			serving = true
+		}
+	}
+	return serving
+}
+
+// Stale reports whether the entry whose original destination is dst and
+// whose replies come from src is to be deleted.
+func (m *FlowMatcher) Stale(dst, src netip.AddrPort) bool {
+	if g, ok := m.frontends[dst]; ok && !m.serves(g, src) {
+		return true
+	}
+	i, ok := m.nodePorts[dst.Port()]
+	return ok && !m.serves(i, src)
+}
+
+// Empty reports whether the matcher holds no service port: no entry is
+// stale.
+func (m *FlowMatcher) Empty() bool { return len(m.frontends) == 0 }
+
+func (m *FlowMatcher) serves(i int32, src netip.AddrPort) bool {
+	_, ok := m.serving[servingKey{i, src}]
+	return ok
+}
+
+// FirstReconciles returns the reconciliations a first sync of state
+// runs: those of each family and protocol in which a Service with a port
+// of that protocol has endpoints, as kube-proxy's first sync finds every
+// Service's endpoints changed.
+func FirstReconciles(state *model.State) []ReconcileFlows {
+	x := newFlowIndex(maphash.MakeSeed())
+	x.replace(state.Services)
+	return x.dueNow(state.Node.IPv4Only)
+}

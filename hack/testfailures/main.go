@@ -106,7 +106,7 @@ type summary struct {
 	// package last passed (vmtest's report of a node it booted, before
 	// the tests it ran there passed, is no failure).
 	other []string
-	lines    []string            // the summary so far
+	lines []string // the summary so far
 }
 
 func newSummary() *summary {

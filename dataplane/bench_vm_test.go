@@ -134,7 +134,7 @@ func BenchmarkEndpointChange(b *testing.B) {
 				} else {
 					target.Endpoints = target.Endpoints[:10]
 				}
-				res, err := d.SyncChanges(context.Background(), []plan.Change{{Name: target.Name, Port: target}})
+				res, err := d.SyncChanges(context.Background(), []model.Change{{Name: target.Name, Port: target}})
 				if err != nil {
 					b.Fatal(err)
 				}

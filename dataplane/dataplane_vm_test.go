@@ -703,7 +703,7 @@ func TestDataplaneSyncsDuringReread(t *testing.T) {
 			target.Endpoints = target.Endpoints[:10]
 		}
 		start := time.Now()
-		res, err := d.SyncChanges(context.Background(), []plan.Change{{Name: target.Name, Port: target}})
+		res, err := d.SyncChanges(context.Background(), []model.Change{{Name: target.Name, Port: target}})
 		if err != nil || len(res.Errors) > 0 {
 			t.Fatalf("change %d: %v %v", i, err, res.Errors)
 		}

@@ -111,7 +111,7 @@ func TestSyncReconcilesFlows(t *testing.T) {
 		{Addr: fixture.IP("10.244.1.2"), Port: 5353, Serving: true, Terminating: true, NodeName: "node-a"},
 		fixture.Ready("10.244.3.2", 5353, "node-b"),
 	}
-	res, err := d.SyncChanges(context.Background(), []plan.Change{{Name: dns.Name, Port: &dns}})
+	res, err := d.SyncChanges(context.Background(), []model.Change{{Name: dns.Name, Port: &dns}})
 	if err != nil || len(res.Errors) > 0 {
 		t.Fatal(err, res.Errors)
 	}

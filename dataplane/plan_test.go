@@ -7,7 +7,6 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fixture"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
@@ -22,7 +21,7 @@ func TestPlanPanicDropsThePlanner(t *testing.T) {
 	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), schedulers: schedulerCache{known: map[string]error{"sed": lacking}}}
 	web := fixture.Web()
 	d.planner.Update(&model.State{Node: fixture.VMNode(), Services: []model.ServicePort{web}})
-	changes := []plan.Change{{Name: web.Name, Port: &web}}
+	changes := []model.Change{{Name: web.Name, Port: &web}}
 	_, _, err := d.plan(changes, func() (planner.Scope, []error) { panic("index out of range") })
 	var pe *PlanPanicError
 	if !errors.As(err, &pe) || len(pe.Services) != 1 || pe.Services[0] != web.Name || !strings.Contains(string(pe.Stack), "TestPlanPanicDropsThePlanner") {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
@@ -37,7 +36,7 @@ func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, e
 // changes cost, not what is listed so far. A Prefill must have read the
 // kernel first: otherwise it returns ErrNotSynced. The node's settings
 // stay those of the last Prefill.
-func (d *Dataplane) PrefillChanges(ctx context.Context, changes []plan.Change) (*Result, error) {
+func (d *Dataplane) PrefillChanges(ctx context.Context, changes []model.Change) (*Result, error) {
 	if d.programmed == nil || d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}

@@ -82,7 +82,7 @@ func TestPrefill(t *testing.T) {
 	// planned, and only what they add.
 	api.Endpoints = append(api.Endpoints, fixture.Ready("10.244.2.3", 8443, "node-b"))
 	late := fixture.Svc("default", "late", "", inet.TCP, 82, "10.96.0.82")
-	res, err = d.PrefillChanges(ctx, []plan.Change{{Name: api.Name, Port: &api}, {Name: late.Name, Port: &late}, {Name: web.Name}})
+	res, err = d.PrefillChanges(ctx, []model.Change{{Name: api.Name, Port: &api}, {Name: late.Name, Port: &late}, {Name: web.Name}})
 	if err != nil || len(res.Errors) > 0 {
 		t.Fatal(err, res.Errors)
 	}
@@ -124,7 +124,7 @@ func TestPrefill(t *testing.T) {
 func TestPrefillChangesFirst(t *testing.T) {
 	d, _ := newFakeDataplane(t, nil)
 	web := fixture.Web()
-	if _, err := d.PrefillChanges(context.Background(), []plan.Change{{Name: web.Name, Port: &web}}); !errors.Is(err, dataplane.ErrNotSynced) {
+	if _, err := d.PrefillChanges(context.Background(), []model.Change{{Name: web.Name, Port: &web}}); !errors.Is(err, dataplane.ErrNotSynced) {
 		t.Errorf("PrefillChanges before a Prefill: %v, want ErrNotSynced", err)
 	}
 }

@@ -131,7 +131,7 @@ func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) (errs []er
 // one, and the panic returned as a *PlanPanicError naming changes, so that
 // a daemon can leave those service ports out instead of crashing on every
 // node at every start.
-func (d *Dataplane) plan(changes []plan.Change, step func() (planner.Scope, []error)) (scope planner.Scope, errs []error, err error) {
+func (d *Dataplane) plan(changes []model.Change, step func() (planner.Scope, []error)) (scope planner.Scope, errs []error, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			d.planner = d.newPlanner()
@@ -151,7 +151,7 @@ func (d *Dataplane) plan(changes []plan.Change, step func() (planner.Scope, []er
 // services. The node's settings stay those of the last Sync, which must
 // have come first: otherwise it returns ErrNotSynced. It reports failures
 // as Sync does.
-func (d *Dataplane) SyncChanges(ctx context.Context, changes []plan.Change) (*Result, error) {
+func (d *Dataplane) SyncChanges(ctx context.Context, changes []model.Change) (*Result, error) {
 	if d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
@@ -175,7 +175,7 @@ func portSchedulers(ports []model.ServicePort) iter.Seq[string] {
 }
 
 // changedSchedulers yields the schedulers the changed service ports name.
-func changedSchedulers(changes []plan.Change) iter.Seq[string] {
+func changedSchedulers(changes []model.Change) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for _, c := range changes {
 			if c.Port != nil && c.Port.Scheduler != "" && !yield(c.Port.Scheduler) {

@@ -8,7 +8,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/fixture"
@@ -40,7 +39,7 @@ func BenchmarkSyncUnderChurn(b *testing.B) {
 		p.Endpoints = append([]model.Endpoint(nil), p.Endpoints...)
 		p.Endpoints[0].Port++
 		services[i] = p
-		res, err := d.SyncChanges(ctx, []plan.Change{{Name: p.Name, Port: &services[i]}})
+		res, err := d.SyncChanges(ctx, []model.Change{{Name: p.Name, Port: &services[i]}})
 		if err != nil || len(res.Errors) > 0 {
 			b.Fatal(err, res.Errors)
 		}
@@ -102,7 +101,7 @@ func BenchmarkSyncUnderChurn(b *testing.B) {
 // and removes it, so that it drains.
 func drainWithConnections(b *testing.B, d *dataplane.Dataplane, n *dataplanetest.Node, services []model.ServicePort) {
 	b.Helper()
-	changes := make([]plan.Change, len(services))
+	changes := make([]model.Change, len(services))
 	for i := range services {
 		p := &services[i]
 		ep := p.Endpoints[0]
@@ -111,7 +110,7 @@ func drainWithConnections(b *testing.B, d *dataplane.Dataplane, n *dataplanetest
 			b.Fatal(err)
 		}
 		p.Endpoints = p.Endpoints[1:]
-		changes[i] = plan.Change{Name: p.Name, Port: p}
+		changes[i] = model.Change{Name: p.Name, Port: p}
 	}
 	if res, err := d.SyncChanges(context.Background(), changes); err != nil || len(res.Errors) > 0 {
 		b.Fatal(err, res.Errors)

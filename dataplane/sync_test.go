@@ -76,7 +76,7 @@ func TestSyncIncremental(t *testing.T) {
 	checkKernel(t, n, state)
 
 	api.Endpoints = append(api.Endpoints, fixture.Ready("10.244.2.3", 8443, "node-b"))
-	res, err := d.SyncChanges(context.Background(), []plan.Change{{Name: api.Name, Port: &api}})
+	res, err := d.SyncChanges(context.Background(), []model.Change{{Name: api.Name, Port: &api}})
 	if err != nil || len(res.Errors) > 0 {
 		t.Fatal(err, res.Errors)
 	}
@@ -86,7 +86,7 @@ func TestSyncIncremental(t *testing.T) {
 	state.Services[1] = api
 	checkKernel(t, n, state)
 
-	res, err = d.SyncChanges(countSets, []plan.Change{{Name: api.Name}})
+	res, err = d.SyncChanges(countSets, []model.Change{{Name: api.Name}})
 	if err != nil || len(res.Errors) > 0 {
 		t.Fatal(err, res.Errors)
 	}

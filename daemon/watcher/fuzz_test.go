@@ -103,12 +103,12 @@ func FuzzManifestsThroughPlanner(f *testing.F) {
 		// then removed and put back.
 		for i := range u.State.Services {
 			sp := &u.State.Services[len(u.State.Services)-1-i]
-			p.UpdateChanges([]plan.Change{{Name: sp.Name, Port: sp}})
+			p.UpdateChanges([]model.Change{{Name: sp.Name, Port: sp}})
 		}
 		for i := range u.State.Services {
 			sp := &u.State.Services[i]
-			p.UpdateChanges([]plan.Change{{Name: sp.Name}})
-			p.UpdateChanges([]plan.Change{{Name: sp.Name, Port: sp}})
+			p.UpdateChanges([]model.Change{{Name: sp.Name}})
+			p.UpdateChanges([]model.Change{{Name: sp.Name, Port: sp}})
 		}
 		want := plan.Build(&u.State, rules)
 		got, owners := p.Desired()

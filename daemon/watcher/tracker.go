@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -416,7 +415,7 @@ type Update struct {
 	// Changes are the same service ports as the dataplane takes them:
 	// each one's new version, or a nil Port for a removed one. The ports
 	// are shared with the tracker and must not be modified.
-	Changes []plan.Change
+	Changes []model.Change
 	// ServicePorts is the number of service ports in the desired state.
 	ServicePorts int
 	// NodeChanged is true when the node's addresses or zone changed.
@@ -487,7 +486,7 @@ func (t *Tracker) sync(whole bool) *Update {
 			t.synced[k] = ports
 		}
 	}
-	slices.SortFunc(u.Changes, func(a, b plan.Change) int { return cmp.Compare(a.Name.String(), b.Name.String()) })
+	slices.SortFunc(u.Changes, func(a, b model.Change) int { return cmp.Compare(a.Name.String(), b.Name.String()) })
 	for _, c := range u.Changes {
 		u.Changed = append(u.Changed, c.Name)
 	}
@@ -525,8 +524,8 @@ func compareSliceName(s *sliceInfo, name string) int { return strings.Compare(s.
 // service: each one's new version, or a nil Port for one that is gone.
 // The old ports are found by name in a map, not a scan each: a Service
 // may have thousands.
-func changedPorts(old, cur []model.ServicePort) []plan.Change {
-	var changes []plan.Change
+func changedPorts(old, cur []model.ServicePort) []model.Change {
+	var changes []model.Change
 	before := make(map[model.ServicePortName]*model.ServicePort, len(old))
 	for i := range old {
 		before[old[i].Name] = &old[i]
@@ -534,13 +533,13 @@ func changedPorts(old, cur []model.ServicePort) []plan.Change {
 	for i := range cur {
 		o, ok := before[cur[i].Name]
 		if !ok || !reflect.DeepEqual(*o, cur[i]) {
-			changes = append(changes, plan.Change{Name: cur[i].Name, Port: &cur[i]})
+			changes = append(changes, model.Change{Name: cur[i].Name, Port: &cur[i]})
 		}
 		delete(before, cur[i].Name)
 	}
 	for _, o := range old {
 		if _, gone := before[o.Name]; gone {
-			changes = append(changes, plan.Change{Name: o.Name})
+			changes = append(changes, model.Change{Name: o.Name})
 		}
 	}
 	return changes

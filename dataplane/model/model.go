@@ -49,6 +49,14 @@ func (n ServicePortName) String() string {
 	return n.Namespace + "/" + n.Name + ":" + n.Port
 }
 
+// Change is a new version of one service port, or with Port nil, its
+// removal: what a watcher of services hands the dataplane and what a
+// sync says it programmed.
+type Change struct {
+	Name ServicePortName
+	Port *ServicePort
+}
+
 // ServicePort is one port of a service with its endpoints: the unit the
 // dataplane programs.
 type ServicePort struct {

@@ -92,10 +92,6 @@ type Desired = planner.Desired
 // dataplane's are nftrules.Render.
 type Rules = planner.Rules
 
-// Change is a new version of one service port, or with Port nil, its
-// removal.
-type Change = planner.Change
-
 // ConflictError reports a service port that claims a virtual server
 // another service port has: the rest of the port is programmed, and the
 // virtual server stays the other's, whatever the order of the input.

@@ -34,7 +34,7 @@ func ExamplePlanner() {
 	kernel.Record(slices.Collect(first.All())...) // what applying them leaves
 
 	web.Endpoints = []model.Endpoint{web.Endpoints[0], {Addr: netip.MustParseAddr("10.244.2.7"), Port: 8080, Ready: true}}
-	scope, _ = p.UpdateChanges([]planner.Change{{Name: web.Name, Port: &web}})
+	scope, _ = p.UpdateChanges([]model.Change{{Name: web.Name, Port: &web}})
 	desired, services = p.Desired()
 	fmt.Print(planner.Diff(planner.DiffInputs{Observed: kernel, Desired: desired, Services: services, Scope: scope}))
 	// Output:

@@ -108,7 +108,7 @@ func (x *flowIndex) newFlowPort(sp *model.ServicePort) *flowPort {
 // calls for: of a family in which the endpoints of a Service changed
 // (any of its ports'), for each protocol of which the Service has, or
 // had, a port with endpoints in that family.
-func (x *flowIndex) update(changes []Change) {
+func (x *flowIndex) update(changes []model.Change) {
 	changed := map[serviceName][2]bool{}
 	for _, c := range changes {
 		svc := serviceName{c.Name.Namespace, c.Name.Name}
@@ -177,15 +177,15 @@ func (x *flowIndex) put(svc serviceName, port string, fp *flowPort) {
 // the changes from what it held.
 func (x *flowIndex) replace(ports []model.ServicePort) {
 	present := make(map[model.ServicePortName]bool, len(ports))
-	changes := make([]Change, 0, len(ports))
+	changes := make([]model.Change, 0, len(ports))
 	for i := range ports {
 		present[ports[i].Name] = true
-		changes = append(changes, Change{Name: ports[i].Name, Port: &ports[i]})
+		changes = append(changes, model.Change{Name: ports[i].Name, Port: &ports[i]})
 	}
 	for svc, byName := range x.services {
 		for port := range byName {
 			if name := (model.ServicePortName{Namespace: svc.namespace, Name: svc.name, Port: port}); !present[name] {
-				changes = append(changes, Change{Name: name})
+				changes = append(changes, model.Change{Name: name})
 			}
 		}
 	}

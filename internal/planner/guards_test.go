@@ -182,7 +182,7 @@ func TestHealthCheckNodePortKeptFromExternalIPs(t *testing.T) {
 	if desired, _ := p.Desired(); len(errs) != 0 || desired.Virtual[contested].Scheduler == "" {
 		t.Fatalf("alone, the external IP is not served: %v", errs)
 	}
-	_, errs = p.UpdateChanges([]Change{{Name: lb.Name, Port: &lb}})
+	_, errs = p.UpdateChanges([]model.Change{{Name: lb.Name, Port: &lb}})
 	desired, owners := p.Desired()
 	if _, ok := desired.Virtual[contested]; ok || owners[contested] != lb.Name {
 		t.Errorf("%s: virtual server %v, owner %v; want none, held by %v", contested, ok, owners[contested], lb.Name)
@@ -200,7 +200,7 @@ func TestHealthCheckNodePortKeptFromExternalIPs(t *testing.T) {
 	if _, ok := full.Kernel.Virtual[contested]; ok || full.Services[contested] != lb.Name {
 		t.Errorf("a full build gives %s to %v", contested, full.Services[contested])
 	}
-	p.UpdateChanges([]Change{{Name: lb.Name}})
+	p.UpdateChanges([]model.Change{{Name: lb.Name}})
 	if desired, owners := p.Desired(); owners[contested] != grab.Name || len(desired.Reals[contested]) != 1 {
 		t.Errorf("after lb left, %s is %v's with %v", contested, owners[contested], desired.Reals[contested])
 	}

@@ -97,13 +97,6 @@ func (p *Planner) DrainTimeouts() map[VirtualKey]time.Duration { return p.index.
 // change the map.
 func (p *Planner) ClaimedByAnyone() map[VirtualKey]bool { return p.index.claimedByAnyone }
 
-// Change is a new version of one service port, or with Port nil, its
-// removal.
-type Change struct {
-	Name model.ServicePortName
-	Port *model.ServicePort
-}
-
 // Update takes the whole model and returns the scope of kernel objects
 // that changed since the last update (everything on the first update or
 // when the node's settings changed), and the service ports left out. It
@@ -113,18 +106,18 @@ func (p *Planner) Update(s *model.State) (Scope, []error) {
 	if p.index == nil || p.stale || !equalNode(&p.index.node, &s.Node) {
 		return p.rebuild(s)
 	}
-	var changes []Change
+	var changes []model.Change
 	present := make(map[model.ServicePortName]bool, len(s.Services))
 	for i := range s.Services {
 		sp := &s.Services[i]
 		present[sp.Name] = true
 		if fp, ok := p.seen[sp.Name]; !ok || fp != fingerprint(p.seed, sp) {
-			changes = append(changes, Change{Name: sp.Name, Port: sp})
+			changes = append(changes, model.Change{Name: sp.Name, Port: sp})
 		}
 	}
 	for name := range p.seen {
 		if !present[name] {
-			changes = append(changes, Change{Name: name})
+			changes = append(changes, model.Change{Name: name})
 		}
 	}
 	return p.UpdateChanges(changes)
@@ -134,7 +127,7 @@ func (p *Planner) Update(s *model.State) (Scope, []error) {
 // in time proportional to the changes whatever the number of service
 // ports. Of several changes to one port, the last counts. The node's settings stay those of the last Update; before any
 // Update they are the zero Node.
-func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
+func (p *Planner) UpdateChanges(changes []model.Change) (Scope, []error) {
 	if p.index == nil {
 		p.rebuild(&model.State{})
 	}
@@ -147,13 +140,13 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 	}
 	for name := range p.failed {
 		if !changed[name] {
-			changes = append(changes, Change{Name: name, Port: p.retry[name]})
+			changes = append(changes, model.Change{Name: name, Port: p.retry[name]})
 		}
 	}
 	// Removals first, so a port that takes over a removed port's virtual
 	// server in the same update does not conflict with it; then in the
 	// order of a full build.
-	slices.SortFunc(changes, func(a, b Change) int {
+	slices.SortFunc(changes, func(a, b model.Change) int {
 		if (a.Port == nil) != (b.Port == nil) {
 			if a.Port == nil {
 				return -1
@@ -189,12 +182,12 @@ func (p *Planner) UpdateChanges(changes []Change) (Scope, []error) {
 
 // lastOfEachName returns changes without those a later change of the
 // same port replaces, in a new slice: the caller's is left as it is.
-func lastOfEachName(changes []Change) []Change {
+func lastOfEachName(changes []model.Change) []model.Change {
 	last := make(map[model.ServicePortName]int, len(changes))
 	for i, c := range changes {
 		last[c.Name] = i
 	}
-	out := make([]Change, 0, len(last))
+	out := make([]model.Change, 0, len(last))
 	for i, c := range changes {
 		if last[c.Name] == i {
 			out = append(out, c)

@@ -40,12 +40,12 @@ func TestPortNamingOneVirtualServerTwice(t *testing.T) {
 	p.Update(&model.State{Node: fixture.Node(), Services: []model.ServicePort{a, b}})
 	restarted := b
 	restarted.Endpoints = []model.Endpoint{fixture.Ready("10.244.1.6", 8080, "node-a")}
-	p.UpdateChanges([]Change{{Name: b.Name, Port: &restarted}})
+	p.UpdateChanges([]model.Change{{Name: b.Name, Port: &restarted}})
 	// b's node port beats a's external IP, whatever the order.
 	if _, owners := p.Desired(); owners[contested] != b.Name {
 		t.Errorf("%s is %v's, want %v's", contested, owners[contested], b.Name)
 	}
-	p.UpdateChanges([]Change{{Name: b.Name}})
+	p.UpdateChanges([]model.Change{{Name: b.Name}})
 	if desired, owners := p.Desired(); owners[contested] != a.Name || desired.Reals[contested][0].Addr != fixture.IP("10.244.2.7") {
 		t.Errorf("after b left, %s is %v's with %v", contested, owners[contested], desired.Reals[contested])
 	}
@@ -319,21 +319,21 @@ func (c *chooser) endpoints() []model.Endpoint {
 // changes alters `current` at random and returns the changes, in a random
 // order, with noise that ends where current does: a port added or
 // changed and then removed again, or removed and then put back.
-func (c *chooser) changes(current map[model.ServicePortName]model.ServicePort) []Change {
-	var changes []Change
+func (c *chooser) changes(current map[model.ServicePortName]model.ServicePort) []model.Change {
+	var changes []model.Change
 	for range 1 + c.intn(4) {
 		name := choose(c, propertyNames)
 		prev, had := current[name]
 		switch c.intn(4) {
 		case 0:
 			delete(current, name)
-			changes = append(changes, Change{Name: name})
+			changes = append(changes, model.Change{Name: name})
 		case 1:
 			if had {
 				// An endpoint change: the commonest.
 				prev.Endpoints = c.endpoints()
 				current[name] = prev
-				changes = append(changes, Change{Name: name, Port: ptr(prev)})
+				changes = append(changes, model.Change{Name: name, Port: ptr(prev)})
 				continue
 			}
 			fallthrough
@@ -341,16 +341,16 @@ func (c *chooser) changes(current map[model.ServicePortName]model.ServicePort) [
 			sp := c.servicePort()
 			sp.Name = name
 			current[name] = sp
-			changes = append(changes, Change{Name: name, Port: ptr(sp)})
+			changes = append(changes, model.Change{Name: name, Port: ptr(sp)})
 		}
 		if c.intn(3) == 0 {
 			// The same name again, ending where current is.
 			if sp, ok := current[name]; ok {
-				changes = append(changes, Change{Name: name}, Change{Name: name, Port: ptr(sp)})
+				changes = append(changes, model.Change{Name: name}, model.Change{Name: name, Port: ptr(sp)})
 			} else {
 				other := c.servicePort()
 				other.Name = name
-				changes = append(changes, Change{Name: name, Port: ptr(other)}, Change{Name: name})
+				changes = append(changes, model.Change{Name: name, Port: ptr(other)}, model.Change{Name: name})
 			}
 		}
 	}
@@ -359,16 +359,16 @@ func (c *chooser) changes(current map[model.ServicePortName]model.ServicePort) [
 
 // interleave returns changes in a random order that keeps each name's
 // changes in the order they were made.
-func (c *chooser) interleave(changes []Change) []Change {
+func (c *chooser) interleave(changes []model.Change) []model.Change {
 	var names []model.ServicePortName
-	queues := map[model.ServicePortName][]Change{}
+	queues := map[model.ServicePortName][]model.Change{}
 	for _, ch := range changes {
 		if queues[ch.Name] == nil {
 			names = append(names, ch.Name)
 		}
 		queues[ch.Name] = append(queues[ch.Name], ch)
 	}
-	out := make([]Change, 0, len(changes))
+	out := make([]model.Change, 0, len(changes))
 	for len(names) > 0 {
 		i := c.intn(len(names))
 		q := queues[names[i]]
@@ -404,7 +404,7 @@ func describePorts(m map[model.ServicePortName]model.ServicePort) string {
 	return strings.Join(parts, "; ")
 }
 
-func describeChanges(changes []Change) string {
+func describeChanges(changes []model.Change) string {
 	var parts []string
 	for _, ch := range changes {
 		if ch.Port == nil {
@@ -455,6 +455,6 @@ func BenchmarkUnrelatedChangeAmongConflicts(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		web.Endpoints = []model.Endpoint{fixture.Ready(fmt.Sprintf("10.244.1.%d", i%200+1), 8080, "node-a")}
-		p.UpdateChanges([]Change{{Name: web.Name, Port: &web}})
+		p.UpdateChanges([]model.Change{{Name: web.Name, Port: &web}})
 	}
 }

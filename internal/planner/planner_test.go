@@ -290,7 +290,7 @@ func TestUpdateChangesMatchesUpdate(t *testing.T) {
 	next = append(next, added)
 
 	planA := syncAll(t, byModel, kernelA, &model.State{Node: fixture.Node(), Services: next})
-	scope, errs := byChanges.UpdateChanges([]Change{
+	scope, errs := byChanges.UpdateChanges([]model.Change{
 		{Name: next[10].Name, Port: &next[10]},
 		{Name: next[20].Name, Port: &next[20]},
 		{Name: removed},
@@ -449,7 +449,7 @@ func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
 		p.Update(&model.State{Node: fixture.Node()})
 		var errs []error
 		for _, s := range order {
-			_, errs = p.UpdateChanges([]Change{{Name: s.Name, Port: &s}})
+			_, errs = p.UpdateChanges([]model.Change{{Name: s.Name, Port: &s}})
 		}
 		desired, owners := p.Desired()
 		if owners[contested] != web.Name || desired.Reals[contested][0].Addr != fixture.IP("10.244.1.5") {
@@ -465,7 +465,7 @@ func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
 			t.Errorf("Build with %s first gave %s to %v", order[0].Name, contested, d.Services[contested])
 		}
 
-		scope, errs := p.UpdateChanges([]Change{{Name: web.Name}})
+		scope, errs := p.UpdateChanges([]model.Change{{Name: web.Name}})
 		desired, owners = p.Desired()
 		if owners[contested] != evil.Name || desired.Reals[contested][0].Addr != fixture.IP("10.244.2.7") || !scope.Virtual[contested] || len(errs) != 0 {
 			t.Errorf("%s first: after the owner left, %s is %v's (in scope %v), errors %v", order[0].Name, contested, owners[contested], scope.Virtual[contested], errs)
@@ -486,7 +486,7 @@ func TestUnchangedProblemsCostNothing(t *testing.T) {
 		plain := &services[troubled]
 		return testing.AllocsPerRun(20, func() {
 			plain.Endpoints[0].Ready = !plain.Endpoints[0].Ready
-			if _, errs := p.UpdateChanges([]Change{{Name: plain.Name, Port: plain}}); len(errs) != troubled {
+			if _, errs := p.UpdateChanges([]model.Change{{Name: plain.Name, Port: plain}}); len(errs) != troubled {
 				t.Fatalf("%d problems, want %d", len(errs), troubled)
 			}
 		})
@@ -524,7 +524,7 @@ func TestLosingClaimAddsNoSetEntries(t *testing.T) {
 		p := NewPlanner(nftrules.Render)
 		p.Update(&model.State{Node: fixture.Node()})
 		for _, s := range order {
-			p.UpdateChanges([]Change{{Name: s.Name, Port: &s}})
+			p.UpdateChanges([]model.Change{{Name: s.Name, Port: &s}})
 		}
 		desired, _ := p.Desired()
 		for _, set := range claimSets {
@@ -536,14 +536,14 @@ func TestLosingClaimAddsNoSetEntries(t *testing.T) {
 			t.Errorf("%s first: Build's entries differ from the planner's", order[0].Name)
 		}
 
-		scope, _ := p.UpdateChanges([]Change{{Name: dns.Name}})
+		scope, _ := p.UpdateChanges([]model.Change{{Name: dns.Name}})
 		desired, _ = p.Desired()
 		for _, set := range claimSets {
 			if !has(desired, set) || !hasEntryPrefix(scope.Entries[set], contested) {
 				t.Errorf("%s first: after the owner left, %s holds %v, the scope %v", order[0].Name, set, desired.Entries[set], scope.Entries[set])
 			}
 		}
-		scope, _ = p.UpdateChanges([]Change{{Name: dns.Name, Port: &dns}})
+		scope, _ = p.UpdateChanges([]model.Change{{Name: dns.Name, Port: &dns}})
 		desired, _ = p.Desired()
 		for _, set := range claimSets {
 			if has(desired, set) || !hasEntryPrefix(scope.Entries[set], contested) {

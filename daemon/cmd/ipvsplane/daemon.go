@@ -29,8 +29,8 @@ import (
 type kernel interface {
 	Sync(ctx context.Context, state *model.State) (*dataplane.Result, error)
 	Prefill(ctx context.Context, state *model.State) (*dataplane.Result, error)
-	PrefillChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
-	SyncChanges(ctx context.Context, changes []plan.Change) (*dataplane.Result, error)
+	PrefillChanges(ctx context.Context, changes []model.Change) (*dataplane.Result, error)
+	SyncChanges(ctx context.Context, changes []model.Change) (*dataplane.Result, error)
 	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
 	CheckScheduler(ctx context.Context, name string) error
 	Owner(vk plan.VirtualKey) (model.ServicePortName, bool)
@@ -337,7 +337,7 @@ func (d *daemon) waitListed(ctx context.Context) {
 	}
 }
 
-func (d *daemon) writeRecord(u *watcher.Update, changes []plan.Change, res *dataplane.Result, start time.Time, took time.Duration) {
+func (d *daemon) writeRecord(u *watcher.Update, changes []model.Change, res *dataplane.Result, start time.Time, took time.Duration) {
 	if d.records == nil {
 		return
 	}
@@ -396,7 +396,7 @@ const (
 // up to date, in the time the changes take, and reports whether it
 // changed: endpoint changes leave it as it is. A virtual server ports
 // contend for names the port the kernel programs it for.
-func (d *daemon) updateNames(u *watcher.Update, changes []plan.Change) bool {
+func (d *daemon) updateNames(u *watcher.Update, changes []model.Change) bool {
 	r := &d.record
 	if d.names == nil {
 		d.names = make(map[model.ServicePortName]status.PortNames, len(u.State.Services))

@@ -34,7 +34,7 @@ import (
 // sync sends its service ports on it.
 type fakeKernel struct {
 	calls   []string
-	changes []plan.Change
+	changes []model.Change
 	state   *model.State
 	fail    error
 	synced  chan []model.ServicePort
@@ -64,7 +64,7 @@ func (k *fakeKernel) Owner(vk plan.VirtualKey) (model.ServicePortName, bool) {
 }
 
 // claim follows the ports' changes in claims, from scratch when whole.
-func (k *fakeKernel) claim(node *model.Node, changes []plan.Change, whole bool) {
+func (k *fakeKernel) claim(node *model.Node, changes []model.Change, whole bool) {
 	if whole || k.claims == nil {
 		k.claims = map[plan.VirtualKey]model.ServicePortName{}
 	}
@@ -107,9 +107,9 @@ func (k *fakeKernel) result(full bool) (*dataplane.Result, error) {
 func (k *fakeKernel) Sync(_ context.Context, s *model.State) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "sync")
 	k.state = s
-	changes := make([]plan.Change, len(s.Services))
+	changes := make([]model.Change, len(s.Services))
 	for i := range s.Services {
-		changes[i] = plan.Change{Name: s.Services[i].Name, Port: &s.Services[i]}
+		changes[i] = model.Change{Name: s.Services[i].Name, Port: &s.Services[i]}
 	}
 	k.claim(&s.Node, changes, true)
 	if k.block != nil {
@@ -127,13 +127,13 @@ func (k *fakeKernel) Prefill(_ context.Context, s *model.State) (*dataplane.Resu
 	return &dataplane.Result{Plan: plan.New(plan.Bind{Addr: netip.MustParseAddr("10.96.0.80")})}, nil
 }
 
-func (k *fakeKernel) PrefillChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
+func (k *fakeKernel) PrefillChanges(_ context.Context, c []model.Change) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "prefill changes")
 	k.changes = c
 	return &dataplane.Result{Plan: &plan.Plan{}}, nil
 }
 
-func (k *fakeKernel) SyncChanges(_ context.Context, c []plan.Change) (*dataplane.Result, error) {
+func (k *fakeKernel) SyncChanges(_ context.Context, c []model.Change) (*dataplane.Result, error) {
 	k.calls = append(k.calls, "changes")
 	k.changes = c
 	if k.planPanics {

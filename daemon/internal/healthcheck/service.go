@@ -18,7 +18,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 )
@@ -192,7 +191,7 @@ func (h *ServiceServers) Replace(services []model.ServicePort) {
 
 // Apply updates the servers for the service ports that changed; its cost
 // follows the changes, not the number of services.
-func (h *ServiceServers) Apply(changes []plan.Change) {
+func (h *ServiceServers) Apply(changes []model.Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	dirty := map[uint16]bool{}

@@ -18,7 +18,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -71,12 +70,12 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Errorf("replace: got %v, want %v", got, want)
 	}
 	changes := newServers()
-	changes.Apply([]plan.Change{{Name: web.Name, Port: &web}, {Name: none.Name, Port: &none}})
-	changes.Apply([]plan.Change{{Name: web2.Name, Port: &web2}, {Name: cluster.Name, Port: &cluster}})
+	changes.Apply([]model.Change{{Name: web.Name, Port: &web}, {Name: none.Name, Port: &none}})
+	changes.Apply([]model.Change{{Name: web2.Name, Port: &web2}, {Name: cluster.Name, Port: &cluster}})
 	if got := states(changes); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("apply: got %v, want %v", got, want)
 	}
-	changes.Apply([]plan.Change{{Name: web2.Name}, {Name: none.Name}})
+	changes.Apply([]model.Change{{Name: web2.Name}, {Name: none.Name}})
 	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", [2]int{1, 0}, [2]bool{true, false}}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after removals: got %v, want %v", got, want)
 	}
@@ -221,7 +220,7 @@ func TestHealthCheckNodePortRetried(t *testing.T) {
 	h.SetAddresses([]netip.Addr{netip.IPv4Unspecified()})
 	defer h.Close(context.Background())
 	web := localService("web", 32000, endpoint("10.0.0.1", "node-a", true))
-	h.Apply([]plan.Change{{Name: web.Name, Port: &web}})
+	h.Apply([]model.Change{{Name: web.Name, Port: &web}})
 	if got := h.Ports(); len(got) != 0 {
 		t.Fatalf("ports while busy: %v", got)
 	}
@@ -378,7 +377,7 @@ func BenchmarkManyLocalEndpoints(b *testing.B) {
 	b.Cleanup(func() { h.Close(context.Background()) })
 	b.ReportAllocs()
 	for b.Loop() {
-		h.Apply([]plan.Change{{Name: web.Name, Port: &web}})
+		h.Apply([]model.Change{{Name: web.Name, Port: &web}})
 	}
 }
 

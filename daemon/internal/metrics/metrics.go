@@ -337,7 +337,7 @@ func (m *Metrics) ReplaceServices(node string, services []model.ServicePort) {
 
 // ApplyChanges follows an incremental sync's changes, for the services
 // without local endpoints on node.
-func (m *Metrics) ApplyChanges(node string, changes []plan.Change) {
+func (m *Metrics) ApplyChanges(node string, changes []model.Change) {
 	for _, c := range changes {
 		m.noLocal.set(c.Name, c.Port, node)
 	}

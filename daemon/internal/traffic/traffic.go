@@ -166,7 +166,7 @@ func (t *Collector) Replace(node *model.Node, services []model.ServicePort, owne
 // Apply follows an incremental sync's changes, in their time: the
 // virtual servers of the changed ports, those they had and those they
 // have, go to their owners.
-func (t *Collector) Apply(node *model.Node, changes []plan.Change, owner Owner) {
+func (t *Collector) Apply(node *model.Node, changes []model.Change, owner Owner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var touched []plan.VirtualKey

@@ -213,7 +213,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	clock.advance(10 * time.Second)
 	api := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "api"}, Protocol: inet.TCP, Port: 443,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}
-	tr.Apply(trafficNode(), []plan.Change{{Name: api.Name, Port: &api}}, ownerOf(trafficNode(), web, dns, api))
+	tr.Apply(trafficNode(), []model.Change{{Name: api.Name, Port: &api}}, ownerOf(trafficNode(), web, dns, api))
 	k.svcs = []ipvs.Service{
 		kernelService(inet.TCP, "10.96.0.20", 80, stats(20, 200, 150, 3000, 2000)),
 		kernelService(inet.TCP, "192.168.0.10", 30080, stats(20, 200, 150, 3000, 2000)),
@@ -272,8 +272,8 @@ func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	// counted more than the old one's last reading.
 	moved := web
 	moved.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:96::20")}
-	tr.Apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &moved}}, ownerOf(trafficNode(), moved))
-	tr.Apply(trafficNode(), []plan.Change{{Name: web.Name, Port: &web}}, ownerOf(trafficNode(), web))
+	tr.Apply(trafficNode(), []model.Change{{Name: web.Name, Port: &moved}}, ownerOf(trafficNode(), moved))
+	tr.Apply(trafficNode(), []model.Change{{Name: web.Name, Port: &web}}, ownerOf(trafficNode(), web))
 	k.svcs[0].Stats = stats(50, 50, 50, 50, 50)
 	if got := total(); got.Connections != 190 {
 		t.Errorf("after the virtual server came back with 50: %+v, want 190", got)
@@ -297,7 +297,7 @@ func TestServiceTrafficSeriesFollowPorts(t *testing.T) {
 	}
 	udpWeb := web
 	udpWeb.Protocol = inet.UDP
-	tr.Apply(trafficNode(), []plan.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}}, ownerOf(trafficNode(), udpWeb))
+	tr.Apply(trafficNode(), []model.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}}, ownerOf(trafficNode(), udpWeb))
 	k.svcs = []ipvs.Service{kernelService(inet.UDP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -398,12 +398,12 @@ func TestServiceTrafficContestedVirtualServer(t *testing.T) {
 	if d, s := totals(); d != 10 || s != 0 {
 		t.Errorf("after the whole state: kube-dns %d, squat %d; want 10, 0", d, s)
 	}
-	tr.Apply(trafficNode(), []plan.Change{{Name: squat.Name, Port: &squat}}, dnsOwns)
+	tr.Apply(trafficNode(), []model.Change{{Name: squat.Name, Port: &squat}}, dnsOwns)
 	k.svcs[0].Stats = stats(15, 15, 15, 15, 15)
 	if d, s := totals(); d != 15 || s != 0 {
 		t.Errorf("after the tenant's change: kube-dns %d, squat %d; want 15, 0", d, s)
 	}
-	tr.Apply(trafficNode(), []plan.Change{{Name: dns.Name}}, ownerOf(trafficNode(), squat))
+	tr.Apply(trafficNode(), []model.Change{{Name: dns.Name}}, ownerOf(trafficNode(), squat))
 	k.svcs[0].Stats = stats(17, 17, 17, 17, 17)
 	if _, s := totals(); s != 2 {
 		t.Errorf("once kube-dns went: squat %d, want the 2 since", s)

@@ -322,7 +322,7 @@ func run(in io.Reader, out io.Writer, opts options) error {
 		if _, err := io.WriteString(log, text); err != nil {
 			return err
 		}
-		if opts.brief && inTest {
+		if opts.brief && (inTest || text == "PASS\n") {
 			continue
 		}
 		if _, err := io.WriteString(console, text); err != nil {

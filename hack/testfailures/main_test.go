@@ -206,7 +206,7 @@ func TestBrief(t *testing.T) {
 	if err := run(strings.NewReader(test2json(t, "example.com/a", text)), &out, options{brief: true, logPath: log}); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != "PASS\nok  \texample.com/a\t0.1s\n" {
+	if got := out.String(); got != "ok  \texample.com/a\t0.1s\n" {
 		t.Errorf("-brief printed %q", got)
 	}
 	if got, err := os.ReadFile(log); err != nil || string(got) != text {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
-	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
@@ -147,7 +146,7 @@ func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup
 	case plan.ReconcileFlows:
 		start := d.cfg.Now()
 		n, err := d.reconcileFlows(ctx, o)
-		flows.add(o.Family == inet.IPv6, n, d.cfg.Now().Sub(start))
+		flows.add(o.Family, n, d.cfg.Now().Sub(start))
 		return err
 	case plan.RemoveKubeProxyRules:
 		// Never leave the node without rules for its services.

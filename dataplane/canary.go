@@ -8,6 +8,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -44,8 +45,8 @@ func (c *canary) due(now time.Time) bool {
 // flush ruleset) makes it false, and the sync reads the kernel again at
 // once instead of at the next full resync.
 func (c *canary) alive(ctx context.Context, k *kernel, programmed *plan.KernelState, device string, node *model.Node) bool {
-	for _, ipv6 := range []bool{false, true} {
-		if !setIntact(ctx, k, programmed, model.SetName(model.SetOwned, ipv6)) {
+	for _, f := range inet.Families() {
+		if !setIntact(ctx, k, programmed, model.SetName(model.SetOwned, f)) {
 			return false
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -46,8 +47,8 @@ func (k *kernel) destroySet(ctx context.Context, name string) error {
 func (d *Dataplane) Cleanup(ctx context.Context) error {
 	var errs []error
 	owned := map[plan.Entry]bool{}
-	for _, ipv6 := range []bool{false, true} {
-		_, entries, err := d.k.sets.List(ctx, model.SetName(model.SetOwned, ipv6))
+	for _, f := range inet.Families() {
+		_, entries, err := d.k.sets.List(ctx, model.SetName(model.SetOwned, f))
 		if err != nil {
 			continue
 		}
@@ -106,8 +107,8 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 	if err := d.k.routesToAddresses(ctx, d.cfg.Device); err != nil {
 		errs = append(errs, err)
 	}
-	for _, ipv6 := range []bool{false, true} {
-		if err := d.k.destroySet(ctx, model.SetName(model.SetOwned, ipv6)); err != nil {
+	for _, f := range inet.Families() {
+		if err := d.k.destroySet(ctx, model.SetName(model.SetOwned, f)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -557,7 +557,7 @@ func TestDataplaneReconcilesStaleUDPFlows(t *testing.T) {
 	if !strings.Contains(res.Plan.String(), "conntrack reconcile udp IPv4") {
 		t.Errorf("no conntrack reconciliation planned:\n%s", res.Plan)
 	}
-	if f := res.Flows; !f.Ran[0] || f.Took[0] <= 0 || f.Deleted[0] < 1 || f.Ran[1] {
+	if f := res.Flows; !f.Ran.Get(inet.IPv4) || f.Took.Get(inet.IPv4) <= 0 || f.Deleted.Get(inet.IPv4) < 1 || f.Ran.Get(inet.IPv6) {
 		t.Errorf("the sync's flow cleanup tally: %+v, want an IPv4 cleanup only", f)
 	}
 	t.Logf("flow cleanup: %+v", res.Flows)
@@ -615,7 +615,7 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 	n.node.Run(t, "ipvsadm", "-e", "-t", "10.96.0.10:80", "-r", "10.244.1.2:8080", "-m", "-w", "7")
 	// As a run whose delete failed before it stopped leaves one.
 	n.node.Run(t, "ipvsadm", "-A", "-t", "10.96.0.99:80", "-s", "rr")
-	n.node.Run(t, "ipset", "add", model.SetName(model.SetOwned, false), "10.96.0.99,tcp:80")
+	n.node.Run(t, "ipset", "add", model.SetName(model.SetOwned, inet.IPv4), "10.96.0.99,tcp:80")
 	now = now.Add(canaryEvery)
 	if res := mustSync(t, d, state); res.Full {
 		t.Fatal("the canary saw a weight change")

@@ -97,7 +97,7 @@ func TestSyncReconcilesFlows(t *testing.T) {
 	if !strings.Contains(res.Plan.String(), "conntrack reconcile udp IPv4\n") {
 		t.Errorf("the first sync does not reconcile:\n%s", res.Plan)
 	}
-	if f := res.Flows; !f.Ran[0] || f.Deleted[0] != len(gone) || f.Ran[1] {
+	if f := res.Flows; !f.Ran.Get(inet.IPv4) || f.Deleted.Get(inet.IPv4) != len(gone) || f.Ran.Get(inet.IPv6) {
 		t.Errorf("the first sync's tally %+v, want %d IPv4 flows deleted", f, len(gone))
 	}
 	ft.check("first sync", kept, gone)
@@ -121,7 +121,7 @@ func TestSyncReconcilesFlows(t *testing.T) {
 	stale = ft.add(inet.UDP, "10.96.0.53:53", "10.244.8.8:5353")
 	web.Endpoints = web.Endpoints[:1]
 	state.Services = []model.ServicePort{dns, web}
-	if res := syncOK(t, d, context.Background(), state); strings.Contains(res.Plan.String(), "conntrack") || res.Flows.Ran[0] {
+	if res := syncOK(t, d, context.Background(), state); strings.Contains(res.Plan.String(), "conntrack") || res.Flows.Ran.Get(inet.IPv4) {
 		t.Errorf("a TCP change reconciled conntrack:\n%s", res.Plan)
 	}
 	ft.check("TCP change", []string{stale}, nil)
@@ -151,7 +151,7 @@ func TestSyncReconcileRetried(t *testing.T) {
 	}
 	ft.check("refused", []string{stale}, nil)
 	res = syncOK(t, d, context.Background(), state)
-	if !strings.Contains(res.Plan.String(), "conntrack reconcile udp IPv4") || res.Flows.Deleted[0] != 1 {
+	if !strings.Contains(res.Plan.String(), "conntrack reconcile udp IPv4") || res.Flows.Deleted.Get(inet.IPv4) != 1 {
 		t.Errorf("the next sync did not reconcile again (%+v):\n%s", res.Flows, res.Plan)
 	}
 	ft.check("next sync", nil, []string{stale})

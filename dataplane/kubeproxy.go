@@ -9,13 +9,10 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"golang.org/x/sys/unix"
 )
-
-// nftFamilies are the nftables families of kube-proxy's iptables-nft
-// tables and of its nftables mode's tables.
-var nftFamilies = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6}
 
 // findKubeProxyChains lists what kube-proxy left in nftables, in both
 // families: the tables of its nftables mode, and the chains of its IPVS
@@ -23,15 +20,15 @@ var nftFamilies = []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.Tabl
 // tables (docs/kube-proxy-ipvs-semantics.md §3.1).
 func findKubeProxyChains(conn *nftables.Conn) ([]planner.KubeProxyChain, error) {
 	var found []planner.KubeProxyChain
-	for _, family := range nftFamilies {
-		ipv6 := family == nftables.TableFamilyIPv6
+	for _, f := range inet.Families() {
+		family := nftables.TableFamily(f) // inet numbers families as NFPROTO_*
 		tables, err := conn.ListTablesOfFamily(family)
 		if err != nil {
 			return nil, fmt.Errorf("listing the nftables tables: %w", err)
 		}
 		for _, t := range tables {
 			if t.Name == planner.KubeProxyNFTable {
-				found = append(found, planner.KubeProxyChain{IPv6: ipv6, Table: t.Name})
+				found = append(found, planner.KubeProxyChain{Family: f, Table: t.Name})
 			}
 		}
 		chains, err := conn.ListChainsOfTableFamily(family)
@@ -40,7 +37,7 @@ func findKubeProxyChains(conn *nftables.Conn) ([]planner.KubeProxyChain, error) 
 		}
 		for _, c := range chains {
 			if plan.IsKubeProxyChain(c.Table.Name, c.Name) {
-				found = append(found, planner.KubeProxyChain{IPv6: ipv6, Table: c.Table.Name, Chain: c.Name})
+				found = append(found, planner.KubeProxyChain{Family: f, Table: c.Table.Name, Chain: c.Name})
 			}
 		}
 	}
@@ -70,7 +67,7 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []planner.KubeProxyChain)
 			errs = append(errs, removeKubeProxyTable(conn, c))
 			continue
 		}
-		t := planner.KubeProxyChain{IPv6: c.IPv6, Table: c.Table}
+		t := planner.KubeProxyChain{Family: c.Family, Table: c.Table}
 		byTable[t] = append(byTable[t], c)
 	}
 	for _, t := range slices.SortedFunc(maps.Keys(byTable), planner.KubeProxyChain.Compare) {
@@ -83,7 +80,7 @@ func removeKubeProxyChains(conn *nftables.Conn, remove []planner.KubeProxyChain)
 // its cleanup does: the whole table, whatever it holds.
 func removeKubeProxyTable(conn *nftables.Conn, t planner.KubeProxyChain) error {
 	family := nftables.TableFamilyIPv4
-	if t.IPv6 {
+	if t.Family == inet.IPv6 {
 		family = nftables.TableFamilyIPv6
 	}
 	conn.DelTable(&nftables.Table{Family: family, Name: t.Table})
@@ -105,7 +102,7 @@ func removeKubeProxyTableChains(conn *nftables.Conn, table planner.KubeProxyChai
 		doomed[c.Chain] = true
 	}
 	family := nftables.TableFamilyIPv4
-	if table.IPv6 {
+	if table.Family == inet.IPv6 {
 		family = nftables.TableFamilyIPv6
 	}
 	chains, err := conn.ListChainsOfTableFamily(family)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
@@ -164,7 +165,7 @@ func TestRemoveKubeProxyChainsTableByTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range left {
-		if c.Table != "nat" || c.IPv6 {
+		if c.Table != "nat" || c.Family == inet.IPv6 {
 			t.Errorf("%s is left", c)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 func TestDiffRemovesKubeProxyChainsLast(t *testing.T) {
 	state := &model.State{Node: fixture.Node(), Services: []model.ServicePort{fixture.Svc("default", "web", "http", inet.TCP, 80, "10.96.0.20")}}
 	desired := plan.Build(state, nftrules.Render)
-	chains := []planner.KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {IPv6: true, Table: "filter", Chain: "KUBE-FORWARD"}}
+	chains := []planner.KubeProxyChain{{Table: "nat", Chain: "KUBE-SERVICES"}, {Family: inet.IPv6, Table: "filter", Chain: "KUBE-FORWARD"}}
 	observed := plan.NewKernelState()
 	observed.KubeProxyChains = chains
 	pl := planner.Diff(planner.DiffInputs{Observed: observed, Desired: desired.Kernel, Services: desired.Services, Scope: planner.FullScope})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -139,8 +140,8 @@ func neighbourNode(t *testing.T) (node, client, pod *testutil.NetNS) {
 		{model.SetIPVSAddresses, "10.96.0.1"},
 		{model.SetIPVSAddresses, "203.0.113.10"},
 		{model.SetIPVSAddresses, "198.51.100.50"},
-		{model.SetName(model.SetClusterIP, true), "fd00:96::1,tcp:443"},
-		{model.SetName(model.SetIPVSAddresses, true), "fd00:96::1"},
+		{model.SetName(model.SetClusterIP, inet.IPv6), "fd00:96::1,tcp:443"},
+		{model.SetName(model.SetIPVSAddresses, inet.IPv6), "fd00:96::1"},
 	})
 	node.ServeTCP(t, "10.96.0.1:443", "cluster-ip")
 	node.ServeTCP(t, "203.0.113.10:443", "lb")
@@ -202,7 +203,7 @@ func TestKubeProxyDNATServesUntilTheAddressIsBound(t *testing.T) {
 			node.IP(t, "route", "add", "default", "via", "192.0.2.2")
 			node.IP(t, "-6", "route", "add", "default", "via", "fd00:c::2")
 			node.Run(t, "ipset", "add", model.SetClusterIP, "10.96.0.2,tcp:443")
-			node.Run(t, "ipset", "add", model.SetName(model.SetClusterIP, true), "fd00:96::2,tcp:443")
+			node.Run(t, "ipset", "add", model.SetName(model.SetClusterIP, inet.IPv6), "fd00:96::2,tcp:443")
 			for _, cmd := range kp.cmds {
 				node.Run(t, cmd[0], cmd[1:]...)
 			}

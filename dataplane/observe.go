@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -224,8 +225,8 @@ func (k *kernelRead) ownedKeys(known []plan.VirtualKey) []plan.VirtualKey {
 	for _, vk := range known {
 		add(vk)
 	}
-	for _, ipv6 := range []bool{false, true} {
-		for e := range k.entries[model.SetName(model.SetOwned, ipv6)] {
+	for _, f := range inet.Families() {
+		for e := range k.entries[model.SetName(model.SetOwned, f)] {
 			add(plan.VirtualKey{Addr: e.Addr, Port: e.Port, Protocol: e.Protocol})
 		}
 	}
@@ -271,8 +272,8 @@ func (k *kernelRead) foreign(programmed *plan.KernelState) map[plan.VirtualKey]b
 	var out map[plan.VirtualKey]bool
 	for vk := range k.virtual {
 		e := vk.OwnedEntry()
-		ipv6 := vk.Addr.Is6()
-		if slices.ContainsFunc(claimSets, func(set string) bool { return k.entries[model.SetName(set, ipv6)][e] }) {
+		f := inet.FamilyOf(vk.Addr)
+		if slices.ContainsFunc(claimSets, func(set string) bool { return k.entries[model.SetName(set, f)][e] }) {
 			continue
 		}
 		if programmed != nil {
@@ -294,17 +295,23 @@ func (k *kernelRead) foreign(programmed *plan.KernelState) map[plan.VirtualKey]b
 // or load-balancer address.
 var claimSets = []string{model.SetOwned, model.SetClusterIP, model.SetExternalIP, model.SetExternalIPLocal, model.SetLoadBalancer}
 
-// ownershipSets are the entries of a state's ownership sets, IPv4 and
-// IPv6; nil for a set it lacks.
-type ownershipSets [2]map[plan.Entry]bool
+// ownershipSets are the entries of a state's ownership sets, one per
+// family; nil for a set it lacks.
+type ownershipSets struct {
+	inet.PerFamily[map[plan.Entry]bool]
+}
 
 // ownershipOf returns s's ownership sets.
 func ownershipOf(s *plan.KernelState) ownershipSets {
-	return ownershipSets{s.Entries[model.SetName(model.SetOwned, false)], s.Entries[model.SetName(model.SetOwned, true)]}
+	var o ownershipSets
+	for _, f := range inet.Families() {
+		*o.Of(f) = s.Entries[model.SetName(model.SetOwned, f)]
+	}
+	return o
 }
 
 // has reports whether either set holds e.
-func (o ownershipSets) has(e plan.Entry) bool { return o[0][e] || o[1][e] }
+func (o ownershipSets) has(e plan.Entry) bool { return o.Get(inet.IPv4)[e] || o.Get(inet.IPv6)[e] }
 
 // ownsVirtual reports whether ipvsplane owns virtual server vk: the
 // desired state names it, or the ownership sets (owned) record it and it

@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
 
@@ -54,25 +55,20 @@ type Result struct {
 	Flows FlowCleanup
 }
 
-// add tallies a deletion of n flows of one family that took `took`.
-func (f *FlowCleanup) add(ipv6 bool, n int, took time.Duration) {
-	i := 0
-	if ipv6 {
-		i = 1
-	}
-	f.Ran[i] = true
-	f.Deleted[i] += n
-	f.Took[i] += took
+// add tallies a deletion of n flows of family fam that took `took`.
+func (f *FlowCleanup) add(fam inet.Family, n int, took time.Duration) {
+	*f.Ran.Of(fam) = true
+	*f.Deleted.Of(fam) += n
+	*f.Took.Of(fam) += took
 }
 
-// FlowCleanup tallies the conntrack flows a sync deleted, per family
-// (index 0 IPv4, 1 IPv6), and the time that took: what kube-proxy's
-// conntrack reconciler reports. Ran is false for a family nothing was
-// deleted for.
+// FlowCleanup tallies the conntrack flows a sync deleted, per family,
+// and the time that took: what kube-proxy's conntrack reconciler
+// reports. Ran is false for a family nothing was deleted for.
 type FlowCleanup struct {
-	Ran     [2]bool
-	Deleted [2]int
-	Took    [2]time.Duration
+	Ran     inet.PerFamily[bool]
+	Deleted inet.PerFamily[int]
+	Took    inet.PerFamily[time.Duration]
 }
 
 // Sync makes the kernel hold what state describes. The first sync, and a

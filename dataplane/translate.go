@@ -113,7 +113,7 @@ func ipsetSet(s planner.SetSpec) ipset.Set {
 	switch {
 	case s.Type == planner.BitmapPort:
 		set.PortFrom, set.PortTo, set.HashSize, set.MaxElem = 0, 65535, 0, 0
-	case s.IPv6:
+	case s.Family == inet.IPv6:
 		set.Family = inet.IPv6
 	default:
 		set.Family = inet.IPv4

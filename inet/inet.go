@@ -94,3 +94,28 @@ func ParseProtocol(s string) (Protocol, error) {
 	}
 	return 0, fmt.Errorf("inet: unknown protocol %q", s)
 }
+
+// Families returns the address families, IPv4 first: the order PerFamily
+// keeps them in.
+func Families() [2]Family { return [2]Family{IPv4, IPv6} }
+
+// PerFamily holds a value for each address family, as dual-stack code
+// keeps one apiece: a set, a table, a count. Its zero value holds T's
+// zero value for both; it compares with == when T does.
+type PerFamily[T any] [2]T
+
+// Of returns a pointer to the value of family f, to read or change in
+// place. Any family but IPv6 is IPv4's, as Bits counts it.
+func (p *PerFamily[T]) Of(f Family) *T { return &p[f.index()] }
+
+// Get returns the value of family f, also from a PerFamily that is not
+// addressable (a map's value, a function's result).
+func (p PerFamily[T]) Get(f Family) T { return p[f.index()] }
+
+// index is f's place in a PerFamily: 1 for IPv6, 0 for any other.
+func (f Family) index() int {
+	if f == IPv6 {
+		return 1
+	}
+	return 0
+}

@@ -36,3 +36,21 @@ func TestFamilyOf(t *testing.T) {
 		}
 	}
 }
+
+func TestPerFamily(t *testing.T) {
+	var p PerFamily[int]
+	for i, f := range Families() {
+		*p.Of(f) = i + 1
+	}
+	if p != (PerFamily[int]{1, 2}) {
+		t.Errorf("PerFamily filled in Families' order = %v; want [1 2]", p)
+	}
+	for _, c := range []struct {
+		f    Family
+		want int
+	}{{IPv4, 1}, {IPv6, 2}, {0, 1}} {
+		if got := p.Get(c.f); got != c.want || *p.Of(c.f) != c.want {
+			t.Errorf("Get(%v) = %d, *Of = %d; want %d", c.f, got, *p.Of(c.f), c.want)
+		}
+	}
+}

@@ -612,9 +612,9 @@ func TestNodePrimaryIPsInternalFirst(t *testing.T) {
 		p.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}
 	})
 	d := plan.Build(&model.State{Node: node, Services: []model.ServicePort{svc}}, func(*model.Node) string { return "" })
-	for _, ipv6 := range []bool{false, true} {
-		if n := len(d.Kernel.Entries[model.SetName(model.SetLoadBalancerSourceIP, ipv6)]); n != 1 {
-			t.Errorf("IPv6 %v: %d entries letting the node reach its load balancer, want 1", ipv6, n)
+	for _, f := range inet.Families() {
+		if n := len(d.Kernel.Entries[model.SetName(model.SetLoadBalancerSourceIP, f)]); n != 1 {
+			t.Errorf("%v: %d entries letting the node reach its load balancer, want 1", f, n)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 const apiManifest = `apiVersion: v1
@@ -75,7 +76,7 @@ func TestWatchFiles(t *testing.T) {
 		var got []string
 		ok := poll(func() bool {
 			u := tr.Sync()
-			triggers = append(triggers, u.TriggerTimes[0]...)
+			triggers = append(triggers, u.TriggerTimes.Get(inet.IPv4)...)
 			got = got[:0]
 			for _, sp := range u.State.Services {
 				var eps []string

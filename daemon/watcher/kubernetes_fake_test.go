@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher/clientset"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -74,7 +75,7 @@ func TestWatchKubernetes(t *testing.T) {
 		var last []model.ServicePort
 		ok := watcher.TestPoll(func() bool {
 			u := tr.Sync()
-			triggers = append(triggers, u.TriggerTimes[0]...)
+			triggers = append(triggers, u.TriggerTimes.Get(inet.IPv4)...)
 			last = u.State.Services
 			return cmp.Equal(want, last, watcher.TestCmpOpts...)
 		})

@@ -29,14 +29,23 @@ type sliceInfo struct {
 	// as they are instead of a copy.
 	endpoints []model.Endpoint
 	shareable bool
-	// ipv6 is true for a slice of IPv6 addresses.
-	ipv6 bool
+	// family is the family of the slice's addresses.
+	family inet.Family
 }
 
 type slicePort struct {
 	name     string
 	protocol inet.Protocol
 	port     uint16
+}
+
+// sliceFamily is the family of a slice of the address type: IPv6 for
+// IPv6 addresses, else IPv4.
+func sliceFamily(t discoveryv1.AddressType) inet.Family {
+	if t == discoveryv1.AddressTypeIPv6 {
+		return inet.IPv6
+	}
+	return inet.IPv4
 }
 
 // convertSlice reads an EndpointSlice, or returns nil for one kube-proxy
@@ -62,7 +71,7 @@ func convertSlice(s *discoveryv1.EndpointSlice) (*sliceInfo, error) {
 	}
 	ports, leftOut := readSlicePorts(s.Ports, fail)
 	// Sized exactly: a large cluster holds a hundred thousand endpoints.
-	info := &sliceInfo{name: s.Name, service: service, ports: ports, ipv6: s.AddressType == discoveryv1.AddressTypeIPv6}
+	info := &sliceInfo{name: s.Name, service: service, ports: ports, family: sliceFamily(s.AddressType)}
 	if len(s.Endpoints) > 0 {
 		info.endpoints = make([]model.Endpoint, 0, len(s.Endpoints))
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,13 +44,13 @@ type TrackerConfig struct {
 	// Request. It is called without the tracker's lock held.
 	OnChange func()
 	// OnQueued, if set, is called before OnChange with the IP families
-	// (index 0 IPv4, 1 IPv6) a change concerns, as kube-proxy queues a
+	// a change concerns, as kube-proxy queues a
 	// sync of each family's proxier: a Service or the Node concerns both,
 	// an EndpointSlice its address type's. Changes kube-proxy does not
 	// queue (an input listed, the node's interface addresses) concern
 	// none and are not passed. It is called without the tracker's lock
 	// held.
-	OnQueued func(families [2]bool)
+	OnQueued func(families inet.PerFamily[bool])
 	// OnNode, if set, is called with this node's Node object each time
 	// it arrives (valid or not), and with nil when it is deleted, for
 	// what the Node says beyond the dataplane's settings (such as a
@@ -76,7 +77,7 @@ type TrackerConfig struct {
 // Its methods are safe for concurrent use.
 type Tracker struct {
 	onChange         func()
-	onQueued         func([2]bool)
+	onQueued         func(inet.PerFamily[bool])
 	onNode           func(*v1.Node)
 	podCIDRsFromNode bool
 	// waitingForNode is set while the first sync waits for the Node's
@@ -101,8 +102,8 @@ type Tracker struct {
 	epDirty   map[key]bool
 	nodeDirty bool
 	// triggers are the trigger times of the pending endpoint changes, by
-	// service and family (IPv4, IPv6).
-	triggers map[key][2][]time.Time
+	// service and family.
+	triggers map[key]inet.PerFamily[[]time.Time]
 	// arrived is when the first pending change of each service arrived,
 	// once the inputs are synced (the listing's objects are not changes).
 	arrived     map[key]time.Time
@@ -125,7 +126,7 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 		synced:           map[key][]model.ServicePort{},
 		svcDirty:         map[key]bool{},
 		epDirty:          map[key]bool{},
-		triggers:         map[key][2][]time.Time{},
+		triggers:         map[key]inet.PerFamily[[]time.Time]{},
 		arrived:          map[key]time.Time{},
 		now:              cfg.Now,
 	}
@@ -136,15 +137,15 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 }
 
 // notify calls OnChange when changed.
-func (t *Tracker) notify(changed bool) { t.notifyFamilies(changed, [2]bool{}) }
+func (t *Tracker) notify(changed bool) { t.notifyFamilies(changed, inet.PerFamily[bool]{}) }
 
 // notifyFamilies calls OnQueued with families, when the change concerns
 // any, and OnChange, when changed.
-func (t *Tracker) notifyFamilies(changed bool, families [2]bool) {
+func (t *Tracker) notifyFamilies(changed bool, families inet.PerFamily[bool]) {
 	if !changed {
 		return
 	}
-	if t.onQueued != nil && families != [2]bool{} {
+	if t.onQueued != nil && families != (inet.PerFamily[bool]{}) {
 		t.onQueued(families)
 	}
 	if t.onChange != nil {
@@ -152,12 +153,15 @@ func (t *Tracker) notifyFamilies(changed bool, families [2]bool) {
 	}
 }
 
-// sliceFamilies returns the family of a slice of IPv6 addresses or not.
-func sliceFamilies(ipv6 bool) [2]bool {
-	var f [2]bool
-	f[familyIndex(ipv6)] = true
-	return f
+// only returns the families of a change that concerns family f alone.
+func only(f inet.Family) inet.PerFamily[bool] {
+	var families inet.PerFamily[bool]
+	*families.Of(f) = true
+	return families
 }
+
+// bothFamilies are those of a change to a Service or the Node.
+var bothFamilies = inet.PerFamily[bool]{true, true}
 
 // SetService adds or updates a service. An invalid service is removed,
 // and the error ([*InvalidError]) says why.
@@ -167,7 +171,7 @@ func (t *Tracker) SetService(svc *v1.Service) error {
 	t.mu.Lock()
 	changed := t.setServiceLocked(k, ports)
 	t.mu.Unlock()
-	t.notifyFamilies(changed, [2]bool{true, true})
+	t.notifyFamilies(changed, bothFamilies)
 	return err
 }
 
@@ -176,7 +180,7 @@ func (t *Tracker) DeleteService(namespace, name string) {
 	t.mu.Lock()
 	changed := t.setServiceLocked(key{namespace, name}, nil)
 	t.mu.Unlock()
-	t.notifyFamilies(changed, [2]bool{true, true})
+	t.notifyFamilies(changed, bothFamilies)
 }
 
 func (t *Tracker) setServiceLocked(k key, ports []model.ServicePort) bool {
@@ -213,7 +217,7 @@ func (t *Tracker) SetEndpointSlice(s *discoveryv1.EndpointSlice, trigger time.Ti
 	t.mu.Lock()
 	changed := t.setSliceLocked(key{s.Namespace, s.Name}, info, trigger)
 	t.mu.Unlock()
-	t.notifyFamilies(changed, sliceFamilies(s.AddressType == discoveryv1.AddressTypeIPv6))
+	t.notifyFamilies(changed, only(sliceFamily(s.AddressType)))
 	return err
 }
 
@@ -223,9 +227,9 @@ func (t *Tracker) SetEndpointSlice(s *discoveryv1.EndpointSlice, trigger time.Ti
 // deletion, so counting it would report the slice's age as latency.
 func (t *Tracker) DeleteEndpointSlice(namespace, name string) {
 	t.mu.Lock()
-	var families [2]bool
+	var families inet.PerFamily[bool]
 	if old := t.slices[key{namespace, name}]; old != nil {
-		families = sliceFamilies(old.ipv6)
+		families = only(old.family)
 	}
 	changed := t.setSliceLocked(key{namespace, name}, nil, time.Time{})
 	t.mu.Unlock()
@@ -261,8 +265,8 @@ func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool
 	case !trigger.IsZero():
 		svc := key{k.namespace, info.service}
 		times := t.triggers[svc]
-		f := familyIndex(info.ipv6)
-		times[f] = append(times[f], trigger)
+		of := times.Of(info.family)
+		*of = append(*of, trigger)
 		t.triggers[svc] = times
 	}
 	return true
@@ -297,7 +301,7 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 		t.waitingForNode = false
 	}
 	t.mu.Unlock()
-	t.notifyFamilies(changed, [2]bool{true, true})
+	t.notifyFamilies(changed, bothFamilies)
 	return leftOut
 }
 
@@ -342,7 +346,7 @@ func (t *Tracker) DeleteNode(name string) {
 	}
 	t.nodeDirty = t.nodeDirty || changed
 	t.mu.Unlock()
-	t.notifyFamilies(changed, [2]bool{true, true})
+	t.notifyFamilies(changed, bothFamilies)
 }
 
 // StopWaitingForNode lets the first sync go on without a Node with IPs,
@@ -424,21 +428,13 @@ type Update struct {
 	// update, for the network-programming latency: those of IPv4
 	// EndpointSlices, then those of IPv6 ones, as kube-proxy's proxier of
 	// each family records its own.
-	TriggerTimes [2][]time.Time
+	TriggerTimes inet.PerFamily[[]time.Time]
 	// Arrivals are when the first change of each changed service in this
 	// update reached the tracker (changes that arrived while the inputs
 	// were being listed have none): the proxy's own part of the
 	// programming latency, without the API server's and the
 	// controllers'.
 	Arrivals []time.Time
-}
-
-// familyIndex is the index of a family in Update.TriggerTimes.
-func familyIndex(ipv6 bool) int {
-	if ipv6 {
-		return 1
-	}
-	return 0
 }
 
 // Sync takes the changes since the previous Sync or SyncChanges and
@@ -455,13 +451,12 @@ func (t *Tracker) sync(whole bool) *Update {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	u := &Update{NodeChanged: t.nodeDirty}
-	for _, times := range t.triggers {
-		for f := range times {
-			u.TriggerTimes[f] = append(u.TriggerTimes[f], times[f]...)
+	for _, f := range inet.Families() {
+		all := u.TriggerTimes.Of(f)
+		for _, times := range t.triggers {
+			*all = append(*all, times.Get(f)...)
 		}
-	}
-	for _, times := range u.TriggerTimes {
-		slices.SortFunc(times, time.Time.Compare)
+		slices.SortFunc(*all, time.Time.Compare)
 	}
 	dirty := make(map[key]bool, len(t.svcDirty)+len(t.epDirty))
 	maps.Copy(dirty, t.svcDirty)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -56,7 +57,7 @@ func TestTracker(t *testing.T) {
 		sync: &Update{
 			State:        model.State{Node: base, Services: []model.ServicePort{web(epAt("10.244.1.5", 8080))}},
 			Changed:      []model.ServicePortName{name("web", "http")},
-			TriggerTimes: [2][]time.Time{{t0}},
+			TriggerTimes: inet.PerFamily[[]time.Time]{{t0}},
 		},
 	}, {
 		name: "same service again changes nothing",
@@ -86,7 +87,7 @@ func TestTracker(t *testing.T) {
 				model.Endpoint{Addr: addrs("10.244.1.5")[0], Port: 8080, Ready: true, Serving: true, NodeName: "node-a"},
 				epAt("10.244.2.5", 8080))}},
 			Changed:      []model.ServicePortName{name("web", "http")},
-			TriggerTimes: [2][]time.Time{{t0.Add(2 * time.Second), t0.Add(3 * time.Second)}},
+			TriggerTimes: inet.PerFamily[[]time.Time]{{t0.Add(2 * time.Second), t0.Add(3 * time.Second)}},
 		},
 	}, {
 		name: "a second service and a slice moved to it",
@@ -465,7 +466,7 @@ func TestTrackerTriggerTimesByFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := tr.Sync().TriggerTimes
-	if want := [2][]time.Time{{t0}, {t0.Add(time.Second)}}; !reflect.DeepEqual(got, want) {
+	if want := (inet.PerFamily[[]time.Time]{{t0}, {t0.Add(time.Second)}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("trigger times %v, want %v", got, want)
 	}
 }
@@ -509,8 +510,8 @@ func TestTrackerArrivals(t *testing.T) {
 // sync of each family's proxier: a Service and the Node both, an
 // EndpointSlice its own; listing an input, none.
 func TestTrackerOnQueued(t *testing.T) {
-	var got [][2]bool
-	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, OnQueued: func(f [2]bool) { got = append(got, f) }})
+	var got []inet.PerFamily[bool]
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, OnQueued: func(f inet.PerFamily[bool]) { got = append(got, f) }})
 	tr.SetService(service())
 	tr.SetEndpointSlice(endpointSlice("web-4", withEndpoints(apiEndpoint("10.244.1.5"))), time.Time{})
 	tr.SetEndpointSlice(endpointSlice("web-6", withEndpoints(apiEndpoint("fd00:244::5")), func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 }), time.Time{})
@@ -519,7 +520,7 @@ func TestTrackerOnQueued(t *testing.T) {
 	n := &v1.Node{}
 	n.Name = "node-a"
 	tr.SetNode(n)
-	want := [][2]bool{{true, true}, {true, false}, {false, true}, {false, true}, {true, true}}
+	want := []inet.PerFamily[bool]{{true, true}, {true, false}, {false, true}, {false, true}, {true, true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("families queued %v, want %v", got, want)
 	}

@@ -69,8 +69,8 @@ func ExampleNode_Scheduling() {
 // The ipsets kube-proxy's rules match against have one name per family,
 // cut to the kernel's 31 characters as kube-proxy cuts them.
 func ExampleSetName() {
-	fmt.Println(model.SetName(model.SetLoadBalancerSourceNet, false))
-	fmt.Println(model.SetName(model.SetLoadBalancerSourceNet, true))
+	fmt.Println(model.SetName(model.SetLoadBalancerSourceNet, inet.IPv4))
+	fmt.Println(model.SetName(model.SetLoadBalancerSourceNet, inet.IPv6))
 	// Output:
 	// KUBE-LOAD-BALANCER-SOURCE-CIDR
 	// KUBE-6-LOAD-BALANCER-SOURCE-CID

@@ -1,6 +1,10 @@
 package model
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ipvsplane/ipvsplane/inet"
+)
 
 // The ipsets of kube-proxy's IPVS mode, by their IPv4 names; IPv6 sets
 // carry the KUBE-6- prefix instead of KUBE-. The constant-size packet rules
@@ -36,8 +40,8 @@ const maxSetName = 31
 // SetName returns a set's name in the given family: the IPv4 name, or for
 // IPv6 the name with KUBE-6- in place of KUBE-, cut to the kernel's limit
 // as kube-proxy cuts it (KUBE-6-LOAD-BALANCER-SOURCE-CID).
-func SetName(name string, ipv6 bool) string {
-	if ipv6 {
+func SetName(name string, f inet.Family) string {
+	if f == inet.IPv6 {
 		name = "KUBE-6-" + strings.TrimPrefix(name, "KUBE-")
 	}
 	if len(name) > maxSetName {

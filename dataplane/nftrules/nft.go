@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/google/nftables/xt"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,8 +21,8 @@ import (
 type SetIndexer func(name string) (uint16, error)
 
 // tableFamily is the nftables family of IPv4 or IPv6 rules.
-func tableFamily(ipv6 bool) nftables.TableFamily {
-	if ipv6 {
+func tableFamily(f inet.Family) nftables.TableFamily {
+	if f == inet.IPv6 {
 		return nftables.TableFamilyIPv6
 	}
 	return nftables.TableFamilyIPv4
@@ -32,7 +33,7 @@ func tableFamily(ipv6 bool) nftables.TableFamily {
 // again with its chains and rules. Sent by one Flush, this is a single
 // transaction: packets see the old table or the new one, never neither.
 func queueTable(conn *nftables.Conn, t *ruleTable, index SetIndexer) error {
-	table := &nftables.Table{Name: TableName, Family: tableFamily(t.ipv6)}
+	table := &nftables.Table{Name: TableName, Family: tableFamily(t.family)}
 	conn.AddTable(table)
 	conn.DelTable(table)
 	conn.AddTable(table)
@@ -55,7 +56,7 @@ func queueTable(conn *nftables.Conn, t *ruleTable, index SetIndexer) error {
 				// kernel holds this very table.
 				r.comment = digestComment(t)
 			}
-			exprs, err := ruleExprs(r, t.ipv6, index)
+			exprs, err := ruleExprs(r, t.family, index)
 			if err != nil {
 				return fmt.Errorf("chain %s: rule %q: %w", c.name, ruleText(r), err)
 			}
@@ -84,19 +85,19 @@ func ruleText(r rule) string {
 
 // ruleExprs turns a rule into nftables expressions, all working in
 // register 1.
-func ruleExprs(r rule, ipv6 bool, index SetIndexer) ([]expr.Any, error) {
+func ruleExprs(r rule, f inet.Family, index SetIndexer) ([]expr.Any, error) {
 	var exprs []expr.Any
 	for _, m := range r.matches {
-		e, err := matchExprs(m, ipv6, index)
+		e, err := matchExprs(m, f, index)
 		if err != nil {
 			return nil, err
 		}
 		exprs = append(exprs, e...)
 	}
-	return append(exprs, actionExprs(r.action, ipv6)...), nil
+	return append(exprs, actionExprs(r.action, f)...), nil
 }
 
-func matchExprs(m match, ipv6 bool, index SetIndexer) ([]expr.Any, error) {
+func matchExprs(m match, f inet.Family, index SetIndexer) ([]expr.Any, error) {
 	switch m := m.(type) {
 	case setMatch:
 		id, err := index(m.set)
@@ -105,12 +106,12 @@ func matchExprs(m match, ipv6 bool, index SetIndexer) ([]expr.Any, error) {
 		}
 		return []expr.Any{&expr.Match{Name: "set", Rev: 4, Info: setMatchInfo(id, m)}}, nil
 	case srcNet:
-		return prefixExprs(m.prefix.Addr().AsSlice(), m.prefix.Bits(), ipv6, m.invert), nil
+		return prefixExprs(m.prefix.Addr().AsSlice(), m.prefix.Bits(), f, m.invert), nil
 	case srcLoopback:
-		if ipv6 {
-			return prefixExprs(make16(1), 128, true, false), nil
+		if f == inet.IPv6 {
+			return prefixExprs(make16(1), 128, inet.IPv6, false), nil
 		}
-		return prefixExprs([]byte{127, 0, 0, 0}, 8, false, false), nil
+		return prefixExprs([]byte{127, 0, 0, 0}, 8, inet.IPv4, false), nil
 	case l4proto:
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
@@ -152,7 +153,7 @@ func matchExprs(m match, ipv6 bool, index SetIndexer) ([]expr.Any, error) {
 	return nil, fmt.Errorf("no nftables form for match %T", m)
 }
 
-func actionExprs(a action, ipv6 bool) []expr.Any {
+func actionExprs(a action, f inet.Family) []expr.Any {
 	switch a.verdict {
 	case "accept":
 		return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}
@@ -166,12 +167,12 @@ func actionExprs(a action, ipv6 bool) []expr.Any {
 		// Port unreachable, like iptables' REJECT: ICMP code 3, ICMPv6
 		// code 4.
 		code := uint8(3)
-		if ipv6 {
+		if f == inet.IPv6 {
 			code = 4
 		}
 		return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}}
 	case claim:
-		return dnatToDestination(ipv6)
+		return dnatToDestination(f)
 	case "masquerade":
 		return []expr.Any{&expr.Masq{}}
 	case "masquerade fully-random":
@@ -195,9 +196,9 @@ func actionExprs(a action, ipv6 bool) []expr.Any {
 
 // dnatToDestination DNATs the packet to its own destination address: a
 // binding that leaves the connection as it is (see claim).
-func dnatToDestination(ipv6 bool) []expr.Any {
+func dnatToDestination(f inet.Family) []expr.Any {
 	offset, length, family := uint32(16), uint32(4), uint32(unix.NFPROTO_IPV4) // iphdr.daddr
-	if ipv6 {
+	if f == inet.IPv6 {
 		offset, length, family = 24, 16, unix.NFPROTO_IPV6 // ipv6hdr.daddr
 	}
 	return []expr.Any{
@@ -207,9 +208,9 @@ func dnatToDestination(ipv6 bool) []expr.Any {
 }
 
 // prefixExprs matches the source address against addr/bits.
-func prefixExprs(addr []byte, bits int, ipv6, invert bool) []expr.Any {
+func prefixExprs(addr []byte, bits int, f inet.Family, invert bool) []expr.Any {
 	offset, length := uint32(12), uint32(4) // iphdr.saddr
-	if ipv6 {
+	if f == inet.IPv6 {
 		offset, length = 8, 16 // ipv6hdr.saddr
 	}
 	mask := make([]byte, length)
@@ -274,7 +275,7 @@ func digestComment(t *ruleTable) string {
 // tables as they are now, by the digests their first rules carry.
 func Current(conn *nftables.Conn, node *model.Node) (bool, error) {
 	for _, t := range nodeTables(node) {
-		rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: tableFamily(t.ipv6)}, &nftables.Chain{Name: t.chains[0].name})
+		rules, err := conn.GetRules(&nftables.Table{Name: TableName, Family: tableFamily(t.family)}, &nftables.Chain{Name: t.chains[0].name})
 		if errors.Is(err, unix.ENOENT) {
 			return false, nil
 		}
@@ -303,7 +304,7 @@ func Write(conn *nftables.Conn, node *model.Node, index SetIndexer) error {
 			return fmt.Errorf("nftrules: rules: %w", err)
 		}
 		if err := conn.Flush(); err != nil {
-			return fmt.Errorf("nftrules: replacing the nftables table %s %s: %w", t.family(), TableName, err)
+			return fmt.Errorf("nftrules: replacing the nftables table %s %s: %w", t.nftFamily(), TableName, err)
 		}
 	}
 	return nil

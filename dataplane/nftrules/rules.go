@@ -24,7 +24,7 @@ const TableName = "ipvsplane"
 
 // ruleTable is one family's table.
 type ruleTable struct {
-	ipv6   bool
+	family inet.Family
 	chains []ruleChain
 }
 
@@ -155,7 +155,7 @@ func (a action) String() string {
 // texts to decide whether the table must be replaced.
 func (t *ruleTable) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "table %s %s {\n", t.family(), TableName)
+	fmt.Fprintf(&b, "table %s %s {\n", t.nftFamily(), TableName)
 	for _, c := range t.chains {
 		fmt.Fprintf(&b, "  chain %s {\n", c.name)
 		if c.hook != nil {
@@ -178,9 +178,9 @@ func (t *ruleTable) String() string {
 	return b.String()
 }
 
-// family is the table's nftables family: ip or ip6.
-func (t *ruleTable) family() string {
-	if t.ipv6 {
+// nftFamily is the table's nftables family: ip or ip6.
+func (t *ruleTable) nftFamily() string {
+	if t.family == inet.IPv6 {
 		return "ip6"
 	}
 	return "ip"

@@ -37,9 +37,9 @@ func masqueradeMark(n *model.Node) uint32 {
 // on an IPv4Only node.
 func nodeTables(n *model.Node) []*ruleTable {
 	if n.IPv4Only {
-		return []*ruleTable{nodeTable(n, false)}
+		return []*ruleTable{nodeTable(n, inet.IPv4)}
 	}
-	return []*ruleTable{nodeTable(n, false), nodeTable(n, true)}
+	return []*ruleTable{nodeTable(n, inet.IPv4), nodeTable(n, inet.IPv6)}
 }
 
 // Render prints both families' tables; the plan replaces a table when
@@ -57,21 +57,21 @@ func Render(n *model.Node) string {
 // §3). Rules kube-proxy writes only while a set is non-empty are always
 // present here: matching an empty set costs next to nothing, and the table
 // then depends on the node's settings alone.
-func nodeTable(n *model.Node, ipv6 bool) *ruleTable {
-	f := familyRules{ipv6: ipv6, mark: masqueradeMark(n)}
-	return &ruleTable{ipv6: ipv6, chains: slices.Concat(hookChains(), natChains(n, f), f.filterChains())}
+func nodeTable(n *model.Node, family inet.Family) *ruleTable {
+	f := familyRules{family: family, mark: masqueradeMark(n)}
+	return &ruleTable{family: family, chains: slices.Concat(hookChains(), natChains(n, f), f.filterChains())}
 }
 
 // familyRules is what the rules of one family's table are built from.
 type familyRules struct {
-	ipv6 bool
+	family inet.Family
 	// mark is the masquerade mark.
 	mark uint32
 }
 
 // set matches the family's set of the name.
 func (f familyRules) set(name string, dirs ...string) setMatch {
-	return setMatch{set: model.SetName(name, f.ipv6), dirs: dirs}
+	return setMatch{set: model.SetName(name, f.family), dirs: dirs}
 }
 
 func jump(chain string) action { return action{verdict: "jump", chain: chain} }
@@ -130,7 +130,7 @@ func natChains(n *model.Node, f familyRules) []ruleChain {
 	services := []rule{
 		newRule(verdict("return"), srcLoopback{}),
 		newRule(jump("KUBE-LOAD-BALANCER"), f.set(model.SetLoadBalancer, "dst", "dst")),
-		clusterIPMasquerade(n, f.ipv6, f.set(model.SetClusterIP, "dst", "dst")),
+		clusterIPMasquerade(n, f.family, f.set(model.SetClusterIP, "dst", "dst")),
 		newRule(jump("KUBE-MARK-MASQ"), f.set(model.SetExternalIP, "dst", "dst")),
 		f.claimLocal(model.SetExternalIP),
 		f.claimLocal(model.SetExternalIPLocal),
@@ -213,11 +213,11 @@ func (f familyRules) filterChains() []ruleChain {
 // clusterIPMasquerade is the rule that marks traffic to cluster IPs for
 // masquerade: all of it, what does not come from a pod, or with no way to
 // tell pods, what leaves from a cluster IP.
-func clusterIPMasquerade(n *model.Node, ipv6 bool, clusterIP setMatch) rule {
+func clusterIPMasquerade(n *model.Node, family inet.Family, clusterIP setMatch) rule {
 	masq := jump("KUBE-MARK-MASQ")
 	var cidrs []match
 	for _, p := range n.ClusterCIDRs {
-		if p.Addr().Is6() == ipv6 {
+		if inet.FamilyOf(p.Addr()) == family {
 			cidrs = append(cidrs, srcNet{prefix: p.Masked(), invert: true})
 		}
 	}

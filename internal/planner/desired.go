@@ -151,16 +151,16 @@ func exact[T any](s []T) []T {
 // (kubernetes#97081), so that the node's pods still reach the service's
 // node ports and external addresses; an internal policy Local drops
 // instead (docs/differences-from-kube-proxy.md).
-func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external [2][]model.Endpoint) {
+func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external inet.PerFamily[[]model.Endpoint]) {
 	cluster, local := selectEndpoints(n, s.Endpoints)
 	internal, external = cluster, cluster
 	if s.InternalPolicy == model.PolicyLocal {
 		internal = local
 	}
 	if s.ExternalPolicy == model.PolicyLocal {
-		for fam := range external {
-			if len(local[fam]) > 0 {
-				external[fam] = local[fam]
+		for _, f := range inet.Families() {
+			if l := local.Get(f); len(l) > 0 {
+				*external.Of(f) = l
 			}
 		}
 	}
@@ -178,10 +178,10 @@ type contributionBuilder struct {
 	sched   model.SchedulerChoice
 	// internal and external are the endpoints, per family, of each
 	// traffic policy.
-	internal, external [2][]model.Endpoint
+	internal, external inet.PerFamily[[]model.Endpoint]
 	// fams are the families the port is served in: like kube-proxy's
 	// proxier per family, those it has a cluster IP of.
-	fams []bool
+	fams []inet.Family
 	// positions indexes the port's claims once they are many (see
 	// virtualIndex).
 	positions map[VirtualKey]int
@@ -189,14 +189,15 @@ type contributionBuilder struct {
 
 // served returns the addresses of addrs in the port's families.
 func (b *contributionBuilder) served(addrs []netip.Addr) []netip.Addr {
-	return slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !slices.Contains(b.fams, a.Is6()) })
+	return slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !slices.Contains(b.fams, inet.FamilyOf(a)) })
 }
 
 // addVirtual adds a virtual server on addr and port with the endpoints
 // of its family from byFamily, and returns the claim's index; bind says
 // the address must be on the node.
-func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port uint16, byFamily [2][]model.Endpoint, bind bool) int {
+func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port uint16, byFamily inet.PerFamily[[]model.Endpoint], bind bool) int {
 	s := b.svc
+	f := inet.FamilyOf(addr)
 	k := VirtualKey{Addr: addr, Port: port, Protocol: s.Protocol}
 	i := b.virtualIndex(k)
 	if i >= 0 {
@@ -207,14 +208,14 @@ func (b *contributionBuilder) addVirtual(kind virtualKind, addr netip.Addr, port
 		b.kinds[i] = min(b.kinds[i], kind)
 	} else {
 		i = len(b.virtual)
-		b.addClaim(k, kind, realServers(addr.Is6(), byFamily[family(addr.Is6())]))
+		b.addClaim(k, kind, realServers(f, byFamily.Get(f)))
 	}
-	b.addEntry(model.SetOwned, addr.Is6(), portEntry(addr, s.Protocol, port))
+	b.addEntry(model.SetOwned, f, portEntry(addr, s.Protocol, port))
 	// An address the node already has elsewhere is local without
 	// being bound, and stays out of KUBE-IPVS-IPS.
 	if bind && !slices.Contains(localAddrs(b.node), addr) {
 		b.addrs = append(b.addrs, addr)
-		b.addEntry(model.SetIPVSAddresses, addr.Is6(), Entry{Addr: addr})
+		b.addEntry(model.SetIPVSAddresses, f, Entry{Addr: addr})
 	}
 	return i
 }
@@ -250,21 +251,21 @@ func (b *contributionBuilder) virtualIndex(k VirtualKey) int {
 }
 
 // addEntry adds e to the family's set of the name.
-func (b *contributionBuilder) addEntry(set string, ipv6 bool, e Entry) {
-	b.entries = append(b.entries, setEntry{Set: model.SetName(set, ipv6), Entry: e})
+func (b *contributionBuilder) addEntry(set string, f inet.Family, e Entry) {
+	b.entries = append(b.entries, setEntry{Set: model.SetName(set, f), Entry: e})
 }
 
 // addClaimedEntry adds e to the family's set of the name while the port
 // owns the virtual server of its claim.
-func (b *contributionBuilder) addClaimedEntry(claim int, set string, ipv6 bool, e Entry) {
-	b.claimed = append(b.claimed, claimedEntry{setEntry{Set: model.SetName(set, ipv6), Entry: e}, claim})
+func (b *contributionBuilder) addClaimedEntry(claim int, set string, f inet.Family, e Entry) {
+	b.claimed = append(b.claimed, claimedEntry{setEntry{Set: model.SetName(set, f), Entry: e}, claim})
 }
 
 func (b *contributionBuilder) addClusterIPs() {
 	s := b.svc
 	for _, ip := range b.served(s.ClusterIPs) {
 		b.addVirtual(kindClusterIP, ip, s.Port, b.internal, true)
-		b.addEntry(model.SetClusterIP, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+		b.addEntry(model.SetClusterIP, inet.FamilyOf(ip), portEntry(ip, s.Protocol, s.Port))
 	}
 }
 
@@ -273,8 +274,8 @@ func (b *contributionBuilder) addClusterIPs() {
 func (b *contributionBuilder) addLoopBack() {
 	s := b.svc
 	for _, ep := range s.Endpoints {
-		if ip := ep.Addr.Unmap(); b.node.Name != "" && ep.NodeName == b.node.Name && slices.Contains(b.fams, ip.Is6()) {
-			b.addEntry(model.SetLoopBack, ip.Is6(), Entry{Addr: ip, Protocol: s.Protocol, Port: ep.Port, Addr2: ip})
+		if ip := ep.Addr.Unmap(); b.node.Name != "" && ep.NodeName == b.node.Name && slices.Contains(b.fams, inet.FamilyOf(ip)) {
+			b.addEntry(model.SetLoopBack, inet.FamilyOf(ip), Entry{Addr: ip, Protocol: s.Protocol, Port: ep.Port, Addr2: ip})
 		}
 	}
 }
@@ -302,7 +303,7 @@ func (b *contributionBuilder) addExternalIPs() {
 		if s.ExternalPolicy == model.PolicyLocal {
 			set = model.SetExternalIPLocal
 		}
-		b.addClaimedEntry(claim, set, ip.Is6(), portEntry(ip, s.Protocol, s.Port))
+		b.addClaimedEntry(claim, set, inet.FamilyOf(ip), portEntry(ip, s.Protocol, s.Port))
 	}
 	b.report(model.FieldExternalIPs, outside, "outside the node's external-IP ranges (--external-ip-ranges)")
 	b.reportProtected(model.FieldExternalIPs, protected)
@@ -397,21 +398,22 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	s := b.svc
 	claim := b.addVirtual(kindLoadBalancer, ip, s.Port, b.external, true)
 	e := portEntry(ip, s.Protocol, s.Port)
-	b.addClaimedEntry(claim, model.SetLoadBalancer, ip.Is6(), e)
+	f := inet.FamilyOf(ip)
+	b.addClaimedEntry(claim, model.SetLoadBalancer, f, e)
 	if s.ExternalPolicy == model.PolicyLocal {
-		b.addClaimedEntry(claim, model.SetLoadBalancerLocal, ip.Is6(), e)
+		b.addClaimedEntry(claim, model.SetLoadBalancerLocal, f, e)
 	}
-	ranges := sourceRanges(s.LoadBalancerSourceRanges, ip.Is6())
+	ranges := sourceRanges(s.LoadBalancerSourceRanges, f)
 	if len(ranges) == 0 {
 		return
 	}
-	b.addClaimedEntry(claim, model.SetLoadBalancerFW, ip.Is6(), e)
+	b.addClaimedEntry(claim, model.SetLoadBalancerFW, f, e)
 	allowFromNode := false
 	for _, src := range ranges {
 		net := e
 		net.Addr2, net.Bits2 = src.Masked().Addr(), uint8(src.Bits())
-		b.addClaimedEntry(claim, model.SetLoadBalancerSourceNet, ip.Is6(), net)
-		allowFromNode = allowFromNode || src.Contains(primaryIP(b.node, ip.Is6()))
+		b.addClaimedEntry(claim, model.SetLoadBalancerSourceNet, f, net)
+		allowFromNode = allowFromNode || src.Contains(primaryIP(b.node, f))
 	}
 	// Traffic from the node itself to its load balancer address loops
 	// back without leaving the node; let it through when the node is
@@ -419,13 +421,13 @@ func (b *contributionBuilder) addLoadBalancer(ip netip.Addr) {
 	if allowFromNode {
 		self := e
 		self.Addr2 = ip
-		b.addClaimedEntry(claim, model.SetLoadBalancerSourceIP, ip.Is6(), self)
+		b.addClaimedEntry(claim, model.SetLoadBalancerSourceIP, f, self)
 	}
 }
 
 // addNodePorts adds the port's node port, if it has one, and returns the
 // families its health-check node port is in.
-func (b *contributionBuilder) addNodePorts() []bool {
+func (b *contributionBuilder) addNodePorts() []inet.Family {
 	s := b.svc
 	if s.NodePort == 0 {
 		return b.fams
@@ -442,7 +444,7 @@ func (b *contributionBuilder) addNodePorts() []bool {
 	return fams
 }
 
-func (b *contributionBuilder) addHealthCheckNodePort(fams []bool) {
+func (b *contributionBuilder) addHealthCheckNodePort(fams []inet.Family) {
 	port := b.svc.HealthCheckNodePort
 	if port == 0 {
 		return
@@ -479,10 +481,10 @@ func badSettings(s *model.ServicePort) []error {
 // kube-proxy reads them: none of the family leaves it unrestricted, and so
 // does a range of prefix length 0 among them (kubernetes#132722), which a
 // hash:ip,port,net set could not hold anyway.
-func sourceRanges(all []netip.Prefix, ipv6 bool) []netip.Prefix {
+func sourceRanges(all []netip.Prefix, f inet.Family) []netip.Prefix {
 	var ranges []netip.Prefix
 	for _, src := range all {
-		if src.Addr().Is6() != ipv6 {
+		if inet.FamilyOf(src.Addr()) != f {
 			continue
 		}
 		if src.Bits() == 0 {
@@ -496,7 +498,7 @@ func sourceRanges(all []netip.Prefix, ipv6 bool) []netip.Prefix {
 // nodePortEntries fills the node-port sets: a bitmap of ports for TCP and
 // UDP, address and port pairs for SCTP (whose packets the bitmap type
 // cannot tell apart by protocol).
-func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, entry func(set string, ipv6 bool, e Entry)) {
+func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []inet.Family, entry func(set string, f inet.Family, e Entry)) {
 	local := s.ExternalPolicy == model.PolicyLocal
 	// An ExternalPolicy Local port is in both sets; the rules look at the
 	// -LOCAL set first and skip masquerade for it.
@@ -514,9 +516,9 @@ func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, 
 		}
 	case inet.SCTP:
 		for _, ip := range nodeAddrs {
-			entry(model.SetNodePortSCTP, ip.Is6(), portEntry(ip, inet.SCTP, s.NodePort))
+			entry(model.SetNodePortSCTP, inet.FamilyOf(ip), portEntry(ip, inet.SCTP, s.NodePort))
 			if local {
-				entry(model.SetNodePortLocalSCTP, ip.Is6(), portEntry(ip, inet.SCTP, s.NodePort))
+				entry(model.SetNodePortLocalSCTP, inet.FamilyOf(ip), portEntry(ip, inet.SCTP, s.NodePort))
 			}
 		}
 	}
@@ -525,32 +527,32 @@ func nodePortEntries(s *model.ServicePort, nodeAddrs []netip.Addr, fams []bool, 
 // realServers returns the chosen endpoints of one family as real servers
 // of weight 1. Endpoints that are no longer chosen drain at weight 0 before
 // they are deleted (see Diff).
-func realServers(ipv6 bool, chosen []model.Endpoint) Reals {
+func realServers(f inet.Family, chosen []model.Endpoint) Reals {
 	reals := make([]RealServer, 0, len(chosen))
 	for _, ep := range chosen {
-		if ip := ep.Addr.Unmap(); ip.Is6() == ipv6 {
+		if ip := ep.Addr.Unmap(); inet.FamilyOf(ip) == f {
 			reals = append(reals, RealServer{RealKey: RealKey{Addr: ip, Port: ep.Port}, Weight: 1})
 		}
 	}
 	return NewReals(reals)
 }
 
-// families returns the families of addrs, IPv4 (false) first.
 // nodeFamilies returns the families of fams the node serves: IPv4 alone
 // on an IPv4Only node.
-func nodeFamilies(n *model.Node, fams []bool) []bool {
+func nodeFamilies(n *model.Node, fams []inet.Family) []inet.Family {
 	if n.IPv4Only {
-		return slices.DeleteFunc(fams, func(ipv6 bool) bool { return ipv6 })
+		return slices.DeleteFunc(fams, func(f inet.Family) bool { return f == inet.IPv6 })
 	}
 	return fams
 }
 
-func families(addrs []netip.Addr) []bool {
-	var fams []bool
-	for _, ipv6 := range []bool{false, true} {
+// families returns the families of addrs, IPv4 first.
+func families(addrs []netip.Addr) []inet.Family {
+	var fams []inet.Family
+	for _, f := range inet.Families() {
 		for _, a := range addrs {
-			if a.Is6() == ipv6 {
-				fams = append(fams, ipv6)
+			if inet.FamilyOf(a) == f {
+				fams = append(fams, f)
 				break
 			}
 		}

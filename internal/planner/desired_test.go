@@ -39,20 +39,20 @@ func TestLoadBalancerSourceRangesPerFamily(t *testing.T) {
 				t.Fatal(d.Errors)
 			}
 			k := d.Kernel
-			fw4 := hasEntry(k.Entries[model.SetName(model.SetLoadBalancerFW, false)], "203.0.113.10,tcp:443")
-			fw6 := hasEntry(k.Entries[model.SetName(model.SetLoadBalancerFW, true)], "2001:db8::10,tcp:443")
+			fw4 := hasEntry(k.Entries[model.SetName(model.SetLoadBalancerFW, inet.IPv4)], "203.0.113.10,tcp:443")
+			fw6 := hasEntry(k.Entries[model.SetName(model.SetLoadBalancerFW, inet.IPv6)], "2001:db8::10,tcp:443")
 			if fw4 != tt.fw4 || fw6 != tt.fw6 {
 				t.Errorf("firewalled: IPv4 %v IPv6 %v, want %v %v", fw4, fw6, tt.fw4, tt.fw6)
 			}
-			for _, ipv6 := range []bool{false, true} {
-				for e := range k.Entries[model.SetName(model.SetLoadBalancerSourceNet, ipv6)] {
+			for _, f := range inet.Families() {
+				for e := range k.Entries[model.SetName(model.SetLoadBalancerSourceNet, f)] {
 					if strings.HasSuffix(e.String(), "/0") {
 						t.Errorf("a zero-prefix source entry: %q", e)
 					}
 				}
 			}
-			if tt.sourceEntry4 != "" && !hasEntry(k.Entries[model.SetName(model.SetLoadBalancerSourceNet, false)], tt.sourceEntry4) {
-				t.Errorf("no source entry %q: %v", tt.sourceEntry4, k.Entries[model.SetName(model.SetLoadBalancerSourceNet, false)])
+			if tt.sourceEntry4 != "" && !hasEntry(k.Entries[model.SetName(model.SetLoadBalancerSourceNet, inet.IPv4)], tt.sourceEntry4) {
+				t.Errorf("no source entry %q: %v", tt.sourceEntry4, k.Entries[model.SetName(model.SetLoadBalancerSourceNet, inet.IPv4)])
 			}
 		})
 	}
@@ -159,11 +159,11 @@ func TestNodePortEntriesOnlyWithNodeAddresses(t *testing.T) {
 	node.NodePortAddresses = fixture.Prefixes("127.0.0.0/8")
 	k := Build(&model.State{Node: node, Services: []model.ServicePort{lb}}, nftrules.Render).Kernel
 	for _, set := range []string{model.SetNodePortTCP, model.SetNodePortLocalTCP, model.SetHealthCheckNodePort} {
-		if n := len(k.Entries[model.SetName(set, false)]); n != 0 {
-			t.Errorf("%s has %d entries with no IPv4 node address", model.SetName(set, false), n)
+		if n := len(k.Entries[model.SetName(set, inet.IPv4)]); n != 0 {
+			t.Errorf("%s has %d entries with no IPv4 node address", model.SetName(set, inet.IPv4), n)
 		}
-		if n := len(k.Entries[model.SetName(set, true)]); n != 1 {
-			t.Errorf("%s has %d entries, want the port's", model.SetName(set, true), n)
+		if n := len(k.Entries[model.SetName(set, inet.IPv6)]); n != 1 {
+			t.Errorf("%s has %d entries, want the port's", model.SetName(set, inet.IPv6), n)
 		}
 	}
 }
@@ -233,7 +233,7 @@ func TestIPv4OnlyNode(t *testing.T) {
 		}
 	}
 	for name, spec := range d.Kernel.Sets {
-		if spec.IPv6 {
+		if spec.Family == inet.IPv6 {
 			t.Errorf("IPv6 set %s", name)
 		}
 	}

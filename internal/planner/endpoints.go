@@ -4,15 +4,17 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // selectEndpoints picks the endpoints traffic may use, for each family
-// (index 0 IPv4, 1 IPv6) on its own, as kube-proxy's proxier per family
-// does. cluster serves a Cluster traffic policy, local a Local one. The
-// lists may share eps's array; callers must not change them.
-func selectEndpoints(n *model.Node, eps []model.Endpoint) (cluster, local [2][]model.Endpoint) {
-	for fam, of := range byFamily(eps) {
-		cluster[fam], local[fam] = selectFamily(n, of)
+// on its own, as kube-proxy's proxier per family does. cluster serves a
+// Cluster traffic policy, local a Local one. The lists may share eps's
+// array; callers must not change them.
+func selectEndpoints(n *model.Node, eps []model.Endpoint) (cluster, local inet.PerFamily[[]model.Endpoint]) {
+	all := byFamily(eps)
+	for _, f := range inet.Families() {
+		*cluster.Of(f), *local.Of(f) = selectFamily(n, all.Get(f))
 	}
 	return cluster, local
 }
@@ -66,29 +68,21 @@ func pick(eps []model.Endpoint, match func(model.Endpoint) bool) []model.Endpoin
 
 // byFamily splits endpoints by family. Endpoints with the IPv4 ones
 // first, as the watcher sorts them, are split without a copy.
-func byFamily(eps []model.Endpoint) (fams [2][]model.Endpoint) {
+func byFamily(eps []model.Endpoint) (fams inet.PerFamily[[]model.Endpoint]) {
 	is6 := func(ep model.Endpoint) bool { return ep.Addr.Unmap().Is6() }
 	i := slices.IndexFunc(eps, is6)
 	switch {
 	case i < 0:
-		fams[0] = eps
+		*fams.Of(inet.IPv4) = eps
 	case !slices.ContainsFunc(eps[i:], func(ep model.Endpoint) bool { return !is6(ep) }):
-		fams[0], fams[1] = eps[:i], eps[i:]
+		*fams.Of(inet.IPv4), *fams.Of(inet.IPv6) = eps[:i], eps[i:]
 	default:
 		for _, ep := range eps {
-			f := family(ep.Addr.Unmap().Is6())
-			fams[f] = append(fams[f], ep)
+			of := fams.Of(inet.FamilyOf(ep.Addr.Unmap()))
+			*of = append(*of, ep)
 		}
 	}
 	return fams
-}
-
-// family indexes per-family arrays: 0 for IPv4, 1 for IPv6.
-func family(ipv6 bool) int {
-	if ipv6 {
-		return 1
-	}
-	return 0
 }
 
 // topologyMode is how topology hints narrow a service's endpoints on this

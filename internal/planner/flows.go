@@ -54,46 +54,36 @@ type flowPort struct {
 	// frontends are the external and load-balancer addresses.
 	frontends []netip.Addr
 	serving   []netip.AddrPort
-	// endpoints hashes the port's endpoints of each family (index 0
-	// IPv4, 1 IPv6), 0 for none: a change of either changes it.
-	endpoints [2]uint64
+	// endpoints hashes the port's endpoints of each family, 0 for none:
+	// a change of either changes it.
+	endpoints inet.PerFamily[uint64]
 }
 
 func newFlowIndex(seed maphash.Seed) *flowIndex {
 	return &flowIndex{seed: seed, services: map[serviceName]map[string]*flowPort{}, due: map[ReconcileFlows]bool{}}
 }
 
-// familyIndex is a family's index in per-family arrays.
-func familyIndex(f inet.Family) int {
-	if f == inet.IPv6 {
-		return 1
-	}
-	return 0
-}
-
-var flowFamilies = [...]inet.Family{inet.IPv4, inet.IPv6}
-
 // newFlowPort takes what reconciliation needs of a service port, copied:
 // the caller may reuse its model.
 func (x *flowIndex) newFlowPort(sp *model.ServicePort) *flowPort {
 	fp := &flowPort{protocol: sp.Protocol, port: sp.Port, nodePort: sp.NodePort}
-	var h [2]hasher
-	for i := range h {
-		h[i].SetSeed(x.seed)
+	var h inet.PerFamily[hasher]
+	for _, f := range inet.Families() {
+		h.Of(f).SetSeed(x.seed)
 	}
 	for i := range sp.Endpoints {
 		ep := &sp.Endpoints[i]
-		f := familyIndex(inet.FamilyOf(ep.Addr))
-		h[f].endpoint(ep)
-		fp.endpoints[f] = 1
+		f := inet.FamilyOf(ep.Addr)
+		h.Of(f).endpoint(ep)
+		*fp.endpoints.Of(f) = 1
 		if ep.Serving && reconciled(sp.Protocol) {
 			fp.serving = append(fp.serving, netip.AddrPortFrom(ep.Addr, ep.Port))
 		}
 	}
-	for f := range h {
-		if fp.endpoints[f] != 0 {
+	for _, f := range inet.Families() {
+		if e := fp.endpoints.Of(f); *e != 0 {
 			// Never 0, which stands for none.
-			fp.endpoints[f] = h[f].Sum64() | 1
+			*e = h.Of(f).Sum64() | 1
 		}
 	}
 	if reconciled(sp.Protocol) {
@@ -109,7 +99,7 @@ func (x *flowIndex) newFlowPort(sp *model.ServicePort) *flowPort {
 // (any of its ports'), for each protocol of which the Service has, or
 // had, a port with endpoints in that family.
 func (x *flowIndex) update(changes []model.Change) {
-	changed := map[serviceName][2]bool{}
+	changed := map[serviceName]inet.PerFamily[bool]{}
 	for _, c := range changes {
 		svc := serviceName{c.Name.Namespace, c.Name.Name}
 		old := x.services[svc][c.Name.Port]
@@ -117,20 +107,20 @@ func (x *flowIndex) update(changes []model.Change) {
 		if c.Port != nil {
 			now = x.newFlowPort(c.Port)
 		}
-		for f := range flowFamilies {
+		for _, f := range inet.Families() {
 			if old.endpointsOf(f) == now.endpointsOf(f) {
 				continue
 			}
 			ch := changed[svc]
-			ch[f] = true
+			*ch.Of(f) = true
 			changed[svc] = ch
 			x.makeDue(old, f)
 		}
 		x.put(svc, c.Name.Port, now)
 	}
 	for svc, fams := range changed {
-		for f, ch := range fams {
-			if !ch {
+		for _, f := range inet.Families() {
+			if !fams.Get(f) {
 				continue
 			}
 			for _, fp := range x.services[svc] {
@@ -140,20 +130,20 @@ func (x *flowIndex) update(changes []model.Change) {
 	}
 }
 
-// endpointsOf returns the hash of a port's endpoints of the family of
-// index f; a nil port has none.
-func (fp *flowPort) endpointsOf(f int) uint64 {
+// endpointsOf returns the hash of a port's endpoints of family f; a nil
+// port has none.
+func (fp *flowPort) endpointsOf(f inet.Family) uint64 {
 	if fp == nil {
 		return 0
 	}
-	return fp.endpoints[f]
+	return fp.endpoints.Get(f)
 }
 
-// makeDue makes due the reconciliation of fp's protocol in the family of
-// index f, if fp has endpoints there.
-func (x *flowIndex) makeDue(fp *flowPort, f int) {
+// makeDue makes due the reconciliation of fp's protocol in family f, if
+// fp has endpoints there.
+func (x *flowIndex) makeDue(fp *flowPort, f inet.Family) {
 	if fp.endpointsOf(f) != 0 && reconciled(fp.protocol) {
-		x.due[ReconcileFlows{Family: flowFamilies[f], Protocol: fp.protocol}] = true
+		x.due[ReconcileFlows{Family: f, Protocol: fp.protocol}] = true
 	}
 }
 

@@ -52,8 +52,8 @@ func TestExternalIPRanges(t *testing.T) {
 				t.Errorf("%s inside the ranges is not served", inside)
 			}
 			_, served := k.Virtual[VirtualKey{Addr: outside, Port: 443, Protocol: inet.TCP}]
-			entry := hasEntry(k.Entries[model.SetName(model.SetExternalIP, false)], "198.51.100.2,tcp:443")
-			owned := hasEntry(k.Entries[model.SetName(model.SetOwned, false)], "198.51.100.2,tcp:443")
+			entry := hasEntry(k.Entries[model.SetName(model.SetExternalIP, inet.IPv4)], "198.51.100.2,tcp:443")
+			owned := hasEntry(k.Entries[model.SetName(model.SetOwned, inet.IPv4)], "198.51.100.2,tcp:443")
 			if tt.refused == (served || k.Addresses[outside] || entry || owned) {
 				t.Errorf("%s: virtual server %v, bound %v, entry %v, owned %v; want all %v", outside, served, k.Addresses[outside], entry, owned, !tt.refused)
 			}
@@ -111,7 +111,7 @@ func TestProtectedPorts(t *testing.T) {
 			if _, ok := d.Kernel.Virtual[onNode]; ok == tt.refused {
 				t.Errorf("virtual server %s: %v, want %v", onNode, ok, !tt.refused)
 			}
-			if hasEntry(d.Kernel.Entries[model.SetName(model.SetOwned, false)], onNode.OwnedEntry().String()) == tt.refused {
+			if hasEntry(d.Kernel.Entries[model.SetName(model.SetOwned, inet.IPv4)], onNode.OwnedEntry().String()) == tt.refused {
 				t.Errorf("ownership entry of %s: want %v", onNode, !tt.refused)
 			}
 			errs := settingErrors(t, d.Errors)
@@ -236,13 +236,13 @@ func TestForeignVirtualServers(t *testing.T) {
 	_, errs := p.Update(state)
 	desired, _ := p.Desired()
 	for _, vk := range []VirtualKey{ext, lb} {
-		if _, ok := desired.Virtual[vk]; ok || hasEntry(desired.Entries[model.SetName(model.SetOwned, false)], vk.OwnedEntry().String()) {
+		if _, ok := desired.Virtual[vk]; ok || hasEntry(desired.Entries[model.SetName(model.SetOwned, inet.IPv4)], vk.OwnedEntry().String()) {
 			t.Errorf("%s, another program's, is taken", vk)
 		}
 	}
-	if len(desired.Entries[model.SetName(model.SetExternalIP, false)]) != 0 || len(desired.Entries[model.SetName(model.SetLoadBalancer, false)]) != 0 || desired.Addresses[ext.Addr] {
-		t.Errorf("entries or addresses of another program's virtual servers: %v %v %v", desired.Entries[model.SetName(model.SetExternalIP, false)],
-			desired.Entries[model.SetName(model.SetLoadBalancer, false)], desired.Addresses)
+	if len(desired.Entries[model.SetName(model.SetExternalIP, inet.IPv4)]) != 0 || len(desired.Entries[model.SetName(model.SetLoadBalancer, inet.IPv4)]) != 0 || desired.Addresses[ext.Addr] {
+		t.Errorf("entries or addresses of another program's virtual servers: %v %v %v", desired.Entries[model.SetName(model.SetExternalIP, inet.IPv4)],
+			desired.Entries[model.SetName(model.SetLoadBalancer, inet.IPv4)], desired.Addresses)
 	}
 	if _, ok := desired.Virtual[cluster]; !ok {
 		t.Errorf("the cluster IP does not adopt its virtual server")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // desiredIndex keeps the desired kernel state as the sum of every service
@@ -63,7 +64,7 @@ func newDesiredIndex(node model.Node, rules string, facts *kernelFacts) *desired
 	state := NewKernelState()
 	state.Sets = SetSpecs()
 	if node.IPv4Only {
-		maps.DeleteFunc(state.Sets, func(_ string, s SetSpec) bool { return s.IPv6 })
+		maps.DeleteFunc(state.Sets, func(_ string, s SetSpec) bool { return s.Family == inet.IPv6 })
 	}
 	state.Rules = rules
 	for name := range state.Sets {

@@ -97,9 +97,9 @@ const (
 
 // SetSpec is how an ipset is created.
 type SetSpec struct {
-	Name string
-	Type SetType
-	IPv6 bool // family inet6; ignored by bitmap:port
+	Name   string
+	Type   SetType
+	Family inet.Family // ignored by bitmap:port
 	// Comment says what the set holds; the rules that match it carry it.
 	Comment  string
 	HashSize uint32 // hash types only

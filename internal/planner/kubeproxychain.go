@@ -3,6 +3,8 @@ package planner
 import (
 	"slices"
 	"strings"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // KubeProxyChain is what kube-proxy left in the node's rules: a chain of
@@ -10,9 +12,9 @@ import (
 // of one family, or, with Chain empty, the whole nftables table of its
 // nftables mode (Table KubeProxyNFTable).
 type KubeProxyChain struct {
-	IPv6  bool
-	Table string
-	Chain string
+	Family inet.Family
+	Table  string
+	Chain  string
 }
 
 // KubeProxyNFTable is the table kube-proxy's nftables mode writes in the
@@ -59,7 +61,7 @@ func IsKubeProxyChain(table, chain string) bool {
 // "table ip kube-proxy" for a whole table.
 func (c KubeProxyChain) String() string {
 	family := "ip"
-	if c.IPv6 {
+	if c.Family == inet.IPv6 {
 		family = "ip6"
 	}
 	if c.Chain == "" {

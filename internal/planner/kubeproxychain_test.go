@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 func TestIsKubeProxyChain(t *testing.T) {
@@ -26,7 +28,7 @@ func TestIsKubeProxyChain(t *testing.T) {
 }
 
 func TestRemoveKubeProxyRulesString(t *testing.T) {
-	op := RemoveKubeProxyRules{Chains: []KubeProxyChain{{Table: KubeProxyNFTable}, {IPv6: true, Table: "nat", Chain: "KUBE-SERVICES"}}}
+	op := RemoveKubeProxyRules{Chains: []KubeProxyChain{{Table: KubeProxyNFTable}, {Family: inet.IPv6, Table: "nat", Chain: "KUBE-SERVICES"}}}
 	if got, want := op.String(), "kube-proxy remove table ip kube-proxy, ip6 nat KUBE-SERVICES"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}

@@ -5,18 +5,19 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // primaryIP returns the node's primary IP of a family, as kube-proxy
 // takes it from the Node object, or without one the family's loopback
 // address, as kube-proxy's detectNodeIPs gives a family the Node lacks.
-func primaryIP(n *model.Node, ipv6 bool) netip.Addr {
+func primaryIP(n *model.Node, f inet.Family) netip.Addr {
 	for _, a := range n.NodeIPs {
-		if a.Is6() == ipv6 {
+		if inet.FamilyOf(a) == f {
 			return a
 		}
 	}
-	return loopback(ipv6)
+	return loopback(f)
 }
 
 // localAddrs returns the node's addresses, or without them its Node
@@ -38,8 +39,8 @@ func nodePortPrefixes(n *model.Node) []netip.Prefix {
 	prefixes := n.NodePortAddresses
 	if n.NodePortPrimary {
 		prefixes = slices.Clone(prefixes)
-		for _, ipv6 := range []bool{false, true} {
-			a := primaryIP(n, ipv6)
+		for _, f := range inet.Families() {
+			a := primaryIP(n, f)
 			prefixes = append(prefixes, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
@@ -70,19 +71,20 @@ func HealthCheckAddresses(n *model.Node) []netip.Addr {
 	served := nodePortIPs(n)
 	var out []netip.Addr
 	for _, wildcard := range []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()} {
-		if wildcard.Is6() && n.IPv4Only {
+		f := inet.FamilyOf(wildcard)
+		if f == inet.IPv6 && n.IPv4Only {
 			break
 		}
 		var family []netip.Addr
 		for _, a := range served {
-			if a.Is6() == wildcard.Is6() {
+			if inet.FamilyOf(a) == f {
 				family = append(family, a)
 			}
 		}
-		if !matchesAll(prefixes, wildcard.Is6()) {
+		if !matchesAll(prefixes, f) {
 			// Node ports leave loopback out in IPVS mode; kube-proxy's
 			// health servers listen on it when a prefix holds it.
-			if lo := loopback(wildcard.Is6()); servesNodePorts(prefixes, lo) {
+			if lo := loopback(f); servesNodePorts(prefixes, lo) {
 				family = append(family, lo)
 			}
 			out = append(out, family...)
@@ -94,8 +96,8 @@ func HealthCheckAddresses(n *model.Node) []netip.Addr {
 }
 
 // loopback returns the loopback address of a family.
-func loopback(ipv6 bool) netip.Addr {
-	if ipv6 {
+func loopback(f inet.Family) netip.Addr {
+	if f == inet.IPv6 {
 		return netip.IPv6Loopback()
 	}
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
@@ -103,10 +105,10 @@ func loopback(ipv6 bool) netip.Addr {
 
 // matchesAll reports whether prefixes leave a family's node-port
 // addresses unrestricted: no prefix of the family, or one of length 0.
-func matchesAll(prefixes []netip.Prefix, ipv6 bool) bool {
+func matchesAll(prefixes []netip.Prefix, f inet.Family) bool {
 	family := false
 	for _, p := range prefixes {
-		if p.Addr().Is6() == ipv6 {
+		if inet.FamilyOf(p.Addr()) == f {
 			family = true
 			if p.Bits() == 0 {
 				return true

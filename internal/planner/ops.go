@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Op is one kernel operation of a plan. Its String form is one line of the
@@ -108,7 +109,7 @@ func (o CreateSet) String() string {
 	family := ""
 	if o.Spec.Type != BitmapPort {
 		family = " family inet"
-		if o.Spec.IPv6 {
+		if o.Spec.Family == inet.IPv6 {
 			family = " family inet6"
 		}
 	}

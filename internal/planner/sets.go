@@ -1,6 +1,9 @@
 package planner
 
-import "github.com/ipvsplane/ipvsplane/dataplane/model"
+import (
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
+)
 
 // setTypes gives each set's type and what it holds, in the words of the
 // comment kube-proxy's rules carry for it.
@@ -41,14 +44,14 @@ const (
 // SetSpecs returns every set of both families.
 func SetSpecs() map[string]SetSpec {
 	specs := map[string]SetSpec{}
-	for _, ipv6 := range []bool{false, true} {
+	for _, f := range inet.Families() {
 		for _, s := range setTypes {
-			name := model.SetName(s.name, ipv6)
-			specs[name] = SetSpec{Name: name, Type: s.typ, IPv6: ipv6, Comment: s.comment, HashSize: setHashSize, MaxElem: setMaxElem}
+			name := model.SetName(s.name, f)
+			specs[name] = SetSpec{Name: name, Type: s.typ, Family: f, Comment: s.comment, HashSize: setHashSize, MaxElem: setMaxElem}
 			if s.name == model.SetOwned {
 				// One entry per virtual server: node ports on every node
 				// address can outgrow kube-proxy's limit.
-				specs[name] = SetSpec{Name: name, Type: s.typ, IPv6: ipv6, Comment: s.comment, HashSize: setHashSize, MaxElem: ownedMaxElem}
+				specs[name] = SetSpec{Name: name, Type: s.typ, Family: f, Comment: s.comment, HashSize: setHashSize, MaxElem: ownedMaxElem}
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -96,7 +97,7 @@ type daemon struct {
 	// first sync to report.
 	nextPrefill    time.Time
 	prefilled      bool
-	listedTriggers [2][]time.Time
+	listedTriggers inet.PerFamily[[]time.Time]
 	// quarantined are the service ports left out since their planning
 	// panicked, until they change.
 	quarantined map[model.ServicePortName]bool
@@ -111,11 +112,11 @@ func (d *daemon) sync(ctx context.Context) error {
 	servicesPending, endpointsPending := d.tracker.Pending()
 	u := d.takeUpdate()
 	if !d.synced {
-		for f := range u.TriggerTimes {
-			u.TriggerTimes[f] = append(u.TriggerTimes[f], d.listedTriggers[f]...)
+		for _, f := range inet.Families() {
+			*u.TriggerTimes.Of(f) = append(u.TriggerTimes.Get(f), d.listedTriggers.Get(f)...)
 		}
 		// Handed on, as the tracker hands on its own once.
-		d.listedTriggers = [2][]time.Time{}
+		d.listedTriggers = inet.PerFamily[[]time.Time]{}
 	}
 	start := d.now()
 	full := !d.synced || u.NodeChanged || d.wholeNext

@@ -13,6 +13,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -38,11 +39,11 @@ func TestMetricsPerFamily(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name     string
-		ipv6     bool
+		served   []inet.Family
 		families []string
-	}{{"dual-stack", true, []string{"IPv4", "IPv6"}}, {"IPv4 only", false, []string{"IPv4"}}} {
+	}{{"dual-stack", []inet.Family{inet.IPv4, inet.IPv6}, []string{"IPv4", "IPv6"}}, {"IPv4 only", []inet.Family{inet.IPv4}, []string{"IPv4"}}} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := metrics.New().ForFamilies(tt.ipv6)
+			m := metrics.New().ForFamilies(tt.served)
 			k := &fakeKernel{problems: []error{&dataplane.OpError{Op: plan.ReplaceRules{}, Err: errors.New("refused")}}}
 			d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 				now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
@@ -68,7 +69,7 @@ func TestMetricsPerFamily(t *testing.T) {
 				t.Errorf("programming latency: series of %v, want %v", got, tt.families)
 			}
 			counts := histogramCounts(t, m, programming)
-			if counts["IPv4"] != 1 || (tt.ipv6 && counts["IPv6"] != 2) {
+			if counts["IPv4"] != 1 || (slices.Contains(tt.served, inet.IPv6) && counts["IPv6"] != 2) {
 				t.Errorf("programming latency observations %v, want IPv4 1 and (dual-stack) IPv6 2", counts)
 			}
 			if got := gatheredValue(t, m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "IPv4"); got != 1 {

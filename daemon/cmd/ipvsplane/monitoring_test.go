@@ -19,6 +19,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 )
@@ -78,8 +79,8 @@ func servedMetricNames(t *testing.T) map[string]bool {
 	// The histograms, observed so that Gather tells their type.
 	for _, full := range []bool{true, false} {
 		m.ObserveSync(metrics.Sync{
-			Result: &dataplane.Result{Full: full, Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, true}}},
-			End:    time.Unix(2, 0), TriggerTimes: [2][]time.Time{{time.Unix(1, 0)}, {time.Unix(1, 0)}},
+			Result: &dataplane.Result{Full: full, Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: inet.PerFamily[bool]{true, true}}},
+			End:    time.Unix(2, 0), TriggerTimes: inet.PerFamily[[]time.Time]{{time.Unix(1, 0)}, {time.Unix(1, 0)}},
 		})
 	}
 	m.ClientGoMetrics().RequestLatency.Observe(context.Background(), "GET", url.URL{Host: "api:6443"}, time.Second)

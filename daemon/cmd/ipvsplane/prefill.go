@@ -6,6 +6,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 )
 
@@ -43,8 +44,8 @@ func (d *daemon) prefill(ctx context.Context) {
 	}
 	d.prefilled = err == nil
 	// The first sync reports the latency of what changed while listing.
-	for f := range u.TriggerTimes {
-		d.listedTriggers[f] = append(d.listedTriggers[f], u.TriggerTimes[f]...)
+	for _, f := range inet.Families() {
+		*d.listedTriggers.Of(f) = append(d.listedTriggers.Get(f), u.TriggerTimes.Get(f)...)
 	}
 	end := d.now()
 	took := end.Sub(start)

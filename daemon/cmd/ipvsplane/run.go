@@ -24,6 +24,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -202,7 +203,7 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 		return err
 	}
 	defer k.Close()
-	ipv6 := servedFamilies(log, k, &s.Node)
+	served := servedFamilies(log, k, &s.Node)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// As kube-proxy: a scheduler the kernel lacks stops the start, rather
@@ -211,14 +212,14 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 		return err
 	}
 
-	m := metrics.New().ForFamilies(ipv6).SetBuild(metrics.Build(a.build)).SetSyncPeriod(s.SyncPeriod)
+	m := metrics.New().ForFamilies(served).SetBuild(metrics.Build(a.build)).SetSyncPeriod(s.SyncPeriod)
 	// client-go's requests (kube-proxy's rest_client_* metrics), from the
 	// first: the events' and the watches' clients send theirs below.
 	clientmetrics.Register(m.ClientGoMetrics())
 	healthz, livez := m.AnswerCounters()
-	families := []v1.IPFamily{v1.IPv4Protocol}
-	if ipv6 {
-		families = append(families, v1.IPv6Protocol)
+	var families []v1.IPFamily
+	for _, f := range served {
+		families = append(families, v1.IPFamily(f.String())) // inet spells families as Kubernetes does
 	}
 	h := healthcheck.NewProxyHealth(s.SyncPeriod, a.now, o.source == sourceKubernetes, families, healthz, livez)
 	rec, closeEvents := a.recorder(log, o, s.Node.Name)
@@ -302,7 +303,7 @@ const defaultNodeIPsWait = 30 * time.Second
 // the app's nodeIPsWait passed.
 func (a *app) newTracker(d *daemon, s *config.Settings, waitForNode bool, request func()) *watcher.Tracker {
 	h, m := d.health, d.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, WaitForNodeIPs: waitForNode, Now: a.now, OnNode: h.SetNode, OnQueued: func(families [2]bool) {
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, WaitForNodeIPs: waitForNode, Now: a.now, OnNode: h.SetNode, OnQueued: func(families inet.PerFamily[bool]) {
 		m.SetQueued(families, a.now())
 	}, OnChange: func() {
 		h.Queued()
@@ -430,12 +431,12 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 // servedFamilies makes node IPv4Only, and says so once, when the kernel
 // has no IPv6: as kube-proxy, which then runs single-stack IPv4, and so
 // that the health-check servers do not listen on :: and the metrics have
-// no IPv6 series. It reports whether IPv6 is served.
-func servedFamilies(log *zap.Logger, k kernel, node *model.Node) bool {
+// no IPv6 series. It returns the families served, IPv4 first.
+func servedFamilies(log *zap.Logger, k kernel, node *model.Node) []inet.Family {
 	if dp, ok := k.(interface{ IPv6() bool }); ok && !dp.IPv6() {
 		node.IPv4Only = true
 		log.Info("the kernel has no IPv6 (booted with ipv6.disable=1, or IPv6 disabled): serving IPv4 only")
-		return false
+		return []inet.Family{inet.IPv4}
 	}
-	return true
+	return []inet.Family{inet.IPv4, inet.IPv6}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 )
@@ -52,9 +53,8 @@ type ServiceServers struct {
 type hcEntry struct {
 	port  uint16
 	local []netip.Addr
-	// families are the service's IP families (IPv4, IPv6), those of its
-	// cluster IPs.
-	families [2]bool
+	// families are the service's IP families, those of its cluster IPs.
+	families inet.PerFamily[bool]
 }
 
 // hcServer is one health-check port: what it reports, and its listeners,
@@ -86,14 +86,14 @@ func (l *hcListener) close() {
 }
 
 // hcState is what a health-check port reports: Local counts the
-// service's endpoints on this node, IPv4 and IPv6.
+// service's endpoints on this node, per family.
 type hcState struct {
 	Namespace, Name string
-	Local           [2]int
+	Local           inet.PerFamily[int]
 	// Families are the service's IP families: kube-proxy's proxier of a
 	// family serves only its own family's services, so the port listens
 	// only on those families' addresses.
-	Families [2]bool
+	Families inet.PerFamily[bool]
 }
 
 // ServiceConfig is what ServiceServers need.
@@ -158,7 +158,7 @@ func entry(node string, sp *model.ServicePort) (hcEntry, bool) {
 	}
 	e := hcEntry{port: sp.HealthCheckNodePort}
 	for _, a := range sp.ClusterIPs {
-		e.families[familyIndex(a)] = true
+		*e.families.Of(inet.FamilyOf(a.Unmap())) = true
 	}
 	// A set, not a scan of the addresses so far: a tenant may list tens
 	// of thousands of endpoints on the node.
@@ -238,13 +238,13 @@ func (h *ServiceServers) stateLocked(port uint16) (hcState, bool) {
 		return cmp.Compare(a.String(), b.String())
 	}) {
 		st.Namespace, st.Name = name.Namespace, name.Name
-		for i, f := range h.entries[name].families {
-			st.Families[i] = st.Families[i] || f
+		for _, f := range inet.Families() {
+			*st.Families.Of(f) = st.Families.Get(f) || h.entries[name].families.Get(f)
 		}
 		for _, a := range h.entries[name].local {
 			if !seen[a] {
 				seen[a] = true
-				st.Local[familyIndex(a)]++
+				*st.Local.Of(inet.FamilyOf(a.Unmap()))++
 			}
 		}
 	}
@@ -285,19 +285,11 @@ func (h *ServiceServers) refreshLocked(dirty map[uint16]bool) {
 	}
 }
 
-// familyIndex is 0 for an IPv4 address and 1 for an IPv6 one.
-func familyIndex(a netip.Addr) int {
-	if a.Unmap().Is6() {
-		return 1
-	}
-	return 0
-}
-
 // addrsOf returns the listen addresses of the families.
-func (h *ServiceServers) addrsOf(families [2]bool) []netip.Addr {
+func (h *ServiceServers) addrsOf(families inet.PerFamily[bool]) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range h.addrs {
-		if families[familyIndex(a)] {
+		if families.Get(inet.FamilyOf(a.Unmap())) {
 			out = append(out, a)
 		}
 	}
@@ -347,11 +339,10 @@ func (s *hcServer) close() {
 func (h *ServiceServers) handler(s *hcServer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := s.state.Load()
-		local := st.Local[0]
+		local := st.Local.Get(inet.IPv4)
 		if a, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok {
-			if ip, _ := netip.AddrFromSlice(a.IP); ip.Unmap().Is6() {
-				local = st.Local[1]
-			}
+			ip, _ := netip.AddrFromSlice(a.IP)
+			local = st.Local.Get(inet.FamilyOf(ip.Unmap()))
 		}
 		healthy := h.cfg.Healthy()
 		w.Header().Set("Content-Type", "application/json")

@@ -62,7 +62,7 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Cleanup(func() { h.Close(context.Background()) })
 		return h
 	}
-	want := map[uint16]hcState{32000: {"demo", "web", [2]int{2, 0}, [2]bool{true, false}}, 32001: {"demo", "none", [2]int{}, [2]bool{true, false}}}
+	want := map[uint16]hcState{32000: {"demo", "web", inet.PerFamily[int]{2, 0}, inet.PerFamily[bool]{true, false}}, 32001: {"demo", "none", inet.PerFamily[int]{}, inet.PerFamily[bool]{true, false}}}
 
 	whole := newServers()
 	whole.Replace([]model.ServicePort{web, web2, none, cluster})
@@ -76,7 +76,7 @@ func TestLocalEndpoints(t *testing.T) {
 		t.Errorf("apply: got %v, want %v", got, want)
 	}
 	changes.Apply([]model.Change{{Name: web2.Name}, {Name: none.Name}})
-	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", [2]int{1, 0}, [2]bool{true, false}}}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := states(changes), map[uint16]hcState{32000: {"demo", "web", inet.PerFamily[int]{1, 0}, inet.PerFamily[bool]{true, false}}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after removals: got %v, want %v", got, want)
 	}
 	if got := changes.Ports(); len(got) != 1 || got[0] != 32000 {

@@ -19,6 +19,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -259,8 +260,8 @@ type Sync struct {
 	// ServicePorts are the service ports of the desired state.
 	ServicePorts int
 	// TriggerTimes are the trigger times of the endpoint changes it
-	// programmed, IPv4's and IPv6's (watcher.Update.TriggerTimes).
-	TriggerTimes [2][]time.Time
+	// programmed, per family (watcher.Update.TriggerTimes).
+	TriggerTimes inet.PerFamily[[]time.Time]
 	// Arrivals are when the changes it programmed reached the daemon
 	// (watcher.Update.Arrivals).
 	Arrivals []time.Time
@@ -290,12 +291,12 @@ func (m *Metrics) ObserveSync(s Sync) {
 		m.proxyLatency.Observe(s.End.Sub(at).Seconds())
 	}
 	// Each family's EndpointSlice changes count for that family only.
-	for i, times := range s.TriggerTimes {
-		f := ipFamilies()[i]
+	for _, fam := range inet.Families() {
+		f := fam.String()
 		if !m.runs(f) {
 			continue
 		}
-		for _, t := range times {
+		for _, t := range s.TriggerTimes.Get(fam) {
 			if !t.IsZero() {
 				m.programming.WithLabelValues(f).Observe(s.End.Sub(t).Seconds())
 			}
@@ -350,10 +351,10 @@ func (m *Metrics) observe(res *dataplane.Result) {
 		m.opsPerSync.Observe(float64(res.Plan.Len()))
 		m.countOperations(res.Plan)
 	}
-	for i, f := range ipFamilies() {
-		if res.Flows.Ran[i] && m.runs(f) {
-			m.flowCleanup.WithLabelValues(f).Observe(res.Flows.Took[i].Seconds())
-			m.flowsDeleted.WithLabelValues(f).Add(float64(res.Flows.Deleted[i]))
+	for _, fam := range inet.Families() {
+		if f := fam.String(); res.Flows.Ran.Get(fam) && m.runs(f) {
+			m.flowCleanup.WithLabelValues(f).Observe(res.Flows.Took.Get(fam).Seconds())
+			m.flowsDeleted.WithLabelValues(f).Add(float64(res.Flows.Deleted.Get(fam)))
 		}
 	}
 	m.observeErrors(res.Errors)
@@ -463,22 +464,21 @@ func opKind(op plan.Op) string {
 	return "other"
 }
 
-// ForFamilies limits the series to the node's families: IPv4 and, when
-// ipv6, IPv6, as kube-proxy runs a proxier for IPv6 only where the kernel
-// has it.
-func (m *Metrics) ForFamilies(ipv6 bool) *Metrics {
-	m.families = ipFamilies()[:1]
-	if ipv6 {
-		m.families = ipFamilies()
+// ForFamilies limits the series to the node's families, as kube-proxy
+// runs a proxier for IPv6 only where the kernel has it.
+func (m *Metrics) ForFamilies(families []inet.Family) *Metrics {
+	m.families = nil
+	for _, f := range families {
+		m.families = append(m.families, f.String())
 	}
 	return m
 }
 
 // SetQueued records when a change that asks for a sync arrived, under the
 // families it concerns among the node's (see watcher.TrackerConfig.OnQueued).
-func (m *Metrics) SetQueued(families [2]bool, at time.Time) {
-	for i, f := range ipFamilies() {
-		if families[i] && m.runs(f) {
+func (m *Metrics) SetQueued(families inet.PerFamily[bool], at time.Time) {
+	for _, fam := range inet.Families() {
+		if f := fam.String(); families.Get(fam) && m.runs(f) {
 			m.lastQueued.WithLabelValues(f).Set(float64(at.UnixNano()) / 1e9)
 		}
 	}

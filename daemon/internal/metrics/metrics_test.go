@@ -36,7 +36,7 @@ func TestMetricNames(t *testing.T) {
 	m.setFamilies(m.lastSync, 1)
 	m.setFamilies(m.lastQueued, 1)
 	m.ReplaceServices("node-a", nil)
-	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: [2]bool{true, false}, Deleted: [2]int{3, 0}}})
+	m.observe(&dataplane.Result{Plan: &plan.Plan{}, Flows: dataplane.FlowCleanup{Ran: inet.PerFamily[bool]{true, false}, Deleted: inet.PerFamily[int]{3, 0}}})
 	families, err := m.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestMetricsObserve(t *testing.T) {
 	m.observe(&dataplane.Result{
 		Plan:   plan.New(add, plan.Bind{Addr: vk.Addr}),
 		Errors: []error{&dataplane.OpError{Op: add, Err: errors.New("boom")}, &model.FieldError{}},
-		Flows:  dataplane.FlowCleanup{Ran: [2]bool{false, true}, Deleted: [2]int{0, 2}},
+		Flows:  dataplane.FlowCleanup{Ran: inet.PerFamily[bool]{false, true}, Deleted: inet.PerFamily[int]{0, 2}},
 	})
 	for _, c := range []struct {
 		got  float64
@@ -225,13 +225,13 @@ func TestMetricsSchedulerFallbacks(t *testing.T) {
 func TestSetQueued(t *testing.T) {
 	at := time.Unix(1000, 0)
 	m := New()
-	m.SetQueued([2]bool{true, true}, at)
-	m.SetQueued([2]bool{false, true}, at.Add(time.Second))
+	m.SetQueued(inet.PerFamily[bool]{true, true}, at)
+	m.SetQueued(inet.PerFamily[bool]{false, true}, at.Add(time.Second))
 	if v4, v6 := testutil.ToFloat64(m.lastQueued.WithLabelValues("IPv4")), testutil.ToFloat64(m.lastQueued.WithLabelValues("IPv6")); v4 != 1000 || v6 != 1001 {
 		t.Errorf("last queued IPv4 %v, IPv6 %v; want 1000, 1001", v4, v6)
 	}
-	single := New().ForFamilies(false)
-	single.SetQueued([2]bool{true, true}, at)
+	single := New().ForFamilies([]inet.Family{inet.IPv4})
+	single.SetQueued(inet.PerFamily[bool]{true, true}, at)
 	if n := testutil.CollectAndCount(single.lastQueued); n != 1 || testutil.ToFloat64(single.lastQueued.WithLabelValues("IPv4")) != 1000 {
 		t.Errorf("single-stack: %d series, want IPv4's alone", n)
 	}
@@ -256,10 +256,10 @@ func TestObserveSync(t *testing.T) {
 	m := New()
 	end := time.Unix(1000, 0)
 	m.ObserveSync(Sync{Result: &dataplane.Result{Full: true, Plan: &plan.Plan{}}, Took: time.Second, End: end,
-		ServicesPending: 2, ServicePorts: 7, TriggerTimes: [2][]time.Time{{end.Add(-3 * time.Second)}, nil},
+		ServicesPending: 2, ServicePorts: 7, TriggerTimes: inet.PerFamily[[]time.Time]{{end.Add(-3 * time.Second)}, nil},
 		Arrivals: []time.Time{end.Add(-3 * time.Millisecond), end.Add(-time.Millisecond)}})
 	m.ObserveSync(Sync{Result: &dataplane.Result{Plan: &plan.Plan{}, RulesFailed: true}, Took: time.Second, End: end.Add(time.Minute),
-		TriggerTimes: [2][]time.Time{{end}, {end}}, Arrivals: []time.Time{end}})
+		TriggerTimes: inet.PerFamily[[]time.Time]{{end}, {end}}, Arrivals: []time.Time{end}})
 	want := `
 # HELP ipvsplane_change_programming_duration_seconds From a Service or EndpointSlice change reaching ipvsplane to the end of the sync that programmed it: the proxy's part of kubeproxy_network_programming_duration_seconds.
 # TYPE ipvsplane_change_programming_duration_seconds histogram

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // noLocal marks, per family, the service ports whose Local traffic policy
@@ -29,28 +30,26 @@ func classify(p *model.ServicePort, node string) noLocal {
 	if p.InternalPolicy != model.PolicyLocal && p.ExternalPolicy != model.PolicyLocal {
 		return 0
 	}
-	var anyEP, local [2]bool
+	var anyEP, local inet.PerFamily[bool]
 	for _, ep := range p.Endpoints {
 		if !ep.Ready && !(ep.Serving && ep.Terminating) {
 			continue
 		}
-		f := 0
-		if ep.Addr.Unmap().Is6() {
-			f = 1
-		}
-		anyEP[f] = true
-		local[f] = local[f] || ep.NodeName == node
+		f := inet.FamilyOf(ep.Addr.Unmap())
+		*anyEP.Of(f) = true
+		*local.Of(f) = local.Get(f) || ep.NodeName == node
 	}
 	var m noLocal
-	for f := range 2 {
-		if !anyEP[f] || local[f] {
+	// Each policy's IPv6 bit follows its IPv4 one, in Families' order.
+	for shift, f := range inet.Families() {
+		if !anyEP.Get(f) || local.Get(f) {
 			continue
 		}
 		if p.InternalPolicy == model.PolicyLocal {
-			m |= noLocalInternal4 << f
+			m |= noLocalInternal4 << shift
 		}
 		if p.ExternalPolicy == model.PolicyLocal {
-			m |= noLocalExternal4 << f
+			m |= noLocalExternal4 << shift
 		}
 	}
 	return m

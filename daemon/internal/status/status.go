@@ -26,6 +26,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )
@@ -357,7 +358,7 @@ func ReadKernel(ctx context.Context, device string) (*Kernel, error) {
 			return nil, err
 		}
 		v.sets = append(v.sets, h)
-		if name == model.SetName(model.SetOwned, false) || name == model.SetName(model.SetOwned, true) {
+		if name == model.SetName(model.SetOwned, inet.IPv4) || name == model.SetName(model.SetOwned, inet.IPv6) {
 			_, entries, err := sc.List(ctx, name)
 			if err != nil {
 				return nil, err

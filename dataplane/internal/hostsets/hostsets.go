@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
@@ -24,7 +25,7 @@ func Create(t testing.TB, ns *testutil.NetNS) map[string]uint16 {
 		switch {
 		case spec.Type == planner.BitmapPort:
 			args = append(args, "range", "0-65535")
-		case spec.IPv6:
+		case spec.Family == inet.IPv6:
 			args = append(args, "family", "inet6")
 		}
 		ns.Run(t, "ipset", args...)

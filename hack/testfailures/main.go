@@ -15,7 +15,8 @@
 //
 // Lines that are not go test's events (another tool's output in the same
 // pipe, such as hack/conformance's) are copied as they are; of them only
-// vmtest's lines and a guest kernel's reports go into the summary. It
+// vmtest's lines, a guest kernel's reports and upstream's failed specs go
+// into the summary. It
 // prints nothing more when nothing failed; the exit status is the
 // pipeline's to carry (set -o pipefail).
 package main
@@ -60,6 +61,9 @@ var (
 	// backtrace is left out), and go test's kill of a test binary.
 	guestTrouble = regexp.MustCompile(`^guest kernel: .*(?:BUG: |WARNING: |Oops|Kernel panic|blocked for more than|soft lockup|rcu: INFO)`)
 	testKilled   = regexp.MustCompile(`^\*\*\* Test (?:killed|I/O incomplete)`)
+	// hack/conformance's failed and panicked specs, and its end when it
+	// failed: upstream's specs run in the same pipe as the cluster tests.
+	specFailed = regexp.MustCompile(`^\s*\[(?:FAIL|PANICKED)\] |^conformance: .*, exit status [1-9]`)
 	// The lines go test -v frames a test's output with, which are not
 	// its messages.
 	framing = regexp.MustCompile(`^\s*(?:=== (?:RUN|NAME|CONT|PAUSE)|--- (?:PASS|FAIL|SKIP):)`)
@@ -124,7 +128,7 @@ func (s *summary) pkg(name string) *packageRun {
 
 // text takes a line that is not one of go test's events.
 func (s *summary) text(line string) {
-	if isNotable(line) {
+	if isNotableText(line) {
 		s.other = append(s.other, "  "+line)
 	}
 }
@@ -133,6 +137,10 @@ func isNotable(line string) bool {
 	return vmtestLine.MatchString(line) && !vmtestPassed.MatchString(line) ||
 		guestTrouble.MatchString(line) || testKilled.MatchString(line)
 }
+
+// isNotableText reports whether a line outside go test's events says
+// something failed.
+func isNotableText(line string) bool { return isNotable(line) || specFailed.MatchString(line) }
 
 // event takes one of go test's events.
 func (s *summary) event(e event) {

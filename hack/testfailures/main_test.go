@@ -224,3 +224,20 @@ func TestNameSaysHowLong(t *testing.T) {
 		t.Errorf("output %q, want it to end with how long test-unit took", got)
 	}
 }
+
+// hack/conformance's failed specs, after the cluster tests passed in the
+// same pipe.
+func TestSummaryOfFailedSpecs(t *testing.T) {
+	in := test2json(t, "example.com/cluster", "=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\nok  \texample.com/cluster\t0.1s\n") +
+		"• [12.3 seconds] [sig-network] DNS should provide DNS for services\n" +
+		"[FAIL] [sig-network] Services should serve a basic endpoint from pods [Conformance]\n" +
+		"conformance: 187 s with ipvsplane, exit status 1\n"
+	contains(t, summarize(t, in, true), []string{
+		"[FAIL] [sig-network] Services should serve a basic endpoint from pods",
+		"conformance: 187 s with ipvsplane, exit status 1",
+	}, []string{"DNS should provide DNS"})
+	passed := "conformance: 187 s with ipvsplane, exit status 0\n"
+	if out := summarize(t, passed, true); out != "" {
+		t.Errorf("a summary of specs that passed:\n%s", out)
+	}
+}

@@ -131,7 +131,7 @@ lint: ## gofmt, go vet, staticcheck; each module on its own; the library off Lin
 	$(GO) vet -tags hosttest $(ALL)
 	$(GO) vet -tags vmtest $(ALL)
 	$(GO) vet -tags clustertest ./daemon/e2e/cluster/...
-	$(GO) vet -tags vmharness ./daemon/hack/vmtest/
+	$(GO) vet -tags vmharness ./daemon/internal/testing/vmtest/
 	cd hack/images && GOWORK=off $(GO) vet ./...
 	$(GO) tool staticcheck $(ALL)
 	$(GO) tool staticcheck -tags hosttest $(ALL)
@@ -165,13 +165,13 @@ bin/ipvsplane: $(BIN)/ipvsplane
 $(BIN)/ipvsplane:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(VERSION_LDFLAGS)' -o $@ ./daemon/cmd/ipvsplane
 
-# vmtest serves its guest's control plane (daemon/internal/controlplane)
+# vmtest serves its guest's control plane (daemon/internal/testing/controlplane)
 # and more besides its own directory, so go build, which relinks only what
 # changed, decides whether it is current: a copy older than the handler a
 # test calls answered 404.
 .PHONY: $(VMTEST)
 $(VMTEST):
-	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/hack/vmtest
+	CGO_ENABLED=0 $(GO) build -o $@ ./daemon/internal/testing/vmtest
 
 vm-kernel:
 	@hack/fetch-vm-kernel "$(IPVSPLANE_CACHE)/kernel" $(KERNEL)

@@ -1,7 +1,7 @@
 # Included by the Makefile: clusters of VMs and the tests run on them.
 .PHONY: cluster conformance test-cluster test-cluster-nodes test-takeover test-migration test-tenant
 
-# A cluster of NODES nodes (default one), each a VM (daemon/hack/vmtest
+# A cluster of NODES nodes (default one), each a VM (daemon/internal/testing/vmtest
 # -node): the control plane on the host's loopback, nodes with containerd,
 # kubelet and CNI, PROXY (ipvsplane from deploy/, or kube-proxy in
 # KUBE_PROXY_MODE: ipvs, iptables or nftables) and CoreDNS on each; then

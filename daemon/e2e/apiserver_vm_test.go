@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
-	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 

@@ -18,12 +18,12 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // The benchmark's sizes and proxies come from the environment, so CI and
-// a developer can run a short version (daemon/hack/vmtest passes IPVSPLANE_*
+// a developer can run a short version (daemon/internal/testing/vmtest passes IPVSPLANE_*
 // variables into the guest):
 //
 //	IPVSPLANE_BENCH_SERVICES  sizes, comma-separated (default 100,1000,10000)

@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -22,9 +22,9 @@ import (
 const slirpDNS = "10.0.2.3:53"
 
 // TestGuestNetworkIsContained shows that test traffic stays inside the
-// machine: the guest reaches the host's API server and daemon/hack/vmtest's
+// machine: the guest reaches the host's API server and daemon/internal/testing/vmtest's
 // request server through their forwards, and nothing else. The host
-// targets are daemon/hack/vmtest's own listeners on the host's loopback (the
+// targets are daemon/internal/testing/vmtest's own listeners on the host's loopback (the
 // guest's gateway 10.0.2.2) and on the host's own addresses, which would
 // answer a TCP connection and echo a UDP datagram if reached; a DNS query
 // to qemu's resolver gets no answer either.
@@ -40,10 +40,10 @@ func TestGuestNetworkIsContained(t *testing.T) {
 	t.Logf("the API server at %s answers through the forward, certificate verified: %s", cfg.Host, version.GitVersion)
 
 	env := os.Getenv(controlplane.HostTargetsEnv)
-	testutil.Require(t, env != "", controlplane.HostTargetsEnv+" from daemon/hack/vmtest")
+	testutil.Require(t, env != "", controlplane.HostTargetsEnv+" from daemon/internal/testing/vmtest")
 	targets := strings.Split(env, ",")
 	if len(targets) < 2 {
-		t.Logf("daemon/hack/vmtest found no address of the host's own; trying only %v", targets)
+		t.Logf("daemon/internal/testing/vmtest found no address of the host's own; trying only %v", targets)
 	}
 	for _, target := range targets {
 		t.Run("tcp "+target, func(t *testing.T) {

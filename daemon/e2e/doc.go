@@ -4,7 +4,7 @@
 // between network namespaces. It has no API; see its _test files and
 // make test-vm PKGS=./daemon/e2e/...
 //
-// daemon/hack/vmtest runs the control plane on the host (testdata/vmtest-controlplane)
+// daemon/internal/testing/vmtest runs the control plane on the host (testdata/vmtest-controlplane)
 // and copies in the programs named in testdata/vmtest-tools: the readers
 // the tests compare the kernel against, iptables-nft and ipset for
 // kube-proxy, kube-proxy itself and ../../bin/ipvsplane.

@@ -27,8 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
-	"github.com/ipvsplane/ipvsplane/daemon/internal/daemontest"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/daemontest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/ipvsplane/ipvsplane/conntrack"
-	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/randomcluster"
 	"github.com/ipvsplane/ipvsplane/inet"
 )
 

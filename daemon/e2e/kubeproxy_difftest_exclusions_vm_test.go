@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kpconfig "k8s.io/kube-proxy/config/v1alpha1"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/randomcluster"
 )
 
 // difftestLine is one line of snapshotDiff with what explains it: the

@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/randomcluster"
 )
 
 // difftestSeeds are the seeds CI runs: a few minutes in the emulated VM;

@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/randomcluster"
 )
 
 // difftestNeighbourSeeds are the CI seeds that get neighbours, and which:

@@ -22,11 +22,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	kpconfig "k8s.io/kube-proxy/config/v1alpha1"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/randomcluster"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/randomcluster"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 

@@ -21,7 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/kubetest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 

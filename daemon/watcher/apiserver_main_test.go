@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 )
 
 // controlPlane is the real etcd and kube-apiserver the host tests share:

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
-	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/kubetest"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	v1 "k8s.io/api/core/v1"

@@ -10,7 +10,7 @@ import (
 
 // BenchServicesEnv names the sizes a benchmark runs at, in services,
 // comma-separated; make bench sets it from BENCH_SERVICES, and
-// daemon/hack/vmtest passes it into the guest.
+// daemon/internal/testing/vmtest passes it into the guest.
 const BenchServicesEnv = "IPVSPLANE_BENCH_SERVICES"
 
 // BenchSizes returns the sizes BenchServicesEnv lists, in increasing

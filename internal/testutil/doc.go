@@ -11,6 +11,6 @@
 //   - unit (no tag): no privileges, no kernel; run anywhere.
 //   - host (tag hosttest): the host kernel's ipset, conntrack and nftables,
 //     always inside a network namespace the test creates.
-//   - vm (tag vmtest): run inside a virtual machine by daemon/hack/vmtest,
+//   - vm (tag vmtest): run inside a virtual machine by daemon/internal/testing/vmtest,
 //     for IPVS, the dummy driver and everything end to end.
 package testutil

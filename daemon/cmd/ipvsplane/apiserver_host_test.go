@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
-	"github.com/ipvsplane/ipvsplane/daemon/internal/kubetest"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/kubetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/daemontest"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/daemontest"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 )

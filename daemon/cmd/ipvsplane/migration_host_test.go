@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"

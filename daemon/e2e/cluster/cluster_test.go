@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -48,7 +48,7 @@ func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	kubeconfig := os.Getenv("KUBECONFIG")
 	testutil.Require(t, kubeconfig != "" && os.Getenv("IPVSPLANE_NODE_NAME") != "",
-		"a cluster from daemon/hack/vmtest -node (make test-cluster)")
+		"a cluster from daemon/internal/testing/vmtest -node (make test-cluster)")
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)

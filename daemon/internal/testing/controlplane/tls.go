@@ -35,7 +35,7 @@ func kubernetesServiceIP() net.IP {
 // on the host, ClusterHostAddr and ClusterHostName for a cluster's node,
 // and GuestForwardAddr,
 // where a VM guest reaches it through
-// daemon/hack/vmtest's forward. Clients trust this certificate alone, so they
+// daemon/internal/testing/vmtest's forward. Clients trust this certificate alone, so they
 // verify that they reached this API server. It returns the certificate in
 // PEM.
 func writeServingCert(dir string) ([]byte, error) {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 )
 
 // installAddons installs the node's proxy and CoreDNS with kubectl, as an

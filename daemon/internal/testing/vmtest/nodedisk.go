@@ -13,7 +13,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 )
 
 //go:embed node

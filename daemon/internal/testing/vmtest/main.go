@@ -69,7 +69,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 )
 
 // defaultKernel is the kernel series a run boots unless VMTEST_KERNEL names

@@ -21,12 +21,12 @@ import (
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
-// RemoteEnv names the environment variable through which daemon/hack/vmtest tells
+// RemoteEnv names the environment variable through which daemon/internal/testing/vmtest tells
 // a test binary in its VM guest where the host's control plane takes
 // requests: http://GuestForwardAddr:GuestControlPort.
 const RemoteEnv = "IPVSPLANE_VMTEST_CONTROL"
 
-// A VM guest of daemon/hack/vmtest reaches the host's control plane only through
+// A VM guest of daemon/internal/testing/vmtest reaches the host's control plane only through
 // qemu's forwards, at GuestForwardAddr in its user network: the API server
 // at GuestAPIServerPort and the request server ([ControlPlane.Handler]) at
 // GuestControlPort. qemu drops everything else the guest sends out
@@ -38,7 +38,7 @@ const (
 	GuestControlPort   uint16 = 80
 )
 
-// HostTargetsEnv names the environment variable through which daemon/hack/vmtest
+// HostTargetsEnv names the environment variable through which daemon/internal/testing/vmtest
 // tells a networked guest's tests the host addresses where it listens for
 // TCP connections and echoes UDP datagrams (host:port, separated by
 // commas): the host's loopback as the guest's gateway 10.0.2.2 would reach
@@ -47,7 +47,7 @@ const HostTargetsEnv = "IPVSPLANE_VMTEST_HOST_TARGETS"
 
 // Handler serves the control requests a [Remote] makes: the kubeconfig for
 // a client at server, and stopping, killing and starting the API server.
-// daemon/hack/vmtest serves it on the host's loopback for its guest.
+// daemon/internal/testing/vmtest serves it on the host's loopback for its guest.
 func (cp *ControlPlane) Handler(server string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /kubeconfig", func(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +91,7 @@ func (cp *ControlPlane) Handler(server string) http.Handler {
 }
 
 // Remote is a control plane this process does not run: the one
-// daemon/hack/vmtest starts on the host for a test binary in its VM guest, reached
+// daemon/internal/testing/vmtest starts on the host for a test binary in its VM guest, reached
 // through qemu's forwards. Its methods mirror ControlPlane's.
 type Remote struct {
 	control    string
@@ -99,13 +99,13 @@ type Remote struct {
 	rest       *rest.Config
 }
 
-// FromVM returns the control plane daemon/hack/vmtest runs for this test binary
+// FromVM returns the control plane daemon/internal/testing/vmtest runs for this test binary
 // (a package asks for one with a testdata/vmtest-controlplane file). Outside
 // such a guest the test is skipped, or fails under CI=true.
 func FromVM(t testing.TB) *Remote {
 	t.Helper()
 	control := os.Getenv(RemoteEnv)
-	testutil.Require(t, control != "", "a control plane from daemon/hack/vmtest (testdata/vmtest-controlplane in a VM test)")
+	testutil.Require(t, control != "", "a control plane from daemon/internal/testing/vmtest (testdata/vmtest-controlplane in a VM test)")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := DialRemote(ctx, control)

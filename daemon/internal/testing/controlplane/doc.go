@@ -23,7 +23,7 @@
 // [ControlPlane.StartAPIServer] restart the API server on the same address
 // with the same etcd, for tests of clients surviving an outage.
 // [ControlPlane.Kubeconfig] writes a kubeconfig for programs that take one.
-// A VM guest of daemon/hack/vmtest reaches the API server only through a qemu
+// A VM guest of daemon/internal/testing/vmtest reaches the API server only through a qemu
 // forward, at GuestForwardAddr:GuestAPIServerPort ([FromVM]).
 //
 // Privileges: none; loopback ports only. No network namespace is involved:

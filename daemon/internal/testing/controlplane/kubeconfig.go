@@ -11,7 +11,7 @@ import (
 // (ipvsplane's daemon, kube-proxy): the admin token, the API server's
 // certificate as the only authority, and server as the API server's
 // address. An empty server means URL(); a VM guest reaches the API server
-// through daemon/hack/vmtest's forward, so its server is
+// through daemon/internal/testing/vmtest's forward, so its server is
 // https://GuestForwardAddr:GuestAPIServerPort (the certificate covers both).
 func (cp *ControlPlane) Kubeconfig(server string) ([]byte, error) {
 	if server == "" {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/controlplane"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 )
 
 // nodeFlag makes vmtest boot a Kubernetes cluster of one node (or -nodes

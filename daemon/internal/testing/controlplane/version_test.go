@@ -9,7 +9,7 @@ import (
 // KubeVersion must name what hack/build-kube builds, or the tests would
 // look for programs in a cache directory nothing fills.
 func TestKubeVersionMatchesBuildModule(t *testing.T) {
-	b, err := os.ReadFile("../../../hack/kube/go.mod")
+	b, err := os.ReadFile("../../../../hack/kube/go.mod")
 	if err != nil {
 		t.Fatal(err)
 	}

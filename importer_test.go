@@ -218,7 +218,7 @@ func TestKernelPackagesImporterModules(t *testing.T) {
 	files := map[string]string{
 		"main.go": "package main\n\nimport (\n" + imports.String() + ")\n\nfunc main() {}\n",
 		"go.mod": fmt.Sprintf("module example.test/importer\n\ngo %s\n\nrequire %s v0.0.0\n\nreplace %s => %s\n",
-			goLine(t, root), module, module, root),
+			strings.TrimSpace(goOutput(t, root, []string{"GOWORK=off"}, "list", "-m", "-f", "{{.GoVersion}}")), module, module, root),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
@@ -243,20 +243,4 @@ func TestKernelPackagesImporterModules(t *testing.T) {
 		t.Errorf("an importer of the kernel packages gets %d modules, more than %d:\n%s", len(mods), maxImporterModules, strings.Join(mods, "\n"))
 	}
 	t.Logf("an importer of the kernel packages gets %d modules (at most %d): %s", len(mods), maxImporterModules, strings.Join(mods, " "))
-}
-
-// goLine is the go line of the library's go.mod.
-func goLine(t *testing.T, root string) string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "go "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	t.Fatal("go.mod has no go line")
-	return ""
 }

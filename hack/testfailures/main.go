@@ -148,11 +148,7 @@ func (s *summary) event(e event) {
 	case "build-output":
 		s.builds[e.ImportPath] = append(s.builds[e.ImportPath], strings.TrimRight(e.Output, "\n"))
 	case "run":
-		p := s.pkg(e.Package)
-		if _, ok := p.tests[e.Test]; !ok {
-			p.tests[e.Test] = &testRun{}
-			p.order = append(p.order, e.Test)
-		}
+		s.pkg(e.Package).test(e.Test)
 	case "output":
 		s.pkg(e.Package).output(e.Test, strings.TrimRight(e.Output, "\n"))
 	case "pass", "fail", "skip":
@@ -223,14 +219,14 @@ func (s *summary) endPackage(name, header, failedBuild string) {
 	p := s.pkg(name)
 	s.lines = append(s.lines, header)
 	before := len(s.lines)
-	for _, name := range p.order {
-		t := p.tests[name]
+	for _, test := range p.order {
+		t := p.tests[test]
 		switch {
 		case t.failed:
-			s.lines = append(s.lines, fmt.Sprintf("  --- FAIL: %s (%.2fs)", name, t.elapsed))
+			s.lines = append(s.lines, fmt.Sprintf("  --- FAIL: %s (%.2fs)", test, t.elapsed))
 			s.lines = append(s.lines, indent("      ", t.quoted())...)
 		case !t.ended:
-			s.lines = append(s.lines, "  still running: "+name)
+			s.lines = append(s.lines, "  still running: "+test)
 			s.lines = append(s.lines, indent("      ", t.last)...)
 		}
 	}

@@ -239,7 +239,9 @@ func (h *ServiceServers) stateLocked(port uint16) (hcState, bool) {
 	}) {
 		st.Namespace, st.Name = name.Namespace, name.Name
 		for _, f := range inet.Families() {
-			*st.Families.Of(f) = st.Families.Get(f) || h.entries[name].families.Get(f)
+			if h.entries[name].families.Get(f) {
+				*st.Families.Of(f) = true
+			}
 		}
 		for _, a := range h.entries[name].local {
 			if !seen[a] {

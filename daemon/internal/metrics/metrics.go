@@ -91,9 +91,15 @@ type Metrics struct {
 	noLocal noLocalTracker
 }
 
-// ipFamilies returns the values of kube-proxy's ip_family label, indexed
-// as the dataplane's per-family results are.
-func ipFamilies() []string { return []string{"IPv4", "IPv6"} }
+// familyLabels returns the values of kube-proxy's ip_family label for
+// families: inet spells them as Kubernetes does.
+func familyLabels(families ...inet.Family) []string {
+	labels := make([]string, len(families))
+	for i, f := range families {
+		labels[i] = f.String()
+	}
+	return labels
+}
 
 // New returns the metrics of a node that runs both families, in a
 // registry of their own (see ForFamilies).
@@ -101,7 +107,7 @@ func New() *Metrics {
 	family := []string{"ip_family"}
 	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
 	m := &Metrics{
-		families: ipFamilies(), noLocal: noLocalTracker{}, rest: newRESTClient(),
+		families: familyLabels(inet.IPv4, inet.IPv6), noLocal: noLocalTracker{}, rest: newRESTClient(),
 		registry: prometheus.NewRegistry(),
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "kubeproxy_sync_proxy_rules_duration_seconds", Help: "How long a sync of the kernel state took.", Buckets: syncBuckets,
@@ -467,10 +473,7 @@ func opKind(op plan.Op) string {
 // ForFamilies limits the series to the node's families, as kube-proxy
 // runs a proxier for IPv6 only where the kernel has it.
 func (m *Metrics) ForFamilies(families []inet.Family) *Metrics {
-	m.families = nil
-	for _, f := range families {
-		m.families = append(m.families, f.String())
-	}
+	m.families = familyLabels(families...)
 	return m
 }
 

@@ -207,32 +207,36 @@ func (x *flowIndex) dueNow(ipv4Only bool) []ReconcileFlows {
 // policies and topology play no part: they change where new flows go,
 // not which existing ones live.
 type FlowMatcher struct {
-	// frontends and nodePorts give the group whose serving endpoints
-	// keep a flow: a port's own index, or, for a frontend several ports
-	// claim (tenants may name one external IP in many Services), a group
-	// of its own holding all their serving endpoints, so that a flow is
-	// looked up once, not once per claimant.
-	frontends map[netip.AddrPort]int32
+	// A flow to a frontend is kept when a port that claims the frontend
+	// serves its source. claimants are each frontend's ports, by index
+	// (tenants may name one external IP in many Services), servers each
+	// endpoint's (a tenant may list one endpoint in many Services); the
+	// shorter of a flow's two lists is walked, each step a lookup in the
+	// other side's set. A flow costs the fewer of the two, and memory
+	// stays the ports' frontends and endpoints, whoever shares them.
+	claimants map[netip.AddrPort][]int32
+	claims    map[portAddr]struct{}
+	servers   map[netip.AddrPort][]int32
+	serving   map[portAddr]struct{}
 	nodePorts map[uint16]int32
-	serving   map[servingKey]struct{}
-	// groups counts the indexes given out; ports are the service ports
-	// by index, while the matcher is built.
-	groups int32
-	ports  []*flowPort
+	ports     int32
 }
 
-// servingKey is one serving endpoint of a group.
-type servingKey struct {
-	group    int32
-	endpoint netip.AddrPort
+// portAddr is a service port, by index, with one of its frontends or
+// serving endpoints.
+type portAddr struct {
+	port int32
+	addr netip.AddrPort
 }
 
 // matcher builds the policy of op's family and protocol.
 func (x *flowIndex) matcher(op ReconcileFlows) *FlowMatcher {
 	m := &FlowMatcher{
-		frontends: map[netip.AddrPort]int32{},
+		claimants: map[netip.AddrPort][]int32{},
+		claims:    map[portAddr]struct{}{},
+		servers:   map[netip.AddrPort][]int32{},
+		serving:   map[portAddr]struct{}{},
 		nodePorts: map[uint16]int32{},
-		serving:   map[servingKey]struct{}{},
 	}
 	for _, byName := range x.services {
 		for _, fp := range byName {
@@ -243,37 +247,24 @@ func (x *flowIndex) matcher(op ReconcileFlows) *FlowMatcher {
 			m.add(fp, op.Family, fp.clusterIPs[cluster])
 		}
 	}
-	m.ports = nil
 	return m
 }
 
 // add puts a service port in the matcher.
 func (m *FlowMatcher) add(fp *flowPort, fam inet.Family, cluster netip.Addr) {
-	i := m.groups
-	m.groups++
-	m.ports = append(m.ports, fp)
-	serving := m.addServing(i, fp, fam)
+	i := m.ports
+	m.ports++
+	serving := false
+	for _, ep := range fp.serving {
+		if inet.FamilyOf(ep.Addr()) == fam {
+			serving = true
+			addTo(m.servers, m.serving, portAddr{i, ep})
+		}
+	}
 	for _, a := range slices.Concat([]netip.Addr{cluster}, fp.frontends) {
-		if inet.FamilyOf(a) != fam {
-			continue
+		if inet.FamilyOf(a) == fam {
+			addTo(m.claimants, m.claims, portAddr{i, netip.AddrPortFrom(a, fp.port)})
 		}
-		dst := netip.AddrPortFrom(a, fp.port)
-		g, taken := m.frontends[dst]
-		switch {
-		case !taken:
-			m.frontends[dst] = i
-			continue
-		case g < int32(len(m.ports)) && m.ports[g] != nil:
-			// The frontend's first claimant's group is its port's
-			// own: the frontend gets a group of its own.
-			first := m.ports[g]
-			g = m.groups
-			m.groups++
-			m.ports = append(m.ports, nil)
-			m.addServing(g, first, fam)
-			m.frontends[dst] = g
-		}
-		m.addServing(g, fp, fam)
 	}
 	// A node port is matched on the port alone, so without a serving
 	// endpoint every flow to that port number on any address would go,
@@ -283,35 +274,44 @@ func (m *FlowMatcher) add(fp *flowPort, fam inet.Family, cluster netip.Addr) {
 	}
 }
 
-// addServing puts fp's serving endpoints of the family in group g, and
-// reports whether it has any.
-func (m *FlowMatcher) addServing(g int32, fp *flowPort, fam inet.Family) bool {
-	serving := false
-	for _, ep := range fp.serving {
-		if inet.FamilyOf(ep.Addr()) == fam {
-			m.serving[servingKey{g, ep}] = struct{}{}
-			serving = true
-		}
+// addTo adds pa to set and its port to lists[pa.addr], once.
+func addTo(lists map[netip.AddrPort][]int32, set map[portAddr]struct{}, pa portAddr) {
+	if _, dup := set[pa]; !dup {
+		set[pa] = struct{}{}
+		lists[pa.addr] = append(lists[pa.addr], pa.port)
 	}
-	return serving
 }
 
 // Stale reports whether the entry whose original destination is dst and
 // whose replies come from src is to be deleted.
 func (m *FlowMatcher) Stale(dst, src netip.AddrPort) bool {
-	if g, ok := m.frontends[dst]; ok && !m.serves(g, src) {
+	if claimants, ok := m.claimants[dst]; ok && !m.anyServes(claimants, dst, src) {
 		return true
 	}
 	i, ok := m.nodePorts[dst.Port()]
 	return ok && !m.serves(i, src)
 }
 
+// anyServes reports whether one of claimants, the ports that claim dst,
+// serves src: it walks whichever is shorter, them or src's ports.
+func (m *FlowMatcher) anyServes(claimants []int32, dst, src netip.AddrPort) bool {
+	servers := m.servers[src]
+	if len(servers) < len(claimants) {
+		return slices.ContainsFunc(servers, func(p int32) bool { return has(m.claims, portAddr{p, dst}) })
+	}
+	return slices.ContainsFunc(claimants, func(p int32) bool { return m.serves(p, src) })
+}
+
 // Empty reports whether the matcher holds no service port: no entry is
 // stale.
-func (m *FlowMatcher) Empty() bool { return len(m.frontends) == 0 }
+func (m *FlowMatcher) Empty() bool { return len(m.claimants) == 0 }
 
-func (m *FlowMatcher) serves(i int32, src netip.AddrPort) bool {
-	_, ok := m.serving[servingKey{i, src}]
+func (m *FlowMatcher) serves(port int32, src netip.AddrPort) bool {
+	return has(m.serving, portAddr{port, src})
+}
+
+func has(set map[portAddr]struct{}, pa portAddr) bool {
+	_, ok := set[pa]
 	return ok
 }
 

@@ -164,3 +164,56 @@ func notReady(ep model.Endpoint) model.Endpoint {
 	ep.Ready = false
 	return ep
 }
+
+// Frontends and endpoints tenants share between Services: the matcher
+// holds each port's frontends and serving endpoints once, however many
+// ports share them (two Services naming the same 2,000 external IPs once
+// made 2,000 groups of both Services' endpoints), and a flow is decided
+// from either side, whichever lists fewer ports.
+func TestFlowMatcherSharedByTenants(t *testing.T) {
+	const frontends, endpoints = 2000, 20
+	var external []netip.Addr
+	for i := range frontends {
+		external = append(external, netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}))
+	}
+	tenant := func(name string, octet byte) model.ServicePort {
+		sp := fixture.Svc("tenant", name, "", inet.UDP, 53, fmt.Sprintf("10.96.1.%d", octet))
+		sp.ExternalIPs = external
+		for i := range endpoints {
+			sp.Endpoints = append(sp.Endpoints, fixture.Ready(fmt.Sprintf("10.%d.%d.%d", octet, i>>8, i&0xff), 5353, "node-b"))
+		}
+		return sp
+	}
+	ports := []model.ServicePort{tenant("a", 1), tenant("b", 2)}
+	// One endpoint listed by many Services, none of which claims the
+	// shared frontends: the walk goes over the frontend's two claimants.
+	for i := range 50 {
+		sp := fixture.Svc("tenant", fmt.Sprintf("lister-%d", i), "", inet.UDP, 53, fmt.Sprintf("10.96.2.%d", i))
+		sp.Endpoints = []model.Endpoint{fixture.Ready("10.9.9.9", 5353, "node-b")}
+		ports = append(ports, sp)
+	}
+	p := NewPlanner(nftrules.Render)
+	p.Update(&model.State{Node: fixture.Node(), Services: ports})
+	m := p.FlowMatcher(ReconcileFlows{Family: inet.IPv4, Protocol: inet.UDP})
+	if want := 2*endpoints + 50; len(m.serving) != want {
+		t.Errorf("%d serving entries, want %d: one per port and endpoint", len(m.serving), want)
+	}
+	if want := 2*(frontends+1) + 50; len(m.claims) != want {
+		t.Errorf("%d claims, want %d: one per port and frontend", len(m.claims), want)
+	}
+	ap := netip.MustParseAddrPort
+	for _, tt := range []struct {
+		dst, src string
+		stale    bool
+	}{
+		{"198.51.7.207:53", "10.1.0.7:5353", false},  // a's
+		{"198.51.7.207:53", "10.2.0.19:5353", false}, // b's
+		{"198.51.7.207:53", "10.9.9.9:5353", true},   // the listers', who claim no external IP
+		{"10.96.2.7:53", "10.9.9.9:5353", false},     // a lister's own
+		{"10.96.2.7:53", "10.1.0.7:5353", true},
+	} {
+		if got := m.Stale(ap(tt.dst), ap(tt.src)); got != tt.stale {
+			t.Errorf("entry to %s answered by %s: stale %v, want %v", tt.dst, tt.src, got, tt.stale)
+		}
+	}
+}

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // vmtest's limit passes before go test kills it, which is at the test's
@@ -67,7 +67,7 @@ func TestStopGuest(t *testing.T) {
 			log.start()
 			log.testLine("=== RUN   TestStuck")
 			exited := make(chan struct{})
-			input := &syncBuffer{}
+			input := &testutil.LockedBuffer{}
 			var killed atomic.Bool
 			done := make(chan *consoleResult)
 			go func() { done <- stopGuest(ctx, exited, input, &log, func() { killed.Store(true) }) }()
@@ -94,24 +94,6 @@ func TestStopGuest(t *testing.T) {
 	if res := stopGuest(context.Background(), exited, nil, &guestLog{}, func() { t.Error("killed") }); res != nil {
 		t.Errorf("a guest that exited was stopped: %+v", res)
 	}
-}
-
-// syncBuffer is a bytes.Buffer for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // SIGTERM ends the run's context at once, with no grace for a dump; the

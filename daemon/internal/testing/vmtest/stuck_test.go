@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
 // A guest whose test spins forever, so that not even the test's own
@@ -42,7 +44,7 @@ func TestStuckGuestNamesItself(t *testing.T) {
 		}
 	})
 	t.Run("SIGTERM", func(t *testing.T) {
-		out, took, err := runStuck(t, dir, vmtest, guestTest, func(p *os.Process, out *syncBuffer) {
+		out, took, err := runStuck(t, dir, vmtest, guestTest, func(p *os.Process, out *testutil.LockedBuffer) {
 			deadline := time.Now().Add(3 * time.Minute)
 			for !strings.Contains(out.String(), "stuck_test.go:20: spinning") && time.Now().Before(deadline) {
 				time.Sleep(100 * time.Millisecond)
@@ -70,7 +72,7 @@ func goCommand(t *testing.T, args ...string) {
 // its output in a pipe, with the work directory in dir; during calls
 // during the run. It returns the output, how long the run took and how it
 // ended.
-func runStuck(t *testing.T, dir, vmtest, guestTest string, during func(*os.Process, *syncBuffer)) (string, time.Duration, error) {
+func runStuck(t *testing.T, dir, vmtest, guestTest string, during func(*os.Process, *testutil.LockedBuffer)) (string, time.Duration, error) {
 	t.Helper()
 	cmd := exec.Command(vmtest, guestTest, "-test.v=true", "-test.timeout=40s")
 	cmd.Dir = "testdata/stuck"
@@ -79,7 +81,7 @@ func runStuck(t *testing.T, dir, vmtest, guestTest string, during func(*os.Proce
 		"GODEBUG=asyncpreemptoff=1",
 		// qemu's command line names the initramfs in it.
 		"TMPDIR="+dir)
-	var out syncBuffer
+	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// What go test gives a test binary's output once it has exited.
 	cmd.WaitDelay = 5 * time.Second

@@ -315,7 +315,7 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 
 	state.Services[1].Endpoints = state.Services[1].Endpoints[:1]
 	res := mustSync(t, d, state)
-	if !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.20:90 -> 10.244.2.2:9090 weight 0") {
+	if !strings.Contains(res.Plan.String(), "ipvs edit TCP 10.96.0.20:90 -> 10.244.2.2:9090 weight 0") {
 		t.Fatalf("the removed endpoint was not drained:\n%s", res.Plan)
 	}
 	if err := echo(); err != nil {
@@ -331,7 +331,7 @@ func TestDataplaneDrainsRemovedEndpoint(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		res := mustSync(t, d, state)
-		if strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.20:90 -> 10.244.2.2:9090") {
+		if strings.Contains(res.Plan.String(), "ipvs del TCP 10.96.0.20:90 -> 10.244.2.2:9090") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -351,7 +351,7 @@ func TestDataplaneDeletesIdleRemovedEndpoint(t *testing.T) {
 	mustSync(t, d, state)
 	state.Services[0].Endpoints = state.Services[0].Endpoints[:1]
 	res := mustSync(t, d, state)
-	if plan := res.Plan.String(); !strings.Contains(plan, "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") || strings.Contains(plan, "weight 0") {
+	if plan := res.Plan.String(); !strings.Contains(plan, "ipvs del TCP 10.96.0.10:80 -> 10.244.2.2:8080") || strings.Contains(plan, "weight 0") {
 		t.Errorf("the idle removed endpoint was not deleted at once:\n%s", plan)
 	}
 	if out := n.node.Run(t, "ipvsadm", "-Ln", "-t", "10.96.0.10:80"); strings.Contains(out, "10.244.2.2:8080") {
@@ -626,7 +626,7 @@ func TestDataplaneRepairsDrift(t *testing.T) {
 	}
 	<-read
 	res := mustSync(t, d, state)
-	for _, want := range []string{"ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1", "ipvs del tcp 10.96.0.99:80"} {
+	for _, want := range []string{"ipvs edit TCP 10.96.0.10:80 -> 10.244.1.2:8080 weight 1", "ipvs del TCP 10.96.0.99:80"} {
 		if !res.Full || !strings.Contains(res.Plan.String(), want) {
 			t.Errorf("the sync after the periodic reread did not plan %q (full=%v):\n%s", want, res.Full, res.Plan)
 		}

@@ -40,9 +40,9 @@ func Example() {
 	// ipset add KUBE-IPVSPLANE-OWNED 10.96.0.20,tcp:80 192.168.0.10,tcp:30080
 	// ipset add KUBE-NODE-PORT-TCP 30080
 	// rules replace (166 lines)
-	// ipvs add tcp 10.96.0.20:80 rr (default/web)
-	// ipvs add tcp 192.168.0.10:30080 rr (default/web)
-	// ipvs add tcp 10.96.0.20:80 -> 10.244.1.5:8080 weight 1
-	// ipvs add tcp 192.168.0.10:30080 -> 10.244.1.5:8080 weight 1
+	// ipvs add TCP 10.96.0.20:80 rr (default/web)
+	// ipvs add TCP 192.168.0.10:30080 rr (default/web)
+	// ipvs add TCP 10.96.0.20:80 -> 10.244.1.5:8080 weight 1
+	// ipvs add TCP 192.168.0.10:30080 -> 10.244.1.5:8080 weight 1
 	// addr bind 10.96.0.20
 }

@@ -86,7 +86,7 @@ func TestPrefill(t *testing.T) {
 	if err != nil || len(res.Errors) > 0 {
 		t.Fatal(err, res.Errors)
 	}
-	if got := res.Plan.String(); !strings.Contains(got, "10.244.2.3:8443") || !strings.Contains(got, "ipvs add tcp 10.96.0.82:82") ||
+	if got := res.Plan.String(); !strings.Contains(got, "10.244.2.3:8443") || !strings.Contains(got, "ipvs add TCP 10.96.0.82:82") ||
 		strings.Contains(got, "10.96.0.10") || strings.Contains(got, "10.244.1.3") {
 		t.Errorf("the changes' prefill:\n%s", got)
 	}
@@ -98,13 +98,13 @@ func TestPrefill(t *testing.T) {
 	// kube-proxy's virtual server as it is, and leaves the other one.
 	state := &model.State{Node: fixture.VMNode(), Services: []model.ServicePort{adopted, api, dns, web}}
 	res = syncOK(t, d, ctx, state)
-	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.81:81") || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.82:82") {
+	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs del TCP 10.96.0.81:81") || !strings.Contains(res.Plan.String(), "ipvs del TCP 10.96.0.82:82") {
 		t.Errorf("the sync after the prefills: full=%v, want a full one that removes gone:\n%s", res.Full, res.Plan)
 	}
 	// web's external IP waited for the whole state (see
 	// TestPrefillLeavesTenantClaimsToTheFullSync): its new real server
 	// comes now.
-	held := "ipvs add tcp 198.51.100.10:80 -> 10.244.1.9:8080 weight 1\n"
+	held := "ipvs add TCP 198.51.100.10:80 -> 10.244.1.9:8080 weight 1\n"
 	if got := res.Plan.String(); !strings.Contains(got, held) {
 		t.Errorf("the sync after the prefills did not add the external IP's new real server:\n%s", got)
 	}
@@ -165,7 +165,7 @@ func TestPrefillLeavesTenantClaimsToTheFullSync(t *testing.T) {
 	apiVS, dnsVS := ipvs.Service{Protocol: inet.TCP, Addr: fixture.IP("10.96.0.1"), Port: 443}, ipvs.Service{Protocol: inet.UDP, Addr: fixture.IP("10.96.0.10"), Port: 53}
 	checkReals(t, "after the prefill", n, apiVS, "192.168.0.1:6443")
 	checkReals(t, "after the prefill", n, dnsVS, "10.244.1.5:53")
-	if got := res.Plan.String(); !strings.Contains(got, "ipvs add tcp 10.96.0.50:443") {
+	if got := res.Plan.String(); !strings.Contains(got, "ipvs add TCP 10.96.0.50:443") {
 		t.Errorf("the prefill left out the tenant's own cluster IP:\n%s", got)
 	}
 

@@ -43,7 +43,7 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 		t.Fatalf("got %d errors, want 2: %v", len(errs), errs)
 	}
 	var oe *OpError
-	if !errors.As(errs[0], &oe) || !errors.Is(errs[0], unix.ENOMEM) || oe.Op.String() != "ipvs add tcp 10.96.0.1:80 -> 10.0.0.2:80 weight 1" {
+	if !errors.As(errs[0], &oe) || !errors.Is(errs[0], unix.ENOMEM) || oe.Op.String() != "ipvs add TCP 10.96.0.1:80 -> 10.0.0.2:80 weight 1" {
 		t.Errorf("first error %v does not name the one failed real server", errs[0])
 	}
 	want := plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.9", 80, 0)}

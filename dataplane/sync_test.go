@@ -117,10 +117,10 @@ func TestSyncDrain(t *testing.T) {
 	state.Services[1].Endpoints = web.Endpoints[:1]
 	res := syncOK(t, d, context.Background(), state)
 	got := res.Plan.String()
-	if !strings.Contains(got, "ipvs edit tcp 10.96.0.10:80 -> 10.244.2.2:8080 weight 0") {
+	if !strings.Contains(got, "ipvs edit TCP 10.96.0.10:80 -> 10.244.2.2:8080 weight 0") {
 		t.Errorf("the removed endpoint with a connection was not drained:\n%s", got)
 	}
-	if !strings.Contains(got, "ipvs del tcp 10.96.0.11:81 -> 10.244.2.2:8080") {
+	if !strings.Contains(got, "ipvs del TCP 10.96.0.11:81 -> 10.244.2.2:8080") {
 		t.Errorf("the removed idle endpoint was not deleted at once:\n%s", got)
 	}
 
@@ -144,7 +144,7 @@ func TestSyncDrain(t *testing.T) {
 		t.Errorf("a sync within a second of the last read read %d virtual servers' real servers:\n%s", dumps, res.Plan)
 	}
 	now = now.Add(time.Second)
-	if res := syncOK(t, d, countDumps, state); dumps != 1 || !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") {
+	if res := syncOK(t, d, countDumps, state); dumps != 1 || !strings.Contains(res.Plan.String(), "ipvs del TCP 10.96.0.10:80 -> 10.244.2.2:8080") {
 		t.Errorf("the drained real server was not deleted when its connections ended (%d reads):\n%s", dumps, res.Plan)
 	}
 	checkKernel(t, n, state)
@@ -158,7 +158,7 @@ func TestSyncDrain(t *testing.T) {
 	state.Services[0].Endpoints = web.Endpoints[:1]
 	syncOK(t, d, context.Background(), state)
 	now = now.Add(11 * time.Second)
-	if res := syncOK(t, d, context.Background(), state); !strings.Contains(res.Plan.String(), "ipvs del tcp 10.96.0.10:80 -> 10.244.2.2:8080") {
+	if res := syncOK(t, d, context.Background(), state); !strings.Contains(res.Plan.String(), "ipvs del TCP 10.96.0.10:80 -> 10.244.2.2:8080") {
 		t.Errorf("the drain timeout passed and the real server stayed:\n%s", res.Plan)
 	}
 	checkKernel(t, n, state)
@@ -188,7 +188,7 @@ func TestSyncRetry(t *testing.T) {
 		t.Errorf("failed operation %v, want the real servers'", op)
 	}
 	res = syncOK(t, d, context.Background(), state)
-	if res.Full || !strings.Contains(res.Plan.String(), "ipvs add tcp 10.96.0.10:80 ->") {
+	if res.Full || !strings.Contains(res.Plan.String(), "ipvs add TCP 10.96.0.10:80 ->") {
 		t.Errorf("the next sync (full=%v) did not add the refused real server again:\n%s", res.Full, res.Plan)
 	}
 	checkKernel(t, n, state)
@@ -254,7 +254,7 @@ func TestSyncRepairsDrift(t *testing.T) {
 	}
 	<-read
 	res := syncOK(t, d, ctx, state)
-	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit tcp 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
+	if !res.Full || !strings.Contains(res.Plan.String(), "ipvs edit TCP 10.96.0.10:80 -> 10.244.1.2:8080 weight 1") {
 		t.Errorf("the sync after the periodic reread did not repair the weight (full=%v):\n%s", res.Full, res.Plan)
 	}
 	checkKernel(t, n, state)
@@ -289,7 +289,7 @@ func TestSyncSweepsRereadInPieces(t *testing.T) {
 			state.Services[300].Endpoints = state.Services[300].Endpoints[1:]
 		}
 		res := syncOK(t, d, ctx, state)
-		if syncs == 2 && !strings.Contains(res.Plan.String(), "ipvs del tcp "+state.Services[300].ClusterIPs[0].String()) {
+		if syncs == 2 && !strings.Contains(res.Plan.String(), "ipvs del TCP "+state.Services[300].ClusterIPs[0].String()) {
 			t.Errorf("the change during the sweep was not programmed by its own sync:\n%s", res.Plan)
 		}
 		if res.Full {

@@ -95,6 +95,37 @@ func ParseProtocol(s string) (Protocol, error) {
 	return 0, fmt.Errorf("inet: unknown protocol %q", s)
 }
 
+// AppendVirtualServer appends the name of a virtual server, the one text
+// every layer gives it (errors, logs, Events, `ipvsplane status`, the
+// state file): the protocol as Kubernetes and ipvsadm spell it, then the
+// address and port, "TCP 10.96.0.1:80" or "UDP [fd00::a]:53". An invalid
+// addr stands for a node port on every address of the node:
+// "TCP *:30080".
+func AppendVirtualServer(b []byte, p Protocol, addr netip.Addr, port uint16) []byte {
+	start := len(b)
+	b = append(b, p.String()...)
+	for i := start; i < len(b); i++ {
+		if 'a' <= b[i] && b[i] <= 'z' {
+			b[i] -= 'a' - 'A'
+		}
+	}
+	b = append(b, ' ')
+	switch {
+	case !addr.IsValid():
+		b = append(b, '*')
+	case addr.Is6():
+		b = append(addr.AppendTo(append(b, '[')), ']')
+	default:
+		b = addr.AppendTo(b)
+	}
+	return strconv.AppendUint(append(b, ':'), uint64(port), 10)
+}
+
+// VirtualServer returns AppendVirtualServer's name of a virtual server.
+func VirtualServer(p Protocol, addr netip.Addr, port uint16) string {
+	return string(AppendVirtualServer(make([]byte, 0, 32), p, addr, port))
+}
+
 // Families returns the address families, IPv4 first: the order PerFamily
 // keeps them in.
 func Families() [2]Family { return [2]Family{IPv4, IPv6} }

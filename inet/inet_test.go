@@ -54,3 +54,24 @@ func TestPerFamily(t *testing.T) {
 		}
 	}
 }
+
+func TestVirtualServer(t *testing.T) {
+	for _, c := range []struct {
+		p    Protocol
+		addr netip.Addr
+		port uint16
+		want string
+	}{
+		{TCP, netip.MustParseAddr("10.96.0.1"), 80, "TCP 10.96.0.1:80"},
+		{UDP, netip.MustParseAddr("fd00::a"), 53, "UDP [fd00::a]:53"},
+		{SCTP, netip.Addr{}, 30080, "SCTP *:30080"},
+		{Protocol(99), netip.MustParseAddr("10.0.0.1"), 1, "PROTO(99) 10.0.0.1:1"},
+	} {
+		if got := VirtualServer(c.p, c.addr, c.port); got != c.want {
+			t.Errorf("VirtualServer(%v, %v, %d) = %q, want %q", c.p, c.addr, c.port, got, c.want)
+		}
+		if got := string(AppendVirtualServer([]byte("x "), c.p, c.addr, c.port)); got != "x "+c.want {
+			t.Errorf("AppendVirtualServer after a prefix = %q", got)
+		}
+	}
+}

@@ -184,7 +184,7 @@ func TestBatch(t *testing.T) {
 	b.DeleteService(missing)
 	wantFailed[b.Len()] = failure{ipvs.ErrServiceExist, svcs[3].String()}
 	b.CreateService(svcs[3])
-	wantFailed[b.Len()] = failure{errInvalid, "TCP invalid AddrPort"}
+	wantFailed[b.Len()] = failure{errInvalid, "TCP *:0"}
 	b.CreateService(ipvs.Service{Protocol: inet.TCP})
 	if b.Len() != services*5+3 {
 		t.Fatalf("batch of %d", b.Len())

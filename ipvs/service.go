@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/inet"
-	"github.com/ipvsplane/ipvsplane/internal/nl"
 	"math"
 	"math/bits"
 	"net/netip"
-	"strings"
 	"time"
+
+	"github.com/ipvsplane/ipvsplane/inet"
+	"github.com/ipvsplane/ipvsplane/internal/nl"
 )
 
 // Scheduler names an IPVS scheduling algorithm: the kernel module
@@ -84,12 +84,12 @@ func (s Service) family() inet.Family {
 }
 
 // String names the service as ipvsadm does: "TCP 10.0.0.1:80",
-// "UDP [2001:db8::1]:53", "FWM 7 IPv6".
+// "UDP [2001:db8::1]:53" (inet.VirtualServer), "FWM 7 IPv6".
 func (s Service) String() string {
 	if s.FirewallMark != 0 {
 		return fmt.Sprintf("FWM %d %v", s.FirewallMark, s.family())
 	}
-	return strings.ToUpper(s.Protocol.String()) + " " + netip.AddrPortFrom(s.Addr, s.Port).String()
+	return inet.VirtualServer(s.Protocol, s.Addr, s.Port)
 }
 
 // validateKey checks the fields that identify the service.

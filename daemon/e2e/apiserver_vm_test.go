@@ -189,7 +189,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	d := startKubeDaemon(t, f.cp, node, "--ipvs-sync-period=10s")
 	t.Logf("first sync %v after the start", d.WaitSynced(t, 2*time.Minute).Round(time.Millisecond))
 	webIP := web.Spec.ClusterIP
-	webKey := func(port int) string { return fmt.Sprintf("tcp/%s:%d", webIP, port) }
+	webKey := func(port int) string { return fmt.Sprintf("TCP %s:%d", webIP, port) }
 	nodePort := int(np.Spec.Ports[0].NodePort)
 	wait := func(what string, cond func() string) {
 		t.Helper()
@@ -255,7 +255,7 @@ func TestDaemonFollowsAPIServer(t *testing.T) {
 	// Node ports are served on every address of the node's interfaces,
 	// as kube-proxy's IPVS mode serves them, whatever the Node lists.
 	for _, addr := range []string{kubeNetNodeAddr, "10.0.2.15"} {
-		wait("node port on "+addr, wantReals(fmt.Sprintf("tcp/%s:%d", addr, nodePort), realsOf(8080, n.backends...)))
+		wait("node port on "+addr, wantReals(fmt.Sprintf("TCP %s:%d", addr, nodePort), realsOf(8080, n.backends...)))
 	}
 	if got := n.backendsReached(fmt.Sprintf("%s:%d", kubeNetNodeAddr, nodePort), 4); got["error"] != 0 {
 		t.Errorf("through the node port: %v", got)
@@ -390,7 +390,7 @@ func (f *kubeFixture) apiServerRestart(d *kubeDaemon, n *kubeNet, webIP string) 
 
 	after := f.createService("after-restart", corev1.ServiceTypeClusterIP, 80)
 	f.putSlice("after-restart", "after-restart-1", 8080, n.backends[0])
-	key := fmt.Sprintf("tcp/%s:80", after.Spec.ClusterIP)
+	key := fmt.Sprintf("TCP %s:80", after.Spec.ClusterIP)
 	eventuallyKernel(t, d, 3*time.Minute, "a service created after the restart", func() string {
 		if got := servingReals(ipvsadmTable(t), key); got != realsOf(8080, n.backends[0]) {
 			return fmt.Sprintf("%s: %q", key, got)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/controlplane"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/daemontest"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 )
 
@@ -267,7 +268,7 @@ type virtualServer struct {
 }
 
 // ipvsadmTable reads the IPVS table with ipvsadm -Sn, keyed by
-// "tcp/10.96.0.10:80".
+// inet.VirtualServer's name: "TCP 10.96.0.10:80".
 func ipvsadmTable(t testing.TB) map[string]*virtualServer {
 	t.Helper()
 	testutil.RequireProgram(t, "ipvsadm")
@@ -289,7 +290,7 @@ func ipvsadmTable(t testing.TB) map[string]*virtualServer {
 // for a real server.
 func parseIPVSSave(out string) (map[string]*virtualServer, error) {
 	table := map[string]*virtualServer{}
-	protos := map[string]string{"-t": "tcp", "-u": "udp", "--sctp-service": "sctp"}
+	protos := map[string]inet.Protocol{"-t": inet.TCP, "-u": inet.UDP, "--sctp-service": inet.SCTP}
 	for line := range strings.Lines(out) {
 		f := strings.Fields(line)
 		if len(f) < 3 {
@@ -303,7 +304,7 @@ func parseIPVSSave(out string) (map[string]*virtualServer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ipvsadm line %q: %v", line, err)
 		}
-		key := proto + "/" + addr.String()
+		key := inet.VirtualServer(proto, addr.Addr(), addr.Port())
 		flag := func(name string) string {
 			if i := slices.Index(f, name); i >= 0 && i+1 < len(f) {
 				return f[i+1]
@@ -312,7 +313,7 @@ func parseIPVSSave(out string) (map[string]*virtualServer, error) {
 		}
 		switch f[0] {
 		case "-A":
-			table[key] = &virtualServer{proto: proto, addr: addr, sched: flag("-s")}
+			table[key] = &virtualServer{proto: proto.String(), addr: addr, sched: flag("-s")}
 		case "-a":
 			vs := table[key]
 			if vs == nil {

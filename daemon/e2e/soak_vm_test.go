@@ -87,7 +87,7 @@ type soakService struct {
 }
 
 func (s *soakService) key() string {
-	return fmt.Sprintf("tcp/%s:%d", s.svc.Spec.ClusterIP, s.svc.Spec.Ports[0].Port)
+	return fmt.Sprintf("TCP %s:%d", s.svc.Spec.ClusterIP, s.svc.Spec.Ports[0].Port)
 }
 
 func (s *soakService) want() string {

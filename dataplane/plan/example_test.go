@@ -34,8 +34,8 @@ func ExampleDiff() {
 	fmt.Print(plan.Diff(kernel, plan.Build(&model.State{Node: node, Services: []model.ServicePort{web}}, nftrules.Render)))
 	// Output:
 	// first sync: 46 operations
-	// ipvs add tcp 10.96.0.20:80 -> 10.244.2.7:8080 weight 1
-	// ipvs add tcp 192.168.0.10:30080 -> 10.244.2.7:8080 weight 1
+	// ipvs add TCP 10.96.0.20:80 -> 10.244.2.7:8080 weight 1
+	// ipvs add TCP 192.168.0.10:30080 -> 10.244.2.7:8080 weight 1
 }
 
 // Build computes the desired kernel state of a whole model. A service
@@ -64,6 +64,6 @@ func ExampleBuild() {
 		fmt.Println(err)
 	}
 	// Output:
-	// tcp 10.96.0.20:80 default/web
+	// TCP 10.96.0.20:80 default/web
 	// service default/broken: field port: must be 1-65535
 }

@@ -58,7 +58,7 @@ type (
 // The objects the operations name.
 type (
 	// VirtualKey identifies an IPVS virtual server; it prints as
-	// "tcp 10.96.0.1:80".
+	// "TCP 10.96.0.1:80".
 	VirtualKey = planner.VirtualKey
 	// VirtualServer is the configuration of an IPVS virtual server.
 	VirtualServer = planner.VirtualServer

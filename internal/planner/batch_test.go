@@ -91,7 +91,7 @@ func TestAdditions(t *testing.T) {
 		}
 	}
 	got := add.String()
-	for _, want := range []string{"ipvs add tcp 10.96.0.20:443", "10.244.1.3:8080", "addr bind 10.96.0.20"} {
+	for _, want := range []string{"ipvs add TCP 10.96.0.20:443", "10.244.1.3:8080", "addr bind 10.96.0.20"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("additions lack %q:\n%s", want, got)
 		}

@@ -39,6 +39,6 @@ func ExamplePlanner() {
 	fmt.Print(planner.Diff(planner.DiffInputs{Observed: kernel, Desired: desired, Services: services, Scope: scope}))
 	// Output:
 	// first sync: 46 operations
-	// ipvs add tcp 10.96.0.20:80 -> 10.244.2.7:8080 weight 1
-	// ipvs add tcp 192.168.0.10:30080 -> 10.244.2.7:8080 weight 1
+	// ipvs add TCP 10.96.0.20:80 -> 10.244.2.7:8080 weight 1
+	// ipvs add TCP 192.168.0.10:30080 -> 10.244.2.7:8080 weight 1
 }

@@ -17,9 +17,11 @@ type VirtualKey struct {
 	Protocol inet.Protocol
 }
 
-// String returns "tcp 10.96.0.1:80" or "tcp [fd00::1]:80".
+// String returns "TCP 10.96.0.1:80" or "TCP [fd00::1]:80", and for the
+// zero address, a node port on every address, "TCP *:30080"
+// (inet.VirtualServer).
 func (k VirtualKey) String() string {
-	return k.Protocol.String() + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
+	return inet.VirtualServer(k.Protocol, k.Addr, k.Port)
 }
 
 // compare orders keys by family, address, port and protocol.

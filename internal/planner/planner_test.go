@@ -76,8 +76,8 @@ func endpointChanges() []incrementalChange {
 				return s
 			},
 			want: []string{
-				"ipvs add tcp 10.96.6.1:80 -> 10.246.0.1:8080 weight 1",
-				"ipvs add tcp 192.168.0.10:31500 -> 10.246.0.1:8080 weight 1",
+				"ipvs add TCP 10.96.6.1:80 -> 10.246.0.1:8080 weight 1",
+				"ipvs add TCP 192.168.0.10:31500 -> 10.246.0.1:8080 weight 1",
 			},
 		},
 		{
@@ -90,8 +90,8 @@ func endpointChanges() []incrementalChange {
 				return s
 			},
 			want: []string{
-				"ipvs del tcp 10.96.0.8:80 -> 10.245.0.8:8080",
-				"ipvs del tcp 192.168.0.10:30007 -> 10.245.0.8:8080",
+				"ipvs del TCP 10.96.0.8:80 -> 10.245.0.8:8080",
+				"ipvs del TCP 192.168.0.10:30007 -> 10.245.0.8:8080",
 			},
 		},
 	}
@@ -111,8 +111,8 @@ func serviceChanges() []incrementalChange {
 				"ipset add KUBE-CLUSTER-IP 10.97.0.1,tcp:443",
 				"ipset add KUBE-IPVS-IPS 10.97.0.1",
 				"ipset add KUBE-IPVSPLANE-OWNED 10.97.0.1,tcp:443",
-				"ipvs add tcp 10.97.0.1:443 rr (ns/new)",
-				"ipvs add tcp 10.97.0.1:443 -> 10.247.0.1:8443 weight 1",
+				"ipvs add TCP 10.97.0.1:443 rr (ns/new)",
+				"ipvs add TCP 10.97.0.1:443 -> 10.247.0.1:8443 weight 1",
 				"addr bind 10.97.0.1",
 			},
 		},
@@ -122,7 +122,7 @@ func serviceChanges() []incrementalChange {
 				return append(s[:2500], s[2501:]...)
 			},
 			want: []string{
-				"ipvs del tcp 10.96.10.1:80",
+				"ipvs del TCP 10.96.10.1:80",
 				"addr unbind 10.96.10.1",
 				"ipset del KUBE-CLUSTER-IP 10.96.10.1,tcp:80",
 				"ipset del KUBE-IPVS-IPS 10.96.10.1",
@@ -139,10 +139,10 @@ func serviceChanges() []incrementalChange {
 			want: []string{
 				"ipset add KUBE-CLUSTER-IP 10.96.10.101,tcp:81",
 				"ipset add KUBE-IPVSPLANE-OWNED 10.96.10.101,tcp:81",
-				"ipvs add tcp 10.96.10.101:81 rr (ns/svc-02600:http)",
-				"ipvs add tcp 10.96.10.101:81 -> 10.244.10.101:8080 weight 1",
-				"ipvs add tcp 10.96.10.101:81 -> 10.245.10.101:8080 weight 1",
-				"ipvs del tcp 10.96.10.101:80",
+				"ipvs add TCP 10.96.10.101:81 rr (ns/svc-02600:http)",
+				"ipvs add TCP 10.96.10.101:81 -> 10.244.10.101:8080 weight 1",
+				"ipvs add TCP 10.96.10.101:81 -> 10.245.10.101:8080 weight 1",
+				"ipvs del TCP 10.96.10.101:80",
 				"ipset del KUBE-CLUSTER-IP 10.96.10.101,tcp:80",
 				"ipset del KUBE-IPVSPLANE-OWNED 10.96.10.101,tcp:80",
 			},
@@ -154,7 +154,7 @@ func serviceChanges() []incrementalChange {
 				return s
 			},
 			want: []string{
-				"ipvs edit tcp 10.96.10.201:80 rr persistent 10800s (ns/svc-02700:http)",
+				"ipvs edit TCP 10.96.10.201:80 rr persistent 10800s (ns/svc-02700:http)",
 			},
 		},
 	}
@@ -208,7 +208,7 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	want := []string{
 		"service ns/bad-endpoint: field endpoints[0].addr: fd00::1 has no cluster IP of its family",
 		"service ns/bad-port: field port: must be 1-65535",
-		"service ns/twin: virtual server tcp 10.96.0.1:80 is served by ns/good, which claims it first; the rest of ns/twin is programmed",
+		"service ns/twin: virtual server TCP 10.96.0.1:80 is served by ns/good, which claims it first; the rest of ns/twin is programmed",
 		// An unknown scheduler never leaves a port out.
 		"service ns/bad-scheduler: scheduler \"fastest\": " + model.ErrUnknownScheduler.Error() + "; it uses the node's scheduler rr",
 	}
@@ -227,10 +227,10 @@ func TestInvalidAndConflictingServicesAreLeftOut(t *testing.T) {
 	for op := range plan.All() {
 		kernel.Record(op)
 	}
-	if !strings.Contains(plan.String(), "ipvs add tcp 10.96.0.1:80 rr (ns/good)") {
+	if !strings.Contains(plan.String(), "ipvs add TCP 10.96.0.1:80 rr (ns/good)") {
 		t.Errorf("the valid service was not programmed:\n%s", plan)
 	}
-	if !strings.Contains(plan.String(), "ipvs add udp 10.96.0.4:53 rr (ns/bad-scheduler)") {
+	if !strings.Contains(plan.String(), "ipvs add UDP 10.96.0.4:53 rr (ns/bad-scheduler)") {
 		t.Errorf("the service with an unknown scheduler was not programmed with the node's:\n%s", plan)
 	}
 
@@ -397,18 +397,18 @@ func TestSharedAddressStaysUntilTheLastPortGoes(t *testing.T) {
 		want     []string
 	}{
 		{"one of two ports goes", []model.ServicePort{https, other}, []string{
-			"ipvs del tcp 10.96.0.10:80",
+			"ipvs del TCP 10.96.0.10:80",
 			"ipset del KUBE-CLUSTER-IP 10.96.0.10,tcp:80",
 			"ipset del KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:80",
 		}},
 		{"the port comes back", []model.ServicePort{http, https, other}, []string{
 			"ipset add KUBE-CLUSTER-IP 10.96.0.10,tcp:80",
 			"ipset add KUBE-IPVSPLANE-OWNED 10.96.0.10,tcp:80",
-			"ipvs add tcp 10.96.0.10:80 rr (ns/web:http)",
+			"ipvs add TCP 10.96.0.10:80 rr (ns/web:http)",
 		}},
 		{"both ports go", []model.ServicePort{other}, []string{
-			"ipvs del tcp 10.96.0.10:80",
-			"ipvs del tcp 10.96.0.10:443",
+			"ipvs del TCP 10.96.0.10:80",
+			"ipvs del TCP 10.96.0.10:443",
 			"addr unbind 10.96.0.10",
 			"ipset del KUBE-CLUSTER-IP 10.96.0.10,tcp:80 10.96.0.10,tcp:443",
 			"ipset del KUBE-IPVS-IPS 10.96.0.10",
@@ -442,7 +442,7 @@ func TestConflictingClaimsAreDecidedByKindThenName(t *testing.T) {
 	contested := VirtualKey{Addr: fixture.IP("10.96.0.10"), Port: 80, Protocol: inet.TCP}
 	evilOwn := VirtualKey{Addr: fixture.IP("10.96.0.20"), Port: 80, Protocol: inet.TCP}
 	nodePort := VirtualKey{Addr: fixture.IP("192.168.0.10"), Port: 30080, Protocol: inet.TCP}
-	wantErr := "service aa/evil: virtual server tcp 10.96.0.10:80 is served by zz/web, which claims it first; the rest of aa/evil is programmed"
+	wantErr := "service aa/evil: virtual server TCP 10.96.0.10:80 is served by zz/web, which claims it first; the rest of aa/evil is programmed"
 
 	for _, order := range [][]model.ServicePort{{web, evil}, {evil, web}} {
 		p := NewPlanner(nftrules.Render)

@@ -56,7 +56,7 @@ func TestServiceSchedulerAndFlags(t *testing.T) {
 			node := fixture.Node()
 			node.Scheduler = tt.node
 			lines, errs := planVirtual(t, NewPlanner(nftrules.Render), &model.State{Node: node, Services: []model.ServicePort{tt.port}})
-			want := fmt.Sprintf("ipvs add tcp %s:80 %s (%s)", tt.port.ClusterIPs[0], tt.want, tt.port.Name)
+			want := fmt.Sprintf("ipvs add TCP %s:80 %s (%s)", tt.port.ClusterIPs[0], tt.want, tt.port.Name)
 			if !slices.Equal(lines, []string{want}) {
 				t.Errorf("plan %q, want %q", lines, want)
 			}
@@ -77,7 +77,7 @@ func TestMissingSchedulerFallsBack(t *testing.T) {
 	s := fixture.Svc("ns", "web", "", inet.TCP, 80, "10.96.0.1")
 	s.Scheduler = "twos"
 	lines, errs := planVirtual(t, p, &model.State{Node: fixture.Node(), Services: []model.ServicePort{s}})
-	if want := "ipvs add tcp 10.96.0.1:80 rr (ns/web)"; !slices.Equal(lines, []string{want}) {
+	if want := "ipvs add TCP 10.96.0.1:80 rr (ns/web)"; !slices.Equal(lines, []string{want}) {
 		t.Errorf("plan %q, want %q", lines, want)
 	}
 	var se *model.SchedulerError
@@ -113,7 +113,7 @@ func TestSchedulerChangeEditsInPlace(t *testing.T) {
 		if !slices.Equal(slices.Collect(plan.All()), want) {
 			t.Errorf("to %q: plan\n%swant one edit, no delete", change.want, plan)
 		}
-		if got := plan.String(); !strings.Contains(got, "ipvs edit tcp 10.96.0.9:80 "+change.want+" ") {
+		if got := plan.String(); !strings.Contains(got, "ipvs edit TCP 10.96.0.9:80 "+change.want+" ") {
 			t.Errorf("to %q: printed plan %q", change.want, got)
 		}
 	}

@@ -271,7 +271,7 @@ func TestDaemonSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantNames := map[string]string{"tcp/10.96.0.80:80": "demo/web:http", "tcp/*:30080": "demo/web:http"}
+	wantNames := map[string]string{"TCP 10.96.0.80:80": "demo/web:http", "TCP *:30080": "demo/web:http"}
 	if diff := cmp.Diff(wantNames, rec.Services); diff != "" || rec.Node != "" || rec.Syncs != 1 || !rec.Full {
 		t.Errorf("state file: %+v %s", rec, diff)
 	}

@@ -145,7 +145,7 @@ spec:
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
 	got := stdout.String()
-	for _, want := range []string{"ipvs add tcp 198.51.100.9:443 rr (tenant/grab:web)", "ipvs add tcp 192.168.0.1:443 rr"} {
+	for _, want := range []string{"ipvs add TCP 198.51.100.9:443 rr (tenant/grab:web)", "ipvs add TCP 192.168.0.1:443 rr"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the plan lacks %q:\n%s", want, got)
 		}

@@ -78,8 +78,8 @@ func TestProblemEvents(t *testing.T) {
 	got := rec.take()
 	want := []recordedEvent{
 		{"Service demo/bad", "Warning", ReasonInvalidField, `service port demo/bad:http is not programmed: field port: must be 1-65535`},
-		{"Service other/second", "Warning", ReasonConflict, "virtual server tcp 10.96.0.10:80 of service port other/second:http is not programmed: service port demo/first:http claims it first; the rest of other/second:http is programmed"},
-		{"Service demo/first", "Warning", ReasonConflict, "virtual server tcp 10.96.0.10:80 of service port demo/first:http is also claimed by service port other/second:http, which does not get it"},
+		{"Service other/second", "Warning", ReasonConflict, "virtual server TCP 10.96.0.10:80 of service port other/second:http is not programmed: service port demo/first:http claims it first; the rest of other/second:http is programmed"},
+		{"Service demo/first", "Warning", ReasonConflict, "virtual server TCP 10.96.0.10:80 of service port demo/first:http is also claimed by service port other/second:http, which does not get it"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("events:\n%v\nwant\n%v", got, want)

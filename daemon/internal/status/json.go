@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -144,15 +143,14 @@ func statusVirtuals(rec *Record, v *Kernel) []statusVirtual {
 		if s.FirewallMark != 0 {
 			continue
 		}
-		proto := strings.ToLower(s.Protocol.String())
-		name := serviceName(rec, proto, s)
+		name := serviceName(rec, s)
 		nodePort := strings.HasSuffix(name, " (node port)")
 		name = strings.TrimSuffix(name, " (node port)")
 		if name == "-" {
 			name = ""
 		}
 		sv := statusVirtual{
-			Service: name, NodePort: nodePort, Owned: v.owned[fmt.Sprintf("%s,%s:%d", s.Addr, proto, s.Port)],
+			Service: name, NodePort: nodePort, Owned: v.isOwned(s),
 			Protocol: strings.ToUpper(s.Protocol.String()), Address: s.Addr.String(), Port: s.Port, Scheduler: string(s.Scheduler),
 			PersistenceSeconds: int(s.Timeout.Seconds()), RealServers: []statusReal{},
 		}

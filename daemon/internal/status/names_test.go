@@ -19,7 +19,7 @@ func TestPortKeys(t *testing.T) {
 		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("2001:db8::1")},
 		NodePort:        30053,
 	}
-	want := []string{"udp/10.96.0.10:53", "udp/[fd00::a]:53", "udp/192.0.2.1:53", "udp/[2001:db8::1]:53", "udp/*:30053"}
+	want := []string{"UDP 10.96.0.10:53", "UDP [fd00::a]:53", "UDP 192.0.2.1:53", "UDP [2001:db8::1]:53", "UDP *:30053"}
 	if got := PortKeys(&sp); !slices.Equal(got, want) {
 		t.Errorf("PortKeys = %q, want %q", got, want)
 	}
@@ -34,11 +34,32 @@ func TestPortKeys(t *testing.T) {
 	if !slices.Equal(ports[sp.Name].Keys, want) || len(names) != len(want) {
 		t.Errorf("ports %q, names %v", ports[sp.Name], names)
 	}
-	if got := virtualKey(sp.Protocol.String(), sp.ClusterIPs[1], sp.Port); got != want[1] {
+	if got := inet.VirtualServer(sp.Protocol, sp.ClusterIPs[1], sp.Port); got != want[1] {
 		t.Errorf("the lookup's key %q differs from the written %q", got, want[1])
 	}
-	if got := virtualKey(sp.Protocol.String(), netip.Addr{}, sp.NodePort); got != want[4] {
+	if got := inet.VirtualServer(sp.Protocol, netip.Addr{}, sp.NodePort); got != want[4] {
 		t.Errorf("the lookup's node-port key %q differs from the written %q", got, want[4])
+	}
+}
+
+// TestLegacyNamesRead: a names file v0.1.0-rc.1 wrote reads as one in
+// today's form, so status names the old daemon's virtual servers during
+// an upgrade.
+func TestLegacyNamesRead(t *testing.T) {
+	legacy := `{"tcp/10.96.0.1:443":"default/kubernetes:https","udp/[fd00::a]:53":"kube-system/kube-dns:dns","tcp/*:30080":"demo/web:http","TCP 10.96.0.2:80":"demo/new:http","odd/key":"x"}`
+	rec, err := parseRecord("state.json", []byte(`{"node":"n1"}`), []byte(legacy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"TCP 10.96.0.1:443": "default/kubernetes:https",
+		"UDP [fd00::a]:53":  "kube-system/kube-dns:dns",
+		"TCP *:30080":       "demo/web:http",
+		"TCP 10.96.0.2:80":  "demo/new:http",
+		"odd/key":           "x",
+	}
+	if fmt.Sprint(rec.Services) != fmt.Sprint(want) {
+		t.Errorf("names read %v, want %v", rec.Services, want)
 	}
 }
 
@@ -63,19 +84,19 @@ func TestServiceNamesContested(t *testing.T) {
 	}
 	ports := map[model.ServicePortName]PortNames{}
 	names := ServiceNames([]model.ServicePort{dns, squat}, ports, byPlanner)
-	if got := names["udp/10.96.0.10:53"]; got != "kube-system/kube-dns:dns" {
+	if got := names["UDP 10.96.0.10:53"]; got != "kube-system/kube-dns:dns" {
 		t.Errorf("the whole state names %q", got)
 	}
-	if got := names["udp/10.96.0.99:53"]; got != "tenant/squat:dns" {
+	if got := names["UDP 10.96.0.99:53"]; got != "tenant/squat:dns" {
 		t.Errorf("the tenant's own cluster IP names %q", got)
 	}
 	Rename(names, squat.Name, ports[squat.Name], NamesOf(&squat), byPlanner)
-	if got := names["udp/10.96.0.10:53"]; got != "kube-system/kube-dns:dns" {
+	if got := names["UDP 10.96.0.10:53"]; got != "kube-system/kube-dns:dns" {
 		t.Errorf("after the tenant's change: %q", got)
 	}
 	owner = squat.Name
 	Rename(names, dns.Name, ports[dns.Name], PortNames{}, byPlanner)
-	if got := names["udp/10.96.0.10:53"]; got != "tenant/squat:dns" {
+	if got := names["UDP 10.96.0.10:53"]; got != "tenant/squat:dns" {
 		t.Errorf("once kube-dns went: %q", got)
 	}
 	owner = model.ServicePortName{}

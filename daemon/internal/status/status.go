@@ -38,8 +38,9 @@ import (
 type Record struct {
 	Daemon
 	Sync
-	// Services maps "tcp/10.96.0.10:80" to "namespace/name:port"; node
-	// ports are under the address "*". It is kept in a file of its own
+	// Services maps a virtual server's name (inet.VirtualServer: "TCP
+	// 10.96.0.10:80", and "TCP *:30080" for a node port) to
+	// "namespace/name:port". It is kept in a file of its own
 	// (NamesFile), written only when it changes: at 10,000 services it is
 	// a megabyte, and endpoint changes leave it as it is.
 	Services map[string]string `json:"-"`
@@ -80,27 +81,6 @@ func NamesFile(stateFile string) string {
 // MaxRecordedErrors bounds the errors kept in the state file.
 const MaxRecordedErrors = 20
 
-// virtualKey names a virtual server in the state file's names:
-// "tcp/10.96.0.1:443", "udp/[fd00::a]:53", and "tcp/*:30080" for a node
-// port (an invalid addr).
-func virtualKey(proto string, addr netip.Addr, port uint16) string {
-	return string(appendVirtualKey(nil, strings.ToLower(proto), addr, port))
-}
-
-// appendVirtualKey appends virtualKey's name to b, proto in lower case.
-func appendVirtualKey(b []byte, proto string, addr netip.Addr, port uint16) []byte {
-	b = append(append(b, proto...), '/')
-	switch {
-	case !addr.IsValid():
-		b = append(b, '*')
-	case addr.Is6():
-		b = append(addr.AppendTo(append(b, '[')), ']')
-	default:
-		b = addr.AppendTo(b)
-	}
-	return strconv.AppendUint(append(b, ':'), uint64(port), 10)
-}
-
 func netipJoin(addr string, port uint16) string {
 	if strings.Contains(addr, ":") {
 		return fmt.Sprintf("[%s]:%d", addr, port)
@@ -109,7 +89,7 @@ func netipJoin(addr string, port uint16) string {
 }
 
 // PortKeys lists the virtual servers of a service port as the state
-// file names them (see virtualKey), built in one buffer: the daemon
+// file names them (inet.VirtualServer), built in one buffer: the daemon
 // names every service port at its first sync, 44,000 of them in the
 // field's largest shape.
 func PortKeys(sp *model.ServicePort) []string {
@@ -118,16 +98,15 @@ func PortKeys(sp *model.ServicePort) []string {
 		n++
 	}
 	keys := make([]string, 0, n)
-	proto := strings.ToLower(sp.Protocol.String())
 	buf := make([]byte, 0, 64)
 	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
 		for _, a := range list {
-			buf = appendVirtualKey(buf[:0], proto, a, sp.Port)
+			buf = inet.AppendVirtualServer(buf[:0], sp.Protocol, a, sp.Port)
 			keys = append(keys, string(buf))
 		}
 	}
 	if sp.NodePort != 0 {
-		keys = append(keys, string(appendVirtualKey(buf[:0], proto, netip.Addr{}, sp.NodePort)))
+		keys = append(keys, string(inet.AppendVirtualServer(buf[:0], sp.Protocol, netip.Addr{}, sp.NodePort)))
 	}
 	return keys
 }
@@ -312,14 +291,44 @@ func parseRecord(path string, data, names []byte) (*Record, error) {
 		if err := json.Unmarshal(names, &r.Services); err != nil {
 			return nil, fmt.Errorf("%s: %w", NamesFile(path), err)
 		}
+		renameLegacyNames(r.Services)
 	}
 	return &r, nil
 }
 
+// renameLegacyNames gives the names ipvsplane v0.1.0-rc.1 wrote,
+// "tcp/10.96.0.1:443" and "tcp/*:30080", inet.VirtualServer's form:
+// `ipvsplane status` of a new release reads the state file the old
+// daemon left until the new one writes its own.
+func renameLegacyNames(names map[string]string) {
+	for k, name := range names {
+		proto, addrPort, ok := strings.Cut(k, "/")
+		if !ok {
+			continue
+		}
+		p, err := inet.ParseProtocol(proto)
+		if err != nil {
+			continue
+		}
+		var addr netip.Addr
+		port, err := strconv.ParseUint(strings.TrimPrefix(addrPort, "*:"), 10, 16)
+		if !strings.HasPrefix(addrPort, "*:") {
+			ap, perr := netip.ParseAddrPort(addrPort)
+			addr, port, err = ap.Addr(), uint64(ap.Port()), perr
+		}
+		if err != nil {
+			continue
+		}
+		delete(names, k)
+		names[inet.VirtualServer(p, addr, uint16(port))] = name
+	}
+}
+
 // Kernel is what `ipvsplane status` reads from the kernel.
 type Kernel struct {
-	table   []ipvs.VirtualServer
-	owned   map[string]bool
+	table []ipvs.VirtualServer
+	// owned are the virtual servers in the KUBE-IPVSPLANE-OWNED sets.
+	owned   map[plan.VirtualKey]bool
 	sets    []ipset.Header
 	devAddr []netip.Addr
 	// devRoutes are the service IPs bound as local routes
@@ -331,7 +340,7 @@ type Kernel struct {
 // ReadKernel reads the IPVS table, the KUBE-* sets and what is on the
 // device.
 func ReadKernel(ctx context.Context, device string) (*Kernel, error) {
-	v := &Kernel{owned: map[string]bool{}}
+	v := &Kernel{owned: map[plan.VirtualKey]bool{}}
 	ic, err := ipvs.Dial(nil)
 	if err != nil {
 		return nil, err
@@ -364,7 +373,7 @@ func ReadKernel(ctx context.Context, device string) (*Kernel, error) {
 				return nil, err
 			}
 			for _, e := range entries {
-				v.owned[e.String()] = true
+				v.owned[plan.VirtualKey{Addr: e.Addr, Port: e.Port, Protocol: e.Protocol}] = true
 			}
 		}
 	}
@@ -451,16 +460,15 @@ func printVirtualServers(w io.Writer, rec *Record, v *Kernel) error {
 // server, or one saying it has none.
 func printVirtualServer(tw io.Writer, rec *Record, v *Kernel, vs ipvs.VirtualServer) {
 	s := vs.Service
-	proto := strings.ToLower(s.Protocol.String())
-	name := serviceName(rec, proto, s)
-	if !v.owned[fmt.Sprintf("%s,%s:%d", s.Addr, proto, s.Port)] {
+	name := serviceName(rec, s)
+	if !v.isOwned(s) {
 		name += " [not ipvsplane's]"
 	}
 	sched := string(s.Scheduler)
 	if s.Timeout > 0 {
 		sched += fmt.Sprintf(" persistent %ds", int(s.Timeout.Seconds()))
 	}
-	vip := fmt.Sprintf("%s %s", strings.ToUpper(s.Protocol.String()), netipJoin(s.Addr.String(), s.Port))
+	vip := s.String()
 	if len(vs.Destinations) == 0 {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t(none)\t-\t-\t-\n", name, vip, sched)
 	}
@@ -476,16 +484,21 @@ func printVirtualServer(tw io.Writer, rec *Record, v *Kernel, vs ipvs.VirtualSer
 	}
 }
 
+// isOwned reports whether the owned sets list a virtual server.
+func (v *Kernel) isOwned(s ipvs.Service) bool {
+	return v.owned[plan.VirtualKey{Addr: s.Addr, Port: s.Port, Protocol: s.Protocol}]
+}
+
 // serviceName names the service port of a virtual server from the sync
 // record: by its address, else as a node port; "-" if unknown.
-func serviceName(rec *Record, proto string, s ipvs.Service) string {
+func serviceName(rec *Record, s ipvs.Service) string {
 	if rec == nil {
 		return "-"
 	}
-	if n, ok := rec.Services[virtualKey(proto, s.Addr, s.Port)]; ok {
+	if n, ok := rec.Services[inet.VirtualServer(s.Protocol, s.Addr, s.Port)]; ok {
 		return n
 	}
-	if n, ok := rec.Services[virtualKey(proto, netip.Addr{}, s.Port)]; ok {
+	if n, ok := rec.Services[inet.VirtualServer(s.Protocol, netip.Addr{}, s.Port)]; ok {
 		return n + " (node port)"
 	}
 	return "-"

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/ipset"
 	"github.com/ipvsplane/ipvsplane/ipvs"
@@ -55,7 +56,10 @@ func statusFixture(t *testing.T) (*Record, *Kernel, time.Time) {
 				Destinations: []ipvs.Destination{dst("10.244.2.2", 0, 1, 0), dst("10.244.1.2", 1, 3, 4)}},
 			{Service: ipvs.Service{Protocol: inet.UDP, Addr: netip.MustParseAddr("10.0.0.99"), Port: 53, Scheduler: "wlc"}},
 		},
-		owned: map[string]bool{"10.96.0.80,tcp:80": true, "192.168.0.1,tcp:30080": true},
+		owned: map[plan.VirtualKey]bool{
+			{Addr: netip.MustParseAddr("10.96.0.80"), Port: 80, Protocol: inet.TCP}:     true,
+			{Addr: netip.MustParseAddr("192.168.0.1"), Port: 30080, Protocol: inet.TCP}: true,
+		},
 		sets: []ipset.Header{
 			{Set: ipset.Set{Name: "KUBE-6-CLUSTER-IP", Type: "hash:ip,port"}},
 			{Set: ipset.Set{Name: "KUBE-CLUSTER-IP", Type: "hash:ip,port"}, Entries: 1, References: 1},
@@ -157,7 +161,7 @@ func FuzzReadRecord(f *testing.F) {
 func TestWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "status.json")
 	w := NewWriter(path, func(err error) { t.Error(err) })
-	names := map[string]string{"tcp/10.96.0.10:53": "kube-system/kube-dns:dns-tcp"}
+	names := map[string]string{"TCP 10.96.0.10:53": "kube-system/kube-dns:dns-tcp"}
 	w.Put(Record{Sync: Sync{Syncs: 1}, Services: names})
 	w.Put(Record{Sync: Sync{Syncs: 2}})
 	w.Flush()
@@ -192,7 +196,7 @@ func TestWriteRecordFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &Record{Sync: Sync{Syncs: 1}, Services: map[string]string{"tcp/10.96.0.10:53": "kube-system/kube-dns:dns-tcp"}}
+	r := &Record{Sync: Sync{Syncs: 1}, Services: map[string]string{"TCP 10.96.0.10:53": "kube-system/kube-dns:dns-tcp"}}
 	if err := WriteRecord(path, r, true); err != nil {
 		t.Fatal(err)
 	}
@@ -218,9 +222,9 @@ func TestWriteRecordFiles(t *testing.T) {
 func TestEncodeNames(t *testing.T) {
 	for _, names := range []map[string]string{
 		{},
-		{"tcp/10.96.0.10:80": "default/web:http"},
+		{"TCP 10.96.0.10:80": "default/web:http"},
 		benchNames(1000),
-		{"udp/*:30053": "kube-system/dns:dns", `odd"key\`: "tab\there", "<&>": "ünïcode", "ctl\x01": "\u2028"},
+		{"UDP *:30053": "kube-system/dns:dns", `odd"key\`: "tab\there", "<&>": "ünïcode", "ctl\x01": "\u2028"},
 	} {
 		var got map[string]string
 		if err := json.Unmarshal(encodeNames(names), &got); err != nil {
@@ -238,9 +242,9 @@ func benchNames(n int) map[string]string {
 	names := make(map[string]string, n+n/10)
 	for i := range n {
 		name := fmt.Sprintf("ns-%d/svc-%05d:http", i%50, i)
-		names[fmt.Sprintf("tcp/10.96.%d.%d:80", i>>8, i&0xff)] = name
+		names[fmt.Sprintf("TCP 10.96.%d.%d:80", i>>8, i&0xff)] = name
 		if i%10 == 0 {
-			names[fmt.Sprintf("tcp/*:%d", 30000+i/10)] = name
+			names[fmt.Sprintf("TCP *:%d", 30000+i/10)] = name
 		}
 	}
 	return names

@@ -125,13 +125,21 @@ ip route add default via 10.0.2.2
 	}
 	b.WriteString("cd /test\n")
 	// Up to here the output went to the kernel's console (ttyS2); the
-	// test's is ttyS0. A line quitRequest on it sends the test SIGQUIT,
-	// for its goroutine dump; without echo it stays off the output.
+	// test's is ttyS0. A line quitRequest on it (without echo it stays
+	// off the output) lists the guest's busiest processes and has the
+	// kernel print every CPU's backtrace (sysrq l, on the kernel's
+	// console), so that a guest whose time goes to a process other than
+	// the test, a daemon it started say, or into the kernel says where;
+	// then it sends the test SIGQUIT, for its goroutine dump.
 	fmt.Fprintf(&b, `exec </dev/ttyS0 >/dev/ttyS0 2>&1
 stty -echo
-(while read -r line; do [ "$line" = %s ] && kill -QUIT "$(cat %s)"; done) </dev/ttyS0 &
+busiest() {
+	echo "vmtest: the guest's busiest processes at the stop (CPU time, state, pid, name):"
+	cat /proc/[0-9]*/stat 2>/dev/null | awk '%s' | sort -rn -k2 | head -%d
+}
+(while read -r line; do [ "$line" = %s ] && { busiest; echo l >/proc/sysrq-trigger; kill -QUIT "$(cat %s)"; }; done) </dev/ttyS0 &
 echo %s
-`, quitRequest, testPIDFile, startMarker)
+`, busiestAwk, busiestShown, quitRequest, testPIDFile, startMarker)
 	// The test runs in the foreground, where SIGINT and SIGQUIT are not
 	// ignored as they are for a background job, with its PID written
 	// for the loop above.
@@ -142,6 +150,17 @@ echo %s
 	b.WriteString("\necho $? > /dev/ttyS1\nsync\npoweroff -f\n")
 	return b.String()
 }
+
+// busiestAwk prints a process's CPU time (user and system, in seconds of
+// the kernel's 100 ticks), state, PID and name from its /proc/PID/stat
+// line. The name, in parentheses, may hold spaces: the fields are counted
+// from the state after it.
+const busiestAwk = `{ o = index($0, "("); if (!match($0, /\) [A-Za-z] /)) next; ` +
+	`split(substr($0, RSTART + 2), f, " "); ` +
+	`printf "vmtest:   %8.2f s  %s  %6d  %s\n", (f[12] + f[13]) / 100, f[1], $1, substr($0, o + 1, RSTART - o - 1) }`
+
+// busiestShown is how many of the busiest processes the stop lists.
+const busiestShown = 8
 
 // testPIDFile is where the guest's init keeps the test's PID.
 const testPIDFile = "/run/vmtest-test.pid"

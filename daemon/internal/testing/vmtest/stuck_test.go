@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,6 +43,15 @@ func TestStuckGuestNamesItself(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("the output lacks the test's goroutine dump (%q):\n%s", want, out)
 			}
+		}
+		// Before it, the spinning test at the head of the guest's busiest
+		// processes, and the kernel's backtrace of the CPU.
+		busiest := regexp.MustCompile(`vmtest: the guest's busiest processes.*\n.*vmtest: +[0-9.]+ s  R +[0-9]+  stuck.test\n`)
+		if !busiest.MatchString(out) {
+			t.Errorf("the output does not name the spinning test as the guest's busiest process:\n%s", out)
+		}
+		if !strings.Contains(out, "NMI backtrace for cpu 0") {
+			t.Errorf("the output lacks the kernel's backtrace of the CPU:\n%s", out)
 		}
 	})
 	t.Run("SIGTERM", func(t *testing.T) {

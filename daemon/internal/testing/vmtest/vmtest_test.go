@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +82,7 @@ func TestInitScriptQuotesArguments(t *testing.T) {
 	for _, want := range []string{
 		`'/test/x.test' '-test.run=Test'\''A'`,
 		"exec </dev/ttyS0 >/dev/ttyS0 2>&1",
-		`[ "$line" = vmtest-quit ] && kill -QUIT "$(cat /run/vmtest-test.pid)"`,
+		`[ "$line" = vmtest-quit ] && { busiest; echo l >/proc/sysrq-trigger; kill -QUIT "$(cat /run/vmtest-test.pid)"; }`,
 		`sh -c 'echo $$ >/run/vmtest-test.pid && exec "$@"' vmtest '/test/x.test'`,
 		"export 'CI=true'",
 		"ip addr add 10.0.2.15/24 dev eth0",
@@ -89,6 +92,48 @@ func TestInitScriptQuotesArguments(t *testing.T) {
 		if !strings.Contains(script, want) {
 			t.Errorf("init script lacks %q:\n%s", want, script)
 		}
+	}
+}
+
+// The init script's list of the busiest processes, run by the busybox the
+// guest gets over this machine's /proc: the header, then processes with
+// their CPU time, most first.
+func TestInitScriptListsBusiestProcesses(t *testing.T) {
+	busybox := testutil.RequireProgram(t, "busybox")
+	script := initScript(guest{binary: "/x.test"}, "/test/x.test")
+	start := strings.Index(script, "busiest() {")
+	if start < 0 {
+		t.Fatalf("no busiest function in the init script:\n%s", script)
+	}
+	end := strings.Index(script[start:], "\n}\n")
+	dir := t.TempDir()
+	cmd := exec.Command(busybox, "sh", "-c", script[start:start+end+3]+"busiest")
+	for _, c := range []string{"cat", "awk", "sort", "head"} {
+		if err := os.Symlink(busybox, filepath.Join(dir, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd.Env = []string{"PATH=" + dir}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1+busiestShown || !strings.HasPrefix(lines[0], "vmtest: the guest's busiest processes") {
+		t.Fatalf("busiest printed:\n%s", out)
+	}
+	row := regexp.MustCompile(`^vmtest: +([0-9]+\.[0-9]{2}) s  [A-Za-z]  +[0-9]+  .+$`)
+	last := math.Inf(1)
+	for _, l := range lines[1:] {
+		m := row.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("row %q is not CPU time, state, pid, name:\n%s", l, out)
+		}
+		cpu, _ := strconv.ParseFloat(m[1], 64)
+		if cpu > last {
+			t.Errorf("rows not busiest first:\n%s", out)
+		}
+		last = cpu
 	}
 }
 

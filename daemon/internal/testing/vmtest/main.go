@@ -242,9 +242,9 @@ func runOnce(ctx context.Context, binary string, args []string) (int, error) {
 	case !haveStatus:
 		return 0, fmt.Errorf("%s: the guest stopped without reporting the test's exit status (qemu: %v)\n%s", name, waitErr, res.report())
 	}
-	fmt.Fprintf(os.Stderr, "vmtest: %s on %s: initramfs %v, boot %v, test %v, exit status %d\n",
+	fmt.Fprintf(os.Stderr, "vmtest: %s on %s: initramfs %v, boot %v, test %v, exit status %d; %s\n",
 		name, release, packTime.Round(10*time.Millisecond), res.booted.Sub(start).Round(10*time.Millisecond),
-		(total - res.booted.Sub(start)).Round(10*time.Millisecond), status)
+		(total - res.booted.Sub(start)).Round(10*time.Millisecond), status, cpuUse(res.cpu, total, envInt("VMTEST_CPUS", 2)))
 	return status, nil
 }
 
@@ -253,6 +253,19 @@ func runOnce(ctx context.Context, binary string, args []string) (int, error) {
 type bootResult struct {
 	consoleResult
 	stopped *consoleResult
+	// cpu is the CPU time qemu used, its vCPUs' and its own.
+	cpu time.Duration
+}
+
+// cpuUse says how busy a guest's vCPUs were over its run: a guest that
+// sits idle leaves the machine's cores to another one, so a slow test
+// that keeps its guest idle can share the machine.
+func cpuUse(cpu, wall time.Duration, vcpus int) string {
+	busy := 0.0
+	if wall > 0 && vcpus > 0 {
+		busy = 100 * cpu.Seconds() / wall.Seconds() / float64(vcpus)
+	}
+	return fmt.Sprintf("qemu used %v of CPU, %.0f%% of %d vCPUs", cpu.Round(time.Second), busy, vcpus)
 }
 
 // boot runs qemu with args, streams the test's console and the kernel's
@@ -304,7 +317,11 @@ func boot(ctx context.Context, args []string, statusFile string) (res bootResult
 	if <-poweroffStopped {
 		fmt.Fprintf(os.Stderr, "vmtest: the guest had not powered off %v after the test ended; stopped\n", poweroffGrace)
 	}
-	return bootResult{consoleResult: log.result(), stopped: <-stopped}, qemuExit, nil
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return bootResult{consoleResult: log.result(), stopped: <-stopped, cpu: cpu}, qemuExit, nil
 }
 
 // poweroffGrace is how long a guest has to power off once its test has

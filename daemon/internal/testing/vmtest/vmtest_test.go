@@ -280,3 +280,12 @@ func TestStopAfterStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestCPUUse(t *testing.T) {
+	if got, want := cpuUse(90*time.Second, time.Minute, 2), "qemu used 1m30s of CPU, 75% of 2 vCPUs"; got != want {
+		t.Errorf("cpuUse = %q, want %q", got, want)
+	}
+	if got, want := cpuUse(0, 0, 2), "qemu used 0s of CPU, 0% of 2 vCPUs"; got != want {
+		t.Errorf("cpuUse of nothing = %q, want %q", got, want)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
@@ -96,16 +95,8 @@ type Dataplane struct {
 	// sweep compares what the last periodic read found a piece a sync,
 	// until it is done; nil when none is under way.
 	sweep *planner.Sweep
-	// kernelSysctls are the settings this kernel's release calls for.
-	kernelSysctls []model.Sysctl
-	// written are the sysctls and IPVS timeouts last written.
-	written nodeSettings
-	// ipv6 is false on a kernel without IPv6: the node is then served
-	// IPv4Only.
-	ipv6 bool
-	// schedulers remembers which schedulers the services name that the
-	// kernel has.
-	schedulers schedulerCache
+	// settings are the node kernel's facts and the settings written.
+	settings nodeSettings
 	// ipvsBatch is the batch applyIPVS fills, kept for its memory: a
 	// first sync sends its IPVS operations as many batches in a row.
 	ipvsBatch ipvs.Batch
@@ -141,11 +132,11 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 		d.cfg.Now = time.Now
 	}
 	var err error
-	if d.kernelSysctls, err = kernelSysctls(ns.Release); err != nil {
+	if d.settings.kernelSysctls, err = kernelSysctls(ns.Release); err != nil {
 		return nil, err
 	}
 	err = ns.InProc(func(procSys, procNet string) (err error) {
-		d.ipv6, err = hasIPv6(procNet, procSys)
+		d.settings.ipv6, err = hasIPv6(procNet, procSys)
 		return err
 	})
 	if err != nil {
@@ -154,7 +145,7 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 	if d.k, err = openKernel(ns, d.cfg.Binding); err != nil {
 		return nil, err
 	}
-	d.schedulers = schedulerCache{probe: d.k.checkScheduler, known: map[string]error{}}
+	d.settings.schedulers = schedulerCache{probe: d.k.checkScheduler, known: map[string]error{}}
 	return d, nil
 }
 

@@ -25,8 +25,8 @@ import (
 // Failures are reported as Sync reports them; a failed operation is
 // not tried again within the Prefill, but by the next Sync.
 func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, error) {
-	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
+	state = d.settings.served(state)
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	_, modelErrs := d.planner.Update(state)
 	return d.prefill(ctx, planner.FullScope, append(checkErrs, modelErrs...), replanWith(d.planner, state, checkErrs))
 }
@@ -40,7 +40,7 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []model.Change) 
 	if d.programmed == nil || d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.prefill(ctx, scope, append(checkErrs, modelErrs...), nil)
 }
@@ -70,7 +70,7 @@ func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs 
 			desired, owners = d.planner.Desired()
 			node = d.planner.Node()
 		}
-		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
+		res.Errors = append(res.Errors, d.settings.write(ctx, d.k, node)...)
 	}
 	res.Plan = planner.Diff(planner.DiffInputs{Observed: d.programmed, Desired: desired, Services: owners, Scope: scope}).Additions(d.planner.ClaimedByAnyone())
 	d.programmed.Grow(res.Plan)

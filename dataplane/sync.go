@@ -85,8 +85,8 @@ type FlowCleanup struct {
 // This is the shape of go/packages' Load, whose per-package
 // errors ride on the packages and whose error means nothing was loaded.
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
-	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
+	state = d.settings.served(state)
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	scope, modelErrs, err := d.plan(nil, func() (planner.Scope, []error) { return d.planner.Update(state) })
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []model.Change) (*R
 	if d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs, err := d.plan(changes, func() (planner.Scope, []error) { return d.planner.UpdateChanges(changes) })
 	if err != nil {
 		return nil, err
@@ -362,7 +362,7 @@ func (d *Dataplane) program(ctx context.Context, res *Result, scope planner.Scop
 		d.reread.since.Merge(scope)
 	}
 	if scope.All || scope.Global {
-		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
+		res.Errors = append(res.Errors, d.settings.write(ctx, d.k, node)...)
 	}
 	res.Plan = d.diff(desired, owners, scope)
 	d.programmed.Grow(res.Plan)
@@ -404,7 +404,7 @@ func (d *Dataplane) Resync() {
 // DryRun returns the plan a first sync of state would carry out against
 // the kernel as it is now, and changes nothing.
 func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error) {
-	state = d.served(state)
+	state = d.settings.served(state)
 	desired := plan.Build(state, nftrules.Render)
 	observed, err := d.observe(ctx, desired.Kernel, &state.Node, false)
 	if err != nil {

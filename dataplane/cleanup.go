@@ -84,7 +84,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	d.stopReread()
+	d.reader.stop()
 	d.programmed, d.device = nil, nil
 	d.planner = d.newPlanner()
 	return errors.Join(errs...)
@@ -112,7 +112,7 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	d.stopReread()
+	d.reader.stop()
 	d.programmed, d.device = nil, nil
 	d.planner = d.newPlanner()
 	return errors.Join(errs...)

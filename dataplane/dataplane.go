@@ -81,17 +81,9 @@ type Dataplane struct {
 	leftovers []netip.Addr
 	// foreign are the virtual servers another program made, as the last
 	// full read found them (see kernelRead.foreign).
-	foreign  map[plan.VirtualKey]bool
-	lastFull time.Time
-	// lastReread is the last finished background read's timing.
-	lastReread rereadTiming
-	canary     canary
-	// reread is the periodic read of the kernel while it runs, through
-	// the background connections, opened on the first one.
-	reread     *reread
-	background kernelReaders
-	// turn keeps the periodic reread's requests apart from the syncs.
-	turn turn
+	foreign map[plan.VirtualKey]bool
+	// reader reads the kernel in the background.
+	reader rereader
 	// sweep compares what the last periodic read found a piece a sync,
 	// until it is done; nil when none is under way.
 	sweep *planner.Sweep
@@ -118,7 +110,7 @@ func New(cfg *Config) (*Dataplane, error) {
 
 // openDataplane opens a Dataplane's connections in ns.
 func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
-	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), retry: planner.NewScope(), draining: draining{}, setIndex: map[string]uint16{}, turn: newTurn()}
+	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), retry: planner.NewScope(), draining: draining{}, setIndex: map[string]uint16{}}
 	if cfg != nil {
 		d.cfg = *cfg
 	}
@@ -131,6 +123,7 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
 	}
+	d.reader = rereader{cfg: &d.cfg, ns: ns, turn: newTurn()}
 	var err error
 	if d.settings.kernelSysctls, err = kernelSysctls(ns.Release); err != nil {
 		return nil, err
@@ -151,7 +144,7 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 
 // Close closes the connections.
 func (d *Dataplane) Close() error {
-	d.stopReread()
+	d.reader.stop()
 	d.stopSweep()
-	return errors.Join(d.k.close(), d.background.close())
+	return errors.Join(d.k.close(), d.reader.close())
 }

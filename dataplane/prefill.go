@@ -49,21 +49,21 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []model.Change) 
 // kernel first if nothing has read it yet; replan plans again when the
 // read finds another program's virtual servers that matter.
 func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
-	if err := d.turn.take(ctx); err != nil {
+	if err := d.reader.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
-	defer d.turn.give()
+	defer d.reader.turn.give()
 	desired, owners := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}
 	if d.programmed == nil {
-		observed, n, err := d.firstRead(ctx, d.readAhead(ctx), desired, node, true)
+		observed, n, err := d.firstRead(ctx, d.reader.ahead(ctx), desired, node, true)
 		res.Retries += n
 		if err != nil {
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
 		d.programmed, scope = observed, planner.FullScope
-		d.lastFull = d.cfg.Now()
+		d.reader.lastFull = d.cfg.Now()
 		// A prefill's first read has the whole state to plan again with.
 		var replanned bool
 		if modelErrs, replanned, _ = d.learnForeign(replan, modelErrs); replanned {

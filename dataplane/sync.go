@@ -182,33 +182,26 @@ func changedSchedulers(changes []model.Change) iter.Seq[string] {
 }
 
 func (d *Dataplane) sync(ctx context.Context, scope planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
-	if err := d.turn.take(ctx); err != nil {
+	if err := d.reader.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
-	defer d.turn.give()
+	defer d.reader.turn.give()
 	desired, node := d.desiredNow()
 	res := &Result{}
 	// The kernel is read on the first sync and when the canary finds an
 	// outside change, before anything is planned; the periodic reread
 	// runs in the background, and the first sync after it ends merges it
 	// and starts comparing it, a piece a sync.
-	ahead := d.readAhead(ctx)
-	reread := d.finishedReread()
+	ahead := d.reader.ahead(ctx)
+	reread, err := d.reader.finished()
+	if err != nil {
+		res.Errors = append(res.Errors, err)
+	}
 	// readNow: the kernel was read in this sync, connection counts and all.
 	readNow := false
 	switch {
-	case reread == nil:
-	case reread.err != nil:
-		res.Errors = append(res.Errors, fmt.Errorf("dataplane: rereading the kernel: %w", reread.err))
-		reread = nil
-	case reread.since.All:
-		// Everything was compared with the programmed state meanwhile;
-		// read again at once.
-		d.lastFull, reread = time.Time{}, nil
-	}
-	switch {
-	case d.programmed == nil || (!d.retry.All && d.canary.due(d.cfg.Now()) && !d.canary.alive(ctx, d.k, d.programmed, d.cfg.Device, node)):
-		d.stopReread()
+	case d.programmed == nil || (!d.retry.All && d.reader.changedBehind(ctx, d.k, d.programmed, node)):
+		d.reader.stop()
 		d.stopSweep()
 		observed, n, err := d.firstRead(ctx, ahead, desired, node, false)
 		res.Retries += n
@@ -217,7 +210,7 @@ func (d *Dataplane) sync(ctx context.Context, scope planner.Scope, modelErrs []e
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
 		d.programmed, scope, res.Full, readNow = observed, planner.FullScope, true, true
-		d.lastFull = d.cfg.Now()
+		d.reader.lastFull = d.cfg.Now()
 		var replanned bool
 		if modelErrs, replanned, res.NeedsState = d.learnForeign(replan, modelErrs); replanned {
 			// The read kept what the old desired state named.
@@ -335,7 +328,6 @@ func (d *Dataplane) stopSweep() {
 // ReadAhead started, if it succeeded, or a read now.
 func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.KernelState, node *model.Node, adoptAll bool) (observed *plan.KernelState, retries int, err error) {
 	if ahead != nil && ahead.err == nil {
-		d.lastReread = ahead.timing
 		observed, err = d.ownedWithRules(ctx, ahead.read, desired, node, adoptAll)
 		return observed, ahead.retries, err
 	}
@@ -351,16 +343,13 @@ func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.
 // res.
 func (d *Dataplane) program(ctx context.Context, res *Result, scope planner.Scope, node *model.Node) {
 	desired, owners := d.planner.Desired()
-	if !res.Full && d.resyncDue() {
-		if err := d.startReread(ctx); err != nil {
+	if !res.Full && d.reader.due(d.sweep != nil) {
+		if err := d.reader.start(ctx, d.programmed, false); err != nil {
 			res.Errors = append(res.Errors, err)
 		}
-		d.lastFull = d.cfg.Now()
+		d.reader.lastFull = d.cfg.Now()
 	}
-	if d.reread != nil {
-		// What this sync changes, the reader may or may not see.
-		d.reread.since.Merge(scope)
-	}
+	d.reader.planned(scope)
 	if scope.All || scope.Global {
 		res.Errors = append(res.Errors, d.settings.write(ctx, d.k, node)...)
 	}
@@ -396,7 +385,7 @@ func reconcilePlan(reconciles []plan.ReconcileFlows) *plan.Plan {
 // Resync forgets what the dataplane believes the kernel holds, so the next
 // Sync reads the kernel again and repairs whatever changed behind its back.
 func (d *Dataplane) Resync() {
-	d.stopReread()
+	d.reader.stop()
 	d.stopSweep()
 	d.programmed = nil
 }

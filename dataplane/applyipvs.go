@@ -21,10 +21,10 @@ type ipvsRequest struct {
 // earlier run, or adopted) becomes an update, and a deletion that finds
 // nothing has nothing to do. Each failure is returned per request, so a
 // real server that failed is named alone.
-func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error {
+func (a *applier) applyIPVS(ctx context.Context, batch planner.Batch) []error {
 	ops, n := batch.Ops, batch.Requests()
 	reqs := make([]ipvsRequest, 0, n)
-	b := &d.ipvsBatch
+	b := &a.ipvsBatch
 	b.Reset()
 	b.Grow(n)
 	for i, op := range ops {
@@ -39,7 +39,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error 
 		reqs = append(reqs, ipvsRequest{op: i})
 		addIPVS(b, op)
 	}
-	failures := d.k.sendIPVS(ctx, b)
+	failures := a.k.sendIPVS(ctx, b)
 	var retry []int
 	for i, err := range failures {
 		op := ops[reqs[i].op]
@@ -62,7 +62,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error 
 				b.UpdateService(ipvsService(o.Virtual))
 			}
 		}
-		retried := d.k.sendIPVS(ctx, b)
+		retried := a.k.sendIPVS(ctx, b)
 		for j, i := range retry {
 			if err, ok := retried[j]; ok {
 				failures[i] = err
@@ -71,7 +71,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error 
 			}
 		}
 	}
-	return d.recordIPVS(ops, reqs, failures)
+	return a.ledger.recordIPVS(ops, reqs, failures)
 }
 
 // sendIPVS applies a batch and returns its failures by their place in
@@ -94,7 +94,7 @@ func (k *kernel) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
 // recordIPVS records what a batch did and returns its failures. The
 // programmed state records the batch's successes together (see
 // plan.KernelState.Record).
-func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[int]error) []error {
+func (l *ledger) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[int]error) []error {
 	var errs []error
 	var done []plan.Op
 	for i := 0; i < len(reqs); {
@@ -111,7 +111,7 @@ func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[i
 						kept = slices.Clone(o.Reals[:j])
 					}
 					failed++
-					errs = append(errs, d.failed(plan.AddReals{Virtual: o.Virtual, Reals: o.Reals[j : j+1]}, err))
+					errs = append(errs, l.failed(plan.AddReals{Virtual: o.Virtual, Reals: o.Reals[j : j+1]}, err))
 				case failed > 0:
 					kept = append(kept, r)
 				}
@@ -127,13 +127,13 @@ func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[i
 			err, bad := failures[i]
 			i++
 			if bad {
-				errs = append(errs, d.failed(op, err))
+				errs = append(errs, l.failed(op, err))
 				continue
 			}
 		}
 		done = append(done, op)
 	}
-	d.succeeded(done...)
+	l.succeeded(done...)
 	return errs
 }
 

@@ -85,7 +85,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		}
 	}
 	d.reader.stop()
-	d.programmed, d.device = nil, nil
+	d.ledger.state, d.apply.device = nil, nil
 	d.planner = d.newPlanner()
 	return errors.Join(errs...)
 }
@@ -113,7 +113,7 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 		}
 	}
 	d.reader.stop()
-	d.programmed, d.device = nil, nil
+	d.ledger.state, d.apply.device = nil, nil
 	d.planner = d.newPlanner()
 	return errors.Join(errs...)
 }

@@ -2,14 +2,11 @@ package dataplane
 
 import (
 	"errors"
-	"net/netip"
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
-	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 // DefaultDevice is the dummy device the virtual IPs are bound to, named as
@@ -62,26 +59,12 @@ type Dataplane struct {
 	// k is what talks to the kernel; the rest remembers.
 	k       *kernel
 	planner *planner.Planner
-	// programmed is what the kernel holds, as far as the dataplane knows;
-	// nil until the first sync reads the kernel.
-	programmed *plan.KernelState
+	// ledger is what was programmed and what is owed (see ledger).
+	ledger *ledger
 	// prefilled is set by Prefill: the next sync compares everything.
 	prefilled bool
-	// retry holds the objects whose operations failed, planned again on
-	// the next sync.
-	retry    *planner.Scope
-	draining draining
-	// drainingRead is when the draining real servers were last read (see
-	// drainingReadEvery).
-	drainingRead time.Time
-	setIndex     map[string]uint16
-	device       *dummy.Device
-	// leftovers are virtual IPs bound the other way than cfg.Binding
-	// says, found by the last full read and not yet unbound.
-	leftovers []netip.Addr
-	// foreign are the virtual servers another program made, as the last
-	// full read found them (see kernelRead.foreign).
-	foreign map[plan.VirtualKey]bool
+	// apply carries out the plans.
+	apply applier
 	// reader reads the kernel in the background.
 	reader rereader
 	// sweep compares what the last periodic read found a piece a sync,
@@ -89,9 +72,6 @@ type Dataplane struct {
 	sweep *planner.Sweep
 	// settings are the node kernel's facts and the settings written.
 	settings nodeSettings
-	// ipvsBatch is the batch applyIPVS fills, kept for its memory: a
-	// first sync sends its IPVS operations as many batches in a row.
-	ipvsBatch ipvs.Batch
 }
 
 // New opens the netlink connections. It fails with an error matching
@@ -110,7 +90,7 @@ func New(cfg *Config) (*Dataplane, error) {
 
 // openDataplane opens a Dataplane's connections in ns.
 func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
-	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), retry: planner.NewScope(), draining: draining{}, setIndex: map[string]uint16{}}
+	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render)}
 	if cfg != nil {
 		d.cfg = *cfg
 	}
@@ -123,6 +103,7 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
 	}
+	d.ledger = newLedger(d.cfg.Now)
 	d.reader = rereader{cfg: &d.cfg, ns: ns, turn: newTurn()}
 	var err error
 	if d.settings.kernelSysctls, err = kernelSysctls(ns.Release); err != nil {
@@ -139,6 +120,7 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 		return nil, err
 	}
 	d.settings.schedulers = schedulerCache{probe: d.k.checkScheduler, known: map[string]error{}}
+	d.apply = applier{k: d.k, ledger: d.ledger, cfg: &d.cfg, setIndex: map[string]uint16{}}
 	return d, nil
 }
 

@@ -37,7 +37,7 @@ func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, e
 // kernel first: otherwise it returns ErrNotSynced. The node's settings
 // stay those of the last Prefill.
 func (d *Dataplane) PrefillChanges(ctx context.Context, changes []model.Change) (*Result, error) {
-	if d.programmed == nil || d.planner.Node() == nil {
+	if d.ledger.state == nil || d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
 	checkErrs := d.settings.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
@@ -56,13 +56,13 @@ func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs 
 	desired, owners := d.planner.Desired()
 	node := d.planner.Node()
 	res := &Result{}
-	if d.programmed == nil {
+	if d.ledger.state == nil {
 		observed, n, err := d.firstRead(ctx, d.reader.ahead(ctx), desired, node, true)
 		res.Retries += n
 		if err != nil {
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed, scope = observed, planner.FullScope
+		d.ledger.state, scope = observed, planner.FullScope
 		d.reader.lastFull = d.cfg.Now()
 		// A prefill's first read has the whole state to plan again with.
 		var replanned bool
@@ -72,9 +72,9 @@ func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs 
 		}
 		res.Errors = append(res.Errors, d.settings.write(ctx, d.k, node)...)
 	}
-	res.Plan = planner.Diff(planner.DiffInputs{Observed: d.programmed, Desired: desired, Services: owners, Scope: scope}).Additions(d.planner.ClaimedByAnyone())
-	d.programmed.Grow(res.Plan)
-	opErrs := d.apply(ctx, res.Plan, &res.Flows)
+	res.Plan = planner.Diff(planner.DiffInputs{Observed: d.ledger.state, Desired: desired, Services: owners, Scope: scope}).Additions(d.planner.ClaimedByAnyone())
+	d.ledger.state.Grow(res.Plan)
+	opErrs := d.apply.apply(ctx, res.Plan, target{planner: d.planner, kernel: desired, owners: owners, node: node}, &res.Flows)
 	d.prefilled = true
 	res.RulesFailed = rulesFailed(opErrs)
 	res.Errors = append(modelErrs, append(res.Errors, opErrs...)...)

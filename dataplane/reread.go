@@ -3,11 +3,11 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
@@ -54,7 +54,7 @@ type rereadTiming struct {
 // read, not by the first sync. It does nothing once a sync has read the
 // kernel.
 func (d *Dataplane) ReadAhead(ctx context.Context) error {
-	if d.programmed != nil || d.reader.running != nil {
+	if d.ledger.state != nil || d.reader.running != nil {
 		return nil
 	}
 	return d.reader.start(ctx, nil, true)

@@ -106,6 +106,6 @@ func (d *Dataplane) newPlanner() *planner.Planner {
 			p.LackScheduler(name, err)
 		}
 	}
-	p.SetForeign(d.foreign)
+	p.SetForeign(d.ledger.foreign)
 	return p
 }

@@ -114,7 +114,7 @@ func replanWith(p *planner.Planner, state *model.State, checkErrs []error) repla
 // Sync must.
 func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) (errs []error, replanned, needsState bool) {
 	switch {
-	case !d.planner.SetForeign(d.foreign):
+	case !d.planner.SetForeign(d.ledger.foreign):
 		return modelErrs, false, false
 	case replan == nil:
 		return modelErrs, false, true
@@ -200,28 +200,28 @@ func (d *Dataplane) sync(ctx context.Context, scope planner.Scope, modelErrs []e
 	// readNow: the kernel was read in this sync, connection counts and all.
 	readNow := false
 	switch {
-	case d.programmed == nil || (!d.retry.All && d.reader.changedBehind(ctx, d.k, d.programmed, node)):
+	case d.ledger.state == nil || (!d.ledger.retry.All && d.reader.changedBehind(ctx, d.k, d.ledger.state, node)):
 		d.reader.stop()
 		d.stopSweep()
 		observed, n, err := d.firstRead(ctx, ahead, desired, node, false)
 		res.Retries += n
 		if err != nil {
-			d.programmed = nil
+			d.ledger.state = nil
 			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed, scope, res.Full, readNow = observed, planner.FullScope, true, true
+		d.ledger.state, scope, res.Full, readNow = observed, planner.FullScope, true, true
 		d.reader.lastFull = d.cfg.Now()
 		var replanned bool
 		if modelErrs, replanned, res.NeedsState = d.learnForeign(replan, modelErrs); replanned {
 			// The read kept what the old desired state named.
 			desired, node = d.desiredNow()
-			dropUnowned(d.programmed, desired, node)
+			dropUnowned(d.ledger.state, desired, node)
 		}
 	case d.prefilled:
 		// A Prefill read the kernel and only added to it: this sync
 		// compares everything, as a first sync does, with what it owns
 		// by the whole state.
-		dropUnowned(d.programmed, desired, node)
+		dropUnowned(d.ledger.state, desired, node)
 		scope, res.Full = planner.FullScope, true
 	default:
 		var err error
@@ -229,10 +229,10 @@ func (d *Dataplane) sync(ctx context.Context, scope planner.Scope, modelErrs []e
 			return nil, err
 		}
 	}
-	d.retry, d.prefilled = planner.NewScope(), false
+	d.ledger.retry, d.prefilled = planner.NewScope(), false
 	scope = d.sweepPiece(scope, res)
 	if !readNow {
-		n, err := withRetries(ctx, func() error { return d.refreshLeaving(ctx, desired, scope) })
+		n, err := withRetries(ctx, func() error { return d.ledger.refreshLeaving(ctx, d.k, desired, scope) })
 		res.Retries += n
 		if err != nil {
 			return nil, err
@@ -258,30 +258,30 @@ func (d *Dataplane) desiredNow() (*plan.KernelState, *model.Node) {
 func (d *Dataplane) changedScope(ctx context.Context, scope planner.Scope, reread *reread, desired *plan.KernelState, node *model.Node, res *Result) (planner.Scope, error) {
 	if reread != nil {
 		res.Retries += reread.retries
-		observed, err := d.ownedWithRules(ctx, reread.read, desired, node, false)
+		observed, err := d.observe(ctx, reread.read, desired, node, false)
 		if err != nil {
 			return scope, fmt.Errorf("dataplane: reading the kernel: %w", err)
 		}
-		d.programmed = mergeRead(observed, d.programmed, *reread.since)
+		d.ledger.state = mergeRead(observed, d.ledger.state, *reread.since)
 		d.stopSweep()
-		d.sweep = planner.NewSweep(d.programmed, desired)
+		d.sweep = planner.NewSweep(d.ledger.state, desired)
 	}
-	if d.retry.All {
+	if d.ledger.retry.All {
 		return planner.FullScope, nil
 	}
-	d.retry.Merge(scope)
-	if now := d.cfg.Now(); len(d.draining) > 0 && now.Sub(d.drainingRead) >= drainingReadEvery {
-		n, err := withRetries(ctx, func() error { return d.refreshDraining(ctx) })
+	d.ledger.retry.Merge(scope)
+	if now := d.cfg.Now(); d.ledger.drainingDue(now) {
+		n, err := withRetries(ctx, func() error { return d.ledger.refreshDraining(ctx, d.k) })
 		res.Retries += n
 		if err != nil {
 			return scope, err
 		}
-		d.drainingRead = now
-		for vk := range d.draining {
-			d.retry.Virtual[vk] = true
+		d.ledger.drainingRead = now
+		for vk := range d.ledger.draining {
+			d.ledger.retry.Virtual[vk] = true
 		}
 	}
-	return *d.retry, nil
+	return *d.ledger.retry, nil
 }
 
 // A sweep is cut into about sweepPieces pieces of at least
@@ -328,11 +328,11 @@ func (d *Dataplane) stopSweep() {
 // ReadAhead started, if it succeeded, or a read now.
 func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.KernelState, node *model.Node, adoptAll bool) (observed *plan.KernelState, retries int, err error) {
 	if ahead != nil && ahead.err == nil {
-		observed, err = d.ownedWithRules(ctx, ahead.read, desired, node, adoptAll)
+		observed, err = d.observe(ctx, ahead.read, desired, node, adoptAll)
 		return observed, ahead.retries, err
 	}
 	retries, err = withRetries(ctx, func() (err error) {
-		observed, err = d.observe(ctx, desired, node, adoptAll)
+		observed, err = d.observe(ctx, nil, desired, node, adoptAll)
 		return err
 	})
 	return observed, retries, err
@@ -342,9 +342,9 @@ func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.
 // carries it out, starting the periodic reread when it is due; it fills
 // res.
 func (d *Dataplane) program(ctx context.Context, res *Result, scope planner.Scope, node *model.Node) {
-	desired, owners := d.planner.Desired()
+	t := targetOf(d.planner)
 	if !res.Full && d.reader.due(d.sweep != nil) {
-		if err := d.reader.start(ctx, d.programmed, false); err != nil {
+		if err := d.reader.start(ctx, d.ledger.state, false); err != nil {
 			res.Errors = append(res.Errors, err)
 		}
 		d.reader.lastFull = d.cfg.Now()
@@ -353,24 +353,29 @@ func (d *Dataplane) program(ctx context.Context, res *Result, scope planner.Scop
 	if scope.All || scope.Global {
 		res.Errors = append(res.Errors, d.settings.write(ctx, d.k, node)...)
 	}
-	res.Plan = d.diff(desired, owners, scope)
-	d.programmed.Grow(res.Plan)
-	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners, &res.Flows)
-	if err := d.unbindLeftovers(ctx); err != nil {
-		opErrs = append(opErrs, err)
-	}
-	d.shareReals(desired, scope)
-	res.Retries += rounds
-	res.RulesFailed = rulesFailed(opErrs)
-	res.Errors = append(res.Errors, opErrs...)
+	res.Plan = d.ledger.diff(t, scope, d.cfg.DrainTimeout)
+	out := d.apply.program(ctx, res.Plan, t, scope)
+	res.Retries += out.rounds
+	res.RulesFailed = rulesFailed(out.errs)
+	res.Errors = append(res.Errors, out.errs...)
+	res.Flows = out.flows
 }
 
-// diff plans what scope covers against the programmed state, and the
-// conntrack reconciliations due, which come last.
-func (d *Dataplane) diff(desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName, scope planner.Scope) *plan.Plan {
-	p := planner.Diff(planner.DiffInputs{Observed: d.programmed, Desired: desired, Services: owners, Scope: scope, Drain: d.drain()})
-	p.Append(reconcilePlan(d.planner.Reconciles()))
-	return p
+// target is the planner's desired state, taken once for a sync, and
+// again only when the sync plans again after reading the kernel: what the
+// kernel should hold, the service port each virtual server belongs to,
+// and the node, with the planner that made them.
+type target struct {
+	planner *planner.Planner
+	kernel  *plan.KernelState
+	owners  map[plan.VirtualKey]model.ServicePortName
+	node    *model.Node
+}
+
+// targetOf returns p's desired state.
+func targetOf(p *planner.Planner) target {
+	k, owners := p.Desired()
+	return target{planner: p, kernel: k, owners: owners, node: p.Node()}
 }
 
 // reconcilePlan is the plan of reconciliations.
@@ -387,7 +392,7 @@ func reconcilePlan(reconciles []plan.ReconcileFlows) *plan.Plan {
 func (d *Dataplane) Resync() {
 	d.reader.stop()
 	d.stopSweep()
-	d.programmed = nil
+	d.ledger.state = nil
 }
 
 // DryRun returns the plan a first sync of state would carry out against
@@ -395,12 +400,12 @@ func (d *Dataplane) Resync() {
 func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error) {
 	state = d.settings.served(state)
 	desired := plan.Build(state, nftrules.Render)
-	observed, err := d.observe(ctx, desired.Kernel, &state.Node, false)
+	observed, err := d.observe(ctx, nil, desired.Kernel, &state.Node, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}
 	reconciles := reconcilePlan(planner.FirstReconciles(state))
-	if len(d.foreign) == 0 {
+	if len(d.ledger.foreign) == 0 {
 		p := planner.Diff(planner.DiffInputs{Observed: observed, Desired: desired.Kernel, Services: desired.Services, Scope: planner.FullScope})
 		p.Append(reconciles)
 		return p, desired.Errors, nil
@@ -408,7 +413,7 @@ func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan,
 	// Plan as a first sync does, without another program's virtual
 	// servers, which the read kept when the state named them.
 	fresh := planner.NewPlanner(nftrules.Render)
-	fresh.SetForeign(d.foreign)
+	fresh.SetForeign(d.ledger.foreign)
 	_, errs := fresh.Update(state)
 	k, owners := fresh.Desired()
 	dropUnowned(observed, k, &state.Node)

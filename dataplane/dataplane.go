@@ -61,15 +61,12 @@ type Dataplane struct {
 	planner *planner.Planner
 	// ledger is what was programmed and what is owed (see ledger).
 	ledger *ledger
-	// prefilled is set by Prefill: the next sync compares everything.
-	prefilled bool
+	// pending is what the next syncs must compare beyond their changes.
+	pending pending
 	// apply carries out the plans.
 	apply applier
 	// reader reads the kernel in the background.
 	reader rereader
-	// sweep compares what the last periodic read found a piece a sync,
-	// until it is done; nil when none is under way.
-	sweep *planner.Sweep
 	// settings are the node kernel's facts and the settings written.
 	settings nodeSettings
 }
@@ -127,6 +124,6 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 // Close closes the connections.
 func (d *Dataplane) Close() error {
 	d.reader.stop()
-	d.stopSweep()
+	d.pending.stopSweep()
 	return errors.Join(d.k.close(), d.reader.close())
 }

@@ -53,30 +53,20 @@ func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs 
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
 	defer d.reader.turn.give()
-	desired, owners := d.planner.Desired()
-	node := d.planner.Node()
-	res := &Result{}
+	c := &comparison{target: targetOf(d.planner), scope: scope, modelErrs: modelErrs}
+	var prepErrs []error
 	if d.ledger.state == nil {
-		observed, n, err := d.firstRead(ctx, d.reader.ahead(ctx), desired, node, true)
-		res.Retries += n
-		if err != nil {
-			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
-		}
-		d.ledger.state, scope = observed, planner.FullScope
-		d.reader.lastFull = d.cfg.Now()
 		// A prefill's first read has the whole state to plan again with.
-		var replanned bool
-		if modelErrs, replanned, _ = d.learnForeign(replan, modelErrs); replanned {
-			desired, owners = d.planner.Desired()
-			node = d.planner.Node()
+		if err := d.readAll(ctx, c, d.reader.ahead(ctx), true, replan); err != nil {
+			return nil, err
 		}
-		res.Errors = append(res.Errors, d.settings.write(ctx, d.k, node)...)
+		prepErrs = d.settings.write(ctx, d.k, c.target.node)
 	}
-	res.Plan = planner.Diff(planner.DiffInputs{Observed: d.ledger.state, Desired: desired, Services: owners, Scope: scope}).Additions(d.planner.ClaimedByAnyone())
-	d.ledger.state.Grow(res.Plan)
-	opErrs := d.apply.apply(ctx, res.Plan, target{planner: d.planner, kernel: desired, owners: owners, node: node}, &res.Flows)
-	d.prefilled = true
-	res.RulesFailed = rulesFailed(opErrs)
-	res.Errors = append(modelErrs, append(res.Errors, opErrs...)...)
-	return res, nil
+	t := c.target
+	pl := planner.Diff(planner.DiffInputs{Observed: d.ledger.state, Desired: t.kernel, Services: t.owners, Scope: c.scope}).Additions(t.planner.ClaimedByAnyone())
+	d.ledger.state.Grow(pl)
+	var out applied
+	out.errs = d.apply.apply(ctx, pl, t, &out.flows)
+	d.pending.prefilled = true
+	return c.result(pl, prepErrs, out), nil
 }

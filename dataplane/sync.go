@@ -107,21 +107,6 @@ func replanWith(p *planner.Planner, state *model.State, checkErrs []error) repla
 	}
 }
 
-// learnForeign tells the planner the virtual servers the last full read
-// found another program's, and plans again with replan if that changes
-// the desired state. It returns the model's errors, and whether it
-// planned again or, without replan (a caller that has only changes), a
-// Sync must.
-func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) (errs []error, replanned, needsState bool) {
-	switch {
-	case !d.planner.SetForeign(d.ledger.foreign):
-		return modelErrs, false, false
-	case replan == nil:
-		return modelErrs, false, true
-	}
-	return replan(), true, false
-}
-
 // plan runs one step of the planner. A panic there is a bug some input
 // found, and leaves the planner's state unknown: it is dropped for a new
 // one, and the panic returned as a *PlanPanicError naming changes, so that
@@ -181,184 +166,21 @@ func changedSchedulers(changes []model.Change) iter.Seq[string] {
 	}
 }
 
-func (d *Dataplane) sync(ctx context.Context, scope planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
+// sync compares the kernel with the desired state where it must, plans
+// the difference and carries it out.
+func (d *Dataplane) sync(ctx context.Context, changed planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
 	if err := d.reader.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
 	defer d.reader.turn.give()
-	desired, node := d.desiredNow()
-	res := &Result{}
-	// The kernel is read on the first sync and when the canary finds an
-	// outside change, before anything is planned; the periodic reread
-	// runs in the background, and the first sync after it ends merges it
-	// and starts comparing it, a piece a sync.
-	ahead := d.reader.ahead(ctx)
-	reread, err := d.reader.finished()
+	c, err := d.compare(ctx, changed, modelErrs, replan)
 	if err != nil {
-		res.Errors = append(res.Errors, err)
+		return nil, err
 	}
-	// readNow: the kernel was read in this sync, connection counts and all.
-	readNow := false
-	switch {
-	case d.ledger.state == nil || (!d.ledger.retry.All && d.reader.changedBehind(ctx, d.k, d.ledger.state, node)):
-		d.reader.stop()
-		d.stopSweep()
-		observed, n, err := d.firstRead(ctx, ahead, desired, node, false)
-		res.Retries += n
-		if err != nil {
-			d.ledger.state = nil
-			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
-		}
-		d.ledger.state, scope, res.Full, readNow = observed, planner.FullScope, true, true
-		d.reader.lastFull = d.cfg.Now()
-		var replanned bool
-		if modelErrs, replanned, res.NeedsState = d.learnForeign(replan, modelErrs); replanned {
-			// The read kept what the old desired state named.
-			desired, node = d.desiredNow()
-			dropUnowned(d.ledger.state, desired, node)
-		}
-	case d.prefilled:
-		// A Prefill read the kernel and only added to it: this sync
-		// compares everything, as a first sync does, with what it owns
-		// by the whole state.
-		dropUnowned(d.ledger.state, desired, node)
-		scope, res.Full = planner.FullScope, true
-	default:
-		var err error
-		if scope, err = d.changedScope(ctx, scope, reread, desired, node, res); err != nil {
-			return nil, err
-		}
-	}
-	d.ledger.retry, d.prefilled = planner.NewScope(), false
-	scope = d.sweepPiece(scope, res)
-	if !readNow {
-		n, err := withRetries(ctx, func() error { return d.ledger.refreshLeaving(ctx, d.k, desired, scope) })
-		res.Retries += n
-		if err != nil {
-			return nil, err
-		}
-	}
-	d.program(ctx, res, scope, node)
-	res.Errors = append(modelErrs, res.Errors...)
-	return res, nil
-}
-
-// desiredNow returns the planner's desired state and node.
-func (d *Dataplane) desiredNow() (*plan.KernelState, *model.Node) {
-	desired, _ := d.planner.Desired()
-	return desired, d.planner.Node()
-}
-
-// changedScope is what a sync that does not read the kernel itself
-// compares: the changes in scope, the objects whose operations failed,
-// and, at most once per drainingReadEvery, the real servers still
-// draining, read again, unless a failure calls for
-// everything. It first merges a finished periodic read, and starts the
-// sweep that compares it piece by piece.
-func (d *Dataplane) changedScope(ctx context.Context, scope planner.Scope, reread *reread, desired *plan.KernelState, node *model.Node, res *Result) (planner.Scope, error) {
-	if reread != nil {
-		res.Retries += reread.retries
-		observed, err := d.observe(ctx, reread.read, desired, node, false)
-		if err != nil {
-			return scope, fmt.Errorf("dataplane: reading the kernel: %w", err)
-		}
-		d.ledger.state = mergeRead(observed, d.ledger.state, *reread.since)
-		d.stopSweep()
-		d.sweep = planner.NewSweep(d.ledger.state, desired)
-	}
-	if d.ledger.retry.All {
-		return planner.FullScope, nil
-	}
-	d.ledger.retry.Merge(scope)
-	if now := d.cfg.Now(); d.ledger.drainingDue(now) {
-		n, err := withRetries(ctx, func() error { return d.ledger.refreshDraining(ctx, d.k) })
-		res.Retries += n
-		if err != nil {
-			return scope, err
-		}
-		d.ledger.drainingRead = now
-		for vk := range d.ledger.draining {
-			d.ledger.retry.Virtual[vk] = true
-		}
-	}
-	return *d.ledger.retry, nil
-}
-
-// A sweep is cut into about sweepPieces pieces of at least
-// sweepPieceMin objects: at 10,000 services x 3 endpoints (some 130,000
-// objects looked at) a piece takes about 3 ms natively where the whole
-// compare in one sync took 45 ms and held back every change that came
-// meanwhile, and a daemon whose syncs are a second apart still ends a
-// sweep in half a minute, its sync period.
-const (
-	sweepPieces   = 32
-	sweepPieceMin = 1024
-)
-
-// sweepPiece adds the sweep's next piece to scope, which a full compare
-// needs none of; the sync that takes the last is Full.
-func (d *Dataplane) sweepPiece(scope planner.Scope, res *Result) planner.Scope {
-	if d.sweep == nil {
-		return scope
-	}
-	if scope.All {
-		d.stopSweep()
-		res.Full = true
-		return scope
-	}
-	done := d.sweep.Next(&scope, max(sweepPieceMin, d.sweep.Objects()/sweepPieces))
-	if done {
-		d.stopSweep()
-		res.Full = true
-	}
-	res.Sweeping = !done
-	return scope
-}
-
-// stopSweep abandons the sweep under way, if any.
-func (d *Dataplane) stopSweep() {
-	if d.sweep != nil {
-		d.sweep.Stop()
-		d.sweep = nil
-	}
-}
-
-// firstRead reads what the kernel holds for a sync that compares
-// everything, or for a prefill (adoptAll, see kernelRead.owned): the read
-// ReadAhead started, if it succeeded, or a read now.
-func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.KernelState, node *model.Node, adoptAll bool) (observed *plan.KernelState, retries int, err error) {
-	if ahead != nil && ahead.err == nil {
-		observed, err = d.observe(ctx, ahead.read, desired, node, adoptAll)
-		return observed, ahead.retries, err
-	}
-	retries, err = withRetries(ctx, func() (err error) {
-		observed, err = d.observe(ctx, nil, desired, node, adoptAll)
-		return err
-	})
-	return observed, retries, err
-}
-
-// program plans what scope covers against the programmed state and
-// carries it out, starting the periodic reread when it is due; it fills
-// res.
-func (d *Dataplane) program(ctx context.Context, res *Result, scope planner.Scope, node *model.Node) {
-	t := targetOf(d.planner)
-	if !res.Full && d.reader.due(d.sweep != nil) {
-		if err := d.reader.start(ctx, d.ledger.state, false); err != nil {
-			res.Errors = append(res.Errors, err)
-		}
-		d.reader.lastFull = d.cfg.Now()
-	}
-	d.reader.planned(scope)
-	if scope.All || scope.Global {
-		res.Errors = append(res.Errors, d.settings.write(ctx, d.k, node)...)
-	}
-	res.Plan = d.ledger.diff(t, scope, d.cfg.DrainTimeout)
-	out := d.apply.program(ctx, res.Plan, t, scope)
-	res.Retries += out.rounds
-	res.RulesFailed = rulesFailed(out.errs)
-	res.Errors = append(res.Errors, out.errs...)
-	res.Flows = out.flows
+	prepErrs := d.prepare(ctx, c)
+	pl := d.ledger.diff(c.target, c.scope, d.cfg.DrainTimeout)
+	out := d.apply.program(ctx, pl, c.target, c.scope)
+	return c.result(pl, prepErrs, out), nil
 }
 
 // target is the planner's desired state, taken once for a sync, and
@@ -378,6 +200,139 @@ func targetOf(p *planner.Planner) target {
 	return target{planner: p, kernel: k, owners: owners, node: p.Node()}
 }
 
+// compare decides what a sync compares with the programmed state (see
+// comparison). The kernel is read whole on the first sync and when the
+// canary finds an outside change, before anything is planned; the
+// periodic reread runs in the background, and the first sync after it
+// ends merges it and starts comparing it, a piece a sync.
+func (d *Dataplane) compare(ctx context.Context, changed planner.Scope, modelErrs []error, replan replanner) (*comparison, error) {
+	c := &comparison{target: targetOf(d.planner), scope: changed, modelErrs: modelErrs}
+	ahead := d.reader.ahead(ctx)
+	reread, err := d.reader.finished()
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+	switch {
+	case d.ledger.state == nil || (!d.ledger.retry.All && d.reader.changedBehind(ctx, d.k, d.ledger.state, c.target.node)):
+		d.reader.stop()
+		d.pending.stopSweep()
+		if err := d.readAll(ctx, c, ahead, false, replan); err != nil {
+			return nil, err
+		}
+		c.full, c.read = true, true
+	case d.pending.prefilled:
+		// A Prefill read the kernel and only added to it: this sync
+		// compares everything, as a first sync does, with what it owns
+		// by the whole state.
+		dropUnowned(d.ledger.state, c.target.kernel, c.target.node)
+		c.scope, c.full = planner.FullScope, true
+	default:
+		if c.scope, err = d.changedScope(ctx, c, reread); err != nil {
+			return nil, err
+		}
+	}
+	d.ledger.retry, d.pending.prefilled = planner.NewScope(), false
+	d.pending.nextPiece(c)
+	if !c.read {
+		err := c.retrying(ctx, func() error { return d.ledger.refreshLeaving(ctx, d.k, c.target.kernel, c.scope) })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// readAll reads the whole kernel for a sync or prefill that compares
+// everything (adoptAll for a prefill, see kernelRead.owned): the read
+// ReadAhead started, if it succeeded, or a read now. The read becomes the
+// programmed state. When it finds another program's virtual servers that
+// change the desired state, the planner learns them and plans again with
+// replan, or, without replan (a caller that has only changes), the
+// result asks for a Sync.
+func (d *Dataplane) readAll(ctx context.Context, c *comparison, ahead *reread, adoptAll bool, replan replanner) error {
+	var observed *plan.KernelState
+	var err error
+	if ahead != nil && ahead.err == nil {
+		c.retries += ahead.retries
+		observed, err = d.observe(ctx, ahead.read, c.target.kernel, c.target.node, adoptAll)
+	} else {
+		err = c.retrying(ctx, func() (err error) {
+			observed, err = d.observe(ctx, nil, c.target.kernel, c.target.node, adoptAll)
+			return err
+		})
+	}
+	if err != nil {
+		d.ledger.state = nil
+		return fmt.Errorf("dataplane: reading the kernel: %w", err)
+	}
+	d.ledger.state, c.scope = observed, planner.FullScope
+	d.reader.lastFull = d.cfg.Now()
+	switch {
+	case !d.planner.SetForeign(d.ledger.foreign):
+	case replan == nil:
+		c.needsState = true
+	default:
+		c.modelErrs = replan()
+		c.target = targetOf(d.planner)
+		if !adoptAll {
+			// The read kept what the old desired state named.
+			dropUnowned(d.ledger.state, c.target.kernel, c.target.node)
+		}
+	}
+	return nil
+}
+
+// changedScope is what a sync that does not read the kernel whole
+// compares: the changes, the objects whose operations failed, and, at
+// most once per drainingReadEvery, the real servers still draining, read
+// again, unless a failure calls for everything. It first merges a
+// finished periodic read, and starts the sweep that compares it piece by
+// piece.
+func (d *Dataplane) changedScope(ctx context.Context, c *comparison, reread *reread) (planner.Scope, error) {
+	l := d.ledger
+	if reread != nil {
+		c.retries += reread.retries
+		observed, err := d.observe(ctx, reread.read, c.target.kernel, c.target.node, false)
+		if err != nil {
+			return c.scope, fmt.Errorf("dataplane: reading the kernel: %w", err)
+		}
+		l.state = mergeRead(observed, l.state, *reread.since)
+		d.pending.startSweep(l.state, c.target.kernel)
+	}
+	if l.retry.All {
+		return planner.FullScope, nil
+	}
+	l.retry.Merge(c.scope)
+	if now := d.cfg.Now(); l.drainingDue(now) {
+		if err := c.retrying(ctx, func() error { return l.refreshDraining(ctx, d.k) }); err != nil {
+			return c.scope, err
+		}
+		l.drainingRead = now
+		for vk := range l.draining {
+			l.retry.Virtual[vk] = true
+		}
+	}
+	return *l.retry, nil
+}
+
+// prepare starts the periodic reread when it is due, and writes the
+// node's settings when the sync compares them; it returns their
+// failures.
+func (d *Dataplane) prepare(ctx context.Context, c *comparison) []error {
+	var errs []error
+	if !c.full && d.reader.due(d.pending.sweep != nil) {
+		if err := d.reader.start(ctx, d.ledger.state, false); err != nil {
+			errs = append(errs, err)
+		}
+		d.reader.lastFull = d.cfg.Now()
+	}
+	d.reader.planned(c.scope)
+	if c.scope.All || c.scope.Global {
+		errs = append(errs, d.settings.write(ctx, d.k, c.target.node)...)
+	}
+	return errs
+}
+
 // reconcilePlan is the plan of reconciliations.
 func reconcilePlan(reconciles []plan.ReconcileFlows) *plan.Plan {
 	ops := make([]plan.Op, len(reconciles))
@@ -391,7 +346,7 @@ func reconcilePlan(reconciles []plan.ReconcileFlows) *plan.Plan {
 // Sync reads the kernel again and repairs whatever changed behind its back.
 func (d *Dataplane) Resync() {
 	d.reader.stop()
-	d.stopSweep()
+	d.pending.stopSweep()
 	d.ledger.state = nil
 }
 

@@ -78,8 +78,13 @@ func prepares(op plan.Op) bool {
 	switch op.(type) {
 	case plan.CreateSet, plan.AddEntries, plan.ReplaceRules:
 		return true
+	case plan.DelEntries, plan.AddVirtual, plan.UpdateVirtual, plan.DeleteVirtual, plan.AddReals, plan.UpdateReal, plan.DeleteReal,
+		plan.Bind, plan.Unbind, plan.ReconcileFlows, plan.RemoveKubeProxyRules:
+		return false
 	}
-	return false
+	// A kind of operation added without saying whether it prepares
+	// (TestEveryOperationIsNamed).
+	panic(fmt.Sprintf("dataplane: %T neither prepares nor not", op))
 }
 
 // rulesFailed reports whether any of errs is the failure of an operation
@@ -114,6 +119,12 @@ func (a *applier) holdBack(ops []plan.Op, held *HeldBackError) []plan.Op {
 		case plan.Bind:
 			hold = true
 			held.Addresses++
+		case plan.CreateSet, plan.AddEntries, plan.DelEntries, plan.ReplaceRules, plan.UpdateVirtual, plan.DeleteVirtual,
+			plan.DeleteReal, plan.Unbind, plan.ReconcileFlows, plan.RemoveKubeProxyRules:
+		default:
+			// A kind of operation added without saying whether it draws
+			// traffic (TestEveryOperationIsNamed).
+			panic(fmt.Sprintf("dataplane: no hold back for %T", op))
 		}
 		if hold {
 			a.ledger.retry.Touch(op)
@@ -137,40 +148,69 @@ func (a *applier) applyEach(ctx context.Context, ops []plan.Op, t target, flows 
 	return errs
 }
 
+// applyOne carries out an operation that goes on its own (planner.EachOp).
 func (a *applier) applyOne(ctx context.Context, op plan.Op, t target, flows *FlowCleanup) error {
+	write := a.onItsOwn(op, t, flows)
+	if write == nil {
+		return fmt.Errorf("no kernel operation of its own for %T", op)
+	}
+	return write(ctx)
+}
+
+// onItsOwn returns the kernel write of an operation that goes on its own
+// (planner.EachOp), and nil for one that goes in a batch. It returns the
+// write rather than making it so that a test can hand it every kind of
+// operation without a kernel (TestEveryOperationIsNamed).
+func (a *applier) onItsOwn(op plan.Op, t target, flows *FlowCleanup) func(context.Context) error {
 	switch o := op.(type) {
 	case plan.CreateSet:
-		err := a.k.sets.Create(ctx, ipsetSet(o.Spec), ipset.ExistOK)
-		if err == nil {
-			a.setIndex[o.Spec.Name], err = a.k.sets.Index(ctx, o.Spec.Name)
-		}
-		return err
-	case plan.AddEntries:
-		err := a.k.sets.AddEntriesTo(ctx, a.ledger.setOf(o.Set, t.kernel), ipsetEntries(o.Entries), ipset.ExistOK)
-		if errors.Is(err, ipset.ErrSetFull) {
-			return a.growSet(ctx, o)
-		}
-		return err
-	case plan.DelEntries:
-		return a.k.sets.DeleteEntriesFrom(ctx, a.ledger.setOf(o.Set, t.kernel), ipsetEntries(o.Entries), ipset.ExistOK)
-	case plan.ReplaceRules:
-		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
+		return func(ctx context.Context) error {
+			err := a.k.sets.Create(ctx, ipsetSet(o.Spec), ipset.ExistOK)
+			if err == nil {
+				a.setIndex[o.Spec.Name], err = a.k.sets.Index(ctx, o.Spec.Name)
+			}
 			return err
 		}
-		return a.k.writeRules(t.node, func(name string) (uint16, error) { return a.setIndexOf(ctx, name) })
-	case plan.ReconcileFlows:
-		start := a.cfg.Now()
-		n, err := a.reconcileFlows(ctx, t.planner, o)
-		flows.add(o.Family, n, a.cfg.Now().Sub(start))
-		return err
-	case plan.RemoveKubeProxyRules:
-		// Never leave the node without rules for its services.
-		if a.ledger.state.Rules != t.kernel.Rules {
-			return ErrRulesNotProgrammed
+	case plan.AddEntries:
+		return func(ctx context.Context) error {
+			err := a.k.sets.AddEntriesTo(ctx, a.ledger.setOf(o.Set, t.kernel), ipsetEntries(o.Entries), ipset.ExistOK)
+			if errors.Is(err, ipset.ErrSetFull) {
+				return a.growSet(ctx, o)
+			}
+			return err
 		}
-		return removeKubeProxyChains(a.k.rules, o.Chains)
+	case plan.DelEntries:
+		return func(ctx context.Context) error {
+			return a.k.sets.DeleteEntriesFrom(ctx, a.ledger.setOf(o.Set, t.kernel), ipsetEntries(o.Entries), ipset.ExistOK)
+		}
+	case plan.ReplaceRules:
+		return func(ctx context.Context) error {
+			if err := fault.Check(ctx, "nftables", "flush"); err != nil {
+				return err
+			}
+			return a.k.writeRules(t.node, func(name string) (uint16, error) { return a.setIndexOf(ctx, name) })
+		}
+	case plan.ReconcileFlows:
+		return func(ctx context.Context) error {
+			start := a.cfg.Now()
+			n, err := a.reconcileFlows(ctx, t.planner, o)
+			flows.add(o.Family, n, a.cfg.Now().Sub(start))
+			return err
+		}
+	case plan.RemoveKubeProxyRules:
+		return func(context.Context) error {
+			// Never leave the node without rules for its services.
+			if a.ledger.state.Rules != t.kernel.Rules {
+				return ErrRulesNotProgrammed
+			}
+			return removeKubeProxyChains(a.k.rules, o.Chains)
+		}
+	case plan.AddVirtual, plan.UpdateVirtual, plan.DeleteVirtual, plan.AddReals, plan.UpdateReal, plan.DeleteReal, plan.Bind, plan.Unbind:
+		return nil
 	}
-	return fmt.Errorf("no kernel operation for %T", op)
+	// A kind of operation added without its kernel write
+	// (TestEveryOperationIsNamed).
+	panic(fmt.Sprintf("dataplane: no kernel write for %T", op))
 }
 
 // growSet makes a set that filled hold what the dataplane programmed in

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -14,6 +15,16 @@ import (
 // batch's operations, and for an AddReals the real server at real.
 type ipvsRequest struct {
 	op, real int
+}
+
+// of returns the operation of ops that r sends: for an AddReals, its one
+// real server's.
+func (r ipvsRequest) of(ops []plan.Op) plan.Op {
+	op := ops[r.op]
+	if o, ok := op.(plan.AddReals); ok {
+		return plan.AddReals{Virtual: o.Virtual, Reals: o.Reals[r.real : r.real+1]}
+	}
+	return op
 }
 
 // applyIPVS sends IPVS operations as one batch, an AddReals as one request
@@ -28,16 +39,9 @@ func (a *applier) applyIPVS(ctx context.Context, batch planner.Batch) []error {
 	b.Reset()
 	b.Grow(n)
 	for i, op := range ops {
-		if o, ok := op.(plan.AddReals); ok {
-			svc := ipvsKey(o.Virtual)
-			for j, r := range o.Reals {
-				reqs = append(reqs, ipvsRequest{op: i, real: j})
-				b.CreateDestination(svc, ipvsDestination(r))
-			}
-			continue
+		for j := range addIPVS(b, op) {
+			reqs = append(reqs, ipvsRequest{op: i, real: j})
 		}
-		reqs = append(reqs, ipvsRequest{op: i})
-		addIPVS(b, op)
 	}
 	failures := a.k.sendIPVS(ctx, b)
 	var retry []int
@@ -55,12 +59,7 @@ func (a *applier) applyIPVS(ctx context.Context, batch planner.Batch) []error {
 		slices.Sort(retry)
 		b.Reset()
 		for _, i := range retry {
-			switch o := ops[reqs[i].op].(type) {
-			case plan.AddReals:
-				b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(o.Reals[reqs[i].real]))
-			case plan.AddVirtual:
-				b.UpdateService(ipvsService(o.Virtual))
-			}
+			addUpdate(b, reqs[i].of(ops))
 		}
 		retried := a.k.sendIPVS(ctx, b)
 		for j, i := range retry {
@@ -137,7 +136,9 @@ func (l *ledger) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[int]
 	return errs
 }
 
-func addIPVS(b *ipvs.Batch, op plan.Op) {
+// addIPVS adds the requests of an IPVS operation to b and returns how
+// many: one, or one per real server of an AddReals.
+func addIPVS(b *ipvs.Batch, op plan.Op) int {
 	switch o := op.(type) {
 	case plan.AddVirtual:
 		b.CreateService(ipvsService(o.Virtual))
@@ -145,19 +146,53 @@ func addIPVS(b *ipvs.Batch, op plan.Op) {
 		b.UpdateService(ipvsService(o.Virtual))
 	case plan.DeleteVirtual:
 		b.DeleteService(ipvsKey(o.Virtual))
+	case plan.AddReals:
+		svc := ipvsKey(o.Virtual)
+		for _, r := range o.Reals {
+			b.CreateDestination(svc, ipvsDestination(r))
+		}
+		return len(o.Reals)
 	case plan.UpdateReal:
 		b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(o.Real))
 	case plan.DeleteReal:
 		b.DeleteDestination(ipvsKey(o.Virtual), ipvsDestination(plan.RealServer{RealKey: o.Real}))
+	default:
+		// A kind of operation the planner batches as IPVS without its
+		// requests here (TestEveryOperationIsNamed).
+		panic(fmt.Sprintf("dataplane: no IPVS request for %T", op))
+	}
+	return 1
+}
+
+// addUpdate adds to b the update that stands in for an addition that
+// found its object there: left by an earlier run, or adopted. Only an
+// addition can find its object there.
+func addUpdate(b *ipvs.Batch, op plan.Op) {
+	switch o := op.(type) {
+	case plan.AddVirtual:
+		b.UpdateService(ipvsService(o.Virtual))
+	case plan.AddReals:
+		for _, r := range o.Reals {
+			b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(r))
+		}
+	case plan.UpdateVirtual, plan.DeleteVirtual, plan.UpdateReal, plan.DeleteReal:
+	default:
+		// As in addIPVS.
+		panic(fmt.Sprintf("dataplane: no IPVS update for %T", op))
 	}
 }
 
+// isDelete reports whether op deletes a virtual server (virtual) or a
+// real server (!virtual).
 func isDelete(op plan.Op, virtual bool) bool {
 	switch op.(type) {
 	case plan.DeleteVirtual:
 		return virtual
 	case plan.DeleteReal:
 		return !virtual
+	case plan.AddVirtual, plan.UpdateVirtual, plan.AddReals, plan.UpdateReal:
+		return false
 	}
-	return false
+	// As in addIPVS.
+	panic(fmt.Sprintf("dataplane: no IPVS deletion check for %T", op))
 }

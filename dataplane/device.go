@@ -15,13 +15,9 @@ import (
 // applyAddresses binds or unbinds many addresses in few writes.
 func (a *applier) applyAddresses(ctx context.Context, ops []plan.Op) []error {
 	addrs := make([]netip.Addr, len(ops))
-	_, bind := ops[0].(plan.Bind)
+	_, bind := addressOf(ops[0])
 	for i, op := range ops {
-		if bind {
-			addrs[i] = op.(plan.Bind).Addr
-		} else {
-			addrs[i] = op.(plan.Unbind).Addr
-		}
+		addrs[i], _ = addressOf(op)
 	}
 	var err error
 	switch {
@@ -63,6 +59,19 @@ func (a *applier) applyAddresses(ctx context.Context, ops []plan.Op) []error {
 		}
 	}
 	return errs
+}
+
+// addressOf returns the address an operation binds (bind) or unbinds.
+func addressOf(op plan.Op) (addr netip.Addr, bind bool) {
+	switch o := op.(type) {
+	case plan.Bind:
+		return o.Addr, true
+	case plan.Unbind:
+		return o.Addr, false
+	}
+	// A kind of operation the planner batches as addresses without its
+	// address here (TestEveryOperationIsNamed).
+	panic(fmt.Sprintf("dataplane: no address of %T", op))
 }
 
 // ensureDevice makes the dummy device unless the applier has it.

@@ -45,6 +45,12 @@ func (dr draining) track(op plan.Op, now time.Time) {
 		dr.stop(o.Virtual, o.Real)
 	case plan.DeleteVirtual:
 		delete(dr, o.Virtual)
+	case plan.CreateSet, plan.AddEntries, plan.DelEntries, plan.ReplaceRules, plan.AddVirtual, plan.UpdateVirtual,
+		plan.AddReals, plan.Bind, plan.Unbind, plan.ReconcileFlows, plan.RemoveKubeProxyRules:
+	default:
+		// A kind of operation added without saying whether it starts or
+		// stops a drain (TestEveryOperationIsNamed).
+		panic(fmt.Sprintf("dataplane: no drain tracking of %T", op))
 	}
 }
 

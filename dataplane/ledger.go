@@ -13,7 +13,9 @@ import (
 // the kernel, so that a sync plans only what changed: the kernel state as
 // far as the dataplane knows, the objects whose operations failed, the
 // real servers still draining and the virtual IPs still bound the other
-// way. Every outcome of an operation is entered here (succeeded, failed).
+// way; and, from the last full read, the virtual servers that are another
+// program's. Every outcome of an operation is entered here (succeeded,
+// failed).
 type ledger struct {
 	// state is what the kernel holds, as far as the dataplane knows; nil
 	// until the first sync reads the kernel.
@@ -31,9 +33,11 @@ type ledger struct {
 	// foreign are the virtual servers another program made, as the last
 	// full read found them (see kernelRead.foreign).
 	foreign map[plan.VirtualKey]bool
-	now     func() time.Time
+	// now is the clock (Config.Now).
+	now func() time.Time
 }
 
+// newLedger returns the ledger of a dataplane that has read nothing yet.
 func newLedger(now func() time.Time) *ledger {
 	return &ledger{retry: planner.NewScope(), draining: draining{}, now: now}
 }

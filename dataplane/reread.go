@@ -70,7 +70,8 @@ type rereader struct {
 	cfg *Config
 	ns  *namespace
 	// turn keeps the reads' requests apart from the syncs.
-	turn    turn
+	turn turn
+	// running is the read under way; nil when none is.
 	running *reread
 	// background are the reads' connections; nil until the first.
 	background kernelReaders
@@ -125,8 +126,8 @@ func (r *rereader) start(ctx context.Context, programmed *plan.KernelState, ahea
 	return nil
 }
 
-// finished returns the periodic read if it has ended with something to
-// merge, and forgets it. A read that failed is returned as an error; one
+// finished returns the background read if it has ended with something
+// to merge, and forgets it. A read that failed is returned as an error; one
 // during which the syncs compared everything is dropped, and the next
 // read made due at once.
 func (r *rereader) finished() (*reread, error) {
@@ -165,6 +166,7 @@ func (r *rereader) ahead(ctx context.Context) *reread {
 	case <-rr.done:
 		r.running = nil
 		if rr.err == nil {
+			// The sync uses it: it times the next periodic read.
 			r.last = rr.timing
 		}
 		return rr

@@ -82,7 +82,8 @@ func withRetries(ctx context.Context, fn func() error) (int, error) {
 
 // applied is what carrying out a sync's plan did.
 type applied struct {
-	// errs are the failures of the last round (see applyRetrying).
+	// errs are the failures of the last round (see applyRetrying), and
+	// then of unbinding the leftovers.
 	errs []error
 	// rounds counts the rounds that tried failed operations again.
 	rounds int

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
@@ -35,10 +36,10 @@ func (c *comparison) retrying(ctx context.Context, fn func() error) error {
 	return err
 }
 
-// result is the Result of a sync that compared c, failed to prepare with
-// prepErrs (see Dataplane.prepare), and carried out pl.
-func (c *comparison) result(pl *plan.Plan, prepErrs []error, out applied) *Result {
-	errs := append(append(c.errs, prepErrs...), out.errs...)
+// result is the Result of a sync that compared c, failed before planning
+// with beforeErrs (see Dataplane.beforePlan), and carried out pl.
+func (c *comparison) result(pl *plan.Plan, beforeErrs []error, out applied) *Result {
+	errs := append(append(c.errs, beforeErrs...), out.errs...)
 	return &Result{
 		Plan:        pl,
 		Full:        c.full,
@@ -49,6 +50,121 @@ func (c *comparison) result(pl *plan.Plan, prepErrs []error, out applied) *Resul
 		Retries:     c.retries + out.rounds,
 		Flows:       out.flows,
 	}
+}
+
+// compare decides what a sync compares with the programmed state (see
+// comparison). The kernel is read whole on the first sync and when the
+// canary finds an outside change, before anything is planned; the
+// periodic reread runs in the background, and the first sync after it
+// ends merges it and starts comparing it, a piece a sync.
+func (d *Dataplane) compare(ctx context.Context, changed planner.Scope, modelErrs []error, replan replanner) (*comparison, error) {
+	c := &comparison{target: targetOf(d.planner), scope: changed, modelErrs: modelErrs}
+	ahead := d.reader.ahead(ctx)
+	reread, err := d.reader.finished()
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
+	switch {
+	case d.ledger.state == nil || (!d.ledger.retry.All && d.reader.changedBehind(ctx, d.k, d.ledger.state, c.target.node)):
+		d.reader.stop()
+		d.pending.stopSweep()
+		if err := d.readAll(ctx, c, ahead, false, replan); err != nil {
+			return nil, err
+		}
+		c.full, c.read = true, true
+	case d.pending.prefilled:
+		// A Prefill read the kernel and only added to it: this sync
+		// compares everything, as a first sync does, with what it owns
+		// by the whole state.
+		dropUnowned(d.ledger.state, c.target.kernel, c.target.node)
+		c.scope, c.full = planner.FullScope, true
+	default:
+		if c.scope, err = d.changedScope(ctx, c, reread); err != nil {
+			return nil, err
+		}
+	}
+	d.ledger.retry, d.pending.prefilled = planner.NewScope(), false
+	d.pending.nextPiece(c)
+	if !c.read {
+		err := c.retrying(ctx, func() error { return d.ledger.refreshLeaving(ctx, d.k, c.target.kernel, c.scope) })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// readAll reads the whole kernel for a sync or prefill that compares
+// everything (adoptAll for a prefill, see kernelRead.owned): the read
+// ReadAhead started, if it succeeded, or a read now. The read becomes the
+// programmed state. When it finds another program's virtual servers that
+// change the desired state, the planner learns them and plans again with
+// replan, or, without replan (a caller that has only changes), the
+// result asks for a Sync.
+func (d *Dataplane) readAll(ctx context.Context, c *comparison, ahead *reread, adoptAll bool, replan replanner) error {
+	var observed *plan.KernelState
+	var err error
+	if ahead != nil && ahead.err == nil {
+		c.retries += ahead.retries
+		observed, err = d.observe(ctx, ahead.read, c.target.kernel, c.target.node, adoptAll)
+	} else {
+		err = c.retrying(ctx, func() (err error) {
+			observed, err = d.observe(ctx, nil, c.target.kernel, c.target.node, adoptAll)
+			return err
+		})
+	}
+	if err != nil {
+		d.ledger.state = nil
+		return fmt.Errorf("dataplane: reading the kernel: %w", err)
+	}
+	d.ledger.state, c.scope = observed, planner.FullScope
+	d.reader.lastFull = d.cfg.Now()
+	switch {
+	case !d.planner.SetForeign(d.ledger.foreign):
+	case replan == nil:
+		c.needsState = true
+	default:
+		c.modelErrs = replan()
+		c.target = targetOf(d.planner)
+		if !adoptAll {
+			// The read kept what the old desired state named.
+			dropUnowned(d.ledger.state, c.target.kernel, c.target.node)
+		}
+	}
+	return nil
+}
+
+// changedScope is what a sync that does not read the kernel whole
+// compares: the changes, the objects whose operations failed, and, at
+// most once per drainingReadEvery, the real servers still draining, read
+// again, unless a failure calls for everything. It first merges a
+// finished periodic read, and starts the sweep that compares it piece by
+// piece.
+func (d *Dataplane) changedScope(ctx context.Context, c *comparison, reread *reread) (planner.Scope, error) {
+	l := d.ledger
+	if reread != nil {
+		c.retries += reread.retries
+		observed, err := d.observe(ctx, reread.read, c.target.kernel, c.target.node, false)
+		if err != nil {
+			return c.scope, fmt.Errorf("dataplane: reading the kernel: %w", err)
+		}
+		l.state = mergeRead(observed, l.state, *reread.since)
+		d.pending.startSweep(l.state, c.target.kernel)
+	}
+	if l.retry.All {
+		return planner.FullScope, nil
+	}
+	l.retry.Merge(c.scope)
+	if now := d.cfg.Now(); l.drainingDue(now) {
+		if err := c.retrying(ctx, func() error { return l.refreshDraining(ctx, d.k) }); err != nil {
+			return c.scope, err
+		}
+		l.drainingRead = now
+		for vk := range l.draining {
+			l.retry.Virtual[vk] = true
+		}
+	}
+	return *l.retry, nil
 }
 
 // pending remembers what the next syncs must compare beyond their

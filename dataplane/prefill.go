@@ -54,13 +54,13 @@ func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs 
 	}
 	defer d.reader.turn.give()
 	c := &comparison{target: targetOf(d.planner), scope: scope, modelErrs: modelErrs}
-	var prepErrs []error
+	var beforeErrs []error
 	if d.ledger.state == nil {
 		// A prefill's first read has the whole state to plan again with.
 		if err := d.readAll(ctx, c, d.reader.ahead(ctx), true, replan); err != nil {
 			return nil, err
 		}
-		prepErrs = d.settings.write(ctx, d.k, c.target.node)
+		beforeErrs = d.settings.write(ctx, d.k, c.target.node)
 	}
 	t := c.target
 	pl := planner.Diff(planner.DiffInputs{Observed: d.ledger.state, Desired: t.kernel, Services: t.owners, Scope: c.scope}).Additions(t.planner.ClaimedByAnyone())
@@ -68,5 +68,5 @@ func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs 
 	var out applied
 	out.errs = d.apply.apply(ctx, pl, t, &out.flows)
 	d.pending.prefilled = true
-	return c.result(pl, prepErrs, out), nil
+	return c.result(pl, beforeErrs, out), nil
 }

@@ -6,10 +6,31 @@ import (
 	"fmt"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/internal/fault"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"github.com/ipvsplane/ipvsplane/ipset"
+	"github.com/ipvsplane/ipvsplane/ipvs"
 )
+
+// applier carries out plans through the sync's own connections and enters
+// each outcome in the ledger. Between syncs it keeps what makes the next
+// writes cheap: the dummy device, the sets' kernel indexes and the IPVS
+// batch's memory.
+type applier struct {
+	k      *kernel
+	ledger *ledger
+	cfg    *Config
+	// device is the dummy device, once made or found; nil when a read
+	// found none.
+	device *dummy.Device
+	// setIndex holds the kernel index of each set made or looked up,
+	// which the rules match the set by.
+	setIndex map[string]uint16
+	// ipvsBatch is the batch applyIPVS fills, kept for its memory: a
+	// first sync sends its IPVS operations as many batches in a row.
+	ipvsBatch ipvs.Batch
+}
 
 // apply carries out a plan batch by batch, in order (see planner.BatchKind).
 // Each success is recorded in the programmed state; each failure is
@@ -17,25 +38,25 @@ import (
 // operation on the sets or rules failed, what would draw new traffic is
 // held back (see holdBack); what is already programmed stays. The
 // conntrack cleanup is tallied in flows.
-func (d *Dataplane) apply(ctx context.Context, pl *plan.Plan, flows *FlowCleanup) []error {
+func (a *applier) apply(ctx context.Context, pl *plan.Plan, t target, flows *FlowCleanup) []error {
 	var errs []error
 	prepared := true
 	held := &HeldBackError{}
 	for _, ph := range pl.Phases {
 		for _, b := range ph.Batches {
 			if !prepared {
-				if b.Ops = d.holdBack(b.Ops, held); len(b.Ops) == 0 {
+				if b.Ops = a.holdBack(b.Ops, held); len(b.Ops) == 0 {
 					continue
 				}
 			}
 			var batchErrs []error
 			switch b.Kind {
 			case planner.AddressBatch:
-				batchErrs = d.applyAddresses(ctx, b.Ops)
+				batchErrs = a.applyAddresses(ctx, b.Ops)
 			case planner.IPVSBatch:
-				batchErrs = d.applyIPVS(ctx, b)
+				batchErrs = a.applyIPVS(ctx, b)
 			default:
-				batchErrs = d.applyEach(ctx, b.Ops, flows)
+				batchErrs = a.applyEach(ctx, b.Ops, t, flows)
 			}
 			if len(batchErrs) > 0 && prepares(b.Ops[0]) {
 				prepared = false
@@ -57,8 +78,13 @@ func prepares(op plan.Op) bool {
 	switch op.(type) {
 	case plan.CreateSet, plan.AddEntries, plan.ReplaceRules:
 		return true
+	case plan.DelEntries, plan.AddVirtual, plan.UpdateVirtual, plan.DeleteVirtual, plan.AddReals, plan.UpdateReal, plan.DeleteReal,
+		plan.Bind, plan.Unbind, plan.ReconcileFlows, plan.RemoveKubeProxyRules:
+		return false
 	}
-	return false
+	// A kind of operation added without saying whether it prepares
+	// (TestEveryOperationIsNamed).
+	panic(fmt.Sprintf("dataplane: %T neither prepares nor not", op))
 }
 
 // rulesFailed reports whether any of errs is the failure of an operation
@@ -78,7 +104,7 @@ func rulesFailed(errs []error) bool {
 // new virtual server, real servers or weights for a virtual server not
 // programmed, and addresses to bind. Changes to what is programmed, and
 // removals, go ahead.
-func (d *Dataplane) holdBack(ops []plan.Op, held *HeldBackError) []plan.Op {
+func (a *applier) holdBack(ops []plan.Op, held *HeldBackError) []plan.Op {
 	kept := ops[:0:0]
 	for _, op := range ops {
 		hold := false
@@ -87,15 +113,21 @@ func (d *Dataplane) holdBack(ops []plan.Op, held *HeldBackError) []plan.Op {
 			hold = true
 			held.Virtual++
 		case plan.AddReals:
-			hold = !d.isProgrammed(o.Virtual)
+			hold = !a.ledger.isProgrammed(o.Virtual)
 		case plan.UpdateReal:
-			hold = !d.isProgrammed(o.Virtual)
+			hold = !a.ledger.isProgrammed(o.Virtual)
 		case plan.Bind:
 			hold = true
 			held.Addresses++
+		case plan.CreateSet, plan.AddEntries, plan.DelEntries, plan.ReplaceRules, plan.UpdateVirtual, plan.DeleteVirtual,
+			plan.DeleteReal, plan.Unbind, plan.ReconcileFlows, plan.RemoveKubeProxyRules:
+		default:
+			// A kind of operation added without saying whether it draws
+			// traffic (TestEveryOperationIsNamed).
+			panic(fmt.Sprintf("dataplane: no hold back for %T", op))
 		}
 		if hold {
-			d.retry.Touch(op)
+			a.ledger.retry.Touch(op)
 		} else {
 			kept = append(kept, op)
 		}
@@ -103,71 +135,82 @@ func (d *Dataplane) holdBack(ops []plan.Op, held *HeldBackError) []plan.Op {
 	return kept
 }
 
-// failed remembers what a failed operation touched, to plan it again.
-func (d *Dataplane) failed(op plan.Op, err error) error {
-	d.retry.Touch(op)
-	return &OpError{Op: op, Err: err}
-}
-
 // applyEach carries out operations one by one.
-func (d *Dataplane) applyEach(ctx context.Context, ops []plan.Op, flows *FlowCleanup) []error {
+func (a *applier) applyEach(ctx context.Context, ops []plan.Op, t target, flows *FlowCleanup) []error {
 	var errs []error
 	for _, op := range ops {
-		if err := d.applyOne(ctx, op, flows); err != nil {
-			errs = append(errs, d.failed(op, err))
+		if err := a.applyOne(ctx, op, t, flows); err != nil {
+			errs = append(errs, a.ledger.failed(op, err))
 		} else {
-			d.succeeded(op)
+			a.ledger.succeeded(op)
 		}
 	}
 	return errs
 }
 
-func (d *Dataplane) applyOne(ctx context.Context, op plan.Op, flows *FlowCleanup) error {
-	switch o := op.(type) {
-	case plan.CreateSet:
-		err := d.k.sets.Create(ctx, ipsetSet(o.Spec), ipset.ExistOK)
-		if err == nil {
-			d.setIndex[o.Spec.Name], err = d.k.sets.Index(ctx, o.Spec.Name)
-		}
-		return err
-	case plan.AddEntries:
-		err := d.k.sets.AddEntriesTo(ctx, d.setOf(o.Set), ipsetEntries(o.Entries), ipset.ExistOK)
-		if errors.Is(err, ipset.ErrSetFull) {
-			return d.growSet(ctx, o)
-		}
-		return err
-	case plan.DelEntries:
-		return d.k.sets.DeleteEntriesFrom(ctx, d.setOf(o.Set), ipsetEntries(o.Entries), ipset.ExistOK)
-	case plan.ReplaceRules:
-		if err := fault.Check(ctx, "nftables", "flush"); err != nil {
-			return err
-		}
-		return d.k.writeRules(d.planner.Node(), func(name string) (uint16, error) { return d.setIndexOf(ctx, name) })
-	case plan.ReconcileFlows:
-		start := d.cfg.Now()
-		n, err := d.reconcileFlows(ctx, o)
-		flows.add(o.Family, n, d.cfg.Now().Sub(start))
-		return err
-	case plan.RemoveKubeProxyRules:
-		// Never leave the node without rules for its services.
-		if d.programmed.Rules != d.desired().Rules {
-			return ErrRulesNotProgrammed
-		}
-		return removeKubeProxyChains(d.k.rules, o.Chains)
+// applyOne carries out an operation that goes on its own (planner.EachOp).
+func (a *applier) applyOne(ctx context.Context, op plan.Op, t target, flows *FlowCleanup) error {
+	write := a.onItsOwn(op, t, flows)
+	if write == nil {
+		return fmt.Errorf("no kernel operation of its own for %T", op)
 	}
-	return fmt.Errorf("no kernel operation for %T", op)
+	return write(ctx)
 }
 
-// setOf returns set name as the dataplane made or found it, or else as it
-// wants it: its entries are changed by that type and family, without a
-// request asking the kernel for them first.
-func (d *Dataplane) setOf(name string) ipset.Set {
-	spec, ok := d.programmed.Sets[name]
-	if !ok {
-		spec = d.desired().Sets[name]
+// onItsOwn returns the kernel write of an operation that goes on its own
+// (planner.EachOp), and nil for one that goes in a batch. It returns the
+// write rather than making it so that a test can hand it every kind of
+// operation without a kernel (TestEveryOperationIsNamed).
+func (a *applier) onItsOwn(op plan.Op, t target, flows *FlowCleanup) func(context.Context) error {
+	switch o := op.(type) {
+	case plan.CreateSet:
+		return func(ctx context.Context) error {
+			err := a.k.sets.Create(ctx, ipsetSet(o.Spec), ipset.ExistOK)
+			if err == nil {
+				a.setIndex[o.Spec.Name], err = a.k.sets.Index(ctx, o.Spec.Name)
+			}
+			return err
+		}
+	case plan.AddEntries:
+		return func(ctx context.Context) error {
+			err := a.k.sets.AddEntriesTo(ctx, a.ledger.setOf(o.Set, t.kernel), ipsetEntries(o.Entries), ipset.ExistOK)
+			if errors.Is(err, ipset.ErrSetFull) {
+				return a.growSet(ctx, o)
+			}
+			return err
+		}
+	case plan.DelEntries:
+		return func(ctx context.Context) error {
+			return a.k.sets.DeleteEntriesFrom(ctx, a.ledger.setOf(o.Set, t.kernel), ipsetEntries(o.Entries), ipset.ExistOK)
+		}
+	case plan.ReplaceRules:
+		return func(ctx context.Context) error {
+			if err := fault.Check(ctx, "nftables", "flush"); err != nil {
+				return err
+			}
+			return a.k.writeRules(t.node, func(name string) (uint16, error) { return a.setIndexOf(ctx, name) })
+		}
+	case plan.ReconcileFlows:
+		return func(ctx context.Context) error {
+			start := a.cfg.Now()
+			n, err := a.reconcileFlows(ctx, t.planner, o)
+			flows.add(o.Family, n, a.cfg.Now().Sub(start))
+			return err
+		}
+	case plan.RemoveKubeProxyRules:
+		return func(context.Context) error {
+			// Never leave the node without rules for its services.
+			if a.ledger.state.Rules != t.kernel.Rules {
+				return ErrRulesNotProgrammed
+			}
+			return removeKubeProxyChains(a.k.rules, o.Chains)
+		}
+	case plan.AddVirtual, plan.UpdateVirtual, plan.DeleteVirtual, plan.AddReals, plan.UpdateReal, plan.DeleteReal, plan.Bind, plan.Unbind:
+		return nil
 	}
-	spec.Name = name
-	return ipsetSet(spec)
+	// A kind of operation added without its kernel write
+	// (TestEveryOperationIsNamed).
+	panic(fmt.Sprintf("dataplane: no kernel write for %T", op))
 }
 
 // growSet makes a set that filled hold what the dataplane programmed in
@@ -175,8 +218,8 @@ func (d *Dataplane) setOf(name string) ipset.Set {
 // a larger one is filled and swapped in (ipset.Replace): readers never
 // miss an entry the set held, and the set keeps its name and kernel
 // index, which the rules match it by.
-func (d *Dataplane) growSet(ctx context.Context, add plan.AddEntries) error {
-	have := d.programmed.Entries[add.Set]
+func (a *applier) growSet(ctx context.Context, add plan.AddEntries) error {
+	have := a.ledger.state.Entries[add.Set]
 	entries := make([]plan.Entry, 0, len(have)+len(add.Entries))
 	for e := range have {
 		entries = append(entries, e)
@@ -186,37 +229,38 @@ func (d *Dataplane) growSet(ctx context.Context, add plan.AddEntries) error {
 			entries = append(entries, e)
 		}
 	}
-	spec := d.programmed.Sets[add.Set]
+	spec := a.ledger.state.Sets[add.Set]
 	spec.Name = add.Set
 	spec = spec.Sized(len(entries))
-	if err := d.k.sets.Replace(ctx, ipsetSet(spec), ipsetEntries(entries)); err != nil {
+	if err := a.k.sets.Replace(ctx, ipsetSet(spec), ipsetEntries(entries)); err != nil {
 		return fmt.Errorf("dataplane: growing full ipset %s to maxelem %d: %w", add.Set, spec.MaxElem, err)
 	}
-	d.programmed.Sets[add.Set] = spec
+	a.ledger.state.Sets[add.Set] = spec
 	return nil
 }
 
 // setIndexOf returns the kernel index of ipset name, which the rules
 // match by, remembered from when the set was made or first looked up.
-func (d *Dataplane) setIndexOf(ctx context.Context, name string) (uint16, error) {
-	if id, ok := d.setIndex[name]; ok {
+func (a *applier) setIndexOf(ctx context.Context, name string) (uint16, error) {
+	if id, ok := a.setIndex[name]; ok {
 		return id, nil
 	}
-	id, err := d.k.sets.Index(ctx, name)
+	id, err := a.k.sets.Index(ctx, name)
 	if err == nil {
-		d.setIndex[name] = id
+		a.setIndex[name] = id
 	}
 	return id, err
 }
 
-// isProgrammed reports whether virtual server vk is in the kernel.
-func (d *Dataplane) isProgrammed(vk plan.VirtualKey) bool {
-	_, ok := d.programmed.Virtual[vk]
-	return ok
-}
-
-// desired returns the planner's desired state.
-func (d *Dataplane) desired() *plan.KernelState {
-	k, _ := d.planner.Desired()
-	return k
+// program carries out pl, the plan of what scope covers, trying transient
+// failures again, then unbinds the leftovers, and makes the programmed
+// real server lists that equal the desired ones share them.
+func (a *applier) program(ctx context.Context, pl *plan.Plan, t target, scope planner.Scope) applied {
+	a.ledger.state.Grow(pl)
+	out := a.applyRetrying(ctx, pl, t)
+	if err := a.unbindLeftovers(ctx); err != nil {
+		out.errs = append(out.errs, err)
+	}
+	a.ledger.shareReals(t.kernel, scope)
+	return out
 }

@@ -30,14 +30,11 @@ func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
 		plan.AddReals{Virtual: vk, Reals: plan.Reals{real}},
 		plan.Bind{Addr: vk.Addr},
 	)
-	d := &Dataplane{
-		cfg:        Config{Now: time.Now},
-		programmed: plan.NewKernelState(),
-		retry:      planner.NewScope(),
-		draining:   draining{},
-	}
-	d.programmed.Virtual[existing] = plan.VirtualServer{VirtualKey: existing, Scheduler: "rr"}
-	d.programmed.Addresses[existing.Addr] = true
+	l := newLedger(time.Now)
+	l.state = plan.NewKernelState()
+	a := &applier{ledger: l, cfg: &Config{Now: time.Now}}
+	l.state.Virtual[existing] = plan.VirtualServer{VirtualKey: existing, Scheduler: "rr"}
+	l.state.Addresses[existing.Addr] = true
 	ctx := fault.With(context.Background(), func(pkg, _ string) error {
 		if pkg == "nftables" {
 			return unix.EPERM
@@ -45,7 +42,7 @@ func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
 		return nil
 	})
 
-	errs := d.apply(ctx, pl, &FlowCleanup{})
+	errs := a.apply(ctx, pl, target{kernel: plan.NewKernelState()}, &FlowCleanup{})
 
 	var oe *OpError
 	if len(errs) == 0 || !errors.As(errs[0], &oe) || !errors.Is(errs[0], unix.EPERM) {
@@ -61,13 +58,13 @@ func TestApplyHoldsBackAfterRulesFail(t *testing.T) {
 	if !rulesFailed(errs) {
 		t.Error("rulesFailed is false after the rules failed")
 	}
-	if !d.retry.All || !d.retry.Virtual[vk] || !d.retry.Addresses[vk.Addr] {
-		t.Errorf("planned again: %+v; want everything, the virtual server and its address", d.retry)
+	if !l.retry.All || !l.retry.Virtual[vk] || !l.retry.Addresses[vk.Addr] {
+		t.Errorf("planned again: %+v; want everything, the virtual server and its address", l.retry)
 	}
-	if d.isProgrammed(vk) || d.programmed.Addresses[vk.Addr] {
+	if l.isProgrammed(vk) || l.state.Addresses[vk.Addr] {
 		t.Error("the held-back virtual server or address is recorded as programmed")
 	}
-	if !d.isProgrammed(existing) || !d.programmed.Addresses[existing.Addr] {
+	if !l.isProgrammed(existing) || !l.state.Addresses[existing.Addr] {
 		t.Error("what was programmed before is gone")
 	}
 }

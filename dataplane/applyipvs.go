@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -16,30 +17,33 @@ type ipvsRequest struct {
 	op, real int
 }
 
+// of returns the operation of ops that r sends: for an AddReals, its one
+// real server's.
+func (r ipvsRequest) of(ops []plan.Op) plan.Op {
+	op := ops[r.op]
+	if o, ok := op.(plan.AddReals); ok {
+		return plan.AddReals{Virtual: o.Virtual, Reals: o.Reals[r.real : r.real+1]}
+	}
+	return op
+}
+
 // applyIPVS sends IPVS operations as one batch, an AddReals as one request
 // per real server. An addition that finds its object there (left by an
 // earlier run, or adopted) becomes an update, and a deletion that finds
 // nothing has nothing to do. Each failure is returned per request, so a
 // real server that failed is named alone.
-func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error {
+func (a *applier) applyIPVS(ctx context.Context, batch planner.Batch) []error {
 	ops, n := batch.Ops, batch.Requests()
 	reqs := make([]ipvsRequest, 0, n)
-	b := &d.ipvsBatch
+	b := &a.ipvsBatch
 	b.Reset()
 	b.Grow(n)
 	for i, op := range ops {
-		if o, ok := op.(plan.AddReals); ok {
-			svc := ipvsKey(o.Virtual)
-			for j, r := range o.Reals {
-				reqs = append(reqs, ipvsRequest{op: i, real: j})
-				b.CreateDestination(svc, ipvsDestination(r))
-			}
-			continue
+		for j := range addIPVS(b, op) {
+			reqs = append(reqs, ipvsRequest{op: i, real: j})
 		}
-		reqs = append(reqs, ipvsRequest{op: i})
-		addIPVS(b, op)
 	}
-	failures := d.k.sendIPVS(ctx, b)
+	failures := a.k.sendIPVS(ctx, b)
 	var retry []int
 	for i, err := range failures {
 		op := ops[reqs[i].op]
@@ -55,14 +59,9 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error 
 		slices.Sort(retry)
 		b.Reset()
 		for _, i := range retry {
-			switch o := ops[reqs[i].op].(type) {
-			case plan.AddReals:
-				b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(o.Reals[reqs[i].real]))
-			case plan.AddVirtual:
-				b.UpdateService(ipvsService(o.Virtual))
-			}
+			addUpdate(b, reqs[i].of(ops))
 		}
-		retried := d.k.sendIPVS(ctx, b)
+		retried := a.k.sendIPVS(ctx, b)
 		for j, i := range retry {
 			if err, ok := retried[j]; ok {
 				failures[i] = err
@@ -71,7 +70,7 @@ func (d *Dataplane) applyIPVS(ctx context.Context, batch planner.Batch) []error 
 			}
 		}
 	}
-	return d.recordIPVS(ops, reqs, failures)
+	return a.ledger.recordIPVS(ops, reqs, failures)
 }
 
 // sendIPVS applies a batch and returns its failures by their place in
@@ -94,7 +93,7 @@ func (k *kernel) sendIPVS(ctx context.Context, b *ipvs.Batch) map[int]error {
 // recordIPVS records what a batch did and returns its failures. The
 // programmed state records the batch's successes together (see
 // plan.KernelState.Record).
-func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[int]error) []error {
+func (l *ledger) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[int]error) []error {
 	var errs []error
 	var done []plan.Op
 	for i := 0; i < len(reqs); {
@@ -111,7 +110,7 @@ func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[i
 						kept = slices.Clone(o.Reals[:j])
 					}
 					failed++
-					errs = append(errs, d.failed(plan.AddReals{Virtual: o.Virtual, Reals: o.Reals[j : j+1]}, err))
+					errs = append(errs, l.failed(plan.AddReals{Virtual: o.Virtual, Reals: o.Reals[j : j+1]}, err))
 				case failed > 0:
 					kept = append(kept, r)
 				}
@@ -127,17 +126,19 @@ func (d *Dataplane) recordIPVS(ops []plan.Op, reqs []ipvsRequest, failures map[i
 			err, bad := failures[i]
 			i++
 			if bad {
-				errs = append(errs, d.failed(op, err))
+				errs = append(errs, l.failed(op, err))
 				continue
 			}
 		}
 		done = append(done, op)
 	}
-	d.succeeded(done...)
+	l.succeeded(done...)
 	return errs
 }
 
-func addIPVS(b *ipvs.Batch, op plan.Op) {
+// addIPVS adds the requests of an IPVS operation to b and returns how
+// many: one, or one per real server of an AddReals.
+func addIPVS(b *ipvs.Batch, op plan.Op) int {
 	switch o := op.(type) {
 	case plan.AddVirtual:
 		b.CreateService(ipvsService(o.Virtual))
@@ -145,19 +146,53 @@ func addIPVS(b *ipvs.Batch, op plan.Op) {
 		b.UpdateService(ipvsService(o.Virtual))
 	case plan.DeleteVirtual:
 		b.DeleteService(ipvsKey(o.Virtual))
+	case plan.AddReals:
+		svc := ipvsKey(o.Virtual)
+		for _, r := range o.Reals {
+			b.CreateDestination(svc, ipvsDestination(r))
+		}
+		return len(o.Reals)
 	case plan.UpdateReal:
 		b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(o.Real))
 	case plan.DeleteReal:
 		b.DeleteDestination(ipvsKey(o.Virtual), ipvsDestination(plan.RealServer{RealKey: o.Real}))
+	default:
+		// A kind of operation the planner batches as IPVS without its
+		// requests here (TestEveryOperationIsNamed).
+		panic(fmt.Sprintf("dataplane: no IPVS request for %T", op))
+	}
+	return 1
+}
+
+// addUpdate adds to b the update that stands in for an addition that
+// found its object there: left by an earlier run, or adopted. Only an
+// addition can find its object there.
+func addUpdate(b *ipvs.Batch, op plan.Op) {
+	switch o := op.(type) {
+	case plan.AddVirtual:
+		b.UpdateService(ipvsService(o.Virtual))
+	case plan.AddReals:
+		for _, r := range o.Reals {
+			b.UpdateDestination(ipvsKey(o.Virtual), ipvsDestination(r))
+		}
+	case plan.UpdateVirtual, plan.DeleteVirtual, plan.UpdateReal, plan.DeleteReal:
+	default:
+		// As in addIPVS.
+		panic(fmt.Sprintf("dataplane: no IPVS update for %T", op))
 	}
 }
 
+// isDelete reports whether op deletes a virtual server (virtual) or a
+// real server (!virtual).
 func isDelete(op plan.Op, virtual bool) bool {
 	switch op.(type) {
 	case plan.DeleteVirtual:
 		return virtual
 	case plan.DeleteReal:
 		return !virtual
+	case plan.AddVirtual, plan.UpdateVirtual, plan.AddReals, plan.UpdateReal:
+		return false
 	}
-	return false
+	// As in addIPVS.
+	panic(fmt.Sprintf("dataplane: no IPVS deletion check for %T", op))
 }

@@ -84,8 +84,8 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	d.stopReread()
-	d.programmed, d.device = nil, nil
+	d.reader.stop()
+	d.ledger.state, d.apply.device = nil, nil
 	d.planner = d.newPlanner()
 	return errors.Join(errs...)
 }
@@ -112,8 +112,8 @@ func (d *Dataplane) Handover(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	d.stopReread()
-	d.programmed, d.device = nil, nil
+	d.reader.stop()
+	d.ledger.state, d.apply.device = nil, nil
 	d.planner = d.newPlanner()
 	return errors.Join(errs...)
 }

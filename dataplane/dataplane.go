@@ -2,15 +2,11 @@ package dataplane
 
 import (
 	"errors"
-	"net/netip"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/dummy"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
-	"github.com/ipvsplane/ipvsplane/ipvs"
 )
 
 // DefaultDevice is the dummy device the virtual IPs are bound to, named as
@@ -63,52 +59,16 @@ type Dataplane struct {
 	// k is what talks to the kernel; the rest remembers.
 	k       *kernel
 	planner *planner.Planner
-	// programmed is what the kernel holds, as far as the dataplane knows;
-	// nil until the first sync reads the kernel.
-	programmed *plan.KernelState
-	// prefilled is set by Prefill: the next sync compares everything.
-	prefilled bool
-	// retry holds the objects whose operations failed, planned again on
-	// the next sync.
-	retry    *planner.Scope
-	draining draining
-	// drainingRead is when the draining real servers were last read (see
-	// drainingReadEvery).
-	drainingRead time.Time
-	setIndex     map[string]uint16
-	device       *dummy.Device
-	// leftovers are virtual IPs bound the other way than cfg.Binding
-	// says, found by the last full read and not yet unbound.
-	leftovers []netip.Addr
-	// foreign are the virtual servers another program made, as the last
-	// full read found them (see kernelRead.foreign).
-	foreign  map[plan.VirtualKey]bool
-	lastFull time.Time
-	// lastReread is the last finished background read's timing.
-	lastReread rereadTiming
-	canary     canary
-	// reread is the periodic read of the kernel while it runs, through
-	// the background connections, opened on the first one.
-	reread     *reread
-	background kernelReaders
-	// turn keeps the periodic reread's requests apart from the syncs.
-	turn turn
-	// sweep compares what the last periodic read found a piece a sync,
-	// until it is done; nil when none is under way.
-	sweep *planner.Sweep
-	// kernelSysctls are the settings this kernel's release calls for.
-	kernelSysctls []model.Sysctl
-	// written are the sysctls and IPVS timeouts last written.
-	written nodeSettings
-	// ipv6 is false on a kernel without IPv6: the node is then served
-	// IPv4Only.
-	ipv6 bool
-	// schedulers remembers which schedulers the services name that the
-	// kernel has.
-	schedulers schedulerCache
-	// ipvsBatch is the batch applyIPVS fills, kept for its memory: a
-	// first sync sends its IPVS operations as many batches in a row.
-	ipvsBatch ipvs.Batch
+	// ledger is what was programmed and what is owed (see ledger).
+	ledger *ledger
+	// pending is what the next syncs must compare beyond their changes.
+	pending pending
+	// apply carries out the plans.
+	apply applier
+	// reader reads the kernel in the background.
+	reader rereader
+	// settings are the node kernel's facts and the settings written.
+	settings nodeSettings
 }
 
 // New opens the netlink connections. It fails with an error matching
@@ -127,7 +87,7 @@ func New(cfg *Config) (*Dataplane, error) {
 
 // openDataplane opens a Dataplane's connections in ns.
 func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
-	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), retry: planner.NewScope(), draining: draining{}, setIndex: map[string]uint16{}, turn: newTurn()}
+	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render)}
 	if cfg != nil {
 		d.cfg = *cfg
 	}
@@ -140,12 +100,14 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 	if d.cfg.Now == nil {
 		d.cfg.Now = time.Now
 	}
+	d.ledger = newLedger(d.cfg.Now)
+	d.reader = rereader{cfg: &d.cfg, ns: ns, turn: newTurn()}
 	var err error
-	if d.kernelSysctls, err = kernelSysctls(ns.Release); err != nil {
+	if d.settings.kernelSysctls, err = kernelSysctls(ns.Release); err != nil {
 		return nil, err
 	}
 	err = ns.InProc(func(procSys, procNet string) (err error) {
-		d.ipv6, err = hasIPv6(procNet, procSys)
+		d.settings.ipv6, err = hasIPv6(procNet, procSys)
 		return err
 	})
 	if err != nil {
@@ -154,13 +116,14 @@ func openDataplane(cfg *Config, ns *namespace) (*Dataplane, error) {
 	if d.k, err = openKernel(ns, d.cfg.Binding); err != nil {
 		return nil, err
 	}
-	d.schedulers = schedulerCache{probe: d.k.checkScheduler, known: map[string]error{}}
+	d.settings.schedulers = schedulerCache{probe: d.k.checkScheduler, known: map[string]error{}}
+	d.apply = applier{k: d.k, ledger: d.ledger, cfg: &d.cfg, setIndex: map[string]uint16{}}
 	return d, nil
 }
 
 // Close closes the connections.
 func (d *Dataplane) Close() error {
-	d.stopReread()
-	d.stopSweep()
-	return errors.Join(d.k.close(), d.background.close())
+	d.reader.stop()
+	d.pending.stopSweep()
+	return errors.Join(d.k.close(), d.reader.close())
 }

@@ -13,31 +13,27 @@ import (
 )
 
 // applyAddresses binds or unbinds many addresses in few writes.
-func (d *Dataplane) applyAddresses(ctx context.Context, ops []plan.Op) []error {
+func (a *applier) applyAddresses(ctx context.Context, ops []plan.Op) []error {
 	addrs := make([]netip.Addr, len(ops))
-	_, bind := ops[0].(plan.Bind)
+	_, bind := addressOf(ops[0])
 	for i, op := range ops {
-		if bind {
-			addrs[i] = op.(plan.Bind).Addr
-		} else {
-			addrs[i] = op.(plan.Unbind).Addr
-		}
+		addrs[i], _ = addressOf(op)
 	}
 	var err error
 	switch {
 	case bind:
-		if err = d.ensureDevice(ctx); err == nil {
-			err = d.device.BindAll(ctx, addrs)
+		if err = a.ensureDevice(ctx); err == nil {
+			err = a.device.BindAll(ctx, addrs)
 			if errors.Is(err, dummy.ErrLinkNotExist) {
 				// Deleted behind the dataplane's back: make it again.
-				d.device = nil
-				if err = d.ensureDevice(ctx); err == nil {
-					err = d.device.BindAll(ctx, addrs)
+				a.device = nil
+				if err = a.ensureDevice(ctx); err == nil {
+					err = a.device.BindAll(ctx, addrs)
 				}
 			}
 		}
-	case d.device != nil:
-		err = d.device.UnbindAll(ctx, addrs)
+	case a.device != nil:
+		err = a.device.UnbindAll(ctx, addrs)
 	}
 	// Failures name their address by its index; an error that lists
 	// none is the whole batch's.
@@ -55,23 +51,37 @@ func (d *Dataplane) applyAddresses(ctx context.Context, ops []plan.Op) []error {
 	for i, op := range ops {
 		switch {
 		case all != nil:
-			errs = append(errs, d.failed(op, all))
+			errs = append(errs, a.ledger.failed(op, all))
 		case failed[i] != nil:
-			errs = append(errs, d.failed(op, failed[i]))
+			errs = append(errs, a.ledger.failed(op, failed[i]))
 		default:
-			d.succeeded(op)
+			a.ledger.succeeded(op)
 		}
 	}
 	return errs
 }
 
-func (d *Dataplane) ensureDevice(ctx context.Context) error {
-	if d.device != nil {
+// addressOf returns the address an operation binds (bind) or unbinds.
+func addressOf(op plan.Op) (addr netip.Addr, bind bool) {
+	switch o := op.(type) {
+	case plan.Bind:
+		return o.Addr, true
+	case plan.Unbind:
+		return o.Addr, false
+	}
+	// A kind of operation the planner batches as addresses without its
+	// address here (TestEveryOperationIsNamed).
+	panic(fmt.Sprintf("dataplane: no address of %T", op))
+}
+
+// ensureDevice makes the dummy device unless the applier has it.
+func (a *applier) ensureDevice(ctx context.Context) error {
+	if a.device != nil {
 		return nil
 	}
-	dev, err := d.k.links.Ensure(ctx, d.cfg.Device)
+	dev, err := a.k.links.Ensure(ctx, a.cfg.Device)
 	if err == nil {
-		d.device = dev
+		a.device = dev
 	}
 	return err
 }
@@ -82,31 +92,47 @@ func (d *Dataplane) ensureDevice(ctx context.Context) error {
 // last IPv4 address of a device goes, the kernel flushes every route
 // through it: a switch to local routes then binds them again at once,
 // which leaves their delivery a gap of one request.
-func (d *Dataplane) unbindLeftovers(ctx context.Context) error {
-	if len(d.leftovers) == 0 || d.device == nil {
+func (a *applier) unbindLeftovers(ctx context.Context) error {
+	l := a.ledger
+	if len(l.leftovers) == 0 || a.device == nil {
 		return nil
 	}
-	left := d.leftovers
-	d.leftovers = nil
-	err := d.device.UnbindLeftovers(ctx, left)
+	left := l.leftovers
+	l.leftovers = nil
+	err := a.device.UnbindLeftovers(ctx, left)
 	var batch *dummy.BatchError
 	if errors.As(err, &batch) {
 		for _, f := range batch.Failed {
-			d.leftovers = append(d.leftovers, left[f.Index])
+			l.leftovers = append(l.leftovers, left[f.Index])
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("dataplane: unbinding virtual IPs bound other than as %s: %w", d.cfg.Binding, err)
+		return fmt.Errorf("dataplane: unbinding virtual IPs bound other than as %s: %w", a.cfg.Binding, err)
 	}
-	if d.cfg.Binding != dummy.BindLocalRoutes {
+	if a.cfg.Binding != dummy.BindLocalRoutes {
 		return nil
 	}
-	bound := slices.Collect(maps.Keys(d.programmed.Addresses))
-	if err := d.device.BindAll(ctx, bound); err != nil {
+	bound := slices.Collect(maps.Keys(l.state.Addresses))
+	if err := a.device.BindAll(ctx, bound); err != nil {
 		// Believed unbound, they are bound by the next sync's compare.
-		d.programmed.Addresses = map[netip.Addr]bool{}
-		d.retry.All = true
-		return fmt.Errorf("dataplane: binding virtual IPs as %s again after the addresses went: %w", d.cfg.Binding, err)
+		l.state.Addresses = map[netip.Addr]bool{}
+		l.retry.All = true
+		return fmt.Errorf("dataplane: binding virtual IPs as %s again after the addresses went: %w", a.cfg.Binding, err)
+	}
+	return nil
+}
+
+// findDevice takes the device a read found (present), or forgets it.
+func (a *applier) findDevice(ctx context.Context, present bool) error {
+	var err error
+	switch {
+	case !present:
+		a.device = nil
+	case a.device == nil:
+		// Known, so that stale addresses can be unbound.
+		if a.device, err = a.k.links.Get(ctx, a.cfg.Device); err != nil && !errors.Is(err, dummy.ErrLinkNotExist) {
+			return err
+		}
 	}
 	return nil
 }

@@ -45,6 +45,12 @@ func (dr draining) track(op plan.Op, now time.Time) {
 		dr.stop(o.Virtual, o.Real)
 	case plan.DeleteVirtual:
 		delete(dr, o.Virtual)
+	case plan.CreateSet, plan.AddEntries, plan.DelEntries, plan.ReplaceRules, plan.AddVirtual, plan.UpdateVirtual,
+		plan.AddReals, plan.Bind, plan.Unbind, plan.ReconcileFlows, plan.RemoveKubeProxyRules:
+	default:
+		// A kind of operation added without saying whether it starts or
+		// stops a drain (TestEveryOperationIsNamed).
+		panic(fmt.Sprintf("dataplane: no drain tracking of %T", op))
 	}
 }
 
@@ -65,25 +71,32 @@ func (dr draining) keep(vk plan.VirtualKey, current plan.Reals) {
 	}
 }
 
-// drain returns the drain settings of a plan made now.
-func (d *Dataplane) drain() planner.Drain {
-	return planner.Drain{Since: d.draining, Timeout: d.cfg.DrainTimeout, Timeouts: d.planner.DrainTimeouts(), Now: d.cfg.Now()}
+// drain returns the drain settings of a plan made now: timeout, unless
+// timeouts names one for a virtual server (planner.Planner.DrainTimeouts).
+func (l *ledger) drain(timeout time.Duration, timeouts map[plan.VirtualKey]time.Duration) planner.Drain {
+	return planner.Drain{Since: l.draining, Timeout: timeout, Timeouts: timeouts, Now: l.now()}
+}
+
+// drainingDue reports whether the draining real servers' connection
+// counts should be read again at now (see drainingReadEvery).
+func (l *ledger) drainingDue(now time.Time) bool {
+	return len(l.draining) > 0 && now.Sub(l.drainingRead) >= drainingReadEvery
 }
 
 // refreshDraining reads the connection counts of the real servers that
 // drain, one dump per virtual server that has some, so the plan can delete
 // those whose connections ended.
-func (d *Dataplane) refreshDraining(ctx context.Context) error {
-	for vk := range d.draining {
-		dests, err := d.k.ipvs.Destinations(ctx, ipvsKey(vk))
+func (l *ledger) refreshDraining(ctx context.Context, k *kernel) error {
+	for vk := range l.draining {
+		dests, err := k.ipvs.Destinations(ctx, ipvsKey(vk))
 		if err != nil {
 			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
 		}
 		current := realsFromIPVS(dests)
-		if _, ok := d.programmed.Virtual[vk]; ok {
-			d.programmed.Reals[vk] = current
+		if _, ok := l.state.Virtual[vk]; ok {
+			l.state.Reals[vk] = current
 		}
-		d.draining.keep(vk, current)
+		l.draining.keep(vk, current)
 	}
 	return nil
 }
@@ -92,12 +105,12 @@ func (d *Dataplane) refreshDraining(ctx context.Context) error {
 // scope that lose real servers still at a weight, one dump each, so the
 // plan deletes at once those with no connection and drains the others,
 // as kube-proxy reads them before it deletes a real server.
-func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelState, scope planner.Scope) error {
-	for vk := range scopedVirtual(scope, d.programmed) {
-		if _, ok := d.programmed.Virtual[vk]; !ok || !planner.LosesReals(d.programmed, desired, vk) {
+func (l *ledger) refreshLeaving(ctx context.Context, k *kernel, desired *plan.KernelState, scope planner.Scope) error {
+	for vk := range scopedVirtual(scope, l.state) {
+		if _, ok := l.state.Virtual[vk]; !ok || !planner.LosesReals(l.state, desired, vk) {
 			continue
 		}
-		dests, err := d.k.ipvs.Destinations(ctx, ipvsKey(vk))
+		dests, err := k.ipvs.Destinations(ctx, ipvsKey(vk))
 		if errors.Is(err, ipvs.ErrServiceNotExist) {
 			// Gone behind the dataplane's back: its deletions fail
 			// harmlessly, and the next read of the kernel repairs it.
@@ -106,7 +119,7 @@ func (d *Dataplane) refreshLeaving(ctx context.Context, desired *plan.KernelStat
 		if err != nil {
 			return fmt.Errorf("dataplane: reading the real servers of %s: %w", vk, err)
 		}
-		d.programmed.Reals[vk] = realsFromIPVS(dests)
+		l.state.Reals[vk] = realsFromIPVS(dests)
 	}
 	return nil
 }
@@ -121,23 +134,14 @@ func scopedVirtual(scope planner.Scope, programmed *plan.KernelState) iter.Seq[p
 	return maps.Keys(scope.Virtual)
 }
 
-// succeeded records carried-out operations.
-func (d *Dataplane) succeeded(ops ...plan.Op) {
-	d.programmed.Record(ops...)
-	now := d.cfg.Now()
-	for _, op := range ops {
-		d.draining.track(op, now)
-	}
-}
-
 // shareReals makes the programmed real server lists in scope that equal
 // the desired ones the desired ones: after the kernel was read, the
 // programmed state would otherwise hold a second copy of every list.
-func (d *Dataplane) shareReals(desired *plan.KernelState, scope planner.Scope) {
-	for vk := range scopedVirtual(scope, d.programmed) {
-		have, ok := d.programmed.Reals[vk]
+func (l *ledger) shareReals(desired *plan.KernelState, scope planner.Scope) {
+	for vk := range scopedVirtual(scope, l.state) {
+		have, ok := l.state.Reals[vk]
 		if want, wanted := desired.Reals[vk]; ok && wanted && slices.Equal(have, want) {
-			d.programmed.Reals[vk] = want
+			l.state.Reals[vk] = want
 		}
 	}
 }

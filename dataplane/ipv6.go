@@ -14,7 +14,7 @@ import (
 // without it (booted with ipv6.disable=1, or with
 // net.ipv6.conf.all.disable_ipv6 set), where it serves IPv4 alone, as
 // kube-proxy then runs single-stack.
-func (d *Dataplane) IPv6() bool { return d.ipv6 }
+func (d *Dataplane) IPv6() bool { return d.settings.ipv6 }
 
 // hasIPv6 decides what kube-proxy's platformCheckSupported decides, from
 // a namespace's /proc/net and /proc/sys: IPv6 is there when net's if_inet6
@@ -38,8 +38,8 @@ func hasIPv6(procNet, procSys string) (bool, error) {
 
 // served returns state as the dataplane serves it: on a kernel without
 // IPv6 with the node IPv4Only (a copy), else state itself.
-func (d *Dataplane) served(state *model.State) *model.State {
-	if d.ipv6 || state.Node.IPv4Only {
+func (n *nodeSettings) served(state *model.State) *model.State {
+	if n.ipv6 || state.Node.IPv4Only {
 		return state
 	}
 	s := *state

@@ -49,10 +49,10 @@ func TestHasIPv6(t *testing.T) {
 // caller's state stays as it was.
 func TestServedWithoutIPv6(t *testing.T) {
 	state := &model.State{Node: model.Node{Name: "node-a"}}
-	if got := (&Dataplane{ipv6: true}).served(state); got != state || got.Node.IPv4Only {
+	if got := (&nodeSettings{ipv6: true}).served(state); got != state || got.Node.IPv4Only {
 		t.Error("a kernel with IPv6 changed the state")
 	}
-	got := (&Dataplane{}).served(state)
+	got := (&nodeSettings{}).served(state)
 	if !got.Node.IPv4Only || state.Node.IPv4Only {
 		t.Errorf("without IPv6: served IPv4Only %v, caller's %v; want true, false", got.Node.IPv4Only, state.Node.IPv4Only)
 	}

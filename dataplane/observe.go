@@ -337,40 +337,32 @@ func dropUnowned(s *plan.KernelState, desired *plan.KernelState, node *model.Nod
 	}
 }
 
-// observe reads what ipvsplane owns in the kernel (see kernelRead.owned),
-// whether its rule tables are in place, and the iptables chains
-// kube-proxy left, which it removes once its own rules are.
-func (d *Dataplane) observe(ctx context.Context, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
-	read, err := readKernel(ctx, d.k.kernelReaders, d.cfg.Device, nil)
-	if err != nil {
-		return nil, err
+// observe narrows a read of the kernel to what ipvsplane owns (see
+// kernelRead.owned); a nil read is a whole read made now through the
+// sync's connections. It adds what is read through those: the device,
+// whether its rule tables are in place, which is small, and the iptables
+// chains kube-proxy left, which it removes once its own rules are. A
+// whole read also tells the ledger the other programs' virtual servers.
+func (d *Dataplane) observe(ctx context.Context, read *kernelRead, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
+	if read == nil {
+		var err error
+		if read, err = readKernel(ctx, d.k.kernelReaders, d.cfg.Device, nil); err != nil {
+			return nil, err
+		}
 	}
-	return d.ownedWithRules(ctx, read, desired, node, adoptAll)
-}
-
-// ownedWithRules narrows a read to what ipvsplane owns (see
-// kernelRead.owned) and adds what is read through the sync's own
-// connections: the device, and the rule tables' state, which is small.
-func (d *Dataplane) ownedWithRules(ctx context.Context, read *kernelRead, desired *plan.KernelState, node *model.Node, adoptAll bool) (*plan.KernelState, error) {
 	if read.whole {
 		// Before owned, which takes the read's maps over.
-		d.foreign = read.foreign(d.programmed)
+		d.ledger.foreign = read.foreign(d.ledger.state)
 	}
 	k, err := read.owned(desired, node, adoptAll)
 	if err != nil {
 		return nil, err
 	}
 	if read.leftovers != nil {
-		d.leftovers = read.leftovers
+		d.ledger.leftovers = read.leftovers
 	}
-	switch {
-	case !read.device:
-		d.device = nil
-	case d.device == nil:
-		// Known, so that stale addresses can be unbound.
-		if d.device, err = d.k.links.Get(ctx, d.cfg.Device); err != nil && !errors.Is(err, dummy.ErrLinkNotExist) {
-			return nil, err
-		}
+	if err := d.apply.findDevice(ctx, read.device); err != nil {
+		return nil, err
 	}
 	current, err := nftrules.Current(d.k.rules, node)
 	if err != nil {

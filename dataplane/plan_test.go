@@ -18,7 +18,7 @@ import (
 // a Sync of a whole state.
 func TestPlanPanicDropsThePlanner(t *testing.T) {
 	lacking := &model.SchedulerError{Service: model.ServicePortName{}, Scheduler: "sed", Err: ErrSchedulerNotSupported}
-	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), schedulers: schedulerCache{known: map[string]error{"sed": lacking}}}
+	d := &Dataplane{planner: planner.NewPlanner(nftrules.Render), ledger: newLedger(nil), settings: nodeSettings{schedulers: schedulerCache{known: map[string]error{"sed": lacking}}}}
 	web := fixture.Web()
 	d.planner.Update(&model.State{Node: fixture.VMNode(), Services: []model.ServicePort{web}})
 	changes := []model.Change{{Name: web.Name, Port: &web}}

@@ -25,8 +25,8 @@ import (
 // Failures are reported as Sync reports them; a failed operation is
 // not tried again within the Prefill, but by the next Sync.
 func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, error) {
-	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
+	state = d.settings.served(state)
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	_, modelErrs := d.planner.Update(state)
 	return d.prefill(ctx, planner.FullScope, append(checkErrs, modelErrs...), replanWith(d.planner, state, checkErrs))
 }
@@ -37,10 +37,10 @@ func (d *Dataplane) Prefill(ctx context.Context, state *model.State) (*Result, e
 // kernel first: otherwise it returns ErrNotSynced. The node's settings
 // stay those of the last Prefill.
 func (d *Dataplane) PrefillChanges(ctx context.Context, changes []model.Change) (*Result, error) {
-	if d.programmed == nil || d.planner.Node() == nil {
+	if d.ledger.state == nil || d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs := d.planner.UpdateChanges(changes)
 	return d.prefill(ctx, scope, append(checkErrs, modelErrs...), nil)
 }
@@ -49,34 +49,24 @@ func (d *Dataplane) PrefillChanges(ctx context.Context, changes []model.Change) 
 // kernel first if nothing has read it yet; replan plans again when the
 // read finds another program's virtual servers that matter.
 func (d *Dataplane) prefill(ctx context.Context, scope planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
-	if err := d.turn.take(ctx); err != nil {
+	if err := d.reader.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
-	defer d.turn.give()
-	desired, owners := d.planner.Desired()
-	node := d.planner.Node()
-	res := &Result{}
-	if d.programmed == nil {
-		observed, n, err := d.firstRead(ctx, d.readAhead(ctx), desired, node, true)
-		res.Retries += n
-		if err != nil {
-			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
-		}
-		d.programmed, scope = observed, planner.FullScope
-		d.lastFull = d.cfg.Now()
+	defer d.reader.turn.give()
+	c := &comparison{target: targetOf(d.planner), scope: scope, modelErrs: modelErrs}
+	var beforeErrs []error
+	if d.ledger.state == nil {
 		// A prefill's first read has the whole state to plan again with.
-		var replanned bool
-		if modelErrs, replanned, _ = d.learnForeign(replan, modelErrs); replanned {
-			desired, owners = d.planner.Desired()
-			node = d.planner.Node()
+		if err := d.readAll(ctx, c, d.reader.ahead(ctx), true, replan); err != nil {
+			return nil, err
 		}
-		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
+		beforeErrs = d.settings.write(ctx, d.k, c.target.node)
 	}
-	res.Plan = planner.Diff(planner.DiffInputs{Observed: d.programmed, Desired: desired, Services: owners, Scope: scope}).Additions(d.planner.ClaimedByAnyone())
-	d.programmed.Grow(res.Plan)
-	opErrs := d.apply(ctx, res.Plan, &res.Flows)
-	d.prefilled = true
-	res.RulesFailed = rulesFailed(opErrs)
-	res.Errors = append(modelErrs, append(res.Errors, opErrs...)...)
-	return res, nil
+	t := c.target
+	pl := planner.Diff(planner.DiffInputs{Observed: d.ledger.state, Desired: t.kernel, Services: t.owners, Scope: c.scope}).Additions(t.planner.ClaimedByAnyone())
+	d.ledger.state.Grow(pl)
+	var out applied
+	out.errs = d.apply.apply(ctx, pl, t, &out.flows)
+	d.pending.prefilled = true
+	return c.result(pl, beforeErrs, out), nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fixture"
-	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,14 +29,10 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 		plan.UpdateReal{Virtual: vk, Real: realAt("10.0.0.9", 80, 0)},
 	}
 	reqs := []ipvsRequest{{0, 0}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {3, 0}}
-	d := &Dataplane{
-		cfg:        Config{Now: time.Now},
-		programmed: plan.NewKernelState(),
-		retry:      planner.NewScope(),
-		draining:   draining{},
-	}
-	d.programmed.Reals[vk] = plan.Reals{realAt("10.0.0.9", 80, 1)}
-	errs := d.recordIPVS(ops, reqs, map[int]error{2: unix.ENOMEM, 4: unix.EBUSY})
+	l := newLedger(time.Now)
+	l.state = plan.NewKernelState()
+	l.state.Reals[vk] = plan.Reals{realAt("10.0.0.9", 80, 1)}
+	errs := l.recordIPVS(ops, reqs, map[int]error{2: unix.ENOMEM, 4: unix.EBUSY})
 
 	if len(errs) != 2 {
 		t.Fatalf("got %d errors, want 2: %v", len(errs), errs)
@@ -47,19 +42,19 @@ func TestRecordIPVSPartialAddReals(t *testing.T) {
 		t.Errorf("first error %v does not name the one failed real server", errs[0])
 	}
 	want := plan.Reals{realAt("10.0.0.1", 80, 1), realAt("10.0.0.3", 80, 1), realAt("10.0.0.9", 80, 0)}
-	if got := d.programmed.Reals[vk]; !slices.Equal(got, want) {
+	if got := l.state.Reals[vk]; !slices.Equal(got, want) {
 		t.Errorf("programmed %v, want %v", got, want)
 	}
-	if _, ok := d.programmed.Reals[other]; ok {
-		t.Errorf("a virtual server whose only addition failed has real servers %v", d.programmed.Reals[other])
+	if _, ok := l.state.Reals[other]; ok {
+		t.Errorf("a virtual server whose only addition failed has real servers %v", l.state.Reals[other])
 	}
-	if _, ok := d.programmed.Virtual[vk]; !ok {
+	if _, ok := l.state.Virtual[vk]; !ok {
 		t.Error("the added virtual server is not recorded")
 	}
-	if !d.retry.Virtual[vk] || !d.retry.Virtual[other] {
-		t.Errorf("virtual servers to plan again: %v", d.retry.Virtual)
+	if !l.retry.Virtual[vk] || !l.retry.Virtual[other] {
+		t.Errorf("virtual servers to plan again: %v", l.retry.Virtual)
 	}
-	if _, ok := d.draining[vk][plan.RealKey{Addr: fixture.IP("10.0.0.9"), Port: 80}]; !ok {
+	if _, ok := l.draining[vk][plan.RealKey{Addr: fixture.IP("10.0.0.9"), Port: 80}]; !ok {
 		t.Error("the real server set to weight 0 is not draining")
 	}
 }

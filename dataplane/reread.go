@@ -2,10 +2,12 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
@@ -41,15 +43,6 @@ type rereadTiming struct {
 	took  time.Duration
 }
 
-// startReread starts reading the kernel in the background, through
-// connections of its own (a netlink connection serves one request at a
-// time). It calls cfg.KernelRead when the read ends. The read outlives
-// the sync that starts it: Close, Resync and the syncs that read the
-// kernel themselves end it.
-func (d *Dataplane) startReread(ctx context.Context) error {
-	return d.startRead(ctx, false)
-}
-
 // ReadAhead starts the first sync's read of the kernel in the
 // background, so that it overlaps what the caller does before that sync:
 // a daemon's listing of its cluster's services, seconds at 10,000 of them,
@@ -61,89 +54,148 @@ func (d *Dataplane) startReread(ctx context.Context) error {
 // read, not by the first sync. It does nothing once a sync has read the
 // kernel.
 func (d *Dataplane) ReadAhead(ctx context.Context) error {
-	if d.programmed != nil || d.reread != nil {
+	if d.ledger.state != nil || d.reader.running != nil {
 		return nil
 	}
-	return d.startRead(ctx, true)
+	return d.reader.start(ctx, nil, true)
 }
 
-// startRead starts a background read; ahead makes it the first sync's.
-func (d *Dataplane) startRead(ctx context.Context, ahead bool) error {
-	if d.background.ipvs == nil {
-		r, err := dialReaders(d.k.ns, d.cfg.Binding)
+// rereader runs the background reads of the kernel and decides when the
+// next is due: the periodic reread every Config.ResyncInterval, and the
+// canary's cheap look, between them, that finds an outside flush at once.
+// It remembers the read under way, its connections (opened on the first
+// read and kept), when the last read ended and how long it took, and when
+// the kernel was last read or compared whole.
+type rereader struct {
+	cfg *Config
+	ns  *namespace
+	// turn keeps the reads' requests apart from the syncs.
+	turn turn
+	// running is the read under way; nil when none is.
+	running *reread
+	// background are the reads' connections; nil until the first.
+	background kernelReaders
+	// last is the last finished read's timing.
+	last rereadTiming
+	// lastFull is when the kernel was last read or compared whole.
+	lastFull time.Time
+	canary   canary
+}
+
+// start starts reading the kernel in the background, through connections
+// of its own (a netlink connection serves one request at a time). It
+// calls cfg.KernelRead when the read ends. The read outlives the sync that
+// starts it: Close, Resync and the syncs that read the kernel themselves
+// end it. The periodic reread (ahead false) gets the virtual servers
+// programmed holds and those the ownership sets record; the read ahead of
+// the first sync (see Dataplane.ReadAhead) reads everything, the
+// leftovers too.
+func (r *rereader) start(ctx context.Context, programmed *plan.KernelState, ahead bool) error {
+	if r.background.ipvs == nil {
+		b, err := dialReaders(r.ns, r.cfg.Binding)
 		if err != nil {
 			return err
 		}
-		d.background = r
+		r.background = b
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r := &reread{cancel: cancel, done: make(chan struct{}), since: planner.NewScope(), ahead: ahead}
-	readers, device, notify, now := d.background, d.cfg.Device, d.cfg.KernelRead, d.cfg.Now
+	rr := &reread{cancel: cancel, done: make(chan struct{}), since: planner.NewScope(), ahead: ahead}
+	readers, device, notify, now := r.background, r.cfg.Device, r.cfg.KernelRead, r.cfg.Now
 	// The read ahead of the first sync runs beside nothing but prefills,
 	// which only add, and compares everything: it reads at full speed.
 	var periodic *periodicRead
 	if !ahead {
-		periodic = &periodicRead{turn: d.turn, known: slices.Collect(maps.Keys(d.programmed.Virtual))}
+		periodic = &periodicRead{turn: r.turn, known: slices.Collect(maps.Keys(programmed.Virtual))}
 	}
 	go func() {
 		start := now()
-		r.retries, r.err = withRetries(ctx, func() (err error) {
-			r.read, err = readKernel(ctx, readers, device, periodic)
+		rr.retries, rr.err = withRetries(ctx, func() (err error) {
+			rr.read, err = readKernel(ctx, readers, device, periodic)
 			return err
 		})
-		r.timing.ended = now()
-		r.timing.took = r.timing.ended.Sub(start)
+		rr.timing.ended = now()
+		rr.timing.took = rr.timing.ended.Sub(start)
 		// Done before the notice: the sync it asks for must find the
 		// read ended, or it would leave the merge to the one after.
-		close(r.done)
+		close(rr.done)
 		if notify != nil {
 			notify()
 		}
 	}()
-	d.reread = r
+	r.running = rr
 	return nil
 }
 
-// finishedReread returns the background read if it has ended, and forgets
-// it.
-func (d *Dataplane) finishedReread() *reread {
-	r := d.reread
-	if r == nil {
-		return nil
+// finished returns the background read if it has ended with something
+// to merge, and forgets it. A read that failed is returned as an error; one
+// during which the syncs compared everything is dropped, and the next
+// read made due at once.
+func (r *rereader) finished() (*reread, error) {
+	rr := r.running
+	if rr == nil {
+		return nil, nil
 	}
 	select {
-	case <-r.done:
-		d.reread, d.lastReread = nil, r.timing
-		return r
+	case <-rr.done:
 	default:
-		return nil
+		return nil, nil
 	}
+	r.running, r.last = nil, rr.timing
+	switch {
+	case rr.err != nil:
+		return nil, fmt.Errorf("dataplane: rereading the kernel: %w", rr.err)
+	case rr.since.All:
+		// Everything was compared with the programmed state meanwhile;
+		// read again at once.
+		r.lastFull = time.Time{}
+		return nil, nil
+	}
+	return rr, nil
 }
 
-// readAhead returns the read ReadAhead started, once it has ended, and
-// forgets it; nil if there is none, or if ctx ends first (the sync then
-// stops it and reads the kernel itself, which fails with ctx's error).
-func (d *Dataplane) readAhead(ctx context.Context) *reread {
-	r := d.reread
-	if r == nil || !r.ahead {
+// ahead returns the read Dataplane.ReadAhead started, once it has ended,
+// and forgets it; nil if there is none, or if ctx ends first (the sync
+// then stops it and reads the kernel itself, which fails with ctx's
+// error).
+func (r *rereader) ahead(ctx context.Context) *reread {
+	rr := r.running
+	if rr == nil || !rr.ahead {
 		return nil
 	}
 	select {
-	case <-r.done:
-		d.reread = nil
-		return r
+	case <-rr.done:
+		r.running = nil
+		if rr.err == nil {
+			// The sync uses it: it times the next periodic read.
+			r.last = rr.timing
+		}
+		return rr
 	case <-ctx.Done():
 		return nil
 	}
 }
 
-// stopReread abandons a background read, waiting for its goroutine.
-func (d *Dataplane) stopReread() {
-	if d.reread != nil {
-		d.reread.cancel()
-		<-d.reread.done
-		d.reread = nil
+// stop abandons a background read, waiting for its goroutine.
+func (r *rereader) stop() {
+	if r.running != nil {
+		r.running.cancel()
+		<-r.running.done
+		r.running = nil
 	}
+}
+
+// planned notes what a sync plans while a read runs: there the reader
+// may or may not see the change.
+func (r *rereader) planned(scope planner.Scope) {
+	if r.running != nil {
+		r.running.since.Merge(scope)
+	}
+}
+
+// changedBehind reports whether the canary, when due, finds that the
+// kernel no longer holds what was programmed.
+func (r *rereader) changedBehind(ctx context.Context, k *kernel, programmed *plan.KernelState, node *model.Node) bool {
+	return r.canary.due(r.cfg.Now()) && !r.canary.alive(ctx, k, programmed, r.cfg.Device, node)
 }
 
 // mergeRead returns what the kernel holds according to a background read,
@@ -193,10 +245,13 @@ const (
 	rereadSlow       = 2 * time.Second
 )
 
-// resyncDue reports whether the periodic reread should start.
-func (d *Dataplane) resyncDue() bool {
-	now := d.cfg.Now()
-	last := d.lastReread
-	rested := last.took < rereadSlow || now.Sub(last.ended) >= rereadDutyFactor*last.took
-	return d.reread == nil && d.sweep == nil && d.cfg.ResyncInterval > 0 && now.Sub(d.lastFull) >= d.cfg.ResyncInterval && rested
+// due reports whether the periodic reread should start; not while one
+// runs, nor while a sweep still compares the last.
+func (r *rereader) due(sweeping bool) bool {
+	now := r.cfg.Now()
+	rested := r.last.took < rereadSlow || now.Sub(r.last.ended) >= rereadDutyFactor*r.last.took
+	return r.running == nil && !sweeping && r.cfg.ResyncInterval > 0 && now.Sub(r.lastFull) >= r.cfg.ResyncInterval && rested
 }
+
+// close closes the background connections, if open.
+func (r *rereader) close() error { return r.background.close() }

@@ -93,13 +93,13 @@ func TestResyncDue(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := t0.Add(tc.after)
-			d := &Dataplane{
-				cfg:        Config{ResyncInterval: 30 * time.Second, Now: func() time.Time { return now }},
-				lastFull:   t0,
-				lastReread: rereadTiming{ended: t0.Add(tc.took), took: tc.took},
+			r := &rereader{
+				cfg:      &Config{ResyncInterval: 30 * time.Second, Now: func() time.Time { return now }},
+				lastFull: t0,
+				last:     rereadTiming{ended: t0.Add(tc.took), took: tc.took},
 			}
-			if got := d.resyncDue(); got != tc.due {
-				t.Errorf("resyncDue() = %v, want %v", got, tc.due)
+			if got := r.due(false); got != tc.due {
+				t.Errorf("due(false) = %v, want %v", got, tc.due)
 			}
 		})
 	}

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
-	"github.com/ipvsplane/ipvsplane/internal/planner"
 	"golang.org/x/sys/unix"
 )
 
@@ -82,26 +80,31 @@ func withRetries(ctx context.Context, fn func() error) (int, error) {
 	return n, err
 }
 
+// applied is what carrying out a sync's plan did.
+type applied struct {
+	// errs are the failures of the last round (see applyRetrying), and
+	// then of unbinding the leftovers.
+	errs []error
+	// rounds counts the rounds that tried failed operations again.
+	rounds int
+	flows  FlowCleanup
+}
+
 // applyRetrying carries out a plan, then plans again and carries out the
 // operations that failed while any failure is transient, with a backoff
 // between rounds. The operations of every round are added to the plan;
 // the failures of the last round are returned, and stay planned for the
 // next sync.
-func (d *Dataplane) applyRetrying(ctx context.Context, pl *plan.Plan, desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName, flows *FlowCleanup) ([]error, int) {
-	errs := d.apply(ctx, pl, flows)
-	rounds := 0
-	for ; rounds < retryAttempts && anyTransient(errs); rounds++ {
-		if sleep(ctx, backoff(rounds)) != nil {
+func (a *applier) applyRetrying(ctx context.Context, pl *plan.Plan, t target) applied {
+	var out applied
+	out.errs = a.apply(ctx, pl, t, &out.flows)
+	for ; out.rounds < retryAttempts && anyTransient(out.errs); out.rounds++ {
+		if sleep(ctx, backoff(out.rounds)) != nil {
 			break
 		}
-		scope := *d.retry
-		if d.retry.All {
-			scope = planner.FullScope
-		}
-		d.retry = planner.NewScope()
-		again := d.diff(desired, owners, scope)
+		again := a.ledger.diff(t, a.ledger.takeRetry(), a.cfg.DrainTimeout)
 		pl.Append(again)
-		errs = d.apply(ctx, again, flows)
+		out.errs = a.apply(ctx, again, t, &out.flows)
 	}
-	return errs, rounds
+	return out
 }

@@ -101,11 +101,11 @@ func (c *schedulerCache) check(ctx context.Context, p *planner.Planner, node *mo
 // kernel was found to lack and the virtual servers other programs made.
 func (d *Dataplane) newPlanner() *planner.Planner {
 	p := planner.NewPlanner(nftrules.Render)
-	for name, err := range d.schedulers.known {
+	for name, err := range d.settings.schedulers.known {
 		if err != nil {
 			p.LackScheduler(name, err)
 		}
 	}
-	p.SetForeign(d.foreign)
+	p.SetForeign(d.ledger.foreign)
 	return p
 }

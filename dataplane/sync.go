@@ -85,8 +85,8 @@ type FlowCleanup struct {
 // This is the shape of go/packages' Load, whose per-package
 // errors ride on the packages and whose error means nothing was loaded.
 func (d *Dataplane) Sync(ctx context.Context, state *model.State) (*Result, error) {
-	state = d.served(state)
-	checkErrs := d.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
+	state = d.settings.served(state)
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, &state.Node, portSchedulers(state.Services))
 	scope, modelErrs, err := d.plan(nil, func() (planner.Scope, []error) { return d.planner.Update(state) })
 	if err != nil {
 		return nil, err
@@ -105,21 +105,6 @@ func replanWith(p *planner.Planner, state *model.State, checkErrs []error) repla
 		_, errs := p.Update(state)
 		return append(slices.Clip(checkErrs), errs...)
 	}
-}
-
-// learnForeign tells the planner the virtual servers the last full read
-// found another program's, and plans again with replan if that changes
-// the desired state. It returns the model's errors, and whether it
-// planned again or, without replan (a caller that has only changes), a
-// Sync must.
-func (d *Dataplane) learnForeign(replan replanner, modelErrs []error) (errs []error, replanned, needsState bool) {
-	switch {
-	case !d.planner.SetForeign(d.foreign):
-		return modelErrs, false, false
-	case replan == nil:
-		return modelErrs, false, true
-	}
-	return replan(), true, false
 }
 
 // plan runs one step of the planner. A panic there is a bug some input
@@ -151,7 +136,7 @@ func (d *Dataplane) SyncChanges(ctx context.Context, changes []model.Change) (*R
 	if d.planner.Node() == nil {
 		return nil, ErrNotSynced
 	}
-	checkErrs := d.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
+	checkErrs := d.settings.schedulers.check(ctx, d.planner, d.planner.Node(), changedSchedulers(changes))
 	scope, modelErrs, err := d.plan(changes, func() (planner.Scope, []error) { return d.planner.UpdateChanges(changes) })
 	if err != nil {
 		return nil, err
@@ -181,207 +166,57 @@ func changedSchedulers(changes []model.Change) iter.Seq[string] {
 	}
 }
 
-func (d *Dataplane) sync(ctx context.Context, scope planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
-	if err := d.turn.take(ctx); err != nil {
+// sync compares the kernel with the desired state where it must, plans
+// the difference and carries it out.
+func (d *Dataplane) sync(ctx context.Context, changed planner.Scope, modelErrs []error, replan replanner) (*Result, error) {
+	if err := d.reader.turn.take(ctx); err != nil {
 		return nil, fmt.Errorf("dataplane: waiting for the background read's request: %w", err)
 	}
-	defer d.turn.give()
-	desired, node := d.desiredNow()
-	res := &Result{}
-	// The kernel is read on the first sync and when the canary finds an
-	// outside change, before anything is planned; the periodic reread
-	// runs in the background, and the first sync after it ends merges it
-	// and starts comparing it, a piece a sync.
-	ahead := d.readAhead(ctx)
-	reread := d.finishedReread()
-	// readNow: the kernel was read in this sync, connection counts and all.
-	readNow := false
-	switch {
-	case reread == nil:
-	case reread.err != nil:
-		res.Errors = append(res.Errors, fmt.Errorf("dataplane: rereading the kernel: %w", reread.err))
-		reread = nil
-	case reread.since.All:
-		// Everything was compared with the programmed state meanwhile;
-		// read again at once.
-		d.lastFull, reread = time.Time{}, nil
+	defer d.reader.turn.give()
+	c, err := d.compare(ctx, changed, modelErrs, replan)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case d.programmed == nil || (!d.retry.All && d.canary.due(d.cfg.Now()) && !d.canary.alive(ctx, d.k, d.programmed, d.cfg.Device, node)):
-		d.stopReread()
-		d.stopSweep()
-		observed, n, err := d.firstRead(ctx, ahead, desired, node, false)
-		res.Retries += n
-		if err != nil {
-			d.programmed = nil
-			return nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
-		}
-		d.programmed, scope, res.Full, readNow = observed, planner.FullScope, true, true
-		d.lastFull = d.cfg.Now()
-		var replanned bool
-		if modelErrs, replanned, res.NeedsState = d.learnForeign(replan, modelErrs); replanned {
-			// The read kept what the old desired state named.
-			desired, node = d.desiredNow()
-			dropUnowned(d.programmed, desired, node)
-		}
-	case d.prefilled:
-		// A Prefill read the kernel and only added to it: this sync
-		// compares everything, as a first sync does, with what it owns
-		// by the whole state.
-		dropUnowned(d.programmed, desired, node)
-		scope, res.Full = planner.FullScope, true
-	default:
-		var err error
-		if scope, err = d.changedScope(ctx, scope, reread, desired, node, res); err != nil {
-			return nil, err
-		}
-	}
-	d.retry, d.prefilled = planner.NewScope(), false
-	scope = d.sweepPiece(scope, res)
-	if !readNow {
-		n, err := withRetries(ctx, func() error { return d.refreshLeaving(ctx, desired, scope) })
-		res.Retries += n
-		if err != nil {
-			return nil, err
-		}
-	}
-	d.program(ctx, res, scope, node)
-	res.Errors = append(modelErrs, res.Errors...)
-	return res, nil
+	beforeErrs := d.beforePlan(ctx, c)
+	pl := d.ledger.diff(c.target, c.scope, d.cfg.DrainTimeout)
+	out := d.apply.program(ctx, pl, c.target, c.scope)
+	return c.result(pl, beforeErrs, out), nil
 }
 
-// desiredNow returns the planner's desired state and node.
-func (d *Dataplane) desiredNow() (*plan.KernelState, *model.Node) {
-	desired, _ := d.planner.Desired()
-	return desired, d.planner.Node()
+// target is the planner's desired state, taken once for a sync, and
+// again only when the sync plans again after reading the kernel: what the
+// kernel should hold, the service port each virtual server belongs to,
+// and the node, with the planner that made them.
+type target struct {
+	planner *planner.Planner
+	kernel  *plan.KernelState
+	owners  map[plan.VirtualKey]model.ServicePortName
+	node    *model.Node
 }
 
-// changedScope is what a sync that does not read the kernel itself
-// compares: the changes in scope, the objects whose operations failed,
-// and, at most once per drainingReadEvery, the real servers still
-// draining, read again, unless a failure calls for
-// everything. It first merges a finished periodic read, and starts the
-// sweep that compares it piece by piece.
-func (d *Dataplane) changedScope(ctx context.Context, scope planner.Scope, reread *reread, desired *plan.KernelState, node *model.Node, res *Result) (planner.Scope, error) {
-	if reread != nil {
-		res.Retries += reread.retries
-		observed, err := d.ownedWithRules(ctx, reread.read, desired, node, false)
-		if err != nil {
-			return scope, fmt.Errorf("dataplane: reading the kernel: %w", err)
+// targetOf returns p's desired state.
+func targetOf(p *planner.Planner) target {
+	k, owners := p.Desired()
+	return target{planner: p, kernel: k, owners: owners, node: p.Node()}
+}
+
+// beforePlan is what a sync does between deciding what it compares and
+// planning: it starts the periodic reread when it is due, tells a running
+// read what the sync plans, and writes the node's settings when the sync
+// compares them. It returns their failures.
+func (d *Dataplane) beforePlan(ctx context.Context, c *comparison) []error {
+	var errs []error
+	if !c.full && d.reader.due(d.pending.sweep != nil) {
+		if err := d.reader.start(ctx, d.ledger.state, false); err != nil {
+			errs = append(errs, err)
 		}
-		d.programmed = mergeRead(observed, d.programmed, *reread.since)
-		d.stopSweep()
-		d.sweep = planner.NewSweep(d.programmed, desired)
+		d.reader.lastFull = d.cfg.Now()
 	}
-	if d.retry.All {
-		return planner.FullScope, nil
+	d.reader.planned(c.scope)
+	if c.scope.All || c.scope.Global {
+		errs = append(errs, d.settings.write(ctx, d.k, c.target.node)...)
 	}
-	d.retry.Merge(scope)
-	if now := d.cfg.Now(); len(d.draining) > 0 && now.Sub(d.drainingRead) >= drainingReadEvery {
-		n, err := withRetries(ctx, func() error { return d.refreshDraining(ctx) })
-		res.Retries += n
-		if err != nil {
-			return scope, err
-		}
-		d.drainingRead = now
-		for vk := range d.draining {
-			d.retry.Virtual[vk] = true
-		}
-	}
-	return *d.retry, nil
-}
-
-// A sweep is cut into about sweepPieces pieces of at least
-// sweepPieceMin objects: at 10,000 services x 3 endpoints (some 130,000
-// objects looked at) a piece takes about 3 ms natively where the whole
-// compare in one sync took 45 ms and held back every change that came
-// meanwhile, and a daemon whose syncs are a second apart still ends a
-// sweep in half a minute, its sync period.
-const (
-	sweepPieces   = 32
-	sweepPieceMin = 1024
-)
-
-// sweepPiece adds the sweep's next piece to scope, which a full compare
-// needs none of; the sync that takes the last is Full.
-func (d *Dataplane) sweepPiece(scope planner.Scope, res *Result) planner.Scope {
-	if d.sweep == nil {
-		return scope
-	}
-	if scope.All {
-		d.stopSweep()
-		res.Full = true
-		return scope
-	}
-	done := d.sweep.Next(&scope, max(sweepPieceMin, d.sweep.Objects()/sweepPieces))
-	if done {
-		d.stopSweep()
-		res.Full = true
-	}
-	res.Sweeping = !done
-	return scope
-}
-
-// stopSweep abandons the sweep under way, if any.
-func (d *Dataplane) stopSweep() {
-	if d.sweep != nil {
-		d.sweep.Stop()
-		d.sweep = nil
-	}
-}
-
-// firstRead reads what the kernel holds for a sync that compares
-// everything, or for a prefill (adoptAll, see kernelRead.owned): the read
-// ReadAhead started, if it succeeded, or a read now.
-func (d *Dataplane) firstRead(ctx context.Context, ahead *reread, desired *plan.KernelState, node *model.Node, adoptAll bool) (observed *plan.KernelState, retries int, err error) {
-	if ahead != nil && ahead.err == nil {
-		d.lastReread = ahead.timing
-		observed, err = d.ownedWithRules(ctx, ahead.read, desired, node, adoptAll)
-		return observed, ahead.retries, err
-	}
-	retries, err = withRetries(ctx, func() (err error) {
-		observed, err = d.observe(ctx, desired, node, adoptAll)
-		return err
-	})
-	return observed, retries, err
-}
-
-// program plans what scope covers against the programmed state and
-// carries it out, starting the periodic reread when it is due; it fills
-// res.
-func (d *Dataplane) program(ctx context.Context, res *Result, scope planner.Scope, node *model.Node) {
-	desired, owners := d.planner.Desired()
-	if !res.Full && d.resyncDue() {
-		if err := d.startReread(ctx); err != nil {
-			res.Errors = append(res.Errors, err)
-		}
-		d.lastFull = d.cfg.Now()
-	}
-	if d.reread != nil {
-		// What this sync changes, the reader may or may not see.
-		d.reread.since.Merge(scope)
-	}
-	if scope.All || scope.Global {
-		res.Errors = append(res.Errors, d.applyNodeSettings(ctx, node)...)
-	}
-	res.Plan = d.diff(desired, owners, scope)
-	d.programmed.Grow(res.Plan)
-	opErrs, rounds := d.applyRetrying(ctx, res.Plan, desired, owners, &res.Flows)
-	if err := d.unbindLeftovers(ctx); err != nil {
-		opErrs = append(opErrs, err)
-	}
-	d.shareReals(desired, scope)
-	res.Retries += rounds
-	res.RulesFailed = rulesFailed(opErrs)
-	res.Errors = append(res.Errors, opErrs...)
-}
-
-// diff plans what scope covers against the programmed state, and the
-// conntrack reconciliations due, which come last.
-func (d *Dataplane) diff(desired *plan.KernelState, owners map[plan.VirtualKey]model.ServicePortName, scope planner.Scope) *plan.Plan {
-	p := planner.Diff(planner.DiffInputs{Observed: d.programmed, Desired: desired, Services: owners, Scope: scope, Drain: d.drain()})
-	p.Append(reconcilePlan(d.planner.Reconciles()))
-	return p
+	return errs
 }
 
 // reconcilePlan is the plan of reconciliations.
@@ -396,22 +231,22 @@ func reconcilePlan(reconciles []plan.ReconcileFlows) *plan.Plan {
 // Resync forgets what the dataplane believes the kernel holds, so the next
 // Sync reads the kernel again and repairs whatever changed behind its back.
 func (d *Dataplane) Resync() {
-	d.stopReread()
-	d.stopSweep()
-	d.programmed = nil
+	d.reader.stop()
+	d.pending.stopSweep()
+	d.ledger.state = nil
 }
 
 // DryRun returns the plan a first sync of state would carry out against
 // the kernel as it is now, and changes nothing.
 func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error) {
-	state = d.served(state)
+	state = d.settings.served(state)
 	desired := plan.Build(state, nftrules.Render)
-	observed, err := d.observe(ctx, desired.Kernel, &state.Node, false)
+	observed, err := d.observe(ctx, nil, desired.Kernel, &state.Node, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataplane: reading the kernel: %w", err)
 	}
 	reconciles := reconcilePlan(planner.FirstReconciles(state))
-	if len(d.foreign) == 0 {
+	if len(d.ledger.foreign) == 0 {
 		p := planner.Diff(planner.DiffInputs{Observed: observed, Desired: desired.Kernel, Services: desired.Services, Scope: planner.FullScope})
 		p.Append(reconciles)
 		return p, desired.Errors, nil
@@ -419,7 +254,7 @@ func (d *Dataplane) DryRun(ctx context.Context, state *model.State) (*plan.Plan,
 	// Plan as a first sync does, without another program's virtual
 	// servers, which the read kept when the state named them.
 	fresh := planner.NewPlanner(nftrules.Render)
-	fresh.SetForeign(d.foreign)
+	fresh.SetForeign(d.ledger.foreign)
 	_, errs := fresh.Update(state)
 	k, owners := fresh.Desired()
 	dropUnowned(observed, k, &state.Node)

@@ -59,5 +59,5 @@ func kernelSysctls(release string) ([]model.Sysctl, error) {
 // InitNode writes the node's sysctls and IPVS timeouts, as the first sync does
 // and as kube-proxy's --init-only does before it exits.
 func (d *Dataplane) InitNode(ctx context.Context, node *model.Node) error {
-	return errors.Join(d.applyNodeSettings(ctx, node)...)
+	return errors.Join(d.settings.write(ctx, d.k, node)...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/nodeaddrs"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -30,7 +31,7 @@ type app struct {
 	stdout, stderr io.Writer
 	newKernel      func(cfg *dataplane.Config) (kernel, error)
 	now            func() time.Time
-	// nodeAddrs lists the node's addresses (see interfaceAddrs).
+	// nodeAddrs lists the node's addresses (see nodeaddrs.Read).
 	nodeAddrs func(ctx context.Context, device string) ([]netip.Addr, error)
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
@@ -54,7 +55,7 @@ func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now, nodeIPsWait: defaultNodeIPsWait,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
+		nodeAddrs: nodeaddrs.Read, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
 		kernelRelease: unameRelease,
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return conntracksettings.Apply(c, conntracksettings.OnlineCPUs(), conntracksettings.HostPaths())

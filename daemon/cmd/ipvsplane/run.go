@@ -18,6 +18,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/memory"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/nodeaddrs"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
@@ -405,7 +406,7 @@ func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s 
 		})
 	}()
 	go d.waitListed(srcCtx)
-	go followAddresses(srcCtx, log, s.SyncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)
+	go nodeaddrs.Follow(srcCtx, log, s.SyncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.

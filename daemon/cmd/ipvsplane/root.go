@@ -15,15 +15,31 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/nodeaddrs"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/proxier"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
+
+// kernel is what the commands need of a *dataplane.Dataplane; tests give
+// it a fake.
+type kernel interface {
+	proxier.Dataplane
+	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
+	CheckScheduler(ctx context.Context, name string) error
+	ReadAhead(ctx context.Context) error
+	InitNode(ctx context.Context, node *model.Node) error
+	Cleanup(ctx context.Context) error
+	Handover(ctx context.Context) error
+	Close() error
+}
 
 // app holds what the commands reach outside the process, so tests can
 // replace it.

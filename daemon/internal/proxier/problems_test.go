@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func TestDaemonProblemEvents(t *testing.T) {
 		Scheduler: "fastest", Fallback: "rr", Err: model.ErrUnknownScheduler}
 	k := &fakeKernel{problems: append(errs, fallback)}
 	m := metrics.New()
-	d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
+	d := &Proxier{log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 		events: rec, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 	d.hc = testServiceServers("node-a", nil)
 	defer d.hc.Close(context.Background())
@@ -81,7 +81,7 @@ func TestDaemonLogsPersistingProblemOnce(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	k := &fakeKernel{problems: errs, fail: context.DeadlineExceeded}
 	m := metrics.New()
-	d := &daemon{log: zap.New(core), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
+	d := &Proxier{log: zap.New(core), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 		events: &reasonRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 	d.hc = testServiceServers("node-a", nil)
 	defer d.hc.Close(context.Background())

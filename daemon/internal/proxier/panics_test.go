@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestDaemonContainsPlanPanic(t *testing.T) {
 	m := metrics.New()
 	rec := &reasonRecorder{}
 	requested := 0
-	d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
+	d := &Proxier{log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 		events: rec, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}}),
 		requestSync: func() { requested++ }}
 	d.hc = testServiceServers("node-a", nil)

@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"context"
@@ -23,8 +23,8 @@ func TestDaemonPrefill(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{}
 	m := metrics.New()
-	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, clock.now, m), now: clock.now,
+	d := &Proxier{
+		log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, clock.now, m), now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 		hc:      testServiceServers("node-a", nil),
 	}

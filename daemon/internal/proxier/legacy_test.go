@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"context"
@@ -24,10 +24,10 @@ import (
 // (but for an endpoint the kernel refuses, which fails alone);
 // a failure is tried again, a success is not repeated.
 func TestDaemonRemovesLegacyLeftovers(t *testing.T) {
-	newDaemon := func(k *fakeKernel, results ...error) (*daemon, *int) {
+	newDaemon := func(k *fakeKernel, results ...error) (*Proxier, *int) {
 		m := metrics.New()
 		calls := new(int)
-		d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
+		d := &Proxier{log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 			events: &reasonRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 		d.hc = testServiceServers("node-a", nil)
 		t.Cleanup(func() { d.hc.Close(context.Background()) })

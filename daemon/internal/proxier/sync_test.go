@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"context"
@@ -234,8 +234,8 @@ func TestDaemonSync(t *testing.T) {
 	k := &fakeKernel{}
 	stateFile := filepath.Join(t.TempDir(), "status.json")
 	m := metrics.New()
-	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, clock.now, m),
+	d := &Proxier{
+		log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, clock.now, m),
 		records: status.NewWriter(stateFile, func(err error) { t.Error(err) }), now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
@@ -352,8 +352,8 @@ func TestDaemonHealthFollowsRules(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	k := &fakeKernel{rulesFail: true}
 	m := metrics.New()
-	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(period, clock.now, m), now: clock.now,
+	d := &Proxier{
+		log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(period, clock.now, m), now: clock.now,
 		tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 	}
 	d.hc = testServiceServers("node-a", func(netip.AddrPort) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
@@ -404,8 +404,8 @@ func TestDaemonRequestsSyncWhileSweeping(t *testing.T) {
 	k := &fakeKernel{}
 	m := metrics.New()
 	requests := 0
-	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m), now: time.Now,
+	d := &Proxier{
+		log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m), now: time.Now,
 		tracker:     watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 		requestSync: func() { requests++ },
 	}
@@ -434,8 +434,8 @@ func TestDaemonHandsWholeStateWhenAsked(t *testing.T) {
 	k := &fakeKernel{}
 	m := metrics.New()
 	requests := 0
-	d := &daemon{
-		log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m), now: time.Now,
+	d := &Proxier{
+		log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m), now: time.Now,
 		tracker:     watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}),
 		requestSync: func() { requests++ },
 	}
@@ -470,8 +470,8 @@ func TestDaemonProgress(t *testing.T) {
 		core, logs := observer.New(zap.InfoLevel)
 		k := &fakeKernel{block: make(chan struct{})}
 		m := metrics.New()
-		d := &daemon{
-			log: zap.New(core), kernel: k, metrics: m, health: testHealth(time.Minute, time.Now, m),
+		d := &Proxier{
+			log: zap.New(core), dataplane: k, metrics: m, health: testHealth(time.Minute, time.Now, m),
 			now:     time.Now,
 			tracker: watcher.NewTracker(watcher.TrackerConfig{}),
 		}
@@ -503,10 +503,10 @@ func TestDaemonProgress(t *testing.T) {
 func TestDaemonWaitListed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zap.InfoLevel)
-		d := &daemon{log: zap.New(core), now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{})}
+		d := &Proxier{log: zap.New(core), now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{})}
 		done := make(chan struct{})
 		go func() {
-			d.waitListed(context.Background())
+			d.WaitListed(context.Background())
 			close(done)
 		}()
 		const waiting = "waiting for Services and EndpointSlices to be listed and the Node read"

@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestMetricsPerFamily(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := metrics.New().ForFamilies(tt.served)
 			k := &fakeKernel{problems: []error{&dataplane.OpError{Op: plan.ReplaceRules{}, Err: errors.New("refused")}}}
-			d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
+			d := &Proxier{log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
 				now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
 			d.hc = testServiceServers("node-a", nil)
 			defer d.hc.Close(context.Background())

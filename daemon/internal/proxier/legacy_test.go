@@ -9,13 +9,9 @@ import (
 	"time"
 
 	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
-	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
-	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,53 +19,56 @@ import (
 // put ipvsplane's rules in place, not after one whose operations failed
 // (but for an endpoint the kernel refuses, which fails alone);
 // a failure is tried again, a success is not repeated.
-func TestDaemonRemovesLegacyLeftovers(t *testing.T) {
-	newDaemon := func(k *fakeKernel, results ...error) (*Proxier, *int) {
-		m := metrics.New()
+func TestRemovesLegacyLeftovers(t *testing.T) {
+	newProxier := func(s setup, results ...error) (*testProxier, *int) {
 		calls := new(int)
-		d := &Proxier{log: zap.NewNop(), dataplane: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
-			events: &reasonRecorder{}, now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-		d.hc = testServiceServers("node-a", nil)
-		t.Cleanup(func() { d.hc.Close(context.Background()) })
-		d.legacy = func(context.Context) (legacyiptables.Report, error) {
+		s.legacy = func(context.Context) (legacyiptables.Report, error) {
 			err := results[min(*calls, len(results)-1)]
 			*calls++
 			return legacyiptables.Report{Removed: []string{"iptables-legacy nat KUBE-SERVICES"}}, err
 		}
-		return d, calls
+		p := newTestProxier(t, s)
+		p.listed(t, webManifest)
+		return p, calls
 	}
-	d, calls := newDaemon(&fakeKernel{fail: errors.New("bind failed")}, nil)
-	_ = d.sync(context.Background())
-	if *calls != 0 {
-		t.Errorf("after a full sync with a failed operation: %d removals", *calls)
+	// Without the dummy driver the service IP cannot be bound.
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	p, calls := newProxier(setup{withoutDummy: true, now: clock.now}, nil)
+	if err := p.Sync(context.Background()); err == nil || *calls != 0 {
+		t.Errorf("after a full sync with a failed operation: error %v, %d removals", err, *calls)
+	}
+	// Its rules in place, the sync counts as one for the metrics.
+	if got := gatheredValue(t, p.metrics, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != float64(clock.t.Unix()) {
+		t.Errorf("last sync timestamp %v, want %v", got, clock.t.Unix())
 	}
 
 	// An endpoint the kernel refuses (a subnet's broadcast address) fails
 	// its own real server only: the sync succeeds and the leftovers go.
 	refused := &dataplane.OpError{Op: plan.AddReals{Virtual: plan.VirtualKey{Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: inet.TCP},
 		Reals: plan.Reals{{RealKey: plan.RealKey{Addr: netip.MustParseAddr("10.244.1.255"), Port: 8080}, Weight: 1}}}, Err: fmt.Errorf("ipvs: create destination: %w", unix.EINVAL)}
-	d, calls = newDaemon(&fakeKernel{problems: []error{refused}}, nil)
-	if err := d.sync(context.Background()); err != nil || *calls != 1 {
+	p, calls = newProxier(setup{}, nil)
+	p.kernel.extra = []error{refused}
+	if err := p.Sync(context.Background()); err != nil || *calls != 1 {
 		t.Errorf("after a full sync whose only failure was a refused endpoint: error %v, %d removals", err, *calls)
 	}
 
-	d, calls = newDaemon(&fakeKernel{}, errors.New("busy"), nil)
-	if err := d.sync(context.Background()); err != nil {
+	p, calls = newProxier(setup{}, errors.New("busy"), nil)
+	if err := p.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if *calls != 1 || d.legacyDone {
-		t.Fatalf("after the first full sync: %d removals, done %v", *calls, d.legacyDone)
+	if *calls != 1 || p.legacyDone {
+		t.Fatalf("after the first full sync: %d removals, done %v", *calls, p.legacyDone)
 	}
-	if err := d.sync(context.Background()); err != nil { // changes only
+	if err := p.Sync(context.Background()); err != nil { // changes only
 		t.Fatal(err)
 	}
 	if *calls != 1 {
 		t.Errorf("after a sync of changes: %d removals", *calls)
 	}
 	for range 2 {
-		d.removeLegacyLeftovers(context.Background())
+		p.removeLegacyLeftovers(context.Background())
 	}
-	if *calls != 2 || !d.legacyDone {
-		t.Errorf("after a retry that succeeded and another: %d removals, done %v", *calls, d.legacyDone)
+	if *calls != 2 || !p.legacyDone {
+		t.Errorf("after a retry that succeeded and another: %d removals, done %v", *calls, p.legacyDone)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/kubetest"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
@@ -93,22 +94,5 @@ func (k *fakeKernel) Cleanup(context.Context) error {
 
 func (k *fakeKernel) Close() error { return nil }
 
-const webManifest = `
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: demo}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  healthCheckNodePort: 32000
-  clusterIP: 10.96.0.80
-  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080}]
-endpoints:
-- {addresses: [10.244.1.10], nodeName: node-a}
-`
+// webManifest is the Service and EndpointSlice most tests feed.
+const webManifest = kubetest.WebManifest

@@ -14,6 +14,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/testing/kubetest"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
@@ -204,26 +205,6 @@ func (p *testProxier) breakSet(t *testing.T, name string) (restore func()) {
 	}
 }
 
-const webManifest = `
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: demo}
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  healthCheckNodePort: 32000
-  clusterIP: 10.96.0.80
-  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080}]
-endpoints:
-- {addresses: [10.244.1.10], nodeName: node-a}
-`
-
 func feed(t *testing.T, tr *watcher.Tracker, manifest string) {
 	t.Helper()
 	objs, errs := watcher.ParseManifests("test.yaml", []byte(manifest))
@@ -266,3 +247,6 @@ func (r *reasonRecorder) Eventf(_ v1.ObjectReference, _, reason, _, _ string, _ 
 func (r *reasonRecorder) Shared(_ string, _ v1.ObjectReference, _, reason, _, _ string) {
 	r.reasons = append(r.reasons, reason)
 }
+
+// webManifest is the Service and EndpointSlice most tests feed.
+const webManifest = kubetest.WebManifest

@@ -11,34 +11,20 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// problemManifests are Services a sync programs with problems: two claim
-// one cluster IP and port, demo/first first, and one asks for a
-// scheduler IPVS does not have.
-const (
-	firstManifest = `
-apiVersion: v1
-kind: Service
-metadata: {name: first, namespace: demo}
-spec:
-  clusterIP: 10.96.0.10
-  ports: [{name: http, port: 80}]
-`
-	secondManifest = `
-apiVersion: v1
-kind: Service
-metadata: {name: second, namespace: other}
-spec:
-  clusterIP: 10.96.0.10
-  ports: [{name: http, port: 80}]
-`
-	cacheManifest = `
-apiVersion: v1
-kind: Service
-metadata: {name: cache, namespace: demo, annotations: {ipvsplane.io/scheduler: fastest}}
-spec:
-  clusterIP: 10.96.0.30
-  ports: [{name: redis, port: 6379}]
-`
+// clusterIPService is the manifest of Service ns/name with port http at
+// ip:80; annotations, if any, are its metadata's.
+func clusterIPService(ns, name, ip, annotations string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: %s, annotations: {%s}}\nspec:\n  clusterIP: %s\n  ports: [{name: http, port: 80}]\n",
+		name, ns, annotations, ip)
+}
+
+// Services a sync programs with problems: two claim one cluster IP and
+// port, demo/first first, and one asks for a scheduler IPVS does not
+// have.
+var (
+	firstManifest  = clusterIPService("demo", "first", "10.96.0.10", "")
+	secondManifest = clusterIPService("other", "second", "10.96.0.10", "")
+	cacheManifest  = clusterIPService("demo", "cache", "10.96.0.30", "ipvsplane.io/scheduler: fastest")
 )
 
 // The proxier records the problems of its syncs as Events, once while
@@ -74,7 +60,7 @@ func TestLogsPersistingProblemOnce(t *testing.T) {
 	// The new cluster IPs cannot go into their set: every sync tries
 	// again and fails.
 	p.breakSet(t, "KUBE-CLUSTER-IP")
-	feed(t, p.tracker, firstManifest+"---"+secondManifest+"---"+cacheManifest)
+	p.listed(t, firstManifest, secondManifest, cacheManifest)
 	logged := func() (conflicts, schedulers, ops int) {
 		for _, e := range logs.TakeAll() {
 			if e.Message != "sync problem" {

@@ -19,25 +19,23 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
+// The first sync hands over the whole state, the next ones the changes,
+// until the node's settings change; what follows the services (the
+// health-check node ports, the metrics) follows them; failed operations
+// fail the sync, for the runner to try again.
 func TestSync(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1e9, 0)}
-	stateFile := filepath.Join(t.TempDir(), "status.json")
 	var listened []netip.AddrPort
-	p := newTestProxier(t, setup{now: clock.now, records: status.NewWriter(stateFile, func(err error) { t.Error(err) }),
-		listen: func(a netip.AddrPort) (net.Listener, error) {
-			listened = append(listened, a)
-			return net.Listen("tcp", "127.0.0.1:0")
-		}})
+	p := newTestProxier(t, setup{listen: func(a netip.AddrPort) (net.Listener, error) {
+		listened = append(listened, a)
+		return net.Listen("tcp", "127.0.0.1:0")
+	}})
 	k := p.kernel
 	p.listed(t, webManifest)
-
-	// Each sync's record is written, as the writer's goroutine would.
 	sync := func() {
 		t.Helper()
 		if err := p.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		p.records.Flush()
 	}
 	sync()
 	if len(k.state.Services) != 1 {
@@ -52,26 +50,11 @@ func TestSync(t *testing.T) {
 	if want := []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:32000")}; !slices.Equal(listened, want) {
 		t.Errorf("health-check port listened on %v, want %v", listened, want)
 	}
-	rec, err := status.ReadRecord(stateFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantNames := map[string]string{"tcp/10.96.0.80:80": "demo/web:http", "tcp/*:30080": "demo/web:http"}
-	if diff := cmp.Diff(wantNames, rec.Services); diff != "" || rec.Node != "" || rec.Syncs != 1 || !rec.Full {
-		t.Errorf("state file: %+v %s", rec, diff)
-	}
 
 	// An endpoint change goes through the incremental path, with its
-	// trigger time observed; it leaves the names file alone.
-	clock.advance(time.Second)
-	if err := os.Remove(status.NamesFile(stateFile)); err != nil {
-		t.Fatal(err)
-	}
+	// trigger time observed.
 	feed(t, p.tracker, strings.Replace(webManifest, "10.244.1.10", "10.244.1.11", 1))
 	sync()
-	if _, err := os.Stat(status.NamesFile(stateFile)); !os.IsNotExist(err) {
-		t.Errorf("an endpoint change rewrote the names file: %v", err)
-	}
 	if len(k.changes) != 1 || k.changes[0].Name.Name != "web" || k.changes[0].Port == nil {
 		t.Errorf("changes: %+v", k.changes)
 	}
@@ -82,9 +65,7 @@ func TestSync(t *testing.T) {
 	if got := seriesFamilies(t, p.metrics, "kubeproxy_network_programming_duration_seconds"); !slices.Equal(got, []string{"IPv4"}) {
 		t.Errorf("network programming latency: series of %v, want IPv4's alone", got)
 	}
-	// A removed service is a change without a port. The names file is
-	// written at most once per namesEvery.
-	clock.advance(namesEvery)
+	// A removed service is a change without a port.
 	p.tracker.DeleteService("demo", "web")
 	sync()
 	if len(k.changes) != 1 || k.changes[0].Port != nil {
@@ -93,33 +74,13 @@ func TestSync(t *testing.T) {
 	if len(p.hc.Ports()) != 0 {
 		t.Errorf("health-check ports left: %v", p.hc.Ports())
 	}
-	if rec, err := status.ReadRecord(stateFile); err != nil || len(rec.Services) != 0 {
-		t.Errorf("names after the removal: %v %v", rec.Services, err)
-	}
-	// Back within namesEvery: the names file waits, and the first sync
-	// after namesEvery writes it, with nothing else changed.
-	feed(t, p.tracker, webManifest)
-	sync()
-	if rec, err := status.ReadRecord(stateFile); err != nil || len(rec.Services) != 0 {
-		t.Errorf("names rewritten within namesEvery: %v %v", rec.Services, err)
-	}
-	clock.advance(namesEvery)
-	sync()
-	if rec, err := status.ReadRecord(stateFile); err != nil || cmp.Diff(wantNames, rec.Services) != "" {
-		t.Errorf("names after namesEvery: %v %v", rec.Services, err)
-	}
-	p.tracker.DeleteService("demo", "web")
-	sync()
 	// A change of the node's settings hands over the whole state.
 	feed(t, p.tracker, "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.9}]}\n")
 	sync()
 	if got := k.state.Node.NodeIPs; len(got) != 1 || got[0].String() != "192.168.0.9" {
 		t.Errorf("node addresses: %v", got)
 	}
-	// The first sync, an endpoint change, the removal, the names file's
-	// three, and the node's change.
-	want := []string{"sync", "changes", "changes", "changes", "changes", "changes", "sync"}
-	if diff := cmp.Diff(want, k.calls); diff != "" {
+	if diff := cmp.Diff([]string{"sync", "changes", "changes", "sync"}, k.calls); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 	// Failed operations make the runner try again.
@@ -127,6 +88,70 @@ func TestSync(t *testing.T) {
 	feed(t, p.tracker, webManifest)
 	if err := p.Sync(context.Background()); err == nil {
 		t.Error("a sync with failed operations reported no error")
+	}
+}
+
+// Each sync is recorded in the state file; the names of the virtual
+// servers beside it are written when they change, at most once per
+// namesEvery.
+func TestStateFile(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	stateFile := filepath.Join(t.TempDir(), "status.json")
+	p := newTestProxier(t, setup{now: clock.now, records: status.NewWriter(stateFile, func(err error) { t.Error(err) })})
+	p.listed(t, webManifest)
+	// Each sync's record is written, as the writer's goroutine would.
+	sync := func() {
+		t.Helper()
+		if err := p.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		p.records.Flush()
+	}
+	names := func() map[string]string {
+		t.Helper()
+		rec, err := status.ReadRecord(stateFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Services
+	}
+	sync()
+	rec, err := status.ReadRecord(stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := map[string]string{"tcp/10.96.0.80:80": "demo/web:http", "tcp/*:30080": "demo/web:http"}
+	if diff := cmp.Diff(wantNames, rec.Services); diff != "" || rec.Node != "" || rec.Syncs != 1 || !rec.Full {
+		t.Errorf("state file: %+v %s", rec, diff)
+	}
+
+	// An endpoint change leaves the names file alone.
+	clock.advance(time.Second)
+	if err := os.Remove(status.NamesFile(stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	feed(t, p.tracker, strings.Replace(webManifest, "10.244.1.10", "10.244.1.11", 1))
+	sync()
+	if _, err := os.Stat(status.NamesFile(stateFile)); !os.IsNotExist(err) {
+		t.Errorf("an endpoint change rewrote the names file: %v", err)
+	}
+	clock.advance(namesEvery)
+	p.tracker.DeleteService("demo", "web")
+	sync()
+	if got := names(); len(got) != 0 {
+		t.Errorf("names after the removal: %v", got)
+	}
+	// Back within namesEvery: the names file waits, and the first sync
+	// after namesEvery writes it, with nothing else changed.
+	feed(t, p.tracker, webManifest)
+	sync()
+	if got := names(); len(got) != 0 {
+		t.Errorf("names rewritten within namesEvery: %v", got)
+	}
+	clock.advance(namesEvery)
+	sync()
+	if got := names(); cmp.Diff(wantNames, got) != "" {
+		t.Errorf("names after namesEvery: %v", got)
 	}
 }
 

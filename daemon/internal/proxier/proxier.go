@@ -163,7 +163,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 		return nil
 	}
 	p.lastFull = false
-	err := p.sync(ctx)
+	err := p.syncKernel(ctx)
 	if p.synced && p.afterSync != nil {
 		p.afterSync(p.lastFull)
 	}

@@ -13,12 +13,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// sync programs what changed since the last sync. The first sync and a
-// sync after the node's settings changed hand the dataplane the whole
-// state; the others, only the changes. The dataplane rereads the kernel
-// once a sync period (its ResyncInterval), which repairs changes made
-// behind the daemon's back.
-func (p *Proxier) sync(ctx context.Context) error {
+// syncKernel programs what changed since the last sync. The first sync
+// and a sync after the node's settings changed hand the dataplane the
+// whole state; the others, only the changes. The dataplane rereads the
+// kernel once a sync period (its ResyncInterval), which repairs changes
+// made behind the daemon's back.
+func (p *Proxier) syncKernel(ctx context.Context) error {
 	servicesPending, endpointsPending := p.tracker.Pending()
 	u := p.takeUpdate()
 	if !p.synced {

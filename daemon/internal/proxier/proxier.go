@@ -7,8 +7,8 @@
 // source still lists its objects it prefills the kernel with what is
 // listed so far.
 //
-// Proxier.Sync is the sync function a watcher.Runner calls; nothing else
-// of a Proxier may run while it does.
+// Proxier.Sync is the sync function a watcher.Runner calls, one call at
+// a time; Proxier.WaitListed may run beside it.
 package proxier
 
 import (
@@ -30,7 +30,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Dataplane is what a Proxier needs of a *dataplane.Dataplane.
+// Dataplane is what a Proxier needs of a *dataplane.Dataplane: an
+// interface, so that a test can wrap a real one (see the package's tests).
 type Dataplane interface {
 	Sync(ctx context.Context, state *model.State) (*dataplane.Result, error)
 	SyncChanges(ctx context.Context, changes []model.Change) (*dataplane.Result, error)
@@ -170,7 +171,7 @@ func (p *Proxier) Sync(ctx context.Context) error {
 	return err
 }
 
-// WaitListed logs a line every progressEvery until the source has listed
+// WaitListed logs a line every five seconds until the source has listed
 // Services and EndpointSlices, or ctx is done, so the reading of a large
 // cluster before the first sync is not silent either. It may run beside
 // Sync.

@@ -3,28 +3,34 @@ package main
 import (
 	"testing"
 
+	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"go.uber.org/zap"
 )
 
-// ipv6Kernel is a fake kernel that says whether it has IPv6.
-type ipv6Kernel struct {
-	*fakeKernel
-	ipv6 bool
-}
-
-func (k ipv6Kernel) IPv6() bool { return k.ipv6 }
-
 // On a kernel without IPv6 the node is served IPv4Only (so the
 // health-check servers leave :: alone), as kube-proxy runs single-stack.
 func TestServedFamilies(t *testing.T) {
+	open := func(opts *dataplanetest.Options) kernel {
+		n, err := dataplanetest.New(t.TempDir(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp, err := n.Open(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dp.Close() })
+		return dp
+	}
 	for _, tt := range []struct {
 		name string
 		k    kernel
 		want bool
 	}{
-		{"kernel with IPv6", ipv6Kernel{&fakeKernel{}, true}, false},
-		{"kernel without IPv6", ipv6Kernel{&fakeKernel{}, false}, true},
+		{"kernel with IPv6", open(nil), false},
+		{"kernel without IPv6", open(&dataplanetest.Options{WithoutIPv6: true}), true},
+		// The commands' fake has no IPv6 method.
 		{"kernel that does not tell", &fakeKernel{}, false},
 	} {
 		node := model.Node{Name: "node-a"}

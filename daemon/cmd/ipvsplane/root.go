@@ -14,9 +14,13 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/conntracksettings"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/legacyiptables"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/nodeaddrs"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/proxier"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -24,13 +28,26 @@ import (
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
+// kernel is what the commands need of a *dataplane.Dataplane; tests give
+// it a fake.
+type kernel interface {
+	proxier.Dataplane
+	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)
+	CheckScheduler(ctx context.Context, name string) error
+	ReadAhead(ctx context.Context) error
+	InitNode(ctx context.Context, node *model.Node) error
+	Cleanup(ctx context.Context) error
+	Handover(ctx context.Context) error
+	Close() error
+}
+
 // app holds what the commands reach outside the process, so tests can
 // replace it.
 type app struct {
 	stdout, stderr io.Writer
 	newKernel      func(cfg *dataplane.Config) (kernel, error)
 	now            func() time.Time
-	// nodeAddrs lists the node's addresses (see interfaceAddrs).
+	// nodeAddrs lists the node's addresses (see nodeaddrs.Read).
 	nodeAddrs func(ctx context.Context, device string) ([]netip.Addr, error)
 	// kubeClient connects to the API server (see kubeClient).
 	kubeClient func(o *options) (*watcher.Client, error)
@@ -54,7 +71,7 @@ func newApp() *app {
 	return &app{
 		stdout: os.Stdout, stderr: os.Stderr, now: time.Now, nodeIPsWait: defaultNodeIPsWait,
 		newKernel: func(cfg *dataplane.Config) (kernel, error) { return dataplane.New(cfg) },
-		nodeAddrs: interfaceAddrs, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
+		nodeAddrs: nodeaddrs.Read, kubeClient: kubeClient, eventSink: kubeEventSink, build: readBuildInfo(),
 		kernelRelease: unameRelease,
 		setConntrack: func(c *kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 			return conntracksettings.Apply(c, conntracksettings.OnlineCPUs(), conntracksettings.HostPaths())

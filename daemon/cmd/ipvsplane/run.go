@@ -18,7 +18,9 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/internal/httpserver"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/memory"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/nodeaddrs"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/proxier"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/status"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/traffic"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
@@ -176,6 +178,17 @@ func (a *app) run(ctx context.Context, log *zap.Logger, o *options, cmd *cobra.C
 	return a.runDaemon(ctx, log, o, s)
 }
 
+// daemonParts are the parts of the daemon that runDaemon wires together.
+type daemonParts struct {
+	log     *zap.Logger
+	metrics *metrics.Metrics
+	health  *healthcheck.ProxyHealth
+	events  events.Recorder
+	tracker *watcher.Tracker
+	proxier *proxier.Proxier
+	runner  *watcher.Runner
+}
+
 // runDaemon is run past the one-shot flags: it sets up the kernel, the
 // daemon and its servers, then follows the source until stopped. The
 // defers undo the set-up in reverse order. Everything that can fail (the
@@ -193,9 +206,9 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 			return err
 		}
 	}
-	var runner *watcher.Runner
-	// The closures below run only once runner is set.
-	request := func() { runner.Request() }
+	p := &daemonParts{log: log}
+	// The closures below run only once p.runner is set.
+	request := func() { p.runner.Request() }
 	// A reread of the kernel ends between syncs: ask for the sync that
 	// merges it.
 	k, err := a.dial(&dataplane.Config{ResyncInterval: s.SyncPeriod, DrainTimeout: o.own.DrainTimeout.Duration, Binding: o.binding(), KernelRead: request})
@@ -211,7 +224,39 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 	if err := k.CheckScheduler(ctx, s.Node.Scheduler); err != nil {
 		return err
 	}
+	defer a.observers(p, o, s, served)()
+	cfg := proxier.Config{Log: log, Dataplane: k, Metrics: p.metrics, Health: p.health, Events: p.events, Now: a.now,
+		RequestSync: request, RemoveLegacy: a.removeLegacy, Records: a.stateWriter(log, o),
+		Daemon: status.Daemon{Node: s.Node.Name, Source: o.source, Started: a.now()}}
+	if cfg.Records != nil {
+		defer cfg.Records.Start(ctx)()
+	}
+	if o.own.ServiceTrafficMetrics {
+		t, stopTraffic, err := traffic.Start(ctx, log, p.metrics.Registry(), a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
+		if err != nil {
+			return err
+		}
+		defer stopTraffic()
+		cfg.Traffic = t
+	}
+	cfg.HealthChecks = healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: log, Node: s.Node.Name, Healthy: p.health.Healthy, Events: p.events})
+	defer cfg.HealthChecks.Close(context.Background())
+	p.tracker = a.newTracker(p, s, o.source == sourceKubernetes, request)
+	if o.source == sourceKubernetes {
+		defer a.stopWaitingForNode(p, s.Node.Name).Stop()
+	}
+	gc := memory.NewFirstSyncGC()
+	defer gc.Synced()
+	cfg.Tracker, cfg.Programming, cfg.Synced = p.tracker, gc.Listed, memory.NewAfterSync(gc, mem).Synced
+	p.proxier = proxier.New(cfg)
+	p.runner = watcher.NewRunner(watcher.RunnerConfig{MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: p.tracker.NodeKnown}, p.proxier.Sync)
+	return a.start(ctx, stop, p, o, s, k, client)
+}
 
+// observers sets the parts that observe the daemon: its metrics, its
+// health and where it records Events. The function returned posts the
+// Events still queued.
+func (a *app) observers(p *daemonParts, o *options, s *config.Settings, served []inet.Family) func() {
 	m := metrics.New().ForFamilies(served).SetBuild(metrics.Build(a.build)).SetSyncPeriod(s.SyncPeriod)
 	// client-go's requests (kube-proxy's rest_client_* metrics), from the
 	// first: the events' and the watches' clients send theirs below.
@@ -221,45 +266,42 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 	for _, f := range served {
 		families = append(families, v1.IPFamily(f.String())) // inet spells families as Kubernetes does
 	}
-	h := healthcheck.NewProxyHealth(s.SyncPeriod, a.now, o.source == sourceKubernetes, families, healthz, livez)
-	rec, closeEvents := a.recorder(log, o, s.Node.Name)
-	defer closeEvents()
-	d := a.newDaemon(log, o, s, k, m, h, rec)
-	d.requestSync = request
-	if d.records != nil {
-		defer d.records.Start(ctx)()
+	p.metrics = m
+	p.health = healthcheck.NewProxyHealth(s.SyncPeriod, a.now, o.source == sourceKubernetes, families, healthz, livez)
+	rec, closeEvents := a.recorder(p.log, o, s.Node.Name)
+	p.events = rec
+	return closeEvents
+}
+
+// stateWriter returns the writer of the state file, nil without one.
+func (a *app) stateWriter(log *zap.Logger, o *options) *status.Writer {
+	if o.stateFile == "" {
+		return nil
 	}
-	d.legacy = a.removeLegacy
-	if o.own.ServiceTrafficMetrics {
-		t, stopTraffic, err := traffic.Start(ctx, log, m.Registry(), a.now, o.own.ServiceTrafficMetricsInterval.Duration, o.stateFile)
-		if err != nil {
-			return err
+	return status.NewWriter(o.stateFile, func(err error) {
+		log.Warn("cannot write the state file", zap.String("file", o.stateFile), zap.Error(err))
+	})
+}
+
+// stopWaitingForNode makes the tracker stop waiting for the Node after
+// the app's nodeIPsWait; stop the timer returned once the daemon ends.
+func (a *app) stopWaitingForNode(p *daemonParts, node string) *time.Timer {
+	return time.AfterFunc(a.nodeIPsWait, func() {
+		if p.tracker.StopWaitingForNode() {
+			p.log.Error("timed out waiting for the Node to exist and have IPs; syncing without them", zap.String("node", node), zap.Duration("waited", a.nodeIPsWait))
 		}
-		defer stopTraffic()
-		d.traffic = t
-	}
-	d.hc = healthcheck.NewServiceServers(healthcheck.ServiceConfig{Log: log, Node: s.Node.Name, Healthy: h.Healthy, Events: rec})
-	defer d.hc.Close(context.Background())
+	})
+}
 
-	d.tracker = a.newTracker(d, s, o.source == sourceKubernetes, request)
-	if o.source == sourceKubernetes {
-		stopWaiting := time.AfterFunc(a.nodeIPsWait, func() {
-			if d.tracker.StopWaitingForNode() {
-				log.Error("timed out waiting for the Node to exist and have IPs; syncing without them", zap.String("node", s.Node.Name), zap.Duration("waited", a.nodeIPsWait))
-			}
-		})
-		defer stopWaiting.Stop()
-	}
-	gc := memory.NewFirstSyncGC()
-	defer gc.Synced()
-	runner = newSyncRunner(d, s, gc, mem)
-
-	servers := &httpServers{log: log}
+// start serves health and metrics, makes the node's settings, reads the
+// kernel, then follows the source until stopped.
+func (a *app) start(ctx context.Context, stop func(), p *daemonParts, o *options, s *config.Settings, k kernel, client *watcher.Client) error {
+	servers := &httpServers{log: p.log}
 	defer servers.close()
-	if err := serveHTTP(servers, d, o, s); err != nil {
+	if err := serveHTTP(servers, p, o, s); err != nil {
 		return err
 	}
-	if err := a.initNode(log, o); err != nil {
+	if err := a.initNode(p.log, o); err != nil {
 		return err
 	}
 	// The kernel is read while the source is listed: at a restart that
@@ -269,27 +311,12 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 		return err
 	}
 	// kube-proxy's birth cry.
-	rec.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+	p.events.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 
-	log.Info("starting", zap.String("version", a.build.Version), zap.String("revision", a.build.Revision), zap.String("node", s.Node.Name), zap.String("source", o.source),
+	p.log.Info("starting", zap.String("version", a.build.Version), zap.String("revision", a.build.Revision), zap.String("node", s.Node.Name), zap.String("source", o.source),
 		zap.Stringers("nodeAddresses", s.Node.Addresses), zap.Duration("minSyncPeriod", s.MinSyncPeriod),
 		zap.Duration("syncPeriod", s.SyncPeriod))
-	return a.follow(ctx, stop, d, o, s, runner, client)
-}
-
-// newDaemon makes the daemon, before its traffic, health-check servers
-// and tracker are added.
-func (a *app) newDaemon(log *zap.Logger, o *options, s *config.Settings, k kernel, m *metrics.Metrics, h *healthcheck.ProxyHealth, rec events.Recorder) *daemon {
-	d := &daemon{
-		log: log, kernel: k, metrics: m, health: h, events: rec, now: a.now,
-		record: status.Record{Daemon: status.Daemon{Node: s.Node.Name, Source: o.source, Started: a.now()}},
-	}
-	if o.stateFile != "" {
-		d.records = status.NewWriter(o.stateFile, func(err error) {
-			log.Warn("cannot write the state file", zap.String("file", o.stateFile), zap.Error(err))
-		})
-	}
-	return d
+	return a.follow(ctx, stop, p, o, s, client)
 }
 
 // defaultNodeIPsWait bounds how long a start from the API server waits
@@ -301,42 +328,16 @@ const defaultNodeIPsWait = 30 * time.Second
 // sees is marked in health and metrics, then asks for a sync. With
 // waitForNode, nothing is programmed before the Node's IPs are read or
 // the app's nodeIPsWait passed.
-func (a *app) newTracker(d *daemon, s *config.Settings, waitForNode bool, request func()) *watcher.Tracker {
-	h, m := d.health, d.metrics
+func (a *app) newTracker(p *daemonParts, s *config.Settings, waitForNode bool, request func()) *watcher.Tracker {
+	h, m := p.health, p.metrics
 	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, WaitForNodeIPs: waitForNode, Now: a.now, OnNode: h.SetNode, OnQueued: func(families inet.PerFamily[bool]) {
 		m.SetQueued(families, a.now())
 	}, OnChange: func() {
 		h.Queued()
-		svc, ep := d.tracker.Pending()
+		svc, ep := p.tracker.Pending()
 		m.SetPending(svc, ep)
 		request()
 	}})
-}
-
-// newSyncRunner makes the runner of the daemon's syncs, and of the
-// prefills before them while the inputs are listed. It relaxes the
-// garbage collector until the first sync and applies the memory limit
-// after each full one, off the syncs' goroutine (see memory.AfterSync).
-func newSyncRunner(d *daemon, s *config.Settings, gc memory.FirstSyncGC, mem *memory.SoftLimit) *watcher.Runner {
-	after := memory.NewAfterSync(gc, mem)
-	return watcher.NewRunner(watcher.RunnerConfig{
-		MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod, Ready: d.tracker.NodeKnown,
-	}, func(ctx context.Context) error {
-		if !d.synced {
-			// The first prefill starts the first programming.
-			gc.Listed()
-		}
-		if !d.tracker.Synced() {
-			d.prefill(ctx)
-			return nil
-		}
-		d.lastFull = false
-		err := d.sync(ctx)
-		if d.synced {
-			after.Synced(d.lastFull)
-		}
-		return err
-	})
 }
 
 // httpServers are the daemon's HTTP servers, closed together on exit.
@@ -369,22 +370,22 @@ func (hs *httpServers) close() {
 
 // serveHTTP serves health, then metrics; a failure is recorded as
 // kube-proxy's Event too.
-func serveHTTP(servers *httpServers, d *daemon, o *options, s *config.Settings) error {
+func serveHTTP(servers *httpServers, p *daemonParts, o *options, s *config.Settings) error {
 	healthMux := http.NewServeMux()
-	healthMux.Handle("/healthz", d.health.HealthzHandler())
-	healthMux.Handle("/livez", d.health.LivezHandler())
+	healthMux.Handle("/healthz", p.health.HealthzHandler())
+	healthMux.Handle("/livez", p.health.LivezHandler())
 	if err := servers.serve("/healthz and /livez", s.HealthzAddr, healthMux); err != nil {
-		d.events.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
+		p.events.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeWarning, "FailedToStartProxierHealthcheck", "StartKubeProxy", err.Error())
 		return err
 	}
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", d.metrics.Handler())
+	metricsMux.Handle("/metrics", p.metrics.Handler())
 	metrics.ServeKubeProxyPages(metricsMux, o.kp)
 	if o.kp.EnableProfiling {
 		metrics.ServeProfiles(metricsMux)
 	}
 	if err := servers.serve("/metrics", s.MetricsAddr, metricsMux); err != nil {
-		d.events.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
+		p.events.Eventf(events.NodeRef(s.Node.Name), v1.EventTypeWarning, "FailedToStartMetricServer", "StartKubeProxy", err.Error())
 		return err
 	}
 	return nil
@@ -393,25 +394,25 @@ func serveHTTP(servers *httpServers, d *daemon, o *options, s *config.Settings) 
 // follow watches the source (through client, for the Kubernetes source)
 // and the node's addresses and runs the syncs until either the source
 // ends or ctx is done; stop cancels ctx.
-func (a *app) follow(ctx context.Context, stop func(), d *daemon, o *options, s *config.Settings, runner *watcher.Runner, client *watcher.Client) error {
-	log, m := d.log, d.metrics
+func (a *app) follow(ctx context.Context, stop func(), p *daemonParts, o *options, s *config.Settings, client *watcher.Client) error {
+	log, m := p.log, p.metrics
 	srcCtx, cancelSource := context.WithCancel(ctx)
 	defer cancelSource()
 	srcErr := make(chan error, 1)
 	go func() {
-		srcErr <- a.watch(srcCtx, log, o, client, d.tracker, s.Node.Name, func(err error) {
+		srcErr <- a.watch(srcCtx, log, o, client, p.tracker, s.Node.Name, func(err error) {
 			m.InvalidObject()
-			problems.RecordInvalid(d.events, err)
+			problems.RecordInvalid(p.events, err)
 		})
 	}()
-	go d.waitListed(srcCtx)
-	go followAddresses(srcCtx, log, s.SyncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, d.tracker.SetAddresses)
+	go p.proxier.WaitListed(srcCtx)
+	go nodeaddrs.Follow(srcCtx, log, s.SyncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, p.tracker.SetAddresses)
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.
-	d.health.Updated()
+	p.health.Updated()
 	m.Started(a.now())
-	go func() { runErr <- runner.Run(ctx) }()
+	go func() { runErr <- p.runner.Run(ctx) }()
 	select {
 	case err := <-srcErr:
 		stop()

@@ -2,7 +2,9 @@
 // daemon's tests write to a real API server (daemon/watcher's host tests,
 // daemon/e2e's VM tests), and writes them: one shape, port "http" over
 // TCP to 8080 on ready endpoints, so that the tests of the watcher and the
-// tests end to end describe a service alike.
+// tests end to end describe a service alike. WebManifest is a Service and
+// its EndpointSlice as manifests, for the unit tests that feed the
+// daemon's parts (daemon/cmd/ipvsplane, daemon/internal/proxier).
 package kubetest
 
 import (
@@ -85,3 +87,27 @@ func UpdateService(ctx context.Context, client kubernetes.Interface, ns, name st
 	_, err = api.Update(ctx, svc, metav1.UpdateOptions{})
 	return err
 }
+
+// WebManifest is Service demo/web, a LoadBalancer of cluster IP
+// 10.96.0.80 with node port 30080, externalTrafficPolicy Local and
+// health-check node port 32000, and its EndpointSlice of one endpoint,
+// 10.244.1.10 on node-a.
+const WebManifest = `
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  healthCheckNodePort: 32000
+  clusterIP: 10.96.0.80
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- {addresses: [10.244.1.10], nodeName: node-a}
+`

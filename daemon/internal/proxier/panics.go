@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"errors"
@@ -19,26 +19,26 @@ import (
 // an Event, and the next sync compares everything with the rest. A panic
 // over a whole state leaves out the ports that panic planned alone. It
 // reports whether it left any out.
-func (d *daemon) containPlanPanic(err error, u *watcher.Update) bool {
+func (p *Proxier) containPlanPanic(err error, u *watcher.Update) bool {
 	var pe *dataplane.PlanPanicError
 	if !errors.As(err, &pe) {
 		return false
 	}
-	d.metrics.PlanPanicked()
+	p.metrics.PlanPanicked()
 	// The dataplane dropped its planner: the next sync hands it all.
-	d.wholeNext = true
+	p.wholeNext = true
 	suspects := pe.Services
 	if suspects == nil {
 		suspects = panickingAlone(&u.State)
 	}
-	d.log.Error("planning panicked; the service ports being planned are left out until they change, and the rest is synced again (please report this bug)",
+	p.log.Error("planning panicked; the service ports being planned are left out until they change, and the rest is synced again (please report this bug)",
 		zap.Any("panic", pe.Value), zap.Stringers("servicePorts", suspects), zap.ByteString("stack", pe.Stack))
-	if d.quarantined == nil {
-		d.quarantined = map[model.ServicePortName]bool{}
+	if p.quarantined == nil {
+		p.quarantined = map[model.ServicePortName]bool{}
 	}
 	for _, name := range suspects {
-		d.quarantined[name] = true
-		d.events.Eventf(events.ServiceRef(name.Namespace, name.Name), v1.EventTypeWarning, "PlanningPanicked", "Sync",
+		p.quarantined[name] = true
+		p.events.Eventf(events.ServiceRef(name.Namespace, name.Name), v1.EventTypeWarning, "PlanningPanicked", "Sync",
 			fmt.Sprintf("ipvsplane's planner panicked on port %q of this Service; the port is left out until the Service or its endpoints change. This is a bug in ipvsplane: please report it", name.Port))
 	}
 	return len(suspects) > 0
@@ -67,14 +67,14 @@ func buildPanics(s *model.State, rules plan.Rules) (panicked bool) {
 // withoutQuarantined leaves the quarantined service ports out of u: of a
 // whole state, and of changes, where a new version of a quarantined port
 // is tried again (its next panic leaves it out again).
-func (d *daemon) withoutQuarantined(u *watcher.Update, full bool) {
-	if len(d.quarantined) == 0 {
+func (p *Proxier) withoutQuarantined(u *watcher.Update, full bool) {
+	if len(p.quarantined) == 0 {
 		return
 	}
 	if full {
 		kept := u.State.Services[:0:0]
 		for _, sp := range u.State.Services {
-			if !d.quarantined[sp.Name] {
+			if !p.quarantined[sp.Name] {
 				kept = append(kept, sp)
 			}
 		}
@@ -82,6 +82,6 @@ func (d *daemon) withoutQuarantined(u *watcher.Update, full bool) {
 		return
 	}
 	for _, c := range u.Changes {
-		delete(d.quarantined, c.Name)
+		delete(p.quarantined, c.Name)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package nodeaddrs
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestFollowAddresses(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() {
-		followAddresses(ctx, zap.NewNop(), time.Millisecond, read, func(a []netip.Addr) { got <- a })
+		Follow(ctx, zap.NewNop(), time.Millisecond, read, func(a []netip.Addr) { got <- a })
 		close(done)
 	}()
 	<-done

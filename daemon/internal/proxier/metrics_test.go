@@ -1,21 +1,15 @@
-package main
+package proxier
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/google/nftables"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
-	"github.com/ipvsplane/ipvsplane/daemon/watcher"
-	"github.com/ipvsplane/ipvsplane/dataplane"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
-	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/inet"
 	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -44,22 +38,19 @@ func TestMetricsPerFamily(t *testing.T) {
 	}{{"dual-stack", []inet.Family{inet.IPv4, inet.IPv6}, []string{"IPv4", "IPv6"}}, {"IPv4 only", []inet.Family{inet.IPv4}, []string{"IPv4"}}} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := metrics.New().ForFamilies(tt.served)
-			k := &fakeKernel{problems: []error{&dataplane.OpError{Op: plan.ReplaceRules{}, Err: errors.New("refused")}}}
-			d := &daemon{log: zap.NewNop(), kernel: k, metrics: m, health: testHealth(30*time.Second, time.Now, m),
-				now: time.Now, tracker: watcher.NewTracker(watcher.TrackerConfig{Node: model.Node{Name: "node-a"}})}
-			d.hc = testServiceServers("node-a", nil)
-			defer d.hc.Close(context.Background())
-			d.tracker.SetService(svc)
+			p := newTestProxier(t, setup{metrics: m})
+			p.tracker.SetService(svc)
 			now := time.Now()
-			d.tracker.SetEndpointSlice(slice("web-4", discoveryv1.AddressTypeIPv4, "10.244.1.1"), now.Add(-time.Second))
-			d.tracker.SetEndpointSlice(slice("web-6a", discoveryv1.AddressTypeIPv6, "fd00:244::1"), now.Add(-2*time.Second))
-			d.tracker.SetEndpointSlice(slice("web-6b", discoveryv1.AddressTypeIPv6, "fd00:244::2"), now.Add(-3*time.Second))
-			d.sync(context.Background())
+			p.tracker.SetEndpointSlice(slice("web-4", discoveryv1.AddressTypeIPv4, "10.244.1.1"), now.Add(-time.Second))
+			p.tracker.SetEndpointSlice(slice("web-6a", discoveryv1.AddressTypeIPv6, "fd00:244::1"), now.Add(-2*time.Second))
+			p.tracker.SetEndpointSlice(slice("web-6b", discoveryv1.AddressTypeIPv6, "fd00:244::2"), now.Add(-3*time.Second))
+			p.listed(t)
+			p.Sync(context.Background())
 			const programming = "kubeproxy_network_programming_duration_seconds"
 
 			for name, metric := range map[string]string{
 				"sync duration": "kubeproxy_sync_proxy_rules_duration_seconds", "last sync": "kubeproxy_sync_proxy_rules_last_timestamp_seconds",
-				"rule failures": "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "no local endpoints": "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+				"no local endpoints": "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
 			} {
 				if got := seriesFamilies(t, m, metric); !slices.Equal(got, tt.families) {
 					t.Errorf("%s: series of %v, want %v", name, got, tt.families)
@@ -72,7 +63,18 @@ func TestMetricsPerFamily(t *testing.T) {
 			if counts["IPv4"] != 1 || (slices.Contains(tt.served, inet.IPv6) && counts["IPv6"] != 2) {
 				t.Errorf("programming latency observations %v, want IPv4 1 and (dual-stack) IPv6 2", counts)
 			}
-			if got := gatheredValue(t, m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "IPv4"); got != 1 {
+
+			// A rule transaction the kernel refuses counts for each family.
+			mb := metrics.New().ForFamilies(tt.served)
+			broken := newTestProxier(t, setup{metrics: mb})
+			broken.node.Rules.UnregisterChainType(nftables.TableFamilyIPv4, nftables.ChainTypeNAT)
+			broken.listed(t)
+			broken.Sync(context.Background())
+			const failures = "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"
+			if got := seriesFamilies(t, mb, failures); !slices.Equal(got, tt.families) {
+				t.Errorf("rule failures: series of %v, want %v", got, tt.families)
+			}
+			if got := gatheredValue(t, mb, failures, "IPv4"); got != 1 {
 				t.Errorf("IPv4 rule failures %v, want 1", got)
 			}
 		})
@@ -142,11 +144,4 @@ func gather(t *testing.T, m *metrics.Metrics, name string) []*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() != name })
-}
-
-// testHealth returns the health of a daemon syncing every period, its
-// answers counted in m.
-func testHealth(period time.Duration, now func() time.Time, m *metrics.Metrics) *healthcheck.ProxyHealth {
-	healthz, livez := m.AnswerCounters()
-	return healthcheck.NewProxyHealth(period, now, false, []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, healthz, livez)
 }

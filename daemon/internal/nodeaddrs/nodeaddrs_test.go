@@ -1,4 +1,4 @@
-package main
+package nodeaddrs
 
 import (
 	"net/netip"
@@ -20,8 +20,8 @@ func TestNodeAddr(t *testing.T) {
 		"0.0.0.0":        false,
 		"::ffff:1.2.3.4": true,
 	} {
-		if got := nodeAddr(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("nodeAddr(%s) = %v, want %v", addr, got, want)
+		if got := servesNodePorts(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("servesNodePorts(%s) = %v, want %v", addr, got, want)
 		}
 	}
 }

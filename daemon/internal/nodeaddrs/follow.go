@@ -1,4 +1,4 @@
-package main
+package nodeaddrs
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// followAddresses reads the node's addresses every interval until ctx is
+// Follow reads the node's addresses every interval until ctx is
 // done and hands them to set (which ignores an unchanged list). kube-proxy
 // reads them at every sync; this way node ports follow an address added to
 // the node after the start without a full reread each sync.
-func followAddresses(ctx context.Context, log *zap.Logger, every time.Duration, read func() ([]netip.Addr, error), set func([]netip.Addr)) {
+func Follow(ctx context.Context, log *zap.Logger, every time.Duration, read func() ([]netip.Addr, error), set func([]netip.Addr)) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {

@@ -1,4 +1,4 @@
-package main
+package proxier
 
 import (
 	"context"
@@ -21,9 +21,9 @@ const prefillEvery = time.Second
 // round starts no sooner after the last than twice the time that one
 // took, and prefillEvery at the least, so the listing keeps most of the
 // CPU. A failure is logged; the first sync does it all anyway.
-func (d *daemon) prefill(ctx context.Context) {
-	start := d.now()
-	if start.Before(d.nextPrefill) {
+func (p *Proxier) prefill(ctx context.Context) {
+	start := p.now()
+	if start.Before(p.nextPrefill) {
 		return
 	}
 	// After a prefill that read the kernel, the next ones take what was
@@ -32,29 +32,29 @@ func (d *daemon) prefill(ctx context.Context) {
 	var u *watcher.Update
 	var res *dataplane.Result
 	var err error
-	if d.prefilled {
-		u = d.tracker.SyncChanges()
+	if p.prefilled {
+		u = p.tracker.SyncChanges()
 	} else {
-		u = d.tracker.Sync()
+		u = p.tracker.Sync()
 	}
-	if d.prefilled && !u.NodeChanged {
-		res, err = d.kernel.PrefillChanges(ctx, u.Changes)
+	if p.prefilled && !u.NodeChanged {
+		res, err = p.dataplane.PrefillChanges(ctx, u.Changes)
 	} else {
-		res, err = d.kernel.Prefill(ctx, &u.State)
+		res, err = p.dataplane.Prefill(ctx, &u.State)
 	}
-	d.prefilled = err == nil
+	p.prefilled = err == nil
 	// The first sync reports the latency of what changed while listing.
 	for _, f := range inet.Families() {
-		*d.listedTriggers.Of(f) = append(d.listedTriggers.Get(f), u.TriggerTimes.Get(f)...)
+		*p.listedTriggers.Of(f) = append(p.listedTriggers.Get(f), u.TriggerTimes.Get(f)...)
 	}
-	end := d.now()
+	end := p.now()
 	took := end.Sub(start)
-	d.nextPrefill = end.Add(max(prefillEvery, 2*took))
-	d.metrics.ObservePrefill(res, took)
+	p.nextPrefill = end.Add(max(prefillEvery, 2*took))
+	p.metrics.ObservePrefill(res, took)
 	if err != nil {
-		d.log.Warn("prefill failed; the first sync, after the listing, does it all", zap.Duration("took", took), zap.Error(err))
+		p.log.Warn("prefill failed; the first sync, after the listing, does it all", zap.Duration("took", took), zap.Error(err))
 		return
 	}
-	d.log.Info("prefilled what is listed so far", zap.Int("operations", res.Plan.Len()), zap.Int("servicePorts", u.ServicePorts),
+	p.log.Info("prefilled what is listed so far", zap.Int("operations", res.Plan.Len()), zap.Int("servicePorts", u.ServicePorts),
 		zap.Int("errors", len(res.Errors)), zap.Duration("took", took))
 }

@@ -55,7 +55,10 @@ endpoints:
 
 // echoLoad keeps long-lived connections busy, a line echoed every few
 // milliseconds on each, and opens new connections meanwhile, counting
-// whatever fails.
+// whatever fails: a connection refused or reset, or one that stays
+// silent for brokenAfter. One that answers late is slow, not broken: on
+// a machine running other guests, an emulated guest may not run for
+// seconds.
 type echoLoad struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -66,6 +69,9 @@ type echoLoad struct {
 	newFail atomic.Int64
 	newErrs []string
 	echoes  atomic.Int64
+	// slow counts the echoes and connections that took over slowEcho;
+	// slowest is the longest of all, in nanoseconds.
+	slow, slowest atomic.Int64
 }
 
 // startTraffic opens perService long-lived connections to each address
@@ -94,11 +100,13 @@ func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perServi
 			case <-time.After(50 * time.Millisecond):
 			}
 			addr := addrs[i%len(addrs)]
-			c, err := client.DialEcho(addr, 3*time.Second)
+			start := time.Now()
+			c, err := client.DialEcho(addr, brokenAfter)
 			if err == nil {
-				err = c.Echo(fmt.Sprintf("new %d", i), echoTimeout)
+				err = c.Echo(fmt.Sprintf("new %d", i), brokenAfter)
 				c.Close()
 			}
+			tr.took(time.Since(start))
 			if err != nil {
 				tr.newFail.Add(1)
 				tr.mu.Lock()
@@ -112,8 +120,30 @@ func startTraffic(t testing.TB, client *testutil.NetNS, addrs []string, perServi
 	return tr
 }
 
-// echoTimeout is how long a line's echo may take.
-const echoTimeout = 5 * time.Second
+// brokenAfter is how long a connection may stay silent before it counts
+// as broken; slowEcho, how long an echo takes before it counts as slow.
+const (
+	brokenAfter = time.Minute
+	slowEcho    = 5 * time.Second
+)
+
+// took counts an echo or connection that took d.
+func (tr *echoLoad) took(d time.Duration) {
+	if d > slowEcho {
+		tr.slow.Add(1)
+	}
+	for {
+		old := tr.slowest.Load()
+		if int64(d) <= old || tr.slowest.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
+}
+
+// slowness says how many echoes and connections were slow.
+func (tr *echoLoad) slowness() string {
+	return fmt.Sprintf("%d took over %v, the slowest %v", tr.slow.Load(), slowEcho, time.Duration(tr.slowest.Load()).Round(time.Millisecond))
+}
 
 func (tr *echoLoad) keepBusy(c *testutil.EchoConn, addr string) {
 	defer tr.wg.Done()
@@ -124,7 +154,10 @@ func (tr *echoLoad) keepBusy(c *testutil.EchoConn, addr string) {
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
-		if err := c.Echo(fmt.Sprintf("%s line %d", c.LocalAddr(), i), echoTimeout); err != nil {
+		start := time.Now()
+		err := c.Echo(fmt.Sprintf("%s line %d", c.LocalAddr(), i), brokenAfter)
+		tr.took(time.Since(start))
+		if err != nil {
 			tr.mu.Lock()
 			tr.broken = append(tr.broken, fmt.Sprintf("%s -> %s after %d lines: %v", c.LocalAddr(), addr, i, err))
 			tr.mu.Unlock()

@@ -69,8 +69,8 @@ func TestFaultRestartUnderTraffic(t *testing.T) {
 	}
 
 	broken, newErrs := tr.end()
-	t.Logf("connections kept: %d/%d long-lived; new connections: %d/%d succeeded; %d lines echoed",
-		tr.long-len(broken), tr.long, tr.newOK.Load(), tr.newOK.Load()+tr.newFail.Load(), tr.echoes.Load())
+	t.Logf("connections kept: %d/%d long-lived; new connections: %d/%d succeeded; %d lines echoed; %s",
+		tr.long-len(broken), tr.long, tr.newOK.Load(), tr.newOK.Load()+tr.newFail.Load(), tr.echoes.Load(), tr.slowness())
 	for _, b := range broken {
 		t.Errorf("long-lived connection broken: %s", b)
 	}

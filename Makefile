@@ -137,9 +137,9 @@ test-vm: $(VMTEST) $(BIN)/ipvsplane vm-kernel ## tests in a VM of the kernel KER
 	if [ -z "$$lane1" ] || [ -z "$$lane2" ]; then echo "$(VM_TESTS)"; set -o pipefail; $(VM_TESTS) 2>&1 | $(TEST_LOG); exit; fi; \
 	mkdir -p $(BIN); start=$$(date +%s); jobs=; \
 	for lane in 1 2; do \
-	  ( if [ $$lane = 1 ]; then pkgs="$$lane1"; else pkgs="$$lane2"; fi; \
-	    echo "lane $$lane: $(VM_TESTS)" | tr '\n' ' '; echo; \
-	    $(VM_TESTS) > $(BIN)/test-vm-lane$$lane.json 2>&1 ) & jobs="$$jobs $$!"; \
+	  if [ $$lane = 1 ]; then pkgs="$$lane1"; else pkgs="$$lane2"; fi; \
+	  echo "lane $$lane: $(VM_TESTS)" | tr '\n' ' '; echo; \
+	  ( $(VM_TESTS) > $(BIN)/test-vm-lane$$lane.json 2>&1 ) & jobs="$$jobs $$!"; \
 	done; \
 	rc=0; for j in $$jobs; do wait $$j || rc=1; done; \
 	cat $(BIN)/test-vm-lane1.json $(BIN)/test-vm-lane2.json | { $(TESTFAILURES) -log $(BIN)/test-vm.log; }; \

@@ -11,7 +11,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-func TestPortKeys(t *testing.T) {
+func TestNamesOfKeys(t *testing.T) {
 	sp := model.ServicePort{
 		Name: model.ServicePortName{Namespace: "demo", Name: "dns", Port: "dns"}, Protocol: inet.UDP, Port: 53,
 		ClusterIPs:      []netip.Addr{netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("fd00::a")},
@@ -20,8 +20,8 @@ func TestPortKeys(t *testing.T) {
 		NodePort:        30053,
 	}
 	want := []string{"UDP 10.96.0.10:53", "UDP [fd00::a]:53", "UDP 192.0.2.1:53", "UDP [2001:db8::1]:53", "UDP *:30053"}
-	if got := PortKeys(&sp); !slices.Equal(got, want) {
-		t.Errorf("PortKeys = %q, want %q", got, want)
+	if got := NamesOf(&sp).Keys; !slices.Equal(got, want) {
+		t.Errorf("NamesOf(...).Keys = %q, want %q", got, want)
 	}
 	// The names the status command looks up are the ones it wrote.
 	ports := map[model.ServicePortName]PortNames{}

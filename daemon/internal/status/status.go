@@ -81,57 +81,36 @@ func NamesFile(stateFile string) string {
 // MaxRecordedErrors bounds the errors kept in the state file.
 const MaxRecordedErrors = 20
 
-func netipJoin(addr string, port uint16) string {
-	if strings.Contains(addr, ":") {
-		return fmt.Sprintf("[%s]:%d", addr, port)
-	}
-	return fmt.Sprintf("%s:%d", addr, port)
-}
-
-// PortKeys lists the virtual servers of a service port as the state
-// file names them (inet.VirtualServer), built in one buffer: the daemon
-// names every service port at its first sync, 44,000 of them in the
-// field's largest shape.
-func PortKeys(sp *model.ServicePort) []string {
-	n := len(sp.ClusterIPs) + len(sp.ExternalIPs) + len(sp.LoadBalancerIPs)
-	if sp.NodePort != 0 {
-		n++
-	}
-	keys := make([]string, 0, n)
-	buf := make([]byte, 0, 64)
-	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
-		for _, a := range list {
-			buf = inet.AppendVirtualServer(buf[:0], sp.Protocol, a, sp.Port)
-			keys = append(keys, string(buf))
-		}
-	}
-	if sp.NodePort != 0 {
-		keys = append(keys, string(inet.AppendVirtualServer(buf[:0], sp.Protocol, netip.Addr{}, sp.NodePort)))
-	}
-	return keys
-}
-
 // PortNames are a service port's virtual servers as the state file names
-// them (Keys, see PortKeys) and, in the same order, as the planner keys
-// them (Virtual): the zero VirtualKey for the node port's key, which
-// stands for the port on every node address.
+// them (Keys, inet.VirtualServer's names) and, in the same order, as the
+// planner keys them (Virtual): the zero VirtualKey for the node port's
+// key, which stands for the port on every node address.
 type PortNames struct {
 	Keys    []string
 	Virtual []plan.VirtualKey
 }
 
-// NamesOf returns a service port's PortNames.
+// NamesOf returns a service port's PortNames, its keys built in one
+// buffer: the daemon names every service port at its first sync, 44,000
+// of them in the field's largest shape.
 func NamesOf(sp *model.ServicePort) PortNames {
-	virtual := make([]plan.VirtualKey, 0, len(sp.ClusterIPs)+len(sp.ExternalIPs)+len(sp.LoadBalancerIPs)+1)
+	n := len(sp.ClusterIPs) + len(sp.ExternalIPs) + len(sp.LoadBalancerIPs) + 1
+	names := PortNames{Keys: make([]string, 0, n), Virtual: make([]plan.VirtualKey, 0, n)}
+	buf := make([]byte, 0, 64)
+	add := func(vk plan.VirtualKey, addr netip.Addr, port uint16) {
+		buf = inet.AppendVirtualServer(buf[:0], sp.Protocol, addr, port)
+		names.Keys = append(names.Keys, string(buf))
+		names.Virtual = append(names.Virtual, vk)
+	}
 	for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
 		for _, a := range list {
-			virtual = append(virtual, plan.VirtualKey{Addr: a, Port: sp.Port, Protocol: sp.Protocol})
+			add(plan.VirtualKey{Addr: a, Port: sp.Port, Protocol: sp.Protocol}, a, sp.Port)
 		}
 	}
 	if sp.NodePort != 0 {
-		virtual = append(virtual, plan.VirtualKey{})
+		add(plan.VirtualKey{}, netip.Addr{}, sp.NodePort)
 	}
-	return PortNames{Keys: PortKeys(sp), Virtual: virtual}
+	return names
 }
 
 // Owner returns the service port the planner programs a virtual server
@@ -480,7 +459,7 @@ func printVirtualServer(tw io.Writer, rec *Record, v *Kernel, vs ipvs.VirtualSer
 		if i > 0 {
 			name, vip, sched = "", "", ""
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", name, vip, sched, netipJoin(d.Addr.String(), d.Port), d.Weight, d.ActiveConnections, d.InactiveConnections)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", name, vip, sched, d.String(), d.Weight, d.ActiveConnections, d.InactiveConnections)
 	}
 }
 

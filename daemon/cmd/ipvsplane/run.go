@@ -406,7 +406,7 @@ func (a *app) follow(ctx context.Context, stop func(), p *daemonParts, o *option
 		})
 	}()
 	go p.proxier.WaitListed(srcCtx)
-	go nodeaddrs.Follow(srcCtx, log, s.SyncPeriod, func() ([]netip.Addr, error) { return a.nodeAddrs(srcCtx, dataplane.DefaultDevice) }, p.tracker.SetAddresses)
+	go nodeaddrs.Follow(srcCtx, log, s.SyncPeriod, func(ctx context.Context) ([]netip.Addr, error) { return a.nodeAddrs(ctx, dataplane.DefaultDevice) }, p.tracker.SetAddresses)
 	runErr := make(chan error, 1)
 	// As kube-proxy's sync loop: healthy from the start, until a change
 	// waits too long.

@@ -21,7 +21,7 @@ func TestFollowAddresses(t *testing.T) {
 	defer cancel()
 	got := make(chan []netip.Addr, len(reads))
 	i := 0
-	read := func() ([]netip.Addr, error) {
+	read := func(context.Context) ([]netip.Addr, error) {
 		defer func() { i++ }()
 		if i >= len(reads) {
 			cancel()

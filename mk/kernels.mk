@@ -9,9 +9,9 @@ KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/
 
 # vmtest's own test of a guest that never ends: it boots the guest twice
 # (about 75 s in all), to see vmtest stop it at its limit and on SIGTERM.
-test-vmtest: vm-kernel ## vmtest stopping a guest that never ends, and naming it
-	@echo "$(GO) test -count=1 -json -tags vmharness -run TestStuckGuestNamesItself ./daemon/internal/testing/vmtest"; \
-	set -o pipefail; $(GO) test -count=1 -json -tags vmharness -run TestStuckGuestNamesItself ./daemon/internal/testing/vmtest 2>&1 | $(TEST_LOG)
+test-vmtest: vm-kernel ## vmtest stopping a guest that never ends or falls silent, and naming it
+	@echo "$(GO) test -count=1 -json -tags vmharness -run 'TestStuckGuestNamesItself|TestSilentGuestGetsAnNMI' ./daemon/internal/testing/vmtest"; \
+	set -o pipefail; $(GO) test -count=1 -json -tags vmharness -run 'TestStuckGuestNamesItself|TestSilentGuestGetsAnNMI' ./daemon/internal/testing/vmtest 2>&1 | $(TEST_LOG)
 
 # The kernel packages' VM tests on each of OTHER_KERNELS, all at once, each
 # in guests of one vCPU (VMTEST_CPUS): their tests run one at a time, so a

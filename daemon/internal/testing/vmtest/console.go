@@ -27,7 +27,7 @@ const kernelPrefix = "guest kernel: "
 
 var (
 	// kernelIncident is the first line of a kernel's report of trouble.
-	kernelIncident = regexp.MustCompile(`BUG: |WARNING: |Oops|Kernel panic|blocked for more than|soft lockup|hard LOCKUP|rcu: INFO|rcu_.* detected stall|NMI backtrace|general protection fault|unable to handle`)
+	kernelIncident = regexp.MustCompile(`BUG: |WARNING: |Oops|Kernel panic|blocked for more than|soft lockup|hard LOCKUP|rcu: INFO|rcu_.* detected stall|NMI backtrace|NMI received for unknown reason|general protection fault|unable to handle`)
 	// A test starts, resumes or logs (=== RUN/CONT/NAME) or pauses or
 	// ends (=== PAUSE, --- PASS/FAIL/SKIP), as go test -v prints. Under
 	// go test -json the lines begin with a ^V.

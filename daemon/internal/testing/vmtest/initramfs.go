@@ -106,6 +106,7 @@ mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 mkdir -p /run/netns
 `)
+	b.WriteString(heartbeatScript())
 	fmt.Fprintf(&b, "modprobe -a %s || echo 'vmtest: loading modules failed' >&2\n", strings.Join(bootModules, " "))
 	// Without numdummies=0 the driver makes a stray dummy0.
 	b.WriteString("modprobe dummy numdummies=0 || echo 'vmtest: loading dummy failed' >&2\n")

@@ -131,8 +131,13 @@ func newGuest(release, binary string, args []string) (guest, error) {
 // run, each time in a fresh guest (and control plane).
 const guestAttempts = 3
 
-// errGuestPanicked marks a run whose guest kernel panicked.
-var errGuestPanicked = errors.New("the guest kernel panicked")
+// errGuestPanicked marks a run whose guest kernel panicked, errGuestSilent
+// one whose guest stopped writing its heartbeat and did not panic on the
+// NMI vmtest sent it (watchHeartbeat).
+var (
+	errGuestPanicked = errors.New("the guest kernel panicked")
+	errGuestSilent   = errors.New("the guest went silent and did not panic on an NMI")
+)
 
 // lockupPanics makes a guest kernel whose CPUs stay stuck in the kernel
 // for a minute (twice watchdog_thresh) panic, so that runInVM boots it
@@ -169,7 +174,7 @@ func runInVM(binary string, args []string) (int, error) {
 	defer stop()
 	for attempt := 1; ; attempt++ {
 		status, err := runOnce(ctx, binary, args)
-		if !errors.Is(err, errGuestPanicked) || attempt == guestAttempts || ctx.Err() != nil {
+		if !errors.Is(err, errGuestPanicked) && !errors.Is(err, errGuestSilent) || attempt == guestAttempts || ctx.Err() != nil {
 			return status, err
 		}
 		fmt.Fprintf(os.Stderr, "vmtest: %v\nvmtest: running %s again in a fresh guest (attempt %d of %d)\n", err, filepath.Base(binary), attempt+1, guestAttempts)
@@ -225,20 +230,22 @@ func runOnce(ctx context.Context, binary string, args []string) (int, error) {
 	if ctx.Err() != nil {
 		return 0, fmt.Errorf("%s: %v before the guest booted", name, context.Cause(ctx))
 	}
-	statusFile := filepath.Join(work, "status")
+	files := guestFiles{status: filepath.Join(work, "status"), heartbeat: filepath.Join(work, "heartbeat"), qmp: filepath.Join(work, "qmp")}
 	start := time.Now()
-	res, waitErr, err := boot(ctx, qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, statusFile), statusFile)
+	res, waitErr, err := boot(ctx, qemuArgs(g, self, filepath.Join(kernelDir, "vmlinuz"), initrd, files), files)
 	if err != nil {
 		return 0, err
 	}
 	total := time.Since(start)
-	status, haveStatus := readStatus(statusFile)
+	status, haveStatus := readStatus(files.status)
 
 	switch {
 	case res.stopped != nil:
 		return 0, fmt.Errorf("%s: stopped: %v\n%s", name, context.Cause(ctx), res.stopped.report())
 	case res.panicked:
 		return 0, fmt.Errorf("%s: %w\n%s", name, errGuestPanicked, res.report())
+	case res.silent:
+		return 0, fmt.Errorf("%s: %w\n%s", name, errGuestSilent, res.report())
 	case !haveStatus:
 		return 0, fmt.Errorf("%s: the guest stopped without reporting the test's exit status (qemu: %v)\n%s", name, waitErr, res.report())
 	}
@@ -255,7 +262,14 @@ type bootResult struct {
 	stopped *consoleResult
 	// cpu is the CPU time qemu used, its vCPUs' and its own.
 	cpu time.Duration
+	// silent is true when the guest stopped writing its heartbeat.
+	silent bool
 }
+
+// guestFiles are the host's ends of a guest's channels: the file its
+// test's exit status is written to, its heartbeat's, and qemu's QMP
+// socket.
+type guestFiles struct{ status, heartbeat, qmp string }
 
 // cpuUse says how busy a guest's vCPUs were over its run: a guest that
 // sits idle leaves the machine's cores to another one, so a slow test
@@ -271,9 +285,14 @@ func cpuUse(cpu, wall time.Duration, vcpus int) string {
 // boot runs qemu with args, streams the test's console and the kernel's
 // until qemu ends, and stops the guest when ctx ends first (stopGuest);
 // qemuExit is how qemu ended, err that it could not start. A guest that
-// wrote the test's status to statusFile and has not powered off within
-// poweroffGrace is stopped.
-func boot(ctx context.Context, args []string, statusFile string) (res bootResult, qemuExit error, err error) {
+// wrote the test's status to files.status and has not powered off within
+// poweroffGrace is stopped, and one that stops writing its heartbeat gets
+// an NMI (watchHeartbeat).
+func boot(ctx context.Context, args []string, files guestFiles) (res bootResult, qemuExit error, err error) {
+	limits, err := heartbeatLimitsFromEnv()
+	if err != nil {
+		return bootResult{}, nil, err
+	}
 	kernelOut, kernelIn, err := os.Pipe()
 	if err != nil {
 		return bootResult{}, nil, err
@@ -308,7 +327,9 @@ func boot(ctx context.Context, args []string, statusFile string) (res bootResult
 		readKernelConsole(kernelOut, os.Stderr, verbose, log)
 	}()
 	exited, poweroffStopped, stopped := make(chan struct{}), make(chan bool, 1), make(chan *consoleResult, 1)
-	go func() { poweroffStopped <- stopAfterStatus(statusFile, exited, poweroffGrace, kill) }()
+	silent := make(chan bool, 1)
+	go func() { silent <- watchHeartbeat(files.heartbeat, files.qmp, limits, exited, kill) }()
+	go func() { poweroffStopped <- stopAfterStatus(files.status, exited, poweroffGrace, kill) }()
 	go func() { stopped <- stopGuest(ctx, exited, input, log, kill) }()
 	readTestConsole(console, os.Stdout, verbose, log)
 	qemuExit = cmd.Wait()
@@ -321,7 +342,7 @@ func boot(ctx context.Context, args []string, statusFile string) (res bootResult
 	if cmd.ProcessState != nil {
 		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	return bootResult{consoleResult: log.result(), stopped: <-stopped, cpu: cpu}, qemuExit, nil
+	return bootResult{consoleResult: log.result(), stopped: <-stopped, cpu: cpu, silent: <-silent}, qemuExit, nil
 }
 
 // poweroffGrace is how long a guest has to power off once its test has
@@ -416,7 +437,7 @@ func readStatus(file string) (int, bool) {
 
 // qemuArgs returns qemu's command line; self is this program, which qemu
 // starts as the relay of each forwarded connection.
-func qemuArgs(g guest, self, kernel, initrd, statusFile string) []string {
+func qemuArgs(g guest, self, kernel, initrd string, files guestFiles) []string {
 	mem, cpus := envInt("VMTEST_MEM", 1024), envInt("VMTEST_CPUS", 2)
 	nic := "none"
 	if g.network {
@@ -435,11 +456,14 @@ func qemuArgs(g guest, self, kernel, initrd, statusFile string) []string {
 		"-nographic", "-no-reboot",
 		// ttyS0 is the test's console, its input how vmtest asks for
 		// a goroutine dump (stopGuest); ttyS1 takes the exit status,
-		// ttyS2 the kernel's console on the pipe boot passes as fd 3.
-		"-serial", "mon:stdio", "-serial", "file:" + statusFile, "-serial", "file:/dev/fd/3",
+		// ttyS2 the kernel's console on the pipe boot passes as fd 3,
+		// ttyS3 the heartbeat (watchHeartbeat), which sends an NMI
+		// through the QMP socket.
+		"-serial", "mon:stdio", "-serial", "file:" + files.status, "-serial", "file:/dev/fd/3",
+		"-serial", "file:" + files.heartbeat, "-qmp", "unix:" + files.qmp + ",server=on,wait=off",
 		"-nic", nic,
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", strings.Join(append([]string{"console=ttyS2 loglevel=7 panic=-1 " + lockupPanics + " " + hungTaskReports + " rdinit=/init"}, g.cmdline...), " "),
+		"-append", strings.Join(append([]string{"console=ttyS2 loglevel=7 panic=-1 " + lockupPanics + " " + unknownNMIPanics + " " + hungTaskReports + " rdinit=/init"}, g.cmdline...), " "),
 	}
 }
 

@@ -24,16 +24,14 @@ import (
 // test waited on one for good). It boots a VM: its build tag, vmharness,
 // keeps it to make test-vmtest.
 func TestStuckGuestNamesItself(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	vmtest, guestTest := filepath.Join(dir, "vmtest"), filepath.Join(dir, "stuck.test")
 	goCommand(t, "build", "-o", vmtest, ".")
 	goCommand(t, "test", "-c", "-tags", "vmharness", "-o", guestTest, "./testdata/stuck")
 
 	t.Run("limit", func(t *testing.T) {
-		// -test.timeout=20s: go test would kill vmtest after 80 s, and
-		// vmtest's limit is 50 s, time enough for a loaded machine to
-		// boot the guest and start the test.
-		out, took, err := runStuck(t, dir, vmtest, guestTest, nil)
+		out, took, err := runStuck(t, dir, vmtest, guestTest, spinning, nil)
 		if took < 50*time.Second || took > 50*time.Second+limitDumpGrace+10*time.Second {
 			t.Errorf("the run took %v, want its limit of 50 s and at most the dump's grace", took)
 		}
@@ -55,7 +53,7 @@ func TestStuckGuestNamesItself(t *testing.T) {
 		}
 	})
 	t.Run("SIGTERM", func(t *testing.T) {
-		out, took, err := runStuck(t, dir, vmtest, guestTest, func(p *os.Process, out *testutil.LockedBuffer) {
+		out, took, err := runStuck(t, dir, vmtest, guestTest, spinning, func(p *os.Process, out *testutil.LockedBuffer) {
 			deadline := time.Now().Add(3 * time.Minute)
 			for !strings.Contains(out.String(), "stuck_test.go:20: spinning") && time.Now().Before(deadline) {
 				time.Sleep(100 * time.Millisecond)
@@ -69,6 +67,46 @@ func TestStuckGuestNamesItself(t *testing.T) {
 	})
 }
 
+// A guest that stops writing its heartbeat, as one whose CPUs locked up
+// with interrupts off does (nothing in it can then say a word), gets an
+// NMI once its silence limit passes; its kernel panics on it with the
+// interrupted CPU's backtrace, and the test runs again in a fresh guest,
+// as after any panic, three times in all. It boots three VMs: its build
+// tag, vmharness, keeps it to make test-vmtest.
+func TestSilentGuestGetsAnNMI(t *testing.T) {
+	// Beside the stuck guest: each guest has one vCPU of the two cores.
+	t.Parallel()
+	dir := t.TempDir()
+	vmtest, guestTest := filepath.Join(dir, "vmtest"), filepath.Join(dir, "stuck.test")
+	goCommand(t, "build", "-o", vmtest, ".")
+	goCommand(t, "test", "-c", "-tags", "vmharness", "-o", guestTest, "./testdata/stuck")
+
+	out, took, err := runStuck(t, dir, vmtest, guestTest, guestRun{
+		args: []string{"-test.run=^TestStopsHeartbeat$", "-test.timeout=10m"},
+		env:  []string{"VMTEST_SILENCE=15s"},
+	}, nil)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
+		t.Errorf("vmtest ended with %v, want a non-zero exit status", err)
+	}
+	// Each attempt: a boot, 15 s of silence, the panic.
+	if took > 5*time.Minute {
+		t.Errorf("the run took %v", took)
+	}
+	for _, want := range []string{
+		"silent_test.go:30: heartbeat stopped",
+		"vmtest: the guest wrote no heartbeat in the 15s since its last: it is stuck in its kernel; sending it an NMI",
+		"Uhhuh. NMI received for unknown reason",
+		"Kernel panic - not syncing: NMI: Not continuing",
+		"running stuck.test again in a fresh guest (attempt 3 of 3)",
+		"vmtest: stuck.test: the guest kernel panicked",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // goCommand runs the go command with args in the package's directory.
 func goCommand(t *testing.T, args ...string) {
 	t.Helper()
@@ -79,19 +117,31 @@ func goCommand(t *testing.T, args ...string) {
 	}
 }
 
-// runStuck runs guestTest's spinning test under vmtest as go test would,
+// guestRun is a run of one of the guest tests in testdata/stuck: its
+// arguments and environment.
+type guestRun struct{ args, env []string }
+
+// spinning runs the test that spins forever. -test.timeout=20s: go test
+// would kill vmtest after 80 s, and vmtest's limit is 50 s, time enough
+// for a loaded machine to boot the guest and start the test. The test's
+// own timeout never fires (asyncpreemptoff).
+var spinning = guestRun{
+	args: []string{"-test.run=^TestSpinsForever$", "-test.timeout=20s"},
+	env:  []string{"GODEBUG=asyncpreemptoff=1"},
+}
+
+// runStuck runs one of guestTest's tests under vmtest as go test would,
 // its output in a pipe, with the work directory in dir; during calls
 // during the run. It returns the output, how long the run took and how it
 // ended.
-func runStuck(t *testing.T, dir, vmtest, guestTest string, during func(*os.Process, *testutil.LockedBuffer)) (string, time.Duration, error) {
+func runStuck(t *testing.T, dir, vmtest, guestTest string, run guestRun, during func(*os.Process, *testutil.LockedBuffer)) (string, time.Duration, error) {
 	t.Helper()
-	cmd := exec.Command(vmtest, guestTest, "-test.v=true", "-test.timeout=20s")
+	cmd := exec.Command(vmtest, append([]string{guestTest, "-test.v=true"}, run.args...)...)
 	cmd.Dir = "testdata/stuck"
 	cmd.Env = append(os.Environ(), "VMTEST_CPUS=1", "VMTEST_TIMEOUT=",
-		// The test's own timeout never fires.
-		"GODEBUG=asyncpreemptoff=1",
 		// qemu's command line names the initramfs in it.
 		"TMPDIR="+dir)
+	cmd.Env = append(cmd.Env, run.env...)
 	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// What go test gives a test binary's output once it has exited.

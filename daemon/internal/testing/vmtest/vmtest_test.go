@@ -88,10 +88,15 @@ func TestInitScriptQuotesArguments(t *testing.T) {
 		"ip addr add 10.0.2.15/24 dev eth0",
 		"echo $? > /dev/ttyS1",
 		"modprobe dummy numdummies=0",
+		"(while :; do echo; sleep 5; done) >/dev/ttyS3 2>/dev/null &\necho $! >/run/vmtest-heartbeat.pid\nrenice -n -20 -p $! >/dev/null\n",
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("init script lacks %q:\n%s", want, script)
 		}
+	}
+	// A guest stuck from its first module on stops its heartbeat too.
+	if strings.Index(script, "/dev/ttyS3") > strings.Index(script, "modprobe") {
+		t.Errorf("the heartbeat starts after the modules load:\n%s", script)
 	}
 }
 
@@ -199,7 +204,7 @@ func TestQemuNetworkIsRestricted(t *testing.T) {
 	g := guest{network: true, forwards: []guestForward{
 		{guest: netip.MustParseAddrPort("10.0.2.100:6443"), host: "127.0.0.1:34567"},
 	}}
-	args := qemuArgs(g, "/opt/a,b/vmtest", "vmlinuz", "initrd", "status")
+	args := qemuArgs(g, "/opt/a,b/vmtest", "vmlinuz", "initrd", guestFiles{status: "status", heartbeat: "heartbeat", qmp: "qmp"})
 	i := slices.Index(args, "-nic")
 	if i < 0 {
 		t.Fatalf("no -nic in %q", args)
@@ -208,7 +213,7 @@ func TestQemuNetworkIsRestricted(t *testing.T) {
 	if args[i+1] != want {
 		t.Errorf("-nic %q\nwant %q", args[i+1], want)
 	}
-	if args := qemuArgs(guest{}, "/vmtest", "vmlinuz", "initrd", "status"); !slices.Contains(args, "none") {
+	if args := qemuArgs(guest{}, "/vmtest", "vmlinuz", "initrd", guestFiles{status: "status", heartbeat: "heartbeat", qmp: "qmp"}); !slices.Contains(args, "none") {
 		t.Errorf("a guest without network got %q", args)
 	}
 }
@@ -229,7 +234,7 @@ func TestKernelCommandLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := qemuArgs(g, "/vmtest", "vmlinuz", "initrd", "status")
+	args := qemuArgs(g, "/vmtest", "vmlinuz", "initrd", guestFiles{status: "status", heartbeat: "heartbeat", qmp: "qmp"})
 	i := slices.Index(args, "-append")
 	if i < 0 || !strings.HasPrefix(args[i+1], "console=ttyS2 ") || !strings.HasSuffix(args[i+1], " rdinit=/init ipv6.disable=1 nokaslr") {
 		t.Errorf("kernel command line %q", args[i:])
@@ -238,13 +243,16 @@ func TestKernelCommandLine(t *testing.T) {
 		t.Errorf("kernel command line %q: a soft lockup does not panic, and the guest hangs instead of being booted again", args[i+1])
 	}
 	// A hung task's backtrace is printed at KERN_INFO.
-	for _, want := range []string{" loglevel=7 ", " sysctl.kernel.hung_task_timeout_secs=60 ", " softlockup_all_cpu_backtrace=1 "} {
+	for _, want := range []string{" loglevel=7 ", " sysctl.kernel.hung_task_timeout_secs=60 ", " softlockup_all_cpu_backtrace=1 ", " unknown_nmi_panic "} {
 		if !strings.Contains(args[i+1], want) {
 			t.Errorf("kernel command line %q lacks %q: a stuck kernel does not say where", args[i+1], want)
 		}
 	}
-	if j := slices.Index(args, "file:/dev/fd/3"); j < 0 || args[j-1] != "-serial" {
-		t.Errorf("no third serial port on fd 3 for the kernel's console in %q", args)
+	if j := slices.Index(args, "file:/dev/fd/3"); j < 0 || args[j-1] != "-serial" || args[j+1] != "-serial" || args[j+2] != "file:heartbeat" {
+		t.Errorf("no third serial port on fd 3 for the kernel's console, then the heartbeat's, in %q", args)
+	}
+	if j := slices.Index(args, "-qmp"); j < 0 || args[j+1] != "unix:qmp,server=on,wait=off" {
+		t.Errorf("no QMP socket to send a silent guest an NMI in %q", args)
 	}
 }
 

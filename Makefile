@@ -95,6 +95,11 @@ deps-node:
 # shows the tail of make test's output only; each ends with how long it
 # took ("test-vm: 1105 s"). A recipe pipes its output (2>&1, under set -o
 # pipefail) into TEST_LOG.
+#
+# The test targets run go test with -vet=off: lint, which make test runs
+# first, vets every package under every build tag with all of vet's
+# checks, and go test's own subset of them, keyed apart in the build
+# cache, cost minutes more from an empty one.
 TESTFAILURES = mkdir -p $(BIN) && $(GO) run ./hack/testfailures
 TEST_LOG     = { $(TESTFAILURES) -name $@ -log $(BIN)/$@.log; }
 
@@ -104,20 +109,20 @@ TEST_LOG     = { $(TESTFAILURES) -name $@ -log $(BIN)/$@.log; }
 # packages' tests, past go test's default 10 on a loaded machine.
 # It prints what go test without -v prints; $(BIN)/test-unit.log has all.
 test-unit: ## unit tests of every package (with -race where cgo is on)
-	@set -o pipefail; { echo "$(GO) test -json $(RACE) -timeout 25m $(PKGS)"; $(GO) test -json $(RACE) -timeout 25m $(PKGS) && \
-	  if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test -json $(RACE) ./..."; \
-	  cd hack/images && GOWORK=off $(GO) test -json $(RACE) ./...; fi; } 2>&1 | { $(TESTFAILURES) -brief -name $@ -log $(BIN)/$@.log; }
+	@set -o pipefail; { echo "$(GO) test -vet=off -json $(RACE) -timeout 25m $(PKGS)"; $(GO) test -vet=off -json $(RACE) -timeout 25m $(PKGS) && \
+	  if [ "$(PKGS)" = "$(ALL)" ]; then echo "cd hack/images && GOWORK=off $(GO) test -vet=off -json $(RACE) ./..."; \
+	  cd hack/images && GOWORK=off $(GO) test -vet=off -json $(RACE) ./...; fi; } 2>&1 | { $(TESTFAILURES) -brief -name $@ -log $(BIN)/$@.log; }
 
 test-host: ## tests against this machine's kernel (root: ipset, conntrack, nftables)
 	@pkgs="$$(hack/pkgs-with-tag hosttest $(PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-host: no packages with host-kernel tests in $(PKGS)"; exit 0; fi; \
-	echo $(GO) test $(RACE) -count=1 -json -tags hosttest $$pkgs; \
-	set -o pipefail; $(GO) test $(RACE) -count=1 -json -tags hosttest $$pkgs 2>&1 | $(TEST_LOG)
+	echo $(GO) test -vet=off $(RACE) -count=1 -json -tags hosttest $$pkgs; \
+	set -o pipefail; $(GO) test -vet=off $(RACE) -count=1 -json -tags hosttest $$pkgs 2>&1 | $(TEST_LOG)
 
 # Test binaries are static (CGO_ENABLED=0, so no race detector) and run in
 # the VM one package at a time (-p 1). VM_TESTS is the command, for the
 # packages in $$pkgs and the kernel in VMTEST_KERNEL.
-VM_TESTS = CGO_ENABLED=0 $(GO) test -count=1 -json -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs
+VM_TESTS = CGO_ENABLED=0 $(GO) test -vet=off -count=1 -json -p 1 -timeout 40m -tags vmtest -exec $(VMTEST) $$pkgs
 
 # test-vm runs in two lanes at once when its packages include VM_LANE (the
 # e2e package, two thirds of test-vm's time) and others: VM_LANE's

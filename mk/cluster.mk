@@ -41,7 +41,7 @@ CONFORMANCE_SLICE ?= \[sig-network\] (Services should serve a basic endpoint fro
 TWO_NODE_SPEC ?= \[sig-network\] Conntrack should be able to preserve UDP traffic when server pod cycles for a NodePort service
 test-cluster: NODES = 2
 test-cluster: deps-node image $(VMTEST) vm-kernel ## two nodes from the chart: the cluster tests and a slice of conformance
-	set -o pipefail; $(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -json -timeout 40m -tags clustertest -skip "TestTakeoverFromKubeProxy|TestKubeadmMigration|TestTenantCannotHarmOthers|TestTwoNodes." ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)|$(TWO_NODE_SPEC)" hack/conformance' \
+	set -o pipefail; $(NODE) -install helm -- sh -c 'CGO_ENABLED=0 $(GO) test -vet=off -count=1 -json -timeout 40m -tags clustertest -skip "TestTakeoverFromKubeProxy|TestKubeadmMigration|TestTenantCannotHarmOthers|TestTwoNodes." ./daemon/e2e/cluster/ && FOCUS="$(CONFORMANCE_SLICE)|$(TWO_NODE_SPEC)" hack/conformance' \
 	  2>&1 | $(TEST_LOG)
 
 # The two-node smoke: a cluster of two nodes, the TestTwoNodes tests (a
@@ -54,7 +54,7 @@ test-cluster: deps-node image $(VMTEST) vm-kernel ## two nodes from the chart: t
 TWO_NODE_SLICE ?= \[sig-network\] Conntrack should be able to preserve UDP traffic when server pod cycles for a ClusterIP service
 test-cluster-nodes: NODES = 2
 test-cluster-nodes: deps-node image $(VMTEST) vm-kernel ## the two-node tests
-	set -o pipefail; $(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -count=1 -json -timeout 40m -tags clustertest -run TestTwoNodes ./daemon/e2e/cluster/ && FOCUS="$(TWO_NODE_SLICE)" hack/conformance' \
+	set -o pipefail; $(NODE) -- sh -c 'CGO_ENABLED=0 $(GO) test -vet=off -count=1 -json -timeout 40m -tags clustertest -run TestTwoNodes ./daemon/e2e/cluster/ && FOCUS="$(TWO_NODE_SLICE)" hack/conformance' \
 	  2>&1 | $(TEST_LOG)
 
 # docs/migrating-from-kube-proxy.md in the cluster: kube-proxy serving
@@ -65,7 +65,7 @@ test-cluster-nodes: deps-node image $(VMTEST) vm-kernel ## the two-node tests
 test-takeover: PROXY = kube-proxy
 test-takeover: KUBE_PROXY_MODE = iptables
 test-takeover: deps-node image $(VMTEST) vm-kernel ## taking nodes over from kube-proxy's three modes, under traffic
-	set -o pipefail; $(NODE) -- env CGO_ENABLED=0 $(GO) test -count=1 -json -timeout 150m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ \
+	set -o pipefail; $(NODE) -- env CGO_ENABLED=0 $(GO) test -vet=off -count=1 -json -timeout 150m -tags clustertest -run TestTakeoverFromKubeProxy ./daemon/e2e/cluster/ \
 	  2>&1 | $(TEST_LOG)
 
 # docs/kubeadm.md's migration, its commands read from the docs and run
@@ -77,7 +77,7 @@ test-takeover: deps-node image $(VMTEST) vm-kernel ## taking nodes over from kub
 # docs' step.
 test-migration: NODES = 2
 test-migration: deps-node $(VMTEST) vm-kernel ## docs/kubeadm.md's migration, its commands read from the docs
-	set -o pipefail; $(VMTEST) -node -nodes $(NODES) -proxy kubeadm -- env CGO_ENABLED=0 $(GO) test -count=1 -json -timeout 40m -tags clustertest -run 'TestKubeadmMigration|TestKubeadmDocBlocks|TestDocSteps' ./daemon/e2e/cluster/ \
+	set -o pipefail; $(VMTEST) -node -nodes $(NODES) -proxy kubeadm -- env CGO_ENABLED=0 $(GO) test -vet=off -count=1 -json -timeout 40m -tags clustertest -run 'TestKubeadmMigration|TestKubeadmDocBlocks|TestDocSteps' ./daemon/e2e/cluster/ \
 	  2>&1 | $(TEST_LOG)
 
 # A namespace tenant's hostile input against two nodes (e2e/cluster's
@@ -88,5 +88,5 @@ test-migration: deps-node $(VMTEST) vm-kernel ## docs/kubeadm.md's migration, it
 # budget (docs/security.md records its runs).
 test-tenant: NODES = 2
 test-tenant: deps-node image $(VMTEST) vm-kernel ## a namespace tenant's hostile input on two nodes
-	set -o pipefail; $(NODE) -install helm -- env CGO_ENABLED=0 $(GO) test -count=1 -json -timeout 40m -tags clustertest -run TestTenantCannotHarmOthers ./daemon/e2e/cluster/ \
+	set -o pipefail; $(NODE) -install helm -- env CGO_ENABLED=0 $(GO) test -vet=off -count=1 -json -timeout 40m -tags clustertest -run TestTenantCannotHarmOthers ./daemon/e2e/cluster/ \
 	  2>&1 | $(TEST_LOG)

@@ -153,3 +153,42 @@ func TestNotReadyErrorShowsConsoleTail(t *testing.T) {
 		t.Errorf("message has more than the last 30 lines, or carriage returns:\n%s", msg)
 	}
 }
+
+// A node's VM writes a heartbeat on its third serial port, from its init's
+// first steps, which vmtest watches through the file and answers through
+// the QMP socket; its kernel reports lockups and hung tasks with their
+// backtraces, and panics on the NMI a silent node gets.
+func TestNodeHeartbeat(t *testing.T) {
+	vms, err := newNodeVMs(1, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := vms[0]
+	args := nodeQemuArgs(vm, "file=disk.img", "vmlinuz", "initrd.gz", 2048)
+	serials := []string{}
+	for i, a := range args {
+		if a == "-serial" {
+			serials = append(serials, args[i+1])
+		}
+	}
+	if want := []string{"file:" + vm.console, "file:" + vm.logFile, "file:" + vm.files.heartbeat}; !slices.Equal(serials, want) {
+		t.Errorf("serial ports %q, want %q", serials, want)
+	}
+	if i := slices.Index(args, "-qmp"); i < 0 || args[i+1] != "unix:"+vm.files.qmp+",server=on,wait=off" {
+		t.Errorf("no QMP socket in %q", args)
+	}
+	cmdline := args[slices.Index(args, "-append")+1]
+	for _, want := range []string{" loglevel=7 ", " " + lockupPanics + " ", " " + unknownNMIPanics + " ", " " + hungTaskReports + " "} {
+		if !strings.Contains(cmdline, want) {
+			t.Errorf("kernel command line %q lacks %q", cmdline, want)
+		}
+	}
+	init, err := nodeFiles.ReadFile("node/init-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := heartbeatLoop("/dev/ttyS2")
+	if i := strings.Index(string(init), loop); i < 0 || i > strings.Index(string(init), "modprobe") {
+		t.Errorf("node/init-node does not start %q before it loads modules", loop)
+	}
+}

@@ -24,11 +24,12 @@ import (
 type nodeVM struct {
 	name     string
 	ip, ip6  netip.Addr
-	tap      string // its tap device in the namespace
-	mac      string // its network card's, distinct on the shared link
-	dir      string // its files: console and logs
-	console  string // the guest's console, a file
-	logFile  string // containerd's and the kubelet's logs, streamed by the guest
+	tap      string     // its tap device in the namespace
+	mac      string     // its network card's, distinct on the shared link
+	dir      string     // its files: console and logs
+	console  string     // the guest's console, a file
+	logFile  string     // containerd's and the kubelet's logs, streamed by the guest
+	files    guestFiles // its heartbeat's file and qemu's QMP socket
 	qemu     *testutil.Proc
 	podCIDRs []string // the controller manager's, once it gave them
 }
@@ -47,6 +48,7 @@ func newNodeVMs(count int, work string) ([]*nodeVM, error) {
 		vm.mac = fmt.Sprintf("52:54:00:12:34:%02x", 0x56+i)
 		vm.console = filepath.Join(vm.dir, "console.log")
 		vm.logFile = filepath.Join(vm.dir, "node.log")
+		vm.files = guestFiles{heartbeat: filepath.Join(vm.dir, "heartbeat"), qmp: filepath.Join(vm.dir, "qmp")}
 		if err := os.MkdirAll(vm.dir, 0o755); err != nil {
 			return nil, err
 		}
@@ -80,17 +82,11 @@ func (n *node) bootVM(vm *nodeVM) error {
 	if len(n.vms) > 1 {
 		drive += ",snapshot=on"
 	}
-	cmd := exec.Command("qemu-system-x86_64",
-		"-accel", "tcg", "-cpu", "max",
-		"-smp", strconv.Itoa(envInt("VMTEST_CPUS", 2)), "-m", strconv.Itoa(n.config.mem),
-		"-nographic", "-no-reboot", "-monitor", "none",
-		"-serial", "file:"+vm.console, "-serial", "file:"+vm.logFile,
-		"-netdev", "tap,id=net0,ifname="+vm.tap+",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=net0,mac="+vm.mac,
-		"-drive", drive,
-		"-kernel", filepath.Join(n.kernelDir, "vmlinuz"), "-initrd", filepath.Join(n.work, "initrd.gz"),
-		"-append", fmt.Sprintf("console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init NODE_NAME=%s NODE_IP=%s NODE_IP6=%s",
-			vm.name, vm.ip, vm.ip6))
+	limits, err := heartbeatLimitsFromEnv()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("qemu-system-x86_64", nodeQemuArgs(vm, drive, filepath.Join(n.kernelDir, "vmlinuz"), filepath.Join(n.work, "initrd.gz"), n.config.mem)...)
 	// The overlay is a temporary file.
 	cmd.Env = append(os.Environ(), "TMPDIR="+vm.dir)
 	cmd.Stderr = os.Stderr
@@ -102,7 +98,33 @@ func (n *node) bootVM(vm *nodeVM) error {
 		return fmt.Errorf("starting qemu (apt-get install qemu-system-x86): %w", err)
 	}
 	vm.qemu = qemu
+	// A node that stops writing its heartbeat gets an NMI, panics and
+	// powers off: the test that needs it fails with its console's last
+	// lines instead of waiting out its timeout.
+	go watchHeartbeat(vm.files.heartbeat, vm.files.qmp, limits, qemu.Done(), qemu.Kill)
 	return nil
+}
+
+// nodeQemuArgs are qemu's arguments for a node's VM: ttyS0 is its
+// console, ttyS1 containerd's and the kubelet's logs, ttyS2 its heartbeat.
+// Its kernel reports lockups and hung tasks with their backtraces as a
+// test guest's does (lockupPanics, hungTaskReports; loglevel=7 prints the
+// backtraces, which quiet's loglevel did not), and panics on the NMI
+// vmtest sends a silent node.
+func nodeQemuArgs(vm *nodeVM, drive, kernel, initrd string, mem int) []string {
+	return []string{
+		"-accel", "tcg", "-cpu", "max",
+		"-smp", strconv.Itoa(envInt("VMTEST_CPUS", 2)), "-m", strconv.Itoa(mem),
+		"-nographic", "-no-reboot", "-monitor", "none",
+		"-serial", "file:" + vm.console, "-serial", "file:" + vm.logFile, "-serial", "file:" + vm.files.heartbeat,
+		"-qmp", "unix:" + vm.files.qmp + ",server=on,wait=off",
+		"-netdev", "tap,id=net0,ifname=" + vm.tap + ",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=net0,mac=" + vm.mac,
+		"-drive", drive,
+		"-kernel", kernel, "-initrd", initrd,
+		"-append", fmt.Sprintf("console=ttyS0 loglevel=7 panic=-1 %s %s %s rdinit=/init NODE_NAME=%s NODE_IP=%s NODE_IP6=%s",
+			lockupPanics, unknownNMIPanics, hungTaskReports, vm.name, vm.ip, vm.ip6),
+	}
 }
 
 func (n *node) stop() {

@@ -318,14 +318,14 @@ func (n *node) logTail(lines int) string {
 }
 
 // logTail is the init script's console lines (and the kernel's once it
-// oopsed) and the last lines the node streamed of its logs.
+// reported trouble) and the last lines the node streamed of its logs.
 func (vm *nodeVM) logTail(lines int) string {
 	var says []string
 	oops := false
 	for _, l := range strings.Split(readFileString(vm.console), "\n") {
 		// The init script's lines, and whatever the kernel says once it
-		// oopses or panics (a guest that stops answering may have).
-		oops = oops || strings.Contains(l, "Oops") || strings.Contains(l, "Kernel panic") || strings.Contains(l, "BUG:")
+		// reports trouble (a guest that stops answering may have).
+		oops = oops || kernelIncident.MatchString(l)
 		if oops || strings.Contains(l, "kubenode:") {
 			says = append(says, strings.TrimSpace(l))
 		}

@@ -45,11 +45,18 @@ const unknownNMIPanics = "unknown_nmi_panic"
 // vmtest's own test stops the heartbeat through it.
 const heartbeatPIDFile = "/run/vmtest-heartbeat.pid"
 
-// heartbeatScript starts the guest's heartbeat. It runs before the modules
-// load, so a guest stuck from its first module on is caught too.
+// heartbeatLoop writes the heartbeat to tty in the background; the
+// shell's $! is its PID.
+func heartbeatLoop(tty string) string {
+	return fmt.Sprintf("(while :; do echo; sleep %d; done) >%s 2>/dev/null &\n", int(heartbeatEvery.Seconds()), tty)
+}
+
+// heartbeatScript starts a test guest's heartbeat on ttyS3. It runs before
+// the modules load, so a guest stuck from its first module on is caught
+// too. A cluster node's init (node/init-node) starts the same loop on its
+// ttyS2.
 func heartbeatScript() string {
-	return fmt.Sprintf("(while :; do echo; sleep %d; done) >/dev/ttyS3 2>/dev/null &\necho $! >%s\nrenice -n -20 -p $! >/dev/null\n",
-		int(heartbeatEvery.Seconds()), heartbeatPIDFile)
+	return heartbeatLoop("/dev/ttyS3") + fmt.Sprintf("echo $! >%s\nrenice -n -20 -p $! >/dev/null\n", heartbeatPIDFile)
 }
 
 // heartbeatLimitsFromEnv are the limits, the silence between heartbeats

@@ -149,7 +149,11 @@ var (
 //
 // With softlockup_all_cpu_backtrace, every CPU's backtrace comes before
 // the panic, so that a test that hangs in the kernel shows where.
-const lockupPanics = "softlockup_panic=1 watchdog_thresh=30 softlockup_all_cpu_backtrace=1"
+const lockupPanics = "softlockup_panic=1 " + lockupReports
+
+// lockupReports makes a guest kernel whose CPUs stay stuck in the kernel
+// for a minute print every CPU's backtrace, and go on.
+const lockupReports = "watchdog_thresh=30 softlockup_all_cpu_backtrace=1"
 
 // hungTaskReports makes the guest kernel report a task blocked in the
 // kernel (state D) for a minute, with its backtrace, on its console: a test

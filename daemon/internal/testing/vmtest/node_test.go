@@ -178,10 +178,13 @@ func TestNodeHeartbeat(t *testing.T) {
 		t.Errorf("no QMP socket in %q", args)
 	}
 	cmdline := args[slices.Index(args, "-append")+1]
-	for _, want := range []string{" loglevel=7 ", " " + lockupPanics + " ", " " + unknownNMIPanics + " ", " " + hungTaskReports + " "} {
+	for _, want := range []string{" loglevel=7 ", " " + lockupReports + " ", " " + unknownNMIPanics + " ", " " + hungTaskReports + " "} {
 		if !strings.Contains(cmdline, want) {
 			t.Errorf("kernel command line %q lacks %q", cmdline, want)
 		}
+	}
+	if strings.Contains(cmdline, "softlockup_panic") {
+		t.Errorf("kernel command line %q: a node that no one boots again panics on a soft lockup that may pass", cmdline)
 	}
 	init, err := nodeFiles.ReadFile("node/init-node")
 	if err != nil {

@@ -51,7 +51,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	}
 
 	k := &fakeKernel{synced: make(chan []model.ServicePort, 64)}
-	a, _, stderr := testApp(k, nil)
+	a, _, stderr := fakeKernelApp(k, nil)
 	root := a.rootCommand()
 	root.SetArgs([]string{"run", "--kubeconfig", path, "--hostname-override=node-a", "--ipvs-min-sync-period=0s",
 		"--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})

@@ -41,7 +41,7 @@ func TestRunKubernetesSource(t *testing.T) {
 	}
 	client := fake.NewClientset(initial...)
 	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
-	a, _, stderr := testApp(k, nil)
+	a, _, stderr := fakeKernelApp(k, nil)
 	a.build.Version = "v9.8.7"
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
 	sink := &fakeEventSink{}
@@ -152,7 +152,7 @@ func TestFailedStartChangesNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			k := &fakeKernel{noScheduler: tt.noScheduler}
-			a, stdout, stderr := testApp(k, tt.newErr)
+			a, stdout, stderr := fakeKernelApp(k, tt.newErr)
 			wrote := false
 			a.setConntrack = func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 				wrote = true
@@ -223,7 +223,7 @@ type runningDaemon struct {
 func startRun(t *testing.T, client *fake.Clientset, nodeIPsWait time.Duration) *runningDaemon {
 	t.Helper()
 	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
-	a, _, stderr := testApp(k, nil)
+	a, _, stderr := fakeKernelApp(k, nil)
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
 	a.nodeIPsWait = nodeIPsWait
 	ctx, cancel := context.WithCancel(context.Background())
@@ -280,7 +280,7 @@ func TestRunKubernetesSourceBadEntry(t *testing.T) {
 		initial = append(initial, o.Object)
 	}
 	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
-	a, _, stderr := testApp(k, nil)
+	a, _, stderr := fakeKernelApp(k, nil)
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(fake.NewClientset(initial...)), nil }
 	sink := &fakeEventSink{}
 	a.eventSink = func(*options) (events.Sink, error) { return sink, nil }

@@ -14,7 +14,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		"versoin": `did you mean "version"?`,
 		"xyzzy":   `unknown command "xyzzy" for "ipvsplane"`,
 	} {
-		a, stdout, stderr := testApp(&fakeKernel{}, nil)
+		a, stdout, stderr := testApp(newNode(t), nil)
 		code := execute(a, []string{typed})
 		if out := stdout.String() + stderr.String(); code != 1 || !strings.Contains(out, want) {
 			t.Errorf("%s: exit %d, output %q; want %q", typed, code, out, want)
@@ -45,7 +45,7 @@ func TestFlagsRefusedPerCommand(t *testing.T) {
 		{[]string{"status", "--outptu=json"}, "did you mean --output?"},
 		{[]string{"plan", "--no-such-thing"}, "unknown flag: --no-such-thing"},
 	} {
-		a, stdout, stderr := testApp(&fakeKernel{}, nil)
+		a, stdout, stderr := testApp(newNode(t), nil)
 		code := execute(a, tt.args)
 		if out := stdout.String() + stderr.String(); code != 1 || !strings.Contains(out, tt.want) {
 			t.Errorf("%v: exit %d, output %q; want %q", tt.args, code, out, tt.want)
@@ -55,7 +55,7 @@ func TestFlagsRefusedPerCommand(t *testing.T) {
 
 // plan --help lists what plan reads, and none of the daemon's flags.
 func TestPlanHelpListsOnlyPlanFlags(t *testing.T) {
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	if code := execute(a, []string{"plan", "--help"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -167,7 +167,7 @@ func TestWriteConfigDrainTimeout(t *testing.T) {
 		wantSection bool
 	}{{"--drain-timeout=2m", 2 * time.Minute, true}, {"--drain-timeout=15m", defaultDrainTimeout, false}} {
 		out := filepath.Join(t.TempDir(), "written.yaml")
-		a, stdout, stderr := testApp(&fakeKernel{}, nil)
+		a, stdout, stderr := testApp(newNode(t), nil)
 		if code := execute(a, []string{"--hostname-override=node-a", tt.flag, "--write-config-to=" + out}); code != 0 {
 			t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 		}
@@ -214,7 +214,7 @@ func TestConfigLogging(t *testing.T) {
 			}
 		})
 	}
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	out := filepath.Join(t.TempDir(), "written.yaml")
 	if code := execute(a, []string{"--config=testdata/lenient/kops-style.yaml", "--write-config-to=" + out}); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
@@ -257,7 +257,7 @@ func TestEmptyModeLogged(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: \"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, _, stderr := testApp(&fakeKernel{}, nil)
+	a, _, stderr := testApp(newNode(t), nil)
 	if code := execute(a, []string{"plan", "--offline", "--source=files", "--manifests=testdata/demo", "--hostname-override=node-a", "--config", cfg}); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
@@ -270,7 +270,7 @@ func TestEmptyModeLogged(t *testing.T) {
 // empty --protected-ports stays empty when the file is read back.
 func TestWriteConfigGuards(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "written.yaml")
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	args := []string{"--hostname-override=node-a", "--external-ip-ranges=203.0.113.0/24", "--protected-ports=", "--allowed-schedulers=rr,sh", "--write-config-to=" + out}
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)

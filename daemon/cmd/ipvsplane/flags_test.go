@@ -39,7 +39,7 @@ var kubeProxyFlags = []string{
 // configuration, the others are logged once as ignored.
 func TestEveryKubeProxyFlag(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "config.yaml")
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	args := append([]string{"run", "--write-config-to", out}, kubeProxyFlags...)
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
@@ -81,7 +81,7 @@ func TestEveryKubeProxyFlag(t *testing.T) {
 // add) with its ConfigMap's config.conf.
 func TestKubeadmDaemonSetArgs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "written.yaml")
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	args := []string{"--config=testdata/kube-proxy-config.yaml", "--hostname-override=node-a", "--v=2", "--write-config-to=" + out}
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)

@@ -30,8 +30,9 @@ func TestServedFamilies(t *testing.T) {
 	}{
 		{"kernel with IPv6", open(nil), false},
 		{"kernel without IPv6", open(&dataplanetest.Options{WithoutIPv6: true}), true},
-		// The commands' fake has no IPv6 method.
-		{"kernel that does not tell", &fakeKernel{}, false},
+		// A wrapper that does not pass the method on hides even a
+		// kernel without IPv6: the node is taken to have it.
+		{"kernel that does not tell", struct{ kernel }{open(&dataplanetest.Options{WithoutIPv6: true})}, false},
 	} {
 		node := model.Node{Name: "node-a"}
 		servedFamilies(zap.NewNop(), tt.k, &node)

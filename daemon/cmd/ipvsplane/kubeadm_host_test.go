@@ -71,7 +71,7 @@ func TestKubeadmGeneratedConfig(t *testing.T) {
 
 	// The daemon with it and kubeadm's DaemonSet's flags: the kubeconfig
 	// path reaches the client; its failure stops the start.
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	var got string
 	a.kubeClient = func(o *options) (*watcher.Client, error) {
 		got = o.kp.ClientConnection.Kubeconfig

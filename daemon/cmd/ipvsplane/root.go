@@ -28,8 +28,8 @@ import (
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
-// kernel is what the commands need of a *dataplane.Dataplane; tests give
-// it a fake.
+// kernel is what the commands need of a *dataplane.Dataplane; tests open
+// one on a dataplanetest node, and may wrap it.
 type kernel interface {
 	proxier.Dataplane
 	DryRun(ctx context.Context, state *model.State) (*plan.Plan, []error, error)

@@ -15,8 +15,9 @@ import (
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher/clientset"
 	"github.com/ipvsplane/ipvsplane/dataplane"
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	v1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,48 +32,22 @@ import (
 // EndpointSlices are listed, an EndpointSlice update is programmed as a
 // change, and the daemon stops when its context ends.
 func TestRunKubernetesSource(t *testing.T) {
-	objs, errs := watcher.ParseManifests("web.yaml", []byte(webManifest))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	initial := []runtime.Object{nodeWithIP("node-a", "192.168.0.1")}
-	for _, o := range objs {
-		initial = append(initial, o.Object)
-	}
-	client := fake.NewClientset(initial...)
-	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
-	a, _, stderr := testApp(k, nil)
-	a.build.Version = "v9.8.7"
-	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
+	client := fake.NewClientset(append(webObjects(t), nodeWithIP("node-a", "192.168.0.1"))...)
 	sink := &fakeEventSink{}
-	a.eventSink = func(*options) (events.Sink, error) { return sink, nil }
 	var cfg *dataplane.Config
-	a.newKernel = func(c *dataplane.Config) (kernel, error) {
-		cfg = c
-		return k, nil
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := a.rootCommand()
-	root.SetArgs([]string{"run", "--hostname-override=node-a", "--ipvs-min-sync-period=0s",
-		"--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-
-	next := func() []model.ServicePort {
-		t.Helper()
-		select {
-		case ports := <-k.synced:
-			return ports
-		case err := <-done:
-			t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("no sync within 30s:\n%s", stderr)
+	// Debug, for the log line of each incremental sync.
+	r := startRun(t, client, func(a *app, n *dataplanetest.Node) {
+		a.build.Version = "v9.8.7"
+		a.eventSink = func(*options) (events.Sink, error) { return sink, nil }
+		a.newKernel = func(c *dataplane.Config) (kernel, error) {
+			cfg = c
+			return n.Open(c)
 		}
-		return nil
-	}
-	ports := next()
+	}, "--log-level=debug")
+	r.await("the web Service", webVIP, webEndpoint)
+	// A prefill, which the node does not tell from a sync, may have
+	// programmed it: the update is to come after the first sync.
+	r.awaitLog("the first sync", fullSyncLine)
 	if cfg.ResyncInterval != 30*time.Second {
 		t.Errorf("the dataplane rereads the kernel every %v, want the sync period", cfg.ResyncInterval)
 	}
@@ -82,10 +57,8 @@ func TestRunKubernetesSource(t *testing.T) {
 	if cfg.Binding != dummy.BindAddresses {
 		t.Errorf("the dataplane binds service IPs as %v, want addresses by default", cfg.Binding)
 	}
-	if len(ports) != 1 || len(ports[0].Endpoints) != 1 || ports[0].Endpoints[0].Addr.String() != "10.244.1.10" {
-		t.Fatalf("first sync: %+v", ports)
-	}
 
+	ctx := context.Background()
 	slice, err := client.DiscoveryV1().EndpointSlices("demo").Get(ctx, "web-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -94,32 +67,46 @@ func TestRunKubernetesSource(t *testing.T) {
 	if _, err := client.DiscoveryV1().EndpointSlices("demo").Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for ports = next(); len(ports) == 0; ports = next() {
+	r.await("the update", webVIP, webEndpoint, "10.244.2.10:8080")
+	if err := r.stop(); err != nil {
+		t.Errorf("the daemon's exit: %v", err)
 	}
-	if len(ports[0].Endpoints) != 2 {
-		t.Errorf("after the update: %+v", ports[0].Endpoints)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("the daemon's exit: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the daemon did not stop")
-	}
-	// Prefills may come first, while the listing goes on.
-	if syncs := slices.DeleteFunc(slices.Clone(k.calls), func(c string) bool { return strings.HasPrefix(c, "prefill") }); syncs[0] != "sync" || syncs[len(syncs)-1] != "changes" {
-		t.Errorf("calls: %v", k.calls)
+	log := r.stderr.String()
+	// The first sync took the whole state, the update's the change alone.
+	if first := syncedLine.FindStringSubmatch(log); first == nil || first[1] != "true" || !updateLine.MatchString(log) {
+		t.Errorf("want a full first sync, then the update's incremental one:\n%s", log)
 	}
 	// The start-up line names the version.
-	if !regexp.MustCompile(`starting.*"version": "v9.8.7"`).MatchString(stderr.String()) {
-		t.Errorf("no start-up line with the version:\n%s", stderr)
+	if !regexp.MustCompile(`starting.*"version": "v9.8.7"`).MatchString(log) {
+		t.Errorf("no start-up line with the version:\n%s", log)
 	}
 	// kube-proxy's birth cry, on the Node.
 	if got := sink.reasons(); len(got) != 1 || got[0] != "Starting" || sink.events[0].Regarding.Name != "node-a" {
 		t.Errorf("events %v, want Starting on node-a", got)
 	}
+}
+
+// The daemon's log lines of a sync, full or not (syncedLine), full
+// (fullSyncLine), and incremental, of one changed service port
+// (updateLine). Prefills, while the listing goes on, log other lines.
+var (
+	syncedLine   = regexp.MustCompile(`\tsynced\t\{"full": (true|false)`)
+	fullSyncLine = regexp.MustCompile(`\tsynced\t\{"full": true`)
+	updateLine   = regexp.MustCompile(`\tDEBUG\tsynced\t\{"full": false, "operations": [1-9][0-9]*, "changed": 1,`)
+)
+
+// webObjects are the objects of webManifest.
+func webObjects(t *testing.T) []runtime.Object {
+	t.Helper()
+	objs, errs := watcher.ParseManifests("web.yaml", []byte(webManifest))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var out []runtime.Object
+	for _, o := range objs {
+		out = append(out, o.Object)
+	}
+	return out
 }
 
 // A start that fails changes nothing on the node: the configuration, the
@@ -151,8 +138,11 @@ func TestFailedStartChangesNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k := &fakeKernel{noScheduler: tt.noScheduler}
-			a, stdout, stderr := testApp(k, tt.newErr)
+			n := newNode(t)
+			a, stdout, stderr := testApp(n, tt.newErr)
+			if tt.noScheduler {
+				withoutScheduler(a, n, "sh")
+			}
 			wrote := false
 			a.setConntrack = func(*kubeproxy.KubeProxyConntrackConfiguration) ([]string, error, error) {
 				wrote = true
@@ -163,9 +153,10 @@ func TestFailedStartChangesNothing(t *testing.T) {
 			if code != 1 || !strings.Contains(out, tt.want) {
 				t.Errorf("exit %d, want 1 with %q:\n%s", code, tt.want, out)
 			}
-			if wrote || len(k.calls) > 0 {
-				t.Errorf("the failed start wrote conntrack settings (%v) or called the kernel (%v)", wrote, k.calls)
+			if wrote {
+				t.Error("the failed start wrote conntrack settings")
 			}
+			untouched(t, n, "the failed start")
 		})
 	}
 }
@@ -183,125 +174,149 @@ func nodeWithIP(name, ip string) *v1.Node {
 // choose the node-port addresses with nodePortAddresses: [primary], its
 // zone the topology hints.
 func TestRunWaitsForTheNode(t *testing.T) {
-	objs, errs := watcher.ParseManifests("web.yaml", []byte(webManifest))
-	if len(errs) > 0 {
-		t.Fatal(errs)
+	waitFor := func(d time.Duration) func(*app, *dataplanetest.Node) {
+		return func(a *app, _ *dataplanetest.Node) { a.nodeIPsWait = d }
 	}
-	var initial []runtime.Object
-	for _, o := range objs {
-		initial = append(initial, o.Object)
-	}
-	client := fake.NewClientset(initial...)
-	r := startRun(t, client, time.Hour)
+	client := fake.NewClientset(webObjects(t)...)
+	r := startRun(t, client, waitFor(time.Hour))
 	r.noSyncFor(2 * time.Second)
 	if _, err := client.CoreV1().Nodes().Create(context.Background(), nodeWithIP("node-a", "192.168.0.1"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r.synced("of the Node's arrival")
+	r.await("the web Service after the Node's arrival", webVIP, webEndpoint)
 	r.stop()
 
 	// Without a Node at all, the first sync comes once the wait is over.
-	r = startRun(t, fake.NewClientset(initial...), 100*time.Millisecond)
-	r.synced("")
+	r = startRun(t, fake.NewClientset(webObjects(t)...), waitFor(100*time.Millisecond))
+	r.await("the web Service", webVIP, webEndpoint)
 	r.stop()
 	if !strings.Contains(r.stderr.String(), "timed out waiting for the Node") {
 		t.Errorf("the timeout was not logged:\n%s", r.stderr)
 	}
 }
 
-// runningDaemon is `ipvsplane run` on a fake clientset and a fake
-// kernel, in the background.
+// runningDaemon is `ipvsplane run` in the background, programming a fake
+// node.
 type runningDaemon struct {
-	t      *testing.T
-	k      *fakeKernel
-	stderr fmt.Stringer
-	done   chan error
+	t    *testing.T
+	node *dataplanetest.Node
+	// stderr is the daemon's log, which may be read while it runs.
+	stderr *testutil.LockedBuffer
 	cancel func()
+	// exited is closed when the daemon has returned err.
+	exited chan struct{}
+	err    error
 }
 
-// startRun starts run on client, waiting at most nodeIPsWait for the Node.
-func startRun(t *testing.T, client *fake.Clientset, nodeIPsWait time.Duration) *runningDaemon {
+// runArgs are the tests' daemon's: node-a, syncing at once on a change,
+// serving on ephemeral ports, without a state file.
+var runArgs = []string{"run", "--hostname-override=node-a", "--ipvs-min-sync-period=0s",
+	"--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="}
+
+// startRun starts run with runArgs and extra on client and a fresh node;
+// tune, if not nil, changes the app first.
+func startRun(t *testing.T, client *fake.Clientset, tune func(*app, *dataplanetest.Node), extra ...string) *runningDaemon {
 	t.Helper()
-	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
-	a, _, stderr := testApp(k, nil)
+	n := newNode(t)
+	a, _, _ := testApp(n, nil)
 	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(client), nil }
-	a.nodeIPsWait = nodeIPsWait
+	if tune != nil {
+		tune(a, n)
+	}
+	return startApp(t, a, n, slices.Concat(runArgs, extra)...)
+}
+
+// startApp runs a's command line args in the background, a's kernel
+// being node n's; it is stopped at the test's end, if not before.
+func startApp(t *testing.T, a *app, n *dataplanetest.Node, args ...string) *runningDaemon {
+	t.Helper()
+	r := &runningDaemon{t: t, node: n, stderr: &testutil.LockedBuffer{}, exited: make(chan struct{})}
+	a.stderr = r.stderr
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	r.cancel = cancel
 	root := a.rootCommand()
-	root.SetArgs([]string{"run", "--hostname-override=node-a", "--ipvs-min-sync-period=0s",
-		"--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
-	r := &runningDaemon{t: t, k: k, stderr: stderr, done: make(chan error, 1), cancel: cancel}
-	go func() { r.done <- root.ExecuteContext(ctx) }()
+	root.SetArgs(args)
+	go func() {
+		defer close(r.exited)
+		r.err = root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() { r.stop() })
 	return r
 }
 
-// synced waits for a sync, within 30 s of what after says.
-func (r *runningDaemon) synced(after string) {
+// await waits until the node's virtual server vip has the real servers
+// endpoints and no others; what names it in the failure.
+func (r *runningDaemon) await(what, vip string, endpoints ...string) {
 	r.t.Helper()
-	select {
-	case <-r.k.synced:
-	case err := <-r.done:
-		r.t.Fatalf("the daemon stopped: %v\n%s", err, r.stderr)
-	case <-time.After(30 * time.Second):
-		r.t.Fatalf("no sync within 30s %s:\n%s", after, r.stderr)
+	slices.Sort(endpoints)
+	r.until(what, func() bool {
+		got, _ := realServers(r.node, vip)
+		return slices.Equal(got, endpoints)
+	})
+}
+
+// awaitLog waits until the daemon's log has a line that line matches.
+func (r *runningDaemon) awaitLog(what string, line *regexp.Regexp) {
+	r.t.Helper()
+	r.until(what, func() bool { return line.MatchString(r.stderr.String()) })
+}
+
+// until polls cond, a minute at most, failing the test with what and
+// the node's IPVS if it never holds.
+func (r *runningDaemon) until(what string, cond func() bool) {
+	r.t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); r.poll() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("no %s within a minute; the node's IPVS:\n%s\nlog:\n%s", what, r.node.IPVS.Dump(), r.stderr)
+		}
 	}
 }
 
-// noSyncFor fails the test if a sync comes within d.
+// noSyncFor fails the test if within d the node gets the web Service's
+// virtual server, or any set.
 func (r *runningDaemon) noSyncFor(d time.Duration) {
 	r.t.Helper()
-	select {
-	case ports := <-r.k.synced:
-		r.t.Fatalf("synced %d service ports before the Node was read", len(ports))
-	case err := <-r.done:
-		r.t.Fatalf("the daemon stopped: %v\n%s", err, r.stderr)
-	case <-time.After(d):
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); r.poll() {
+		if _, ok := realServers(r.node, webVIP); ok || len(r.node.Sets.Names()) > 0 {
+			r.t.Fatalf("programmed before the Node was read:\n%s", nodeState(r.t, r.node))
+		}
 	}
 }
 
-func (r *runningDaemon) stop() {
+// poll waits a little before a check of the node is repeated, failing
+// the test if the daemon stops meanwhile.
+func (r *runningDaemon) poll() {
+	r.t.Helper()
+	select {
+	case <-r.exited:
+		r.t.Fatalf("the daemon stopped: %v\n%s", r.err, r.stderr)
+	case <-time.After(10 * time.Millisecond):
+	}
+}
+
+// stop stops the daemon and returns its error.
+func (r *runningDaemon) stop() error {
 	r.cancel()
-	<-r.done
+	<-r.exited
+	return r.err
 }
 
 // An EndpointSlice with one bad endpoint, from the API server, keeps its
 // other endpoints and gets a Warning naming the field.
 func TestRunKubernetesSourceBadEntry(t *testing.T) {
-	objs, errs := watcher.ParseManifests("web.yaml", []byte(webManifest))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
 	initial := []runtime.Object{nodeWithIP("node-a", "192.168.0.1")}
-	for _, o := range objs {
-		if s, ok := o.Object.(*discoveryv1.EndpointSlice); ok {
+	for _, o := range webObjects(t) {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
 			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.1"}})
 		}
-		initial = append(initial, o.Object)
+		initial = append(initial, o)
 	}
-	k := &fakeKernel{synced: make(chan []model.ServicePort, 16)}
-	a, _, stderr := testApp(k, nil)
-	a.kubeClient = func(*options) (*watcher.Client, error) { return clientset.New(fake.NewClientset(initial...)), nil }
 	sink := &fakeEventSink{}
-	a.eventSink = func(*options) (events.Sink, error) { return sink, nil }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := a.rootCommand()
-	root.SetArgs([]string{"run", "--hostname-override=node-a", "--healthz-bind-address=127.0.0.1:0", "--metrics-bind-address=127.0.0.1:0", "--state-file="})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	select {
-	case ports := <-k.synced:
-		if len(ports) != 1 || len(ports[0].Endpoints) != 1 {
-			t.Errorf("first sync: %+v, want the service with its good endpoint", ports)
-		}
-	case err := <-done:
-		t.Fatalf("the daemon stopped: %v\n%s", err, stderr)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no sync within 30s:\n%s", stderr)
-	}
-	cancel()
-	<-done
+	r := startRun(t, fake.NewClientset(initial...), func(a *app, _ *dataplanetest.Node) {
+		a.eventSink = func(*options) (events.Sink, error) { return sink, nil }
+	})
+	r.await("the web Service with its good endpoint", webVIP, webEndpoint)
+	r.stop()
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	for _, e := range sink.events {

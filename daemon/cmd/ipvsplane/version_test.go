@@ -23,7 +23,7 @@ func TestVersionFlag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			a, stdout, stderr := testApp(&fakeKernel{}, nil)
+			a, stdout, stderr := testApp(newNode(t), nil)
 			a.build.Version = "v9.8.7"
 			if code := execute(a, tt.args); code != 0 {
 				t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
@@ -33,7 +33,7 @@ func TestVersionFlag(t *testing.T) {
 			}
 		})
 	}
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	if code := execute(a, []string{"--version=maybe"}); code == 0 {
 		t.Errorf("--version=maybe accepted:\n%s%s", stdout, stderr)
 	}
@@ -49,7 +49,7 @@ func TestBuildVersion(t *testing.T) {
 // normalises them.
 func TestFlagUnderscores(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "config.yaml")
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	args := []string{"run", "--write_config_to", out, "--hostname_override=node-u", "--ipvs_scheduler=lc", "--log_level=debug"}
 	if code := execute(a, args); code != 0 {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
@@ -66,7 +66,7 @@ func TestFlagUnderscores(t *testing.T) {
 // kube-proxy v1.31 removed --proxy-port-range (kubernetes PR #126293):
 // v1.37 refuses it, and so does ipvsplane.
 func TestProxyPortRangeRefused(t *testing.T) {
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	if code := execute(a, []string{"--proxy-port-range=30000-32767", "--write-config-to", filepath.Join(t.TempDir(), "c")}); code == 0 {
 		t.Errorf("accepted:\n%s%s", stdout, stderr)
 	}
@@ -90,7 +90,7 @@ func TestVersionCommand(t *testing.T) {
 }
 `},
 	} {
-		a, stdout, stderr := testApp(&fakeKernel{}, nil)
+		a, stdout, stderr := testApp(newNode(t), nil)
 		a.build = b
 		if code := execute(a, tt.args); code != 0 {
 			t.Fatalf("%v: exit %d:\n%s%s", tt.args, code, stdout, stderr)
@@ -99,7 +99,7 @@ func TestVersionCommand(t *testing.T) {
 			t.Errorf("%v printed:\n%s\nwant:\n%s", tt.args, stdout, tt.want)
 		}
 	}
-	a, stdout, stderr := testApp(&fakeKernel{}, nil)
+	a, stdout, stderr := testApp(newNode(t), nil)
 	if code := execute(a, []string{"version", "-o", "yaml"}); code == 0 || !strings.Contains(stderr.String(), "text or json") {
 		t.Errorf("-o yaml: exit %d:\n%s%s", code, stdout, stderr)
 	}

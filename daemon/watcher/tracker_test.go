@@ -187,7 +187,7 @@ func TestTracker(t *testing.T) {
 	}}
 
 	notified := false
-	tr := NewTracker(TrackerConfig{Node: base, OnChange: func() { notified = true }})
+	tr := NewTracker(TrackerConfig{Node: base, OnChange: func(inet.PerFamily[bool]) { notified = true }})
 	for _, st := range steps {
 		notified = false
 		err := st.do(tr)
@@ -283,7 +283,7 @@ func TestTrackerSyncChanges(t *testing.T) {
 
 func TestTrackerSynced(t *testing.T) {
 	calls := 0
-	tr := NewTracker(TrackerConfig{OnChange: func() { calls++ }})
+	tr := NewTracker(TrackerConfig{OnChange: func(inet.PerFamily[bool]) { calls++ }})
 	if tr.Synced() || !tr.NodeKnown() {
 		t.Fatal("synced before any input, or the node not known without PodCIDRsFromNode")
 	}
@@ -420,7 +420,7 @@ func listedTracker(cfg TrackerConfig) *Tracker {
 // until the wait is given up.
 func TestTrackerWaitsForNodeIPs(t *testing.T) {
 	changes := 0
-	tr := listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
+	tr := listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func(inet.PerFamily[bool]) { changes++ }})
 	if tr.Synced() || tr.NodeKnown() {
 		t.Fatal("synced, or the node known, before the Node was read")
 	}
@@ -443,7 +443,7 @@ func TestTrackerWaitsForNodeIPs(t *testing.T) {
 		t.Error("still waiting after the Node's IPs were read")
 	}
 
-	tr = listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
+	tr = listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func(inet.PerFamily[bool]) { changes++ }})
 	before := changes
 	if !tr.StopWaitingForNode() || !tr.Synced() || changes != before+1 {
 		t.Errorf("after the wait was given up: synced %v, %d changes notified", tr.Synced(), changes-before)
@@ -506,21 +506,25 @@ func TestTrackerArrivals(t *testing.T) {
 	}
 }
 
-// OnQueued gets the families a change concerns, as kube-proxy queues the
+// OnChange gets the families a change concerns, as kube-proxy queues the
 // sync of each family's proxier: a Service and the Node both, an
-// EndpointSlice its own; listing an input, none.
-func TestTrackerOnQueued(t *testing.T) {
+// EndpointSlice its own; listing an input, the node's addresses and the
+// wait for the Node given up, none.
+func TestTrackerOnChangeFamilies(t *testing.T) {
 	var got []inet.PerFamily[bool]
-	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, OnQueued: func(f inet.PerFamily[bool]) { got = append(got, f) }})
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func(f inet.PerFamily[bool]) { got = append(got, f) }})
 	tr.SetService(service())
 	tr.SetEndpointSlice(endpointSlice("web-4", withEndpoints(apiEndpoint("10.244.1.5"))), time.Time{})
 	tr.SetEndpointSlice(endpointSlice("web-6", withEndpoints(apiEndpoint("fd00:244::5")), func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 }), time.Time{})
 	tr.DeleteEndpointSlice("default", "web-6")
 	tr.MarkSynced(Services)
+	tr.SetAddresses(addrs("192.0.2.1"))
+	tr.StopWaitingForNode()
 	n := &v1.Node{}
 	n.Name = "node-a"
 	tr.SetNode(n)
-	want := []inet.PerFamily[bool]{{true, true}, {true, false}, {false, true}, {false, true}, {true, true}}
+	tr.DeleteNode("node-a")
+	want := []inet.PerFamily[bool]{{true, true}, {true, false}, {false, true}, {false, true}, {}, {}, {}, {true, true}, {true, true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("families queued %v, want %v", got, want)
 	}

@@ -401,10 +401,16 @@ func (t *Tracker) Pending() (services, endpoints int) {
 
 // Update is what a sync programs.
 type Update struct {
-	// State is the desired state: its Node always, its Services whole
-	// from Sync, and from SyncChanges only when NodeChanged. Its slices
-	// are shared with the tracker and must not be modified.
+	// State is the desired state: its Node always, its Services when
+	// Whole. Its slices are shared with the tracker and must not be
+	// modified.
 	State model.State
+	// Whole is true when State.Services holds every service port: from
+	// Sync always, and from SyncChanges when NodeChanged, since a new
+	// node goes to the dataplane with the whole state. A caller programs
+	// the whole state when Whole, else Changes alone; it reads this
+	// rather than work the choice out again.
+	Whole bool
 	// Changed lists the service ports added, changed or removed since
 	// the previous sync, in name order.
 	Changed []model.ServicePortName
@@ -434,15 +440,17 @@ type Update struct {
 func (t *Tracker) Sync() *Update { return t.sync(true) }
 
 // SyncChanges is Sync for a caller that holds the state of the previous
-// sync: it leaves out the services that did not change (State.Services is
-// filled only when the node changed), so its cost follows the number of
-// changes, not the size of the cluster.
+// sync: it leaves out the services that did not change, so its cost
+// follows the number of changes, not the size of the cluster. When the
+// node changed it returns the whole state all the same (Update.Whole).
 func (t *Tracker) SyncChanges() *Update { return t.sync(false) }
 
 func (t *Tracker) sync(whole bool) *Update {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	u := &Update{NodeChanged: t.nodeDirty}
+	// The update is whole when the caller asks, or when the node changed:
+	// decided here once, under the lock that takes the node's change.
+	u := &Update{NodeChanged: t.nodeDirty, Whole: whole || t.nodeDirty}
 	for _, f := range inet.Families() {
 		all := u.TriggerTimes.Of(f)
 		for _, times := range t.triggers {
@@ -493,7 +501,7 @@ func (t *Tracker) sync(whole bool) *Update {
 	if t.node != nil {
 		u.State.Node = *t.node
 	}
-	if !whole && !u.NodeChanged {
+	if !u.Whole {
 		return u
 	}
 	if t.ports > 0 {

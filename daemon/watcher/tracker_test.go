@@ -207,7 +207,9 @@ func TestTracker(t *testing.T) {
 			continue
 		}
 		u := tr.Sync()
-		if diff := cmp.Diff(st.sync, u, append(cmpOpts, cmpopts.IgnoreFields(Update{}, "Changes", "ServicePorts"))...); diff != "" {
+		want := *st.sync
+		want.Whole = true // always, from Sync
+		if diff := cmp.Diff(&want, u, append(cmpOpts, cmpopts.IgnoreFields(Update{}, "Changes", "ServicePorts"))...); diff != "" {
 			t.Errorf("%s: sync (-want +got):\n%s", st.name, diff)
 		}
 		checkChanges(t, st.name, u)
@@ -264,8 +266,9 @@ func TestTrackerSyncChanges(t *testing.T) {
 		return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.6"))), time.Time{})
 	})
 	w, c := whole.Sync(), changes.SyncChanges()
-	if len(c.State.Services) != 0 || c.ServicePorts != len(w.State.Services) {
-		t.Errorf("SyncChanges handed over %d service ports (count %d), want none (count %d)", len(c.State.Services), c.ServicePorts, len(w.State.Services))
+	if len(c.State.Services) != 0 || c.ServicePorts != len(w.State.Services) || c.Whole || !w.Whole {
+		t.Errorf("SyncChanges handed over %d service ports (count %d, whole %v), want none (count %d, not whole; Sync's whole %v)",
+			len(c.State.Services), c.ServicePorts, c.Whole, len(w.State.Services), w.Whole)
 	}
 	if diff := cmp.Diff(w.Changes, c.Changes, cmpOpts...); diff != "" || len(c.Changes) != 1 {
 		t.Errorf("changes differ (-Sync +SyncChanges):\n%s", diff)
@@ -276,8 +279,8 @@ func TestTrackerSyncChanges(t *testing.T) {
 		n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.9"}}
 		return tr.SetNode(n)
 	})
-	if c := changes.SyncChanges(); !c.NodeChanged || len(c.State.Services) != c.ServicePorts || c.ServicePorts == 0 {
-		t.Errorf("a node change: NodeChanged %v, %d of %d service ports", c.NodeChanged, len(c.State.Services), c.ServicePorts)
+	if c := changes.SyncChanges(); !c.NodeChanged || !c.Whole || len(c.State.Services) != c.ServicePorts || c.ServicePorts == 0 {
+		t.Errorf("a node change: NodeChanged %v, whole %v, %d of %d service ports", c.NodeChanged, c.Whole, len(c.State.Services), c.ServicePorts)
 	}
 }
 
@@ -326,12 +329,12 @@ func TestTrackerSetAddresses(t *testing.T) {
 	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}})
 	tr.Sync()
 	tr.SetAddresses(addrs("192.0.2.1"))
-	if u := tr.SyncChanges(); u.NodeChanged {
+	if u := tr.SyncChanges(); u.NodeChanged || u.Whole {
 		t.Error("the same addresses are a node change")
 	}
 	tr.SetAddresses(addrs("192.0.2.1", "198.51.100.7"))
-	if u := tr.SyncChanges(); !u.NodeChanged || !slices.Equal(u.State.Node.Addresses, addrs("192.0.2.1", "198.51.100.7")) {
-		t.Errorf("new address: NodeChanged %v, addresses %v", u.NodeChanged, u.State.Node.Addresses)
+	if u := tr.SyncChanges(); !u.NodeChanged || !u.Whole || !slices.Equal(u.State.Node.Addresses, addrs("192.0.2.1", "198.51.100.7")) {
+		t.Errorf("new address: NodeChanged %v, whole %v, addresses %v", u.NodeChanged, u.Whole, u.State.Node.Addresses)
 	}
 	n := &v1.Node{}
 	n.Name = "node-a"

@@ -34,7 +34,9 @@
 // Wiring, as the daemon does it:
 //
 //	var runner *watcher.Runner
-//	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: node, OnChange: func() { runner.Request() }})
+//	// The hook gets the IP families a change concerns (the daemon's
+//	// last-queued metric); a sync is asked for whatever they are.
+//	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: node, OnChange: func(inet.PerFamily[bool]) { runner.Request() }})
 //	runner = watcher.NewRunner(watcher.RunnerConfig{MinSyncPeriod: min, SyncPeriod: period, Ready: tracker.Synced},
 //		func(ctx context.Context) error { return apply(ctx, tracker.Sync()) })
 //	client, err := watcher.NewClient(restConfig)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
 // Converts a manifest into the service ports the dataplane programs.
@@ -67,7 +68,7 @@ func ExampleRunner() {
 	var runner *watcher.Runner
 	tracker := watcher.NewTracker(watcher.TrackerConfig{
 		Node:     model.Node{Name: "node-a"},
-		OnChange: func() { runner.Request() },
+		OnChange: func(inet.PerFamily[bool]) { runner.Request() },
 	})
 	runner = watcher.NewRunner(watcher.RunnerConfig{
 		MinSyncPeriod: time.Second,

@@ -40,17 +40,16 @@ type TrackerConfig struct {
 	// adds its IPs and zone (see [ConvertNode]).
 	Node model.Node
 	// OnChange, if set, is called after every change that a sync would
-	// program and when an input becomes synced; typically the runner's
-	// Request. It is called without the tracker's lock held.
-	OnChange func()
-	// OnQueued, if set, is called before OnChange with the IP families
-	// a change concerns, as kube-proxy queues a
-	// sync of each family's proxier: a Service or the Node concerns both,
-	// an EndpointSlice its address type's. Changes kube-proxy does not
-	// queue (an input listed, the node's interface addresses) concern
-	// none and are not passed. It is called without the tracker's lock
-	// held.
-	OnQueued func(families inet.PerFamily[bool])
+	// program and when an input becomes synced; typically it asks the
+	// runner for a sync ([Runner.Request]). families are the IP families
+	// the change concerns, as kube-proxy queues a sync of each family's
+	// proxier: a Service or the Node concerns both, an EndpointSlice its
+	// address type's. They are all false for what kube-proxy does not
+	// queue: an input listed ([Tracker.MarkSynced]), the node's interface
+	// addresses ([Tracker.SetAddresses]), the wait for the Node given up
+	// ([Tracker.StopWaitingForNode]). It is called without the tracker's
+	// lock held.
+	OnChange func(families inet.PerFamily[bool])
 	// OnNode, if set, is called with this node's Node object each time
 	// it arrives (valid or not), and with nil when it is deleted, for
 	// what the Node says beyond the dataplane's settings (such as a
@@ -76,8 +75,7 @@ type TrackerConfig struct {
 // it, and knows which service ports changed since the last [Tracker.Sync].
 // Its methods are safe for concurrent use.
 type Tracker struct {
-	onChange         func()
-	onQueued         func(inet.PerFamily[bool])
+	onChange         func(inet.PerFamily[bool])
 	onNode           func(*v1.Node)
 	podCIDRsFromNode bool
 	// waitingForNode is set while the first sync waits for the Node's
@@ -115,7 +113,6 @@ type Tracker struct {
 func NewTracker(cfg TrackerConfig) *Tracker {
 	t := &Tracker{
 		onChange:         cfg.OnChange,
-		onQueued:         cfg.OnQueued,
 		onNode:           cfg.OnNode,
 		podCIDRsFromNode: cfg.PodCIDRsFromNode,
 		waitingForNode:   cfg.WaitForNodeIPs,
@@ -136,20 +133,11 @@ func NewTracker(cfg TrackerConfig) *Tracker {
 	return t
 }
 
-// notify calls OnChange when changed.
-func (t *Tracker) notify(changed bool) { t.notifyFamilies(changed, inet.PerFamily[bool]{}) }
-
-// notifyFamilies calls OnQueued with families, when the change concerns
-// any, and OnChange, when changed.
-func (t *Tracker) notifyFamilies(changed bool, families inet.PerFamily[bool]) {
-	if !changed {
-		return
-	}
-	if t.onQueued != nil && families != (inet.PerFamily[bool]{}) {
-		t.onQueued(families)
-	}
-	if t.onChange != nil {
-		t.onChange()
+// notify calls OnChange with the families the change concerns, when
+// changed.
+func (t *Tracker) notify(changed bool, families inet.PerFamily[bool]) {
+	if changed && t.onChange != nil {
+		t.onChange(families)
 	}
 }
 
@@ -160,8 +148,12 @@ func only(f inet.Family) inet.PerFamily[bool] {
 	return families
 }
 
-// bothFamilies are those of a change to a Service or the Node.
-var bothFamilies = inet.PerFamily[bool]{true, true}
+// bothFamilies are those of a change to a Service or the Node;
+// noFamilies, those of a change kube-proxy does not queue.
+var (
+	bothFamilies = inet.PerFamily[bool]{true, true}
+	noFamilies   inet.PerFamily[bool]
+)
 
 // SetService adds or updates a service. An invalid service is removed,
 // and the error ([*InvalidError]) says why.
@@ -171,7 +163,7 @@ func (t *Tracker) SetService(svc *v1.Service) error {
 	t.mu.Lock()
 	changed := t.setServiceLocked(k, ports)
 	t.mu.Unlock()
-	t.notifyFamilies(changed, bothFamilies)
+	t.notify(changed, bothFamilies)
 	return err
 }
 
@@ -180,7 +172,7 @@ func (t *Tracker) DeleteService(namespace, name string) {
 	t.mu.Lock()
 	changed := t.setServiceLocked(key{namespace, name}, nil)
 	t.mu.Unlock()
-	t.notifyFamilies(changed, bothFamilies)
+	t.notify(changed, bothFamilies)
 }
 
 func (t *Tracker) setServiceLocked(k key, ports []model.ServicePort) bool {
@@ -217,7 +209,7 @@ func (t *Tracker) SetEndpointSlice(s *discoveryv1.EndpointSlice, trigger time.Ti
 	t.mu.Lock()
 	changed := t.setSliceLocked(key{s.Namespace, s.Name}, info, trigger)
 	t.mu.Unlock()
-	t.notifyFamilies(changed, only(sliceFamily(s.AddressType)))
+	t.notify(changed, only(sliceFamily(s.AddressType)))
 	return err
 }
 
@@ -233,7 +225,7 @@ func (t *Tracker) DeleteEndpointSlice(namespace, name string) {
 	}
 	changed := t.setSliceLocked(key{namespace, name}, nil, time.Time{})
 	t.mu.Unlock()
-	t.notifyFamilies(changed, families)
+	t.notify(changed, families)
 }
 
 func (t *Tracker) setSliceLocked(k key, info *sliceInfo, trigger time.Time) bool {
@@ -301,7 +293,7 @@ func (t *Tracker) SetNode(n *v1.Node) error {
 		t.waitingForNode = false
 	}
 	t.mu.Unlock()
-	t.notifyFamilies(changed, bothFamilies)
+	t.notify(changed, bothFamilies)
 	return leftOut
 }
 
@@ -321,7 +313,7 @@ func (t *Tracker) SetAddresses(addrs []netip.Addr) {
 		t.nodeDirty = true
 	}
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notify(changed, noFamilies)
 }
 
 // DeleteNode forgets this node's Node object: the node's IPs and zone are
@@ -346,7 +338,7 @@ func (t *Tracker) DeleteNode(name string) {
 	}
 	t.nodeDirty = t.nodeDirty || changed
 	t.mu.Unlock()
-	t.notifyFamilies(changed, bothFamilies)
+	t.notify(changed, bothFamilies)
 }
 
 // StopWaitingForNode lets the first sync go on without a Node with IPs,
@@ -357,7 +349,7 @@ func (t *Tracker) StopWaitingForNode() bool {
 	waiting := t.waitingForNode
 	t.waitingForNode = false
 	t.mu.Unlock()
-	t.notify(waiting)
+	t.notify(waiting, noFamilies)
 	return waiting
 }
 
@@ -367,7 +359,7 @@ func (t *Tracker) MarkSynced(k Kind) {
 	changed := !t.inputSynced[k]
 	t.inputSynced[k] = true
 	t.mu.Unlock()
-	t.notify(changed)
+	t.notify(changed, noFamilies)
 }
 
 // Synced reports whether both Services and EndpointSlices have been
@@ -409,10 +401,16 @@ func (t *Tracker) Pending() (services, endpoints int) {
 
 // Update is what a sync programs.
 type Update struct {
-	// State is the desired state: its Node always, its Services whole
-	// from Sync, and from SyncChanges only when NodeChanged. Its slices
-	// are shared with the tracker and must not be modified.
+	// State is the desired state: its Node always, its Services when
+	// Whole. Its slices are shared with the tracker and must not be
+	// modified.
 	State model.State
+	// Whole is true when State.Services holds every service port: from
+	// Sync always, and from SyncChanges when NodeChanged, since a new
+	// node goes to the dataplane with the whole state. A caller programs
+	// the whole state when Whole, else Changes alone; it reads this
+	// rather than work the choice out again.
+	Whole bool
 	// Changed lists the service ports added, changed or removed since
 	// the previous sync, in name order.
 	Changed []model.ServicePortName
@@ -442,15 +440,17 @@ type Update struct {
 func (t *Tracker) Sync() *Update { return t.sync(true) }
 
 // SyncChanges is Sync for a caller that holds the state of the previous
-// sync: it leaves out the services that did not change (State.Services is
-// filled only when the node changed), so its cost follows the number of
-// changes, not the size of the cluster.
+// sync: it leaves out the services that did not change, so its cost
+// follows the number of changes, not the size of the cluster. When the
+// node changed it returns the whole state all the same (Update.Whole).
 func (t *Tracker) SyncChanges() *Update { return t.sync(false) }
 
 func (t *Tracker) sync(whole bool) *Update {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	u := &Update{NodeChanged: t.nodeDirty}
+	// The update is whole when the caller asks, or when the node changed:
+	// decided here once, under the lock that takes the node's change.
+	u := &Update{NodeChanged: t.nodeDirty, Whole: whole || t.nodeDirty}
 	for _, f := range inet.Families() {
 		all := u.TriggerTimes.Of(f)
 		for _, times := range t.triggers {
@@ -501,7 +501,7 @@ func (t *Tracker) sync(whole bool) *Update {
 	if t.node != nil {
 		u.State.Node = *t.node
 	}
-	if !whole && !u.NodeChanged {
+	if !u.Whole {
 		return u
 	}
 	if t.ports > 0 {

@@ -187,7 +187,7 @@ func TestTracker(t *testing.T) {
 	}}
 
 	notified := false
-	tr := NewTracker(TrackerConfig{Node: base, OnChange: func() { notified = true }})
+	tr := NewTracker(TrackerConfig{Node: base, OnChange: func(inet.PerFamily[bool]) { notified = true }})
 	for _, st := range steps {
 		notified = false
 		err := st.do(tr)
@@ -207,7 +207,9 @@ func TestTracker(t *testing.T) {
 			continue
 		}
 		u := tr.Sync()
-		if diff := cmp.Diff(st.sync, u, append(cmpOpts, cmpopts.IgnoreFields(Update{}, "Changes", "ServicePorts"))...); diff != "" {
+		want := *st.sync
+		want.Whole = true // always, from Sync
+		if diff := cmp.Diff(&want, u, append(cmpOpts, cmpopts.IgnoreFields(Update{}, "Changes", "ServicePorts"))...); diff != "" {
 			t.Errorf("%s: sync (-want +got):\n%s", st.name, diff)
 		}
 		checkChanges(t, st.name, u)
@@ -264,8 +266,9 @@ func TestTrackerSyncChanges(t *testing.T) {
 		return tr.SetEndpointSlice(endpointSlice("web-1", withEndpoints(apiEndpoint("10.244.1.6"))), time.Time{})
 	})
 	w, c := whole.Sync(), changes.SyncChanges()
-	if len(c.State.Services) != 0 || c.ServicePorts != len(w.State.Services) {
-		t.Errorf("SyncChanges handed over %d service ports (count %d), want none (count %d)", len(c.State.Services), c.ServicePorts, len(w.State.Services))
+	if len(c.State.Services) != 0 || c.ServicePorts != len(w.State.Services) || c.Whole || !w.Whole {
+		t.Errorf("SyncChanges handed over %d service ports (count %d, whole %v), want none (count %d, not whole; Sync's whole %v)",
+			len(c.State.Services), c.ServicePorts, c.Whole, len(w.State.Services), w.Whole)
 	}
 	if diff := cmp.Diff(w.Changes, c.Changes, cmpOpts...); diff != "" || len(c.Changes) != 1 {
 		t.Errorf("changes differ (-Sync +SyncChanges):\n%s", diff)
@@ -276,14 +279,14 @@ func TestTrackerSyncChanges(t *testing.T) {
 		n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.9"}}
 		return tr.SetNode(n)
 	})
-	if c := changes.SyncChanges(); !c.NodeChanged || len(c.State.Services) != c.ServicePorts || c.ServicePorts == 0 {
-		t.Errorf("a node change: NodeChanged %v, %d of %d service ports", c.NodeChanged, len(c.State.Services), c.ServicePorts)
+	if c := changes.SyncChanges(); !c.NodeChanged || !c.Whole || len(c.State.Services) != c.ServicePorts || c.ServicePorts == 0 {
+		t.Errorf("a node change: NodeChanged %v, whole %v, %d of %d service ports", c.NodeChanged, c.Whole, len(c.State.Services), c.ServicePorts)
 	}
 }
 
 func TestTrackerSynced(t *testing.T) {
 	calls := 0
-	tr := NewTracker(TrackerConfig{OnChange: func() { calls++ }})
+	tr := NewTracker(TrackerConfig{OnChange: func(inet.PerFamily[bool]) { calls++ }})
 	if tr.Synced() || !tr.NodeKnown() {
 		t.Fatal("synced before any input, or the node not known without PodCIDRsFromNode")
 	}
@@ -326,12 +329,12 @@ func TestTrackerSetAddresses(t *testing.T) {
 	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a", Addresses: addrs("192.0.2.1")}})
 	tr.Sync()
 	tr.SetAddresses(addrs("192.0.2.1"))
-	if u := tr.SyncChanges(); u.NodeChanged {
+	if u := tr.SyncChanges(); u.NodeChanged || u.Whole {
 		t.Error("the same addresses are a node change")
 	}
 	tr.SetAddresses(addrs("192.0.2.1", "198.51.100.7"))
-	if u := tr.SyncChanges(); !u.NodeChanged || !slices.Equal(u.State.Node.Addresses, addrs("192.0.2.1", "198.51.100.7")) {
-		t.Errorf("new address: NodeChanged %v, addresses %v", u.NodeChanged, u.State.Node.Addresses)
+	if u := tr.SyncChanges(); !u.NodeChanged || !u.Whole || !slices.Equal(u.State.Node.Addresses, addrs("192.0.2.1", "198.51.100.7")) {
+		t.Errorf("new address: NodeChanged %v, whole %v, addresses %v", u.NodeChanged, u.Whole, u.State.Node.Addresses)
 	}
 	n := &v1.Node{}
 	n.Name = "node-a"
@@ -420,7 +423,7 @@ func listedTracker(cfg TrackerConfig) *Tracker {
 // until the wait is given up.
 func TestTrackerWaitsForNodeIPs(t *testing.T) {
 	changes := 0
-	tr := listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
+	tr := listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func(inet.PerFamily[bool]) { changes++ }})
 	if tr.Synced() || tr.NodeKnown() {
 		t.Fatal("synced, or the node known, before the Node was read")
 	}
@@ -443,7 +446,7 @@ func TestTrackerWaitsForNodeIPs(t *testing.T) {
 		t.Error("still waiting after the Node's IPs were read")
 	}
 
-	tr = listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func() { changes++ }})
+	tr = listedTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func(inet.PerFamily[bool]) { changes++ }})
 	before := changes
 	if !tr.StopWaitingForNode() || !tr.Synced() || changes != before+1 {
 		t.Errorf("after the wait was given up: synced %v, %d changes notified", tr.Synced(), changes-before)
@@ -506,21 +509,25 @@ func TestTrackerArrivals(t *testing.T) {
 	}
 }
 
-// OnQueued gets the families a change concerns, as kube-proxy queues the
+// OnChange gets the families a change concerns, as kube-proxy queues the
 // sync of each family's proxier: a Service and the Node both, an
-// EndpointSlice its own; listing an input, none.
-func TestTrackerOnQueued(t *testing.T) {
+// EndpointSlice its own; listing an input, the node's addresses and the
+// wait for the Node given up, none.
+func TestTrackerOnChangeFamilies(t *testing.T) {
 	var got []inet.PerFamily[bool]
-	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, OnQueued: func(f inet.PerFamily[bool]) { got = append(got, f) }})
+	tr := NewTracker(TrackerConfig{Node: model.Node{Name: "node-a"}, WaitForNodeIPs: true, OnChange: func(f inet.PerFamily[bool]) { got = append(got, f) }})
 	tr.SetService(service())
 	tr.SetEndpointSlice(endpointSlice("web-4", withEndpoints(apiEndpoint("10.244.1.5"))), time.Time{})
 	tr.SetEndpointSlice(endpointSlice("web-6", withEndpoints(apiEndpoint("fd00:244::5")), func(s *discoveryv1.EndpointSlice) { s.AddressType = discoveryv1.AddressTypeIPv6 }), time.Time{})
 	tr.DeleteEndpointSlice("default", "web-6")
 	tr.MarkSynced(Services)
+	tr.SetAddresses(addrs("192.0.2.1"))
+	tr.StopWaitingForNode()
 	n := &v1.Node{}
 	n.Name = "node-a"
 	tr.SetNode(n)
-	want := []inet.PerFamily[bool]{{true, true}, {true, false}, {false, true}, {false, true}, {true, true}}
+	tr.DeleteNode("node-a")
+	want := []inet.PerFamily[bool]{{true, true}, {true, false}, {false, true}, {false, true}, {}, {}, {}, {true, true}, {true, true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("families queued %v, want %v", got, want)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/nftrules"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 )
@@ -25,7 +26,7 @@ import (
 // returned as problems.
 func (a *app) desired(ctx context.Context, log *zap.Logger, o *options, s *config.Settings) (*watcher.Update, []error, error) {
 	ready := make(chan struct{}, 1)
-	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, OnChange: func() {
+	tracker := watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, OnChange: func(inet.PerFamily[bool]) {
 		select {
 		case ready <- struct{}{}:
 		default:

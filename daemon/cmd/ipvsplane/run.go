@@ -207,7 +207,11 @@ func (a *app) runDaemon(ctx context.Context, log *zap.Logger, o *options, s *con
 		}
 	}
 	p := &daemonParts{log: log}
-	// The closures below run only once p.runner is set.
+	// request asks the runner for a sync. The runner calls the proxier,
+	// and the dataplane, the proxier and the tracker's hook ask the runner
+	// for syncs: a cycle, and the runner, last made (its gate needs the
+	// tracker, its function the proxier), is the one reached late. The
+	// callers of request run only once p.runner is set.
 	request := func() { p.runner.Request() }
 	// A reread of the kernel ends between syncs: ask for the sync that
 	// merges it.
@@ -324,20 +328,24 @@ func (a *app) start(ctx context.Context, stop func(), p *daemonParts, o *options
 // kube-proxy's NodeManager does.
 const defaultNodeIPsWait = 30 * time.Second
 
-// newTracker makes the tracker of the source's objects; each change it
-// sees is marked in health and metrics, then asks for a sync. With
-// waitForNode, nothing is programmed before the Node's IPs are read or
-// the app's nodeIPsWait passed.
+// newTracker makes the tracker of the source's objects. Its one hook
+// marks each change in the metrics (the last-queued time, for a change
+// kube-proxy queues, of the families it concerns; the pending changes)
+// and in health, then asks for a sync. With waitForNode, nothing is
+// programmed before the Node's IPs are read or the app's nodeIPsWait
+// passed.
 func (a *app) newTracker(p *daemonParts, s *config.Settings, waitForNode bool, request func()) *watcher.Tracker {
 	h, m := p.health, p.metrics
-	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, WaitForNodeIPs: waitForNode, Now: a.now, OnNode: h.SetNode, OnQueued: func(families inet.PerFamily[bool]) {
-		m.SetQueued(families, a.now())
-	}, OnChange: func() {
-		h.Queued()
-		svc, ep := p.tracker.Pending()
-		m.SetPending(svc, ep)
-		request()
-	}})
+	return watcher.NewTracker(watcher.TrackerConfig{Node: s.Node, PodCIDRsFromNode: s.PodCIDRsFromNode, WaitForNodeIPs: waitForNode, Now: a.now, OnNode: h.SetNode,
+		OnChange: func(families inet.PerFamily[bool]) {
+			if families != (inet.PerFamily[bool]{}) {
+				m.SetQueued(families, a.now())
+			}
+			h.Queued()
+			svc, ep := p.tracker.Pending()
+			m.SetPending(svc, ep)
+			request()
+		}})
 }
 
 // httpServers are the daemon's HTTP servers, closed together on exit.

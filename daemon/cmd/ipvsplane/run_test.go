@@ -10,13 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsplane/ipvsplane/daemon/internal/config"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/events"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/healthcheck"
+	"github.com/ipvsplane/ipvsplane/daemon/internal/metrics"
 	"github.com/ipvsplane/ipvsplane/daemon/internal/problems"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher"
 	"github.com/ipvsplane/ipvsplane/daemon/watcher/clientset"
 	"github.com/ipvsplane/ipvsplane/dataplane"
 	"github.com/ipvsplane/ipvsplane/dataplane/dataplanetest"
+	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dummy"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/testutil"
 	"github.com/ipvsplane/ipvsplane/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -325,4 +330,60 @@ func TestRunKubernetesSourceBadEntry(t *testing.T) {
 		}
 	}
 	t.Errorf("no %s Event on the EndpointSlice naming endpoints[1].addresses[0]: %v", problems.ReasonInvalidEntry, sink.events)
+}
+
+// The tracker's one hook: a change kube-proxy queues sets the last-queued
+// time of the families it concerns; every change, one it does not queue
+// too (an input listed), sets the pending changes and asks for a sync.
+func TestTrackerHook(t *testing.T) {
+	clock := time.Unix(1000, 0)
+	clockCalls := 0
+	a := &app{now: func() time.Time { clockCalls++; return clock }}
+	m := metrics.New().ForFamilies([]inet.Family{inet.IPv4, inet.IPv6})
+	healthz, livez := m.AnswerCounters()
+	p := &daemonParts{metrics: m, health: healthcheck.NewProxyHealth(time.Minute, a.now, false, nil, healthz, livez)}
+	requests := 0
+	p.tracker = a.newTracker(p, &config.Settings{Node: model.Node{Name: "node-a"}}, false, func() { requests++ })
+	gauges := func() map[string]float64 {
+		t.Helper()
+		got := map[string]float64{}
+		families, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, s := range f.GetMetric() {
+				name := f.GetName()
+				for _, l := range s.GetLabel() {
+					name += " " + l.GetValue()
+				}
+				if s.GetGauge() != nil {
+					got[name] = s.GetGauge().GetValue()
+				}
+			}
+		}
+		return got
+	}
+	const lastQueued = "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds"
+
+	p.tracker.MarkSynced(watcher.Services)
+	g := gauges()
+	if _, ok := g[lastQueued+" IPv4"]; ok || requests != 1 || clockCalls != 1 {
+		// The one clock reading is the health's (ProxyHealth.Queued).
+		t.Errorf("an input listed: last queued %v, %d requests, %d clock readings; want none, 1, 1", g[lastQueued+" IPv4"], requests, clockCalls)
+	}
+
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Spec: v1.ServiceSpec{
+		Type: v1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+		Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}},
+	}}
+	clock = clock.Add(time.Second)
+	if err := p.tracker.SetService(svc); err != nil {
+		t.Fatal(err)
+	}
+	g = gauges()
+	if g[lastQueued+" IPv4"] != 1001 || g[lastQueued+" IPv6"] != 1001 || g["kubeproxy_sync_proxy_rules_service_changes_pending"] != 1 || requests != 2 {
+		t.Errorf("a Service: last queued %v and %v, %v service changes pending, %d requests; want 1001 for both families, 1, 2",
+			g[lastQueued+" IPv4"], g[lastQueued+" IPv6"], g["kubeproxy_sync_proxy_rules_service_changes_pending"], requests)
+	}
 }

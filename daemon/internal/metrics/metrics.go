@@ -478,7 +478,7 @@ func (m *Metrics) ForFamilies(families []inet.Family) *Metrics {
 }
 
 // SetQueued records when a change that asks for a sync arrived, under the
-// families it concerns among the node's (see watcher.TrackerConfig.OnQueued).
+// families it concerns among the node's (see watcher.TrackerConfig.OnChange).
 func (m *Metrics) SetQueued(families inet.PerFamily[bool], at time.Time) {
 	for _, fam := range inet.Families() {
 		if f := fam.String(); families.Get(fam) && m.runs(f) {

@@ -67,11 +67,11 @@ func buildPanics(s *model.State, rules plan.Rules) (panicked bool) {
 // withoutQuarantined leaves the quarantined service ports out of u: of a
 // whole state, and of changes, where a new version of a quarantined port
 // is tried again (its next panic leaves it out again).
-func (p *Proxier) withoutQuarantined(u *watcher.Update, full bool) {
+func (p *Proxier) withoutQuarantined(u *watcher.Update) {
 	if len(p.quarantined) == 0 {
 		return
 	}
-	if full {
+	if u.Whole {
 		kept := u.State.Services[:0:0]
 		for _, sp := range u.State.Services {
 			if !p.quarantined[sp.Name] {

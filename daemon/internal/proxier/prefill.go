@@ -28,7 +28,7 @@ func (p *Proxier) prefill(ctx context.Context) {
 	}
 	// After a prefill that read the kernel, the next ones take what was
 	// listed since; a change of the node's settings takes everything
-	// (SyncChanges holds the whole state then).
+	// (SyncChanges holds the whole state then: Update.Whole).
 	var u *watcher.Update
 	var res *dataplane.Result
 	var err error
@@ -37,10 +37,10 @@ func (p *Proxier) prefill(ctx context.Context) {
 	} else {
 		u = p.tracker.Sync()
 	}
-	if p.prefilled && !u.NodeChanged {
-		res, err = p.dataplane.PrefillChanges(ctx, u.Changes)
-	} else {
+	if u.Whole {
 		res, err = p.dataplane.Prefill(ctx, &u.State)
+	} else {
+		res, err = p.dataplane.PrefillChanges(ctx, u.Changes)
 	}
 	p.prefilled = err == nil
 	// The first sync reports the latency of what changed while listing.

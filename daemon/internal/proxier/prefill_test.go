@@ -44,12 +44,19 @@ func TestPrefill(t *testing.T) {
 	if got := gatheredValue(t, p.metrics, "kubeproxy_sync_proxy_rules_last_timestamp_seconds", "IPv4"); got != 0 {
 		t.Errorf("a prefill set the last sync's time: %v", got)
 	}
+	// A change of the node's settings prefills everything again.
+	clock.advance(prefillEvery)
+	feed(t, p.tracker, "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.9}]}\n")
+	p.Sync(ctx)
+	if !slices.Equal(k.calls, []string{"prefill", "prefill changes", "prefill"}) || len(k.state.Services) != 1 {
+		t.Errorf("calls %v with %d service ports; want the whole state prefilled after a node change", k.calls, len(k.state.Services))
+	}
 
 	p.listed(t)
 	if err := p.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(k.calls, []string{"prefill", "prefill changes", "sync"}) || len(k.state.Services) != 1 || !p.lastFull {
+	if !slices.Equal(k.calls, []string{"prefill", "prefill changes", "prefill", "sync"}) || len(k.state.Services) != 1 || !p.lastFull {
 		t.Errorf("calls %v with %d service ports, full %v; want a full sync of the whole state", k.calls, len(k.state.Services), p.lastFull)
 	}
 	if got := p.hc.Ports(); len(got) != 1 || got[0] != 32000 {

@@ -13,14 +13,25 @@ import (
 	"go.uber.org/zap"
 )
 
-// syncKernel programs what changed since the last sync. The first sync
-// and a sync after the node's settings changed hand the dataplane the
-// whole state; the others, only the changes. The dataplane rereads the
-// kernel once a sync period (its ResyncInterval), which repairs changes
-// made behind the daemon's back.
+// syncKernel programs what changed since the last sync. Whether the sync
+// is full, handing the dataplane the whole state rather than the
+// changes, is decided once, as the update is taken, and carried with it
+// (Update.Whole) for what follows to read: full for the first sync, when
+// the dataplane asked for the whole state (wholeNext), and when the
+// node's settings changed, which the tracker knows as it hands the update
+// over. Other syncs take only the changes, so that a sync costs what
+// changed, not the size of the cluster. The dataplane rereads the kernel
+// once a sync period (its ResyncInterval), which repairs changes made
+// behind the daemon's back.
 func (p *Proxier) syncKernel(ctx context.Context) error {
 	servicesPending, endpointsPending := p.tracker.Pending()
-	u := p.takeUpdate()
+	var u *watcher.Update
+	if !p.synced || p.wholeNext {
+		u = p.tracker.Sync()
+	} else {
+		// Whole all the same when the node changed.
+		u = p.tracker.SyncChanges()
+	}
 	if !p.synced {
 		for _, f := range inet.Families() {
 			*u.TriggerTimes.Of(f) = append(u.TriggerTimes.Get(f), p.listedTriggers.Get(f)...)
@@ -29,9 +40,8 @@ func (p *Proxier) syncKernel(ctx context.Context) error {
 		p.listedTriggers = inet.PerFamily[[]time.Time]{}
 	}
 	start := p.now()
-	full := !p.synced || u.NodeChanged || p.wholeNext
-	p.withoutQuarantined(u, full)
-	res, err := p.program(ctx, u, start, full)
+	p.withoutQuarantined(u)
+	res, err := p.program(ctx, u, start)
 	end := p.now()
 	took := end.Sub(start)
 	if err != nil {
@@ -55,7 +65,7 @@ func (p *Proxier) syncKernel(ctx context.Context) error {
 		// not programmed, and the changes still wait.
 		p.health.Updated()
 	}
-	p.followServices(u, full)
+	p.followServices(u)
 	failed := p.reportProblems(res)
 	if res.Full && failed == 0 {
 		p.removeLegacyLeftovers(ctx)
@@ -69,22 +79,12 @@ func (p *Proxier) syncKernel(ctx context.Context) error {
 	return nil
 }
 
-// takeUpdate takes what the tracker holds: everything for the first
-// sync and when the dataplane asks for it, else only the changes, so that
-// a sync costs what changed, not the size of the cluster.
-func (p *Proxier) takeUpdate() *watcher.Update {
-	if p.synced && !p.wholeNext {
-		return p.tracker.SyncChanges()
-	}
-	return p.tracker.Sync()
-}
-
-// program hands the dataplane the whole state when full, else only the
-// changes, logging progress while it works.
-func (p *Proxier) program(ctx context.Context, u *watcher.Update, start time.Time, full bool) (*dataplane.Result, error) {
-	stop := p.progress(start, u.ServicePorts, full)
+// program hands the dataplane the whole state when the update is whole,
+// else only the changes, logging progress while it works.
+func (p *Proxier) program(ctx context.Context, u *watcher.Update, start time.Time) (*dataplane.Result, error) {
+	stop := p.progress(start, u.ServicePorts, u.Whole)
 	defer stop()
-	if full {
+	if u.Whole {
 		return p.dataplane.Sync(ctx, &u.State)
 	}
 	return p.dataplane.SyncChanges(ctx, u.Changes)
@@ -102,25 +102,25 @@ func (p *Proxier) observeSync(u *watcher.Update, res *dataplane.Result, end time
 
 // followServices brings what tracks the services beside the kernel, the
 // health-check servers, the no-local-endpoint metric and the traffic
-// metrics, up to the update: all of it when full, else the changes.
-func (p *Proxier) followServices(u *watcher.Update, full bool) {
-	changes := u.Changes
+// metrics, up to the update: all of it when the update is whole, else the
+// changes.
+func (p *Proxier) followServices(u *watcher.Update) {
+	node := &u.State.Node
 	// The node's addresses may have changed since the last sync; the
 	// health-check ports follow them before the services are updated.
-	p.hc.SetAddresses(plan.HealthCheckAddresses(&u.State.Node))
-	if full {
+	p.hc.SetAddresses(plan.HealthCheckAddresses(node))
+	if u.Whole {
 		p.hc.Replace(u.State.Services)
-		p.metrics.ReplaceServices(u.State.Node.Name, u.State.Services)
-	} else {
-		p.hc.Apply(changes)
-		p.metrics.ApplyChanges(u.State.Node.Name, changes)
-	}
-	if p.traffic != nil {
-		if full {
-			p.traffic.Replace(&u.State.Node, u.State.Services, p.dataplane.Owner)
-		} else {
-			p.traffic.Apply(&u.State.Node, changes, p.dataplane.Owner)
+		p.metrics.ReplaceServices(node.Name, u.State.Services)
+		if p.traffic != nil {
+			p.traffic.Replace(node, u.State.Services, p.dataplane.Owner)
 		}
+		return
+	}
+	p.hc.Apply(u.Changes)
+	p.metrics.ApplyChanges(node.Name, u.Changes)
+	if p.traffic != nil {
+		p.traffic.Apply(node, u.Changes, p.dataplane.Owner)
 	}
 }
 

@@ -21,7 +21,10 @@
 // were running (go test -v's === RUN lines tell), asks the guest's test for
 // a goroutine dump (not on SIGTERM or SIGINT), kills qemu, prints the
 // guest's last lines and exits non-zero. qemu dies with vmtest, so that it
-// never holds go test's output open.
+// never holds go test's output open. A guest that stops writing its
+// heartbeat, its vCPUs locked up with interrupts off, gets an NMI, on
+// which its kernel panics with a backtrace, and the test runs again in a
+// fresh guest (silence.go).
 //
 // Environment:
 //
@@ -39,6 +42,8 @@
 //	                 kills vmtest for the test's -test.timeout, which is that
 //	                 timeout plus a minute or a tenth of it, whichever is longer)
 //	VMTEST_VERBOSE=1 print the firmware's and all the kernel's messages too
+//	VMTEST_SILENCE   how long a guest may write no heartbeat before it gets
+//	                 an NMI (default 3m)
 //
 // A package whose testdata/ holds vmtest-controlplane gets a Kubernetes
 // control plane (etcd and kube-apiserver, see internal/controlplane) on the

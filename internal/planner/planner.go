@@ -168,7 +168,7 @@ func (p *Planner) UpdateChanges(changes []model.Change) (Scope, []error) {
 			continue
 		}
 		p.seen[c.Name] = fingerprint(p.seed, c.Port)
-		if err := put(p.index, c.Port, t); err != nil {
+		if err := p.index.put(c.Port, t); err != nil {
 			p.failed[c.Name] = err
 			if p.retry[c.Name] != c.Port {
 				p.retry[c.Name] = cloneServicePort(c.Port)

@@ -54,6 +54,22 @@ func (c *contribution) claimedEntries(i int) []claimedEntry {
 	return c.claimed[from:to]
 }
 
+// virtualKeys returns the virtual servers c claims, owned or not: all its
+// claims but a health-check node port's, which is no virtual server. A
+// nil c (a port left out, or unknown) has none.
+func (c *contribution) virtualKeys() []VirtualKey {
+	if c == nil {
+		return nil
+	}
+	keys := make([]VirtualKey, 0, len(c.virtual))
+	for i, v := range c.virtual {
+		if c.kinds[i] != kindHealthCheck {
+			keys = append(keys, v.VirtualKey)
+		}
+	}
+	return keys
+}
+
 // virtualKind says what address a virtual server serves. When two service
 // ports claim one virtual server, the kind decides first: cluster IPs and
 // node ports are allocated by the API server, load-balancer addresses by

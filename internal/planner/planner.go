@@ -242,6 +242,18 @@ func (p *Planner) Reconciled(op ReconcileFlows) { delete(p.flows.due, op) }
 // reconciles every Service it reads).
 func (p *Planner) FlowMatcher(op ReconcileFlows) *FlowMatcher { return p.flows.matcher(op) }
 
+// Claims returns the virtual servers service port name claims in the
+// desired state, read from its contribution in the index: those it owns
+// and those another port has (a ConflictError), not a health-check node
+// port, which is no virtual server. A port left out, or unknown, has
+// none. The slice is the caller's.
+func (p *Planner) Claims(name model.ServicePortName) []VirtualKey {
+	if p.index == nil {
+		return nil
+	}
+	return p.index.contribs[name].virtualKeys()
+}
+
 // Desired returns the desired kernel state and the service each virtual
 // server belongs to. The caller must not change them.
 func (p *Planner) Desired() (*KernelState, map[VirtualKey]model.ServicePortName) {

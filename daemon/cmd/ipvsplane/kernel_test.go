@@ -29,6 +29,8 @@ func (k *fakeKernel) Owner(plan.VirtualKey) (model.ServicePortName, bool) {
 	return model.ServicePortName{}, false
 }
 
+func (k *fakeKernel) Claims(model.ServicePortName) []plan.VirtualKey { return nil }
+
 func (k *fakeKernel) InitNode(context.Context, *model.Node) error {
 	k.calls = append(k.calls, "init")
 	return nil

@@ -117,9 +117,9 @@ func (p *Proxier) followServices(u *watcher.Update, full bool) {
 	}
 	if p.traffic != nil {
 		if full {
-			p.traffic.Replace(&u.State.Node, u.State.Services, p.dataplane.Owner)
+			p.traffic.Replace(u.State.Services, p.dataplane)
 		} else {
-			p.traffic.Apply(&u.State.Node, changes, p.dataplane.Owner)
+			p.traffic.Apply(changes, p.dataplane)
 		}
 	}
 }

@@ -38,30 +38,35 @@ func (c *canary) due(now time.Time) bool {
 	return true
 }
 
-// alive checks, with a few requests whatever the cluster's size, that
-// the kernel still holds programmed: a member of each ownership set, one
-// of its virtual servers, its device and its rule tables. An outside
-// flush of any of them (ipvsadm -C, ipset flush, a deleted device, nft
-// flush ruleset) makes it false, and the sync reads the kernel again at
-// once instead of at the next full resync.
-func (c *canary) alive(ctx context.Context, k *kernel, programmed *plan.KernelState, device string, node *model.Node) bool {
+// changedBehind reports whether the kernel no longer holds programmed,
+// the dataplane's state: when the canary is due at now, it checks with a
+// few requests whatever the cluster's size a member of each ownership
+// set, one of its virtual servers, its device and its rule tables. An
+// outside flush of any of them (ipvsadm -C, ipset flush, a deleted
+// device, nft flush ruleset) makes it true, and the sync reads the kernel
+// again at once instead of at the next full resync. When the canary is
+// not due it is false.
+func (c *canary) changedBehind(ctx context.Context, now time.Time, k *kernel, programmed *plan.KernelState, device string, node *model.Node) bool {
+	if !c.due(now) {
+		return false
+	}
 	for _, f := range inet.Families() {
 		if !setIntact(ctx, k, programmed, model.SetName(model.SetOwned, f)) {
-			return false
+			return true
 		}
 	}
 	for vk := range programmed.Virtual {
 		if _, err := k.ipvs.GetService(ctx, ipvsKey(vk)); err != nil {
-			return false
+			return true
 		}
 		break
 	}
 	if len(programmed.Addresses) > 0 {
 		if _, err := k.links.Get(ctx, device); err != nil {
-			return false
+			return true
 		}
 	}
-	return c.rulesCurrent(ctx, k, node)
+	return !c.rulesCurrent(ctx, k, node)
 }
 
 // rulesCurrent reports whether ipvsplane's nftables rules are the ones

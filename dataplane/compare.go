@@ -65,7 +65,7 @@ func (d *Dataplane) compare(ctx context.Context, changed planner.Scope, modelErr
 		c.errs = append(c.errs, err)
 	}
 	switch {
-	case d.ledger.state == nil || (!d.ledger.retry.All && d.reader.changedBehind(ctx, d.k, d.ledger.state, c.target.node)):
+	case d.ledger.state == nil || (!d.ledger.retry.All && d.reader.canary.changedBehind(ctx, d.cfg.Now(), d.k, d.ledger.state, d.cfg.Device, c.target.node)):
 		d.reader.stop()
 		d.pending.stopSweep()
 		if err := d.readAll(ctx, c, ahead, false, replan); err != nil {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ipvsplane/ipvsplane/dataplane/model"
 	"github.com/ipvsplane/ipvsplane/dataplane/plan"
 	"github.com/ipvsplane/ipvsplane/internal/planner"
 )
@@ -190,12 +189,6 @@ func (r *rereader) planned(scope planner.Scope) {
 	if r.running != nil {
 		r.running.since.Merge(scope)
 	}
-}
-
-// changedBehind reports whether the canary, when due, finds that the
-// kernel no longer holds what was programmed.
-func (r *rereader) changedBehind(ctx context.Context, k *kernel, programmed *plan.KernelState, node *model.Node) bool {
-	return r.canary.due(r.cfg.Now()) && !r.canary.alive(ctx, k, programmed, r.cfg.Device, node)
 }
 
 // mergeRead returns what the kernel holds according to a background read,

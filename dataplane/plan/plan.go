@@ -124,7 +124,9 @@ func Diff(observed *KernelState, desired *Desired) *Plan {
 // load-balancer addresses in the families it serves, and its node port
 // on each node-port address. A virtual server that another service port
 // claims too is listed for both; a port that a sync leaves out as
-// invalid has none.
+// invalid has none. It works them out from the model alone; a program
+// that runs a dataplane asks dataplane.Dataplane.Claims, which reads
+// them from what the last sync planned.
 func VirtualKeys(n *model.Node, s *model.ServicePort) []VirtualKey { return planner.VirtualKeys(n, s) }
 
 // HealthCheckAddresses returns the addresses a node's health-check node

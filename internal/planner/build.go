@@ -76,17 +76,6 @@ func buildIndex(s *model.State, rules Rules, facts *kernelFacts) (*desiredIndex,
 	return d, failed, nil
 }
 
-// put validates a service port and puts it in the index; an invalid port
-// keeps nothing programmed.
-func put(d *desiredIndex, sp *model.ServicePort, t *Scope) error {
-	if err := sp.Validate(); err != nil {
-		d.remove(sp.Name, t)
-		return err
-	}
-	d.put(sp, t)
-	return nil
-}
-
 // sortedServices orders service ports by priority, then name; the sort
 // keys are made once, not formatted on every comparison.
 func sortedServices(services []model.ServicePort) []*model.ServicePort {

@@ -54,6 +54,22 @@ func (c *contribution) claimedEntries(i int) []claimedEntry {
 	return c.claimed[from:to]
 }
 
+// virtualKeys returns the virtual servers c claims, owned or not: all its
+// claims but a health-check node port's, which is no virtual server. A
+// nil c (a port left out, or unknown) has none.
+func (c *contribution) virtualKeys() []VirtualKey {
+	if c == nil {
+		return nil
+	}
+	keys := make([]VirtualKey, 0, len(c.virtual))
+	for i, v := range c.virtual {
+		if c.kinds[i] != kindHealthCheck {
+			keys = append(keys, v.VirtualKey)
+		}
+	}
+	return keys
+}
+
 // virtualKind says what address a virtual server serves. When two service
 // ports claim one virtual server, the kind decides first: cluster IPs and
 // node ports are allocated by the API server, load-balancer addresses by
@@ -141,30 +157,6 @@ func exact[T any](s []T) []T {
 		return nil
 	}
 	return append(make([]T, 0, len(s)), s...)
-}
-
-// endpointsByPolicy returns the endpoints, per family, that traffic from
-// inside the cluster and from outside it may use.
-//
-// An external policy Local with no local endpoint of a family falls back
-// to the cluster's endpoints, as kube-proxy's IPVS mode does
-// (kubernetes#97081), so that the node's pods still reach the service's
-// node ports and external addresses; an internal policy Local drops
-// instead (docs/differences-from-kube-proxy.md).
-func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external inet.PerFamily[[]model.Endpoint]) {
-	cluster, local := selectEndpoints(n, s.Endpoints)
-	internal, external = cluster, cluster
-	if s.InternalPolicy == model.PolicyLocal {
-		internal = local
-	}
-	if s.ExternalPolicy == model.PolicyLocal {
-		for _, f := range inet.Families() {
-			if l := local.Get(f); len(l) > 0 {
-				*external.Of(f) = l
-			}
-		}
-	}
-	return internal, external
 }
 
 // contributionBuilder fills the contribution of one service port.

@@ -7,16 +7,30 @@ import (
 	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-// selectEndpoints picks the endpoints traffic may use, for each family
-// on its own, as kube-proxy's proxier per family does. cluster serves a
-// Cluster traffic policy, local a Local one. The lists may share eps's
-// array; callers must not change them.
-func selectEndpoints(n *model.Node, eps []model.Endpoint) (cluster, local inet.PerFamily[[]model.Endpoint]) {
-	all := byFamily(eps)
+// endpointsByPolicy returns the endpoints, per family, that traffic from
+// inside the cluster and from outside it may use. Each family is selected
+// on its own (selectFamily), as kube-proxy runs a proxier per family;
+// then each traffic policy takes its list. The lists may share the
+// port's array of endpoints; callers must not change them.
+//
+// An external policy Local with no local endpoint of a family falls back
+// to the cluster's endpoints, as kube-proxy's IPVS mode does
+// (kubernetes#97081), so that the node's pods still reach the service's
+// node ports and external addresses; an internal policy Local drops
+// instead (docs/differences-from-kube-proxy.md).
+func endpointsByPolicy(n *model.Node, s *model.ServicePort) (internal, external inet.PerFamily[[]model.Endpoint]) {
+	all := byFamily(s.Endpoints)
 	for _, f := range inet.Families() {
-		*cluster.Of(f), *local.Of(f) = selectFamily(n, all.Get(f))
+		cluster, local := selectFamily(n, all.Get(f))
+		*internal.Of(f), *external.Of(f) = cluster, cluster
+		if s.InternalPolicy == model.PolicyLocal {
+			*internal.Of(f) = local
+		}
+		if s.ExternalPolicy == model.PolicyLocal && len(local) > 0 {
+			*external.Of(f) = local
+		}
 	}
-	return cluster, local
+	return internal, external
 }
 
 // selectFamily is kube-proxy's CategorizeEndpoints for the endpoints of

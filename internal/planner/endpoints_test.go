@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 	"github.com/ipvsplane/ipvsplane/internal/fixture"
 )
 
@@ -101,12 +102,22 @@ func endpointsCases() []endpointsCase {
 	}}
 }
 
-func TestSelectEndpoints(t *testing.T) {
+// byPolicy runs endpointsByPolicy over eps for each traffic policy: the
+// endpoints a Cluster policy uses, and those a Local one uses.
+func byPolicy(n *model.Node, eps []model.Endpoint) (cluster, local inet.PerFamily[[]model.Endpoint]) {
+	sp := model.ServicePort{Endpoints: eps}
+	cluster, _ = endpointsByPolicy(n, &sp)
+	sp.InternalPolicy = model.PolicyLocal
+	local, _ = endpointsByPolicy(n, &sp)
+	return cluster, local
+}
+
+func TestEndpointsByPolicy(t *testing.T) {
 	n := fixture.Node()
 	for _, tt := range endpointsCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			cluster, local := selectEndpoints(&n, tt.eps)
-			addrs := func(byFamily [2][]model.Endpoint) (out [2][]string) {
+			cluster, local := byPolicy(&n, tt.eps)
+			addrs := func(byFamily inet.PerFamily[[]model.Endpoint]) (out [2][]string) {
 				for f, eps := range byFamily {
 					for _, ep := range eps {
 						out[f] = append(out[f], ep.Addr.String())
@@ -118,16 +129,29 @@ func TestSelectEndpoints(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("chosen endpoints (-want +got):\n%s", diff)
 			}
+			// An external policy Local takes a family's local endpoints,
+			// or the cluster's when it has none there.
+			_, external := endpointsByPolicy(&n, &model.ServicePort{Endpoints: tt.eps, ExternalPolicy: model.PolicyLocal})
+			var want [2][]string
+			for f := range want {
+				if want[f] = tt.want.Local[f]; len(want[f]) == 0 {
+					want[f] = tt.want.Cluster[f]
+				}
+			}
+			if diff := cmp.Diff(want, addrs(external)); diff != "" {
+				t.Errorf("external policy Local (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
 
 // The common case, every endpoint ready and no hints, costs no copy.
-func TestSelectEndpointsSharesTheList(t *testing.T) {
+func TestEndpointsByPolicySharesTheList(t *testing.T) {
 	eps := []model.Endpoint{fixture.Ready("10.0.0.1", 80, "node-a"), fixture.Ready("fd00::1", 80, "node-b")}
 	n := fixture.Node()
+	sp := model.ServicePort{Endpoints: eps}
 	allocs := testing.AllocsPerRun(100, func() {
-		cluster, _ := selectEndpoints(&n, eps)
+		cluster, _ := endpointsByPolicy(&n, &sp)
 		if len(cluster[0]) != 1 || len(cluster[1]) != 1 || &cluster[0][0] != &eps[0] {
 			t.Fatal("the list was copied")
 		}

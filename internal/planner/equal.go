@@ -7,13 +7,28 @@ import (
 	"slices"
 
 	"github.com/ipvsplane/ipvsplane/dataplane/model"
+	"github.com/ipvsplane/ipvsplane/inet"
 )
 
-// fingerprint hashes every field of a service port. The planner keeps
-// fingerprints, not copies, of the ports it has seen: a copy of a large
-// cluster's model would double its memory. Two different ports hash alike
-// with a chance of one in 2^64.
-func fingerprint(seed maphash.Seed, s *model.ServicePort) uint64 {
+// portHashes are a service port's hashes, made in one pass over it by
+// hashPort.
+type portHashes struct {
+	// fingerprint hashes every field of the port. The planner keeps
+	// fingerprints, not copies, of the ports it has seen: a copy of a large
+	// cluster's model would double its memory. Two different ports hash
+	// alike with a chance of one in 2^64.
+	fingerprint uint64
+	// endpoints hashes the port's endpoints of each family, 0 for none:
+	// what conntrack reconciliation compares (flowIndex.update).
+	endpoints inet.PerFamily[uint64]
+}
+
+// hashPort hashes a service port in one pass. Each endpoint is written
+// once, to its family's hash; the fingerprint takes every other field,
+// the family of each endpoint in turn and those hashes, so two ports
+// whose endpoints differ in anything, their order included, still have
+// different fingerprints.
+func hashPort(seed maphash.Seed, s *model.ServicePort) portHashes {
 	var h hasher
 	h.SetSeed(seed)
 	h.str(s.Name.Namespace)
@@ -40,10 +55,30 @@ func fingerprint(seed maphash.Seed, s *model.ServicePort) uint64 {
 		h.Write(b)
 	}
 	h.num(uint64(len(s.Endpoints)))
+	var fams inet.PerFamily[hasher]
+	var has inet.PerFamily[bool]
 	for i := range s.Endpoints {
-		h.endpoint(&s.Endpoints[i])
+		ep := &s.Endpoints[i]
+		f := inet.FamilyOf(ep.Addr)
+		h.WriteByte(byte(f))
+		if !has.Get(f) {
+			fams.Of(f).SetSeed(seed)
+			*has.Of(f) = true
+		}
+		fams.Of(f).endpoint(ep)
 	}
-	return h.Sum64()
+	var out portHashes
+	for _, f := range inet.Families() {
+		// The families written above say which of them have endpoints.
+		if has.Get(f) {
+			sum := fams.Of(f).Sum64()
+			h.num(sum)
+			// Never 0, which stands for none.
+			*out.endpoints.Of(f) = sum | 1
+		}
+	}
+	out.fingerprint = h.Sum64()
+	return out
 }
 
 // hasher writes a model's fields to a hash, each delimited so that two

@@ -37,7 +37,6 @@ func reconciled(p inet.Protocol) bool { return slices.Contains(reconciledProtoco
 // flowIndex keeps, between syncs, what conntrack reconciliation needs of
 // every service port, and the reconciliations that changes made due.
 type flowIndex struct {
-	seed     maphash.Seed
 	services map[serviceName]map[string]*flowPort
 	due      map[ReconcileFlows]bool
 }
@@ -55,38 +54,24 @@ type flowPort struct {
 	frontends []netip.Addr
 	serving   []netip.AddrPort
 	// endpoints hashes the port's endpoints of each family, 0 for none:
-	// a change of either changes it.
+	// a change of either changes it (portHashes).
 	endpoints inet.PerFamily[uint64]
 }
 
-func newFlowIndex(seed maphash.Seed) *flowIndex {
-	return &flowIndex{seed: seed, services: map[serviceName]map[string]*flowPort{}, due: map[ReconcileFlows]bool{}}
+func newFlowIndex() *flowIndex {
+	return &flowIndex{services: map[serviceName]map[string]*flowPort{}, due: map[ReconcileFlows]bool{}}
 }
 
-// newFlowPort takes what reconciliation needs of a service port, copied:
-// the caller may reuse its model.
-func (x *flowIndex) newFlowPort(sp *model.ServicePort) *flowPort {
-	fp := &flowPort{protocol: sp.Protocol, port: sp.Port, nodePort: sp.NodePort}
-	var h inet.PerFamily[hasher]
-	for _, f := range inet.Families() {
-		h.Of(f).SetSeed(x.seed)
-	}
-	for i := range sp.Endpoints {
-		ep := &sp.Endpoints[i]
-		f := inet.FamilyOf(ep.Addr)
-		h.Of(f).endpoint(ep)
-		*fp.endpoints.Of(f) = 1
-		if ep.Serving && reconciled(sp.Protocol) {
-			fp.serving = append(fp.serving, netip.AddrPortFrom(ep.Addr, ep.Port))
-		}
-	}
-	for _, f := range inet.Families() {
-		if e := fp.endpoints.Of(f); *e != 0 {
-			// Never 0, which stands for none.
-			*e = h.Of(f).Sum64() | 1
-		}
-	}
+// newFlowPort takes what reconciliation needs of a service port, copied
+// (the caller may reuse its model), with the hashes of its endpoints.
+func newFlowPort(sp *model.ServicePort, endpoints inet.PerFamily[uint64]) *flowPort {
+	fp := &flowPort{protocol: sp.Protocol, port: sp.Port, nodePort: sp.NodePort, endpoints: endpoints}
 	if reconciled(sp.Protocol) {
+		for i := range sp.Endpoints {
+			if ep := &sp.Endpoints[i]; ep.Serving {
+				fp.serving = append(fp.serving, netip.AddrPortFrom(ep.Addr, ep.Port))
+			}
+		}
 		fp.clusterIPs = slices.Clone(sp.ClusterIPs)
 		fp.frontends = slices.Concat(sp.ExternalIPs, sp.LoadBalancerIPs)
 	}
@@ -97,15 +82,16 @@ func (x *flowIndex) newFlowPort(sp *model.ServicePort) *flowPort {
 // makes due the reconciliations kube-proxy's endpoints change tracker
 // calls for: of a family in which the endpoints of a Service changed
 // (any of its ports'), for each protocol of which the Service has, or
-// had, a port with endpoints in that family.
-func (x *flowIndex) update(changes []model.Change) {
+// had, a port with endpoints in that family. hashes[i] are
+// changes[i].Port's (hashPort); a removal's are not read.
+func (x *flowIndex) update(changes []model.Change, hashes []portHashes) {
 	changed := map[serviceName]inet.PerFamily[bool]{}
-	for _, c := range changes {
+	for i, c := range changes {
 		svc := serviceName{c.Name.Namespace, c.Name.Name}
 		old := x.services[svc][c.Name.Port]
 		var now *flowPort
 		if c.Port != nil {
-			now = x.newFlowPort(c.Port)
+			now = newFlowPort(c.Port, hashes[i].endpoints)
 		}
 		for _, f := range inet.Families() {
 			if old.endpointsOf(f) == now.endpointsOf(f) {
@@ -164,8 +150,8 @@ func (x *flowIndex) put(svc serviceName, port string, fp *flowPort) {
 }
 
 // replace makes the index hold the service ports of a whole model, as
-// the changes from what it held.
-func (x *flowIndex) replace(ports []model.ServicePort) {
+// the changes from what it held; hashes[i] are ports[i]'s (hashPort).
+func (x *flowIndex) replace(ports []model.ServicePort, hashes []portHashes) {
 	present := make(map[model.ServicePortName]bool, len(ports))
 	changes := make([]model.Change, 0, len(ports))
 	for i := range ports {
@@ -179,7 +165,8 @@ func (x *flowIndex) replace(ports []model.ServicePort) {
 			}
 		}
 	}
-	x.update(changes)
+	// The removals at the end have no hashes.
+	x.update(changes, append(slices.Clip(hashes), make([]portHashes, len(changes)-len(ports))...))
 }
 
 // dueNow returns the due reconciliations in order, IPv4 and UDP first,
@@ -320,7 +307,12 @@ func has(set map[portAddr]struct{}, pa portAddr) bool {
 // of that protocol has endpoints, as kube-proxy's first sync finds every
 // Service's endpoints changed.
 func FirstReconciles(state *model.State) []ReconcileFlows {
-	x := newFlowIndex(maphash.MakeSeed())
-	x.replace(state.Services)
+	seed := maphash.MakeSeed()
+	hashes := make([]portHashes, len(state.Services))
+	for i := range state.Services {
+		hashes[i] = hashPort(seed, &state.Services[i])
+	}
+	x := newFlowIndex()
+	x.replace(state.Services, hashes)
 	return x.dueNow(state.Node.IPv4Only)
 }

@@ -213,11 +213,16 @@ func (t *Scope) add(c *contribution) {
 	}
 }
 
-// put replaces the service port's contribution with the one computed from
-// s, which must be valid. A virtual server that another service port
-// claims too goes to the better claim (see better), whatever the order
-// they came in; the rest of both is programmed, and conflicts reports it.
-func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
+// put validates a service port and replaces its contribution with the
+// one computed from s; an invalid port keeps nothing programmed, and its
+// error is returned. A virtual server that another service port claims
+// too goes to the better claim (see better), whatever the order they came
+// in; the rest of both is programmed, and conflicts reports it.
+func (d *desiredIndex) put(s *model.ServicePort, t *Scope) error {
+	if err := s.Validate(); err != nil {
+		d.remove(s.Name, t)
+		return err
+	}
 	next := d.scratch.contributionOf(&d.node, s, d.facts)
 	d.remove(s.Name, t)
 	t.add(next)
@@ -225,6 +230,7 @@ func (d *desiredIndex) put(s *model.ServicePort, t *Scope) {
 	if len(next.problems) > 0 {
 		d.reported = nil
 	}
+	return nil
 }
 
 // remove takes the service port's contribution away, if it has one.

@@ -38,7 +38,7 @@ type Planner struct {
 // rules renders.
 func NewPlanner(rules Rules) *Planner {
 	seed := maphash.MakeSeed()
-	return &Planner{seed: seed, facts: &kernelFacts{lacking: map[string]error{}}, rules: rules, flows: newFlowIndex(seed)}
+	return &Planner{seed: seed, facts: &kernelFacts{lacking: map[string]error{}}, rules: rules, flows: newFlowIndex()}
 }
 
 // Node returns the node's settings of the last Update, nil before the
@@ -111,7 +111,7 @@ func (p *Planner) Update(s *model.State) (Scope, []error) {
 	for i := range s.Services {
 		sp := &s.Services[i]
 		present[sp.Name] = true
-		if fp, ok := p.seen[sp.Name]; !ok || fp != fingerprint(p.seed, sp) {
+		if fp, ok := p.seen[sp.Name]; !ok || fp != hashPort(p.seed, sp).fingerprint {
 			changes = append(changes, model.Change{Name: sp.Name, Port: sp})
 		}
 	}
@@ -132,7 +132,16 @@ func (p *Planner) UpdateChanges(changes []model.Change) (Scope, []error) {
 		p.rebuild(&model.State{})
 	}
 	changes = lastOfEachName(changes)
-	p.flows.update(changes)
+	// Each changed port is hashed once: its fingerprint is kept for a
+	// later Update, its endpoints' hashes decide conntrack reconciliation.
+	hashes := make([]portHashes, len(changes))
+	for i, c := range changes {
+		if c.Port != nil {
+			hashes[i] = hashPort(p.seed, c.Port)
+			p.seen[c.Name] = hashes[i].fingerprint
+		}
+	}
+	p.flows.update(changes, hashes)
 	// Ports left out before are tried again: a conflict may have gone.
 	changed := make(map[model.ServicePortName]bool, len(changes))
 	for _, c := range changes {
@@ -167,8 +176,8 @@ func (p *Planner) UpdateChanges(changes []model.Change) (Scope, []error) {
 			delete(p.retry, c.Name)
 			continue
 		}
-		p.seen[c.Name] = fingerprint(p.seed, c.Port)
-		if err := put(p.index, c.Port, t); err != nil {
+		// A port tried again keeps the fingerprint it was left out with.
+		if err := p.index.put(c.Port, t); err != nil {
 			p.failed[c.Name] = err
 			if p.retry[c.Name] != c.Port {
 				p.retry[c.Name] = cloneServicePort(c.Port)
@@ -200,15 +209,17 @@ func lastOfEachName(changes []model.Change) []model.Change {
 func (p *Planner) rebuild(s *model.State) (Scope, []error) {
 	index, failed, err := buildIndex(s, p.rules, p.facts)
 	p.index, p.failed, p.stale = index, failed, false
-	p.flows.replace(s.Services)
 	p.seen, p.retry = make(map[model.ServicePortName]uint64, len(s.Services)), map[model.ServicePortName]*model.ServicePort{}
+	hashes := make([]portHashes, len(s.Services))
 	for i := range s.Services {
 		sp := &s.Services[i]
-		p.seen[sp.Name] = fingerprint(p.seed, sp)
+		hashes[i] = hashPort(p.seed, sp)
+		p.seen[sp.Name] = hashes[i].fingerprint
 		if _, ok := failed[sp.Name]; ok {
 			p.retry[sp.Name] = cloneServicePort(sp)
 		}
 	}
+	p.flows.replace(s.Services, hashes)
 	if err != nil {
 		return FullScope, []error{err}
 	}
@@ -241,6 +252,18 @@ func (p *Planner) Reconciled(op ReconcileFlows) { delete(p.flows.due, op) }
 // ports of the last update, the ports left out among them (kube-proxy
 // reconciles every Service it reads).
 func (p *Planner) FlowMatcher(op ReconcileFlows) *FlowMatcher { return p.flows.matcher(op) }
+
+// Claims returns the virtual servers service port name claims in the
+// desired state, read from its contribution in the index: those it owns
+// and those another port has (a ConflictError), not a health-check node
+// port, which is no virtual server. A port left out, or unknown, has
+// none. The slice is the caller's.
+func (p *Planner) Claims(name model.ServicePortName) []VirtualKey {
+	if p.index == nil {
+		return nil
+	}
+	return p.index.contribs[name].virtualKeys()
+}
 
 // Desired returns the desired kernel state and the service each virtual
 // server belongs to. The caller must not change them.

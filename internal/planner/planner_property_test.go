@@ -174,6 +174,12 @@ func compareWithFresh(p *Planner, kernel *KernelState, s *model.State, foreign m
 	if a, b := p.ClaimedByAnyone(), fresh.ClaimedByAnyone(); !reflect.DeepEqual(a, b) {
 		return fmt.Sprintf("claims by external or load-balancer addresses differ: incremental %v, full %v", a, b)
 	}
+	for i := range s.Services {
+		name := s.Services[i].Name
+		if a, b := p.Claims(name), fresh.Claims(name); !slices.Equal(a, b) {
+			return fmt.Sprintf("%s's claims differ: incremental %v, full %v", name, a, b)
+		}
+	}
 	_, gotErrs := p.UpdateChanges(nil)
 	if a, b := fmt.Sprint(gotErrs), fmt.Sprint(wantErrs); a != b {
 		return fmt.Sprintf("errors differ:\nincremental %s\nfull        %s", a, b)

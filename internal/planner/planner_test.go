@@ -320,7 +320,7 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 		return s
 	}
 	b := base()
-	want := fingerprint(seed, &b)
+	want := hashPort(seed, &b).fingerprint
 	mutate := func(f reflect.Value, name string) {
 		switch f.Kind() {
 		case reflect.String:
@@ -350,7 +350,7 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 			for j := range reflect.TypeOf(model.ServicePortName{}).NumField() {
 				s := base()
 				mutate(reflect.ValueOf(&s.Name).Elem().Field(j), "Name."+reflect.TypeOf(model.ServicePortName{}).Field(j).Name)
-				if fingerprint(seed, &s) == want {
+				if hashPort(seed, &s).fingerprint == want {
 					t.Errorf("a change of Name field %d leaves the fingerprint", j)
 				}
 			}
@@ -358,7 +358,7 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 		}
 		s := base()
 		mutate(reflect.ValueOf(&s).Elem().Field(i), name)
-		if fingerprint(seed, &s) == want {
+		if hashPort(seed, &s).fingerprint == want {
 			t.Errorf("a change of %s leaves the fingerprint", name)
 		}
 	}
@@ -370,16 +370,44 @@ func TestFingerprintCoversEveryField(t *testing.T) {
 			for j := range htyp.NumField() {
 				s := base()
 				mutate(reflect.ValueOf(s.Endpoints[0].Hints).Elem().Field(j), "Endpoints[0].Hints."+htyp.Field(j).Name)
-				if fingerprint(seed, &s) == want {
+				if hashPort(seed, &s).fingerprint == want {
 					t.Errorf("a change of Hints.%s leaves the fingerprint", htyp.Field(j).Name)
 				}
 			}
 			continue
 		}
 		mutate(reflect.ValueOf(&s.Endpoints[0]).Elem().Field(i), "Endpoints[0]."+etyp.Field(i).Name)
-		if fingerprint(seed, &s) == want {
+		if hashPort(seed, &s).fingerprint == want {
 			t.Errorf("a change of Endpoint.%s leaves the fingerprint", etyp.Field(i).Name)
 		}
+	}
+}
+
+// One pass hashes a port's endpoints for both: the fingerprint tells
+// apart endpoints that differ only in order, across families too, while
+// the hash of a family's endpoints (conntrack's) changes with that
+// family's alone, and is 0 for none.
+func TestHashPortEndpoints(t *testing.T) {
+	seed := maphash.MakeSeed()
+	v4, v4b, v6 := fixture.Ready("10.244.0.1", 53, "node-a"), fixture.Ready("10.244.0.2", 53, "node-a"), fixture.Ready("fd00:244::1", 53, "node-a")
+	hash := func(eps ...model.Endpoint) portHashes {
+		s := fixture.Svc("default", "dns", "", inet.UDP, 53, "10.96.0.10", "fd00::10")
+		s.Endpoints = eps
+		return hashPort(seed, &s)
+	}
+	base := hash(v4, v6, v4b)
+	if got := hash(v6, v4, v4b); got.fingerprint == base.fingerprint || got.endpoints != base.endpoints {
+		t.Errorf("families interleaved otherwise: fingerprint %x (was %x), endpoints %x (were %x)", got.fingerprint, base.fingerprint, got.endpoints, base.endpoints)
+	}
+	if got := hash(v4b, v6, v4); got.fingerprint == base.fingerprint ||
+		got.endpoints.Get(inet.IPv4) == base.endpoints.Get(inet.IPv4) || got.endpoints.Get(inet.IPv6) != base.endpoints.Get(inet.IPv6) {
+		t.Errorf("IPv4 endpoints reordered: fingerprint %x (was %x), endpoints %x (were %x)", got.fingerprint, base.fingerprint, got.endpoints, base.endpoints)
+	}
+	if got := hash(v4, v4b); got.endpoints.Get(inet.IPv4) != base.endpoints.Get(inet.IPv4) || got.endpoints.Get(inet.IPv6) != 0 {
+		t.Errorf("IPv6 endpoint gone: endpoints %x (were %x)", got.endpoints, base.endpoints)
+	}
+	if got := hash(); got.endpoints != (inet.PerFamily[uint64]{}) {
+		t.Errorf("no endpoint: endpoints %x", got.endpoints)
 	}
 }
 

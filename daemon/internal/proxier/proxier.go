@@ -38,6 +38,7 @@ type Dataplane interface {
 	Prefill(ctx context.Context, state *model.State) (*dataplane.Result, error)
 	PrefillChanges(ctx context.Context, changes []model.Change) (*dataplane.Result, error)
 	Owner(vk plan.VirtualKey) (model.ServicePortName, bool)
+	Claims(name model.ServicePortName) []plan.VirtualKey
 }
 
 // Config is what a Proxier works with. Log, Dataplane, Tracker, Metrics,

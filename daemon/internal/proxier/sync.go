@@ -113,14 +113,14 @@ func (p *Proxier) followServices(u *watcher.Update) {
 		p.hc.Replace(u.State.Services)
 		p.metrics.ReplaceServices(node.Name, u.State.Services)
 		if p.traffic != nil {
-			p.traffic.Replace(node, u.State.Services, p.dataplane.Owner)
+			p.traffic.Replace(u.State.Services, p.dataplane)
 		}
 		return
 	}
 	p.hc.Apply(u.Changes)
 	p.metrics.ApplyChanges(node.Name, u.Changes)
 	if p.traffic != nil {
-		p.traffic.Apply(node, u.Changes, p.dataplane.Owner)
+		p.traffic.Apply(u.Changes, p.dataplane)
 	}
 }
 

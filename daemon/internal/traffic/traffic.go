@@ -134,20 +134,28 @@ func New(source Lister, now func() time.Time) *Collector {
 	}
 }
 
-// Owner returns the service port a virtual server is programmed for
-// (dataplane.Dataplane.Owner): of ports that claim one, the planner's
-// choice.
-type Owner func(plan.VirtualKey) (model.ServicePortName, bool)
+// Planned is what the collector asks of the desired state the last sync
+// planned, which the dataplane keeps; *dataplane.Dataplane is one. A
+// port's virtual servers are read there, not worked out again.
+type Planned interface {
+	// Claims returns the virtual servers a service port claims
+	// (dataplane.Dataplane.Claims), those another port owns among them.
+	Claims(model.ServicePortName) []plan.VirtualKey
+	// Owner returns the service port a virtual server is programmed for
+	// (dataplane.Dataplane.Owner): of ports that claim one, the planner's
+	// choice.
+	Owner(plan.VirtualKey) (model.ServicePortName, bool)
+}
 
 // Replace maps the virtual servers of a whole desired state to their
 // service ports, after a full sync. Ports that stay keep their counters.
-func (t *Collector) Replace(node *model.Node, services []model.ServicePort, owner Owner) {
+func (t *Collector) Replace(services []model.ServicePort, planned Planned) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	present := make(map[model.ServicePortName]bool, len(services))
 	for i := range services {
 		present[services[i].Name] = true
-		t.set(node, &services[i])
+		t.set(&services[i], planned)
 	}
 	for name := range t.ports {
 		if !present[name] {
@@ -157,7 +165,7 @@ func (t *Collector) Replace(node *model.Node, services []model.ServicePort, owne
 	clear(t.owners)
 	for _, p := range t.ports {
 		for _, k := range p.keys {
-			t.claim(k, owner)
+			t.claim(k, planned)
 		}
 	}
 	maps.DeleteFunc(t.seen, func(k plan.VirtualKey, _ trafficCounters) bool { return t.owners[k] == nil })
@@ -166,7 +174,7 @@ func (t *Collector) Replace(node *model.Node, services []model.ServicePort, owne
 // Apply follows an incremental sync's changes, in their time: the
 // virtual servers of the changed ports, those they had and those they
 // have, go to their owners.
-func (t *Collector) Apply(node *model.Node, changes []model.Change, owner Owner) {
+func (t *Collector) Apply(changes []model.Change, planned Planned) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var touched []plan.VirtualKey
@@ -178,17 +186,17 @@ func (t *Collector) Apply(node *model.Node, changes []model.Change, owner Owner)
 			delete(t.ports, c.Name)
 			continue
 		}
-		t.set(node, c.Port)
+		t.set(c.Port, planned)
 		touched = append(touched, t.ports[c.Name].keys...)
 	}
 	for _, k := range touched {
-		t.claim(k, owner)
+		t.claim(k, planned)
 	}
 }
 
-// set records the port's virtual servers, all it claims; t.mu is held.
-// Which of them count for it is claim's to say.
-func (t *Collector) set(node *model.Node, sp *model.ServicePort) {
+// set records the port's virtual servers, all it claims in the planned
+// state; t.mu is held. Which of them count for it is claim's to say.
+func (t *Collector) set(sp *model.ServicePort, planned Planned) {
 	p := t.ports[sp.Name]
 	if p != nil && p.protocol != sp.Protocol {
 		// Another protocol is another series.
@@ -198,7 +206,7 @@ func (t *Collector) set(node *model.Node, sp *model.ServicePort) {
 		p = &trafficPort{name: sp.Name, protocol: sp.Protocol}
 		t.ports[sp.Name] = p
 	}
-	p.keys = plan.VirtualKeys(node, sp)
+	p.keys = planned.Claims(sp.Name)
 }
 
 // claim gives virtual server k to the port that owns it, or to none;
@@ -206,9 +214,9 @@ func (t *Collector) set(node *model.Node, sp *model.ServicePort) {
 // last reading, since the kernel's counters go on; one that no port
 // counts loses it: if it comes back, it is a new virtual server whose
 // counters start from zero.
-func (t *Collector) claim(k plan.VirtualKey, owner Owner) {
+func (t *Collector) claim(k plan.VirtualKey, planned Planned) {
 	var p *trafficPort
-	if name, ok := owner(k); ok {
+	if name, ok := planned.Owner(k); ok {
 		p = t.ports[name]
 	}
 	if p == nil || !slices.Contains(p.keys, k) {

@@ -47,16 +47,16 @@ func benchTraffic() (*model.Node, []model.ServicePort, []ipvs.Service) {
 func BenchmarkServiceTraffic10000(b *testing.B) {
 	node, ports, svcs := benchTraffic()
 	ctx := context.Background()
-	owner := ownerOf(node, ports...)
+	planned := plannedOf(node, ports...)
 	b.Run("map", func(b *testing.B) {
 		for range b.N {
 			tr := New(&fakeLister{}, time.Now)
-			tr.Replace(node, ports, owner)
+			tr.Replace(ports, planned)
 		}
 	})
 	k := &fakeLister{svcs: svcs}
 	tr := New(k, time.Now)
-	tr.Replace(node, ports, owner)
+	tr.Replace(ports, planned)
 	if err := tr.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -94,19 +94,33 @@ func exposition(connections, packets, bytes string) string {
 ` + packets
 }
 
-// ownerOf is the planner's choice where ports claim no virtual server in
+// planned is the planner's answers (Planned) for some service ports:
+// each claims what plan.VirtualKeys lists for it, and a virtual server
+// several claim is the last one's.
+type planned struct {
+	claims map[model.ServicePortName][]plan.VirtualKey
+	owners map[plan.VirtualKey]model.ServicePortName
+}
+
+// plannedOf is the planner's choice where ports claim no virtual server in
 // common: each is its claimant's.
-func ownerOf(node *model.Node, ports ...model.ServicePort) Owner {
-	owners := map[plan.VirtualKey]model.ServicePortName{}
+func plannedOf(node *model.Node, ports ...model.ServicePort) planned {
+	p := planned{claims: map[model.ServicePortName][]plan.VirtualKey{}, owners: map[plan.VirtualKey]model.ServicePortName{}}
 	for i := range ports {
-		for _, k := range plan.VirtualKeys(node, &ports[i]) {
-			owners[k] = ports[i].Name
+		keys := plan.VirtualKeys(node, &ports[i])
+		p.claims[ports[i].Name] = keys
+		for _, k := range keys {
+			p.owners[k] = ports[i].Name
 		}
 	}
-	return func(k plan.VirtualKey) (model.ServicePortName, bool) {
-		name, ok := owners[k]
-		return name, ok
-	}
+	return p
+}
+
+func (p planned) Claims(name model.ServicePortName) []plan.VirtualKey { return p.claims[name] }
+
+func (p planned) Owner(k plan.VirtualKey) (model.ServicePortName, bool) {
+	name, ok := p.owners[k]
+	return name, ok
 }
 
 // A service port's series sum all its virtual servers, both families and
@@ -128,7 +142,7 @@ func TestServiceTrafficSumsVirtualServers(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := New(k, clock.now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
+	tr.Replace([]model.ServicePort{web, dns}, plannedOf(trafficNode(), web, dns))
 	if err := tr.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +170,7 @@ func TestServiceTrafficOneDumpPerInterval(t *testing.T) {
 	web := webPort()
 	k := &fakeLister{svcs: []ipvs.Service{kernelService(inet.TCP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}}
 	tr := New(k, time.Now)
-	tr.Replace(trafficNode(), []model.ServicePort{web}, ownerOf(trafficNode(), web))
+	tr.Replace([]model.ServicePort{web}, plannedOf(trafficNode(), web))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(tr)
 	if n, err := testutil.GatherAndCount(reg, trafficNames...); err != nil || n != 0 {
@@ -200,7 +214,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	tr := New(k, clock.now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
+	tr.Replace([]model.ServicePort{web, dns}, plannedOf(trafficNode(), web, dns))
 	ctx := context.Background()
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -213,7 +227,7 @@ func TestServiceTrafficRates(t *testing.T) {
 	clock.advance(10 * time.Second)
 	api := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "api"}, Protocol: inet.TCP, Port: 443,
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")}}
-	tr.Apply(trafficNode(), []model.Change{{Name: api.Name, Port: &api}}, ownerOf(trafficNode(), web, dns, api))
+	tr.Apply([]model.Change{{Name: api.Name, Port: &api}}, plannedOf(trafficNode(), web, dns, api))
 	k.svcs = []ipvs.Service{
 		kernelService(inet.TCP, "10.96.0.20", 80, stats(20, 200, 150, 3000, 2000)),
 		kernelService(inet.TCP, "192.168.0.10", 30080, stats(20, 200, 150, 3000, 2000)),
@@ -248,7 +262,7 @@ func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	web.NodePort, web.ExternalIPs, web.LoadBalancerIPs = 0, nil, nil
 	k := &fakeLister{svcs: []ipvs.Service{kernelService(inet.TCP, "10.96.0.20", 80, stats(100, 100, 100, 100, 100))}}
 	tr := New(k, time.Now)
-	tr.Replace(trafficNode(), []model.ServicePort{web}, ownerOf(trafficNode(), web))
+	tr.Replace([]model.ServicePort{web}, plannedOf(trafficNode(), web))
 	ctx := context.Background()
 	total := func() trafficCounters {
 		t.Helper()
@@ -272,8 +286,8 @@ func TestServiceTrafficVirtualServerRecreated(t *testing.T) {
 	// counted more than the old one's last reading.
 	moved := web
 	moved.ClusterIPs = []netip.Addr{netip.MustParseAddr("fd00:96::20")}
-	tr.Apply(trafficNode(), []model.Change{{Name: web.Name, Port: &moved}}, ownerOf(trafficNode(), moved))
-	tr.Apply(trafficNode(), []model.Change{{Name: web.Name, Port: &web}}, ownerOf(trafficNode(), web))
+	tr.Apply([]model.Change{{Name: web.Name, Port: &moved}}, plannedOf(trafficNode(), moved))
+	tr.Apply([]model.Change{{Name: web.Name, Port: &web}}, plannedOf(trafficNode(), web))
 	k.svcs[0].Stats = stats(50, 50, 50, 50, 50)
 	if got := total(); got.Connections != 190 {
 		t.Errorf("after the virtual server came back with 50: %+v, want 190", got)
@@ -290,14 +304,14 @@ func TestServiceTrafficSeriesFollowPorts(t *testing.T) {
 		kernelService(inet.UDP, "10.96.0.10", 53, stats(2, 2, 2, 2, 2)),
 	}}
 	tr := New(k, time.Now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
+	tr.Replace([]model.ServicePort{web, dns}, plannedOf(trafficNode(), web, dns))
 	ctx := context.Background()
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	udpWeb := web
 	udpWeb.Protocol = inet.UDP
-	tr.Apply(trafficNode(), []model.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}}, ownerOf(trafficNode(), udpWeb))
+	tr.Apply([]model.Change{{Name: dns.Name}, {Name: web.Name, Port: &udpWeb}}, plannedOf(trafficNode(), udpWeb))
 	k.svcs = []ipvs.Service{kernelService(inet.UDP, "10.96.0.20", 80, stats(1, 1, 1, 1, 1))}
 	if err := tr.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -324,7 +338,7 @@ func TestStatusShowsTrafficRates(t *testing.T) {
 	}}
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	tr := New(k, clock.now)
-	tr.Replace(trafficNode(), []model.ServicePort{web, dns}, ownerOf(trafficNode(), web, dns))
+	tr.Replace([]model.ServicePort{web, dns}, plannedOf(trafficNode(), web, dns))
 	var out strings.Builder
 	show := func(top int) string {
 		t.Helper()
@@ -393,17 +407,17 @@ func TestServiceTrafficContestedVirtualServer(t *testing.T) {
 	}
 	// The planner gives it to the cluster IP; the tenant's port comes
 	// last, in the whole state and as a change.
-	dnsOwns := ownerOf(trafficNode(), squat, dns)
-	tr.Replace(trafficNode(), []model.ServicePort{dns, squat}, dnsOwns)
+	dnsOwns := plannedOf(trafficNode(), squat, dns)
+	tr.Replace([]model.ServicePort{dns, squat}, dnsOwns)
 	if d, s := totals(); d != 10 || s != 0 {
 		t.Errorf("after the whole state: kube-dns %d, squat %d; want 10, 0", d, s)
 	}
-	tr.Apply(trafficNode(), []model.Change{{Name: squat.Name, Port: &squat}}, dnsOwns)
+	tr.Apply([]model.Change{{Name: squat.Name, Port: &squat}}, dnsOwns)
 	k.svcs[0].Stats = stats(15, 15, 15, 15, 15)
 	if d, s := totals(); d != 15 || s != 0 {
 		t.Errorf("after the tenant's change: kube-dns %d, squat %d; want 15, 0", d, s)
 	}
-	tr.Apply(trafficNode(), []model.Change{{Name: dns.Name}}, ownerOf(trafficNode(), squat))
+	tr.Apply([]model.Change{{Name: dns.Name}}, plannedOf(trafficNode(), squat))
 	k.svcs[0].Stats = stats(17, 17, 17, 17, 17)
 	if _, s := totals(); s != 2 {
 		t.Errorf("once kube-dns went: squat %d, want the 2 since", s)

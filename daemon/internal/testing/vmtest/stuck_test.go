@@ -25,10 +25,7 @@ import (
 // keeps it to make test-vmtest.
 func TestStuckGuestNamesItself(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	vmtest, guestTest := filepath.Join(dir, "vmtest"), filepath.Join(dir, "stuck.test")
-	goCommand(t, "build", "-o", vmtest, ".")
-	goCommand(t, "test", "-c", "-tags", "vmharness", "-o", guestTest, "./testdata/stuck")
+	dir, vmtest, guestTest := buildStuck(t)
 
 	t.Run("limit", func(t *testing.T) {
 		out, took, err := runStuck(t, dir, vmtest, guestTest, spinning, nil)
@@ -76,10 +73,7 @@ func TestStuckGuestNamesItself(t *testing.T) {
 func TestSilentGuestGetsAnNMI(t *testing.T) {
 	// Beside the stuck guest: each guest has one vCPU of the two cores.
 	t.Parallel()
-	dir := t.TempDir()
-	vmtest, guestTest := filepath.Join(dir, "vmtest"), filepath.Join(dir, "stuck.test")
-	goCommand(t, "build", "-o", vmtest, ".")
-	goCommand(t, "test", "-c", "-tags", "vmharness", "-o", guestTest, "./testdata/stuck")
+	dir, vmtest, guestTest := buildStuck(t)
 
 	out, took, err := runStuck(t, dir, vmtest, guestTest, guestRun{
 		args: []string{"-test.run=^TestStopsHeartbeat$", "-test.timeout=10m"},
@@ -105,6 +99,17 @@ func TestSilentGuestGetsAnNMI(t *testing.T) {
 			t.Errorf("the output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// buildStuck builds vmtest and testdata/stuck's guest tests into a
+// directory of their own, which it returns with their paths.
+func buildStuck(t *testing.T) (dir, vmtest, guestTest string) {
+	t.Helper()
+	dir = t.TempDir()
+	vmtest, guestTest = filepath.Join(dir, "vmtest"), filepath.Join(dir, "stuck.test")
+	goCommand(t, "build", "-o", vmtest, ".")
+	goCommand(t, "test", "-c", "-tags", "vmharness", "-o", guestTest, "./testdata/stuck")
+	return dir, vmtest, guestTest
 }
 
 // goCommand runs the go command with args in the package's directory.

@@ -225,8 +225,14 @@ func TestKernelPackagesImporterModules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// This machine's module cache is the proxy: the library's requirements
-	// are in it, since the library builds.
+	// This machine's module cache is the proxy. A build fetches only the
+	// modules it compiles, and listing the importer's modules needs the
+	// version information of every module in its graph, a part of the
+	// library's: the library's modules, downloaded and listed first, are
+	// what a fresh machine's cache may lack (golang.org/x/crypto's
+	// information, say, which nothing here compiles).
+	goOutput(t, root, []string{"GOWORK=off"}, "mod", "download")
+	goOutput(t, root, []string{"GOWORK=off"}, "list", "-m", "all")
 	cache := strings.TrimSpace(goOutput(t, root, nil, "env", "GOMODCACHE"))
 	env := []string{"GOWORK=off", "GOFLAGS=-mod=mod", "GOSUMDB=off", "GOPROXY=file://" + filepath.Join(cache, "cache", "download")}
 	goOutput(t, dir, env, "mod", "tidy")

@@ -8,7 +8,7 @@ OTHER_KERNELS ?= 5.10 6.12
 KERNEL_PKGS   ?= ./ipvs/... ./ipset/... ./conntrack/... ./dummy/... ./dataplane/... ./daemon/compare/ipvs/...
 
 # vmtest's own tests of a guest that never ends and one that falls silent:
-# five guests of one vCPU, two at a time (about 2 minutes in all), to see
+# five guests of one vCPU, two at a time (71 s in all on an idle machine), to see
 # vmtest stop the first at its limit and on SIGTERM, and send the second
 # an NMI each of the three times it is booted.
 test-vmtest: vm-kernel ## vmtest stopping a guest that never ends or falls silent, and naming it

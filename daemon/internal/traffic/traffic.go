@@ -206,7 +206,19 @@ func (t *Collector) set(sp *model.ServicePort, planned Planned) {
 		p = &trafficPort{name: sp.Name, protocol: sp.Protocol}
 		t.ports[sp.Name] = p
 	}
+	// Sorted, so that claim finds a key in the log of their number: a
+	// Service may list thousands of external IPs, and claim runs for
+	// each of them.
 	p.keys = planned.Claims(sp.Name)
+	slices.SortFunc(p.keys, compareKeys)
+}
+
+// compareKeys orders virtual servers by address, protocol and port.
+func compareKeys(a, b plan.VirtualKey) int {
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 }
 
 // claim gives virtual server k to the port that owns it, or to none;
@@ -219,7 +231,12 @@ func (t *Collector) claim(k plan.VirtualKey, planned Planned) {
 	if name, ok := planned.Owner(k); ok {
 		p = t.ports[name]
 	}
-	if p == nil || !slices.Contains(p.keys, k) {
+	if p != nil {
+		if _, claims := slices.BinarySearchFunc(p.keys, k, compareKeys); !claims {
+			p = nil
+		}
+	}
+	if p == nil {
 		delete(t.owners, k)
 		delete(t.seen, k)
 		return
